@@ -1,0 +1,162 @@
+"""Reading and writing benchmark directories, with errors a person can act on."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import TypeAdapter, ValidationError
+
+from knowbench.benchmark.schema import ChoiceTask, FunctionTask, Manifest, Task
+from knowbench.errors import BenchmarkError
+
+MANIFEST_FILE = "benchmark.json"
+TASKS_FILE = "tasks.jsonl"
+
+_task_adapter: TypeAdapter[FunctionTask | ChoiceTask] = TypeAdapter(Task)
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A loaded, validated benchmark."""
+
+    path: Path
+    manifest: Manifest
+    tasks: list[FunctionTask | ChoiceTask]
+    content_hash: str
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
+    def task(self, task_id: str) -> FunctionTask | ChoiceTask:
+        for task in self.tasks:
+            if task.task_id == task_id:
+                return task
+        raise KeyError(task_id)
+
+
+def sha256_bytes(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def load_benchmark(path: str | Path) -> Benchmark:
+    """Load and validate the benchmark directory at `path`.
+
+    Raises `BenchmarkError` naming the file, line and field of the first problem found.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        hint = "pass a directory holding benchmark.json and tasks.jsonl"
+        if root.is_file() and root.name in (MANIFEST_FILE, TASKS_FILE):
+            hint = f"pass the directory {root.parent}, not the file inside it"
+        raise BenchmarkError(str(root), "not a benchmark directory", hint=hint)
+    manifest_path, tasks_path = root / MANIFEST_FILE, root / TASKS_FILE
+    for required in (manifest_path, tasks_path):
+        if not required.is_file():
+            raise BenchmarkError(str(required), "file is missing",
+                                 hint="see docs/format.md for the files a benchmark holds")
+    manifest_bytes, tasks_bytes = manifest_path.read_bytes(), tasks_path.read_bytes()
+    manifest = _parse_manifest(manifest_path, manifest_bytes)
+    tasks = _parse_tasks(tasks_path, tasks_bytes, manifest)
+    warnings = []
+    recorded = manifest.provenance.hashes.get(TASKS_FILE)
+    if recorded and recorded != sha256_bytes(tasks_bytes):
+        warnings.append(f"{tasks_path} differs from the hash recorded in provenance "
+                        "(edited after the build?); scores will carry the new content hash")
+    content_hash = sha256_bytes(manifest_bytes + b"\0" + tasks_bytes)
+    return Benchmark(root, manifest, tasks, content_hash, warnings)
+
+
+def _parse_manifest(path: Path, data: bytes) -> Manifest:
+    try:
+        raw = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        line = getattr(error, "lineno", None)
+        raise BenchmarkError(str(path), f"invalid JSON: {_json_reason(error)}", line=line,
+                             hint="fix the JSON syntax") from None
+    if not isinstance(raw, dict):
+        raise BenchmarkError(str(path), "must hold a JSON object")
+    try:
+        return Manifest.model_validate(raw)
+    except ValidationError as error:
+        raise _from_validation(str(path), None, error) from None
+
+
+def _parse_tasks(path: Path, data: bytes, manifest: Manifest) -> list[FunctionTask | ChoiceTask]:
+    tasks: list[FunctionTask | ChoiceTask] = []
+    first_line: dict[str, int] = {}
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BenchmarkError(str(path), "is not UTF-8 text") from None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise BenchmarkError(str(path), f"invalid JSON: {_json_reason(error)}", line=number,
+                                 hint="each line must be one complete JSON object") from None
+        if not isinstance(raw, dict):
+            raise BenchmarkError(str(path), "each line must be a JSON object", line=number)
+        raw.setdefault("kind", "function")
+        try:
+            task = _task_adapter.validate_python(raw)
+        except ValidationError as error:
+            raise _from_validation(str(path), number, error) from None
+        if task.task_id in first_line:
+            raise BenchmarkError(str(path), f"duplicate task_id '{task.task_id}' "
+                                 f"(first used on line {first_line[task.task_id]})",
+                                 line=number, field="task_id", hint="give every task a unique task_id")
+        if manifest.domains and task.domain not in manifest.domains:
+            raise BenchmarkError(str(path), f"domain '{task.domain}' is not listed in "
+                                 f"{MANIFEST_FILE} domains {manifest.domains}", line=number,
+                                 field="domain", hint=f"add it to 'domains' in {MANIFEST_FILE}")
+        first_line[task.task_id] = number
+        tasks.append(task)
+    if not tasks:
+        raise BenchmarkError(str(path), "holds no tasks", hint="add one JSON task per line")
+    return tasks
+
+
+def _json_reason(error: Exception) -> str:
+    return getattr(error, "msg", None) or str(error)
+
+
+def _from_validation(path: str, line: int | None, error: ValidationError) -> BenchmarkError:
+    first = error.errors()[0]
+    loc = [str(part) for part in first["loc"] if part not in ("function", "choice")]
+    message = first["msg"].removeprefix("Value error, ")
+    field_name = ".".join(loc) or None
+    if first["type"] == "missing":
+        hint = f"add the field '{field_name}'"
+    elif first["type"] == "extra_forbidden":
+        hint = "remove it, or move free-form data under 'metadata'"
+    elif first["type"] == "union_tag_invalid":
+        hint = "'kind' must be 'function' or 'choice'"
+    else:
+        hint = "see docs/format.md for what this field holds"
+    more = len(error.errors()) - 1
+    if more:
+        message += f" (and {more} more problem{'s' if more > 1 else ''} on this record)"
+    return BenchmarkError(path, message, line=line, field=field_name, hint=hint)
+
+
+def write_benchmark(path: str | Path, manifest: Manifest,
+                    tasks: Iterable[FunctionTask | ChoiceTask]) -> Benchmark:
+    """Write a benchmark directory, recording the tasks' content hash in the manifest."""
+    root = Path(path)
+    root.mkdir(parents=True, exist_ok=True)
+    lines = [task.model_dump_json(exclude_defaults=False) for task in tasks]
+    tasks_bytes = ("\n".join(lines) + "\n").encode()
+    hashes = {**manifest.provenance.hashes, TASKS_FILE: sha256_bytes(tasks_bytes)}
+    provenance = manifest.provenance.model_copy(update={"hashes": hashes})
+    manifest = manifest.model_copy(update={"provenance": provenance})
+    (root / TASKS_FILE).write_bytes(tasks_bytes)
+    (root / MANIFEST_FILE).write_text(manifest.model_dump_json(indent=2) + "\n")
+    return load_benchmark(root)

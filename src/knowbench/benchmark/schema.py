@@ -1,0 +1,215 @@
+"""The benchmark format: the contract between building a benchmark and running it.
+
+A benchmark is a directory holding `benchmark.json` (a `Manifest`) and `tasks.jsonl`
+(one `Task` per line). `docs/format.md` documents every field; this module is the
+machine-checked version of that document.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+FORMAT_VERSION = 1
+
+_TASK_ID = re.compile(r"^[A-Za-z0-9_.:/@+-]+$")
+_QUALNAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_LETTER = re.compile(r"^[A-Z]$")
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Provenance(_Record):
+    """Where a benchmark came from, precisely enough to rebuild or audit it."""
+
+    source: str = Field(description="What the benchmark was built from: a URL, a path, a requirement.")
+    created: str | None = Field(default=None, description="ISO-8601 time of the build.")
+    tool: str | None = Field(default=None, description="What built it, e.g. 'knowbench 0.1.0'.")
+    versions: dict[str, str] = Field(default_factory=dict, description="Versions of the sources.")
+    hashes: dict[str, str] = Field(default_factory=dict, description="Content hashes, 'sha256:<hex>'.")
+
+
+class Manifest(_Record):
+    """`benchmark.json`: what a benchmark is and what its tests need."""
+
+    format_version: int = FORMAT_VERSION
+    name: str = Field(min_length=1)
+    version: str = "1"
+    description: str = ""
+    domains: list[str] = Field(default_factory=list)
+    requirements: list[str] = Field(
+        default_factory=list, description="pip requirements the tests import, e.g. 'numpy>=1.24'."
+    )
+    time_limit_s: float = Field(default=10.0, gt=0, description="Default wall-clock limit per sample.")
+    provenance: Provenance
+
+    @field_validator("format_version")
+    @classmethod
+    def _known_version(cls, value: int) -> int:
+        if value != FORMAT_VERSION:
+            raise ValueError(
+                f"format_version {value} is not supported by this knowbench "
+                f"(it reads version {FORMAT_VERSION})"
+            )
+        return value
+
+
+class TestItem(_Record):
+    """One runnable test found inside a `TestSpec`: the unit that passes or fails."""
+
+    id: str
+    kind: Literal["function", "unittest", "block"]
+    function: str | None = None
+    cls: str | None = None
+
+
+class TestSpec(_Record):
+    """A named piece of test code.
+
+    `code` may define pytest-style functions (`def test_*`, optionally taking the fixture
+    `tmp_path`), `unittest.TestCase` subclasses, or neither; in the last case the code
+    itself is one test (a plain block of asserts). It runs in a namespace that already
+    holds everything the program defines, so it can call the target by its bare name.
+    """
+
+    name: str = Field(min_length=1)
+    code: str = Field(min_length=1)
+
+    @field_validator("code")
+    @classmethod
+    def _parses(cls, code: str) -> str:
+        try:
+            ast.parse(code)
+        except SyntaxError as error:
+            raise ValueError(f"test code does not parse: {error.msg} (line {error.lineno})") from None
+        return code
+
+    def items(self) -> list[TestItem]:
+        """The tests this spec holds, found statically so every sample has the same list."""
+        tree = ast.parse(self.code)
+        found: list[TestItem] = []
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
+                found.append(TestItem(id=f"{self.name}::{node.name}", kind="function", function=node.name))
+            elif isinstance(node, ast.ClassDef) and _looks_like_testcase(node):
+                for member in node.body:
+                    if isinstance(member, ast.FunctionDef) and member.name.startswith("test"):
+                        found.append(TestItem(
+                            id=f"{self.name}::{node.name}::{member.name}",
+                            kind="unittest", cls=node.name, function=member.name,
+                        ))
+        return found or [TestItem(id=self.name, kind="block")]
+
+
+def _looks_like_testcase(node: ast.ClassDef) -> bool:
+    for base in node.bases:
+        name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+        if name.endswith("TestCase"):
+            return True
+    return False
+
+
+class _TaskBase(_Record):
+    task_id: str = Field(min_length=1)
+    domain: str = Field(min_length=1)
+    framework: str | None = None
+    difficulty: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("task_id")
+    @classmethod
+    def _id_chars(cls, value: str) -> str:
+        if not _TASK_ID.match(value):
+            raise ValueError("task_id may hold letters, digits and _ . : / @ + - only")
+        return value
+
+
+class FunctionTask(_TaskBase):
+    """Write the body of one function or method so that its tests pass."""
+
+    kind: Literal["function"] = "function"
+    instruction: str = Field(min_length=1, description="What the target must do, in words.")
+    prompt_code: str = Field(description="The code the model sees; the target's body is masked.")
+    entry_point: str = Field(description="Qualified name of the target in prompt_code: 'f' or 'Cls.f'.")
+    context: str = Field(default="", description="Code that runs before prompt_code (imports, helpers).")
+    reference: str = Field(description="Gold code: the target's full definition (or prompt_code filled in).")
+    tests: list[TestSpec] = Field(min_length=1)
+    target_api: str | None = Field(default=None, description="The library API the task is about.")
+    time_limit_s: float | None = Field(default=None, gt=0)
+
+    @field_validator("entry_point")
+    @classmethod
+    def _qualname(cls, value: str) -> str:
+        if not _QUALNAME.match(value):
+            raise ValueError("entry_point must be a dotted Python name such as 'parse' or 'Parser.parse'")
+        return value
+
+    @field_validator("prompt_code", "context", "reference")
+    @classmethod
+    def _code_parses(cls, code: str) -> str:
+        try:
+            ast.parse(code)
+        except SyntaxError as error:
+            raise ValueError(f"does not parse: {error.msg} (line {error.lineno})") from None
+        return code
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FunctionTask:
+        if find_definition(ast.parse(self.prompt_code), self.entry_point) is None:
+            raise ValueError(f"prompt_code defines no function '{self.entry_point}' (entry_point)")
+        names = [test.name for test in self.tests]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"test names must be unique; repeated: {', '.join(duplicates)}")
+        return self
+
+    def test_items(self) -> list[TestItem]:
+        """Every test of this task, in order: the denominator of AvgPassRate."""
+        return [item for spec in self.tests for item in spec.items()]
+
+
+class ChoiceTask(_TaskBase):
+    """A multiple-choice knowledge question with one or several correct letters."""
+
+    kind: Literal["choice"] = "choice"
+    question: str = Field(min_length=1)
+    options: dict[str, str] = Field(min_length=2, description="Letter -> option text, in order.")
+    answer: list[str] = Field(min_length=1, description="The correct letters.")
+    multiple: bool = Field(default=False, description="True when several letters may be correct.")
+    instruction: str = ""
+
+    @model_validator(mode="after")
+    def _answer_in_options(self) -> ChoiceTask:
+        bad = [letter for letter in self.options if not _LETTER.match(letter)]
+        if bad:
+            raise ValueError(f"option keys must be single capital letters, got {bad}")
+        missing = [letter for letter in self.answer if letter not in self.options]
+        if missing:
+            raise ValueError(f"answer letters {missing} are not among the options {list(self.options)}")
+        if not self.multiple and len(self.answer) != 1:
+            raise ValueError("a single-answer question needs exactly one answer letter (or set multiple)")
+        return self
+
+
+Task = Annotated[FunctionTask | ChoiceTask, Field(discriminator="kind")]
+
+
+def find_definition(tree: ast.Module, qualname: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The function or method definition named `qualname` ('f' or 'Cls.f') at top level of `tree`."""
+    *owners, name = qualname.split(".")
+    body: list[ast.stmt] = tree.body
+    for owner in owners:
+        cls = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == owner), None)
+        if cls is None:
+            return None
+        body = cls.body
+    found = None
+    for node in body:  # the last definition wins, as at run time
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            found = node
+    return found

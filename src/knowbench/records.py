@@ -1,0 +1,120 @@
+"""Plain records that flow between the run stages and into the run store.
+
+Generation (models) -> Execution (execution) -> SampleResult (run) -> scores (scoring).
+Every record is a pydantic model serialised as JSON; nothing here lives only in memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Status = Literal["pass", "fail", "error", "timeout", "memory", "infrastructure"]
+"""Outcome of one test (and, summarised, of one sample).
+
+pass: ran and passed. fail: an assertion failed. error: any other exception, including a
+sample that exits or tampers with the runner. timeout: the wall-clock or CPU limit hit.
+memory: the memory limit hit. infrastructure: knowbench could not run the sample at all.
+"""
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SamplingParams(_Record):
+    """How to sample completions. Greedy decoding is n=1, temperature=0."""
+
+    n: int = Field(default=1, ge=1)
+    temperature: float = Field(default=0.0, ge=0)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    max_tokens: int = Field(default=1024, ge=1)
+    seed: int | None = None
+
+
+class Usage(_Record):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class Generation(_Record):
+    """One model reply for one (task, sample index)."""
+
+    task_id: str
+    sample_idx: int
+    completion: str
+    usage: Usage = Field(default_factory=Usage)
+    finish_reason: str | None = None
+    cached: bool = False
+    latency_s: float = 0.0
+
+
+class Limits(_Record):
+    """Resource limits for executing one sample; all of them are written into results."""
+
+    wall_s: float = Field(default=10.0, gt=0, description="Wall-clock limit; kills the whole sandbox.")
+    cpu_s: int = Field(default=20, ge=1, description="RLIMIT_CPU seconds.")
+    memory_mb: int = Field(default=1024, ge=16,
+                           description="Address space allowed on top of the runner's own baseline.")
+    file_size_mb: int = Field(default=16, ge=1, description="RLIMIT_FSIZE: largest file a sample may write.")
+    open_files: int = Field(default=256, ge=16, description="RLIMIT_NOFILE.")
+    processes: int = Field(default=64, ge=1, description="Processes and threads a sample may add.")
+    output_bytes: int = Field(default=65536, ge=1024, description="Captured stdout/stderr per stream.")
+
+
+class TestOutcome(_Record):
+    id: str
+    status: Status
+    message: str = ""
+    duration_s: float = 0.0
+    called: bool | None = Field(
+        default=None, description="Whether the target's code ran during this test (None: not checked)."
+    )
+
+
+class Execution(_Record):
+    """What happened when one program ran against its tests."""
+
+    status: Status
+    tests: list[TestOutcome]
+    stdout: str = ""
+    stderr: str = ""
+    duration_s: float = 0.0
+    exit_code: int | None = None
+    sandbox: str = Field(description="Isolation actually used: 'bwrap', 'unshare' or 'none'.")
+    engine: str = "subprocess"
+    limits: Limits
+    note: str = ""
+
+    @property
+    def passed(self) -> int:
+        return sum(test.status == "pass" for test in self.tests)
+
+
+class SampleResult(_Record):
+    """The scored result of one sample: the unit every metric is computed from."""
+
+    task_id: str
+    sample_idx: int
+    kind: Literal["function", "choice"]
+    domain: str
+    framework: str | None = None
+    difficulty: str | None = None
+    completion: str
+    code: str | None = Field(default=None, description="Code extracted from the completion.")
+    program: str | None = Field(default=None, description="The full program that was executed.")
+    chosen: list[str] | None = Field(default=None, description="Letters extracted (choice tasks).")
+    passed: bool
+    tests_passed: int = 0
+    tests_total: int = 0
+    status: Status
+    execution: Execution | None = None
+    usage: Usage = Field(default_factory=Usage)
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def pass_fraction(self) -> float:
+        if self.tests_total == 0:
+            return 1.0 if self.passed else 0.0
+        return self.tests_passed / self.tests_total
