@@ -63,6 +63,7 @@ class TestItem(_Record):
     """One runnable test found inside a `TestSpec`: the unit that passes or fails."""
 
     id: str
+    spec: str = Field(description="Name of the TestSpec the item belongs to.")
     kind: Literal["function", "unittest", "block"]
     function: str | None = None
     cls: str | None = None
@@ -95,15 +96,16 @@ class TestSpec(_Record):
         found: list[TestItem] = []
         for node in tree.body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
-                found.append(TestItem(id=f"{self.name}::{node.name}", kind="function", function=node.name))
+                found.append(TestItem(id=f"{self.name}::{node.name}", spec=self.name, kind="function",
+                                      function=node.name))
             elif isinstance(node, ast.ClassDef) and _looks_like_testcase(node):
                 for member in node.body:
                     if isinstance(member, ast.FunctionDef) and member.name.startswith("test"):
                         found.append(TestItem(
-                            id=f"{self.name}::{node.name}::{member.name}",
+                            id=f"{self.name}::{node.name}::{member.name}", spec=self.name,
                             kind="unittest", cls=node.name, function=member.name,
                         ))
-        return found or [TestItem(id=self.name, kind="block")]
+        return found or [TestItem(id=self.name, spec=self.name, kind="block")]
 
 
 def _looks_like_testcase(node: ast.ClassDef) -> bool:

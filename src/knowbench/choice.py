@@ -1,0 +1,145 @@
+"""Letters from a multiple-choice reply.
+
+The parser looks for the reply's final answer in this order, stopping at the first that
+yields letters:
+
+1. the last explicit answer marker: `\\boxed{...}`, "answer:", "the answer is", "final
+   answer", "the correct options are", ...; its letters are read up to the end of the
+   sentence (or from the next line when the marker ends its line);
+2. the last line that holds nothing but letters ("B", "**D**", "(A)", "A, C");
+3. the last paragraph that mentions option letters standing alone.
+
+A letter counts only when it stands alone: capital, not part of a word or identifier
+(`T_BS`, `X-ray`), not the name of a LaTeX command (`\\text` yields nothing), and not the
+English article "A" or pronoun "I" before a lowercase word ("A good choice is B" gives B).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+_LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
+_BOXED = re.compile(r"\\boxed\s*\{")
+_MARKER = re.compile(
+    r"\b(?:final\s+(?:answers?|choices?|selections?)|answers?(?:\s*\(s\))?"
+    r"|correct\s+(?:options?|choices?|answers?|letters?)(?:\s*\(s\))?)"
+    r"[\s*_]*(?::|=|\bis\b|\bare\b|\bwould\s+be\b|\bshould\s+be\b)",
+    re.IGNORECASE,
+)
+_LETTER = re.compile(r"(?<![A-Za-z0-9_\\'-])[A-Z](?![A-Za-z0-9_])")
+_SENTENCE_END = re.compile(
+    r"[.;!?](?=\s|$)|\b(?:while|whereas|but|because|since|as|although|except|not|however)\b",
+    re.IGNORECASE,
+)
+_LONE_LETTERS = re.compile(
+    r"^[\s*_#>`.:-]*(?:options?\s*)?\(?[A-Z]\)?"
+    r"(?:\s*(?:,|and|&|/|\+|or)?\s*\(?[A-Z]\)?)*[\s*_`.]*$",
+)
+_HEADER_LABEL = re.compile(r"[)*\]]*\s*:")
+# Words that follow a letter naming an option ("A is right") but never the article "A".
+_AFTER_OPTION = frozenset(
+    "is are was were and or also alone only too seems appears remains would should could "
+    "might must can may will has have does correctly accurately describes states "
+    "represents captures reflects".split()
+)
+
+
+def parse_choice(reply: str, letters: Sequence[str], multiple: bool) -> list[str]:
+    """The option letters `reply` chooses: sorted, unique, each one of `letters`.
+
+    With `multiple` False the result has at most one letter, the last one of the answer
+    found. An empty list means the reply names no option.
+    """
+    allowed = set(letters)
+    for region in _answer_regions(reply):
+        found = [letter for letter in _standalone(region) if letter in allowed]
+        if found:
+            return sorted(set(found)) if multiple else [found[-1]]
+    return []
+
+
+def _answer_regions(reply: str) -> list[str]:
+    """Candidate answer texts, most authoritative first (see the module docstring)."""
+    return [*_marker_regions(reply), *_lone_letter_lines(reply), *_paragraphs(reply)]
+
+
+def _marker_regions(reply: str) -> list[str]:
+    """The text each answer marker introduces, the last marker first."""
+    found: list[tuple[int, str]] = []
+    for match in _BOXED.finditer(reply):
+        found.append((match.start(), _braced(reply, match.end())))
+    for match in _MARKER.finditer(reply):
+        found.append((match.start(), _sentence_after(reply, match.end())))
+    return [text for _, text in sorted(found, key=lambda item: item[0], reverse=True)]
+
+
+def _braced(text: str, start: int) -> str:
+    """The text from `start` up to the brace that closes the one just before `start`."""
+    depth = 1
+    for index in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[index], 0)
+        if depth == 0:
+            return text[start:index]
+    return text[start:]
+
+
+def _sentence_after(text: str, start: int) -> str:
+    """The rest of the sentence after a marker, or the next non-empty line if none."""
+    lines = text[start:].split("\n")
+    rest = _cut_sentence(lines[0])
+    if _standalone(rest) or not _is_blank(rest):
+        return rest
+    following = next((line for line in lines[1:] if not _is_blank(line)), "")
+    return _cut_sentence(following)
+
+
+def _cut_sentence(line: str) -> str:
+    end = _SENTENCE_END.search(line)
+    return line if end is None else line[: end.start()]
+
+
+def _is_blank(text: str) -> bool:
+    return not text.strip(" \t*_:#>`")
+
+
+def _lone_letter_lines(reply: str) -> list[str]:
+    """Lines that hold nothing but option letters, the last first."""
+    lines = [_LATEX_COMMAND.sub(" ", line) for line in reply.splitlines()]
+    return [line for line in reversed(lines) if line.strip() and _LONE_LETTERS.match(line)]
+
+
+def _paragraphs(reply: str) -> list[str]:
+    """The reply's paragraphs, the last first, without option-analysis headers."""
+    blocks = re.split(r"\n\s*\n", reply)
+    return [_drop_header_labels(block) for block in reversed(blocks) if block.strip()]
+
+
+def _drop_header_labels(text: str) -> str:
+    """Blank out letters used as labels ("Option (B):", "**A:**"): analysis, not answers."""
+    cleaned = _LATEX_COMMAND.sub(" ", text)
+    spans = [m.span() for m in _LETTER.finditer(cleaned) if _HEADER_LABEL.match(cleaned, m.end())]
+    for start, end in spans:
+        cleaned = cleaned[:start] + " " * (end - start) + cleaned[end:]
+    return cleaned
+
+
+def _standalone(text: str) -> list[str]:
+    """Capital letters standing alone in `text`, in order, skipping LaTeX command names and
+    the article "A" / pronoun "I" before a lowercase word."""
+    cleaned = _LATEX_COMMAND.sub(" ", text)
+    letters: list[str] = []
+    for match in _LETTER.finditer(cleaned):
+        if not _is_word_use(match.group(), cleaned[match.end():]):
+            letters.append(match.group())
+    return letters
+
+
+def _is_word_use(letter: str, after: str) -> bool:
+    """Whether `letter` is the English word "A" or "I" here rather than an option."""
+    if letter not in {"A", "I"}:
+        return False
+    if after.startswith("'"):
+        return True  # I'm, I've
+    word = re.match(r"\s+([a-z][a-z-]*)", after)
+    return word is not None and word.group(1) not in _AFTER_OPTION

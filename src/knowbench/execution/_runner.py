@@ -1,0 +1,416 @@
+"""The in-sandbox test runner. Runs as `python -I -c <this source>`; stdlib only.
+
+It is started by an engine with a JSON configuration on stdin and a result pipe on
+file descriptor `result_fd`. It reads its configuration before any sample code exists,
+sets resource limits, drops privileges, executes the program and then each test item,
+and reports one record per item on the result pipe, each carrying the session nonce.
+
+The engine trusts nothing else: not the exit code, not stdout. An item with no valid
+record did not pass. After every item the runner checks that the testing machinery
+(builtins, unittest, pytest, its own helpers) is unchanged; when it is not, the item and
+all later ones are reported as errors and the run stops.
+
+This file must not import knowbench: it runs in whatever environment the benchmark's
+tests need.
+"""
+
+import builtins
+import gc
+import json
+import linecache
+import os
+import pathlib
+import resource
+import sys
+import tempfile
+import time
+import traceback
+import unittest
+
+_MESSAGE_CAP = 4000
+_GUARDED_AUDIT_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents"})
+
+
+class Tampering(Exception):
+    """The sample changed the machinery the verdict depends on."""
+
+
+def _vm_size_bytes():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _set_limits(limits, nproc_base):
+    mb = 1024 * 1024
+    address_space = _vm_size_bytes() + limits["memory_mb"] * mb
+    pairs = [
+        (resource.RLIMIT_AS, address_space, address_space),
+        (resource.RLIMIT_CPU, limits["cpu_s"], limits["cpu_s"] + 1),
+        (resource.RLIMIT_FSIZE, limits["file_size_mb"] * mb, limits["file_size_mb"] * mb),
+        (resource.RLIMIT_NOFILE, limits["open_files"], limits["open_files"]),
+        (resource.RLIMIT_CORE, 0, 0),
+    ]
+    if nproc_base is not None:
+        nproc = nproc_base + limits["processes"]
+        pairs.append((resource.RLIMIT_NPROC, nproc, nproc))
+    for kind, soft, hard in pairs:
+        _, current_hard = resource.getrlimit(kind)
+        if current_hard != resource.RLIM_INFINITY:
+            hard = min(hard, current_hard)
+            soft = min(soft, hard)
+        resource.setrlimit(kind, (soft, hard))
+
+
+def _drop_privileges(uid, gid):
+    if uid is None or os.geteuid() != 0:
+        return
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+
+
+def _snapshot():
+    """Identity of everything a sample could patch to turn failures into passes."""
+    watched = {"builtins": vars(builtins), "unittest.case.TestCase": vars(unittest.TestCase)}
+    for name in ("unittest.case", "unittest.result", "unittest.suite", "pytest", "_pytest.outcomes",
+                 "_pytest.python_api", "_pytest.raises"):
+        module = sys.modules.get(name)
+        if module is not None:
+            watched[name] = vars(module)
+    return {scope: {key: id(value) for key, value in space.items()} for scope, space in watched.items()}, watched
+
+
+def _changed(snapshot, watched):
+    for scope, ids in snapshot.items():
+        space = watched[scope]
+        for key, ident in ids.items():
+            if key in ("__warningregistry__", "last_type", "last_value", "last_traceback",
+                       "ps1", "ps2", "tracebacklimit", "exc_info", "_"):
+                continue
+            if key not in space:
+                return f"{scope}.{key} was deleted"
+            if id(space[key]) != ident:
+                return f"{scope}.{key} was replaced"
+    return None
+
+
+def _describe(error):
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    if len(text) > _MESSAGE_CAP:
+        text = text[: _MESSAGE_CAP // 4] + "\n...\n" + text[-3 * _MESSAGE_CAP // 4:]
+    return text
+
+
+def _status_of(error, failure_types):
+    if isinstance(error, MemoryError):
+        return "memory"
+    if isinstance(error, failure_types):
+        return "fail"
+    return "error"
+
+
+class _MonkeyPatch:
+    """The subset of pytest's `monkeypatch` fixture that benchmark tests use."""
+
+    _missing = object()
+
+    def __init__(self):
+        self._undo = []
+
+    def setattr(self, target, name, value=_missing, raising=True):
+        if value is self._missing:  # monkeypatch.setattr("module.attr", value)
+            module_name, _, attr = target.rpartition(".")
+            value, target, name = name, __import__(module_name, fromlist=["_"]), attr
+        old = getattr(target, name, self._missing)
+        if old is self._missing and raising:
+            raise AttributeError(f"{target!r} has no attribute {name!r}")
+        self._undo.append(lambda: setattr(target, name, old) if old is not self._missing
+                          else delattr(target, name))
+        setattr(target, name, value)
+
+    def delattr(self, target, name, raising=True):
+        if not hasattr(target, name):
+            if raising:
+                raise AttributeError(name)
+            return
+        old = getattr(target, name)
+        self._undo.append(lambda: setattr(target, name, old))
+        delattr(target, name)
+
+    def setitem(self, mapping, key, value):
+        old = mapping.get(key, self._missing)
+        self._undo.append(lambda: mapping.__setitem__(key, old) if old is not self._missing
+                          else mapping.pop(key, None))
+        mapping[key] = value
+
+    def delitem(self, mapping, key, raising=True):
+        if key not in mapping:
+            if raising:
+                raise KeyError(key)
+            return
+        old = mapping[key]
+        self._undo.append(lambda: mapping.__setitem__(key, old))
+        del mapping[key]
+
+    def setenv(self, name, value, prepend=None):
+        value = str(value)
+        if prepend and name in os.environ:
+            value = value + prepend + os.environ[name]
+        self.setitem(os.environ, name, value)
+
+    def delenv(self, name, raising=True):
+        self.delitem(os.environ, name, raising)
+
+    def chdir(self, path):
+        old = os.getcwd()
+        self._undo.append(lambda: os.chdir(old))
+        os.chdir(path)
+
+    def syspath_prepend(self, path):
+        self._undo.append(lambda: sys.path.remove(str(path)))
+        sys.path.insert(0, str(path))
+
+    def undo(self):
+        while self._undo:
+            self._undo.pop()()
+
+
+class _CaptureResult(tuple):
+    @property
+    def out(self):
+        return self[0]
+
+    @property
+    def err(self):
+        return self[1]
+
+
+class _Capsys:
+    """The subset of pytest's `capsys` fixture: captures sys.stdout/sys.stderr."""
+
+    def __init__(self):
+        import io
+
+        self._io = io
+        self._saved = (sys.stdout, sys.stderr)
+        sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
+
+    def readouterr(self):
+        out, err = sys.stdout.getvalue(), sys.stderr.getvalue()
+        sys.stdout, sys.stderr = self._io.StringIO(), self._io.StringIO()
+        return _CaptureResult((out, err))
+
+    def close(self):
+        sys.stdout, sys.stderr = self._saved
+
+
+def _target_codes(namespace, entry_point):
+    """Code objects of the entry point, to record whether a test ran it."""
+    if not entry_point:
+        return frozenset()
+    obj = namespace.get(entry_point.split(".")[0])
+    for part in entry_point.split(".")[1:]:
+        raw = vars(obj).get(part) if isinstance(obj, type) else None
+        obj = raw if raw is not None else getattr(obj, part, None)
+    codes = set()
+    for candidate in (obj, getattr(obj, "__func__", None), getattr(obj, "fget", None)):
+        while candidate is not None:
+            code = getattr(candidate, "__code__", None)
+            if code is not None:
+                codes.add(code)
+            candidate = getattr(candidate, "__wrapped__", None)
+    return frozenset(codes)
+
+
+class _SpecFailed(Exception):
+    """The test code itself failed to run, so none of its items can pass."""
+
+
+def _load_spec(name, tests, module, namespaces, spec_errors):
+    """The namespace a test spec's code ran in; runs it on first use.
+
+    A plain-block spec is its own test, so its failure propagates as the test's failure.
+    """
+    if name in spec_errors:
+        raise _SpecFailed(spec_errors[name])
+    if name not in namespaces:
+        code = tests[name]
+        filename = f"test:{name}"
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        namespace = dict(module.__dict__)
+        namespace["__name__"] = "knowbench_test"
+        try:
+            exec(compile(code, filename, "exec"), namespace)
+        except BaseException as error:
+            spec_errors[name] = "the test code failed to run:\n" + _describe(error)
+            raise
+        namespaces[name] = namespace
+    return namespaces[name]
+
+
+def _run_function(function, tmp_root, fixtures):
+    kwargs = {}
+    code = function.__code__
+    for parameter in code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]:
+        if parameter == "tmp_path":
+            kwargs[parameter] = pathlib.Path(tempfile.mkdtemp(dir=tmp_root))
+        elif parameter == "monkeypatch":
+            kwargs[parameter] = _MonkeyPatch()
+            fixtures.append(kwargs[parameter].undo)
+        elif parameter == "capsys":
+            kwargs[parameter] = _Capsys()
+            fixtures.append(kwargs[parameter].close)
+        else:
+            raise RuntimeError(f"fixture '{parameter}' is not supported by the knowbench runner")
+    outcome = function(**kwargs)
+    if hasattr(outcome, "__await__"):
+        import asyncio
+
+        asyncio.run(outcome)
+
+
+def _run_unittest(cls, method, class_ready):
+    if cls not in class_ready:
+        class_ready[cls] = True
+        cls.setUpClass()
+    case = cls(method)
+    try:
+        case.setUp()
+        try:
+            getattr(case, method)()
+        finally:
+            case.tearDown()
+    finally:
+        case.doCleanups()
+
+
+def main():
+    config = json.loads(sys.stdin.buffer.read())
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+
+    # Everything the verdict depends on is bound here, before sample code exists.
+    result_fd, nonce = config["result_fd"], config["nonce"]
+    write, dumps, monotonic, encode = os.write, json.dumps, time.monotonic, str.encode
+    exc_info, exit_now = sys.exc_info, os._exit
+    base_exception, assertion_error = BaseException, AssertionError
+
+    def report(record):
+        record["nonce"] = nonce
+        data = encode(dumps(record) + "\n")
+        while data:
+            data = data[write(result_fd, data):]
+
+    def audit(event, args):
+        if event in _GUARDED_AUDIT_EVENTS:
+            raise RuntimeError(f"{event} is not allowed inside the knowbench sandbox")
+
+    for module in config.get("preload", []):
+        try:
+            __import__(module)
+        except Exception:  # a missing optional import is the tests' business, not the runner's
+            pass
+    snapshot, watched = _snapshot()
+    runner_helpers = {name: id(value) for name, value in globals().items()}
+    _set_limits(config["limits"], config.get("nproc_base"))
+    _drop_privileges(config.get("uid"), config.get("gid"))
+    sys.addaudithook(audit)
+    gc.collect()
+
+    items = config["items"]
+    tmp_root = tempfile.mkdtemp(prefix="tmp_path-", dir=os.getcwd())
+    called = [False]
+    target_codes = frozenset()
+
+    def tracer(frame, event, arg):
+        if frame.f_code in target_codes:
+            called[0] = True
+        return None
+
+    def check_integrity():
+        problem = _changed(snapshot, watched)
+        if problem is None:
+            for name, ident in runner_helpers.items():
+                if id(globals().get(name)) != ident:
+                    problem = f"the runner's {name} was replaced"
+                    break
+        if problem is not None:
+            raise Tampering(problem)
+
+    def fail_all(start, status, message):
+        for item in items[start:]:
+            report({"item": item["id"], "status": status, "message": message, "duration_s": 0.0})
+
+    program = config["program"]
+    module = type(sys)("solution")
+    module.__file__ = "solution.py"
+    sys.modules["solution"] = module
+    linecache.cache["solution.py"] = (len(program), None, program.splitlines(True), "solution.py")
+    try:
+        exec(compile(program, "solution.py", "exec"), module.__dict__)
+        check_integrity()
+    except Tampering as error:
+        fail_all(0, "error", f"tampering detected while loading the program: {error}")
+        report({"done": True})
+        exit_now(0)
+    except base_exception as error:
+        fail_all(0, _status_of(error, ()), "the program failed to load:\n" + _describe(error))
+        report({"done": True})
+        exit_now(0)
+    target_codes = _target_codes(module.__dict__, config.get("entry_point"))
+
+    namespaces, spec_errors, class_ready = {}, {}, {}
+    for index, item in enumerate(items):
+        report({"start": item["id"]})
+        started = monotonic()
+        status, message = "pass", ""
+        called[0] = False
+        fixtures = []
+        failure_types = (assertion_error,)
+        sys.settrace(tracer)
+        try:
+            namespace = _load_spec(item["spec"], config["tests"], module, namespaces, spec_errors)
+            if item["kind"] == "function":
+                _run_function(namespace[item["function"]], tmp_root, fixtures)
+            elif item["kind"] == "unittest":
+                cls = namespace[item["cls"]]
+                failure_types = (assertion_error, cls.failureException)
+                _run_unittest(cls, item["function"], class_ready)
+            for undo in fixtures:
+                undo()
+        except base_exception:
+            error = exc_info()[1]
+            for undo in fixtures:
+                try:
+                    undo()
+                except base_exception:
+                    pass
+            if isinstance(error, unittest.SkipTest):
+                status, message = "error", f"skipped: {error}"
+            else:
+                status, message = _status_of(error, failure_types), _describe(error)
+        sys.settrace(None)
+        try:
+            check_integrity()
+        except Tampering as error:
+            report({"item": item["id"], "status": "error", "duration_s": monotonic() - started,
+                    "message": f"tampering detected: {error}"})
+            fail_all(index + 1, "error", "not run: an earlier test tampered with the runner")
+            break
+        report({"item": item["id"], "status": status, "message": message,
+                "duration_s": monotonic() - started,
+                "called": called[0] if target_codes else None})
+    report({"done": True})
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        exit_now(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,320 @@
+"""Executing programs against their tests: the engine interface and the subprocess engine.
+
+One request = one program and its tests. The engine starts the in-sandbox runner
+(`_runner.py`) as a fresh process in its own process group and temporary work directory,
+sends it the program over stdin, and reads per-test records from a dedicated pipe. Only
+records carrying this execution's random nonce count; a test without one did not pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import secrets
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from knowbench.benchmark.schema import TestItem, TestSpec
+from knowbench.execution.sandbox import Sandbox
+from knowbench.records import Execution, Limits, Status, TestOutcome
+
+RUNNER_SOURCE = (Path(__file__).parent / "_runner.py").read_text()
+SANDBOX_UID_BASE = 61000
+_SEVERITY: dict[Status, int] = {"pass": 0, "fail": 1, "error": 2, "memory": 3, "timeout": 4,
+                                "infrastructure": 5}
+_SAMPLE_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "PYTHONHASHSEED": "0",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONUNBUFFERED": "1",
+    # One thread per numerical library: results must not depend on the host's core count.
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "MPLBACKEND": "Agg",
+}
+
+
+class ExecutionRequest(BaseModel):
+    """A program and the tests to run against it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    program: str
+    tests: list[TestSpec]
+    entry_point: str | None = Field(default=None, description="Target whose calls are recorded.")
+    limits: Limits = Field(default_factory=Limits)
+    preload: list[str] = Field(default_factory=list, description="Modules imported before limits.")
+
+    def items(self) -> list[TestItem]:
+        return [item for spec in self.tests for item in spec.items()]
+
+
+class Engine(ABC):
+    """Runs execution requests. Engines are thread-safe; `workers` requests run at once."""
+
+    name: str = "abstract"
+    workers: int = 1
+
+    @abstractmethod
+    def execute(self, request: ExecutionRequest) -> Execution:
+        """Run one request. Never raises for anything the sample does."""
+
+    def describe(self) -> dict[str, object]:
+        return {"engine": self.name, "workers": self.workers}
+
+    def close(self) -> None:  # noqa: B027 (optional hook: most engines hold nothing)
+        """Release workers and temporary files."""
+
+
+def default_workers() -> int:
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+class SubprocessEngine(Engine):
+    """A fresh sandboxed interpreter per sample: the simple, dependable baseline engine."""
+
+    name = "subprocess"
+
+    def __init__(self, sandbox: Sandbox, workers: int | None = None, python: str | None = None,
+                 scratch: Path | None = None) -> None:
+        self.sandbox = sandbox
+        self.workers = workers or default_workers()
+        self.python = python or sys.executable
+        self._scratch = Path(tempfile.mkdtemp(prefix="knowbench-exec-", dir=scratch))
+        os.chmod(self._scratch, 0o755)  # sandbox uids must reach their own work directories
+        self._slots: queue.Queue[int] = queue.Queue()
+        for slot in range(self.workers):
+            self._slots.put(slot)
+
+    def describe(self) -> dict[str, object]:
+        return {**super().describe(), "sandbox": self.sandbox.kind, "python": self.python,
+                "drops_privileges": self.sandbox.drops_privileges}
+
+    def close(self) -> None:
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def execute(self, request: ExecutionRequest) -> Execution:
+        slot = self._slots.get()
+        workdir = Path(tempfile.mkdtemp(prefix=f"s{slot}-", dir=self._scratch))
+        try:
+            return self._execute(request, slot, workdir)
+        except OSError as error:
+            return _infrastructure(request, self, f"could not start the sample: {error}")
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+            self._slots.put(slot)
+
+    def _execute(self, request: ExecutionRequest, slot: int, workdir: Path) -> Execution:
+        items = request.items()
+        nonce = secrets.token_hex(16)
+        uid = SANDBOX_UID_BASE + slot if self.sandbox.drops_privileges else None
+        if uid is not None:
+            os.chown(workdir, uid, uid)
+        read_fd, write_fd = os.pipe()
+        config = {
+            "nonce": nonce,
+            "result_fd": write_fd,
+            "program": request.program,
+            "entry_point": request.entry_point,
+            "tests": {spec.name: spec.code for spec in request.tests},
+            "items": [item.model_dump() for item in items],
+            "limits": request.limits.model_dump(),
+            "preload": request.preload,
+            "uid": uid,
+            "gid": uid,
+            "nproc_base": None if uid is not None or os.geteuid() == 0 else _processes_of_user(),
+        }
+        argv = self.sandbox.command([self.python, "-I", "-c", RUNNER_SOURCE], workdir, self.python)
+        inner = self.sandbox.inner_workdir(workdir)
+        env = {**_SAMPLE_ENV, "HOME": inner, "TMPDIR": inner}
+        started = time.monotonic()
+        try:
+            process = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                pass_fds=(write_fd,), cwd=workdir, env=env, start_new_session=True,
+            )
+        finally:
+            os.close(write_fd)
+        with contextlib.closing(os.fdopen(read_fd, "rb", buffering=0)) as results:
+            collected = _collect(process, results, json.dumps(config).encode(), request.limits)
+        duration = time.monotonic() - started
+        outcomes, note = _outcomes(items, collected, nonce, process.returncode)
+        return Execution(
+            status=_summary_status(outcomes), tests=outcomes,
+            stdout=collected.stdout.decode(errors="replace"),
+            stderr=collected.stderr.decode(errors="replace"),
+            duration_s=round(duration, 4), exit_code=process.returncode,
+            sandbox=self.sandbox.kind, engine=self.name, limits=request.limits, note=note,
+        )
+
+
+class _Collected:
+    def __init__(self) -> None:
+        self.stdout = b""
+        self.stderr = b""
+        self.results = b""
+        self.timed_out = False
+
+
+def _collect(process: subprocess.Popen[bytes], results: object, config: bytes,
+             limits: Limits) -> _Collected:
+    """Feed the config, read all three pipes with caps, and enforce the wall-clock limit."""
+    collected = _Collected()
+    deadline = time.monotonic() + limits.wall_s
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    try:
+        process.stdin.write(config)
+        process.stdin.close()
+    except BrokenPipeError:
+        pass
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ, "stdout")
+    selector.register(process.stderr, selectors.EVENT_READ, "stderr")
+    selector.register(results, selectors.EVENT_READ, "results")  # type: ignore[arg-type]
+    caps = {"stdout": limits.output_bytes, "stderr": limits.output_bytes, "results": 16 * 1024 * 1024}
+    exited_at: float | None = None
+    while selector.get_map():
+        now = time.monotonic()
+        if now >= deadline and process.poll() is None:
+            collected.timed_out = True
+            _kill_group(process)
+        if process.poll() is not None:
+            # Stragglers holding a pipe open cannot keep us waiting once the runner is gone.
+            exited_at = exited_at or now
+            if now - exited_at > 0.5:
+                break
+        for key, _ in selector.select(timeout=0.05):
+            chunk = os.read(key.fd, 65536)
+            if not chunk:
+                selector.unregister(key.fileobj)
+                continue
+            name = key.data
+            kept = getattr(collected, name)
+            if len(kept) < caps[name]:
+                setattr(collected, name, kept + chunk[: caps[name] - len(kept)])
+    selector.close()
+    if process.poll() is None:
+        _kill_group(process)
+    process.wait()
+    for stream in (process.stdout, process.stderr):
+        stream.close()
+    return collected
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _outcomes(items: list[TestItem], collected: _Collected, nonce: str,
+              exit_code: int | None) -> tuple[list[TestOutcome], str]:
+    reported: dict[str, TestOutcome] = {}
+    running: str | None = None
+    done = False
+    forged = False
+    for line in collected.results.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            forged = True
+            continue
+        if not isinstance(record, dict) or record.pop("nonce", None) != nonce:
+            forged = True
+            continue
+        if record.get("done"):
+            done = True
+        elif "start" in record:
+            running = record["start"]
+        elif "item" in record:
+            item_id = record.pop("item")
+            if item_id in reported:
+                forged = True
+                continue
+            reported[item_id] = TestOutcome(id=item_id, **record)
+            running = None
+    died = _death_reason(exit_code)
+    outcomes: list[TestOutcome] = []
+    for item in items:
+        outcome = reported.get(item.id)
+        if forged:
+            outcome = TestOutcome(id=item.id, status="error",
+                                  message="the result channel carried records knowbench did not write")
+        elif outcome is None:
+            if item.id == running and collected.timed_out:
+                outcome = TestOutcome(id=item.id, status="timeout",
+                                      message="the wall-clock limit was reached during this test")
+            elif item.id == running:
+                status: Status = "timeout" if died == "SIGXCPU" else "error"
+                outcome = TestOutcome(id=item.id, status=status,
+                                      message=f"the sample process ended during this test ({died})")
+            elif collected.timed_out:
+                outcome = TestOutcome(id=item.id, status="timeout",
+                                      message="not run: the wall-clock limit was reached earlier")
+            else:
+                outcome = TestOutcome(id=item.id, status="error",
+                                      message=f"not run: the sample process ended early ({died})")
+        outcomes.append(outcome)
+    note = ""
+    if not done and not collected.timed_out:
+        note = f"runner did not finish ({died})"
+    if forged:
+        note = "forged or corrupt result records"
+    return outcomes, note
+
+
+def _death_reason(exit_code: int | None) -> str:
+    if exit_code is None:
+        return "unknown"
+    if exit_code < 0:
+        try:
+            return signal.Signals(-exit_code).name
+        except ValueError:
+            return f"signal {-exit_code}"
+    if exit_code > 128:  # bwrap and unshare report a child's signal as 128 + n
+        try:
+            return signal.Signals(exit_code - 128).name
+        except ValueError:
+            pass
+    return f"exit code {exit_code}"
+
+
+def _summary_status(outcomes: list[TestOutcome]) -> Status:
+    worst: Status = "pass"
+    for outcome in outcomes:
+        if _SEVERITY[outcome.status] > _SEVERITY[worst]:
+            worst = outcome.status
+    return worst
+
+
+def _infrastructure(request: ExecutionRequest, engine: SubprocessEngine, message: str) -> Execution:
+    outcomes = [TestOutcome(id=item.id, status="infrastructure", message=message)
+                for item in request.items()]
+    return Execution(status="infrastructure", tests=outcomes, sandbox=engine.sandbox.kind,
+                     engine=engine.name, limits=request.limits, note=message)
+
+
+def _processes_of_user() -> int:
+    """How many processes and threads this uid already runs (RLIMIT_NPROC counts them all)."""
+    uid, count = os.getuid(), 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if entry.stat().st_uid == uid:
+                    count += len(os.listdir(f"/proc/{entry.name}/task"))
+    return count

@@ -1,0 +1,128 @@
+"""Isolation for one sample process: bubblewrap, `unshare`, or (loudly) nothing.
+
+`Sandbox.command()` wraps a command line so that it runs with no network, in its own PID
+namespace (so killing the sandbox kills every process the sample started), with the
+root file system read-only, a private /tmp, the work directory as the only writable
+place, and the invoking user's home, the benchmark and the run directory hidden.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import site
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from knowbench.errors import UserError
+
+SandboxKind = Literal["bwrap", "unshare", "none"]
+SANDBOX_CHOICES = ("auto", "bwrap", "unshare", "none")
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How to isolate a sample. `hidden` paths are masked by empty directories."""
+
+    kind: SandboxKind
+    hidden: tuple[str, ...] = field(default=())
+
+    @property
+    def drops_privileges(self) -> bool:
+        """Whether the runner can switch to an unprivileged uid inside this sandbox."""
+        return os.geteuid() == 0 and self.kind in ("bwrap", "unshare")
+
+    def inner_workdir(self, workdir: Path) -> str:
+        """Where the work directory appears inside the sandbox."""
+        return "/tmp/sample" if self.kind == "bwrap" else str(workdir)
+
+    def command(self, argv: Sequence[str], workdir: Path, python: str | None = None) -> list[str]:
+        """`argv` wrapped to run inside this sandbox with `workdir` as its writable cwd."""
+        if self.kind == "none":
+            return list(argv)
+        if self.kind == "unshare":
+            flags = ["--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--ipc", "--uts"]
+            if os.geteuid() != 0:
+                flags.insert(0, "--map-root-user")
+            return ["unshare", *flags, *argv]
+        return [*self._bwrap_prefix(workdir, python or sys.executable), *argv]
+
+    def _bwrap_prefix(self, workdir: Path, python: str) -> list[str]:
+        args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                "--perms", "01777", "--tmpfs", "/tmp"]
+        visible = _python_paths(python)
+        for hidden in sorted(set(self.hidden)):
+            if not os.path.isdir(hidden):
+                continue
+            args += ["--tmpfs", hidden]
+            # The interpreter may live under a hidden home directory (pyenv, conda). Re-expose
+            # the whole top-level entry holding it: bwrap would create the directories between
+            # with mode 0700, which an unprivileged sample uid could not traverse.
+            exposed = {os.path.join(hidden, os.path.relpath(path, hidden).split(os.sep)[0])
+                       for path in visible if _is_within(path, hidden) and path != hidden}
+            for path in sorted(exposed):
+                args += ["--ro-bind", path, path]
+        inner = self.inner_workdir(workdir)
+        args += ["--bind", str(workdir), inner, "--chdir", inner]
+        args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+                 "--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent", "--new-session"]
+        if os.geteuid() != 0:
+            args.append("--unshare-user")  # root keeps real uids so the runner can drop to one
+        return args
+
+
+def _is_within(path: str, parent: str) -> bool:
+    return os.path.commonpath([os.path.abspath(path), os.path.abspath(parent)]) == os.path.abspath(parent)
+
+
+@functools.cache
+def _python_paths(python: str) -> tuple[str, ...]:
+    """Directories an interpreter needs to start and import: prefixes and sys.path."""
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        entries = [sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path, *site.getsitepackages()]
+    else:
+        out = subprocess.run(
+            [python, "-c", "import sys, site; print('\\n'.join([sys.prefix, sys.base_prefix, "
+             "sys.exec_prefix, *sys.path, *site.getsitepackages()]))"],
+            capture_output=True, text=True, check=True, timeout=60,
+        ).stdout
+        entries = out.splitlines()
+    entries.append(os.path.dirname(os.path.realpath(python)))
+    return tuple(sorted({os.path.realpath(entry) for entry in entries if entry and os.path.isdir(entry)}))
+
+
+@functools.cache
+def _works(kind: SandboxKind) -> bool:
+    probe = Sandbox(kind).command(["true"], Path("/tmp"))
+    try:
+        return subprocess.run(probe, capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def resolve_sandbox(choice: str = "auto", hidden: Sequence[str | Path] = ()) -> Sandbox:
+    """The sandbox to use: `auto` picks bwrap, then unshare, then refuses.
+
+    `none` must be asked for explicitly; it gives no isolation and results say so.
+    Raises `UserError` when the requested kind does not work on this machine.
+    """
+    hidden_paths = tuple(str(Path(path).resolve()) for path in hidden)
+    if choice not in SANDBOX_CHOICES:
+        raise UserError(f"unknown sandbox '{choice}'; choose one of {', '.join(SANDBOX_CHOICES)}")
+    if choice == "none":
+        return Sandbox("none", hidden_paths)
+    candidates: list[SandboxKind] = ["bwrap", "unshare"] if choice == "auto" else [choice]  # type: ignore[list-item]
+    for kind in candidates:
+        tool = "bwrap" if kind == "bwrap" else "unshare"
+        if shutil.which(tool) and _works(kind):
+            return Sandbox(kind, hidden_paths)
+    raise UserError(
+        f"no working sandbox ({' or '.join(candidates)}) on this machine; install bubblewrap "
+        "(Debian/Ubuntu: apt-get install bubblewrap), or pass --sandbox none to run samples "
+        "without isolation (results will record sandbox=none)"
+    )

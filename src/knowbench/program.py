@@ -1,0 +1,367 @@
+"""From a model reply to a runnable program.
+
+A reply is prose, fenced code, a bare function body or a whole file. `extract_code` finds
+the code in it; `splice` puts that code into the task's `prompt_code` in place of the
+masked target, working on the syntax tree (never on line numbers or text replacement);
+`assemble` does both and prepends the task's context, turning every failure into an
+`Assembly` with `error` set so that scoring never sees an exception.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from knowbench.benchmark.schema import find_definition
+
+_FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+_OPEN_FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})\s*\{?\.?(?P<tag>[\w+#.-]*)\}?[^`]*$")
+_PYTHON_TAGS = frozenset({"", "python", "py", "python3", "py3", "ipython", "pycon"})
+_MAX_PROSE_LINES = 40  # how many prose lines extract_code may drop at each end
+
+
+class SpliceError(ValueError):
+    """The candidate code cannot be put into the prompt; the message says why."""
+
+
+@dataclass(frozen=True)
+class Assembly:
+    """A reply turned into a program.
+
+    `code` is what `extract_code` found; `program` is context + the spliced prompt, or None
+    when splicing failed, in which case `error` says why (the sample scores as 'error').
+    """
+
+    code: str
+    program: str | None
+    error: str | None
+
+
+def assemble(context: str, prompt_code: str, entry_point: str, reply: str) -> Assembly:
+    """Extract the code in `reply`, splice it into `prompt_code` and prepend `context`.
+
+    Never raises for a bad reply: a reply that cannot be spliced gives `program=None` and
+    an `error` message. `from __future__` imports are moved to the top of the program.
+    """
+    code = extract_code(reply, entry_point)
+    try:
+        spliced = splice(prompt_code, entry_point, code)
+    except SpliceError as error:
+        return Assembly(code=code, program=None, error=str(error))
+    return Assembly(code=code, program=_join(context, spliced), error=None)
+
+
+# ---------------------------------------------------------------------------- extraction
+
+
+def extract_code(reply: str, entry_point: str) -> str:
+    """The code in a model reply; "" for an empty reply.
+
+    Fenced blocks win: the last block that defines the entry point's last name component,
+    else the largest block that parses, else the first block (a final fence cut off by a
+    token limit still counts). Without fences: the reply itself when it parses (dedented
+    when it is an indented body), else the reply with the fewest leading and trailing
+    unindented (prose) lines dropped so that it parses, else the stripped reply.
+    """
+    if not reply.strip():
+        return ""
+    blocks = _fenced_blocks(reply)
+    if blocks:
+        return _choose_block(blocks, entry_point.rsplit(".", 1)[-1])
+    parsed = _parse_code(reply)
+    if parsed is not None:
+        return parsed[0]
+    trimmed = _trim_prose(reply)
+    return trimmed if trimmed is not None else reply.strip()
+
+
+def _fenced_blocks(reply: str) -> list[str]:
+    """The contents of the Python (or untagged) fenced blocks, or of all blocks if none."""
+    python: list[str] = []
+    other: list[str] = []
+    for tag, content in _all_fenced_blocks(reply):
+        (python if tag.lower() in _PYTHON_TAGS else other).append(content)
+    return python or other
+
+
+def _all_fenced_blocks(reply: str) -> Iterator[tuple[str, str]]:
+    """(tag, content) for each fenced block; an unterminated last block runs to the end."""
+    lines = reply.splitlines()
+    index = 0
+    while index < len(lines):
+        opening = _OPEN_FENCE.match(lines[index])
+        index += 1
+        if opening is None:
+            continue
+        fence = opening["fence"]
+        body: list[str] = []
+        while index < len(lines):
+            line = lines[index]
+            index += 1
+            stripped = line.rstrip()
+            if stripped.lstrip().startswith(fence[0] * 3) and set(stripped.strip()) == {fence[0]}:
+                break
+            if stripped.endswith(fence) and fence[0] == "`":  # code```  closes inline
+                body.append(stripped[: -len(fence)])
+                break
+            body.append(line)
+        yield opening["tag"], "\n".join(body)
+
+
+def _choose_block(blocks: list[str], name: str) -> str:
+    parsed = [(block, _parse_code(block)) for block in blocks]
+    defining = [found[0] for _, found in parsed if found is not None and _defines(found[1], name)]
+    if defining:
+        return defining[-1]
+    parsing = [found[0] for _, found in parsed if found is not None and found[0].strip()]
+    if parsing:
+        return max(parsing, key=len)
+    return textwrap.dedent(blocks[0]).strip("\n")
+
+
+def _defines(tree: ast.Module, name: str) -> bool:
+    return any(isinstance(node, _FunctionNode) and node.name == name for node in ast.walk(tree))
+
+
+def _trim_prose(reply: str) -> str | None:
+    """The reply minus the fewest droppable leading/trailing lines that makes it parse."""
+    lines = reply.splitlines()
+    max_head = min(_count_droppable(lines), _MAX_PROSE_LINES)
+    max_tail = min(_count_droppable(lines[::-1]), _MAX_PROSE_LINES)
+    for dropped in range(1, max_head + max_tail + 1):
+        for head in range(max(0, dropped - max_tail), min(dropped, max_head) + 1):
+            kept = lines[head : len(lines) - (dropped - head)]
+            if not any(line.strip() for line in kept):
+                continue
+            found = _parse_code("\n".join(kept))
+            if found is not None:
+                return found[0]
+    return None
+
+
+def _count_droppable(lines: list[str]) -> int:
+    """How many leading lines look like prose: blank, or starting at column 0."""
+    count = 0
+    for line in lines:
+        if line.strip() and line[0].isspace():
+            break
+        count += 1
+    return count
+
+
+def _parse_code(text: str) -> tuple[str, ast.Module] | None:
+    """(normalised text, tree) for code that parses as it is, dedented, or as a body whose
+    first line lost its indentation; None when none of these parses."""
+    for candidate in _normalisations(text):
+        try:
+            return candidate, ast.parse(candidate)
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+    return None
+
+
+def _normalisations(text: str) -> Iterator[str]:
+    stripped = text.strip("\n")
+    yield stripped
+    dedented = textwrap.dedent(stripped)
+    if dedented != stripped:
+        yield dedented
+    first, _, rest = stripped.partition("\n")
+    indents = [len(line) - len(line.lstrip()) for line in rest.splitlines() if line.strip()]
+    if first and not first[0].isspace() and indents and min(indents) > 0:
+        yield textwrap.dedent(" " * min(indents) + first + "\n" + rest)
+
+
+# ------------------------------------------------------------------------------ splicing
+
+
+def splice(prompt_code: str, entry_point: str, code: str) -> str:
+    """`prompt_code` with the target `entry_point` completed by `code`, as `ast.unparse` text.
+
+    When `code` defines the target (a top-level def of the name, `class Cls` holding the
+    method, or a bare def of a method's name) its definition replaces the target (keeping
+    the prompt's decorators if it has none), its top-level imports go to the module top
+    and its new top-level functions, classes and assignments go just before the target's
+    top-level statement. Otherwise `code` is the target's body (the prompt's docstring is
+    kept when `code` has none). Empty `code` returns `prompt_code` unchanged.
+    Raises `SpliceError` when the target is missing or `code` does not parse.
+    """
+    if not code.strip():
+        return prompt_code
+    tree = _parse_prompt(prompt_code)
+    target = find_definition(tree, entry_point)
+    if target is None:
+        raise SpliceError(f"the prompt defines no function '{entry_point}'")
+    found = _parse_code(code)
+    if found is None:
+        raise SpliceError(f"the candidate code does not parse: {_syntax_message(code)}")
+    candidate = found[1]
+    definition = _candidate_definition(candidate, entry_point)
+    if definition is None:
+        _replace_body(target, candidate.body)
+    else:
+        _replace_definition(tree, entry_point, target, definition, candidate)
+    return ast.unparse(ast.fix_missing_locations(tree))
+
+
+def _parse_prompt(prompt_code: str) -> ast.Module:
+    try:
+        return ast.parse(prompt_code)
+    except SyntaxError as error:
+        raise SpliceError(f"the prompt does not parse: {error.msg} (line {error.lineno})") from None
+
+
+def _syntax_message(code: str) -> str:
+    try:
+        ast.parse(textwrap.dedent(code))
+    except SyntaxError as error:
+        return f"{error.msg} (line {error.lineno})"
+    except ValueError as error:
+        return str(error)
+    return "unknown error"
+
+
+def _candidate_definition(candidate: ast.Module, entry_point: str) -> _FunctionNode | None:
+    """The candidate's own definition of the target, if it has one."""
+    found = find_definition(candidate, entry_point)
+    if found is not None or "." not in entry_point:
+        return found
+    return find_definition(candidate, entry_point.rsplit(".", 1)[-1])
+
+
+def _replace_body(target: _FunctionNode, body: list[ast.stmt]) -> None:
+    if _docstring(target.body) is not None and _docstring(body) is None:
+        body = [target.body[0], *body]
+    target.body = body or [ast.Expr(ast.Constant(...))]
+
+
+def _docstring(body: list[ast.stmt]) -> ast.Expr | None:
+    first = body[0] if body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+        if isinstance(first.value.value, str):
+            return first
+    return None
+
+
+def _replace_definition(tree: ast.Module, entry_point: str, target: _FunctionNode,
+                        definition: _FunctionNode, candidate: ast.Module) -> None:
+    if not definition.decorator_list:
+        definition.decorator_list = target.decorator_list
+    container = _container(tree, entry_point)
+    container[_index_of(container, target)] = definition
+    if "." in entry_point:
+        _carry_methods(tree, entry_point, definition, candidate)
+    top = _index_of(tree.body, _top_statement(tree, entry_point))
+    tree.body[top:top] = _new_helpers(tree, candidate, entry_point, definition)
+    _carry_imports(tree, candidate)
+
+
+def _container(tree: ast.Module, entry_point: str) -> list[ast.stmt]:
+    """The statement list that holds the target: the module body or its class's body."""
+    body: list[ast.stmt] = tree.body
+    for owner in entry_point.split(".")[:-1]:
+        body = next(n for n in body if isinstance(n, ast.ClassDef) and n.name == owner).body
+    return body
+
+
+def _index_of(body: list[ast.stmt], node: ast.stmt) -> int:
+    return next(index for index, item in enumerate(body) if item is node)
+
+
+def _top_statement(tree: ast.Module, entry_point: str) -> ast.stmt:
+    """The target's top-level statement: its def, or the outermost class around it."""
+    first = entry_point.split(".")[0]
+    if "." in entry_point:
+        return next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == first)
+    return next(n for n in reversed(tree.body) if isinstance(n, _FunctionNode) and n.name == first)
+
+
+def _carry_methods(tree: ast.Module, entry_point: str, definition: _FunctionNode,
+                   candidate: ast.Module) -> None:
+    """Put the candidate class's new methods and attributes just before the target method."""
+    owners = entry_point.split(".")[:-1]
+    candidate_class = _find_class(candidate.body, owners)
+    if candidate_class is None:
+        return
+    container = _container(tree, entry_point)
+    known = _defined_names(container)
+    extra = [node for node in candidate_class.body
+             if node is not definition and _is_helper(node) and not (_names(node) & known)]
+    index = _index_of(container, definition)
+    container[index:index] = extra
+
+
+def _find_class(body: list[ast.stmt], owners: list[str]) -> ast.ClassDef | None:
+    found: ast.ClassDef | None = None
+    for owner in owners:
+        found = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == owner), None)
+        if found is None:
+            return None
+        body = found.body
+    return found
+
+
+def _new_helpers(tree: ast.Module, candidate: ast.Module, entry_point: str,
+                 definition: _FunctionNode) -> list[ast.stmt]:
+    """The candidate's top-level functions, classes and assignments the prompt lacks."""
+    known = _defined_names(tree.body) | {entry_point.split(".")[0]}
+    return [node for node in candidate.body if node is not definition
+            and _is_helper(node) and not (_names(node) & known)]
+
+
+def _is_helper(node: ast.stmt) -> bool:
+    helper_types = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
+    return isinstance(node, helper_types) and bool(_names(node))
+
+
+def _names(node: ast.stmt) -> set[str]:
+    """The names a top-level statement binds (empty for statements that bind none)."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {node.name}
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    return {name.id for target in targets if target is not None
+            for name in ast.walk(target) if isinstance(name, ast.Name)}
+
+
+def _defined_names(body: list[ast.stmt]) -> set[str]:
+    return {name for node in body for name in _names(node)}
+
+
+def _carry_imports(tree: ast.Module, candidate: ast.Module) -> None:
+    """Add the candidate's top-level imports the prompt lacks at the module top."""
+    present = {ast.dump(node) for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)}
+    imports = [node for node in candidate.body
+               if isinstance(node, ast.Import | ast.ImportFrom) and ast.dump(node) not in present]
+    futures = [node for node in imports if _is_future(node)]
+    others = [node for node in imports if not _is_future(node)]
+    start = 1 if _docstring(tree.body) is not None else 0
+    tree.body[start:start] = futures
+    after_futures = start + len(futures)
+    while after_futures < len(tree.body) and _is_future(tree.body[after_futures]):
+        after_futures += 1
+    tree.body[after_futures:after_futures] = others
+
+
+def _is_future(node: ast.stmt) -> bool:
+    return isinstance(node, ast.ImportFrom) and node.module == "__future__"
+
+
+def _join(context: str, spliced: str) -> str:
+    """context + spliced, with every `from __future__` import hoisted to the very top."""
+    if not context.strip():
+        return spliced
+    spliced_tree = ast.parse(spliced)
+    if not any(_is_future(node) for node in spliced_tree.body):
+        return context + "\n\n" + spliced
+    context_tree = ast.parse(context)
+    futures: list[ast.stmt] = []
+    for node in [*context_tree.body, *spliced_tree.body]:
+        if _is_future(node) and ast.dump(node) not in {ast.dump(f) for f in futures}:
+            futures.append(node)
+    rest = [ast.Module([n for n in t.body if not _is_future(n)], []) for t in (context_tree, spliced_tree)]
+    return "\n\n".join(ast.unparse(part) for part in (ast.Module(futures, []), *rest))
