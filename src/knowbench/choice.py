@@ -27,22 +27,29 @@ _MARKER = re.compile(
     r"[\s*_]*(?::|=|\bis\b|\bare\b|\bwould\s+be\b|\bshould\s+be\b)",
     re.IGNORECASE,
 )
-_LETTER = re.compile(r"(?<![A-Za-z0-9_\\'-])[A-Z](?![A-Za-z0-9_])")
+_LETTER = re.compile(r"(?<![A-Za-z0-9_\\.-])[A-Z](?![A-Za-z0-9_]|-[A-Za-z])")
 _SENTENCE_END = re.compile(
     r"[.;!?](?=\s|$)|\b(?:while|whereas|but|because|since|as|although|except|not|however)\b",
     re.IGNORECASE,
 )
 _LONE_LETTERS = re.compile(
-    r"^[\s*_#>`.:-]*(?:options?\s*)?\(?[A-Z]\)?"
+    r"^[\s*_#>`.:-]*(?i:options?\s*)?\(?[A-Z]\)?"
     r"(?:\s*(?:,|and|&|/|\+|or)?\s*\(?[A-Z]\)?)*[\s*_`.]*$",
 )
-_HEADER_LABEL = re.compile(r"[)*\]]*\s*:")
-# Words that follow a letter naming an option ("A is right") but never the article "A".
-_AFTER_OPTION = frozenset(
-    "is are was were and or also alone only too seems appears remains would should could "
-    "might must can may will has have does correctly accurately describes states "
-    "represents captures reflects".split()
+_LABEL_AFTER = re.compile(r"[)*\]]*\s*:")  # "B:", "(B):", "**B**:" anywhere
+_LINE_START = re.compile(  # what may precede a label at the start of a line
+    r"[ \t>]*(?:\d+[.)]|[-*+•])?[\s*_#]*"
+    r"(?i:(?:analy[sz]e|evaluate|evaluating|consider|check|review|examine)\s+)?"
+    r"(?i:(?:option|choice|statement)\s*)?[(\[]?"
 )
+_LABEL_END = re.compile(r"[)\].:]|[*_]+\s*[).:]")
+# Words that follow a letter naming an option ("A is right") but never the article "A".
+_AFTER_OPTION = frozenset({
+    "is", "are", "was", "were", "and", "or", "also", "alone", "only", "too", "seems",
+    "appears", "remains", "would", "should", "could", "might", "must", "can", "may", "will",
+    "has", "have", "does", "correctly", "accurately", "describes", "states", "represents",
+    "captures", "reflects",
+})
 
 
 def parse_choice(reply: str, letters: Sequence[str], multiple: bool) -> list[str]:
@@ -87,9 +94,8 @@ def _braced(text: str, start: int) -> str:
 def _sentence_after(text: str, start: int) -> str:
     """The rest of the sentence after a marker, or the next non-empty line if none."""
     lines = text[start:].split("\n")
-    rest = _cut_sentence(lines[0])
-    if _standalone(rest) or not _is_blank(rest):
-        return rest
+    if not _is_blank(lines[0]):
+        return _cut_sentence(lines[0])
     following = next((line for line in lines[1:] if not _is_blank(line)), "")
     return _cut_sentence(following)
 
@@ -111,17 +117,32 @@ def _lone_letter_lines(reply: str) -> list[str]:
 
 def _paragraphs(reply: str) -> list[str]:
     """The reply's paragraphs, the last first, without option-analysis headers."""
-    blocks = re.split(r"\n\s*\n", reply)
-    return [_drop_header_labels(block) for block in reversed(blocks) if block.strip()]
+    blocks = re.split(r"\n\s*\n", _drop_header_labels(reply))
+    return [block for block in reversed(blocks) if block.strip()]
 
 
 def _drop_header_labels(text: str) -> str:
-    """Blank out letters used as labels ("Option (B):", "**A:**"): analysis, not answers."""
+    """Blank out letters used as labels of an option's analysis ("2. **Option (B):**",
+    "(A) Fusion needs ...", "A. ..."): they say what is discussed, not what is chosen."""
     cleaned = _LATEX_COMMAND.sub(" ", text)
-    spans = [m.span() for m in _LETTER.finditer(cleaned) if _HEADER_LABEL.match(cleaned, m.end())]
+    spans = [m.span() for m in _LETTER.finditer(cleaned) if _is_label(cleaned, m.start(), m.end())]
     for start, end in spans:
         cleaned = cleaned[:start] + " " * (end - start) + cleaned[end:]
     return cleaned
+
+
+def _is_label(text: str, start: int, end: int) -> bool:
+    if not text[:start].strip(" \t\n*_#>(["):
+        return False  # a reply that opens with "B. Because ..." answers B
+    if _LABEL_AFTER.match(text, end):
+        return True
+    if not _LINE_START.fullmatch(text[text.rfind("\n", 0, start) + 1 : start]):
+        return False
+    label_end = _LABEL_END.match(text, end)
+    if label_end is None:
+        return False
+    word = re.match(r"[\s*_]*([A-Za-z]+)", text[label_end.end() :])
+    return word is None or word.group(1).lower() not in _AFTER_OPTION
 
 
 def _standalone(text: str) -> list[str]:

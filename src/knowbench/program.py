@@ -48,10 +48,10 @@ def assemble(context: str, prompt_code: str, entry_point: str, reply: str) -> As
     """
     code = extract_code(reply, entry_point)
     try:
-        spliced = splice(prompt_code, entry_point, code)
+        program = _join(context, splice(prompt_code, entry_point, code))
     except SpliceError as error:
         return Assembly(code=code, program=None, error=str(error))
-    return Assembly(code=code, program=_join(context, spliced), error=None)
+    return Assembly(code=code, program=program, error=None)
 
 
 # ---------------------------------------------------------------------------- extraction
@@ -212,6 +212,8 @@ def _parse_prompt(prompt_code: str) -> ast.Module:
         return ast.parse(prompt_code)
     except SyntaxError as error:
         raise SpliceError(f"the prompt does not parse: {error.msg} (line {error.lineno})") from None
+    except (ValueError, RecursionError) as error:
+        raise SpliceError(f"the prompt does not parse: {error}") from None
 
 
 def _syntax_message(code: str) -> str:
@@ -240,10 +242,9 @@ def _replace_body(target: _FunctionNode, body: list[ast.stmt]) -> None:
 
 def _docstring(body: list[ast.stmt]) -> ast.Expr | None:
     first = body[0] if body else None
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-        if isinstance(first.value.value, str):
-            return first
-    return None
+    if not isinstance(first, ast.Expr) or not isinstance(first.value, ast.Constant):
+        return None
+    return first if isinstance(first.value.value, str) else None
 
 
 def _replace_definition(tree: ast.Module, entry_point: str, target: _FunctionNode,
@@ -352,13 +353,19 @@ def _is_future(node: ast.stmt) -> bool:
 
 
 def _join(context: str, spliced: str) -> str:
-    """context + spliced, with every `from __future__` import hoisted to the very top."""
+    """context + spliced, with every `from __future__` import hoisted to the very top.
+
+    Raises `SpliceError` when the hoisting needs to parse a context that does not parse.
+    """
     if not context.strip():
         return spliced
     spliced_tree = ast.parse(spliced)
     if not any(_is_future(node) for node in spliced_tree.body):
         return context + "\n\n" + spliced
-    context_tree = ast.parse(context)
+    try:
+        context_tree = ast.parse(context)
+    except (SyntaxError, ValueError) as error:
+        raise SpliceError(f"the context does not parse: {error}") from None
     futures: list[ast.stmt] = []
     for node in [*context_tree.body, *spliced_tree.body]:
         if _is_future(node) and ast.dump(node) not in {ast.dump(f) for f in futures}:

@@ -98,7 +98,14 @@ def _changed(snapshot, watched):
 
 
 def _describe(error):
-    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    # Leading frames belong to this runner (compiled as "<string>"): only noise to a reader.
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == "<string>":
+        tb = tb.tb_next
+    try:
+        text = "".join(traceback.format_exception(type(error), error, tb))
+    except BaseException:  # a hostile __str__ must not take the runner down
+        text = f"{type(error).__name__} (its message could not be formatted)"
     if len(text) > _MESSAGE_CAP:
         text = text[: _MESSAGE_CAP // 4] + "\n...\n" + text[-3 * _MESSAGE_CAP // 4:]
     return text

@@ -1,0 +1,238 @@
+"""The `knowbench` command line. Thin: it parses, calls library functions and prints."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from knowbench import __version__
+from knowbench.benchmark.load import load_benchmark
+from knowbench.benchmark.schema import FunctionTask
+from knowbench.errors import UserError
+from knowbench.execution.engine import SubprocessEngine, default_workers
+from knowbench.execution.sandbox import SANDBOX_CHOICES, resolve_sandbox
+from knowbench.methods import METHODS, get_method
+from knowbench.models.base import ModelBackend
+from knowbench.records import Limits, SampleResult, SamplingParams
+from knowbench.report.table import print_scores
+
+app = typer.Typer(
+    name="knowbench", no_args_is_help=True, add_completion=False, rich_markup_mode=None,
+    help="Build, run and diagnose knowledge-grounded code-generation benchmarks.",
+)
+console = Console(stderr=True)
+out = Console()
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"knowbench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
+    """Build, run and diagnose knowledge-grounded code-generation benchmarks."""
+
+
+def make_backend(model: str, base_url: str | None, api_key: str | None, concurrency: int,
+                 request_timeout: float, no_cache: bool) -> ModelBackend:
+    """`reference`, `null`, `replay:FILE`, or an OpenAI-compatible model name."""
+    from knowbench.models.offline import NullBackend, ReferenceBackend, ReplayBackend
+
+    if model == "reference":
+        return ReferenceBackend()
+    if model == "null":
+        return NullBackend()
+    if model.startswith("replay:"):
+        return ReplayBackend(model.removeprefix("replay:"))
+    from knowbench.models.cache import GenerationCache, default_cache_path
+    from knowbench.models.openai import OpenAIBackend
+
+    url = base_url or os.environ.get("KNOWBENCH_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
+    if not url:
+        raise UserError(f"model '{model}' is served over HTTP, but no endpoint was given\n"
+                        "  fix: pass --base-url http://HOST:PORT/v1 (or set OPENAI_BASE_URL); "
+                        "use --model reference or --model null to check a benchmark without a model")
+    cache = None if no_cache else GenerationCache(default_cache_path())
+    return OpenAIBackend(model=model, base_url=url, api_key=api_key, concurrency=concurrency,
+                         timeout_s=request_timeout, cache=cache)
+
+
+@app.command()
+def run(
+    benchmark: Annotated[Path, typer.Argument(help="Benchmark directory (benchmark.json + tasks.jsonl).")],
+    model: Annotated[str, typer.Option(
+        "--model", "-m",
+        help="'reference' (gold code; must score 100%), 'null' (empty bodies; must score 0%), "
+             "'replay:FILE' (a samples JSONL with task_id, completion, sample_idx), or the name "
+             "of a model served by an OpenAI-compatible endpoint (see --base-url).")],
+    out_dir: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Run directory. Default: runs/<benchmark>-<model>-<method>.")] = None,
+    method: Annotated[str, typer.Option(help=f"Knowledge method: {', '.join(sorted(METHODS))}.")] = "none",
+    base_url: Annotated[str | None, typer.Option(
+        help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (env: OPENAI_BASE_URL).")] = None,
+    api_key: Annotated[str | None, typer.Option(
+        help="API key (env: KNOWBENCH_API_KEY or OPENAI_API_KEY); never written to disk.")] = None,
+    n: Annotated[int, typer.Option("--n", min=1, help="Samples per task.")] = 1,
+    temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature (0 = greedy).")] = 0.0,
+    top_p: Annotated[float, typer.Option(min=0.0, max=1.0)] = 1.0,
+    max_tokens: Annotated[int, typer.Option(min=1)] = 1024,
+    seed: Annotated[int | None, typer.Option(help="Sampling seed; sample i uses seed + i.")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Model requests in flight.")] = 8,
+    request_timeout: Annotated[float, typer.Option(min=1.0, help="Seconds per model request.")] = 120.0,
+    no_cache: Annotated[bool, typer.Option(
+        "--no-cache", help="Do not read or write the generation cache (~/.cache/knowbench).")] = False,
+    workers: Annotated[int, typer.Option(min=1, help="Samples executed in parallel. Default: cores / 2.")]
+    = default_workers(),
+    sandbox: Annotated[str, typer.Option(
+        help=f"Isolation: {', '.join(SANDBOX_CHOICES)}. 'auto' takes bwrap, else unshare.")] = "auto",
+    timeout: Annotated[float | None, typer.Option(
+        min=0.1, help="Wall-clock seconds per sample, overriding the benchmark's limits.")] = None,
+    memory_mb: Annotated[int, typer.Option(min=16, help="Memory per sample above the interpreter's own.")]
+    = 1024,
+    task: Annotated[list[str] | None, typer.Option(
+        "--task", help="Run only this task id (repeatable).")] = None,
+    k: Annotated[list[int] | None, typer.Option("--k", help="k values for pass@k (repeatable).")] = None,
+    overwrite: Annotated[bool, typer.Option(help="Discard an existing run in --out and start over.")]
+    = False,
+) -> None:
+    """Evaluate a model on a benchmark. Kill it at any time; the same command resumes."""
+    from knowbench.run import run_benchmark
+
+    bench = load_benchmark(benchmark)
+    for warning in bench.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+    params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
+    if n > 1 and temperature == 0:
+        console.print("[yellow]warning:[/] --n > 1 with temperature 0 samples the same completion")
+    limits = Limits(wall_s=timeout or bench.manifest.time_limit_s, memory_mb=memory_mb,
+                    cpu_s=int(timeout or bench.manifest.time_limit_s) + 1)
+    backend = make_backend(model, base_url, api_key, concurrency, request_timeout, no_cache)
+    knowledge = get_method(method)
+    label = model.replace("/", "_").replace(":", "_")
+    run_dir = out_dir or Path("runs") / f"{bench.name}-{label}-{method}"
+    hidden = [bench.path, run_dir, Path.home()]
+    engine = SubprocessEngine(resolve_sandbox(sandbox, hidden=hidden), workers=workers)
+    if engine.sandbox.kind == "none":
+        console.print("[bold red]warning:[/] --sandbox none: samples run WITHOUT isolation")
+    console.print(f"knowbench {__version__}: {bench.name} ({len(bench.tasks)} tasks) · model {model} · "
+                  f"method {method} · sandbox {engine.sandbox.kind} · {engine.workers} workers → {run_dir}")
+    counts: Counter[str] = Counter()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), console=console,
+                  transient=False) as progress:
+        bar = progress.add_task("samples", total=None, counts="")
+
+        def on_start(total: int, done: int) -> None:
+            progress.update(bar, total=total, completed=done)
+            if done:
+                console.print(f"resuming: {done} of {total} samples already done")
+
+        def on_result(result: SampleResult) -> None:
+            counts[result.status] += 1
+            shown = " · ".join(f"{status} {counts[status]}" for status in
+                               ("pass", "fail", "error", "timeout", "memory", "infrastructure")
+                               if counts[status] or status in ("pass", "fail"))
+            progress.update(bar, advance=1, counts=shown)
+
+        try:
+            summary = run_benchmark(bench, backend, knowledge, engine, run_dir, params, limits,
+                                    timeout_override=timeout is not None, task_ids=task or None,
+                                    ks=tuple(k or (1, 5, 10)), overwrite=overwrite,
+                                    on_start=on_start, on_result=on_result)
+        finally:
+            engine.close()
+    print_scores(out, summary.scores, title=f"{bench.name} · {model} · {method}")
+    statuses = ", ".join(f"{name} {count}" for name, count in sorted(summary.status_counts.items()))
+    out.print(f"samples: {len(summary.results)} ({statuses}) · results in {run_dir}")
+    _print_self_check(summary.self_check, model)
+
+
+def _print_self_check(check: dict[str, object], model: str) -> None:
+    if not check:
+        return
+    if check["ok"]:
+        out.print(f"[green]self-check passed:[/] --model {model} → {check['expected']}")
+        return
+    offending = check["offending_tasks"]
+    assert isinstance(offending, list)
+    console.print(f"[bold red]SELF-CHECK FAILED:[/] --model {model} should give '{check['expected']}', "
+                  f"but {len(offending)} task(s) do not: {', '.join(offending[:20])}"
+                  f"{' …' if len(offending) > 20 else ''}\n"
+                  "  these tasks are defective (or the sandbox blocks something their tests need); "
+                  "see samples.jsonl in the run directory for each failure")
+
+
+@app.command()
+def validate(benchmark: Annotated[Path, typer.Argument(help="Benchmark directory.")]) -> None:
+    """Check a benchmark directory and summarise it (exit code 2 on the first problem)."""
+    bench = load_benchmark(benchmark)
+    for warning in bench.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+    table = Table(title=f"{bench.name} v{bench.manifest.version} · {bench.content_hash[:19]}…",
+                  title_justify="left")
+    for header in ("domain", "function tasks", "choice tasks", "test items"):
+        table.add_column(header, justify="left" if header == "domain" else "right")
+    per_domain: dict[str, list[int]] = {}
+    for item in bench.tasks:
+        row = per_domain.setdefault(item.domain, [0, 0, 0])
+        if isinstance(item, FunctionTask):
+            row[0] += 1
+            row[2] += len(item.test_items())
+        else:
+            row[1] += 1
+    for domain, (functions, choices, tests) in sorted(per_domain.items()):
+        table.add_row(domain, str(functions), str(choices), str(tests))
+    out.print(table)
+    out.print(f"valid: {len(bench.tasks)} tasks in {bench.path}")
+
+
+@app.command()
+def score(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `knowbench run`.")],
+    k: Annotated[list[int] | None, typer.Option("--k", help="k values for pass@k (repeatable).")] = None,
+) -> None:
+    """Re-score a run from its stored results (nothing is generated or executed)."""
+    from knowbench.run import load_run, write_outputs
+
+    config, results = load_run(run_dir)
+    settings = config.get("settings", {})
+    backend = settings.get("model", {}).get("backend", "")
+    summary = write_outputs(run_dir, results, backend, tuple(k or (1, 5, 10)))
+    print_scores(out, summary.scores, title=f"{settings.get('benchmark', {}).get('name', run_dir)}")
+    _print_self_check(summary.self_check, backend)
+
+
+def main() -> None:
+    """Console entry point: user errors print one message and exit 2, never a traceback."""
+    try:
+        app(standalone_mode=False)
+    except UserError as error:
+        console.print(f"error: {error}", style="bold red", highlight=False, markup=False)
+        sys.exit(error.exit_code)
+    except KeyboardInterrupt:
+        console.print("interrupted: finished samples are stored; run the same command to resume")
+        sys.exit(130)
+    except (typer.Abort, typer.Exit) as stop:
+        sys.exit(getattr(stop, "exit_code", 1))
+    except Exception as error:  # click's usage errors
+        import click
+
+        if isinstance(error, click.ClickException):
+            error.show()
+            sys.exit(2)
+        raise
+
+
+if __name__ == "__main__":
+    main()

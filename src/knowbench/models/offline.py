@@ -1,0 +1,90 @@
+"""Backends that need no model: gold solutions, empty bodies, and recorded completions.
+
+`reference` must score 1.0 and `null` 0.0 on any sound benchmark, so every benchmark can
+check itself. `replay` scores completions produced elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from knowbench.benchmark.schema import ChoiceTask, FunctionTask
+from knowbench.errors import UserError
+from knowbench.models.base import BackendError, Message, ModelBackend, Reply
+from knowbench.records import SamplingParams
+
+
+class ReferenceBackend(ModelBackend):
+    """Answers with the task's gold solution."""
+
+    name = "reference"
+
+    async def generate(self, task: FunctionTask | ChoiceTask, messages: list[Message],
+                       params: SamplingParams, sample_idx: int) -> Reply:
+        if isinstance(task, ChoiceTask):
+            return Reply(text="Answer: " + ", ".join(task.answer))
+        return Reply(text=f"```python\n{task.reference}\n```")
+
+
+class NullBackend(ModelBackend):
+    """Answers with nothing: the target keeps its masked body, a choice gets no letter."""
+
+    name = "null"
+
+    async def generate(self, task: FunctionTask | ChoiceTask, messages: list[Message],
+                       params: SamplingParams, sample_idx: int) -> Reply:
+        return Reply(text="")
+
+
+class ReplayBackend(ModelBackend):
+    """Replays a samples JSONL file: one `{task_id, completion, sample_idx}` object per line."""
+
+    name = "replay"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._completions = load_samples(self.path)
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "path": str(self.path)}
+
+    def samples_for(self, task_id: str) -> int:
+        return sum(1 for key in self._completions if key[0] == task_id)
+
+    async def generate(self, task: FunctionTask | ChoiceTask, messages: list[Message],
+                       params: SamplingParams, sample_idx: int) -> Reply:
+        try:
+            return Reply(text=self._completions[(task.task_id, sample_idx)])
+        except KeyError:
+            raise BackendError(f"{self.path} has no completion for task '{task.task_id}' "
+                               f"sample {sample_idx}") from None
+
+
+def load_samples(path: Path) -> dict[tuple[str, int], str]:
+    """Read a samples JSONL file; errors name the line and field."""
+    if not path.is_file():
+        raise UserError(f"{path}: samples file not found")
+    completions: dict[tuple[str, int], str] = {}
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise UserError(f"{path}:{number}: invalid JSON: {error.msg}") from None
+        if not isinstance(row, dict):
+            raise UserError(f"{path}:{number}: each line must be a JSON object")
+        for field, kind in (("task_id", str), ("completion", str)):
+            if not isinstance(row.get(field), kind):
+                raise UserError(f"{path}:{number}: field '{field}' must be a string\n"
+                                "  fix: each line needs task_id, completion and (optionally) sample_idx")
+        sample_idx = row.get("sample_idx", 0)
+        if not isinstance(sample_idx, int) or sample_idx < 0:
+            raise UserError(f"{path}:{number}: field 'sample_idx' must be a non-negative integer")
+        key = (row["task_id"], sample_idx)
+        if key in completions:
+            raise UserError(f"{path}:{number}: task '{key[0]}' sample {sample_idx} appears twice")
+        completions[key] = row["completion"]
+    return completions

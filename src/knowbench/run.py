@@ -1,0 +1,313 @@
+"""A run: Benchmark + Method + Model -> Samples -> Executions -> SampleResults -> Scores.
+
+Everything a run produces lands in its directory:
+
+    run.json        the full configuration, versions and the benchmark's content hash
+    run.sqlite      every generation and scored sample, committed as it happens
+    samples.jsonl   one scored sample per line (written at the end, from the store)
+    summary.json    scores, status counts and the self-check verdict
+
+Running the same command again resumes: finished samples are not redone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import platform
+import shutil
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from knowbench import __version__
+from knowbench.benchmark.load import Benchmark
+from knowbench.benchmark.schema import ChoiceTask, FunctionTask
+from knowbench.choice import parse_choice
+from knowbench.errors import UserError
+from knowbench.execution.engine import Engine, ExecutionRequest
+from knowbench.methods.base import Method
+from knowbench.models.base import BackendError, ModelBackend
+from knowbench.program import assemble
+from knowbench.records import Generation, Limits, SampleResult, SamplingParams, Status
+from knowbench.scoring.metrics import Scores, score
+from knowbench.store import STORE_FILE, RunStore
+
+RUN_FILE, SAMPLES_FILE, SUMMARY_FILE = "run.json", "samples.jsonl", "summary.json"
+_PACKAGES = ("knowbench", "pydantic", "httpx", "typer", "rich", "pytest", "numpy")
+
+
+class RunAborted(UserError):
+    """The run stopped before finishing; what was done is kept and a rerun resumes."""
+
+    exit_code = 1
+
+
+class RunSettings(BaseModel):
+    """What determines a run's results; a resumed run must match it exactly."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    benchmark: dict[str, Any]
+    model: dict[str, Any]
+    method: dict[str, Any]
+    params: SamplingParams
+    limits: Limits
+    timeout_override: bool = Field(description="True when --timeout replaced per-task limits.")
+    sandbox: str
+    tasks: list[str] | None = Field(default=None, description="Task ids selected, None for all.")
+
+
+@dataclass
+class RunSummary:
+    """What `run_benchmark` returns: the scores and everything needed to report them."""
+
+    run_dir: Path
+    scores: Scores
+    results: list[SampleResult]
+    status_counts: dict[str, int]
+    self_check: dict[str, Any] = field(default_factory=dict)
+
+
+ProgressCallback = Callable[[SampleResult], None]
+
+
+def run_benchmark(
+    benchmark: Benchmark, backend: ModelBackend, method: Method, engine: Engine, run_dir: Path,
+    params: SamplingParams, limits: Limits, *, timeout_override: bool = False,
+    task_ids: list[str] | None = None, ks: tuple[int, ...] = (1, 5, 10), overwrite: bool = False,
+    on_start: Callable[[int, int], None] | None = None, on_result: ProgressCallback | None = None,
+) -> RunSummary:
+    """Run (or resume) a benchmark and score it.
+
+    `on_start(total, already_done)` is called once before work starts and `on_result` after
+    each newly scored sample, for progress displays. Raises `UserError` when `run_dir`
+    holds a run with different settings and `overwrite` is false, and `RunAborted` when the
+    model backend fails (finished samples stay stored; rerunning resumes).
+    """
+    tasks = _select(benchmark, task_ids)
+    settings = RunSettings(
+        benchmark={"name": benchmark.name, "version": benchmark.manifest.version,
+                   "path": str(benchmark.path), "content_hash": benchmark.content_hash},
+        model=backend.describe(), method=method.describe(), params=params, limits=limits,
+        timeout_override=timeout_override, sandbox=str(engine.describe().get("sandbox", "none")),
+        tasks=task_ids,
+    )
+    _prepare_dir(run_dir, settings, overwrite)
+    _write_run_file(run_dir, settings, engine)
+    store = RunStore(run_dir)
+    try:
+        asyncio.run(_run_all(tasks, benchmark, backend, method, engine, store, params, limits,
+                             timeout_override, on_start, on_result))
+        stored = store.results()
+    finally:
+        store.close()
+    order = {task.task_id: index for index, task in enumerate(tasks)}
+    results = sorted((r for r in stored.values() if r.task_id in order),
+                     key=lambda r: (order[r.task_id], r.sample_idx))
+    return write_outputs(run_dir, results, backend.name, ks)
+
+
+def write_outputs(run_dir: Path, results: list[SampleResult], backend_name: str,
+                  ks: tuple[int, ...]) -> RunSummary:
+    """Write samples.jsonl and summary.json from stored results (no execution)."""
+    scores = score(results, ks)
+    counts = dict(Counter(result.status for result in results))
+    self_check = _self_check(backend_name, results)
+    with (run_dir / SAMPLES_FILE).open("w") as handle:
+        for result in results:
+            handle.write(result.model_dump_json() + "\n")
+    summary = {"scores": scores.model_dump(mode="json"), "status_counts": counts,
+               "samples": len(results), "self_check": self_check}
+    (run_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    return RunSummary(run_dir, scores, results, counts, self_check)
+
+
+def load_run(run_dir: Path) -> tuple[dict[str, Any], list[SampleResult]]:
+    """The run.json and stored results of an existing run directory."""
+    run_file = run_dir / RUN_FILE
+    if not run_file.is_file() or not (run_dir / STORE_FILE).is_file():
+        raise UserError(f"{run_dir}: not a knowbench run directory (no {RUN_FILE} / {STORE_FILE})")
+    store = RunStore(run_dir)
+    try:
+        results = sorted(store.results().values(), key=lambda r: (r.task_id, r.sample_idx))
+    finally:
+        store.close()
+    return json.loads(run_file.read_text()), results
+
+
+def _select(benchmark: Benchmark, task_ids: list[str] | None) -> list[FunctionTask | ChoiceTask]:
+    if not task_ids:
+        return list(benchmark.tasks)
+    known = {task.task_id for task in benchmark.tasks}
+    unknown = [task_id for task_id in task_ids if task_id not in known]
+    if unknown:
+        raise UserError(f"unknown task ids: {', '.join(unknown)} (see `knowbench validate "
+                        f"{benchmark.path}` for the list)")
+    wanted = set(task_ids)
+    return [task for task in benchmark.tasks if task.task_id in wanted]
+
+
+def _prepare_dir(run_dir: Path, settings: RunSettings, overwrite: bool) -> None:
+    run_file = run_dir / RUN_FILE
+    if overwrite and run_dir.exists():
+        for name in (RUN_FILE, SAMPLES_FILE, SUMMARY_FILE, STORE_FILE, STORE_FILE + "-wal",
+                     STORE_FILE + "-shm"):
+            (run_dir / name).unlink(missing_ok=True)
+    if run_file.is_file():
+        previous = json.loads(run_file.read_text()).get("settings", {})
+        current = settings.model_dump(mode="json")
+        differences = [key for key in current if previous.get(key) != current[key]]
+        if differences:
+            detail = "; ".join(f"{key}: {previous.get(key)} -> {current[key]}" for key in differences)
+            raise UserError(f"{run_dir} holds a run with different settings ({detail})\n"
+                            "  fix: pass --overwrite to start over, or choose another --out")
+    elif run_dir.exists() and any(run_dir.iterdir()) and not overwrite:
+        raise UserError(f"{run_dir} exists and is not a knowbench run directory\n"
+                        "  fix: choose an empty or new --out directory")
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+
+def _write_run_file(run_dir: Path, settings: RunSettings, engine: Engine) -> None:
+    packages = {}
+    for name in _PACKAGES:
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    document = {
+        "knowbench": __version__,
+        "settings": settings.model_dump(mode="json"),
+        "engine": engine.describe(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": packages,
+        "sandbox_tools": {tool: shutil.which(tool) for tool in ("bwrap", "unshare")},
+    }
+    (run_dir / RUN_FILE).write_text(json.dumps(document, indent=2) + "\n")
+
+
+def _samples_for(task: FunctionTask | ChoiceTask, backend: ModelBackend, params: SamplingParams) -> int:
+    samples_for = getattr(backend, "samples_for", None)
+    if samples_for is not None:  # replay: as many samples as the file holds
+        return max(1, samples_for(task.task_id))
+    return params.n
+
+
+async def _run_all(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, backend: ModelBackend,
+                   method: Method, engine: Engine, store: RunStore, params: SamplingParams,
+                   limits: Limits, timeout_override: bool, on_start: Callable[[int, int], None] | None,
+                   on_result: ProgressCallback | None) -> None:
+    generations, results = store.generations(), store.results()
+    work = [(task, idx) for task in tasks for idx in range(_samples_for(task, backend, params))]
+    todo = [(task, idx) for task, idx in work if (task.task_id, idx) not in results]
+    if on_start:
+        on_start(len(work), len(work) - len(todo))
+    executing = asyncio.Semaphore(engine.workers)
+    preload = _preload(benchmark)
+
+    async def one(task: FunctionTask | ChoiceTask, idx: int) -> None:
+        generation = generations.get((task.task_id, idx))
+        if generation is None:
+            started = time.monotonic()
+            reply = await backend.generate(task, method.messages(task), params, idx)
+            generation = Generation(task_id=task.task_id, sample_idx=idx, completion=reply.text,
+                                    usage=reply.usage, finish_reason=reply.finish_reason,
+                                    cached=reply.cached, latency_s=round(time.monotonic() - started, 4))
+            store.put_generation(generation)
+        if isinstance(task, ChoiceTask):
+            result = score_choice(task, generation)
+        else:
+            task_limits = limits_for(task, benchmark, limits, timeout_override)
+            async with executing:
+                result = await asyncio.to_thread(evaluate_function, task, generation, engine,
+                                                 task_limits, preload)
+        store.put_result(result)
+        if on_result:
+            on_result(result)
+
+    pending = [asyncio.ensure_future(one(task, idx)) for task, idx in todo]
+    try:
+        for finished in asyncio.as_completed(pending):
+            await finished
+    except BackendError as error:
+        raise RunAborted(f"the model backend failed: {error}\n  finished samples are stored; "
+                         "run the same command again to resume") from None
+    finally:
+        for future in pending:
+            future.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        await backend.aclose()
+
+
+def _preload(benchmark: Benchmark) -> list[str]:
+    # Importing pytest before the sample runs lets the runner watch it for tampering.
+    uses_pytest = any("pytest" in spec.code for task in benchmark.tasks
+                      if isinstance(task, FunctionTask) for spec in task.tests)
+    return ["pytest"] if uses_pytest else []
+
+
+def limits_for(task: FunctionTask, benchmark: Benchmark, limits: Limits, timeout_override: bool) -> Limits:
+    """The limits for one task: its own time limit, else the benchmark's, unless overridden."""
+    if timeout_override:
+        return limits
+    wall = task.time_limit_s or benchmark.manifest.time_limit_s
+    return limits.model_copy(update={"wall_s": wall, "cpu_s": max(limits.cpu_s, math.ceil(wall) + 1)})
+
+
+def evaluate_function(task: FunctionTask, generation: Generation, engine: Engine, limits: Limits,
+                      preload: list[str] | None = None) -> SampleResult:
+    """Assemble the program from a completion, execute its tests and score the sample."""
+    assembly = assemble(task.context, task.prompt_code, task.entry_point, generation.completion)
+    items = task.test_items()
+    common = _common(task, generation)
+    if assembly.program is None:
+        return SampleResult(**common, code=assembly.code, passed=False, tests_passed=0,
+                            tests_total=len(items), status="error",
+                            extra={"assembly_error": assembly.error})
+    request = ExecutionRequest(program=assembly.program, tests=task.tests,
+                               entry_point=task.entry_point, limits=limits, preload=preload or [])
+    execution = engine.execute(request)
+    passed_count = sum(outcome.status == "pass" for outcome in execution.tests)
+    passed = passed_count == len(items) and len(execution.tests) == len(items)
+    return SampleResult(**common, code=assembly.code, program=assembly.program, passed=passed,
+                        tests_passed=passed_count, tests_total=len(items),
+                        status="pass" if passed else _failed_status(execution.status),
+                        execution=execution)
+
+
+def _failed_status(status: Status) -> Status:
+    return "error" if status == "pass" else status
+
+
+def score_choice(task: ChoiceTask, generation: Generation) -> SampleResult:
+    chosen = parse_choice(generation.completion, list(task.options), task.multiple)
+    passed = sorted(chosen) == sorted(task.answer)
+    return SampleResult(**_common(task, generation), chosen=chosen, passed=passed,
+                        tests_passed=int(passed), tests_total=1, status="pass" if passed else "fail")
+
+
+def _common(task: FunctionTask | ChoiceTask, generation: Generation) -> dict[str, Any]:
+    return {"task_id": task.task_id, "sample_idx": generation.sample_idx, "kind": task.kind,
+            "domain": task.domain, "framework": task.framework, "difficulty": task.difficulty,
+            "completion": generation.completion, "usage": generation.usage}
+
+
+def _self_check(backend_name: str, results: list[SampleResult]) -> dict[str, Any]:
+    """For `reference` every sample must pass and for `null` none may; anything else is a
+    defect of the benchmark (or of the sandbox), reported task by task."""
+    if backend_name == "reference":
+        bad = sorted({r.task_id for r in results if not r.passed})
+        return {"expected": "all pass", "ok": not bad, "offending_tasks": bad}
+    if backend_name == "null":
+        bad = sorted({r.task_id for r in results if r.passed})
+        return {"expected": "none pass", "ok": not bad, "offending_tasks": bad}
+    return {}

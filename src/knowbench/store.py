@@ -1,0 +1,65 @@
+"""The run store: one SQLite database per run directory.
+
+Every generation and every scored sample is committed as soon as it exists (WAL mode),
+so a run killed at any moment, even by SIGKILL, resumes without redoing finished work.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+from knowbench.errors import UserError
+from knowbench.records import Generation, SampleResult
+
+STORE_FILE = "run.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS generations (
+    task_id TEXT NOT NULL, sample_idx INTEGER NOT NULL, record TEXT NOT NULL,
+    PRIMARY KEY (task_id, sample_idx));
+CREATE TABLE IF NOT EXISTS results (
+    task_id TEXT NOT NULL, sample_idx INTEGER NOT NULL, status TEXT NOT NULL, record TEXT NOT NULL,
+    PRIMARY KEY (task_id, sample_idx));
+"""
+
+
+class RunStore:
+    """Generations and results of one run, keyed by (task_id, sample_idx). Thread-safe."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / STORE_FILE
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as error:
+            raise UserError(f"{self.path}: cannot open the run store ({error}); "
+                            "pass --overwrite to start the run over") from None
+        self._lock = threading.Lock()
+
+    def put_generation(self, generation: Generation) -> None:
+        with self._lock, self._db:
+            self._db.execute("INSERT OR REPLACE INTO generations VALUES (?, ?, ?)",
+                             (generation.task_id, generation.sample_idx, generation.model_dump_json()))
+
+    def put_result(self, result: SampleResult) -> None:
+        with self._lock, self._db:
+            self._db.execute("INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?)",
+                             (result.task_id, result.sample_idx, result.status, result.model_dump_json()))
+
+    def generations(self) -> dict[tuple[str, int], Generation]:
+        with self._lock:
+            rows = self._db.execute("SELECT record FROM generations").fetchall()
+        return {(g.task_id, g.sample_idx): g for g in (Generation.model_validate_json(r[0]) for r in rows)}
+
+    def results(self) -> dict[tuple[str, int], SampleResult]:
+        with self._lock:
+            rows = self._db.execute("SELECT record FROM results").fetchall()
+        return {(s.task_id, s.sample_idx): s for s in (SampleResult.model_validate_json(r[0]) for r in rows)}
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
