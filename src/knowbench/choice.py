@@ -42,6 +42,7 @@ _LINE_START = re.compile(  # what may precede a label at the start of a line
     r"(?i:(?:analy[sz]e|evaluate|evaluating|consider|check|review|examine)\s+)?"
     r"(?i:(?:option|choice|statement)\s*)?[(\[]?"
 )
+_OPENING_MARKUP = " \t\n*_#>(["
 _LABEL_END = re.compile(r"[)\].:]|[*_]+\s*[).:]")
 # Words that follow a letter naming an option ("A is right") but never the article "A".
 _AFTER_OPTION = frozenset({
@@ -125,15 +126,17 @@ def _drop_header_labels(text: str) -> str:
     """Blank out letters used as labels of an option's analysis ("2. **Option (B):**",
     "(A) Fusion needs ...", "A. ..."): they say what is discussed, not what is chosen."""
     cleaned = _LATEX_COMMAND.sub(" ", text)
-    spans = [m.span() for m in _LETTER.finditer(cleaned) if _is_label(cleaned, m.start(), m.end())]
+    opening = len(cleaned) - len(cleaned.lstrip(_OPENING_MARKUP))
+    spans = [m.span() for m in _LETTER.finditer(cleaned)
+             if m.start() > opening and _is_label(cleaned, m.start(), m.end())]
     for start, end in spans:
         cleaned = cleaned[:start] + " " * (end - start) + cleaned[end:]
     return cleaned
 
 
 def _is_label(text: str, start: int, end: int) -> bool:
-    if not text[:start].strip(" \t\n*_#>(["):
-        return False  # a reply that opens with "B. Because ..." answers B
+    """Whether the letter at text[start:end] labels a line or item rather than answers.
+    (A reply that opens with "B. Because ..." answers B, so its first letter is no label.)"""
     if _LABEL_AFTER.match(text, end):
         return True
     if not _LINE_START.fullmatch(text[text.rfind("\n", 0, start) + 1 : start]):

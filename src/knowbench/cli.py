@@ -45,7 +45,7 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version, 
 
 
 def make_backend(model: str, base_url: str | None, api_key: str | None, concurrency: int,
-                 request_timeout: float, no_cache: bool) -> ModelBackend:
+                 request_timeout: float, max_retries: int, no_cache: bool) -> ModelBackend:
     """`reference`, `null`, `replay:FILE`, or an OpenAI-compatible model name."""
     from knowbench.models.offline import NullBackend, ReferenceBackend, ReplayBackend
 
@@ -65,7 +65,7 @@ def make_backend(model: str, base_url: str | None, api_key: str | None, concurre
                         "use --model reference or --model null to check a benchmark without a model")
     cache = None if no_cache else GenerationCache(default_cache_path())
     return OpenAIBackend(model=model, base_url=url, api_key=api_key, concurrency=concurrency,
-                         timeout_s=request_timeout, cache=cache)
+                         timeout_s=request_timeout, max_retries=max_retries, cache=cache)
 
 
 @app.command()
@@ -90,6 +90,8 @@ def run(
     seed: Annotated[int | None, typer.Option(help="Sampling seed; sample i uses seed + i.")] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Model requests in flight.")] = 8,
     request_timeout: Annotated[float, typer.Option(min=1.0, help="Seconds per model request.")] = 120.0,
+    max_retries: Annotated[int, typer.Option(
+        min=0, help="Retries per request on 429 / 5xx / network errors, with backoff.")] = 6,
     no_cache: Annotated[bool, typer.Option(
         "--no-cache", help="Do not read or write the generation cache (~/.cache/knowbench).")] = False,
     workers: Annotated[int, typer.Option(min=1, help="Samples executed in parallel. Default: cores / 2.")]
@@ -117,11 +119,12 @@ def run(
         console.print("[yellow]warning:[/] --n > 1 with temperature 0 samples the same completion")
     limits = Limits(wall_s=timeout or bench.manifest.time_limit_s, memory_mb=memory_mb,
                     cpu_s=int(timeout or bench.manifest.time_limit_s) + 1)
-    backend = make_backend(model, base_url, api_key, concurrency, request_timeout, no_cache)
+    backend = make_backend(model, base_url, api_key, concurrency, request_timeout, max_retries,
+                           no_cache)
     knowledge = get_method(method)
     label = model.replace("/", "_").replace(":", "_")
     run_dir = out_dir or Path("runs") / f"{bench.name}-{label}-{method}"
-    hidden = [bench.path, run_dir, Path.home()]
+    hidden = [bench.path, run_dir]
     engine = SubprocessEngine(resolve_sandbox(sandbox, hidden=hidden), workers=workers)
     if engine.sandbox.kind == "none":
         console.print("[bold red]warning:[/] --sandbox none: samples run WITHOUT isolation")

@@ -63,8 +63,9 @@ def extract_code(reply: str, entry_point: str) -> str:
     Fenced blocks win: the last block that defines the entry point's last name component,
     else the largest block that parses, else the first block (a final fence cut off by a
     token limit still counts). Without fences: the reply itself when it parses (dedented
-    when it is an indented body), else the reply with the fewest leading and trailing
-    unindented (prose) lines dropped so that it parses, else the stripped reply.
+    when it is an indented body), else the reply less its leading prose lines and the
+    fewest trailing unindented lines that make it parse (indented lines are never
+    dropped, so broken code is not cut into valid code), else the stripped reply.
     """
     if not reply.strip():
         return ""
@@ -112,11 +113,11 @@ def _all_fenced_blocks(reply: str) -> Iterator[tuple[str, str]]:
 
 
 def _choose_block(blocks: list[str], name: str) -> str:
-    parsed = [(block, _parse_code(block)) for block in blocks]
-    defining = [found[0] for _, found in parsed if found is not None and _defines(found[1], name)]
+    parsed = [found for found in map(_parse_code, blocks) if found is not None]
+    defining = [text for text, tree in parsed if _defines(tree, name)]
     if defining:
         return defining[-1]
-    parsing = [found[0] for _, found in parsed if found is not None and found[0].strip()]
+    parsing = [text for text, _ in parsed if text.strip()]
     if parsing:
         return max(parsing, key=len)
     return textwrap.dedent(blocks[0]).strip("\n")
@@ -127,19 +128,34 @@ def _defines(tree: ast.Module, name: str) -> bool:
 
 
 def _trim_prose(reply: str) -> str | None:
-    """The reply minus the fewest droppable leading/trailing lines that makes it parse."""
+    """The reply without the leading prose lines (those invalid from their first line on)
+    and the fewest trailing ones that make it parse; only blank or unindented lines drop."""
     lines = reply.splitlines()
     max_head = min(_count_droppable(lines), _MAX_PROSE_LINES)
     max_tail = min(_count_droppable(lines[::-1]), _MAX_PROSE_LINES)
-    for dropped in range(1, max_head + max_tail + 1):
-        for head in range(max(0, dropped - max_tail), min(dropped, max_head) + 1):
-            kept = lines[head : len(lines) - (dropped - head)]
-            if not any(line.strip() for line in kept):
-                continue
-            found = _parse_code("\n".join(kept))
+    for head in range(max_head + 1):
+        rest = lines[head:]
+        if _fails_on_first_line("\n".join(rest)):
+            continue
+        for tail in range(0 if head else 1, max_tail + 1):
+            kept = "\n".join(rest[: len(rest) - tail])
+            if not kept.strip():
+                break
+            found = _parse_code(kept)
             if found is not None:
                 return found[0]
     return None
+
+
+def _fails_on_first_line(text: str) -> bool:
+    """Whether `text` is invalid already on its first line, whatever follows."""
+    try:
+        ast.parse(text.strip("\n"))
+    except SyntaxError as error:
+        return error.lineno == 1 and not text.strip("\n")[:1].isspace()
+    except (ValueError, RecursionError):
+        return False
+    return False
 
 
 def _count_droppable(lines: list[str]) -> int:

@@ -64,6 +64,8 @@ class Limits(_Record):
 
 
 class TestOutcome(_Record):
+    __test__ = False  # not a pytest test class
+
     id: str
     status: Status
     message: str = ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -62,9 +63,11 @@ class Manifest(_Record):
 class TestItem(_Record):
     """One runnable test found inside a `TestSpec`: the unit that passes or fails."""
 
+    __test__ = False  # not a pytest test class
+
     id: str
     spec: str = Field(description="Name of the TestSpec the item belongs to.")
-    kind: Literal["function", "unittest", "block"]
+    kind: Literal["function", "unittest", "class", "block"]
     function: str | None = None
     cls: str | None = None
 
@@ -72,14 +75,24 @@ class TestItem(_Record):
 class TestSpec(_Record):
     """A named piece of test code.
 
-    `code` may define pytest-style functions (`def test_*`, optionally taking the fixture
-    `tmp_path`), `unittest.TestCase` subclasses, or neither; in the last case the code
-    itself is one test (a plain block of asserts). It runs in a namespace that already
+    `code` may define pytest-style functions (`def test*`, optionally taking the fixtures
+    `tmp_path`, `monkeypatch`, `capsys`), pytest-style classes (`class Test*` without a base,
+    methods `test*`), `unittest.TestCase` subclasses, or none of these; in the last case the
+    code itself is one test (a plain block of asserts). It runs in a namespace that already
     holds everything the program defines, so it can call the target by its bare name.
     """
 
+    __test__ = False  # not a pytest test class
+
     name: str = Field(min_length=1)
     code: str = Field(min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, name: str) -> str:
+        if "::" in name or name != name.strip():
+            raise ValueError("a test name may not contain '::' or surrounding spaces")
+        return name
 
     @field_validator("code")
     @classmethod
@@ -98,12 +111,15 @@ class TestSpec(_Record):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
                 found.append(TestItem(id=f"{self.name}::{node.name}", spec=self.name, kind="function",
                                       function=node.name))
-            elif isinstance(node, ast.ClassDef) and _looks_like_testcase(node):
+            elif isinstance(node, ast.ClassDef) and (_looks_like_testcase(node)
+                                                     or (node.name.startswith("Test") and not node.bases)):
+                kind: Literal["unittest", "class"] = "unittest" if node.bases else "class"
                 for member in node.body:
-                    if isinstance(member, ast.FunctionDef) and member.name.startswith("test"):
+                    if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef) and \
+                            member.name.startswith("test"):
                         found.append(TestItem(
                             id=f"{self.name}::{node.name}::{member.name}", spec=self.name,
-                            kind="unittest", cls=node.name, function=member.name,
+                            kind=kind, cls=node.name, function=member.name,
                         ))
         return found or [TestItem(id=self.name, spec=self.name, kind="block")]
 
@@ -155,7 +171,7 @@ class FunctionTask(_TaskBase):
     @classmethod
     def _code_parses(cls, code: str) -> str:
         try:
-            ast.parse(code)
+            ast.parse(textwrap.dedent(code))  # a method's reference may keep its indentation
         except SyntaxError as error:
             raise ValueError(f"does not parse: {error.msg} (line {error.lineno})") from None
         return code
@@ -184,6 +200,13 @@ class ChoiceTask(_TaskBase):
     answer: list[str] = Field(min_length=1, description="The correct letters.")
     multiple: bool = Field(default=False, description="True when several letters may be correct.")
     instruction: str = ""
+
+    @field_validator("answer")
+    @classmethod
+    def _unique_letters(cls, answer: list[str]) -> list[str]:
+        if len(set(answer)) != len(answer):
+            raise ValueError(f"answer letters repeat: {answer}")
+        return answer
 
     @model_validator(mode="after")
     def _answer_in_options(self) -> ChoiceTask:

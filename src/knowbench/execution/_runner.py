@@ -258,10 +258,10 @@ def _load_spec(name, tests, module, namespaces, spec_errors):
     return namespaces[name]
 
 
-def _run_function(function, tmp_root, fixtures):
+def _run_function(function, tmp_root, fixtures, skip_self=False):
     kwargs = {}
     code = function.__code__
-    for parameter in code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]:
+    for parameter in code.co_varnames[int(skip_self): code.co_argcount + code.co_kwonlyargcount]:
         if parameter == "tmp_path":
             kwargs[parameter] = pathlib.Path(tempfile.mkdtemp(dir=tmp_root))
         elif parameter == "monkeypatch":
@@ -277,6 +277,20 @@ def _run_function(function, tmp_root, fixtures):
         import asyncio
 
         asyncio.run(outcome)
+
+
+def _run_test_class(cls, method, tmp_root, fixtures):
+    """A pytest-style `class Test*`: a fresh instance per test, with xunit setup hooks."""
+    instance = cls()
+    setup, teardown = getattr(instance, "setup_method", None), getattr(instance, "teardown_method", None)
+    bound = getattr(instance, method)
+    if setup is not None:
+        setup(bound)
+    try:
+        _run_function(bound, tmp_root, fixtures, skip_self=True)
+    finally:
+        if teardown is not None:
+            teardown(bound)
 
 
 def _run_unittest(cls, method, class_ready):
@@ -383,6 +397,8 @@ def main():
             namespace = _load_spec(item["spec"], config["tests"], module, namespaces, spec_errors)
             if item["kind"] == "function":
                 _run_function(namespace[item["function"]], tmp_root, fixtures)
+            elif item["kind"] == "class":
+                _run_test_class(namespace[item["cls"]], item["function"], tmp_root, fixtures)
             elif item["kind"] == "unittest":
                 cls = namespace[item["cls"]]
                 failure_types = (assertion_error, cls.failureException)

@@ -108,10 +108,14 @@ def _works(kind: SandboxKind) -> bool:
 def resolve_sandbox(choice: str = "auto", hidden: Sequence[str | Path] = ()) -> Sandbox:
     """The sandbox to use: `auto` picks bwrap, then unshare, then refuses.
 
-    `none` must be asked for explicitly; it gives no isolation and results say so.
+    `hidden` paths (the benchmark, the run directory) are masked inside the sandbox, and so
+    is the user's home directory. `none` must be asked for explicitly; it gives no isolation
+    and results say so.
     Raises `UserError` when the requested kind does not work on this machine.
     """
-    hidden_paths = tuple(str(Path(path).resolve()) for path in hidden)
+    # The user's home always hides: it holds credentials, and (as root) its mode 0700 would
+    # otherwise keep the unprivileged sample from an interpreter installed there.
+    hidden_paths = tuple(str(Path(path).resolve()) for path in (*hidden, Path.home()))
     if choice not in SANDBOX_CHOICES:
         raise UserError(f"unknown sandbox '{choice}'; choose one of {', '.join(SANDBOX_CHOICES)}")
     if choice == "none":
