@@ -47,7 +47,7 @@ class ModelBackend(ABC):
         """Identity written into run.json and used in cache keys (no secrets)."""
         return {"backend": self.name}
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 (optional hook: most backends hold nothing)
         """Release connections; called once at the end of a run."""
 
 

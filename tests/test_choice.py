@@ -1,0 +1,239 @@
+"""Tests for knowbench.choice: option letters from multiple-choice replies."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from knowbench.choice import parse_choice
+
+KOCO = Path("/work/shared/anchors/koco-qa")
+FOUR = "ABCD"
+SIX = "ABCDEF"
+
+
+def single(reply: str, letters: str = FOUR) -> list[str]:
+    return parse_choice(reply, list(letters), multiple=False)
+
+
+def several(reply: str, letters: str = SIX) -> list[str]:
+    return parse_choice(reply, list(letters), multiple=True)
+
+
+# ------------------------------------------------------------------- formats
+
+
+def test_boxed_letter() -> None:
+    assert single("Reasoning...\n\n\\boxed{A}") == ["A"]
+
+
+def test_boxed_text_letter_reads_only_the_letter() -> None:
+    assert single("\\boxed{\\text{A}}") == ["A"]
+    assert several("$\\boxed{\\text{A, C}}$", letters="ABCDEFGHIJKLMNOPQRSTUVWXYZ") == ["A", "C"]
+
+
+def test_boxed_several_letters() -> None:
+    assert several("\\boxed{A, C}") == ["A", "C"]
+    assert several("\\boxed{C,A,C}") == ["A", "C"]
+
+
+def test_boxed_textbf_parenthesised_letter() -> None:
+    assert single("$\\boxed{\\textbf{(B)}}$") == ["B"]
+
+
+def test_answer_colon() -> None:
+    assert single("Answer: B") == ["B"]
+
+
+def test_bold_answer_label() -> None:
+    assert single("**Answer:** C") == ["C"]
+    assert single("**Final Answer**: D") == ["D"]
+
+
+def test_answer_is_parenthesised() -> None:
+    assert single("After some thought, the answer is (C).") == ["C"]
+
+
+def test_bold_letter() -> None:
+    assert single("**D**") == ["D"]
+
+
+def test_correct_options_are_several() -> None:
+    assert several("The correct options are A and C") == ["A", "C"]
+
+
+def test_marker_region_stops_at_end_of_clause() -> None:
+    reply = "The correct answers are A, B, and D, while E is not valid and F is wrong."
+    assert several(reply) == ["A", "B", "D"]
+
+
+def test_parenthesised_letter_alone() -> None:
+    assert single("(A)") == ["A"]
+
+
+def test_lone_letter_line() -> None:
+    assert single("Let me think about it.\n\nC\n") == ["C"]
+
+
+def test_lone_letter_line_with_markdown() -> None:
+    assert single("## Conclusion\n\n> **B**\n\nThat is my pick.") == ["B"]
+
+
+def test_lone_letters_list_line() -> None:
+    assert several("After weighing each one:\nA, B, D") == ["A", "B", "D"]
+
+
+def test_article_a_is_not_a_letter() -> None:
+    assert single("A good choice is B") == ["B"]
+
+
+def test_letter_a_before_verb_is_a_letter() -> None:
+    assert single("A is correct") == ["A"]
+    assert several("A and C") == ["A", "C"]
+
+
+def test_pronoun_i_is_not_a_letter() -> None:
+    assert single("I think the best is B", letters="ABCDEFGHIJ") == ["B"]
+    assert single("I'm sure: C", letters="ABCDEFGHIJ") == ["C"]
+
+
+def test_letters_inside_words_and_identifiers_are_ignored() -> None:
+    reply = "The T_BS matrix, an X-ray, np.T and GPU are all irrelevant. Answer: E"
+    assert parse_choice(reply, list("ABCDEFGHIJKLMNOPQRSTUVWXYZ"), multiple=True) == ["E"]
+
+
+def test_last_explicit_marker_wins() -> None:
+    reply = "Answer: B. On reflection, the final answer is D."
+    assert single(reply) == ["D"]
+
+
+def test_boxed_after_final_answer_heading() -> None:
+    assert several("**Final Answer:**\n\\boxed{A,B,D}") == ["A", "B", "D"]
+
+
+def test_marker_at_end_of_line_reads_next_line() -> None:
+    assert several("Therefore, the correct options are:\n\n- (A), (C)") == ["A", "C"]
+
+
+def test_single_mode_returns_last_letter_of_answer() -> None:
+    assert single("\\boxed{A, C}") == ["C"]
+
+
+def test_only_offered_letters_are_returned() -> None:
+    assert single("Answer: F") == []
+    assert several("\\boxed{A, G, C}") == ["A", "C"]
+
+
+def test_result_is_sorted_and_unique() -> None:
+    assert several("Answer: E, B, E, A") == ["A", "B", "E"]
+
+
+def test_option_is_correct_sentence() -> None:
+    assert single("Looking at the code, option C is correct.") == ["C"]
+
+
+def test_reply_opening_with_labelled_letter() -> None:
+    assert single("B. Because the cache is flushed first.") == ["B"]
+
+
+def test_analysis_headers_are_not_answers() -> None:
+    reply = "1. **Analyze Option (A):** plausible.\n2. **(B) Uses a cache:** This is"
+    assert several(reply) == []
+
+
+def test_empty_and_letterless_replies_give_nothing() -> None:
+    assert single("") == []
+    assert several("None of these options apply.") == []
+
+
+# ----------------------------------------------------------------- real data
+
+
+def _koco_rows() -> list[dict[str, Any]]:
+    """KOCO results joined to their problems by (framework, id), with options and mode."""
+    problems: dict[tuple[str, int], dict[str, Any]] = {}
+    for path in KOCO.glob("problems/problems_*_EN.json"):
+        framework = path.name.removeprefix("problems_").removesuffix("_EN.json")
+        for problem in json.loads(path.read_text())["problems"]:
+            problems[(framework, problem["id"])] = problem
+    rows = []
+    for path in sorted(KOCO.glob("results/*/results_*.json")):
+        framework = path.stem.removeprefix("results_")
+        for result in json.loads(path.read_text())["results"]:
+            problem = problems[(framework, result["id"])]
+            assert problem["stem"] == result["stem"] and problem["gt"] == result["gt_letters"]
+            rows.append({
+                **result,
+                "model": path.parent.name,
+                "options": re.findall(r"^- \(([A-Z])\)", problem["stem"], re.MULTILINE),
+                "multiple": "MULTIPLE" in problem["instruction"],
+            })
+    return rows
+
+
+def _ours(row: dict[str, Any], reply: str | None = None) -> list[str]:
+    return parse_choice(row["pred_raw"] if reply is None else reply, row["options"], row["multiple"])
+
+
+def _as_boxed_text(reply: str) -> str:
+    """The reply with its last \\boxed{...} rewritten as \\boxed{\\text{...}}."""
+    start = reply.rindex("\\boxed{") + len("\\boxed{")
+    end = reply.index("}", start)
+    return reply[:start] + "\\text{" + reply[start:end].replace(",", ", ") + "}" + reply[end:]
+
+
+koco = pytest.mark.skipif(not KOCO.is_dir(), reason="KOCO-Bench anchors not available")
+
+
+@koco
+def test_koco_our_letters_are_always_among_the_options() -> None:
+    for row in _koco_rows():
+        ours = _ours(row)
+        assert set(ours) <= set(row["options"]), (row["model"], row["id"], ours)
+        assert row["multiple"] or len(ours) <= 1
+
+
+@koco
+def test_koco_agreement_and_their_parser_mistakes() -> None:
+    rows = _koco_rows()
+    boxed = [row for row in rows if "\\boxed{" in row["pred_raw"]]
+    unboxed = [row for row in rows if "\\boxed{" not in row["pred_raw"]]
+    out_of_options = [row for row in rows if not set(row["pred_letters"]) <= set(row["options"])]
+    differ = [row for row in rows if _ours(row) != sorted(row["pred_letters"])]
+    print(f"\nKOCO rows: {len(rows)}, boxed: {len(boxed)}, cut off without an answer: {len(unboxed)}")
+    print(f"KOCO letters outside the options: {len(out_of_options)}; ours differ: {len(differ)}")
+    for row in differ[:5]:
+        print(f"  {row['model']} #{row['id']}: KOCO {row['pred_letters']}, ours {_ours(row)}, "
+              f"gt {row['gt_letters']}, ends {row['pred_raw'][-60:]!r}")
+    assert all(_ours(row) == sorted(row["pred_letters"]) for row in boxed)
+    assert {id(row) for row in out_of_options} <= {id(row) for row in unboxed}
+    assert {id(row) for row in differ} <= {id(row) for row in unboxed}
+    assert not any(row["is_correct"] for row in unboxed)
+    assert not any(_ours(row) == sorted(row["gt_letters"]) for row in unboxed)
+
+
+@koco
+def test_koco_unanswered_replies_mostly_give_no_letters() -> None:
+    unboxed = [row for row in _koco_rows() if "\\boxed{" not in row["pred_raw"]]
+    empty = Counter(not _ours(row) for row in unboxed)
+    assert empty[True] > empty[False]
+
+
+@koco
+def test_koco_boxed_text_answers_parse_like_plain_boxed() -> None:
+    """No released reply uses \\boxed{\\text{...}} (the form KOCO misreads as T,E,X,...),
+    so rewrite every boxed answer into that form: our letters must not change, and on
+    the rows the model got right they must equal the gold letters."""
+    boxed = [row for row in _koco_rows() if "\\boxed{" in row["pred_raw"]]
+    assert not any("\\boxed{\\text{" in row["pred_raw"] for row in boxed)
+    for row in boxed:
+        rewritten = _as_boxed_text(row["pred_raw"])
+        assert "\\boxed{\\text{" in rewritten
+        assert _ours(row, rewritten) == _ours(row)
+        if row["is_correct"]:
+            assert _ours(row, rewritten) == sorted(row["gt_letters"])

@@ -1,0 +1,381 @@
+"""Tests for knowbench.program: extracting code from replies and splicing it by AST."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from knowbench.benchmark.schema import find_definition
+from knowbench.program import SpliceError, assemble, extract_code, splice
+
+DOMAINEVAL = Path("/work/shared/anchors/domaineval/gpt-4o-mini-pass1-responses")
+
+PROMPT = textwrap.dedent('''
+    import math
+
+
+    def area(r: float) -> float:
+        """Area of a circle of radius r."""
+        ...
+
+
+    def other() -> int:
+        return 1
+''')
+
+CLASS_PROMPT = textwrap.dedent('''
+    class Shape:
+        def __init__(self, side: float) -> None:
+            self.side = side
+
+        @property
+        def area(self) -> float:
+            """The area."""
+            ...
+
+        def name(self) -> str:
+            return "shape"
+''')
+
+
+def run(program: str, call: str) -> Any:
+    """Execute `program` and evaluate `call` in its namespace."""
+    namespace: dict[str, Any] = {}
+    exec(compile(program, "<program>", "exec"), namespace)
+    return eval(call, namespace)
+
+
+def target(program: str, qualname: str) -> ast.FunctionDef | ast.AsyncFunctionDef:
+    found = find_definition(ast.parse(program), qualname)
+    assert found is not None
+    return found
+
+
+def top_level_names(program: str) -> list[str]:
+    names = []
+    for node in ast.parse(program).body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names += [alias.asname or alias.name for alias in node.names]
+        elif isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+    return names
+
+
+# ---------------------------------------------------------------- extract_code
+
+
+def test_extract_empty_reply_gives_empty_code() -> None:
+    assert extract_code("", "f") == ""
+    assert extract_code("  \n\t\n", "f") == ""
+
+
+def test_extract_python_fence() -> None:
+    reply = "Here it is:\n```python\ndef f():\n    return 1\n```\nDone."
+    assert extract_code(reply, "f") == "def f():\n    return 1"
+
+
+def test_extract_py_untagged_and_tilde_fences() -> None:
+    for opening, closing in [("```py", "```"), ("```", "```"), ("~~~", "~~~"), ("~~~python", "~~~")]:
+        reply = f"Text\n{opening}\nx = 1\n{closing}\n"
+        assert extract_code(reply, "f") == "x = 1", opening
+
+
+def test_extract_prefers_block_defining_entry_point() -> None:
+    reply = (
+        "```python\nimport numpy as np\nprint(np.zeros(3))\nprint('a much longer usage block')\n```\n"
+        "```python\ndef f():\n    return 2\n```\n"
+        "```python\nassert f() == 2\n```"
+    )
+    assert extract_code(reply, "f") == "def f():\n    return 2"
+
+
+def test_extract_method_entry_point_matches_last_name_component() -> None:
+    reply = "```python\nx = 1\n```\n```python\nclass Shape:\n    def area(self):\n        return 4\n```"
+    assert "def area" in extract_code(reply, "Shape.area")
+
+
+def test_extract_largest_parsing_block_when_none_defines_target() -> None:
+    reply = "```python\nx = 1\n```\n```python\nresult = compute()\nreturn result\n```\n```python\ny = (\n```"
+    assert extract_code(reply, "f") == "result = compute()\nreturn result"
+
+
+def test_extract_first_block_when_none_parses() -> None:
+    reply = "```python\ndef f(:\n```\n```python\nclass (\n```"
+    assert extract_code(reply, "f") == "def f(:"
+
+
+def test_extract_ignores_non_python_fences_when_python_present() -> None:
+    reply = "```bash\npip install thing and a lot of other words here\n```\n```python\nx = 1\n```"
+    assert extract_code(reply, "f") == "x = 1"
+
+
+def test_extract_unterminated_fence_keeps_content() -> None:
+    reply = "Sure:\n```python\ndef f():\n    a = 1\n    return a"
+    assert extract_code(reply, "f") == "def f():\n    a = 1\n    return a"
+
+
+def test_extract_bare_code_reply_is_returned_as_is() -> None:
+    reply = "import math\n\ndef f(x):\n    return math.sqrt(x)"
+    assert extract_code(reply, "f") == reply
+
+
+def test_extract_indented_body_is_dedented() -> None:
+    reply = "    total = a + b\n    return total\n"
+    assert extract_code(reply, "f") == "total = a + b\nreturn total"
+
+
+def test_extract_drops_prose_around_bare_code() -> None:
+    reply = "Here is the implementation you asked for:\n\ndef f(x):\n    return x * 2\n\nThis doubles x."
+    assert extract_code(reply, "f") == "def f(x):\n    return x * 2"
+
+
+def test_extract_does_not_cut_broken_code_to_make_it_parse() -> None:
+    reply = "def f(x):\n    if x:\n        y = (x for\n    return y"
+    assert extract_code(reply, "f") == reply
+
+
+# ---------------------------------------------------------------------- splice
+
+
+def test_splice_empty_code_returns_prompt_unchanged() -> None:
+    assert splice(PROMPT, "area", "") == PROMPT
+    assert splice(PROMPT, "area", "   \n") == PROMPT
+
+
+def test_splice_whole_function_replaces_target() -> None:
+    code = "def area(r: float) -> float:\n    return math.pi * r * r"
+    program = splice(PROMPT, "area", code)
+    assert run(program, "area(1.0)") == pytest.approx(3.14159, rel=1e-5)
+    assert run(program, "other()") == 1
+
+
+def test_splice_body_only_keeps_prompt_docstring() -> None:
+    program = splice(PROMPT, "area", "return math.pi * r ** 2")
+    assert ast.get_docstring(target(program, "area")) == "Area of a circle of radius r."
+    assert run(program, "area(2.0)") == pytest.approx(4 * 3.14159, rel=1e-5)
+
+
+def test_splice_body_with_own_docstring_replaces_prompt_docstring() -> None:
+    program = splice(PROMPT, "area", '"""Mine."""\nreturn 0.0')
+    assert ast.get_docstring(target(program, "area")) == "Mine."
+
+
+def test_splice_indented_body_is_dedented() -> None:
+    program = splice(PROMPT, "area", "        x = r * r\n        return math.pi * x\n")
+    assert run(program, "area(1.0)") == pytest.approx(3.14159, rel=1e-5)
+
+
+def test_splice_body_whose_first_line_lost_its_indent() -> None:
+    program = splice(PROMPT, "area", "x = r * r\n        return math.pi * x\n")
+    assert run(program, "area(1.0)") == pytest.approx(3.14159, rel=1e-5)
+
+
+def test_splice_whole_file_reply_keeps_prompt_for_other_definitions() -> None:
+    code = PROMPT.replace("...", "return 2.0").replace("return 1", "return 999")
+    program = splice(PROMPT, "area", code)
+    assert run(program, "area(1.0)") == 2.0
+    assert run(program, "other()") == 1
+
+
+def test_splice_carries_new_helper_function() -> None:
+    code = "def _square(x):\n    return x * x\n\ndef area(r):\n    return math.pi * _square(r)"
+    program = splice(PROMPT, "area", code)
+    assert top_level_names(program).index("_square") < top_level_names(program).index("area")
+    assert run(program, "area(2.0)") == pytest.approx(4 * 3.14159, rel=1e-5)
+
+
+def test_splice_carries_new_helper_class_and_constant() -> None:
+    code = "SCALE = 2\n\nclass Box:\n    k = 3\n\ndef area(r):\n    return SCALE * Box.k * r"
+    assert run(splice(PROMPT, "area", code), "area(1.0)") == 6.0
+
+
+def test_splice_does_not_carry_usage_code() -> None:
+    code = "def area(r):\n    return 1.0\n\nprint(area(2))\nif __name__ == '__main__':\n    area(3)"
+    program = splice(PROMPT, "area", code)
+    assert "print" not in program and "__main__" not in program
+
+
+def test_splice_carries_import_to_module_top() -> None:
+    code = "from fractions import Fraction\n\ndef area(r):\n    return Fraction(r) * 3"
+    program = splice(PROMPT, "area", code)
+    assert top_level_names(program) == ["Fraction", "math", "area", "other"]
+    assert run(program, "area(2)") == 6
+
+
+def test_splice_does_not_duplicate_existing_import() -> None:
+    code = "import math\n\ndef area(r):\n    return math.pi"
+    assert splice(PROMPT, "area", code).count("import math") == 1
+
+
+def test_splice_future_import_stays_first() -> None:
+    prompt = '"""Doc."""\nfrom __future__ import annotations\nimport os\n\ndef f():\n    ...\n'
+    code = "from __future__ import division\nimport sys\n\ndef f():\n    return sys.maxsize > 0"
+    program = splice(prompt, "f", code)
+    body = ast.parse(program).body
+    assert [type(node).__name__ for node in body[:5]] == ["Expr", "ImportFrom", "ImportFrom", "Import", "Import"]
+    assert run(program, "f()") is True
+
+
+def test_splice_keeps_prompt_decorators_when_candidate_has_none() -> None:
+    prompt = "import functools\n\n@functools.lru_cache(maxsize=None)\ndef fib(n):\n    ...\n"
+    code = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)"
+    program = splice(prompt, "fib", code)
+    assert len(target(program, "fib").decorator_list) == 1
+    assert run(program, "fib(80)") == 23416728348467685
+
+
+def test_splice_uses_candidate_decorators_when_it_has_some() -> None:
+    prompt = "@staticmethod\ndef f():\n    ...\n"
+    code = "import functools\n\n@functools.cache\ndef f():\n    return 3"
+    decorators = target(splice(prompt, "f", code), "f").decorator_list
+    assert [ast.unparse(d) for d in decorators] == ["functools.cache"]
+
+
+def test_splice_method_from_class_in_candidate() -> None:
+    code = "class Shape:\n    def area(self):\n        return self.side ** 2"
+    program = splice(CLASS_PROMPT, "Shape.area", code)
+    assert run(program, "Shape(3).area") == 9  # the prompt's @property kept
+    assert run(program, "Shape(3).name()") == "shape"
+
+
+def test_splice_method_from_bare_def() -> None:
+    code = "def area(self) -> float:\n    return self.side * 2"
+    program = splice(CLASS_PROMPT, "Shape.area", code)
+    assert run(program, "Shape(3).area") == 6
+    assert "area" not in top_level_names(program)
+
+
+def test_splice_method_body_only() -> None:
+    program = splice(CLASS_PROMPT, "Shape.area", "return self.side + 1")
+    assert run(program, "Shape(3).area") == 4
+    assert ast.get_docstring(target(program, "Shape.area")) == "The area."
+
+
+def test_splice_method_carries_new_class_member_helper() -> None:
+    code = (
+        "class Shape:\n    FACTOR = 10\n\n    def _scaled(self):\n        return self.side * self.FACTOR\n\n"
+        "    def area(self):\n        return self._scaled()\n\n    def name(self):\n        return 'ignored'"
+    )
+    program = splice(CLASS_PROMPT, "Shape.area", code)
+    assert run(program, "Shape(2).area") == 20
+    assert run(program, "Shape(2).name()") == "shape"
+
+
+def test_splice_method_carries_top_level_helper_before_class() -> None:
+    code = "def double(x):\n    return 2 * x\n\nclass Shape:\n    def area(self):\n        return double(self.side)"
+    program = splice(CLASS_PROMPT, "Shape.area", code)
+    assert top_level_names(program) == ["double", "Shape"]
+    assert run(program, "Shape(5).area") == 10
+
+
+def test_splice_async_function() -> None:
+    prompt = "import asyncio\n\nasync def f(x):\n    ...\n"
+    program = splice(prompt, "f", "await asyncio.sleep(0)\nreturn x + 1")
+    assert run(program, "asyncio.run(f(1))") == 2
+
+
+def test_splice_unparsable_code_raises() -> None:
+    with pytest.raises(SpliceError, match="does not parse"):
+        splice(PROMPT, "area", "def area(r:\n    return")
+
+
+def test_splice_missing_target_raises() -> None:
+    with pytest.raises(SpliceError, match="no function 'volume'"):
+        splice(PROMPT, "volume", "return 1")
+
+
+def test_splice_error_is_a_value_error() -> None:
+    assert issubclass(SpliceError, ValueError)
+
+
+# -------------------------------------------------------------------- assemble
+
+
+def test_assemble_fenced_reply_runs_with_context() -> None:
+    context = "OFFSET = 10"
+    reply = "Use this:\n```python\ndef area(r):\n    return OFFSET + r\n```"
+    assembly = assemble(context, PROMPT, "area", reply)
+    assert assembly.error is None and assembly.program is not None
+    assert assembly.program.startswith("OFFSET = 10\n\n")
+    assert run(assembly.program, "area(1)") == 11
+
+
+def test_assemble_unparsable_reply_sets_error() -> None:
+    assembly = assemble("", PROMPT, "area", "```python\ndef area(r):\n    return (r\n```")
+    assert assembly.code == "def area(r):\n    return (r"
+    assert assembly.program is None
+    assert assembly.error is not None and "does not parse" in assembly.error
+
+
+def test_assemble_null_completion_leaves_masked_body() -> None:
+    assembly = assemble("", PROMPT, "area", "")
+    assert assembly.code == "" and assembly.program == PROMPT
+    assert run(assembly.program, "area(1.0)") is None
+
+
+def test_assemble_hoists_future_imports_above_context() -> None:
+    prompt = "from __future__ import annotations\n\ndef f() -> Later:\n    ...\n"
+    assembly = assemble("import os", prompt, "f", "return os.sep")
+    assert assembly.program is not None
+    assert assembly.program.startswith("from __future__ import annotations")
+    assert run(assembly.program, "f()") in {"/", "\\"}
+
+
+def test_assemble_bad_context_needing_future_hoist_sets_error() -> None:
+    prompt = "from __future__ import annotations\n\ndef f():\n    ...\n"
+    assembly = assemble("def broken(:", prompt, "f", "return 1")
+    assert assembly.program is None
+    assert assembly.error is not None and "context does not parse" in assembly.error
+
+
+def test_assemble_is_frozen() -> None:
+    assembly = assemble("", PROMPT, "area", "return 1.0")
+    with pytest.raises(AttributeError):
+        assembly.code = "x"  # type: ignore[misc]
+
+
+# ------------------------------------------------------------------- real data
+
+
+def _domaineval_rows() -> list[dict[str, Any]]:
+    return [json.loads(line) for path in sorted(DOMAINEVAL.glob("*/*.jsonl"))
+            for line in path.read_text().splitlines() if line.strip()]
+
+
+def _domaineval_entry_point(tree: ast.Module, full_method_name: str) -> str | None:
+    """DomainEval's name of the target; a few rows name a test fixture 'fixture.method'."""
+    parts = full_method_name.split(".")
+    for name in (full_method_name, parts[0], parts[-1]):
+        if find_definition(tree, name) is not None:
+            return name
+    return None
+
+
+@pytest.mark.skipif(not DOMAINEVAL.is_dir(), reason="DomainEval anchors not available")
+def test_domaineval_whole_file_responses_splice() -> None:
+    rows = _domaineval_rows()
+    assert len(rows) > 100
+    spliced = 0
+    failures: list[str] = []
+    for row in rows:
+        prompt = re.sub(r"\[\s*MASK\s*\]", "...", row["method_code_mask"])
+        entry_point = _domaineval_entry_point(ast.parse(prompt), row["full_method_name"])
+        assert entry_point is not None, row["full_method_name"]
+        try:
+            program = splice(prompt, entry_point, extract_code(row["response"], entry_point))
+            ast.parse(program)
+        except SpliceError as error:
+            failures.append(f"{row['full_method_name']}: {error}")
+            continue
+        spliced += 1
+    rate = spliced / len(rows)
+    print(f"\nDomainEval splice success: {spliced}/{len(rows)} = {rate:.1%}; failures: {failures}")
+    assert rate >= 0.95
