@@ -79,6 +79,13 @@ def run(
     out_dir: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Run directory. Default: runs/<benchmark>-<model>-<method>.")] = None,
     method: Annotated[str, typer.Option(help=f"Knowledge method: {', '.join(sorted(METHODS))}.")] = "none",
+    corpus: Annotated[str | None, typer.Option(help="Knowledge corpus for rag-* methods.")] = None,
+    top_k: Annotated[int, typer.Option(min=1, help="Chunks retrieved per task (rag-* methods).")] = 5,
+    budget: Annotated[int, typer.Option(
+        min=0, help="Token budget for added knowledge (approximate, 4 characters per token).")] = 2000,
+    query: Annotated[str, typer.Option(
+        help="Retrieval query: 'signature+instruction' or 'signature' (KOCO-Bench's choice).")]
+    = "signature+instruction",
     base_url: Annotated[str | None, typer.Option(
         help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (env: OPENAI_BASE_URL).")] = None,
     api_key: Annotated[str | None, typer.Option(
@@ -121,7 +128,7 @@ def run(
                     cpu_s=int(timeout or bench.manifest.time_limit_s) + 1)
     backend = make_backend(model, base_url, api_key, concurrency, request_timeout, max_retries,
                            no_cache)
-    knowledge = get_method(method)
+    knowledge = get_method(method, corpus=corpus, top_k=top_k, budget=budget, query=query)
     label = model.replace("/", "_").replace(":", "_")
     run_dir = out_dir or Path("runs") / f"{bench.name}-{label}-{method}"
     hidden = [bench.path, run_dir]

@@ -34,7 +34,7 @@ from knowbench.benchmark.schema import ChoiceTask, FunctionTask
 from knowbench.choice import parse_choice
 from knowbench.errors import UserError
 from knowbench.execution.engine import Engine, ExecutionRequest
-from knowbench.methods.base import Method
+from knowbench.methods.base import Method, Prompt
 from knowbench.models.base import BackendError, ModelBackend
 from knowbench.program import assemble
 from knowbench.records import Generation, Limits, SampleResult, SamplingParams, Status
@@ -213,12 +213,16 @@ async def _run_all(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark,
         on_start(len(work), len(work) - len(todo))
     executing = asyncio.Semaphore(engine.workers)
     preload = _preload(benchmark)
+    prompts: dict[str, Prompt] = {}
 
     async def one(task: FunctionTask | ChoiceTask, idx: int) -> None:
         generation = generations.get((task.task_id, idx))
+        prompt = prompts.get(task.task_id)
+        if prompt is None:
+            prompt = prompts[task.task_id] = method.prompt(task)
         if generation is None:
             started = time.monotonic()
-            reply = await backend.generate(task, method.messages(task), params, idx)
+            reply = await backend.generate(task, prompt.messages, params, idx)
             generation = Generation(task_id=task.task_id, sample_idx=idx, completion=reply.text,
                                     usage=reply.usage, finish_reason=reply.finish_reason,
                                     cached=reply.cached, latency_s=round(time.monotonic() - started, 4))
@@ -230,6 +234,9 @@ async def _run_all(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark,
             async with executing:
                 result = await asyncio.to_thread(evaluate_function, task, generation, engine,
                                                  task_limits, preload)
+        result.extra["prompt_tokens_approx"] = prompt.approx_tokens
+        if prompt.trace:
+            result.extra["knowledge"] = prompt.trace
         store.put_result(result)
         if on_result:
             on_result(result)

@@ -5,18 +5,43 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
 from knowbench.models.base import Message
 
 
+class Prompt(BaseModel):
+    """The messages for one task and a record of the knowledge that went into them.
+
+    `trace` is stored with every sample of the task (e.g. retrieved chunk ids, scores and
+    ranks, whether the target API was retrieved), so a run can be diagnosed later.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    messages: list[Message]
+    trace: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def approx_tokens(self) -> int:
+        """A tokenizer-free size estimate (4 characters per token), for budgets and reports."""
+        return sum(len(message.content) for message in self.messages) // 4
+
+
 class Method(ABC):
-    """Turns a task into chat messages. Methods differ in the knowledge they add."""
+    """Turns a task into a prompt. Methods differ only in the knowledge they add.
+
+    Constructors take keyword options from `knowbench run` (`corpus`, `top_k`, `budget`,
+    `query`); a method ignores options it does not use.
+    """
 
     name: str = "abstract"
 
     @abstractmethod
-    def messages(self, task: FunctionTask | ChoiceTask) -> list[Message]:
-        """The conversation to send for `task`."""
+    def prompt(self, task: FunctionTask | ChoiceTask) -> Prompt:
+        """The prompt to send for `task`."""
 
     def describe(self) -> dict[str, Any]:
+        """Identity written into run.json; include every option that changes prompts."""
         return {"method": self.name}

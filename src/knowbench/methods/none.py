@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
-from knowbench.methods.base import Method
+from knowbench.methods.base import Method, Prompt
 from knowbench.methods.prompts import task_messages
-from knowbench.models.base import Message
 
 
 class NoKnowledge(Method):
     name = "none"
 
-    def messages(self, task: FunctionTask | ChoiceTask) -> list[Message]:
-        return task_messages(task)
+    def __init__(self, **options: Any) -> None:
+        del options  # `none` uses no options
+
+    def prompt(self, task: FunctionTask | ChoiceTask) -> Prompt:
+        return Prompt(messages=task_messages(task))
