@@ -223,6 +223,17 @@ def score(
     _print_self_check(summary.self_check, backend)
 
 
+def _register_command_groups() -> None:
+    import importlib
+
+    for name in COMMAND_GROUPS:
+        importlib.import_module(f"knowbench.commands.{name}").register(app)
+
+
+COMMAND_GROUPS: tuple[str, ...] = ()
+_register_command_groups()
+
+
 def main() -> None:
     """Console entry point: user errors print one message and exit 2, never a traceback."""
     try:

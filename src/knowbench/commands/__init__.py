@@ -1,0 +1,1 @@
+"""CLI command groups beyond run/validate/score; each module exposes `register(app)`."""
