@@ -105,6 +105,9 @@ def run(
     = default_workers(),
     sandbox: Annotated[str, typer.Option(
         help=f"Isolation: {', '.join(SANDBOX_CHOICES)}. 'auto' takes bwrap, else unshare.")] = "auto",
+    environment: Annotated[str, typer.Option(
+        "--env", help="'auto': run samples in the benchmark's own environment (built once from its "
+                      "requirements, see `knowbench env`); 'self': in knowbench's interpreter.")] = "auto",
     timeout: Annotated[float | None, typer.Option(
         min=0.1, help="Wall-clock seconds per sample, overriding the benchmark's limits.")] = None,
     memory_mb: Annotated[int, typer.Option(min=16, help="Memory per sample above the interpreter's own.")]
@@ -118,6 +121,8 @@ def run(
     """Evaluate a model on a benchmark. Kill it at any time; the same command resumes."""
     from knowbench.run import run_benchmark
 
+    if environment not in ("auto", "self"):
+        raise UserError(f"--env must be 'auto' or 'self', not '{environment}'")
     bench = load_benchmark(benchmark)
     for warning in bench.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
@@ -132,7 +137,13 @@ def run(
     label = model.replace("/", "_").replace(":", "_")
     run_dir = out_dir or Path("runs") / f"{bench.name}-{label}-{method}"
     hidden = [bench.path, run_dir]
-    engine = SubprocessEngine(resolve_sandbox(sandbox, hidden=hidden), workers=workers)
+    python = None
+    if environment == "auto" and bench.manifest.requirements:
+        from knowbench.execution.environments import ensure_env
+
+        console.print(f"environment for {', '.join(bench.manifest.requirements)} …")
+        python = ensure_env(bench.manifest.requirements).python
+    engine = SubprocessEngine(resolve_sandbox(sandbox, hidden=hidden), workers=workers, python=python)
     if engine.sandbox.kind == "none":
         console.print("[bold red]warning:[/] --sandbox none: samples run WITHOUT isolation")
     console.print(f"knowbench {__version__}: {bench.name} ({len(bench.tasks)} tasks) · model {model} · "
@@ -230,7 +241,7 @@ def _register_command_groups() -> None:
         importlib.import_module(f"knowbench.commands.{name}").register(app)
 
 
-COMMAND_GROUPS: tuple[str, ...] = ()
+COMMAND_GROUPS: tuple[str, ...] = ("env",)
 _register_command_groups()
 
 

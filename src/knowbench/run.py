@@ -34,6 +34,7 @@ from knowbench.benchmark.schema import ChoiceTask, FunctionTask
 from knowbench.choice import parse_choice
 from knowbench.errors import UserError
 from knowbench.execution.engine import Engine, ExecutionRequest
+from knowbench.execution.environments import ENV_FILE
 from knowbench.methods.base import Method, Prompt
 from knowbench.models.base import BackendError, ModelBackend
 from knowbench.program import assemble
@@ -192,6 +193,9 @@ def _write_run_file(run_dir: Path, settings: RunSettings, engine: Engine) -> Non
         "packages": packages,
         "sandbox_tools": {tool: shutil.which(tool) for tool in ("bwrap", "unshare")},
     }
+    env_file = Path(str(engine.describe().get("python", ""))).parent.parent / ENV_FILE
+    if env_file.is_file():  # the versions the samples ran against: they affect scores
+        document["environment"] = json.loads(env_file.read_text())
     (run_dir / RUN_FILE).write_text(json.dumps(document, indent=2) + "\n")
 
 

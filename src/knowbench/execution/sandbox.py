@@ -83,13 +83,15 @@ def _is_within(path: str, parent: str) -> bool:
 @functools.cache
 def _python_paths(python: str) -> tuple[str, ...]:
     """Directories an interpreter needs to start and import: prefixes and sys.path."""
-    if os.path.realpath(python) == os.path.realpath(sys.executable):
+    # Compare unresolved paths: a venv's python is a symlink to its base interpreter, yet
+    # its sys.path differs.
+    if os.path.abspath(python) == os.path.abspath(sys.executable):
         entries = [sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path, *site.getsitepackages()]
     else:
         out = subprocess.run(
             [python, "-c", "import sys, site; print('\\n'.join([sys.prefix, sys.base_prefix, "
              "sys.exec_prefix, *sys.path, *site.getsitepackages()]))"],
-            capture_output=True, text=True, check=True, timeout=60,
+            capture_output=True, text=True, check=True, timeout=60, env={"PATH": os.defpath},
         ).stdout
         entries = out.splitlines()
     entries.append(os.path.dirname(os.path.realpath(python)))
