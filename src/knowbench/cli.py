@@ -17,8 +17,8 @@ from knowbench import __version__
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import FunctionTask
 from knowbench.errors import UserError
-from knowbench.execution.engine import SubprocessEngine, default_workers
-from knowbench.execution.sandbox import SANDBOX_CHOICES, resolve_sandbox
+from knowbench.execution.engine import Engine, SubprocessEngine, default_workers
+from knowbench.execution.sandbox import SANDBOX_CHOICES, Sandbox, resolve_sandbox
 from knowbench.methods import METHODS, get_method
 from knowbench.models.base import ModelBackend
 from knowbench.records import Limits, SampleResult, SamplingParams
@@ -68,6 +68,21 @@ def make_backend(model: str, base_url: str | None, api_key: str | None, concurre
                          timeout_s=request_timeout, max_retries=max_retries, cache=cache)
 
 
+def make_engine(name: str, sandbox: Sandbox, workers: int, python: str | None,
+                preload: list[str]) -> Engine:
+    """The execution engine for `knowbench run --engine`."""
+    if name == "forkserver":
+        if sandbox.kind == "none":
+            console.print("[yellow]warning:[/] --sandbox none: using the subprocess engine")
+            return SubprocessEngine(sandbox, workers=workers, python=python)
+        from knowbench.execution.forkserver import ForkServerEngine
+
+        return ForkServerEngine(sandbox, workers=workers, python=python, preload=preload)
+    if name == "subprocess":
+        return SubprocessEngine(sandbox, workers=workers, python=python)
+    raise UserError(f"unknown engine '{name}'; choose forkserver or subprocess")
+
+
 @app.command()
 def run(
     benchmark: Annotated[Path, typer.Argument(help="Benchmark directory (benchmark.json + tasks.jsonl).")],
@@ -103,6 +118,9 @@ def run(
         "--no-cache", help="Do not read or write the generation cache (~/.cache/knowbench).")] = False,
     workers: Annotated[int, typer.Option(min=1, help="Samples executed in parallel. Default: cores / 2.")]
     = default_workers(),
+    engine_name: Annotated[str, typer.Option(
+        "--engine", help="'forkserver' (warm sandboxed interpreter per worker, fork per sample) or "
+                         "'subprocess' (a fresh sandboxed interpreter per sample).")] = "forkserver",
     sandbox: Annotated[str, typer.Option(
         help=f"Isolation: {', '.join(SANDBOX_CHOICES)}. 'auto' takes bwrap, else unshare.")] = "auto",
     environment: Annotated[str, typer.Option(
@@ -119,7 +137,7 @@ def run(
     = False,
 ) -> None:
     """Evaluate a model on a benchmark. Kill it at any time; the same command resumes."""
-    from knowbench.run import run_benchmark
+    from knowbench.run import preload_modules, run_benchmark
 
     if environment not in ("auto", "self"):
         raise UserError(f"--env must be 'auto' or 'self', not '{environment}'")
@@ -143,11 +161,14 @@ def run(
 
         console.print(f"environment for {', '.join(bench.manifest.requirements)} …")
         python = ensure_env(bench.manifest.requirements).python
-    engine = SubprocessEngine(resolve_sandbox(sandbox, hidden=hidden), workers=workers, python=python)
-    if engine.sandbox.kind == "none":
+    engine = make_engine(engine_name, resolve_sandbox(sandbox, hidden=hidden), workers, python,
+                         preload_modules(bench))
+    sandbox_kind = str(engine.describe()["sandbox"])
+    if sandbox_kind == "none":
         console.print("[bold red]warning:[/] --sandbox none: samples run WITHOUT isolation")
     console.print(f"knowbench {__version__}: {bench.name} ({len(bench.tasks)} tasks) · model {model} · "
-                  f"method {method} · sandbox {engine.sandbox.kind} · {engine.workers} workers → {run_dir}")
+                  f"method {method} · {engine.name} engine · sandbox {sandbox_kind} · {engine.workers} workers "
+                  f"→ {run_dir}")
     counts: Counter[str] = Counter()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), console=console,

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from knowbench import __version__
 from knowbench.benchmark.load import Benchmark
-from knowbench.benchmark.schema import ChoiceTask, FunctionTask
+from knowbench.benchmark.schema import ChoiceTask, FunctionTask, imported_modules
 from knowbench.choice import parse_choice
 from knowbench.errors import UserError
 from knowbench.execution.engine import Engine, ExecutionRequest
@@ -264,6 +264,18 @@ def _preload(benchmark: Benchmark) -> list[str]:
     uses_pytest = any("pytest" in spec.code for task in benchmark.tasks
                       if isinstance(task, FunctionTask) for spec in task.tests)
     return ["pytest"] if uses_pytest else []
+
+
+def preload_modules(benchmark: Benchmark) -> list[str]:
+    """Modules worth importing once in a warm server: declared ones plus every top-level
+    module the tasks' context, prompt code and tests import."""
+    modules = set(benchmark.manifest.preload)
+    for task in benchmark.tasks:
+        if isinstance(task, FunctionTask):
+            for code in (task.context, task.prompt_code, *(spec.code for spec in task.tests)):
+                modules |= imported_modules(code)
+    modules.discard("__future__")
+    return sorted(modules)
 
 
 def limits_for(task: FunctionTask, benchmark: Benchmark, limits: Limits, timeout_override: bool) -> Limits:

@@ -47,6 +47,11 @@ class Manifest(_Record):
         default_factory=list, description="pip requirements the tests import, e.g. 'numpy>=1.24'."
     )
     time_limit_s: float = Field(default=10.0, gt=0, description="Default wall-clock limit per sample.")
+    preload: list[str] = Field(
+        default_factory=list,
+        description="Modules the fork server imports once, before any sample (e.g. 'numpy'); "
+                    "modules the tasks import at top level are added automatically.",
+    )
     provenance: Provenance
 
     @field_validator("format_version")
@@ -238,3 +243,18 @@ def find_definition(tree: ast.Module, qualname: str) -> ast.FunctionDef | ast.As
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
             found = node
     return found
+
+
+def imported_modules(code: str) -> set[str]:
+    """Top-level package names a piece of code imports (absolute imports only)."""
+    try:
+        tree = ast.parse(textwrap.dedent(code))
+    except SyntaxError:
+        return set()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names

@@ -15,7 +15,6 @@ tests need.
 """
 
 import builtins
-import gc
 import json
 import linecache
 import os
@@ -308,14 +307,22 @@ def _run_unittest(cls, method, class_ready):
         case.doCleanups()
 
 
-def main():
-    config = json.loads(sys.stdin.buffer.read())
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
+def _preload(modules):
+    for module in modules:
+        try:
+            __import__(module)
+        except Exception:  # a missing optional import is the tests' business, not the runner's
+            pass
 
+
+def execute_sample(config, result_fd):
+    """Run one sample's program and tests, report on `result_fd`, then end the process.
+
+    Called in a process that exists for this sample only (a fresh interpreter, or a child
+    forked from the fork server), so nothing the sample does survives it.
+    """
     # Everything the verdict depends on is bound here, before sample code exists.
-    result_fd, nonce = config["result_fd"], config["nonce"]
+    nonce = config["nonce"]
     write, dumps, monotonic, encode = os.write, json.dumps, time.monotonic, str.encode
     exc_info, exit_now = sys.exc_info, os._exit
     base_exception, assertion_error = BaseException, AssertionError
@@ -330,17 +337,11 @@ def main():
         if event in _GUARDED_AUDIT_EVENTS:
             raise RuntimeError(f"{event} is not allowed inside the knowbench sandbox")
 
-    for module in config.get("preload", []):
-        try:
-            __import__(module)
-        except Exception:  # a missing optional import is the tests' business, not the runner's
-            pass
     snapshot, watched = _snapshot()
     runner_helpers = {name: id(value) for name, value in globals().items()}
     _set_limits(config["limits"], config.get("nproc_base"))
     _drop_privileges(config.get("uid"), config.get("gid"))
     sys.addaudithook(audit)
-    gc.collect()
 
     items = config["items"]
     tmp_root = tempfile.mkdtemp(prefix="tmp_path-", dir=os.getcwd())
@@ -435,5 +436,167 @@ def main():
         exit_now(0)
 
 
+def _redirect_stdin():
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+
+
+def main():
+    """One-shot mode: the configuration on stdin, results on config["result_fd"]."""
+    config = json.loads(sys.stdin.buffer.read())
+    _redirect_stdin()
+    _preload(config.get("preload", []))
+    execute_sample(config, config["result_fd"])
+
+
+def _read_capped(path, cap):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(cap).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _stragglers():
+    """Processes in this sandbox other than its init and this server."""
+    mine = {1, os.getpid()}
+    return [int(name) for name in os.listdir("/proc") if name.isdigit() and int(name) not in mine]
+
+
+def _clean_tmp(keep):
+    import shutil
+
+    for name in os.listdir("/tmp"):
+        path = os.path.join("/tmp", name)
+        if path != keep:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+
+
+def _serve_one(request, control_out, base, setup):
+    """Fork a child for one sample, wait for it within the wall clock, report to the engine."""
+    import select
+    import shutil
+    import signal
+
+    workdir = os.path.join(base, "sample")
+    os.mkdir(workdir)
+    if request.get("uid") is not None:
+        os.chown(workdir, request["uid"], request["gid"])
+    stdout_path, stderr_path = os.path.join(base, "stdout"), os.path.join(base, "stderr")
+    read_end, write_end = os.pipe()
+    started = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # the child: becomes the sample
+        try:
+            os.close(read_end)
+            os.close(control_out)
+            os.setsid()
+            _redirect_stdin()
+            for fd, path in ((1, stdout_path), (2, stderr_path)):
+                handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                if request.get("uid") is not None:
+                    os.fchown(handle, request["uid"], request["gid"])
+                os.dup2(handle, fd)
+                os.close(handle)
+            sys.stdout = open(1, "w", closefd=False)
+            sys.stderr = open(2, "w", closefd=False)
+            os.chdir(workdir)
+            os.environ["HOME"] = os.environ["TMPDIR"] = workdir
+            tempfile.tempdir = None
+            _preload(request.get("preload", []))
+            execute_sample(request, write_end)
+        finally:
+            os._exit(70)
+    os.close(write_end)
+    deadline = started + request["limits"]["wall_s"]
+    chunks, size, timed_out, status = [], 0, False, None
+    # Read until the sample process ends (a process it started may hold the pipe open, so
+    # end-of-file alone is not enough) or the wall clock runs out.
+    while status is None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            timed_out = True
+            break
+        ready, _, _ = select.select([read_end], [], [], min(remaining, 0.05))
+        chunk = os.read(read_end, 65536) if ready else b""
+        if chunk and size < 16 * 1024 * 1024:
+            chunks.append(chunk)
+            size += len(chunk)
+        if not chunk:
+            done, waited = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status = waited
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    os.set_blocking(read_end, False)
+    try:
+        while True:  # what the sample wrote just before it ended
+            chunk = os.read(read_end, 65536)
+            if not chunk or size >= 16 * 1024 * 1024:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except BlockingIOError:
+        pass
+    os.close(read_end)
+    if status is None:
+        _, status = os.waitpid(pid, 0)
+    exit_code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    cap = request["limits"]["output_bytes"]
+    reply = {"results": b"".join(chunks).decode(errors="replace"), "exit_code": exit_code,
+             "timed_out": timed_out, "stdout": _read_capped(stdout_path, cap),
+             "stderr": _read_capped(stderr_path, cap), "duration_s": time.monotonic() - started}
+    # Leave nothing for the next sample: its files, /tmp, and any process it left behind.
+    for path in (workdir, stdout_path, stderr_path):
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.exists(path):
+            os.unlink(path)
+    if setup.get("private_tmp"):
+        _clean_tmp(keep=base)
+    leftover = _stragglers() if setup.get("pid_namespace") else []
+    for straggler in leftover:
+        try:
+            os.kill(straggler, signal.SIGKILL)
+        except OSError:
+            pass
+    reply["stragglers"] = len(leftover)
+    data = (json.dumps(reply) + "\n").encode()
+    while data:
+        data = data[os.write(control_out, data):]
+
+
+def serve():
+    """Fork-server mode: preload once, then one JSON request per stdin line, one reply each.
+
+    Requests arrive from the engine only; no sample code ever runs in this process, so its
+    memory stays pristine and every child starts from the same state.
+    """
+    control_out = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    setup = json.loads(sys.stdin.buffer.readline())
+    _preload(setup.get("preload", []))
+    base = os.getcwd()
+    ready = (json.dumps({"ready": True, "pid": os.getpid()}) + "\n").encode()
+    os.write(control_out, ready)
+    for line in sys.stdin.buffer:
+        if line.strip():
+            _serve_one(json.loads(line), control_out, base, setup)
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1 and sys.argv[1] == "serve":
+        serve()
+    else:
+        main()

@@ -21,7 +21,9 @@ import sys
 import tempfile
 import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -121,28 +123,13 @@ class SubprocessEngine(Engine):
             self._slots.put(slot)
 
     def _execute(self, request: ExecutionRequest, slot: int, workdir: Path) -> Execution:
-        items = request.items()
-        nonce = secrets.token_hex(16)
-        uid = SANDBOX_UID_BASE + slot if self.sandbox.drops_privileges else None
-        if uid is not None:
-            os.chown(workdir, uid, uid)
+        config = runner_config(request, slot, self.sandbox)
+        if config["uid"] is not None:
+            os.chown(workdir, config["uid"], config["gid"])
         read_fd, write_fd = os.pipe()
-        config = {
-            "nonce": nonce,
-            "result_fd": write_fd,
-            "program": request.program,
-            "entry_point": request.entry_point,
-            "tests": {spec.name: spec.code for spec in request.tests},
-            "items": [item.model_dump() for item in items],
-            "limits": request.limits.model_dump(),
-            "preload": request.preload,
-            "uid": uid,
-            "gid": uid,
-            "nproc_base": None if uid is not None or os.geteuid() == 0 else _processes_of_user(),
-        }
+        config["result_fd"] = write_fd
         argv = self.sandbox.command([self.python, "-I", "-c", RUNNER_SOURCE], workdir, self.python)
-        inner = self.sandbox.inner_workdir(workdir)
-        env = {**_SAMPLE_ENV, "HOME": inner, "TMPDIR": inner}
+        env = sample_env(self.sandbox.inner_workdir(workdir))
         started = time.monotonic()
         try:
             process = subprocess.Popen(
@@ -153,29 +140,62 @@ class SubprocessEngine(Engine):
             os.close(write_fd)
         with contextlib.closing(os.fdopen(read_fd, "rb", buffering=0)) as results:
             collected = _collect(process, results, json.dumps(config).encode(), request.limits)
-        duration = time.monotonic() - started
-        outcomes, note = _outcomes(items, collected, nonce, process.returncode)
-        return Execution(
-            status=_summary_status(outcomes), tests=outcomes,
-            stdout=collected.stdout.decode(errors="replace"),
-            stderr=collected.stderr.decode(errors="replace"),
-            duration_s=round(duration, 4), exit_code=process.returncode,
-            sandbox=self.sandbox.kind, engine=self.name, limits=request.limits, note=note,
-        )
+        collected.exit_code = process.returncode
+        return build_execution(request, config["nonce"], collected, time.monotonic() - started,
+                               self.sandbox.kind, self.name)
 
 
-class _Collected:
-    def __init__(self) -> None:
-        self.stdout = b""
-        self.stderr = b""
-        self.results = b""
-        self.timed_out = False
+def runner_config(request: ExecutionRequest, slot: int, sandbox: Sandbox) -> dict[str, Any]:
+    """What the in-sandbox runner needs for one sample (without the result fd)."""
+    uid = SANDBOX_UID_BASE + slot if sandbox.drops_privileges else None
+    return {
+        "nonce": secrets.token_hex(16),
+        "program": request.program,
+        "entry_point": request.entry_point,
+        "tests": {spec.name: spec.code for spec in request.tests},
+        "items": [item.model_dump() for item in request.items()],
+        "limits": request.limits.model_dump(),
+        "preload": request.preload,
+        "uid": uid,
+        "gid": uid,
+        "nproc_base": None if uid is not None or os.geteuid() == 0 else _processes_of_user(),
+    }
+
+
+def sample_env(home: str) -> dict[str, str]:
+    """The sample's whole environment: fixed values, no secrets from the host."""
+    return {**_SAMPLE_ENV, "HOME": home, "TMPDIR": home}
+
+
+@dataclass
+class Collected:
+    """Raw output of one sample, before interpretation."""
+
+    stdout: bytes = b""
+    stderr: bytes = b""
+    results: bytes = b""
+    timed_out: bool = False
+    exit_code: int | None = None
+
+
+def build_execution(request: ExecutionRequest, nonce: str, collected: Collected, duration: float,
+                    sandbox_kind: str, engine_name: str, note: str = "") -> Execution:
+    """Turn the raw result records into per-test outcomes; only nonce-bearing records count."""
+    outcomes, problem = _outcomes(request.items(), collected, nonce, collected.exit_code)
+    return Execution(
+        status=_summary_status(outcomes), tests=outcomes,
+        stdout=collected.stdout.decode(errors="replace"),
+        stderr=collected.stderr.decode(errors="replace"),
+        duration_s=round(duration, 4), exit_code=collected.exit_code,
+        sandbox=sandbox_kind, engine=engine_name, limits=request.limits,
+        note="; ".join(part for part in (problem, note) if part),
+    )
 
 
 def _collect(process: subprocess.Popen[bytes], results: object, config: bytes,
-             limits: Limits) -> _Collected:
+             limits: Limits) -> Collected:
     """Feed the config, read all three pipes with caps, and enforce the wall-clock limit."""
-    collected = _Collected()
+    collected = Collected()
     deadline = time.monotonic() + limits.wall_s
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     try:
@@ -222,7 +242,7 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def _outcomes(items: list[TestItem], collected: _Collected, nonce: str,
+def _outcomes(items: list[TestItem], collected: Collected, nonce: str,
               exit_code: int | None) -> tuple[list[TestOutcome], str]:
     reported: dict[str, TestOutcome] = {}
     running: str | None = None
@@ -302,7 +322,7 @@ def _summary_status(outcomes: list[TestOutcome]) -> Status:
     return worst
 
 
-def _infrastructure(request: ExecutionRequest, engine: SubprocessEngine, message: str) -> Execution:
+def _infrastructure(request: ExecutionRequest, engine: SubprocessEngine | Any, message: str) -> Execution:
     outcomes = [TestOutcome(id=item.id, status="infrastructure", message=message)
                 for item in request.items()]
     return Execution(status="infrastructure", tests=outcomes, sandbox=engine.sandbox.kind,

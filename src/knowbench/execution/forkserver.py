@@ -1,0 +1,185 @@
+"""The fork-server engine: one warm, sandboxed interpreter per worker; one fork per sample.
+
+Each worker runs a long-lived server (the in-sandbox runner in `serve` mode) inside its
+own bubblewrap sandbox, in the benchmark's environment, with the benchmark's heavy imports
+already done. For each sample the server forks a child that drops to the worker's
+unprivileged uid, sets its limits and runs the tests; the server enforces the wall clock,
+cleans the sample's files and /tmp, and kills anything the sample left running. A server
+that dies, hangs, or found stray processes is replaced by a fresh one before the next
+sample. No sample code ever runs in a server, so every child starts from the same state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from knowbench.errors import UserError
+from knowbench.execution.engine import (
+    RUNNER_SOURCE,
+    Collected,
+    Engine,
+    ExecutionRequest,
+    build_execution,
+    default_workers,
+    runner_config,
+    sample_env,
+)
+from knowbench.execution.sandbox import Sandbox
+from knowbench.records import Execution, TestOutcome
+
+_START_TIMEOUT_S = 120.0
+_REPLY_GRACE_S = 10.0
+
+
+class _ServerGone(Exception):
+    """The server died or stopped answering."""
+
+
+class _Server:
+    """One worker's long-lived sandboxed server process."""
+
+    def __init__(self, engine: ForkServerEngine, slot: int) -> None:
+        self.engine, self.slot = engine, slot
+        self.process: subprocess.Popen[bytes] | None = None
+        self.workdir = engine.scratch / f"w{slot}"
+        self.restarts = -1
+
+    def start(self) -> None:
+        self.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        self.workdir.mkdir(mode=0o755)
+        sandbox = self.engine.sandbox
+        argv = sandbox.command([self.engine.python, "-I", "-c", RUNNER_SOURCE, "serve"], self.workdir,
+                               self.engine.python)
+        self.process = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            cwd=self.workdir, env=sample_env(sandbox.inner_workdir(self.workdir)),
+            start_new_session=True,
+        )
+        setup = {"preload": self.engine.preload, "private_tmp": sandbox.kind == "bwrap",
+                 "pid_namespace": sandbox.kind in ("bwrap", "unshare")}
+        self._send(setup)
+        reply = self._receive(_START_TIMEOUT_S)
+        if not reply.get("ready"):
+            raise _ServerGone(f"the fork server did not start: {reply}")
+        self.restarts += 1
+
+    def stop(self) -> None:
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            for stream in (self.process.stdin, self.process.stdout):
+                if stream is not None:
+                    stream.close()
+            self.process = None
+
+    def run(self, config: dict[str, Any], wall_s: float) -> dict[str, Any]:
+        if self.process is None or self.process.poll() is not None:
+            self.start()
+        self._send(config)
+        return self._receive(wall_s + _REPLY_GRACE_S)
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.process is not None and self.process.stdin is not None
+        try:
+            self.process.stdin.write(json.dumps(message).encode() + b"\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError) as error:
+            raise _ServerGone(f"the fork server stopped ({error})") from None
+
+    def _receive(self, timeout: float) -> dict[str, Any]:
+        assert self.process is not None and self.process.stdout is not None
+        stream = self.process.stdout
+        with selectors.DefaultSelector() as selector:
+            selector.register(stream, selectors.EVENT_READ)
+            if not selector.select(timeout):
+                raise _ServerGone(f"the fork server did not answer within {timeout:.0f} s")
+        line = stream.readline()
+        if not line:
+            raise _ServerGone(f"the fork server exited (code {self.process.poll()})")
+        return json.loads(line)
+
+
+class ForkServerEngine(Engine):
+    """Fast engine: fork from a warm parent instead of starting an interpreter per sample."""
+
+    name = "forkserver"
+
+    def __init__(self, sandbox: Sandbox, workers: int | None = None, python: str | None = None,
+                 preload: list[str] | None = None, scratch: Path | None = None) -> None:
+        if sandbox.kind == "none":
+            raise UserError("the fork-server engine needs a sandbox with its own PID namespace "
+                            "(bwrap or unshare); use --engine subprocess with --sandbox none")
+        self.sandbox = sandbox
+        self.workers = workers or default_workers()
+        self.python = python or sys.executable
+        self.preload = list(preload or [])
+        self.scratch = Path(tempfile.mkdtemp(prefix="knowbench-fork-", dir=scratch))
+        os.chmod(self.scratch, 0o755)
+        self._servers = [_Server(self, slot) for slot in range(self.workers)]
+        self._free: queue.Queue[_Server] = queue.Queue()
+        for server in self._servers:
+            self._free.put(server)
+        self._lock = threading.Lock()
+
+    def describe(self) -> dict[str, object]:
+        return {**super().describe(), "sandbox": self.sandbox.kind, "python": self.python,
+                "drops_privileges": self.sandbox.drops_privileges, "preload": self.preload}
+
+    @property
+    def restarts(self) -> int:
+        """How many times a server was replaced (died, hung, or left processes behind)."""
+        return sum(max(server.restarts, 0) for server in self._servers)
+
+    def close(self) -> None:
+        for server in self._servers:
+            server.stop()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def execute(self, request: ExecutionRequest) -> Execution:
+        server = self._free.get()
+        try:
+            return self._execute(server, request)
+        finally:
+            self._free.put(server)
+
+    def _execute(self, server: _Server, request: ExecutionRequest) -> Execution:
+        config = runner_config(request, server.slot, self.sandbox)
+        started = time.monotonic()
+        try:
+            reply = server.run(config, request.limits.wall_s)
+        except _ServerGone as error:
+            server.stop()  # the next sample gets a fresh server
+            note = f"fork server replaced: {error}"
+            collected = Collected(timed_out="did not answer" in str(error))
+            return build_execution(request, config["nonce"], collected, time.monotonic() - started,
+                                   self.sandbox.kind, self.name, note=note)
+        except (OSError, ValueError) as error:
+            server.stop()
+            outcomes = [TestOutcome(id=item.id, status="infrastructure", message=str(error))
+                        for item in request.items()]
+            return Execution(status="infrastructure", tests=outcomes, sandbox=self.sandbox.kind,
+                             engine=self.name, limits=request.limits, note=str(error))
+        note = ""
+        if reply.get("stragglers"):
+            server.stop()  # tearing the sandbox down kills whatever is left, for certain
+            note = f"{reply['stragglers']} process(es) outlived the sample and were killed"
+        collected = Collected(stdout=reply["stdout"].encode(), stderr=reply["stderr"].encode(),
+                              results=reply["results"].encode(), timed_out=reply["timed_out"],
+                              exit_code=reply["exit_code"])
+        return build_execution(request, config["nonce"], collected, reply["duration_s"],
+                               self.sandbox.kind, self.name, note=note)
