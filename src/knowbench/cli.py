@@ -128,6 +128,12 @@ def run(
                       "requirements, see `knowbench env`); 'self': in knowbench's interpreter.")] = "auto",
     timeout: Annotated[float | None, typer.Option(
         min=0.1, help="Wall-clock seconds per sample, overriding the benchmark's limits.")] = None,
+    calibrate: Annotated[bool, typer.Option(
+        help="Time limit per task = max(--time-floor, --time-factor × the reference's runtime on "
+             "this host); --no-calibrate uses the benchmark's limits.")] = True,
+    time_floor: Annotated[float, typer.Option(min=0.1, help="Smallest calibrated limit, seconds.")] = 3.0,
+    time_factor: Annotated[float, typer.Option(min=1.0, help="Calibrated limit = factor × reference.")]
+    = 10.0,
     memory_mb: Annotated[int, typer.Option(min=16, help="Memory per sample above the interpreter's own.")]
     = 1024,
     task: Annotated[list[str] | None, typer.Option(
@@ -137,7 +143,7 @@ def run(
     = False,
 ) -> None:
     """Evaluate a model on a benchmark. Kill it at any time; the same command resumes."""
-    from knowbench.run import preload_modules, run_benchmark
+    from knowbench.run import TimePolicy, preload_modules, run_benchmark
 
     if environment not in ("auto", "self"):
         raise UserError(f"--env must be 'auto' or 'self', not '{environment}'")
@@ -149,6 +155,12 @@ def run(
         console.print("[yellow]warning:[/] --n > 1 with temperature 0 samples the same completion")
     limits = Limits(wall_s=timeout or bench.manifest.time_limit_s, memory_mb=memory_mb,
                     cpu_s=int(timeout or bench.manifest.time_limit_s) + 1)
+    if timeout is not None:
+        policy = TimePolicy(mode="fixed", fixed_s=timeout)
+    elif calibrate:
+        policy = TimePolicy(mode="calibrated", floor_s=time_floor, factor=time_factor)
+    else:
+        policy = TimePolicy(mode="benchmark")
     backend = make_backend(model, base_url, api_key, concurrency, request_timeout, max_retries,
                            no_cache)
     knowledge = get_method(method, corpus=corpus, top_k=top_k, budget=budget, query=query)
@@ -189,7 +201,7 @@ def run(
 
         try:
             summary = run_benchmark(bench, backend, knowledge, engine, run_dir, params, limits,
-                                    timeout_override=timeout is not None, task_ids=task or None,
+                                    time_policy=policy, task_ids=task or None,
                                     ks=tuple(k or (1, 5, 10)), overwrite=overwrite,
                                     on_start=on_start, on_result=on_result)
         finally:

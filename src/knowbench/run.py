@@ -21,10 +21,11 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,6 +53,23 @@ class RunAborted(UserError):
     exit_code = 1
 
 
+class TimePolicy(BaseModel):
+    """How each task's wall-clock limit is chosen.
+
+    fixed: `fixed_s` for every task (--timeout). benchmark: the task's `time_limit_s`, else
+    the manifest's. calibrated (default): max(floor_s, factor × the reference solution's
+    runtime measured on this host), so a slower machine does not change scores; a task whose
+    reference cannot be timed falls back to its benchmark limit.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["fixed", "benchmark", "calibrated"] = "calibrated"
+    fixed_s: float | None = Field(default=None, gt=0)
+    floor_s: float = Field(default=3.0, gt=0)
+    factor: float = Field(default=10.0, gt=0)
+
+
 class RunSettings(BaseModel):
     """What determines a run's results; a resumed run must match it exactly."""
 
@@ -62,7 +80,7 @@ class RunSettings(BaseModel):
     method: dict[str, Any]
     params: SamplingParams
     limits: Limits
-    timeout_override: bool = Field(description="True when --timeout replaced per-task limits.")
+    time_policy: TimePolicy
     sandbox: str
     tasks: list[str] | None = Field(default=None, description="Task ids selected, None for all.")
 
@@ -83,7 +101,7 @@ ProgressCallback = Callable[[SampleResult], None]
 
 def run_benchmark(
     benchmark: Benchmark, backend: ModelBackend, method: Method, engine: Engine, run_dir: Path,
-    params: SamplingParams, limits: Limits, *, timeout_override: bool = False,
+    params: SamplingParams, limits: Limits, *, time_policy: TimePolicy | None = None,
     task_ids: list[str] | None = None, ks: tuple[int, ...] = (1, 5, 10), overwrite: bool = False,
     on_start: Callable[[int, int], None] | None = None, on_result: ProgressCallback | None = None,
 ) -> RunSummary:
@@ -95,19 +113,21 @@ def run_benchmark(
     model backend fails (finished samples stay stored; rerunning resumes).
     """
     tasks = _select(benchmark, task_ids)
+    time_policy = time_policy or TimePolicy()
     settings = RunSettings(
         benchmark={"name": benchmark.name, "version": benchmark.manifest.version,
                    "path": str(benchmark.path), "content_hash": benchmark.content_hash},
         model=backend.describe(), method=method.describe(), params=params, limits=limits,
-        timeout_override=timeout_override, sandbox=str(engine.describe().get("sandbox", "none")),
+        time_policy=time_policy, sandbox=str(engine.describe().get("sandbox", "none")),
         tasks=task_ids,
     )
     _prepare_dir(run_dir, settings, overwrite)
     _write_run_file(run_dir, settings, engine)
     store = RunStore(run_dir)
     try:
-        asyncio.run(_run_all(tasks, benchmark, backend, method, engine, store, params, limits,
-                             timeout_override, on_start, on_result))
+        timing = _calibrate(tasks, benchmark, engine, store, limits, time_policy)
+        asyncio.run(_run_all(tasks, backend, method, engine, store, params, timing, on_start,
+                             on_result))
         stored = store.results()
     finally:
         store.close()
@@ -206,9 +226,9 @@ def _samples_for(task: FunctionTask | ChoiceTask, backend: ModelBackend, params:
     return params.n
 
 
-async def _run_all(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, backend: ModelBackend,
-                   method: Method, engine: Engine, store: RunStore, params: SamplingParams,
-                   limits: Limits, timeout_override: bool, on_start: Callable[[int, int], None] | None,
+async def _run_all(tasks: list[FunctionTask | ChoiceTask], backend: ModelBackend, method: Method,
+                   engine: Engine, store: RunStore, params: SamplingParams,
+                   timing: dict[str, Limits], on_start: Callable[[int, int], None] | None,
                    on_result: ProgressCallback | None) -> None:
     generations, results = store.generations(), store.results()
     work = [(task, idx) for task in tasks for idx in range(_samples_for(task, backend, params))]
@@ -216,7 +236,7 @@ async def _run_all(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark,
     if on_start:
         on_start(len(work), len(work) - len(todo))
     executing = asyncio.Semaphore(engine.workers)
-    preload = _preload(benchmark)
+    preload = _preload(tasks)
     prompts: dict[str, Prompt] = {}
 
     async def one(task: FunctionTask | ChoiceTask, idx: int) -> None:
@@ -234,10 +254,9 @@ async def _run_all(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark,
         if isinstance(task, ChoiceTask):
             result = score_choice(task, generation)
         else:
-            task_limits = limits_for(task, benchmark, limits, timeout_override)
             async with executing:
                 result = await asyncio.to_thread(evaluate_function, task, generation, engine,
-                                                 task_limits, preload)
+                                                 timing[task.task_id], preload)
         result.extra["prompt_tokens_approx"] = prompt.approx_tokens
         if prompt.trace:
             result.extra["knowledge"] = prompt.trace
@@ -259,9 +278,9 @@ async def _run_all(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark,
         await backend.aclose()
 
 
-def _preload(benchmark: Benchmark) -> list[str]:
+def _preload(tasks: list[FunctionTask | ChoiceTask]) -> list[str]:
     # Importing pytest before the sample runs lets the runner watch it for tampering.
-    uses_pytest = any("pytest" in spec.code for task in benchmark.tasks
+    uses_pytest = any("pytest" in spec.code for task in tasks
                       if isinstance(task, FunctionTask) for spec in task.tests)
     return ["pytest"] if uses_pytest else []
 
@@ -278,12 +297,40 @@ def preload_modules(benchmark: Benchmark) -> list[str]:
     return sorted(modules)
 
 
-def limits_for(task: FunctionTask, benchmark: Benchmark, limits: Limits, timeout_override: bool) -> Limits:
-    """The limits for one task: its own time limit, else the benchmark's, unless overridden."""
-    if timeout_override:
-        return limits
+def limits_for(task: FunctionTask, benchmark: Benchmark, limits: Limits, policy: TimePolicy,
+               reference_s: float | None = None) -> Limits:
+    """The limits for one task under `policy` (see TimePolicy)."""
     wall = task.time_limit_s or benchmark.manifest.time_limit_s
+    if policy.mode == "fixed" and policy.fixed_s is not None:
+        wall = policy.fixed_s
+    elif policy.mode == "calibrated" and reference_s is not None:
+        wall = round(max(policy.floor_s, policy.factor * reference_s), 3)
     return limits.model_copy(update={"wall_s": wall, "cpu_s": max(limits.cpu_s, math.ceil(wall) + 1)})
+
+
+def _calibrate(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, engine: Engine,
+               store: RunStore, limits: Limits, policy: TimePolicy) -> dict[str, Limits]:
+    """Per-task limits; under the calibrated policy, time each reference once (stored)."""
+    functions = [task for task in tasks if isinstance(task, FunctionTask)]
+    measured = store.calibration() if policy.mode == "calibrated" else {}
+    missing = [task for task in functions if task.task_id not in measured]
+    if missing:
+        preload = _preload(tasks)
+
+        def time_reference(task: FunctionTask) -> None:
+            generation = Generation(task_id=task.task_id, sample_idx=-1,
+                                    completion=f"```python\n{task.reference}\n```")
+            budget = limits_for(task, benchmark, limits, TimePolicy(mode="benchmark"))
+            result = evaluate_function(task, generation, engine, budget, preload)
+            runtime = result.execution.duration_s if result.execution and result.passed else None
+            store.put_calibration(task.task_id, runtime, result.status)
+
+        with ThreadPoolExecutor(max_workers=engine.workers) as pool:
+            list(pool.map(time_reference, missing))
+        measured = store.calibration()
+    return {task.task_id: limits_for(task, benchmark, limits, policy,
+                                     measured.get(task.task_id, (None, ""))[0])
+            for task in functions}
 
 
 def evaluate_function(task: FunctionTask, generation: Generation, engine: Engine, limits: Limits,

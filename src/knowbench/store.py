@@ -19,6 +19,8 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS generations (
     task_id TEXT NOT NULL, sample_idx INTEGER NOT NULL, record TEXT NOT NULL,
     PRIMARY KEY (task_id, sample_idx));
+CREATE TABLE IF NOT EXISTS calibration (
+    task_id TEXT PRIMARY KEY, reference_s REAL, status TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS results (
     task_id TEXT NOT NULL, sample_idx INTEGER NOT NULL, status TEXT NOT NULL, record TEXT NOT NULL,
     PRIMARY KEY (task_id, sample_idx));
@@ -49,6 +51,17 @@ class RunStore:
         with self._lock, self._db:
             self._db.execute("INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?)",
                              (result.task_id, result.sample_idx, result.status, result.model_dump_json()))
+
+    def put_calibration(self, task_id: str, reference_s: float | None, status: str) -> None:
+        """The reference's measured runtime for a task (None when it did not pass)."""
+        with self._lock, self._db:
+            self._db.execute("INSERT OR REPLACE INTO calibration VALUES (?, ?, ?)",
+                             (task_id, reference_s, status))
+
+    def calibration(self) -> dict[str, tuple[float | None, str]]:
+        with self._lock:
+            rows = self._db.execute("SELECT task_id, reference_s, status FROM calibration").fetchall()
+        return {task_id: (seconds, status) for task_id, seconds, status in rows}
 
     def generations(self) -> dict[tuple[str, int], Generation]:
         with self._lock:

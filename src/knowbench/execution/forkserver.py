@@ -21,8 +21,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -64,11 +64,13 @@ class _Server:
         sandbox = self.engine.sandbox
         argv = sandbox.command([self.engine.python, "-I", "-c", RUNNER_SOURCE, "serve"], self.workdir,
                                self.engine.python)
-        self.process = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            cwd=self.workdir, env=sample_env(sandbox.inner_workdir(self.workdir)),
-            start_new_session=True,
-        )
+        # bwrap --die-with-parent uses PR_SET_PDEATHSIG, which fires when the *thread* that
+        # started it ends; spawn from the engine's long-lived thread, never a worker's.
+        self.process = self.engine.spawner.submit(
+            subprocess.Popen, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, cwd=self.workdir,
+            env=sample_env(sandbox.inner_workdir(self.workdir)), start_new_session=True,
+        ).result()
         setup = {"preload": self.engine.preload, "private_tmp": sandbox.kind == "bwrap",
                  "pid_namespace": sandbox.kind in ("bwrap", "unshare")}
         self._send(setup)
@@ -134,7 +136,7 @@ class ForkServerEngine(Engine):
         self._free: queue.Queue[_Server] = queue.Queue()
         for server in self._servers:
             self._free.put(server)
-        self._lock = threading.Lock()
+        self.spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="knowbench-spawner")
 
     def describe(self) -> dict[str, object]:
         return {**super().describe(), "sandbox": self.sandbox.kind, "python": self.python,
@@ -148,6 +150,7 @@ class ForkServerEngine(Engine):
     def close(self) -> None:
         for server in self._servers:
             server.stop()
+        self.spawner.shutdown()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def execute(self, request: ExecutionRequest) -> Execution:
