@@ -28,7 +28,7 @@ app = typer.Typer(
     name="knowbench", no_args_is_help=True, add_completion=False, rich_markup_mode=None,
     help="Build, run and diagnose knowledge-grounded code-generation benchmarks.",
 )
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 out = Console()
 
 
