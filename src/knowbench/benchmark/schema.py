@@ -152,6 +152,49 @@ class _TaskBase(_Record):
         return value
 
 
+class BundleParameter(_Record):
+    """One parameter of a knowledge bundle's signature (part of S)."""
+
+    name: str = Field(min_length=1)
+    type: str | None = Field(default=None, description="The annotation as source text, e.g. 'int | None'.")
+    default: str | None = Field(
+        default=None, description="The default as source text (e.g. 'None'); null when required.")
+    description: str = ""
+
+
+class BundleSignature(_Record):
+    """S: the API's fully qualified name, parameters and return type."""
+
+    qualified_name: str = Field(description="Fully qualified name, e.g. 'more_itertools.chunked'.")
+    parameters: list[BundleParameter] = Field(default_factory=list)
+    returns: str | None = Field(default=None, description="The return annotation as source text.")
+
+    @field_validator("qualified_name")
+    @classmethod
+    def _dotted(cls, value: str) -> str:
+        if not _QUALNAME.match(value):
+            raise ValueError("qualified_name must be a dotted Python name such as 'pkg.mod.func'")
+        return value
+
+
+class BundleExample(_Record):
+    """E: one usage example and whether it ran."""
+
+    code: str = Field(min_length=1)
+    status: Literal["passed", "failed", "not_run"] = Field(
+        default="not_run", description="Outcome of executing the example; 'failed' ones are never shown.")
+    source: str | None = Field(default=None, description="Where the example came from (URL, path).")
+
+
+class KnowledgeBundle(_Record):
+    """NovelAPIBench's decomposed knowledge about a task's target API: S, E, M and C."""
+
+    signature: BundleSignature = Field(description="S: qualified name, parameters, return type.")
+    examples: list[BundleExample] = Field(default_factory=list, description="E: usage examples.")
+    mechanism: str = Field(default="", description="M: how the API works, in prose.")
+    source: str = Field(default="", description="C: the API's implementation, docstrings stripped.")
+
+
 class FunctionTask(_TaskBase):
     """Write the body of one function or method so that its tests pass."""
 
@@ -163,6 +206,8 @@ class FunctionTask(_TaskBase):
     reference: str = Field(description="Gold code: the target's full definition (or prompt_code filled in).")
     tests: list[TestSpec] = Field(min_length=1)
     target_api: str | None = Field(default=None, description="The library API the task is about.")
+    bundle: KnowledgeBundle | None = Field(
+        default=None, description="Knowledge about target_api for oracle methods (S/E/M/C).")
     time_limit_s: float | None = Field(default=None, gt=0)
 
     @field_validator("entry_point")

@@ -485,11 +485,12 @@ def _serve_one(request, control_out, base, setup):
     import shutil
     import signal
 
-    workdir = os.path.join(base, "sample")
-    os.mkdir(workdir)
+    # On bwrap's private tmpfs, creating and deleting the sample's files costs nothing.
+    workdir = tempfile.mkdtemp(prefix="sample-", dir="/tmp" if setup.get("private_tmp") else base)
     if request.get("uid") is not None:
         os.chown(workdir, request["uid"], request["gid"])
-    stdout_path, stderr_path = os.path.join(base, "stdout"), os.path.join(base, "stderr")
+    outputs = os.path.dirname(workdir)
+    stdout_path, stderr_path = os.path.join(outputs, "stdout"), os.path.join(outputs, "stderr")
     read_end, write_end = os.pipe()
     started = time.monotonic()
     pid = os.fork()
@@ -517,22 +518,27 @@ def _serve_one(request, control_out, base, setup):
     os.close(write_end)
     deadline = started + request["limits"]["wall_s"]
     chunks, size, timed_out, status = [], 0, False, None
-    # Read until the sample process ends (a process it started may hold the pipe open, so
-    # end-of-file alone is not enough) or the wall clock runs out.
+    # Wait for the sample process to end (end-of-file alone is not enough: a process it
+    # started may hold the pipe open, or it may close the pipe and go on) or the wall clock
+    # to run out. A pidfd becomes readable when the process ends: no polling.
+    pidfd = os.pidfd_open(pid)
+    watched = [read_end, pidfd]
     while status is None:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             timed_out = True
             break
-        ready, _, _ = select.select([read_end], [], [], min(remaining, 0.05))
-        chunk = os.read(read_end, 65536) if ready else b""
-        if chunk and size < 16 * 1024 * 1024:
-            chunks.append(chunk)
-            size += len(chunk)
-        if not chunk:
-            done, waited = os.waitpid(pid, os.WNOHANG)
-            if done:
-                status = waited
+        ready, _, _ = select.select(watched, [], [], remaining)
+        if read_end in ready:
+            chunk = os.read(read_end, 65536)
+            if not chunk:
+                watched.remove(read_end)
+            elif size < 16 * 1024 * 1024:
+                chunks.append(chunk)
+                size += len(chunk)
+        if pidfd in ready:
+            _, status = os.waitpid(pid, 0)
+    os.close(pidfd)
     try:
         os.killpg(pid, signal.SIGKILL)
     except OSError:
@@ -587,6 +593,11 @@ def serve():
     os.close(devnull)
     setup = json.loads(sys.stdin.buffer.readline())
     _preload(setup.get("preload", []))
+    import gc
+
+    # Children then leave the preloaded objects' pages alone (no copy-on-write by the GC).
+    gc.collect()
+    gc.freeze()
     base = os.getcwd()
     ready = (json.dumps({"ready": True, "pid": os.getpid()}) + "\n").encode()
     os.write(control_out, ready)

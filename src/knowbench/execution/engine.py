@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from knowbench.benchmark.schema import TestItem, TestSpec
 from knowbench.execution.sandbox import Sandbox
@@ -62,9 +62,13 @@ class ExecutionRequest(BaseModel):
     entry_point: str | None = Field(default=None, description="Target whose calls are recorded.")
     limits: Limits = Field(default_factory=Limits)
     preload: list[str] = Field(default_factory=list, description="Modules imported before limits.")
+    _items: list[TestItem] | None = PrivateAttr(default=None)
 
     def items(self) -> list[TestItem]:
-        return [item for spec in self.tests for item in spec.items()]
+        """The test items, found once (parsing test code is not free on the hot path)."""
+        if self._items is None:
+            self._items = [item for spec in self.tests for item in spec.items()]
+        return self._items
 
 
 class Engine(ABC):

@@ -1,0 +1,279 @@
+"""Build a corpus from a source: a directory, an sdist or wheel file, a PyPI requirement, or an
+installed package.
+
+A PyPI requirement is fetched with `pip download --no-deps --no-binary :all:` (the sdist,
+which usually carries docs and examples), falling back to a wheel when there is no sdist.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Literal
+
+from knowbench import __version__
+from knowbench.errors import UserError
+from knowbench.knowledge.chunking import chunk_file, wanted_file
+from knowbench.knowledge.corpus import (
+    CHUNK_KINDS,
+    Chunk,
+    Corpus,
+    CorpusManifest,
+    content_hash,
+    default_corpus_dir,
+    write_corpus,
+)
+
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar", ".zip", ".whl")
+_IMPORTABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+PIP_TIMEOUT_S = 300
+
+
+@dataclass(frozen=True)
+class ResolvedSource:
+    """Files to ingest: everything under `root`, with paths relative to `base`."""
+
+    kind: Literal["directory", "archive", "pypi", "installed"]
+    label: str
+    root: Path
+    base: Path
+    version: str | None
+    sha256: str | None  # None: hash the ingested file tree
+
+
+@dataclass(frozen=True)
+class TreeChunks:
+    chunks: list[Chunk]
+    files: int
+    skipped: list[str]
+    tree_sha256: str
+
+
+def build_corpus(source: str | None, name: str, *, directory: Path | None = None,
+                 installed: str | None = None, pypi: bool = False,
+                 include_tests: bool = False) -> Corpus:
+    """Ingest `source` (or the installed package `installed`) into the corpus `name`.
+
+    `source` may be a directory, an sdist/wheel file, a PyPI requirement ('click==8.1.7'), or
+    an importable name (taken as the installed package unless `pypi` is set). The corpus goes
+    to `directory`, default `$KNOWBENCH_HOME/corpora/NAME/`, replacing any corpus there.
+    Raises `UserError` when the source cannot be found, downloaded or read.
+    """
+    if not re.match(r"^[A-Za-z0-9_.+-]+$", name):
+        raise UserError(f"corpus name '{name}' may hold letters, digits and _ . + - only")
+    with tempfile.TemporaryDirectory(prefix="knowbench-ingest-") as work:
+        resolved = resolve_source(source, installed=installed, pypi=pypi, workdir=Path(work))
+        tree = chunk_tree(resolved.root, resolved.base, include_tests=include_tests)
+    if not tree.chunks:
+        raise UserError(f"{resolved.label}: no Python, Markdown, reStructuredText or notebook "
+                        "content found to ingest")
+    counts = Counter(chunk.kind for chunk in tree.chunks)
+    manifest = CorpusManifest(
+        name=name, source=resolved.label, source_kind=resolved.kind, version=resolved.version,
+        sha256=resolved.sha256 or tree.tree_sha256, content_hash=content_hash(tree.chunks),
+        chunks=len(tree.chunks), counts={kind: counts.get(kind, 0) for kind in CHUNK_KINDS},
+        files=tree.files, skipped=tree.skipped, include_tests=include_tests,
+        created=datetime.now(UTC).isoformat(timespec="seconds"), knowbench=__version__,
+    )
+    return write_corpus(directory or default_corpus_dir(name), manifest, tree.chunks)
+
+
+def resolve_source(source: str | None, *, installed: str | None = None, pypi: bool = False,
+                   workdir: Path) -> ResolvedSource:
+    """Find (download, extract) the files behind `source` into `workdir` when needed."""
+    if installed:
+        return installed_source(installed)
+    if not source:
+        raise UserError("give a SOURCE (directory, sdist/wheel file, PyPI requirement or "
+                        "package name) or --installed PACKAGE")
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return ResolvedSource("directory", str(path.resolve()), path, path, _pkg_info_version(path),
+                              None)
+    if path.is_file():
+        if not source.lower().endswith(ARCHIVE_SUFFIXES):
+            raise UserError(f"{source}: not a directory or an sdist/wheel archive "
+                            f"({', '.join(ARCHIVE_SUFFIXES)})")
+        root = extract_archive(path, workdir / "src")
+        return ResolvedSource("archive", str(path.resolve()), root, root,
+                              _pkg_info_version(root) or _version_from_filename(path.name),
+                              _file_sha256(path))
+    if not pypi and _IMPORTABLE.match(source) and _find_spec(source) is not None:
+        return installed_source(source)
+    archive = pip_download(source, workdir / "download")
+    root = extract_archive(archive, workdir / "src")
+    return ResolvedSource("pypi", f"{source} ({archive.name})", root, root,
+                          _pkg_info_version(root) or _version_from_filename(archive.name),
+                          _file_sha256(archive))
+
+
+def installed_source(package: str) -> ResolvedSource:
+    """The installed package `package` (an import name): its directory or single module file."""
+    spec = _find_spec(package)
+    if spec is None:
+        raise UserError(f"package '{package}' is not importable in this environment "
+                        f"({sys.executable})\n  fix: install it, or pass a directory, an sdist or "
+                        "a PyPI requirement instead")
+    locations = list(spec.submodule_search_locations or [])
+    if locations:
+        root = Path(locations[0])
+        base = root.parent
+        for _ in package.split(".")[1:]:
+            base = base.parent
+    elif spec.origin and spec.origin.endswith(".py"):
+        root = Path(spec.origin)
+        base = root.parent
+    else:
+        raise UserError(f"package '{package}' has no Python source to ingest ({spec.origin})")
+    return ResolvedSource("installed", f"installed:{package}", root, base,
+                          _installed_version(package), None)
+
+
+def pip_download(requirement: str, destination: Path) -> Path:
+    """Download `requirement` from the package index: its sdist, else a wheel."""
+    destination.mkdir(parents=True, exist_ok=True)
+    attempts = (["--no-binary", ":all:"], ["--only-binary", ":all:"])
+    errors = []
+    for flags in attempts:
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+                   "--quiet", *flags, "--dest", str(destination), requirement]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            errors.append(f"pip download {' '.join(flags)} timed out after {PIP_TIMEOUT_S} s")
+            continue
+        files = sorted(p for p in destination.iterdir() if p.name.lower().endswith(ARCHIVE_SUFFIXES))
+        if done.returncode == 0 and files:
+            return files[0]
+        errors.append(f"pip download {' '.join(flags)}: {_tail(done.stderr or done.stdout)}")
+    raise UserError(f"could not download '{requirement}' from the package index\n  "
+                    + "\n  ".join(errors)
+                    + "\n  fix: check the requirement and the network, or pass a local directory "
+                      "or archive")
+
+
+def extract_archive(archive: Path, destination: Path) -> Path:
+    """Extract an sdist/wheel into `destination`; the root is its single top folder if any."""
+    destination.mkdir(parents=True, exist_ok=True)
+    name = archive.name.lower()
+    try:
+        if name.endswith((".zip", ".whl")):
+            with zipfile.ZipFile(archive) as bundle:
+                for member in bundle.namelist():
+                    target = (destination / member).resolve()
+                    if not target.is_relative_to(destination.resolve()):
+                        raise UserError(f"{archive}: unsafe path in archive: {member}")
+                bundle.extractall(destination)
+        else:
+            with tarfile.open(archive) as bundle:
+                bundle.extractall(destination, filter="data")
+    except (tarfile.TarError, zipfile.BadZipFile, OSError) as error:
+        raise UserError(f"{archive}: cannot extract ({error})") from None
+    entries = [entry for entry in destination.iterdir() if not entry.name.startswith(".")]
+    if len(entries) == 1 and entries[0].is_dir():
+        return entries[0]
+    return destination
+
+
+def chunk_tree(root: Path, base: Path, *, include_tests: bool = False) -> TreeChunks:
+    """Chunk every wanted file under `root` (a directory or one file), paths relative to `base`."""
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    chunks: list[Chunk] = []
+    seen: set[str] = set()
+    skipped: list[str] = []
+    tree = hashlib.sha256()
+    used = 0
+    for file in files:
+        relative = file.relative_to(base).as_posix()
+        if not wanted_file(tuple(relative.split("/")), include_tests):
+            continue
+        data = file.read_bytes()
+        tree.update(relative.encode() + b"\0" + hashlib.sha256(data).digest())
+        try:
+            text = data.decode("utf-8")
+            found = chunk_file(text, relative, module_name(file, base))
+        except (UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
+            skipped.append(relative)
+            continue
+        fresh = [chunk for chunk in found if chunk.id not in seen]
+        seen.update(chunk.id for chunk in fresh)
+        chunks.extend(fresh)
+        used += bool(fresh)
+    return TreeChunks(chunks, used, skipped, "sha256:" + tree.hexdigest())
+
+
+def module_name(file: Path, base: Path) -> str:
+    """The dotted module of a .py file: its package folders (those with __init__.py) + stem."""
+    if file.suffix != ".py":
+        return ""
+    parts = [] if file.stem == "__init__" else [file.stem]
+    folder = file.parent
+    while (folder / "__init__.py").is_file():
+        parts.insert(0, folder.name)
+        if folder == base or base not in folder.parents:
+            break
+        folder = folder.parent
+    return ".".join(parts) or file.parent.name
+
+
+def _find_spec(name: str) -> importlib.machinery.ModuleSpec | None:
+    try:
+        return importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+
+
+def _installed_version(package: str) -> str | None:
+    top = package.split(".")[0]
+    for distribution in metadata.packages_distributions().get(top, []):
+        try:
+            return metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            continue
+    module = sys.modules.get(top)
+    return getattr(module, "__version__", None) if module else None
+
+
+def _pkg_info_version(root: Path) -> str | None:
+    pkg_info = root / "PKG-INFO"
+    if pkg_info.is_file():
+        match = re.search(r"^Version:\s*(\S+)", pkg_info.read_text(errors="replace"), re.M)
+        if match:
+            return match.group(1)
+    return None
+
+
+def _version_from_filename(filename: str) -> str | None:
+    if filename.lower().endswith(".whl"):
+        parts = filename.split("-")
+        return parts[1] if len(parts) >= 3 else None
+    stem = filename
+    for suffix in ARCHIVE_SUFFIXES:
+        if stem.lower().endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    name, _, version = stem.rpartition("-")
+    return version if name and version and version[0].isdigit() else None
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return "sha256:" + digest.hexdigest()
+
+
+def _tail(text: str, lines: int = 6) -> str:
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:]) or "(no output)"

@@ -1,0 +1,201 @@
+"""Leakage control: keep a task's own target out of what retrieval returns.
+
+For one task, `LeakageGuard.reason(position, chunk)` names why a chunk must be withheld, or
+returns None. The rules, each applied when the task carries what it needs:
+
+- target span: the chunk lies in the target's file (`metadata["source_path"]`) and its lines
+  overlap the target's (`metadata["source_span"] = [start, end]`);
+- target name: the chunk is the entry point itself (same qualified name) in the target's module
+  (same file as `source_path`, or `metadata["module"]`);
+- target source: the chunk holds the target's code, compared after normalising both with `ast`
+  (docstrings, comments and layout removed): a function with the reference's normalised
+  definition under any name, or text containing the reference's normalised body;
+- target file (opt-in, `exclude_file=True`, as KOCO-Bench did): any chunk of the target's file.
+
+A rule that cannot apply (no reference, no metadata) simply does not fire; the source rule
+needs only the task's `reference`, so it protects tasks that say nothing about their origin.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import re
+import textwrap
+from dataclasses import dataclass
+from typing import Any
+
+from knowbench.benchmark.schema import ChoiceTask, FunctionTask, find_definition
+from knowbench.knowledge.corpus import Chunk
+
+# Shorter normalised bodies ('return None', 'pass') occur everywhere: match those by the whole
+# definition only, not by containment.
+MIN_BODY_CHARS = 24
+
+_FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+@dataclass(frozen=True)
+class NormalisedSource:
+    definitions: frozenset[str]  # every function in the chunk, anonymised and squashed
+    squashed: str  # the whole chunk, normalised and without whitespace
+
+
+class SourceNormaliser:
+    """Normalised forms of chunks, computed on demand and cached by chunk id (share one per
+    corpus across tasks)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, NormalisedSource] = {}
+
+    def of(self, chunk: Chunk) -> NormalisedSource:
+        found = self._cache.get(chunk.id)
+        if found is None:
+            found = self._cache[chunk.id] = normalise_text(chunk.text)
+        return found
+
+
+def normalise_text(text: str) -> NormalisedSource:
+    """Parse `text` as Python when it is Python; otherwise squash it as prose with code in it
+    (comments, `>>>` prompts and whitespace removed)."""
+    try:
+        tree = ast.parse(textwrap.dedent(text))
+    except (SyntaxError, ValueError, RecursionError):
+        lines = (_PROMPT.sub("", _COMMENT.sub("", line)) for line in text.splitlines())
+        return NormalisedSource(frozenset(), squash("\n".join(lines)))
+    strip_docstrings(tree)
+    definitions = frozenset(anonymous_definition(node) for node in ast.walk(tree)
+                            if isinstance(node, _FunctionNode))
+    return NormalisedSource(definitions, squash(ast.unparse(tree)))
+
+
+_COMMENT = re.compile(r"(^|\s)#.*$")
+_PROMPT = re.compile(r"^\s*(>>>|\.\.\.)( |$)")
+
+
+def squash(code: str) -> str:
+    """Whitespace removed and quotes unified, for layout-insensitive comparison."""
+    return re.sub(r"\s+", "", code).replace('"', "'")
+
+
+def strip_docstrings(tree: ast.AST) -> ast.AST:
+    """Remove docstrings in place from the module and every class and function in it."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | _FunctionNode):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def anonymous_definition(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """A function without its name, decorators and docstrings, normalised and squashed."""
+    copied = copy.deepcopy(node)
+    copied.name = "_"
+    copied.decorator_list = []
+    strip_docstrings(copied)
+    return squash(ast.unparse(copied))
+
+
+def reference_target(task: FunctionTask) -> _FunctionNode | None:
+    """The target's definition inside the task's reference, if it can be found."""
+    try:
+        tree = ast.parse(textwrap.dedent(task.reference))
+    except SyntaxError:
+        return None
+    found = find_definition(tree, task.entry_point)
+    if found is not None:
+        return found
+    name = task.entry_point.split(".")[-1]
+    candidates = [node for node in ast.walk(tree) if isinstance(node, _FunctionNode)]
+    named = [node for node in candidates if node.name == name]
+    if named:
+        return named[-1]
+    return candidates[0] if len(candidates) == 1 else None
+
+
+class LeakageGuard:
+    """The exclusion rules for one task (see the module docstring)."""
+
+    def __init__(self, task: FunctionTask | ChoiceTask, *, exclude_file: bool = False,
+                 normaliser: SourceNormaliser | None = None) -> None:
+        metadata = task.metadata
+        self.source_path = _clean_path(metadata.get("source_path"))
+        self.span = _span(metadata.get("source_span"))
+        module = metadata.get("module")
+        self.module = module if isinstance(module, str) and module else None
+        self.exclude_file = exclude_file
+        self.normaliser = normaliser or SourceNormaliser()
+        self.entry_point: str | None = None
+        self.definition: str | None = None
+        self.body: str | None = None
+        if isinstance(task, FunctionTask):
+            self.entry_point = task.entry_point
+            target = reference_target(task)
+            if target is not None:
+                self.definition = anonymous_definition(target)
+                stripped = strip_docstrings(copy.deepcopy(target))
+                assert isinstance(stripped, _FunctionNode)
+                body = squash("\n".join(ast.unparse(statement) for statement in stripped.body))
+                self.body = body if len(body) >= MIN_BODY_CHARS else None
+
+    def rules(self) -> list[str]:
+        """The rules that can fire for this task, for the trace."""
+        active = []
+        if self.source_path and self.exclude_file:
+            active.append("target file")
+        if self.source_path and self.span:
+            active.append("target span")
+        if self.entry_point and (self.source_path or self.module):
+            active.append("target name")
+        if self.definition:
+            active.append("target source")
+        return active
+
+    def reason(self, position: int, chunk: Chunk) -> str | None:
+        """Why `chunk` must be withheld from this task, or None to allow it."""
+        del position  # the rules look at the chunk itself
+        same_file = bool(self.source_path) and paths_match(chunk.path, self.source_path or "")
+        if same_file and self.exclude_file:
+            return "target file"
+        if same_file and self.span and chunk.kind != "notebook" \
+                and chunk.start_line <= self.span[1] and self.span[0] <= chunk.end_line:
+            return "target span"
+        if self.entry_point and chunk.qualname == self.entry_point and chunk.kind == "function" \
+                and (same_file or (self.module is not None and chunk.module == self.module)):
+            return "target name"
+        if self.definition:
+            normalised = self.normaliser.of(chunk)
+            if self.definition in normalised.definitions:
+                return "target source"
+            if self.body and self.body in normalised.squashed:
+                return "target source"
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        return {"rules": self.rules(), "source_path": self.source_path,
+                "source_span": list(self.span) if self.span else None}
+
+
+def paths_match(chunk_path: str, target_path: str) -> bool:
+    """Same file, allowing either path to be relative to a deeper root ('src/pkg/m.py' and
+    'pkg/m.py' match)."""
+    a, b = _clean_path(chunk_path) or "", _clean_path(target_path) or ""
+    return bool(a and b) and (a == b or a.endswith("/" + b) or b.endswith("/" + a))
+
+
+def _clean_path(value: object) -> str | None:
+    if not isinstance(value, str) or not value.strip():
+        return None
+    path = value.strip().replace("\\", "/")
+    while path.startswith("./"):
+        path = path[2:]
+    return path.strip("/") or None
+
+
+def _span(value: object) -> tuple[int, int] | None:
+    if isinstance(value, list | tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        start, end = value
+        return (min(start, end), max(start, end))
+    return None
