@@ -69,8 +69,13 @@ def make_backend(model: str, base_url: str | None, api_key: str | None, concurre
 
 
 def make_engine(name: str, sandbox: Sandbox, workers: int, python: str | None,
-                preload: list[str]) -> Engine:
+                preload: list[str], requirements: list[str], ray_address: str | None) -> Engine:
     """The execution engine for `knowbench run --engine`."""
+    if name == "ray":
+        from knowbench.execution.ray_engine import RayEngine
+
+        return RayEngine(sandbox.kind, address=ray_address, workers=workers,
+                         requirements=requirements, preload=preload, hidden=list(sandbox.hidden))
     if name == "forkserver":
         if sandbox.kind == "none":
             console.print("[yellow]warning:[/] --sandbox none: using the subprocess engine")
@@ -80,7 +85,7 @@ def make_engine(name: str, sandbox: Sandbox, workers: int, python: str | None,
         return ForkServerEngine(sandbox, workers=workers, python=python, preload=preload)
     if name == "subprocess":
         return SubprocessEngine(sandbox, workers=workers, python=python)
-    raise UserError(f"unknown engine '{name}'; choose forkserver or subprocess")
+    raise UserError(f"unknown engine '{name}'; choose forkserver, subprocess or ray")
 
 
 @app.command()
@@ -120,7 +125,12 @@ def run(
     = default_workers(),
     engine_name: Annotated[str, typer.Option(
         "--engine", help="'forkserver' (warm sandboxed interpreter per worker, fork per sample) or "
-                         "'subprocess' (a fresh sandboxed interpreter per sample).")] = "forkserver",
+                         "'subprocess' (a fresh sandboxed interpreter per sample) or 'ray' "
+                         "(fork servers on a Ray cluster; pip install 'knowbench[ray]').")]
+    = "forkserver",
+    ray_address: Annotated[str | None, typer.Option(
+        help="Ray cluster for --engine ray ('auto', or host:port); default: a local instance.")]
+    = None,
     sandbox: Annotated[str, typer.Option(
         help=f"Isolation: {', '.join(SANDBOX_CHOICES)}. 'auto' takes bwrap, else unshare.")] = "auto",
     environment: Annotated[str, typer.Option(
@@ -174,7 +184,7 @@ def run(
         console.print(f"environment for {', '.join(bench.manifest.requirements)} …")
         python = ensure_env(bench.manifest.requirements).python
     engine = make_engine(engine_name, resolve_sandbox(sandbox, hidden=hidden), workers, python,
-                         preload_modules(bench))
+                         preload_modules(bench), bench.manifest.requirements, ray_address)
     sandbox_kind = str(engine.describe()["sandbox"])
     if sandbox_kind == "none":
         console.print("[bold red]warning:[/] --sandbox none: samples run WITHOUT isolation")

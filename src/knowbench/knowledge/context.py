@@ -45,7 +45,8 @@ class Placement:
 
 def fit_chunks(chunks: list[Chunk], budget: int) -> tuple[str, list[Placement]]:
     """The knowledge text for `chunks` (in rank order) within `budget` tokens, and the fate of
-    each chunk."""
+    each chunk. `approx_tokens` of the text never exceeds `budget`."""
+    limit = budget * 4 + 3  # the most characters whose approx_tokens is still <= budget
     blocks: list[str] = []
     placements: list[Placement] = []
     used = 0
@@ -53,38 +54,34 @@ def fit_chunks(chunks: list[Chunk], budget: int) -> tuple[str, list[Placement]]:
     for number, chunk in enumerate(chunks, 1):
         separator = 2 if blocks else 0  # the blank line between blocks
         block = format_chunk(chunk, number)
-        cost = approx_tokens(block) + separator // 4
-        if full and used + cost <= budget:
+        if full and used + separator + len(block) <= limit:
             blocks.append(block)
-            used += cost
-            placements.append(Placement(chunk, "full", cost))
+            used += separator + len(block)
+            placements.append(Placement(chunk, "full", approx_tokens(block)))
             continue
         if full:
             full = False
-            partial = _cut(chunk, number, budget - used - separator // 4)
+            partial = _cut(chunk, number, limit - used - separator)
             if partial is not None:
                 blocks.append(partial)
-                cost = approx_tokens(partial)
-                used += cost
-                placements.append(Placement(chunk, "truncated", cost))
+                used += separator + len(partial)
+                placements.append(Placement(chunk, "truncated", approx_tokens(partial)))
                 continue
         placements.append(Placement(chunk, "dropped", 0))
     return "\n\n".join(blocks), placements
 
 
-def _cut(chunk: Chunk, number: int, tokens: int) -> str | None:
-    """The chunk's block cut at a line boundary to at most `tokens`, or None if too little fits."""
-    if tokens < MIN_PARTIAL_TOKENS:
-        return None
+def _cut(chunk: Chunk, number: int, room: int) -> str | None:
+    """The chunk's block cut at a line boundary to at most `room` characters, or None when
+    too little of it would fit to be useful."""
     overhead = len(format_chunk(chunk, number, text="")) + len(TRUNCATION_NOTE) + 1
-    room = tokens * 4 - overhead
     kept: list[str] = []
     size = 0
     for line in chunk.text.splitlines():
-        if size + len(line) + 1 > room:
+        if overhead + size + len(line) + 1 > room:
             break
         kept.append(line)
         size += len(line) + 1
-    if size < MIN_PARTIAL_TOKENS * 4 // 2:
+    if size < MIN_PARTIAL_TOKENS * 4:
         return None
     return format_chunk(chunk, number, text="\n".join(kept) + "\n" + TRUNCATION_NOTE)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,6 +37,9 @@ class Method(ABC):
     """
 
     name: str = "abstract"
+    # A method selected as 'name:variant' (e.g. 'oracle:S+E') receives the variant as this
+    # keyword option; None: the method takes no variant.
+    variant_option: ClassVar[str | None] = None
 
     @abstractmethod
     def prompt(self, task: FunctionTask | ChoiceTask) -> Prompt:

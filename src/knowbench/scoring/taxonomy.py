@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import hashlib
 import re
 import textwrap
@@ -89,6 +90,7 @@ _OPERATOR_TYPE_ERROR = re.compile(
     r"|does not support item assignment|doesn't support item deletion|object cannot be interpreted as an integer"
     r"|indices must be integers|bad operand type|has no len\(\)|can't convert|must be str, not"
     r"|object is not reversible|argument of type '.*' is not iterable")
+_BUILTIN_NAMES = frozenset(dir(builtins))
 _UNPACK = re.compile(r"(?:not enough|too many) values to unpack")
 _EXPECTED_EXCEPTION = re.compile(r"DID NOT RAISE|DID NOT WARN|Regex pattern did not match"
                                  r"|not raised|Pattern .* does not match")
@@ -270,19 +272,30 @@ def _is_stub(tree: ast.Module, entry_point: str) -> bool:
     return False
 
 
-def statement_calls(program: str | None, line: int) -> frozenset[str]:
-    """The dotted callee names in the innermost statement of `program` covering `line`."""
-    if not program:
-        return frozenset()
+@functools.lru_cache(maxsize=64)
+def _parse_program(program: str) -> ast.Module | None:
     try:
-        tree = ast.parse(program)
+        return ast.parse(program)
     except (SyntaxError, ValueError, RecursionError):
-        return frozenset()
+        return None
+
+
+def _statement(program: str | None, line: int) -> ast.stmt | None:
+    """The innermost statement of `program` covering `line`, or None."""
+    tree = _parse_program(program) if program else None
+    if tree is None:
+        return None
     covering = [node for node in ast.walk(tree)
                 if isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or node.lineno)]
     # The innermost statement spans the fewest lines; ties go to the one found last (deepest).
-    best = min(reversed(covering), key=lambda node: (node.end_lineno or node.lineno) - node.lineno,
+    return min(reversed(covering), key=lambda node: (node.end_lineno or node.lineno) - node.lineno,
                default=None)
+
+
+def statement_calls(program: str | None, line: int) -> frozenset[str]:
+    """The dotted callee names in the innermost statement of `program` covering `line`
+    (for a compound statement, in its header only)."""
+    best = _statement(program, line)
     if best is None:
         return frozenset()
     scope: list[ast.AST] = [best]
@@ -427,7 +440,17 @@ def _classify_test(outcome: TestOutcome, context: _Context) -> _Verdict:
     if parsed.exc_type is None:
         return _Verdict("WrongLogic", "incorrect implementation", "unreadable-failure",
                         f"the failure message holds no exception: {message[:120]!r}", True)
-    return _classify_exception(parsed, outcome, context)
+    verdict = _classify_exception(parsed, outcome, context)
+    if verdict.label in ("WrongParam", "WrongShapeDtype", "WrongLogic") and verdict.rule != "stub-body":
+        # NovelAPIBench's fast path: a target API the candidate never names was never invoked,
+        # whatever went wrong instead.
+        unused = _target_api_unused(context)
+        if unused:
+            return _Verdict("WrongAPISelection", "incorrect implementation", "target-api-unused",
+                            f"the reference uses {unused}; the candidate never does "
+                            f"(it failed with: {verdict.detail})"[:300], frame=verdict.frame,
+                            name=unused)
+    return verdict
 
 
 def _runner_message(message: str) -> _Verdict | None:
@@ -653,7 +676,7 @@ def _type_error(parsed: ParsedError, owner: str, raised: Frame | None,
     if owner in ("test", "harness"):
         return _Verdict("WrongLogic", "type error", "wrong-return-value",
                         f"the tests cannot use the returned value: {parsed.message}", frame=raised)
-    if _OPERATOR_TYPE_ERROR.search(parsed.message):
+    if _OPERATOR_TYPE_ERROR.search(parsed.message) and not _raised_inside_call(parsed, raised, context):
         return _Verdict("WrongLogic", "type error", "operand-type",
                         f"an operation got a value of the wrong type: {parsed.message}",
                         frame=raised)
@@ -675,11 +698,6 @@ def _assertion(parsed: ParsedError, outcome: TestOutcome, owner: str, raised: Fr
     if context.facts.stub:
         return _Verdict("WrongLogic", "incorrect implementation", "stub-body",
                         "the candidate's body does nothing", frame=raised)
-    unused = _target_api_unused(context)
-    if unused:
-        return _Verdict("WrongAPISelection", "incorrect implementation", "target-api-unused",
-                        f"the reference uses {unused}; the candidate never does", frame=raised,
-                        name=unused)
     if _EXPECTED_EXCEPTION.search(parsed.message):
         return _Verdict("WrongLogic", "incorrect implementation", "expected-exception",
                         "the code does not raise or warn as the tests require", frame=raised)
@@ -739,18 +757,50 @@ def _fallback(parsed: ParsedError, owner: str, raised: Frame | None) -> _Verdict
                     f"{parsed.exc_type}: {parsed.message}"[:200], True, raised)
 
 
-def _calls_foreign(frame: Frame | None, context: _Context) -> bool:
-    """Whether the failing statement calls something the candidate did not define."""
+def _foreign_calls(frame: Frame | None, context: _Context) -> list[str]:
+    """The calls of the failing statement to APIs: not the candidate's own functions and not
+    bare builtins (`int`, `len`, ...), whose misuse is the program's logic."""
     if frame is None:
-        return False
+        return []
     calls = statement_calls(context.result.program, frame.line)
-    return any(call.split(".")[0] not in context.facts.defined
-               and call.rsplit(".", 1)[-1] not in context.facts.defined for call in calls)
+    return sorted(call for call in calls
+                  if call.split(".")[0] not in context.facts.defined
+                  and call.rsplit(".", 1)[-1] not in context.facts.defined
+                  and not ("." not in call and call in _BUILTIN_NAMES))
+
+
+def _calls_foreign(frame: Frame | None, context: _Context) -> bool:
+    return bool(_foreign_calls(frame, context))
 
 
 def _callee_name(frame: Frame | None, context: _Context) -> str | None:
-    if frame is None:
-        return None
-    calls = sorted(call for call in statement_calls(context.result.program, frame.line)
-                   if call.rsplit(".", 1)[-1] not in context.facts.defined)
+    calls = _foreign_calls(frame, context)
     return calls[0] if calls else None
+
+
+# Which syntax can raise an operator-style TypeError by itself; when the failing statement
+# has none of it but calls an API, the API raised it (e.g. heappush comparing dicts).
+_OPERATOR_SYNTAX: tuple[tuple[str, tuple[type[ast.AST], ...]], ...] = (
+    ("not supported between", (ast.Compare,)),
+    ("unsupported operand|can only concatenate|can't multiply|bad operand", (ast.BinOp, ast.UnaryOp,
+                                                                            ast.AugAssign)),
+    ("not subscriptable|indices must be|item assignment|item deletion", (ast.Subscript,)),
+    ("unhashable", (ast.Subscript, ast.Dict, ast.Set, ast.DictComp, ast.SetComp)),
+    ("not iterable|cannot unpack", (ast.For, ast.comprehension, ast.Starred, ast.Tuple, ast.List,
+                                    ast.Compare)),
+    ("is not callable", (ast.Call,)),
+)
+
+
+def _raised_inside_call(parsed: ParsedError, frame: Frame | None, context: _Context) -> bool:
+    """Whether an operator-style TypeError came from inside a called API rather than from
+    the failing statement's own operators."""
+    if frame is None or not _calls_foreign(frame, context):
+        return False
+    node = _statement(context.result.program, frame.line)
+    if node is None:
+        return False
+    for pattern, syntax in _OPERATOR_SYNTAX:
+        if re.search(pattern, parsed.message):
+            return not any(isinstance(child, syntax) for child in ast.walk(node))
+    return False
