@@ -1,0 +1,138 @@
+"""The fork-server engine: warm servers, isolation between samples, recovery, calibration."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helpers import make_request
+from knowbench.benchmark.load import load_benchmark
+from knowbench.errors import UserError
+from knowbench.execution.forkserver import ForkServerEngine
+from knowbench.execution.sandbox import Sandbox, resolve_sandbox
+from knowbench.methods import get_method
+from knowbench.models.offline import ReferenceBackend
+from knowbench.records import Limits, SamplingParams
+from knowbench.run import TimePolicy, limits_for, run_benchmark
+from knowbench.store import RunStore
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "basic"
+ADD = "def add(a, b):\n    return a + b\n"
+CHECK_ADD = "def test_add():\n    assert add(2, 3) == 5\n"
+
+
+@pytest.fixture(scope="module")
+def forkserver() -> Iterator[ForkServerEngine]:
+    try:
+        sandbox = resolve_sandbox("auto")
+    except UserError as error:
+        pytest.skip(f"no sandbox on this machine: {error}")
+    engine = ForkServerEngine(sandbox, workers=1, preload=["json", "unittest"])
+    yield engine
+    engine.close()
+
+
+def test_a_passing_and_a_failing_sample_are_told_apart(forkserver: ForkServerEngine) -> None:
+    assert forkserver.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
+    failing = forkserver.execute(make_request("def add(a, b):\n    return a - b\n", CHECK_ADD, "add"))
+    assert failing.status == "fail" and failing.tests[0].called is True
+    assert failing.engine == "forkserver"
+
+
+# Each leaker changes shared state in a way that would flip the next sample's outcome if it
+# survived; the probe asserts the state is pristine.
+LEAKS = {
+    "a preloaded module": ("import json\njson.dumps = lambda *a, **k: 'leaked'\n",
+                           "import json\nassert json.dumps([1]) == '[1]'\n"),
+    "sys.modules": ("import sys, types\nsys.modules['leaky'] = types.ModuleType('leaky')\n",
+                    "import sys\nassert 'leaky' not in sys.modules\n"),
+    "an environment variable": ("import os\nos.environ['KB_LEAK'] = '1'\n",
+                                "import os\nassert 'KB_LEAK' not in os.environ\n"),
+    "a file in /tmp": ("open('/tmp/kb-leak', 'w').write('x')\n",
+                       "import os\nassert not os.path.exists('/tmp/kb-leak')\n"),
+    "a file in the work directory": ("open('kb-leak', 'w').write('x')\n",
+                                     "import os\nassert not os.listdir('.') or 'kb-leak' not in os.listdir('.')\n"),
+    "the working directory": ("import os\nos.chdir('/')\n",
+                              "import os\nassert os.getcwd() != '/'\n"),
+    "a class attribute of unittest": ("import unittest\nunittest.TestCase.maxDiff = 1\n",
+                                      "import unittest\nassert unittest.TestCase.maxDiff == 80 * 8\n"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(LEAKS))
+def test_state_left_by_one_sample_does_not_reach_the_next(forkserver: ForkServerEngine, what: str) -> None:
+    leaker, probe = LEAKS[what]
+    forkserver.execute(make_request(leaker + ADD, CHECK_ADD, "add"))
+    clean = forkserver.execute(make_request(probe + ADD, CHECK_ADD, "add"))
+    assert clean.status == "pass", clean.tests[0].message
+
+
+def test_an_infinite_loop_times_out_and_the_next_sample_is_unaffected(forkserver: ForkServerEngine) -> None:
+    looping = forkserver.execute(make_request("def add(a, b):\n    while True:\n        pass\n",
+                                              CHECK_ADD, "add", wall_s=1.0))
+    assert looping.status == "timeout"
+    assert forkserver.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
+
+
+def test_a_server_killed_from_outside_is_replaced(forkserver: ForkServerEngine) -> None:
+    forkserver.execute(make_request(ADD, CHECK_ADD, "add"))
+    server = forkserver._servers[0]
+    assert server.process is not None
+    before = forkserver.restarts
+    os.killpg(server.process.pid, signal.SIGKILL)
+    server.process.wait()
+    assert forkserver.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
+    assert forkserver.restarts == before + 1
+
+
+def test_processes_that_outlive_a_sample_get_the_server_replaced(forkserver: ForkServerEngine) -> None:
+    escaper = ("import os, time\n"
+               "if os.fork() == 0:\n"
+               "    os.setsid()\n"
+               "    time.sleep(60)\n"
+               "    os._exit(0)\n") + ADD
+    before = forkserver.restarts
+    execution = forkserver.execute(make_request(escaper, CHECK_ADD, "add"))
+    assert "outlived the sample" in execution.note
+    assert forkserver.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
+    assert forkserver.restarts == before + 1
+
+
+def test_the_fork_server_refuses_to_run_without_a_pid_namespace() -> None:
+    with pytest.raises(UserError, match="PID namespace"):
+        ForkServerEngine(Sandbox("none"))
+
+
+def test_calibrated_limit_is_floor_or_factor_times_the_reference() -> None:
+    bench = load_benchmark(EXAMPLE)
+    task = next(t for t in bench.tasks if t.kind == "function")
+    policy = TimePolicy(mode="calibrated", floor_s=2.0, factor=10.0)
+    assert limits_for(task, bench, Limits(), policy, reference_s=0.05).wall_s == 2.0
+    assert limits_for(task, bench, Limits(), policy, reference_s=0.5).wall_s == 5.0
+    assert limits_for(task, bench, Limits(), policy, reference_s=None).wall_s == bench.manifest.time_limit_s
+    fixed = TimePolicy(mode="fixed", fixed_s=7.0)
+    assert limits_for(task, bench, Limits(), fixed, reference_s=0.5).wall_s == 7.0
+
+
+def test_a_run_records_calibration_and_uses_it_for_every_sample(forkserver: ForkServerEngine,
+                                                                tmp_path: Path) -> None:
+    bench = load_benchmark(EXAMPLE)
+    policy = TimePolicy(mode="calibrated", floor_s=1.5, factor=20.0)
+    summary = run_benchmark(bench, ReferenceBackend(), get_method("none"), forkserver, tmp_path,
+                            SamplingParams(), Limits(), time_policy=policy)
+    store = RunStore(tmp_path)
+    try:
+        calibration = store.calibration()
+    finally:
+        store.close()
+    functions = [t for t in bench.tasks if t.kind == "function"]
+    assert set(calibration) == {t.task_id for t in functions}
+    for result in summary.results:
+        if result.execution is not None:
+            reference_s = calibration[result.task_id][0]
+            assert reference_s is not None
+            assert result.execution.limits.wall_s == round(max(1.5, 20.0 * reference_s), 3)
