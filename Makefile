@@ -10,7 +10,7 @@ install: $(VENV)/.installed sandbox
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,ray]'
 	touch $@
 
 # Samples run inside bubblewrap; install it when missing (Debian/Ubuntu, as root).
@@ -38,6 +38,7 @@ lint: install
 	$(BIN)/ruff check .
 
 bench: install
+	$(BIN)/python bench/engines.py
 	$(BIN)/python bench/executor_overhead.py
 
 clean:
