@@ -183,7 +183,7 @@ def run(
 
         console.print(f"environment for {', '.join(bench.manifest.requirements)} …")
         python = ensure_env(bench.manifest.requirements).python
-    engine = make_engine(engine_name, resolve_sandbox(sandbox, hidden=hidden), workers, python,
+    engine = make_engine(engine_name, resolve_sandbox(sandbox, hidden=hidden, python=python), workers, python,
                          preload_modules(bench), bench.manifest.requirements, ray_address)
     sandbox_kind = str(engine.describe()["sandbox"])
     if sandbox_kind == "none":

@@ -14,9 +14,11 @@ This file must not import knowbench: it runs in whatever environment the benchma
 tests need.
 """
 
+import _thread
 import builtins
 import json
 import linecache
+import operator
 import os
 import pathlib
 import resource
@@ -27,7 +29,9 @@ import traceback
 import unittest
 
 _MESSAGE_CAP = 4000
-_GUARDED_AUDIT_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents"})
+# Routes from a worker thread to the reporting thread's frames or to arbitrary objects.
+_GUARDED_AUDIT_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents",
+                                   "sys._current_frames"})
 
 
 class Tampering(Exception):
@@ -71,28 +75,60 @@ def _drop_privileges(uid, gid):
     os.setuid(uid)
 
 
+_WATCHED_MODULES = (
+    "builtins", "unittest", "unittest.case", "unittest.result", "unittest.suite", "pytest",
+    "_pytest.outcomes", "_pytest.python_api", "_pytest.approx", "_pytest.raises",
+    "numpy.testing", "numpy.testing._private.utils", "pandas.testing", "pandas._testing",
+    "pandas._testing.asserters",
+)
+_VOLATILE = frozenset({"__warningregistry__", "last_type", "last_value", "last_traceback",
+                       "ps1", "ps2", "tracebacklimit", "exc_info", "_", "__loader__"})
+
+
 def _snapshot():
-    """Identity of everything a sample could patch to turn failures into passes."""
-    watched = {"builtins": vars(builtins), "unittest.case.TestCase": vars(unittest.TestCase)}
-    for name in ("unittest.case", "unittest.result", "unittest.suite", "pytest", "_pytest.outcomes",
-                 "_pytest.python_api", "_pytest.raises"):
+    """Identity of everything a sample could patch to turn failures into passes.
+
+    For each watched module that is loaded: its entry in sys.modules, every name in it, the
+    code object of every function in it, and the same for every class it defines (so a
+    patched `assertEqual.__code__` or `_AssertRaisesContext.__exit__` is caught too).
+    """
+    spaces = {}
+    for name in _WATCHED_MODULES:
         module = sys.modules.get(name)
-        if module is not None:
-            watched[name] = vars(module)
-    return {scope: {key: id(value) for key, value in space.items()} for scope, space in watched.items()}, watched
+        if module is None:
+            continue
+        spaces[name] = vars(module)
+        for value in list(vars(module).values()):
+            if isinstance(value, type) and getattr(value, "__module__", None) == name:
+                spaces[f"{name}.{value.__qualname__}"] = vars(value)
+    identities = {}
+    for scope, space in spaces.items():
+        for key, value in space.items():
+            code = getattr(value, "__code__", None) if callable(value) else None
+            if isinstance(value, (staticmethod, classmethod)):
+                code = getattr(value.__func__, "__code__", None)
+            identities[(scope, key)] = (id(value), id(code) if code is not None else None)
+    modules = {name: id(sys.modules.get(name)) for name in _WATCHED_MODULES if name in sys.modules}
+    return identities, spaces, modules
 
 
-def _changed(snapshot, watched):
-    for scope, ids in snapshot.items():
-        space = watched[scope]
-        for key, ident in ids.items():
-            if key in ("__warningregistry__", "last_type", "last_value", "last_traceback",
-                       "ps1", "ps2", "tracebacklimit", "exc_info", "_"):
-                continue
-            if key not in space:
-                return f"{scope}.{key} was deleted"
-            if id(space[key]) != ident:
-                return f"{scope}.{key} was replaced"
+def _changed(snapshot, spaces, modules, modules_now):
+    for name, ident in modules.items():
+        if id(modules_now.get(name)) != ident:
+            return f"sys.modules['{name}'] was replaced"
+    for (scope, key), (ident, code_ident) in snapshot.items():
+        if key in _VOLATILE:
+            continue
+        space = spaces[scope]
+        if key not in space:
+            return f"{scope}.{key} was deleted"
+        value = space[key]
+        if id(value) != ident:
+            return f"{scope}.{key} was replaced"
+        if code_ident is not None:
+            function = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+            if id(getattr(function, "__code__", None)) != code_ident:
+                return f"the code of {scope}.{key} was replaced"
     return None
 
 
@@ -248,6 +284,7 @@ def _load_spec(name, tests, module, namespaces, spec_errors):
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         namespace = dict(module.__dict__)
         namespace["__name__"] = "knowbench_test"
+        namespace["__builtins__"] = builtins  # never the program's own (it may rebind them)
         try:
             exec(compile(code, filename, "exec"), namespace)
         except BaseException as error:
@@ -315,125 +352,194 @@ def _preload(modules):
             pass
 
 
-def execute_sample(config, result_fd):
-    """Run one sample's program and tests, report on `result_fd`, then end the process.
+_STATUSES = frozenset({"pass", "fail", "error", "timeout", "memory", "infrastructure"})
 
-    Called in a process that exists for this sample only (a fresh interpreter, or a child
-    forked from the fork server), so nothing the sample does survives it.
-    """
-    # Everything the verdict depends on is bound here, before sample code exists.
-    nonce = config["nonce"]
-    write, dumps, monotonic, encode = os.write, json.dumps, time.monotonic, str.encode
-    exc_info, exit_now = sys.exc_info, os._exit
-    base_exception, assertion_error = BaseException, AssertionError
 
-    def report(record):
-        record["nonce"] = nonce
-        data = encode(dumps(record) + "\n")
-        while data:
-            data = data[write(result_fd, data):]
-
-    def audit(event, args):
-        if event in _GUARDED_AUDIT_EVENTS:
-            raise RuntimeError(f"{event} is not allowed inside the knowbench sandbox")
-
-    snapshot, watched = _snapshot()
-    runner_helpers = {name: id(value) for name, value in globals().items()}
-    _set_limits(config["limits"], config.get("nproc_base"))
-    _drop_privileges(config.get("uid"), config.get("gid"))
-    sys.addaudithook(audit)
-
-    items = config["items"]
-    tmp_root = tempfile.mkdtemp(prefix="tmp_path-", dir=os.getcwd())
-    called = [False]
-    target_codes = frozenset()
-
-    def tracer(frame, event, arg):
-        if frame.f_code in target_codes:
-            called[0] = True
-        return None
-
-    def check_integrity():
-        problem = _changed(snapshot, watched)
-        if problem is None:
-            for name, ident in runner_helpers.items():
-                if id(globals().get(name)) != ident:
-                    problem = f"the runner's {name} was replaced"
-                    break
-        if problem is not None:
-            raise Tampering(problem)
-
-    def fail_all(start, status, message):
-        for item in items[start:]:
-            report({"item": item["id"], "status": status, "message": message, "duration_s": 0.0})
-
-    program = config["program"]
+def _load_program(program, entry_point, box):
+    """Worker-thread job: run the program as module `solution`. Sample code runs here."""
     module = type(sys)("solution")
     module.__file__ = "solution.py"
     sys.modules["solution"] = module
     linecache.cache["solution.py"] = (len(program), None, program.splitlines(True), "solution.py")
     try:
         exec(compile(program, "solution.py", "exec"), module.__dict__)
-        check_integrity()
-    except Tampering as error:
-        fail_all(0, "error", f"tampering detected while loading the program: {error}")
-        report({"done": True})
-        exit_now(0)
-    except base_exception as error:
-        fail_all(0, _status_of(error, ()), "the program failed to load:\n" + _describe(error))
-        report({"done": True})
-        exit_now(0)
-    target_codes = _target_codes(module.__dict__, config.get("entry_point"))
+    except BaseException as error:
+        box.append(("error" if not isinstance(error, MemoryError) else "memory",
+                    "the program failed to load:\n" + _describe(error), None))
+        return
+    box.append(("pass", "", (module, _target_codes(module.__dict__, entry_point))))
 
-    namespaces, spec_errors, class_ready = {}, {}, {}
-    for index, item in enumerate(items):
-        report({"start": item["id"]})
-        started = monotonic()
-        status, message = "pass", ""
-        called[0] = False
-        fixtures = []
-        failure_types = (assertion_error,)
-        sys.settrace(tracer)
-        try:
-            namespace = _load_spec(item["spec"], config["tests"], module, namespaces, spec_errors)
-            if item["kind"] == "function":
-                _run_function(namespace[item["function"]], tmp_root, fixtures)
-            elif item["kind"] == "class":
-                _run_test_class(namespace[item["cls"]], item["function"], tmp_root, fixtures)
-            elif item["kind"] == "unittest":
-                cls = namespace[item["cls"]]
-                failure_types = (assertion_error, cls.failureException)
-                _run_unittest(cls, item["function"], class_ready)
-            for undo in fixtures:
+
+def _run_item(item, tests, module, target_codes, state, box):
+    """Worker-thread job: run one test item and classify its outcome. Sample code runs here."""
+    called = [False]
+
+    def tracer(frame, event, arg):
+        if frame.f_code in target_codes:
+            called[0] = True
+
+    namespaces, spec_errors, class_ready, tmp_root = state
+    status, message, fixtures = "pass", "", []
+    failure_types = (AssertionError,)
+    sys.settrace(tracer)
+    try:
+        namespace = _load_spec(item["spec"], tests, module, namespaces, spec_errors)
+        if item["kind"] == "function":
+            _run_function(namespace[item["function"]], tmp_root, fixtures)
+        elif item["kind"] == "class":
+            _run_test_class(namespace[item["cls"]], item["function"], tmp_root, fixtures)
+        elif item["kind"] == "unittest":
+            cls = namespace[item["cls"]]
+            failure_types = (AssertionError, cls.failureException)
+            _run_unittest(cls, item["function"], class_ready)
+        for undo in fixtures:
+            undo()
+    except BaseException as error:
+        for undo in fixtures:
+            try:
                 undo()
-        except base_exception:
-            error = exc_info()[1]
-            for undo in fixtures:
-                try:
-                    undo()
-                except base_exception:
-                    pass
+            except BaseException:
+                pass
+        try:
             if isinstance(error, unittest.SkipTest):
                 status, message = "error", f"skipped: {error}"
             else:
                 status, message = _status_of(error, failure_types), _describe(error)
+        except BaseException:
+            status, message = "error", "the test's exception could not be classified"
+    finally:
         sys.settrace(None)
+    box.append((status, message, called[0] if target_codes else None))
+
+
+def execute_sample(config, result_fd):
+    """Run one sample's program and tests, report on `result_fd`, then end the process.
+
+    Called in a process that exists for this sample only (a fresh interpreter, or a child
+    forked from the fork server), so nothing the sample does survives it.
+
+    Sample code runs only in worker threads. This thread keeps the per-execution key, the
+    item list and the result pipe in frames that no worker's stack leads to, checks each
+    outcome's shape and the testing machinery's integrity, and writes the records with
+    functions bound before any sample code existed.
+    """
+    nonce = config["nonce"]
+    items = [dict(item) for item in config["items"]]
+    tests = dict(config["tests"])
+    write, exit_now, monotonic = os.write, os._exit, time.monotonic
+    start_thread, new_lock = _thread.start_new_thread, _thread.allocate_lock
+    quote = json.encoder.encode_basestring_ascii
+    float_text, int_text = float.__repr__, int.__repr__
+    type_of, str_type, float_type, bool_type, tuple_type = type, str, float, bool, tuple
+    none_type = type(None)
+    length, statuses, changed = len, _STATUSES, _changed
+    stdout, stderr = sys.stdout, sys.stderr
+    runner_globals = globals()
+    modules_now = sys.modules
+
+    def encode(value):
+        kind = type_of(value)
+        if kind is str_type:
+            return quote(value)
+        if kind is float_type:
+            return float_text(value)
+        if value is True or value is False or value is None:
+            return {True: "true", False: "false", None: "null"}[value]
+        return int_text(value)
+
+    def report(fields):
+        parts = [quote(key) + ":" + encode(value) for key, value in fields.items()]
+        data = ("{" + ",".join(parts) + "," + quote("nonce") + ":" + quote(nonce) + "}\n").encode()
+        while data:
+            data = data[write(result_fd, data):]
+
+    def in_worker(job, *args):
+        """Run `job(*args, box)` on a fresh thread; its one well-formed outcome, or None."""
+        box, finished = [], new_lock()
+        finished.acquire()
+
+        def body():
+            try:
+                job(*args, box)
+            finally:
+                finished.release()
+
+        start_thread(body, ())
+        finished.acquire()
+        if length(box) != 1 or type_of(box[0]) is not tuple_type or length(box[0]) != 3:
+            return None
+        return box[0]
+
+    def audit(event, args):
+        if event in _GUARDED_AUDIT_EVENTS:
+            raise RuntimeError(f"{event} is not allowed inside the knowbench sandbox")
+
+    snapshot, spaces, modules = _snapshot()
+    runner_helpers = {name: (id(value), id(getattr(value, "__code__", None)))
+                      for name, value in runner_globals.items()}
+    get_code = operator.attrgetter("__code__")
+    _set_limits(config["limits"], config.get("nproc_base"))
+    _drop_privileges(config.get("uid"), config.get("gid"))
+    sys.addaudithook(audit)
+    tmp_root = tempfile.mkdtemp(prefix="tmp_path-", dir=os.getcwd())
+
+    def integrity_problem():
+        # The runner's own functions first, inline: `changed` itself could have been patched.
+        for name, (ident, code_ident) in runner_helpers.items():
+            value = runner_globals.get(name)
+            if id(value) != ident:
+                return f"the runner's {name} was replaced"
+            if code_ident != id(None) and id(get_code(value)) != code_ident:
+                return f"the code of the runner's {name} was replaced"
+        return changed(snapshot, spaces, modules, modules_now)
+
+    def fail_all(start, status, message):
+        for item in items[start:]:
+            report({"item": item["id"], "status": status, "message": message, "duration_s": 0.0})
+
+    def finish():
+        report({"done": True})
         try:
-            check_integrity()
-        except Tampering as error:
+            stdout.flush()
+            stderr.flush()
+        finally:
+            exit_now(0)
+
+    loaded = in_worker(_load_program, config["program"], config.get("entry_point"))
+    problem = integrity_problem()
+    if problem is not None:
+        fail_all(0, "error", f"tampering detected while loading the program: {problem}")
+        finish()
+    # Only exact built-in types are looked at here: a sample's object could run code on ==.
+    if (loaded is None or type_of(loaded[0]) is not str_type or type_of(loaded[1]) is not str_type
+            or loaded[0] not in statuses):
+        fail_all(0, "error", "the program tampered with the runner while loading")
+        finish()
+    if loaded[0] != "pass":
+        fail_all(0, loaded[0], loaded[1])
+        finish()
+    if type_of(loaded[2]) is not tuple_type or length(loaded[2]) != 2:
+        fail_all(0, "error", "the program tampered with the runner while loading")
+        finish()
+    module, target_codes = loaded[2]
+    state = ({}, {}, {}, tmp_root)
+    for index, item in enumerate(items):
+        report({"start": item["id"]})
+        started = monotonic()
+        outcome = in_worker(_run_item, dict(item), tests, module, target_codes, state)
+        problem = integrity_problem()
+        if problem is not None:
             report({"item": item["id"], "status": "error", "duration_s": monotonic() - started,
-                    "message": f"tampering detected: {error}"})
+                    "message": f"tampering detected: {problem}"})
             fail_all(index + 1, "error", "not run: an earlier test tampered with the runner")
             break
+        status, message, called = outcome if outcome is not None else (None, None, None)
+        if (type_of(status) is not str_type or status not in statuses
+                or type_of(message) is not str_type or type_of(called) not in (bool_type, none_type)):
+            status, message, called = "error", "the test tampered with its own outcome", None
         report({"item": item["id"], "status": status, "message": message,
-                "duration_s": monotonic() - started,
-                "called": called[0] if target_codes else None})
-    report({"done": True})
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    finally:
-        exit_now(0)
+                "duration_s": monotonic() - started, "called": called})
+    finish()
 
 
 def _redirect_stdin():

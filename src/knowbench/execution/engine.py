@@ -162,7 +162,9 @@ def runner_config(request: ExecutionRequest, slot: int, sandbox: Sandbox) -> dic
         "preload": request.preload,
         "uid": uid,
         "gid": uid,
-        "nproc_base": None if uid is not None or os.geteuid() == 0 else _processes_of_user(),
+        # The worker's uid runs nothing else, so its process budget starts at zero; an
+        # unprivileged user's budget starts at what that user already runs.
+        "nproc_base": 0 if uid is not None else (None if os.geteuid() == 0 else _processes_of_user()),
     }
 
 

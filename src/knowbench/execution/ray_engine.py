@@ -9,6 +9,7 @@ down on close); `auto` joins the cluster this machine belongs to.
 from __future__ import annotations
 
 import queue
+from pathlib import Path
 from typing import Any
 
 from knowbench.errors import UserError
@@ -20,14 +21,15 @@ class _Executor:
     """A Ray actor: one fork-server worker on whichever node Ray places it."""
 
     def __init__(self, sandbox_kind: str, hidden: list[str], requirements: list[str] | None,
-                 preload: list[str]) -> None:
+                 preload: list[str], scratch: str | None) -> None:
         from knowbench.execution.environments import ensure_env
         from knowbench.execution.forkserver import ForkServerEngine
         from knowbench.execution.sandbox import resolve_sandbox
 
         python = ensure_env(requirements).python if requirements else None
         self.engine = ForkServerEngine(resolve_sandbox(sandbox_kind, hidden=hidden), workers=1,
-                                       python=python, preload=preload)
+                                       python=python, preload=preload,
+                                       scratch=Path(scratch) if scratch else None)
 
     def execute(self, request_json: str) -> str:
         request = ExecutionRequest.model_validate_json(request_json)
@@ -49,7 +51,7 @@ class RayEngine(Engine):
 
     def __init__(self, sandbox_kind: str, address: str | None = None, workers: int | None = None,
                  requirements: list[str] | None = None, preload: list[str] | None = None,
-                 hidden: list[str] | None = None) -> None:
+                 hidden: list[str] | None = None, scratch: str | None = None) -> None:
         try:
             import ray
         except ImportError:
@@ -62,7 +64,7 @@ class RayEngine(Engine):
         self.workers = workers or default_workers()
         self.sandbox_kind, self.address = sandbox_kind, address
         actor = ray.remote(num_cpus=0.5)(_Executor)
-        self._actors = [actor.remote(sandbox_kind, hidden or [], requirements, preload or [])
+        self._actors = [actor.remote(sandbox_kind, hidden or [], requirements, preload or [], scratch)
                         for _ in range(self.workers)]
         self.nodes = sorted(set(ray.get([a.node.remote() for a in self._actors])))
         self._free: queue.Queue[Any] = queue.Queue()

@@ -35,6 +35,8 @@ class Sandbox:
     @property
     def drops_privileges(self) -> bool:
         """Whether the runner can switch to an unprivileged uid inside this sandbox."""
+        # resolve_sandbox only hands out `unshare` to root when an unprivileged uid can run
+        # the interpreter (bwrap can put it back when it lives in root's 0700 home).
         return os.geteuid() == 0 and self.kind in ("bwrap", "unshare")
 
     def inner_workdir(self, workdir: Path) -> str:
@@ -55,6 +57,10 @@ class Sandbox:
     def _bwrap_prefix(self, workdir: Path, python: str) -> list[str]:
         args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                 "--perms", "01777", "--tmpfs", "/tmp"]
+        # A read-only mount does not stop connect() on a Unix socket: hide where they live.
+        for socket_dir in ("/run", "/var/tmp"):
+            if os.path.isdir(socket_dir) and not os.path.islink(socket_dir):
+                args += ["--tmpfs", socket_dir]
         visible = _python_paths(python)
         for hidden in sorted(set(self.hidden)):
             if not os.path.isdir(hidden):
@@ -107,7 +113,26 @@ def _works(kind: SandboxKind) -> bool:
         return False
 
 
-def resolve_sandbox(choice: str = "auto", hidden: Sequence[str | Path] = ()) -> Sandbox:
+@functools.cache
+def _unprivileged_can_run(python: str) -> bool:
+    """Whether an unprivileged uid can start `python` and import from its standard library."""
+    from knowbench.execution.engine import SANDBOX_UID_BASE
+
+    def drop() -> None:
+        os.setgroups([])
+        os.setgid(SANDBOX_UID_BASE)
+        os.setuid(SANDBOX_UID_BASE)
+
+    try:
+        done = subprocess.run([python, "-I", "-c", "import decimal, socket, unittest"], cwd="/",
+                              capture_output=True, timeout=60, preexec_fn=drop)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def resolve_sandbox(choice: str = "auto", hidden: Sequence[str | Path] = (),
+                    python: str | None = None) -> Sandbox:
     """The sandbox to use: `auto` picks bwrap, then unshare, then refuses.
 
     `hidden` paths (the benchmark, the run directory) are masked inside the sandbox, and so
@@ -123,12 +148,20 @@ def resolve_sandbox(choice: str = "auto", hidden: Sequence[str | Path] = ()) -> 
     if choice == "none":
         return Sandbox("none", hidden_paths)
     candidates: list[SandboxKind] = ["bwrap", "unshare"] if choice == "auto" else [choice]  # type: ignore[list-item]
+    refusal = ""
     for kind in candidates:
         tool = "bwrap" if kind == "bwrap" else "unshare"
-        if shutil.which(tool) and _works(kind):
-            return Sandbox(kind, hidden_paths)
+        if not (shutil.which(tool) and _works(kind)):
+            continue
+        if kind == "unshare" and os.geteuid() == 0 and not _unprivileged_can_run(python or sys.executable):
+            # Under unshare the file system is the host's: as root, a sample that cannot be
+            # moved to an unprivileged uid could write anywhere.
+            refusal = (f"; unshare was refused: knowbench runs as root and an unprivileged uid "
+                       f"cannot run {python or sys.executable}")
+            continue
+        return Sandbox(kind, hidden_paths)
     raise UserError(
-        f"no working sandbox ({' or '.join(candidates)}) on this machine; install bubblewrap "
+        f"no working sandbox ({' or '.join(candidates)}) on this machine{refusal}; install bubblewrap "
         "(Debian/Ubuntu: apt-get install bubblewrap), or pass --sandbox none to run samples "
         "without isolation (results will record sandbox=none)"
     )

@@ -10,6 +10,7 @@ its imports are lazy and a missing extra is a `UserError` saying how to install 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -62,9 +63,25 @@ class MiniLMEncoder:
                         f"{metadata.version(MODEL_PACKAGE)})"
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        vectors = self.model.encode(list(texts), batch_size=32, normalize_embeddings=True,
-                                    convert_to_numpy=True, show_progress_bar=False)
+        import torch
+
+        threads = torch.get_num_threads()
+        # One short text (a query) gains nothing from intra-op threads, and on a busy machine
+        # their synchronisation makes it ~10x slower (measured: 90 ms vs 900 ms).
+        if len(texts) == 1:
+            torch.set_num_threads(1)
+        try:
+            vectors = self.model.encode(list(texts), batch_size=32, normalize_embeddings=True,
+                                        convert_to_numpy=True, show_progress_bar=False)
+        finally:
+            torch.set_num_threads(threads)
         return np.asarray(vectors, dtype=np.float32)
+
+
+@functools.cache
+def default_encoder() -> MiniLMEncoder:
+    """The process-wide MiniLM encoder (loading the model takes seconds: do it once)."""
+    return MiniLMEncoder()
 
 
 def dense_available() -> str | None:
@@ -136,7 +153,7 @@ class DenseRetriever(Retriever):
 
     def __init__(self, corpus: Corpus, encoder: Encoder | None = None) -> None:
         super().__init__(corpus)
-        self.encoder = encoder or MiniLMEncoder()
+        self.encoder = encoder or default_encoder()
         self.embedded = 0
         slug = hashlib.sha256(self.encoder.model_id.encode()).hexdigest()[:12]
         self.matrix_path = corpus.index_dir / f"dense-{slug}.npy"

@@ -8,8 +8,9 @@ returns None. The rules, each applied when the task carries what it needs:
 - target name: the chunk is the entry point itself (same qualified name) in the target's module
   (same file as `source_path`, or `metadata["module"]`);
 - target source: the chunk holds the target's code, compared after normalising both with `ast`
-  (docstrings, comments and layout removed): a function with the reference's normalised
-  definition under any name, or text containing the reference's normalised body;
+  (docstrings, comments and layout removed): a function equal to the reference's definition
+  up to its name and the names of its parameters and locals, or text (code, or code blocks
+  inside documentation) containing the reference's normalised body;
 - target file (opt-in, `exclude_file=True`, as KOCO-Bench did): any chunk of the target's file.
 
 A rule that cannot apply (no reference, no metadata) simply does not fire; the source rule
@@ -56,21 +57,61 @@ class SourceNormaliser:
 
 
 def normalise_text(text: str) -> NormalisedSource:
-    """Parse `text` as Python when it is Python; otherwise squash it as prose with code in it
-    (comments, `>>>` prompts and whitespace removed)."""
+    """Normalise `text` as Python when it parses; otherwise as prose with code in it: the
+    prose squashed (comments and `>>>` prompts removed) plus every code block in it (fenced,
+    indented or doctest) that parses, normalised as Python."""
+    tree = _parse(text)
+    if tree is not None:
+        return NormalisedSource(_definitions(tree), squash(ast.unparse(tree)))
+    definitions: set[str] = set()
+    prose = "\n".join(_PROMPT.sub("", _COMMENT.sub("", line)) for line in text.splitlines())
+    parts = [squash(prose)]
+    for region in code_regions(text):
+        block = _parse(region)
+        if block is not None:
+            definitions |= _definitions(block)
+            parts.append(squash(ast.unparse(block)))
+    return NormalisedSource(frozenset(definitions), "\n".join(parts))
+
+
+def code_regions(text: str) -> list[str]:
+    """Candidate code inside documentation: fenced blocks, indented blocks (reST literal and
+    code-block directives, directive options dropped) and doctest lines."""
+    regions = [match.group(2) for match in _FENCED_BLOCK.finditer(text)]
+    lines = text.splitlines()
+    current: list[str] = []
+    for line in [*lines, "end"]:
+        if line.startswith(("    ", "\t")) or (current and not line.strip()):
+            current.append(line)
+            continue
+        if current:
+            regions.append("\n".join(entry for entry in current
+                                     if not _DIRECTIVE_OPTION.match(entry)))
+            current = []
+    doctest = [_PROMPT.sub("", line.strip()) for line in lines if _PROMPT.match(line)]
+    if doctest:
+        regions.append("\n".join(doctest))
+    return regions
+
+
+def _parse(text: str) -> ast.Module | None:
     try:
         tree = ast.parse(textwrap.dedent(text))
     except (SyntaxError, ValueError, RecursionError):
-        lines = (_PROMPT.sub("", _COMMENT.sub("", line)) for line in text.splitlines())
-        return NormalisedSource(frozenset(), squash("\n".join(lines)))
+        return None
     strip_docstrings(tree)
-    definitions = frozenset(anonymous_definition(node) for node in ast.walk(tree)
-                            if isinstance(node, _FunctionNode))
-    return NormalisedSource(definitions, squash(ast.unparse(tree)))
+    return tree
+
+
+def _definitions(tree: ast.AST) -> frozenset[str]:
+    return frozenset(anonymous_definition(node) for node in ast.walk(tree)
+                     if isinstance(node, _FunctionNode))
 
 
 _COMMENT = re.compile(r"(^|\s)#.*$")
 _PROMPT = re.compile(r"^\s*(>>>|\.\.\.)( |$)")
+_FENCED_BLOCK = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n(.*?)^[ \t]*\1", re.S | re.M)
+_DIRECTIVE_OPTION = re.compile(r"^\s+:[\w-]+:")
 
 
 def squash(code: str) -> str:
@@ -90,11 +131,27 @@ def strip_docstrings(tree: ast.AST) -> ast.AST:
 
 
 def anonymous_definition(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
-    """A function without its name, decorators and docstrings, normalised and squashed."""
+    """A function in canonical form, squashed: no name, decorators or docstrings, and its
+    parameters and local variables renamed by order of appearance, so a copy that renamed
+    them is still the same function."""
     copied = copy.deepcopy(node)
     copied.name = "_"
     copied.decorator_list = []
     strip_docstrings(copied)
+    arguments = copied.args
+    parameters = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                  *(extra for extra in (arguments.vararg, arguments.kwarg) if extra is not None)]
+    renamed: dict[str, str] = {}
+    for parameter in parameters:
+        renamed.setdefault(parameter.arg, f"_v{len(renamed)}")
+    for child in ast.walk(copied):
+        if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+            renamed.setdefault(child.id, f"_v{len(renamed)}")
+    for parameter in parameters:
+        parameter.arg = renamed[parameter.arg]
+    for child in ast.walk(copied):
+        if isinstance(child, ast.Name) and child.id in renamed:
+            child.id = renamed[child.id]
     return squash(ast.unparse(copied))
 
 

@@ -78,8 +78,9 @@ class RagMethod(Method):
         target = task.target_api if isinstance(task, FunctionTask) else None
         if target:
             rank = target_rank(hits, target)
+            in_prompt = rank is not None and status[hits[rank - 1].chunk.id] != "dropped"
             trace.update({"target_api": target, "hit_at_k": rank is not None,
-                          "target_rank": rank, "k": self.top_k})
+                          "target_rank": rank, "target_in_prompt": in_prompt, "k": self.top_k})
         return Prompt(messages=messages, trace=trace)
 
     def describe(self) -> dict[str, Any]:

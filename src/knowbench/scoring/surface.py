@@ -60,13 +60,14 @@ class ApiSurface(BaseModel):
         return ApiSurface(**merged)
 
     def project(self, names: Iterable[str]) -> ApiSurface:
-        """Only what concerns `names`: a small surface to store with a sample. Modules whose
-        name (or top-level package) is among `names` keep their key, so `knows` still works."""
+        """Only what concerns `names`: a small surface to store with a sample. Entries that
+        export none of them are dropped unless their own name is among `names` (so that
+        `knows` still answers for the modules a sample imports)."""
         wanted = set(names)
 
         def keep(entries: dict[str, list[str]]) -> dict[str, list[str]]:
             return {key: sorted(set(values) & wanted) for key, values in entries.items()
-                    if set(values) & wanted or key in wanted or key.split(".")[0] in wanted}
+                    if set(values) & wanted or key in wanted}
 
         return ApiSurface(modules=keep(self.modules), classes=keep(self.classes))
 

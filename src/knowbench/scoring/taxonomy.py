@@ -65,10 +65,11 @@ KOCO_CATEGORIES: tuple[KocoCategory, ...] = (
 
 # When tests of one sample fail in different ways, the sample takes the label that comes
 # first here: a broken evaluation first, then the earliest point of the invocation pipeline.
-# Time and memory come before WrongLogic, the default for wrong output.
+# Memory comes before time (exhausting memory is slow, so a later test often times out) and
+# both before WrongLogic, the default for wrong output.
 PRECEDENCE: tuple[Label, ...] = ("Infrastructure", "WrongSyntax", "WrongAPISelection",
-                                 "WrongImport", "WrongParam", "WrongShapeDtype", "Timeout",
-                                 "Resource", "WrongLogic")
+                                 "WrongImport", "WrongParam", "WrongShapeDtype", "Resource",
+                                 "Timeout", "WrongLogic")
 
 _BUILTIN_TYPES = frozenset({
     "NoneType", "str", "bytes", "bytearray", "int", "float", "complex", "bool", "list", "tuple",
@@ -91,6 +92,8 @@ _OPERATOR_TYPE_ERROR = re.compile(
     r"|indices must be integers|bad operand type|has no len\(\)|can't convert|must be str, not"
     r"|object is not reversible|argument of type '.*' is not iterable")
 _BUILTIN_NAMES = frozenset(dir(builtins))
+# Labels that blame the candidate's use of APIs after its code parsed.
+_MODEL_ERRORS = frozenset({"WrongImport", "WrongParam", "WrongShapeDtype", "WrongLogic"})
 _UNPACK = re.compile(r"(?:not enough|too many) values to unpack")
 _EXPECTED_EXCEPTION = re.compile(r"DID NOT RAISE|DID NOT WARN|Regex pattern did not match"
                                  r"|not raised|Pattern .* does not match")
@@ -441,12 +444,12 @@ def _classify_test(outcome: TestOutcome, context: _Context) -> _Verdict:
         return _Verdict("WrongLogic", "incorrect implementation", "unreadable-failure",
                         f"the failure message holds no exception: {message[:120]!r}", True)
     verdict = _classify_exception(parsed, outcome, context)
-    if verdict.label in ("WrongParam", "WrongShapeDtype", "WrongLogic") and verdict.rule != "stub-body":
+    if verdict.label in _MODEL_ERRORS and verdict.rule != "stub-body":
         # NovelAPIBench's fast path: a target API the candidate never names was never invoked,
-        # whatever went wrong instead.
+        # whatever went wrong instead; the KOCO category still says what was observed.
         unused = _target_api_unused(context)
         if unused:
-            return _Verdict("WrongAPISelection", "incorrect implementation", "target-api-unused",
+            return _Verdict("WrongAPISelection", verdict.koco, "target-api-unused",
                             f"the reference uses {unused}; the candidate never does "
                             f"(it failed with: {verdict.detail})"[:300], frame=verdict.frame,
                             name=unused)
@@ -458,9 +461,12 @@ def _runner_message(message: str) -> _Verdict | None:
     if message.startswith("skipped:"):
         return _Verdict("Infrastructure", None, "test-skipped",
                         "the test skipped itself (usually a missing dependency)")
-    if message.startswith("tampering detected"):
+    if message.startswith("tampering detected") or re.match(r"the (program|test) tampered", message):
         return _Verdict("WrongLogic", "incorrect implementation", "tampering",
                         "the sample changed the testing machinery")
+    if message.startswith("the test's exception could not be classified"):
+        return _Verdict("WrongLogic", "incorrect implementation", "hostile-exception",
+                        "the sample raised an exception the runner could not even describe")
     if message.startswith("the result channel carried records"):
         return _Verdict("WrongLogic", "incorrect implementation", "forged-results",
                         "the sample wrote forged result records")
@@ -658,10 +664,14 @@ def _type_error(parsed: ParsedError, owner: str, raised: Frame | None,
         if callee == "__init__":
             owner_class = re.match(r"^(?:[\w.]+\.)?(\w+)\.__init__", parsed.message)
             callee = owner_class[1] if owner_class else callee
-        if owner in ("test", "harness") and (callee is None or callee == context.entry_name):
-            return _Verdict("WrongParam", "invalid API arguments", "target-signature",
-                            "the tests cannot call the candidate with the task's signature: "
-                            f"{parsed.message}", frame=raised, name=callee)
+        if owner in ("test", "harness"):
+            if callee is None or callee == context.entry_name or callee in context.facts.defined:
+                return _Verdict("WrongParam", "invalid API arguments", "target-signature",
+                                "the tests cannot call the candidate with the task's signature: "
+                                f"{parsed.message}", frame=raised, name=callee)
+            return _Verdict("WrongLogic", "type error", "wrong-return-value",
+                            f"the tests cannot use what the candidate returned: {parsed.message}",
+                            True, raised, callee)
         if callee and callee in context.facts.defined and callee != context.entry_name:
             return _Verdict("WrongLogic", "type error", "helper-signature",
                             f"the code calls its own helper '{callee}' with the wrong arguments",

@@ -1,0 +1,185 @@
+"""`knowbench diagnose | report | compare | leaderboard`: understanding stored runs.
+
+Thin wrappers: each command parses its options, calls the library (knowbench.scoring.*,
+knowbench.report.*) and prints. None of them generates or executes anything.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from knowbench.errors import UserError
+
+console = Console(stderr=True)
+out = Console()
+
+_FORMATS = ("html", "md", "csv", "json")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the diagnosis commands to the `knowbench` application."""
+    app.command()(diagnose)
+    app.command()(report)
+    app.command()(compare)
+    app.command()(leaderboard)
+
+
+def diagnose(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `knowbench run`.")],
+    judge: Annotated[str | None, typer.Option(
+        "--judge", help="Send the ambiguous failures to this model (OpenAI-compatible endpoint, "
+                        "see --base-url); answers are cached.")] = None,
+    base_url: Annotated[str | None, typer.Option(
+        help="Endpoint of the judge model (env: KNOWBENCH_BASE_URL or OPENAI_BASE_URL).")] = None,
+    api_key: Annotated[str | None, typer.Option(
+        help="API key of the judge (env: KNOWBENCH_API_KEY or OPENAI_API_KEY).")] = None,
+    introspect: Annotated[bool, typer.Option(
+        help="Import the third-party packages the samples use (in a separate process) to tell "
+             "wrong import paths from hallucinated APIs.")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not cache judge answers.")] = False,
+) -> None:
+    """Label why every failed function sample failed; writes diagnoses.jsonl into the run."""
+    from knowbench.models.base import BackendError
+    from knowbench.scoring.diagnose import diagnose_run, write_diagnoses
+
+    backend = _judge_backend(judge, base_url, api_key, no_cache) if judge else None
+    try:
+        diagnoses = diagnose_run(run_dir, introspect=introspect, judge_backend=backend,
+                                 judge_model=judge or "")
+    except BackendError as error:
+        raise UserError(f"the judge failed: {error}\n  answers received so far are cached; "
+                        "run the same command again to resume") from None
+    path = write_diagnoses(run_dir, diagnoses)
+    labels = Counter(d.label for d in diagnoses)
+    koco = Counter(d.koco or "—" for d in diagnoses)
+    table = Table(title=f"{len(diagnoses)} failed function samples · {run_dir}", title_justify="left")
+    for header in ("label", "samples", "ambiguous", "judged"):
+        table.add_column(header, justify="left" if header == "label" else "right")
+    for label, count in labels.most_common():
+        ambiguous = sum(d.ambiguous for d in diagnoses if d.label == label)
+        judged = sum(d.source == "judge" for d in diagnoses if d.label == label)
+        table.add_row(label, str(count), str(ambiguous), str(judged))
+    out.print(table)
+    out.print("KOCO categories: " + ", ".join(f"{name} {count}" for name, count in koco.most_common()))
+    out.print(f"diagnoses written to {path}")
+
+
+def report(
+    runs: Annotated[list[Path], typer.Argument(help="One or more run directories.")],
+    out_path: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Output file. Without it, md/csv/json go to stdout.")] = None,
+    fmt: Annotated[str | None, typer.Option(
+        "--format", "-f", help="html, md, csv or json. Default: from the --out suffix, else html.")]
+    = None,
+    k: Annotated[list[int] | None, typer.Option("--k", help="k values for pass@k (repeatable).")] = None,
+) -> None:
+    """A report over stored runs: one self-contained HTML file, or tables as md/csv/json."""
+    from knowbench.report.html import build_report
+    from knowbench.report.runs import load_views, render_table
+
+    chosen = fmt or (out_path.suffix.lstrip(".").lower() if out_path else "html")
+    chosen = {"markdown": "md", "htm": "html"}.get(chosen, chosen)
+    if chosen not in _FORMATS:
+        raise UserError(f"unknown report format '{chosen}'\n  fix: pass --format html, md, csv or json")
+    if chosen == "html" and out_path is None:
+        raise UserError("an HTML report needs a file\n  fix: pass --out report.html")
+    views = load_views(runs, tuple(k or (1, 5, 10)))
+    text = build_report(views) if chosen == "html" else render_table(views, chosen)  # type: ignore[arg-type]
+    if out_path is None:
+        out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+        return
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(text, encoding="utf-8")
+    out.print(f"{chosen} report of {len(views)} run(s) written to {out_path}")
+
+
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="Run A (the baseline).")],
+    run_b: Annotated[Path, typer.Argument(help="Run B, compared against A.")],
+    resamples: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 10_000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    confidence: Annotated[float, typer.Option(min=0.5, max=0.999, help="Interval level.")] = 0.95,
+    kind: Annotated[str, typer.Option(help="Tasks compared: function, choice or all.")] = "function",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+) -> None:
+    """Paired comparison on shared tasks: pass@1 difference with a bootstrap interval, exact
+    McNemar test, and the tasks that flipped."""
+    from knowbench.run import load_run
+    from knowbench.scoring.compare import compare as compare_runs
+
+    if kind not in ("function", "choice", "all"):
+        raise UserError(f"unknown --kind '{kind}'\n  fix: pass function, choice or all")
+    _, results_a = load_run(run_a)
+    _, results_b = load_run(run_b)
+    result = compare_runs(results_a, results_b, kind=kind, resamples=resamples, seed=seed,  # type: ignore[arg-type]
+                          confidence=confidence)
+    if as_json:
+        out.print(result.model_dump_json(indent=2), markup=False, highlight=False)
+        return
+    if not result.shared_tasks:
+        raise UserError(f"{run_a} and {run_b} share no {kind} task\n"
+                        "  fix: compare runs of the same benchmark")
+    table = Table(title=f"B = {run_b}  vs  A = {run_a}", title_justify="left")
+    table.add_column("")
+    table.add_column("value", justify="right")
+    table.add_row("shared tasks", f"{result.shared_tasks} (only A {result.only_in_a}, only B {result.only_in_b})")
+    table.add_row("pass@1 A", _pct(result.pass1_a))
+    table.add_row("pass@1 B", _pct(result.pass1_b))
+    table.add_row("B − A", f"{100 * (result.difference or 0):+.1f} points")
+    table.add_row(f"{100 * confidence:g}% bootstrap CI",
+                  f"[{100 * (result.ci_low or 0):+.1f}, {100 * (result.ci_high or 0):+.1f}] "
+                  f"({resamples} resamples, seed {seed})")
+    test = result.mcnemar
+    table.add_row("McNemar (exact)", f"p = {test.p_value:.4g} (only A {test.only_a}, only B {test.only_b})")
+    out.print(table)
+    for direction, sign in (("gained", "+"), ("lost", "−")):
+        tasks = [f.task_id for f in result.flipped if f.direction == direction]
+        if tasks:
+            out.print(f"{sign} {direction} by B ({len(tasks)}): {', '.join(tasks)}")
+
+
+def leaderboard(
+    runs: Annotated[list[Path], typer.Argument(help="Run directories to add.")],
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="board.json or board.csv (created or "
+                                                              "updated).")],
+) -> None:
+    """Add runs to a leaderboard file; a run already on it (same identity) is updated."""
+    from knowbench.report.leaderboard import entry_for, update_board
+    from knowbench.run import load_run
+
+    entries = []
+    for run_dir in runs:
+        run_json, results = load_run(run_dir)
+        entries.append(entry_for(run_json, results, str(run_dir)))
+    board = update_board(out_path, entries)
+    table = Table(title=f"{out_path} · {len(board)} entries", title_justify="left")
+    for header in ("benchmark", "model", "method", "pass@1", "APR", "Pass@any", "ACC", "run"):
+        table.add_column(header, justify="left" if header in ("benchmark", "model", "method", "run")
+                         else "right")
+    for entry in board:
+        table.add_row(entry.benchmark, entry.model, entry.method, _pct(entry.pass_at_1), _pct(entry.apr),
+                      _pct(entry.pass_any), _pct(entry.accuracy), entry.run_id)
+    out.print(table)
+
+
+def _judge_backend(model: str, base_url: str | None, api_key: str | None, no_cache: bool) -> object:
+    from knowbench.models.cache import GenerationCache, default_cache_path
+    from knowbench.models.openai import OpenAIBackend
+
+    url = base_url or os.environ.get("KNOWBENCH_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
+    if not url:
+        raise UserError(f"the judge '{model}' is served over HTTP, but no endpoint was given\n"
+                        "  fix: pass --base-url http://HOST:PORT/v1 (or set OPENAI_BASE_URL)")
+    cache = None if no_cache else GenerationCache(default_cache_path())
+    return OpenAIBackend(model=model, base_url=url, api_key=api_key, cache=cache, concurrency=4)
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}"

@@ -1,0 +1,200 @@
+"""The report's charts, drawn with matplotlib and returned as inline SVG text.
+
+Each function takes plain data and returns one `<svg>` element (no XML prolog, no DOCTYPE,
+no metadata block, every id prefixed with the chart's name so several charts can live in
+one HTML page). Text stays text (svg.fonttype "none") and ids are salted with a constant,
+so the same data gives byte-identical SVG. Nothing is fetched: matplotlib's SVG has no
+external references.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
+
+from knowbench.scoring.taxonomy import KOCO_CATEGORIES, LABELS
+
+# Colour-blind-safe palette (Okabe-Ito), then greys.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
+           "#000000", "#999999", "#666666")
+LABEL_COLOURS = dict(zip(("pass", *LABELS), ("#2ca02c", "#7f7f7f", "#d62728", "#ff7f0e",
+                                              "#9467bd", "#8c564b", "#1f77b4", "#e377c2",
+                                              "#bcbd22", "#17becf"), strict=True))
+_RC = {"svg.fonttype": "none", "svg.hashsalt": "knowbench", "font.size": 9,
+       "axes.spines.top": False, "axes.spines.right": False, "font.family": "sans-serif"}
+
+
+def _styled(chart: Callable[..., str]) -> Callable[..., str]:
+    """Draw the whole chart under the report's matplotlib settings (rcParams are read as
+    artists are created, so the context must span the drawing, not only the saving)."""
+
+    @functools.wraps(chart)
+    def draw(*args: Any, **kwargs: Any) -> str:
+        with matplotlib.rc_context(_RC):
+            return chart(*args, **kwargs)
+
+    return draw
+
+
+@dataclass(frozen=True)
+class Series:
+    """One run as the charts see it."""
+
+    name: str
+    per_domain: Mapping[str, float | None]  # domain -> pass@1 (None: no function task)
+    pass_at_k: Mapping[int, float]  # k -> pass@k, only the ks every task has samples for
+    failures: Mapping[str, int]  # "pass" and each label -> number of function samples
+    koco: Mapping[str, int]  # KOCO category -> number of failed function samples
+    tokens_per_sample: float | None  # mean prompt + completion tokens
+    pass_at_1: float | None
+
+
+@_styled
+def domain_bars(series: Sequence[Series], chart_id: str = "chart-domains") -> str:
+    """Grouped bars: pass@1 per domain, one bar per run."""
+    domains = sorted({d for s in series for d, v in s.per_domain.items() if v is not None})
+    figure, axes = _figure(max(6.0, 1.2 * len(domains) + 2), 3.6)
+    width = 0.8 / max(1, len(series))
+    for index, run in enumerate(series):
+        values = [100 * (run.per_domain.get(d) or 0.0) for d in domains]
+        positions = [i - 0.4 + width * (index + 0.5) for i in range(len(domains))]
+        axes.bar(positions, values, width, label=run.name, color=PALETTE[index % len(PALETTE)])
+    axes.set_xticks(range(len(domains)), domains, rotation=20 if len(domains) > 6 else 0)
+    axes.set_ylabel("pass@1 (%)")
+    axes.set_ylim(0, 105)
+    axes.set_title("pass@1 by domain")
+    _legend(axes, len(series))
+    return _svg(figure, chart_id, "pass@1 by domain, one bar per run")
+
+
+@_styled
+def failure_stacks(series: Sequence[Series], chart_id: str = "chart-failures") -> str:
+    """Horizontal stacked bars per run: the share of function samples that passed and of
+    each failure label (NovelAPIBench's failure-class stacks)."""
+    keys = ["pass", *LABELS]
+    return _stacks(series, keys, lambda run: run.failures, LABEL_COLOURS, chart_id,
+                   "share of function samples: passed, and failed by label",
+                   "function samples by outcome (%)")
+
+
+@_styled
+def koco_stacks(series: Sequence[Series], chart_id: str = "chart-koco") -> str:
+    """Stacked bars per run over KOCO-Bench's error categories (failed samples only)."""
+    colours = dict(zip(KOCO_CATEGORIES, PALETTE, strict=False))
+    return _stacks(series, list(KOCO_CATEGORIES), lambda run: run.koco, colours, chart_id,
+                   "failed function samples by KOCO-Bench error category",
+                   "failed samples by KOCO category (%)")
+
+
+@_styled
+def pass_at_k_curves(series: Sequence[Series], chart_id: str = "chart-passk") -> str:
+    """pass@k against k for every run (a single point when a run has one sample per task)."""
+    figure, axes = _figure(6.0, 3.6)
+    ks: set[int] = set()
+    for index, run in enumerate(series):
+        points = sorted(run.pass_at_k.items())
+        ks |= {k for k, _ in points}
+        axes.plot([k for k, _ in points], [100 * v for _, v in points], marker="o",
+                  label=run.name, color=PALETTE[index % len(PALETTE)])
+    axes.set_xlabel("k (samples drawn per task)")
+    axes.set_ylabel("pass@k (%)")
+    axes.set_ylim(0, 105)
+    if ks:
+        axes.set_xticks(sorted(ks) if len(ks) <= 12 else _thin(sorted(ks)))
+    axes.set_title("pass@k")
+    _legend(axes, len(series))
+    return _svg(figure, chart_id, "pass@k curves per run")
+
+
+@_styled
+def cost_scatter(series: Sequence[Series], chart_id: str = "chart-cost") -> str:
+    """pass@1 against tokens spent per sample, one point per run (KOCO-Bench's Figure 5),
+    on a log x axis."""
+    figure, axes = _figure(6.0, 3.8)
+    plotted = [(run, run.tokens_per_sample, run.pass_at_1) for run in series
+               if run.tokens_per_sample and run.pass_at_1 is not None]
+    for index, (run, tokens, score) in enumerate(plotted):
+        axes.scatter([tokens], [100 * score], s=60, color=PALETTE[index % len(PALETTE)], label=run.name,
+                     zorder=3)
+        axes.annotate(run.name, (tokens, 100 * score), textcoords="offset points", xytext=(6, 6))
+    if plotted:
+        axes.set_xscale("log")
+        low = min(t for _, t, _ in plotted)
+        high = max(t for _, t, _ in plotted)
+        axes.set_xlim(10 ** (math.log10(low) - 0.3), 10 ** (math.log10(high) + 0.3))
+        # Plain numbers: matplotlib's default log labels go through mathtext, 3x slower.
+        axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
+        axes.xaxis.set_minor_formatter(NullFormatter())
+    else:
+        axes.text(0.5, 0.5, "no token counts recorded", ha="center", transform=axes.transAxes)
+    axes.set_xlabel("tokens per sample (prompt + completion, log scale)")
+    axes.set_ylabel("pass@1 (%)")
+    axes.set_ylim(0, 105)
+    axes.set_title("performance against inference cost")
+    axes.grid(True, alpha=0.3)
+    return _svg(figure, chart_id, "pass@1 against tokens per sample, one point per run")
+
+
+def _stacks(series: Sequence[Series], keys: list[str],
+            counts_of: Callable[[Series], Mapping[str, int]], colours: Mapping[str, str],
+            chart_id: str, title: str, xlabel: str) -> str:
+    figure, axes = _figure(7.5, 0.9 + 0.55 * max(1, len(series)))
+    names = [run.name for run in series]
+    left = [0.0] * len(series)
+    used = [key for key in keys if any(counts_of(run).get(key, 0) for run in series)]
+    for key in used:
+        shares = []
+        for run in series:
+            counts = counts_of(run)
+            total = sum(counts.values())
+            shares.append(100 * counts.get(key, 0) / total if total else 0.0)
+        axes.barh(names, shares, left=left, color=colours.get(key, "#999999"), label=key)
+        left = [a + b for a, b in zip(left, shares, strict=True)]
+    if not used:
+        axes.text(50, 0, "nothing to show", ha="center", va="center")
+    axes.set_xlim(0, 100)
+    axes.invert_yaxis()
+    axes.set_xlabel(xlabel)
+    axes.set_title(title)
+    if used:
+        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
+    return _svg(figure, chart_id, title)
+
+
+def _figure(width: float, height: float) -> tuple[Figure, Axes]:
+    figure = Figure(figsize=(width, height), layout="constrained")
+    return figure, figure.add_subplot()
+
+
+def _legend(axes: Axes, runs: int) -> None:
+    if runs > 1:  # below the plot, where it cannot hide a bar or a point
+        axes.legend(frameon=False, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18),
+                    ncol=min(runs, 3))
+
+
+def _thin(ks: list[int]) -> list[int]:
+    step = math.ceil(len(ks) / 10)
+    return ks[::step]
+
+
+def _svg(figure: Figure, chart_id: str, description: str) -> str:
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+    text = buffer.getvalue()
+    text = text[text.index("<svg"):]
+    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.DOTALL)
+    text = re.sub(r'\bid="([^"]+)"', rf'id="{chart_id}-\1"', text)
+    text = re.sub(r"url\(#([^)]+)\)", rf"url(#{chart_id}-\1)", text)
+    text = re.sub(r'href="#([^"]+)"', rf'href="#{chart_id}-\1"', text)
+    return text.replace(
+        "<svg ", f'<svg id="{chart_id}" role="img" aria-label="{description}" ', 1).strip()

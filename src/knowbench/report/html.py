@@ -1,0 +1,345 @@
+"""One self-contained HTML report over one or more stored runs.
+
+The file holds everything it shows: styles inline, charts as inline SVG (report/charts.py),
+no script, no font, no image and no link to fetch, so it opens from disk and from an
+archive years later. Sections (each an element id): `runs`, `headline` (pass@k, APR,
+Pass@any, ACC, micro and macro ± std), `domains`, `failures` (failure labels and KOCO
+categories per run), `passk`, `cost` (pass@1 against tokens per sample), `compare` (with
+two or more runs: each run against the first, paired), and `tasks` (per task and run:
+instruction, completion, diff against the reference, the failing test with its
+traceback, the diagnosis and any retrieved knowledge).
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from knowbench import __version__
+from knowbench.benchmark.schema import ChoiceTask, FunctionTask
+from knowbench.records import SampleResult
+from knowbench.report import charts
+from knowbench.report.runs import RunView, load_views, series_of, tokens_per_sample
+from knowbench.scoring.compare import compare
+from knowbench.scoring.taxonomy import LABELS, Diagnosis
+
+CHART_IDS = ("chart-domains", "chart-failures", "chart-koco", "chart-passk", "chart-cost")
+_SAMPLES_SHOWN = 3  # per task and run in the drill-down
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1200px;
+padding:1rem 2rem;color:#1b1b1b;line-height:1.45}
+h1{margin-bottom:.2rem}h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2rem}
+table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}
+th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:right}th{background:#f4f4f4;text-align:left}
+td:first-child,td.text{text-align:left}.wide{overflow-x:auto}
+figure{margin:1rem 0}figure svg{max-width:100%;height:auto}
+pre{background:#f7f7f7;border:1px solid #e3e3e3;padding:.5rem;overflow-x:auto;font-size:.8rem;
+white-space:pre-wrap;word-break:break-word}
+.diff .add{color:#116611;background:#eaffea}.diff .del{color:#aa1111;background:#ffecec}
+.diff .hunk{color:#555}
+.badge{display:inline-block;border-radius:3px;padding:0 .4rem;margin-right:.3rem;font-size:.8rem}
+.pass{background:#d8f5d8}.fail{background:#fbdada}.muted{color:#666;font-size:.85rem}
+details{border:1px solid #e3e3e3;border-radius:4px;margin:.4rem 0;padding:.3rem .6rem}
+details>summary{cursor:pointer}.sample{border-left:3px solid #ddd;padding-left:.8rem;margin:.6rem 0}
+"""
+
+
+def write_report(run_dirs: list[Path], out: Path, ks: tuple[int, ...] = (1, 5, 10)) -> Path:
+    """Build the report for `run_dirs` and write it to `out` (parents are created)."""
+    document = build_report(load_views(run_dirs, ks))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(document, encoding="utf-8")
+    return out
+
+
+def build_report(views: list[RunView]) -> str:
+    """The whole HTML document for already loaded runs."""
+    series = [series_of(view) for view in views]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>knowbench report: {_e(', '.join(view.name for view in views))}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        "<header><h1>knowbench report</h1>",
+        f'<p class="muted">{len(views)} run(s) · knowbench {_e(__version__)} · scores in % · '
+        "read from stored results; nothing was executed to make this page</p></header>",
+        _runs_section(views),
+        _headline_section(views),
+        _section("domains", "pass@1 by domain", charts.domain_bars(series), _domain_table(views)),
+        _section("failures", "Why samples failed",
+                 charts.failure_stacks(series), charts.koco_stacks(series), _failure_table(views)),
+        _section("passk", "pass@k", charts.pass_at_k_curves(series)),
+        _section("cost", "Performance against cost", charts.cost_scatter(series), _cost_table(views)),
+        _compare_section(views),
+        _tasks_section(views),
+        "</body></html>",
+    ]
+    return "\n".join(part for part in parts if part) + "\n"
+
+
+# ---------------------------------------------------------------------------- sections
+
+
+def _section(section_id: str, title: str, *blocks: str) -> str:
+    """A section of tables and charts; each chart goes into a <figure id="figure-<chart id>">."""
+    inner = []
+    for block in blocks:
+        chart = re.match(r'<svg id="([^"]+)"', block)
+        inner.append(f'<figure id="figure-{chart[1]}">{block}</figure>' if chart else block)
+    return f'<section id="{section_id}"><h2>{_e(title)}</h2>\n' + "\n".join(inner) + "\n</section>"
+
+
+def _runs_section(views: list[RunView]) -> str:
+    rows = []
+    for view in views:
+        settings = view.settings
+        limits = settings.get("limits", {})
+        params = settings.get("params", {})
+        rows.append(_row([view.name, str(view.run_dir), view.benchmark, view.model, view.method,
+                          f"n={params.get('n', 1)}, T={params.get('temperature', 0)}",
+                          str(settings.get("sandbox", "?")),
+                          f"{limits.get('wall_s', '?')} s, {limits.get('memory_mb', '?')} MB",
+                          str(len(view.results))], text_columns=8))
+    header = _header(["run", "directory", "benchmark", "model", "method", "sampling", "sandbox",
+                      "limits", "samples"])
+    return f'<section id="runs"><h2>Runs</h2><table>{header}{"".join(rows)}</table></section>'
+
+
+def _headline_section(views: list[RunView]) -> str:
+    ks = sorted({k for view in views for k in view.scores.ks})
+    metrics = [*(f"pass@{k}" for k in ks), "apr", "pass_any", "accuracy"]
+    header = _header(["run", "scope", "tasks", "samples", *(f"pass@{k}" for k in ks), "APR",
+                      "Pass@any", "ACC"])
+    rows = []
+    for view in views:
+        overall = view.scores.overall
+        values = [*(overall.pass_at.get(k) for k in ks), overall.apr, overall.pass_any, overall.accuracy]
+        rows.append(_row([view.name, "all (micro)", str(overall.tasks), str(overall.samples),
+                          *(_pct(v) for v in values)], text_columns=2))
+        macro = []
+        for key in metrics:
+            stat = view.scores.macro.get(key)
+            if stat is None or stat.mean is None:
+                macro.append("—")
+            else:
+                macro.append(_pct(stat.mean) + ("" if stat.std is None else f" ± {100 * stat.std:.1f}"))
+        rows.append(_row([view.name, f"macro ± std ({len(view.scores.by_domain)} domains)", "", "",
+                          *macro], text_columns=2))
+    note = ('<p class="muted">micro: every task weighs the same; macro: every domain weighs the '
+            "same, ± the sample standard deviation across domains (DomainEval). pass@k is the "
+            "unbiased estimator; APR is the mean fraction of tests passed per sample.</p>")
+    return (f'<section id="headline"><h2>Headline scores</h2><table>{header}{"".join(rows)}'
+            f"</table>{note}</section>")
+
+
+def _domain_table(views: list[RunView]) -> str:
+    domains = sorted({d for view in views for d in view.scores.by_domain})
+    header = _header(["domain", *(view.name for view in views)])
+    rows = []
+    for domain in domains:
+        cells = []
+        for view in views:
+            metrics = view.scores.by_domain.get(domain)
+            if metrics is None:
+                cells.append("—")
+            elif metrics.function_tasks:
+                cells.append(_pct(metrics.pass_at.get(1)))
+            else:
+                cells.append(f"ACC {_pct(metrics.accuracy)}")
+        rows.append(_row([domain, *cells]))
+    return f"<table>{header}{''.join(rows)}</table>"
+
+
+def _failure_table(views: list[RunView]) -> str:
+    header = _header(["run", "pass", *LABELS, "judged"])
+    rows = []
+    for view in views:
+        counts = view.failure_counts()
+        judged = sum(d.source == "judge" for d in view.diagnoses)
+        rows.append(_row([view.name, *(str(counts.get(k, 0)) for k in ("pass", *LABELS)), str(judged)]))
+    note = ('<p class="muted">Function samples only. Labels: NovelAPIBench\'s six classes plus '
+            "Timeout, Resource and Infrastructure (docs/diagnosis.md). \"judged\": labels decided "
+            "by an LLM judge (knowbench diagnose --judge); the others come from rules.</p>")
+    return f"<div class=\"wide\"><table>{header}{''.join(rows)}</table></div>{note}"
+
+
+def _cost_table(views: list[RunView]) -> str:
+    header = _header(["run", "tokens per sample", "prompt tokens", "completion tokens", "pass@1"])
+    rows = []
+    for view in views:
+        prompt = sum(r.usage.prompt_tokens for r in view.results)
+        completion = sum(r.usage.completion_tokens for r in view.results)
+        tokens = tokens_per_sample(view.results)
+        rows.append(_row([view.name, "—" if tokens is None else f"{tokens:.0f}", str(prompt),
+                          str(completion), _pct(view.scores.overall.pass_at.get(1))]))
+    note = ('<p class="muted">Tokens come from the usage the model reported; where a backend '
+            "reports none (reference, replay) the prompt size is estimated at 4 characters per "
+            "token.</p>")
+    return f"<table>{header}{''.join(rows)}</table>{note}"
+
+
+def _compare_section(views: list[RunView]) -> str:
+    if len(views) < 2:
+        return ""
+    base = views[0]
+    header = _header(["run B", "against A", "shared tasks", "pass@1 A", "pass@1 B", "B − A",
+                      "95% CI", "only A", "only B", "McNemar p", "flipped tasks"])
+    rows = []
+    for view in views[1:]:
+        result = compare(base.results, view.results)
+        ci = ("—" if result.ci_low is None else
+              f"[{100 * result.ci_low:+.1f}, {100 * result.ci_high:+.1f}]")
+        flipped = ", ".join(f"{f.task_id} ({'+' if f.passed_b else '−'})" for f in result.flipped) or "none"
+        rows.append(_row([view.name, base.name, str(result.shared_tasks), _pct(result.pass1_a),
+                          _pct(result.pass1_b),
+                          "—" if result.difference is None else f"{100 * result.difference:+.1f}",
+                          ci, str(result.mcnemar.only_a), str(result.mcnemar.only_b),
+                          f"{result.mcnemar.p_value:.3g}", flipped], text_columns=2))
+    note = ('<p class="muted">Paired on the function tasks both runs have: bootstrap percentile '
+            "interval over tasks (10,000 resamples, seed 0) and exact McNemar test on each task's "
+            "first sample. + : B passes where A failed; − : the reverse.</p>")
+    return (f'<section id="compare"><h2>Paired comparison</h2><table>{header}{"".join(rows)}</table>'
+            f"{note}</section>")
+
+
+def _tasks_section(views: list[RunView]) -> str:
+    order: list[str] = []
+    for view in views:
+        order.extend(r.task_id for r in view.results if r.task_id not in order)
+    tasks = {}
+    for view in views:
+        for task_id, task in view.tasks.items():
+            tasks.setdefault(task_id, task)
+    blocks = []
+    for task_id in order:
+        by_run = [(view, [r for r in view.results if r.task_id == task_id]) for view in views]
+        badges = "".join(_badge(view.name, samples) for view, samples in by_run if samples)
+        first = next(samples[0] for _, samples in by_run if samples)
+        task = tasks.get(task_id)
+        body = [_task_statement(task)]
+        for view, samples in by_run:
+            if samples:
+                body.append(_run_samples(view, samples, task))
+        blocks.append(f'<details id="task-{_slug(task_id)}"><summary><b>{_e(task_id)}</b> '
+                      f'<span class="muted">{_e(first.domain)} · {_e(first.kind)}</span> {badges}'
+                      f"</summary>{''.join(body)}</details>")
+    return (f'<section id="tasks"><h2>Tasks</h2><p class="muted">Open a task to see each run\'s '
+            f"samples.</p>{''.join(blocks)}</section>")
+
+
+def _task_statement(task: FunctionTask | ChoiceTask | None) -> str:
+    if task is None:
+        return '<p class="muted">The benchmark directory is not available: no instruction or reference.</p>'
+    if isinstance(task, ChoiceTask):
+        options = "\n".join(f"({letter}) {text}" for letter, text in task.options.items())
+        return (f"<h4>Question</h4><pre>{_e(task.question)}\n\n{_e(options)}</pre>"
+                f"<p>Answer: {_e(', '.join(task.answer))}</p>")
+    target = f" · target API <code>{_e(task.target_api)}</code>" if task.target_api else ""
+    return (f"<h4>Instruction</h4><p class=\"muted\">entry point <code>{_e(task.entry_point)}</code>"
+            f"{target}</p><pre>{_e(task.instruction)}</pre>")
+
+
+def _run_samples(view: RunView, samples: list[SampleResult], task: FunctionTask | ChoiceTask | None) -> str:
+    passed = sum(s.passed for s in samples)
+    shown = sorted(samples, key=lambda s: (s.passed, s.sample_idx))[:_SAMPLES_SHOWN]
+    diagnoses = {(d.task_id, d.sample_idx): d for d in view.diagnoses}
+    parts = [f"<h4>{_e(view.name)}: {passed}/{len(samples)} samples passed</h4>"]
+    for sample in shown:
+        parts.append(_sample(sample, task, diagnoses.get((sample.task_id, sample.sample_idx))))
+    if len(samples) > len(shown):
+        parts.append(f'<p class="muted">{len(samples) - len(shown)} more sample(s) not shown.</p>')
+    return "".join(parts)
+
+
+def _sample(sample: SampleResult, task: FunctionTask | ChoiceTask | None,
+            diagnosis: Diagnosis | None) -> str:
+    status = "pass" if sample.passed else "fail"
+    parts = [f'<div class="sample"><p><span class="badge {status}">sample {sample.sample_idx}: '
+             f"{_e(sample.status)}</span> {sample.tests_passed}/{sample.tests_total} tests"]
+    if sample.chosen is not None:
+        parts.append(f" · chose {_e(', '.join(sample.chosen) or 'nothing')}")
+    parts.append("</p>")
+    if diagnosis is not None:
+        parts.append(_diagnosis(diagnosis))
+    parts.append(f"<details><summary>completion</summary><pre>{_e(sample.completion)}</pre></details>")
+    if isinstance(task, FunctionTask) and sample.code is not None and not sample.passed:
+        parts.append(f'<details><summary>diff against the reference</summary>'
+                     f'<pre class="diff">{_diff(task.reference, sample.code)}</pre></details>')
+    failing = next((t for t in (sample.execution.tests if sample.execution else []) if t.status != "pass"),
+                   None)
+    if failing is not None:
+        parts.append(f"<details open><summary>failing test <code>{_e(failing.id)}</code> "
+                     f"({_e(failing.status)})</summary><pre>{_e(failing.message)}</pre></details>")
+    elif sample.extra.get("assembly_error"):
+        parts.append(f"<p>The code could not be assembled: {_e(str(sample.extra['assembly_error']))}</p>")
+    knowledge = sample.extra.get("knowledge")
+    if knowledge:
+        parts.append(f"<details><summary>retrieved knowledge</summary>"
+                     f"<pre>{_e(json.dumps(knowledge, indent=2, ensure_ascii=False))}</pre></details>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _diagnosis(diagnosis: Diagnosis) -> str:
+    evidence = diagnosis.evidence
+    facts = [f"rule <code>{_e(evidence.rule)}</code>"]
+    if evidence.name:
+        facts.append(f"name <code>{_e(evidence.name)}</code>")
+    if evidence.frame:
+        facts.append(f"at <code>{_e(evidence.frame)}</code>")
+    if evidence.called is not None:
+        facts.append(f"target called: {'yes' if evidence.called else 'no'}")
+    judged = ""
+    if diagnosis.judge and diagnosis.source == "judge":
+        judged = f" · judged by {_e(diagnosis.judge.get('model', '?'))}: {_e(diagnosis.judge.get('reason', ''))}"
+    koco = f" · KOCO: {_e(diagnosis.koco)}" if diagnosis.koco else ""
+    return (f'<p><b>{_e(diagnosis.label)}</b>{koco}{" (ambiguous)" if diagnosis.ambiguous else ""} — '
+            f"{_e(evidence.detail)}<br><span class=\"muted\">{' · '.join(facts)}{judged}</span></p>")
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _diff(reference: str, code: str) -> str:
+    lines = difflib.unified_diff(reference.strip("\n").splitlines(), code.strip("\n").splitlines(),
+                                 "reference", "candidate", lineterm="")
+    out = []
+    for line in lines:
+        css = ("add" if line.startswith("+") and not line.startswith("+++") else
+               "del" if line.startswith("-") and not line.startswith("---") else
+               "hunk" if line.startswith("@@") else "")
+        out.append(f'<span class="{css}">{_e(line)}</span>' if css else _e(line))
+    return "\n".join(out) or "(identical)"
+
+
+def _badge(name: str, samples: list[SampleResult]) -> str:
+    passed = sum(s.passed for s in samples)
+    css = "pass" if passed == len(samples) else "fail"
+    return f'<span class="badge {css}">{_e(name)}: {passed}/{len(samples)}</span>'
+
+
+def _header(columns: Iterable[str]) -> str:
+    return "<tr>" + "".join(f"<th>{_e(c)}</th>" for c in columns) + "</tr>"
+
+
+def _row(cells: list[str], text_columns: int = 1) -> str:
+    return "<tr>" + "".join(f'<td{" class=text" if i < text_columns else ""}>{_e(c)}</td>'
+                            for i, c in enumerate(cells)) + "</tr>"
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}"
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in text)
+
+
+def _e(text: str) -> str:
+    return html.escape(str(text), quote=True)

@@ -1,0 +1,194 @@
+"""Stored runs as a report sees them, and the report's tables (markdown, CSV, JSON).
+
+Everything here reads what `knowbench run` stored (`load_run`) and, when the benchmark
+directory named in run.json still exists unchanged, its tasks; nothing is executed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from knowbench.benchmark.schema import ChoiceTask, FunctionTask
+from knowbench.records import SampleResult
+from knowbench.report.charts import Series
+from knowbench.scoring.diagnose import load_diagnoses, run_tasks, task_infos
+from knowbench.scoring.metrics import Scores, score
+from knowbench.scoring.taxonomy import KOCO_CATEGORIES, LABELS, Diagnosis
+
+TableFormat = Literal["md", "csv", "json"]
+
+
+@dataclass
+class RunView:
+    """One stored run with its scores and failure diagnoses."""
+
+    name: str
+    run_dir: Path
+    run_json: dict[str, Any]
+    results: list[SampleResult]
+    scores: Scores
+    diagnoses: list[Diagnosis]
+    tasks: dict[str, FunctionTask | ChoiceTask] = field(default_factory=dict)
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return self.run_json.get("settings", {})
+
+    @property
+    def model(self) -> str:
+        model = self.settings.get("model", {})
+        return str(model.get("model") or model.get("backend") or "?")
+
+    @property
+    def method(self) -> str:
+        return str(self.settings.get("method", {}).get("method", "?"))
+
+    @property
+    def benchmark(self) -> str:
+        benchmark = self.settings.get("benchmark", {})
+        digest = str(benchmark.get("content_hash", ""))
+        return f"{benchmark.get('name', '?')} v{benchmark.get('version', '?')} ({digest[:19]})"
+
+    def failure_counts(self) -> Counter[str]:
+        """'pass' and every label -> number of function samples."""
+        counts: Counter[str] = Counter(d.label for d in self.diagnoses)
+        counts["pass"] = sum(r.passed for r in self.results if r.kind == "function")
+        return counts
+
+    def koco_counts(self) -> Counter[str]:
+        return Counter(d.koco for d in self.diagnoses if d.koco is not None)
+
+
+def load_views(run_dirs: list[Path], ks: tuple[int, ...] = (1, 5, 10)) -> list[RunView]:
+    """Load every run; names are "<model> · <method>", made unique with the directory name."""
+    from knowbench.run import load_run
+
+    views = []
+    for run_dir in run_dirs:
+        run_json, results = load_run(run_dir)
+        tasks = run_tasks(run_json)
+        diagnoses = load_diagnoses(run_dir, results, task_infos(tasks))
+        view = RunView(name="", run_dir=run_dir, run_json=run_json, results=results,
+                       scores=score(results, ks), diagnoses=diagnoses, tasks=tasks)
+        view.name = f"{view.model} · {view.method}"
+        views.append(view)
+    names = Counter(view.name for view in views)
+    for view in views:
+        if names[view.name] > 1:
+            view.name = f"{view.name} ({view.run_dir.name})"
+    return views
+
+
+def tokens_per_sample(results: list[SampleResult]) -> float | None:
+    """Mean tokens per sample: the usage the model reported, else the prompt estimate."""
+    if not results:
+        return None
+    total = 0
+    for result in results:
+        used = result.usage.prompt_tokens + result.usage.completion_tokens
+        if used == 0:
+            used = int(result.extra.get("prompt_tokens_approx", 0)) + len(result.completion) // 4
+        total += used
+    return total / len(results) if total else None
+
+
+def series_of(view: RunView) -> Series:
+    """The chart data of one run; pass@k for every k up to the fewest samples of any task."""
+    function = [r for r in view.results if r.kind == "function"]
+    per_task = Counter(r.task_id for r in function)
+    max_k = min(per_task.values()) if per_task else 0
+    curve: dict[int, float] = {}
+    if max_k:
+        full = score(function, range(1, max_k + 1))
+        curve = {k: v for k, v in full.overall.pass_at.items() if v is not None}
+    per_domain = {domain: metrics.pass_at.get(1) for domain, metrics in view.scores.by_domain.items()}
+    return Series(name=view.name, per_domain=per_domain, pass_at_k=curve,
+                  failures=dict(view.failure_counts()), koco=dict(view.koco_counts()),
+                  tokens_per_sample=tokens_per_sample(view.results),
+                  pass_at_1=view.scores.overall.pass_at.get(1))
+
+
+def table_rows(views: list[RunView]) -> list[dict[str, Any]]:
+    """One row per run and scope: "all (micro)", "macro" (mean; std in *_std columns) and
+    each domain. Scores are fractions in [0, 1]; None where undefined."""
+    rows = []
+    for view in views:
+        ks = view.scores.ks
+        base = {"run": view.name, "run_dir": str(view.run_dir), "model": view.model,
+                "method": view.method, "benchmark": view.benchmark}
+        scopes = [("all (micro)", view.scores.overall), *view.scores.by_domain.items()]
+        for scope, metrics in scopes:
+            row = {**base, "scope": scope, "tasks": metrics.tasks, "samples": metrics.samples}
+            row.update({f"pass@{k}": metrics.pass_at.get(k) for k in ks})
+            row.update({"apr": metrics.apr, "pass_any": metrics.pass_any, "accuracy": metrics.accuracy})
+            rows.append(row)
+            if scope == "all (micro)":
+                macro = {**base, "scope": "macro", "tasks": metrics.tasks, "samples": metrics.samples}
+                for key in (*(f"pass@{k}" for k in ks), "apr", "pass_any", "accuracy"):
+                    stat = view.scores.macro.get(key)
+                    macro[key] = stat.mean if stat else None
+                    macro[f"{key}_std"] = stat.std if stat else None
+                rows.append(macro)
+    return rows
+
+
+def render_table(views: list[RunView], fmt: TableFormat) -> str:
+    """The report's tables as markdown, CSV or JSON text."""
+    if fmt == "json":
+        document = {"runs": [{
+            "name": view.name, "run_dir": str(view.run_dir), "model": view.model,
+            "method": view.method, "benchmark": view.benchmark,
+            "scores": view.scores.model_dump(mode="json"),
+            "failures": {label: view.failure_counts().get(label, 0) for label in ("pass", *LABELS)},
+            "koco": {category: view.koco_counts().get(category, 0) for category in KOCO_CATEGORIES},
+            "tokens_per_sample": tokens_per_sample(view.results),
+        } for view in views], "rows": table_rows(views)}
+        return json.dumps(document, indent=2) + "\n"
+    rows = table_rows(views)
+    columns = _columns(rows)
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({key: "" if row.get(key) is None else row.get(key) for key in columns})
+        return buffer.getvalue()
+    return _markdown(views, rows)
+
+
+def _columns(rows: list[dict[str, Any]]) -> list[str]:
+    columns: list[str] = []
+    for row in rows:
+        columns.extend(key for key in row if key not in columns)
+    return columns
+
+
+def _markdown(views: list[RunView], rows: list[dict[str, Any]]) -> str:
+    ks = sorted({k for view in views for k in view.scores.ks})
+    metrics = [*(f"pass@{k}" for k in ks), "apr", "pass_any", "accuracy"]
+    lines = ["| run | scope | tasks | samples | " + " | ".join(metrics) + " |",
+             "|---|---|---:|---:|" + "---:|" * len(metrics)]
+    for row in rows:
+        cells = []
+        for key in metrics:
+            value = row.get(key)
+            text = "—" if value is None else f"{100 * value:.1f}"
+            std = row.get(f"{key}_std")
+            if value is not None and std is not None:
+                text += f" ± {100 * std:.1f}"
+            cells.append(text)
+        lines.append(f"| {row['run']} | {row['scope']} | {row['tasks']} | {row['samples']} | "
+                     + " | ".join(cells) + " |")
+    lines += ["", "| run | " + " | ".join(("pass", *LABELS)) + " |",
+              "|---|" + "---:|" * (len(LABELS) + 1)]
+    for view in views:
+        counts = view.failure_counts()
+        lines.append(f"| {view.name} | " + " | ".join(str(counts.get(key, 0))
+                                                       for key in ("pass", *LABELS)) + " |")
+    return "\n".join(lines) + "\n"

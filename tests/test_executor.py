@@ -1,0 +1,332 @@
+"""Behaviour of the SubprocessEngine: one behaviour per test, on the machine's best sandbox."""
+
+from __future__ import annotations
+
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from helpers import make_request
+from knowbench.execution.engine import SubprocessEngine
+from knowbench.records import Execution, Limits
+
+ADD = "def add(a, b):\n    return a + b\n"
+
+
+def code(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+def statuses(execution: Execution) -> dict[str, str]:
+    return {test.id: test.status for test in execution.tests}
+
+
+def test_passing_and_failing_tests_are_reported_per_item(engine: SubprocessEngine) -> None:
+    tests = code("""
+        def test_ok():
+            assert add(1, 2) == 3
+
+        def test_wrong():
+            assert add(1, 2) == 4
+
+        def test_raises():
+            raise ValueError("boom")
+    """)
+    execution = engine.execute(make_request(ADD, tests, "add"))
+    assert [test.id for test in execution.tests] == ["t::test_ok", "t::test_wrong", "t::test_raises"]
+    assert statuses(execution) == {"t::test_ok": "pass", "t::test_wrong": "fail",
+                                   "t::test_raises": "error"}
+    assert "ValueError: boom" in execution.tests[2].message
+    assert execution.passed == 1
+    assert execution.status == "error"  # the worst item decides
+
+
+def test_all_passing_items_make_a_passing_execution(engine: SubprocessEngine) -> None:
+    execution = engine.execute(make_request(ADD, "def test_a():\n    assert add(2, 2) == 4\n", "add"))
+    assert execution.status == "pass"
+    assert execution.note == ""
+    assert execution.tests[0].duration_s >= 0
+
+
+def test_unittest_methods_are_items_with_setup(engine: SubprocessEngine) -> None:
+    tests = code("""
+        import unittest
+
+        class TestAdd(unittest.TestCase):
+            @classmethod
+            def setUpClass(cls):
+                cls.base = 10
+
+            def setUp(self):
+                self.offset = 1
+
+            def test_good(self):
+                self.assertEqual(add(self.base, self.offset), 11)
+
+            def test_bad(self):
+                self.assertEqual(add(1, 1), 3)
+
+            def helper(self):
+                raise AssertionError("not a test")
+    """)
+    execution = engine.execute(make_request(ADD, tests, "add"))
+    assert statuses(execution) == {"t::TestAdd::test_good": "pass", "t::TestAdd::test_bad": "fail"}
+    assert "2 != 3" in execution.tests[1].message
+
+
+def test_plain_block_is_one_item_named_after_its_spec(engine: SubprocessEngine) -> None:
+    tests = {"good": "assert add(1, 2) == 3\nassert add(-1, 1) == 0\n",
+             "bad": "assert add(1, 2) == 3\nassert add(1, 1) == 5\n"}
+    execution = engine.execute(make_request(ADD, tests, "add"))
+    assert statuses(execution) == {"good": "pass", "bad": "fail"}
+
+
+def test_pytest_style_items_from_several_specs_keep_their_order(engine: SubprocessEngine) -> None:
+    tests = {"first": "def test_one():\n    assert add(0, 1) == 1\n",
+             "second": "def test_two():\n    assert add(1, 1) == 2\n\ndef test_three():\n    assert add(1, 2) == 3\n"}
+    execution = engine.execute(make_request(ADD, tests, "add"))
+    assert [test.id for test in execution.tests] == ["first::test_one", "second::test_two",
+                                                     "second::test_three"]
+    assert execution.status == "pass"
+
+
+def test_tmp_path_fixture_gives_a_fresh_writable_directory(engine: SubprocessEngine) -> None:
+    tests = code("""
+        def test_write(tmp_path):
+            target = tmp_path / "data.txt"
+            target.write_text(str(add(1, 2)))
+            assert target.read_text() == "3"
+
+        def test_fresh(tmp_path):
+            assert list(tmp_path.iterdir()) == []
+    """)
+    execution = engine.execute(make_request(ADD, tests, "add"))
+    assert execution.status == "pass", execution.tests
+
+
+def test_monkeypatch_fixture_patches_and_undoes(engine: SubprocessEngine) -> None:
+    program = "import os\n\ndef mode():\n    return os.environ.get('KB_MODE', 'plain')\n"
+    tests = code("""
+        import os
+
+        def test_patched(monkeypatch):
+            monkeypatch.setenv("KB_MODE", "patched")
+            monkeypatch.setattr(os, "sep", "|")
+            assert mode() == "patched"
+            assert os.sep == "|"
+
+        def test_undone():
+            assert mode() == "plain"
+            assert os.sep == "/"
+    """)
+    execution = engine.execute(make_request(program, tests, "mode"))
+    assert execution.status == "pass", execution.tests
+
+
+def test_capsys_fixture_captures_output(engine: SubprocessEngine) -> None:
+    program = "import sys\n\ndef greet(name):\n    print('hello', name)\n    print('warn', file=sys.stderr)\n"
+    tests = code("""
+        def test_capture(capsys):
+            greet("world")
+            captured = capsys.readouterr()
+            assert captured.out == "hello world\\n"
+            assert captured.err == "warn\\n"
+    """)
+    execution = engine.execute(make_request(program, tests, "greet"))
+    assert execution.status == "pass", execution.tests
+    assert "hello world" not in execution.stdout
+
+
+def test_test_code_that_fails_to_import_errors_all_its_items(engine: SubprocessEngine) -> None:
+    tests = {"broken": code("""
+                import knowbench_no_such_module
+
+                def test_a():
+                    assert add(1, 2) == 3
+
+                def test_b():
+                    assert add(2, 2) == 4
+            """),
+             "fine": "def test_c():\n    assert add(1, 1) == 2\n"}
+    execution = engine.execute(make_request(ADD, tests, "add"))
+    assert statuses(execution) == {"broken::test_a": "error", "broken::test_b": "error",
+                                   "fine::test_c": "pass"}
+    for test in execution.tests[:2]:
+        assert "knowbench_no_such_module" in test.message
+
+
+@pytest.mark.parametrize("program", [
+    "raise ValueError('cannot load')\n",
+    "def add(a, b)\n    return a + b\n",  # syntax error
+    "import knowbench_no_such_module\n",
+], ids=["raises", "syntax-error", "missing-import"])
+def test_program_that_fails_to_load_errors_all_items(engine: SubprocessEngine, program: str) -> None:
+    tests = "def test_a():\n    assert add(1, 2) == 3\n\ndef test_b():\n    assert True\n"
+    execution = engine.execute(make_request(program, tests, "add"))
+    assert statuses(execution) == {"t::test_a": "error", "t::test_b": "error"}
+    assert all("failed to load" in test.message for test in execution.tests)
+
+
+def test_called_is_true_when_the_test_calls_the_target(engine: SubprocessEngine) -> None:
+    tests = "def test_a():\n    assert add(1, 2) == 3\n\ndef test_b():\n    assert 1 + 2 == 3\n"
+    execution = engine.execute(make_request(ADD, tests, "add"))
+    assert [test.called for test in execution.tests] == [True, False]
+
+
+def test_called_is_true_for_a_method_target(engine: SubprocessEngine) -> None:
+    program = "class Calc:\n    def add(self, a, b):\n        return a + b\n"
+    execution = engine.execute(make_request(program, "def test_a():\n    assert Calc().add(1, 2) == 3\n",
+                                            "Calc.add"))
+    assert execution.tests[0].status == "pass"
+    assert execution.tests[0].called is True
+
+
+def test_called_is_false_when_the_test_redefines_the_target(engine: SubprocessEngine) -> None:
+    tests = code("""
+        def add(a, b):
+            return a + b
+
+        def test_shadowed():
+            assert add(1, 2) == 3
+    """)
+    execution = engine.execute(make_request("def add(a, b):\n    return 0\n", tests, "add"))
+    assert execution.tests[0].status == "pass"
+    assert execution.tests[0].called is False
+
+
+def test_called_is_false_when_the_test_reimports_the_name(engine: SubprocessEngine) -> None:
+    tests = "from operator import add\n\ndef test_shadowed():\n    assert add(1, 2) == 3\n"
+    execution = engine.execute(make_request("def add(a, b):\n    return 0\n", tests, "add"))
+    assert execution.tests[0].status == "pass"
+    assert execution.tests[0].called is False
+
+
+def test_called_is_none_without_an_entry_point(engine: SubprocessEngine) -> None:
+    execution = engine.execute(make_request(ADD, "def test_a():\n    assert add(1, 2) == 3\n"))
+    assert execution.tests[0].called is None
+
+
+def test_timeout_is_attributed_to_the_running_test(engine: SubprocessEngine) -> None:
+    tests = code("""
+        import time
+
+        def test_quick():
+            assert add(1, 2) == 3
+
+        def test_slow():
+            time.sleep(60)
+
+        def test_later():
+            assert add(1, 2) == 3
+    """)
+    execution = engine.execute(make_request(ADD, tests, "add", wall_s=1.5))
+    assert statuses(execution) == {"t::test_quick": "pass", "t::test_slow": "timeout",
+                                   "t::test_later": "timeout"}
+    assert "during this test" in execution.tests[1].message
+    assert "not run" in execution.tests[2].message
+    assert execution.status == "timeout"
+    assert execution.duration_s < 10
+
+
+def test_memory_limit_is_reported_as_memory(engine: SubprocessEngine) -> None:
+    tests = "def test_big():\n    assert len(bytearray(10**10)) > 0\n\ndef test_small():\n    assert add(1, 2) == 3\n"
+    execution = engine.execute(make_request(ADD, tests, "add", memory_mb=128))
+    assert statuses(execution) == {"t::test_big": "memory", "t::test_small": "pass"}
+
+
+def test_stdout_and_stderr_are_captured(engine: SubprocessEngine) -> None:
+    program = "import sys\nprint('loaded')\n\ndef add(a, b):\n    print('to stderr', file=sys.stderr)\n    return a + b\n"
+    execution = engine.execute(make_request(program, "def test_a():\n    assert add(1, 2) == 3\n", "add"))
+    assert execution.status == "pass"
+    assert execution.stdout == "loaded\n"
+    assert execution.stderr == "to stderr\n"
+
+
+def test_output_is_capped_at_output_bytes(engine: SubprocessEngine) -> None:
+    program = code("""
+        import sys
+
+        def add(a, b):
+            for _ in range(200):
+                sys.stdout.write("o" * 1000)
+                sys.stderr.write("e" * 1000)
+            return a + b
+    """)
+    execution = engine.execute(make_request(program, "def test_a():\n    assert add(1, 2) == 3\n", "add",
+                                            output_bytes=4096))
+    assert execution.status == "pass"
+    assert execution.stdout == "o" * 4096
+    assert execution.stderr == "e" * 4096
+
+
+def test_execution_carries_limits_and_sandbox_kind(engine: SubprocessEngine) -> None:
+    request = make_request(ADD, "def test_a():\n    assert add(1, 2) == 3\n", "add",
+                           wall_s=7.5, memory_mb=300, output_bytes=2048)
+    execution = engine.execute(request)
+    assert execution.limits == request.limits
+    assert execution.limits == Limits(wall_s=7.5, memory_mb=300, output_bytes=2048)
+    assert execution.sandbox == engine.sandbox.kind
+    assert execution.sandbox in ("bwrap", "unshare")
+    assert execution.engine == "subprocess"
+    assert execution.exit_code == 0
+
+
+def test_results_do_not_depend_on_a_previous_sample(engine: SubprocessEngine) -> None:
+    polluter = code("""
+        import os
+
+        def add(a, b):
+            with open("state.txt", "w") as handle:
+                handle.write("left behind")
+            with open(os.path.join(os.environ["HOME"], "home-state.txt"), "w") as handle:
+                handle.write("left behind")
+            os.environ["KB_POLLUTED"] = "1"
+            os.putenv("KB_POLLUTED", "1")
+            return a + b
+    """)
+    observer = code("""
+        import os
+
+        def add(a, b):
+            return a + b
+
+        def leftovers():
+            found = [name for name in ("state.txt",) if os.path.exists(name)]
+            found += [name for name in ("home-state.txt",)
+                      if os.path.exists(os.path.join(os.environ["HOME"], name))]
+            if "KB_POLLUTED" in os.environ:
+                found.append("KB_POLLUTED")
+            return found
+    """)
+    tests = "def test_a():\n    assert add(1, 2) == 3\n"
+    clean = "def test_clean():\n    assert leftovers() == []\n"
+    for _ in range(3):  # whatever slot each request gets
+        assert engine.execute(make_request(polluter, tests, "add")).status == "pass"
+        execution = engine.execute(make_request(observer, clean, "add"))
+        assert execution.status == "pass", execution.tests[0].message
+
+
+def test_parallel_use_from_threads_gives_correct_results(engine: SubprocessEngine) -> None:
+    program_template = code("""
+        import os
+        import time
+
+        def value():
+            with open("mine.txt", "w") as handle:
+                handle.write("{n}")
+            time.sleep(0.05)
+            with open("mine.txt") as handle:
+                return int(handle.read())
+    """)
+
+    def run(n: int) -> Execution:
+        tests = f"def test_value():\n    assert value() == {n}\n\ndef test_wrong():\n    assert value() == {-n - 1}\n"
+        return engine.execute(make_request(program_template.format(n=n), tests, "value"))
+
+    numbers = list(range(4 * engine.workers))
+    with ThreadPoolExecutor(max_workers=engine.workers) as pool:
+        executions = list(pool.map(run, numbers))
+    for n, execution in zip(numbers, executions, strict=True):
+        assert statuses(execution) == {"t::test_value": "pass", "t::test_wrong": "fail"}, (n, execution)
+        assert f"{-n - 1}" in execution.tests[1].message
