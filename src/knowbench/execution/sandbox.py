@@ -55,22 +55,20 @@ class Sandbox:
         return [*self._bwrap_prefix(workdir, python or sys.executable), *argv]
 
     def _bwrap_prefix(self, workdir: Path, python: str) -> list[str]:
-        args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--perms", "01777", "--tmpfs", "/tmp"]
-        # A read-only mount does not stop connect() on a Unix socket: hide where they live.
-        for socket_dir in ("/run", "/var/tmp"):
-            if os.path.isdir(socket_dir) and not os.path.islink(socket_dir):
-                args += ["--tmpfs", socket_dir]
+        args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        # Masked by empty directories: a private /tmp; /run and /var/tmp because a read-only
+        # mount does not stop connect() on a Unix socket; the hidden paths. Parents first, so
+        # that a hidden path inside a re-exposed one is masked again.
+        masks = ["/tmp", *(d for d in ("/run", "/var/tmp") if os.path.isdir(d) and not os.path.islink(d)),
+                 *(d for d in set(self.hidden) if os.path.isdir(d))]
         visible = _python_paths(python)
-        for hidden in sorted(set(self.hidden)):
-            if not os.path.isdir(hidden):
-                continue
-            args += ["--tmpfs", hidden]
-            # The interpreter may live under a hidden home directory (pyenv, conda). Re-expose
-            # the whole top-level entry holding it: bwrap would create the directories between
-            # with mode 0700, which an unprivileged sample uid could not traverse.
-            exposed = {os.path.join(hidden, os.path.relpath(path, hidden).split(os.sep)[0])
-                       for path in visible if _is_within(path, hidden) and path != hidden}
+        for mask in sorted(set(masks), key=lambda path: (path.count(os.sep), path)):
+            args += ["--perms", "01777", "--tmpfs", mask] if mask == "/tmp" else ["--tmpfs", mask]
+            # The interpreter may live under a masked directory (pyenv in a home directory, a
+            # checkout in /tmp). Re-expose the whole top-level entry holding it: bwrap would
+            # create the directories between with mode 0700, which a sample uid cannot traverse.
+            exposed = {os.path.join(mask, os.path.relpath(path, mask).split(os.sep)[0])
+                       for path in visible if _is_within(path, mask) and path != mask}
             for path in sorted(exposed):
                 args += ["--ro-bind", path, path]
         inner = self.inner_workdir(workdir)
