@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install sandbox demo test test-quick lint bench clean
+.PHONY: install sandbox browser demo test test-quick lint bench clean
 
 install: $(VENV)/.installed sandbox
 
@@ -22,12 +22,21 @@ sandbox:
 	    echo "knowbench: install bubblewrap (e.g. sudo apt-get install bubblewrap); falling back to unshare" >&2; \
 	  fi; }
 
+# The report test opens the HTML report in headless Chromium (Debian/Ubuntu, as root).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "knowbench: install chromium (apt-get install chromium) for the report test" >&2; \
+	  fi; }
+
 demo: install
 	$(BIN)/knowbench validate examples/basic
 	$(BIN)/knowbench run examples/basic --model reference --out runs/demo-reference --overwrite
 	$(BIN)/knowbench run examples/basic --model null --out runs/demo-null --overwrite
 
-test: install
+test: install browser
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-from openai_server import ScriptedOpenAIServer, last_user_message
 
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
@@ -26,6 +25,7 @@ from knowbench.methods import get_method
 from knowbench.models.openai import OpenAIBackend
 from knowbench.records import Limits, SamplingParams
 from knowbench.run import run_benchmark
+from openai_server import ScriptedOpenAIServer, last_user_message
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "basic"

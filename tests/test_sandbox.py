@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from helpers import make_request
-
 from knowbench.execution.engine import SubprocessEngine
 from knowbench.execution.forkserver import ForkServerEngine
 from knowbench.execution.sandbox import resolve_sandbox

@@ -284,7 +284,7 @@ def _register_command_groups() -> None:
         importlib.import_module(f"knowbench.commands.{name}").register(app)
 
 
-COMMAND_GROUPS: tuple[str, ...] = ("env",)
+COMMAND_GROUPS: tuple[str, ...] = ("env", "diagnose")
 _register_command_groups()
 
 

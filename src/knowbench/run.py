@@ -181,7 +181,7 @@ def _prepare_dir(run_dir: Path, settings: RunSettings, overwrite: bool) -> None:
     run_file = run_dir / RUN_FILE
     if overwrite and run_dir.exists():
         for name in (RUN_FILE, SAMPLES_FILE, SUMMARY_FILE, STORE_FILE, STORE_FILE + "-wal",
-                     STORE_FILE + "-shm"):
+                     STORE_FILE + "-shm", "diagnoses.jsonl"):
             (run_dir / name).unlink(missing_ok=True)
     if run_file.is_file():
         previous = json.loads(run_file.read_text()).get("settings", {})

@@ -16,7 +16,7 @@ import difflib
 import html
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from knowbench import __version__
@@ -105,7 +105,7 @@ def _runs_section(views: list[RunView]) -> str:
                           f"n={params.get('n', 1)}, T={params.get('temperature', 0)}",
                           str(settings.get("sandbox", "?")),
                           f"{limits.get('wall_s', '?')} s, {limits.get('memory_mb', '?')} MB",
-                          str(len(view.results))], text_columns=8))
+                          str(len(view.results))], text=range(8)))
     header = _header(["run", "directory", "benchmark", "model", "method", "sampling", "sandbox",
                       "limits", "samples"])
     return f'<section id="runs"><h2>Runs</h2><table>{header}{"".join(rows)}</table></section>'
@@ -121,7 +121,7 @@ def _headline_section(views: list[RunView]) -> str:
         overall = view.scores.overall
         values = [*(overall.pass_at.get(k) for k in ks), overall.apr, overall.pass_any, overall.accuracy]
         rows.append(_row([view.name, "all (micro)", str(overall.tasks), str(overall.samples),
-                          *(_pct(v) for v in values)], text_columns=2))
+                          *(_pct(v) for v in values)], text=(0, 1)))
         macro = []
         for key in metrics:
             stat = view.scores.macro.get(key)
@@ -130,7 +130,7 @@ def _headline_section(views: list[RunView]) -> str:
             else:
                 macro.append(_pct(stat.mean) + ("" if stat.std is None else f" ± {100 * stat.std:.1f}"))
         rows.append(_row([view.name, f"macro ± std ({len(view.scores.by_domain)} domains)", "", "",
-                          *macro], text_columns=2))
+                          *macro], text=(0, 1)))
     note = ('<p class="muted">micro: every task weighs the same; macro: every domain weighs the '
             "same, ± the sample standard deviation across domains (DomainEval). pass@k is the "
             "unbiased estimator; APR is the mean fraction of tests passed per sample.</p>")
@@ -200,7 +200,7 @@ def _compare_section(views: list[RunView]) -> str:
                           _pct(result.pass1_b),
                           "—" if result.difference is None else f"{100 * result.difference:+.1f}",
                           ci, str(result.mcnemar.only_a), str(result.mcnemar.only_b),
-                          f"{result.mcnemar.p_value:.3g}", flipped], text_columns=2))
+                          f"{result.mcnemar.p_value:.3g}", flipped], text=(0, 1, 10)))
     note = ('<p class="muted">Paired on the function tasks both runs have: bootstrap percentile '
             "interval over tasks (10,000 resamples, seed 0) and exact McNemar test on each task's "
             "first sample. + : B passes where A failed; − : the reverse.</p>")
@@ -328,8 +328,9 @@ def _header(columns: Iterable[str]) -> str:
     return "<tr>" + "".join(f"<th>{_e(c)}</th>" for c in columns) + "</tr>"
 
 
-def _row(cells: list[str], text_columns: int = 1) -> str:
-    return "<tr>" + "".join(f'<td{" class=text" if i < text_columns else ""}>{_e(c)}</td>'
+def _row(cells: list[str], text: Collection[int] = (0,)) -> str:
+    """A table row; cells whose index is in `text` are left-aligned text, the rest numbers."""
+    return "<tr>" + "".join(f'<td{" class=text" if i in text else ""}>{_e(c)}</td>'
                             for i, c in enumerate(cells)) + "</tr>"
 
 

@@ -421,6 +421,8 @@ def _whole_sample(context: _Context) -> _Verdict | None:
                         f"the candidate code does not parse: {facts.syntax_error}")
     if result.program is None or result.execution is None:
         detail = f"the code could not be put into the task: {assembly_error or 'no program'}"
+        if re.match(r"the (prompt|context) ", str(assembly_error or "")):
+            return _Verdict("Infrastructure", None, "task-not-assemblable", detail)
         return _Verdict("WrongSyntax", "syntax error", "not-spliceable", detail, True)
     if result.status == "infrastructure":
         return _Verdict("Infrastructure", None, "runner-failed",

@@ -1,0 +1,74 @@
+"""Leaderboard files accumulate runs and update a run's entry by its identity."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from diagnosis_helpers import sample, settings, store_run
+from knowbench.errors import UserError
+from knowbench.report.leaderboard import entry_for, read_board, run_identity, update_board
+from knowbench.run import load_run
+
+
+def _entry(run_dir: Path):
+    run_json, results = load_run(run_dir)
+    return entry_for(run_json, results, str(run_dir))
+
+
+def _runs(tmp_path: Path) -> tuple[Path, Path, Path]:
+    good = store_run(tmp_path / "good", [sample("a", True), sample("b", True)], settings(model="good"))
+    bad = store_run(tmp_path / "bad", [sample("a", False), sample("b", True)], settings(model="bad"))
+    rerun = store_run(tmp_path / "good-again", [sample("a", True), sample("b", False)],
+                      settings(model="good"))
+    return good, bad, rerun
+
+
+@pytest.mark.parametrize("suffix", [".json", ".csv"])
+def test_runs_accumulate_and_a_rerun_replaces_its_entry(tmp_path: Path, suffix: str) -> None:
+    good, bad, rerun = _runs(tmp_path)
+    board_path = tmp_path / f"board{suffix}"
+    update_board(board_path, [_entry(good)])
+    board = update_board(board_path, [_entry(bad)])
+    assert [e.model for e in board] == ["good", "bad"]  # best pass@1 first
+    board = update_board(board_path, [_entry(rerun)])
+    assert len(board) == 2
+    assert {e.model: e.pass_at_1 for e in board} == {"good": 0.5, "bad": 0.5}
+    assert next(e for e in board if e.model == "good").run_dir == str(rerun)
+    assert read_board(board_path) == board
+
+
+def test_json_and_csv_boards_hold_the_same_entries(tmp_path: Path) -> None:
+    good, bad, _ = _runs(tmp_path)
+    entries = [_entry(good), _entry(bad)]
+    as_json = update_board(tmp_path / "b.json", entries)
+    as_csv = update_board(tmp_path / "b.csv", entries)
+    assert as_json == as_csv == read_board(tmp_path / "b.csv") == read_board(tmp_path / "b.json")
+    document = json.loads((tmp_path / "b.json").read_text())
+    assert document["format"] == "knowbench-leaderboard" and len(document["entries"]) == 2
+    with (tmp_path / "b.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows[0]["pass_at_1"] == "1.0" and rows[0]["pass_at_5"] == ""
+
+
+def test_identity_ignores_the_endpoint_but_not_the_method_or_sampling() -> None:
+    base = settings()
+    moved = settings()
+    moved["model"]["base_url"] = "http://elsewhere:8000/v1"
+    other_method = settings(method="rag-bm25")
+    hotter = settings()
+    hotter["params"]["temperature"] = 0.8
+    assert run_identity(base) == run_identity(moved)
+    assert len({run_identity(base), run_identity(other_method), run_identity(hotter)}) == 3
+
+
+def test_a_file_that_is_not_a_board_is_refused(tmp_path: Path) -> None:
+    other = tmp_path / "other.json"
+    other.write_text('{"something": "else"}')
+    with pytest.raises(UserError, match="not a knowbench leaderboard"):
+        update_board(other, [])
+    with pytest.raises(UserError, match=r"\.json or \.csv"):
+        update_board(tmp_path / "board.txt", [])

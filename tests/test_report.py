@@ -1,0 +1,258 @@
+"""The HTML report (and its md/csv/json tables) over stored runs.
+
+Fast tests build run directories from the labelled real failures of the fixture set. The
+slow tests run examples/basic for real twice (a scripted OpenAI-compatible server on
+loopback whose replies fail in known ways, and the reference backend), write the report
+under runs/test-report/ (kept as a CI artifact with its screenshot) and open it in
+headless Chromium.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from diagnosis_helpers import fixtures, sample, settings, store_run
+from knowbench.benchmark.load import load_benchmark
+from knowbench.benchmark.schema import ChoiceTask, FunctionTask
+from knowbench.execution.engine import SubprocessEngine
+from knowbench.execution.sandbox import resolve_sandbox
+from knowbench.methods import get_method
+from knowbench.models.offline import ReferenceBackend
+from knowbench.models.openai import OpenAIBackend
+from knowbench.records import Limits, SampleResult, SamplingParams
+from knowbench.report.html import CHART_IDS, build_report, write_report
+from knowbench.report.runs import load_views, render_table
+from knowbench.run import TimePolicy, load_run, run_benchmark
+from knowbench.scoring.diagnose import DIAGNOSES_FILE, load_diagnoses, run_tasks, task_infos
+from knowbench.scoring.taxonomy import sample_digest
+from openai_server import ScriptedOpenAIServer, last_user_message
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "basic"
+BENCH = load_benchmark(EXAMPLE)
+ARTIFACTS = ROOT / "runs" / "test-report"
+CHROMIUM = Path("/usr/bin/chromium")
+SECTIONS = ("runs", "headline", "domains", "failures", "passk", "cost", "compare", "tasks")
+# Attributes through which a page loads something; only same-document "#..." links may appear.
+_LOADING_ATTRIBUTE = re.compile(r"\b(src|href|xlink:href|srcset|action|poster|data|background)"
+                                r"\s*=\s*[\"']([^\"']*)[\"']", re.IGNORECASE)
+
+
+def _example_settings(model: str) -> dict:
+    return settings(model=model, benchmark_hash=BENCH.content_hash,
+                    benchmark={"name": BENCH.name, "version": "1", "path": str(EXAMPLE),
+                               "content_hash": BENCH.content_hash})
+
+
+@pytest.fixture(scope="module")
+def fixture_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Run A: the hand-written real failures on examples/basic (one sample index each);
+    run B: every task of A passing."""
+    base = tmp_path_factory.mktemp("runs")
+    failures: list[SampleResult] = []
+    seen: dict[str, int] = {}
+    for case in fixtures():
+        task_id = case.result.task_id
+        if case.source != "handwritten" or task_id.startswith("extra/"):
+            continue
+        failures.append(case.result.model_copy(update={"sample_idx": seen.get(task_id, 0)}))
+        seen[task_id] = seen.get(task_id, 0) + 1
+    passing = [sample(task_id, True, domain=task_id.split("/")[0]) for task_id in seen]
+    return [store_run(base / "failing", failures, _example_settings("scripted")),
+            store_run(base / "passing", passing, _example_settings("reference"))]
+
+
+@pytest.fixture(scope="module")
+def page(fixture_runs: list[Path]) -> str:
+    return build_report(load_views(fixture_runs))
+
+
+def test_report_is_one_file_with_every_section_and_chart_and_nothing_to_fetch(page: str) -> None:
+    for section in SECTIONS:
+        assert f'<section id="{section}">' in page
+    assert len(re.findall(r"<svg\b", page)) == len(CHART_IDS)
+    for chart in CHART_IDS:
+        assert f'<svg id="{chart}"' in page and f'<figure id="figure-{chart}">' in page
+    external = [value for _, value in _LOADING_ATTRIBUTE.findall(page) if not value.startswith("#")]
+    assert external == []
+    for forbidden in ("<script", "<link", "<img", "<iframe", "@import", "url(http", "<?xml", "<!DOCTYPE svg"):
+        assert forbidden not in page
+    ids = re.findall(r'\bid="([^"]+)"', page)
+    assert len(ids) == len(set(ids)), "element ids repeat across the inline charts"
+    assert len(page) < 2_000_000
+
+
+def test_report_is_deterministic(fixture_runs: list[Path], page: str) -> None:
+    assert build_report(load_views(fixture_runs)) == page
+
+
+def test_drill_down_shows_instruction_diff_traceback_and_diagnosis(page: str) -> None:
+    block = page[page.index('<details id="task-text-slugify">'):]
+    block = block[:block.index('<details id="task-', 10)]
+    assert "turns a human-readable title into a URL slug" in block  # the instruction
+    assert '<span class="del">' in block and '<span class="add">' in block  # diff vs reference
+    assert "NameError: name &#x27;normalize&#x27; is not defined" in block  # the traceback
+    assert "<b>WrongImport</b>" in block and "missing-import" in block  # the diagnosis
+    assert "scripted · none: 0/" in block and "reference · none: 1/1" in block
+
+
+def test_stored_diagnoses_are_used_only_for_the_sample_they_were_made_from(
+        fixture_runs: list[Path], tmp_path: Path) -> None:
+    run_dir = tmp_path / "copy"
+    shutil.copytree(fixture_runs[0], run_dir)
+    _, results = load_run(run_dir)
+    fresh = load_diagnoses(run_dir, results)
+    judged = fresh[0].model_copy(update={"label": "WrongLogic", "source": "judge",
+                                         "judge": {"model": "j", "reason": "because"}})
+    stale = fresh[1].model_copy(update={"label": "Resource", "sample_digest": "0" * 16})
+    (run_dir / DIAGNOSES_FILE).write_text(judged.model_dump_json() + "\n" + stale.model_dump_json() + "\n")
+    loaded = load_diagnoses(run_dir, results)
+    assert loaded[0] == judged
+    assert loaded[1] == fresh[1] and loaded[1].sample_digest == sample_digest(results[1])
+    assert "judged by j: because" in build_report(load_views([run_dir]))
+
+
+def test_table_formats_carry_the_same_scores(fixture_runs: list[Path]) -> None:
+    views = load_views(fixture_runs)
+    document = json.loads(render_table(views, "json"))
+    csv_lines = render_table(views, "csv").strip().splitlines()
+    markdown = render_table(views, "md")
+    assert len(csv_lines) - 1 == len(document["rows"])
+    assert [run["name"] for run in document["runs"]] == ["scripted · none", "reference · none"]
+    overall = document["runs"][1]["scores"]["overall"]
+    assert overall["pass_at"]["1"] == 1.0
+    assert "| reference · none | all (micro) |" in markdown and "WrongImport" in markdown
+    assert document["runs"][0]["failures"]["pass"] == 0
+    assert sum(document["runs"][0]["failures"].values()) == sum(
+        1 for r in views[0].results if r.kind == "function")
+
+
+# ---------------------------------------------------------------------------- real runs
+
+# Replies of the scripted model: sample 0 fails in a known way, sample 1 is the gold code.
+SCRIPTED_FAILURES = {
+    "text/slugify": ("WrongImport", "from unidecode import unidecode\n\ndef slugify(text, separator='-'):\n"
+                     "    return re.sub(r'[^a-z0-9]+', separator, unidecode(text).lower()).strip(separator)\n"),
+    "text/wrap_paragraphs": ("WrongParam", "def wrap_paragraphs(text, width=40):\n"
+                             "    return textwrap.fill(text, width=width, break_long=False)\n"),
+    "text/TemplateRenderer.render": ("WrongAPISelection", "def render(self, template, **values):\n"
+                                     "    return string.Template(template).substitute({**self.defaults, **values})\n"),
+    "datetime/to_utc": ("WrongShapeDtype", "def to_utc(stamp, offset_minutes=None):\n"
+                        "    moment = datetime.strptime(stamp, '%Y-%m-%dT%H:%M:%S')\n"
+                        "    if offset_minutes is None:\n        raise ValueError('naive')\n"
+                        "    moment = moment.replace(tzinfo=timezone(timedelta(minutes=offset_minutes)))\n"
+                        "    return moment.astimezone(timezone.utc).replace(tzinfo=None).isoformat() + 'Z'\n"),
+    "datetime/add_business_days": ("WrongLogic", "def add_business_days(start, days, holidays=()):\n"
+                                   "    return start + timedelta(days=days)\n"),
+    "data/Settings.to_json": ("WrongSyntax", "def to_json(self):\n    return json.dumps(self.data,\n"),
+    "algorithms/grade": ("Timeout", "def grade(score, breakpoints=(60, 70, 80, 90), grades='FDCBA'):\n"
+                         "    index = 0\n    while index < len(breakpoints) and score >= breakpoints[index]:\n"
+                         "        continue\n    return grades[bisect.bisect_right(breakpoints, score)]\n"),
+    "data/Inventory.top": ("WrongAPISelection", "def top(self, n):\n    return self._counts.top_items(n)\n"),
+}
+
+
+def _scripted_reply(body: dict) -> str:
+    message = last_user_message(body)
+    sample_idx = int(body.get("seed") or 0)
+    for task in BENCH.tasks:
+        if isinstance(task, FunctionTask) and f"Complete the function `{task.entry_point}`." in message:
+            failure = SCRIPTED_FAILURES.get(task.task_id)
+            code = failure[1] if failure and sample_idx == 0 else task.reference
+            return f"Here it is:\n```python\n{code}```\n"
+        if isinstance(task, ChoiceTask) and task.question.strip()[:60] in message:
+            right = task.task_id.startswith(("text", "data"))
+            letters = task.answer if right else [next(x for x in task.options if x not in task.answer)]
+            return f"Answer: {', '.join(letters)}"
+    return "no idea"
+
+
+@pytest.fixture(scope="module")
+def real_runs() -> Iterator[tuple[Path, Path, Path]]:
+    """Two real runs of examples/basic and their report, kept under runs/test-report/."""
+    if ARTIFACTS.exists():
+        shutil.rmtree(ARTIFACTS)
+    engine = SubprocessEngine(resolve_sandbox("auto"), workers=2)
+    try:
+        with ScriptedOpenAIServer(responder=_scripted_reply) as server:
+            backend = OpenAIBackend(model="scripted", base_url=server.base_url, backoff_s=0.01)
+            run_benchmark(BENCH, backend, get_method("none"), engine, ARTIFACTS / "scripted",
+                          SamplingParams(n=2, temperature=0.7, seed=0), Limits(),
+                          time_policy=TimePolicy(mode="fixed", fixed_s=3.0), ks=(1, 2))
+        run_benchmark(BENCH, ReferenceBackend(), get_method("none"), engine, ARTIFACTS / "reference",
+                      SamplingParams(), Limits(), time_policy=TimePolicy(mode="benchmark"), ks=(1, 2))
+    finally:
+        engine.close()
+    report = write_report([ARTIFACTS / "reference", ARTIFACTS / "scripted"], ARTIFACTS / "report.html",
+                          ks=(1, 2))
+    yield ARTIFACTS / "scripted", ARTIFACTS / "reference", report
+
+
+@pytest.mark.slow
+def test_real_runs_are_diagnosed_as_their_failures_were_scripted(real_runs: tuple[Path, Path, Path]) -> None:
+    scripted, _, report = real_runs
+    run_json, results = load_run(scripted)
+    diagnoses = load_diagnoses(scripted, results, task_infos(run_tasks(run_json)))
+    labels = {(d.task_id, d.sample_idx): d.label for d in diagnoses}
+    assert labels == {(task_id, 0): label for task_id, (label, _) in SCRIPTED_FAILURES.items()}
+    page = report.read_text()
+    for label in {label for label, _ in SCRIPTED_FAILURES.values()}:
+        assert f"<b>{label}</b>" in page
+    assert "Paired comparison" in page and "scripted · none" in page
+
+
+def _chromium(*arguments: str, profile: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    command = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+               "--no-first-run", "--disable-background-networking", "--disable-component-update",
+               "--disable-sync", f"--user-data-dir={profile}", *arguments]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def _page_requests(net_log: Path) -> list[str]:
+    """http(s) URLs the page asked for, from Chromium's NetLog. Requests the browser makes
+    for itself (update checks, time sync) carry the initiator "not an origin"; a page opened
+    from disk has the opaque origin "null"."""
+    log = json.loads(net_log.read_text())
+    start_job = log["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
+    return [event["params"]["url"] for event in log["events"]
+            if event["type"] == start_job and "url" in event.get("params", {})
+            and event["params"].get("initiator") != "not an origin"
+            and event["params"]["url"].startswith(("http://", "https://"))]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is missing: install the Debian "
+                                                  "package 'chromium' (the Makefile's test set-up does)")
+def test_report_renders_in_headless_chromium_and_fetches_nothing(
+        real_runs: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    _, _, report = real_runs
+    net_log = tmp_path / "net.json"
+    dumped = _chromium(f"--log-net-log={net_log}", "--dump-dom", report.as_uri(), profile=tmp_path / "p1")
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    dom = dumped.stdout
+    assert len(re.findall(r"<svg\b", dom)) == len(CHART_IDS)
+    for chart in CHART_IDS:
+        assert f'id="{chart}"' in dom
+    assert dom.count('<details id="task-') == len(BENCH.tasks)
+    assert _page_requests(net_log) == []
+
+    screenshot = ARTIFACTS / "report.png"
+    shot = _chromium(f"--screenshot={screenshot}", "--window-size=1280,2000", report.as_uri(),
+                     profile=tmp_path / "p2")
+    assert shot.returncode == 0, shot.stderr[-2000:]
+    data = screenshot.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000
+
+    # The network check itself works: a page that does fetch something is caught.
+    control = tmp_path / "control.html"
+    control.write_text('<html><body><img src="http://127.0.0.1:9/x.png"></body></html>')
+    control_log = tmp_path / "control.json"
+    _chromium(f"--log-net-log={control_log}", "--dump-dom", control.as_uri(), profile=tmp_path / "p3")
+    assert _page_requests(control_log) == ["http://127.0.0.1:9/x.png"]

@@ -1,0 +1,246 @@
+"""The failure classifier, measured on real labelled failures and checked rule by rule.
+
+The fixture set (tests/fixtures/failures.jsonl, rebuilt by tests/fixtures/make_failures.py)
+holds real executions: hand-written wrong completions for examples/basic run through the
+sandboxed executor, and every failing gpt-4o-mini response released with DomainEval, run
+the way DomainEval's harness runs it. Each carries a label assigned by hand from the
+completion, the reference and the failure, with a one-line justification.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+
+import pytest
+
+from diagnosis_helpers import FIXTURE_FILE, fixtures, sample
+from knowbench.records import Execution, Limits, SampleResult, TestOutcome
+from knowbench.scoring.surface import ApiSurface, introspect_surface, stdlib_surface
+from knowbench.scoring.taxonomy import KOCO_CATEGORIES, LABELS, TaskInfo, classify, code_facts
+from knowbench.scoring.tracebacks import parse_traceback
+
+# Why 0.90: the rules are deterministic and were written against the definitions in
+# docs/diagnosis.md, not fitted to these cases, but the same engineer labelled the cases and
+# wrote the rules, so the measured agreement (0.96 when this was written) is optimistic. The
+# misses that remain are the genuinely ambiguous ones the judge exists for (argument order
+# that fails deep inside a library, a sibling API that shows up only as a wrong result). A
+# drop below 0.90 on ~140 cases means at least ~8 more cases flipped, i.e. a whole rule
+# family (every NameError, every library-raised ValueError, ...) stopped working: a
+# regression, not noise, since nothing here is random.
+ACCURACY_THRESHOLD = 0.90
+# Each label with at least 3 cases must be recognised in most of them: a label whose recall
+# collapses makes the failure-class charts wrong even when overall accuracy survives.
+RECALL_FLOOR = 0.6
+
+
+def _classified() -> list[tuple[str, str, str, str]]:
+    rows = []
+    for case in fixtures():
+        diagnosis = classify(case.result, case.task, case.surface)
+        assert diagnosis is not None, case.id
+        rows.append((case.id, case.source, case.expected, diagnosis.label))
+    return rows
+
+
+def _report(rows: list[tuple[str, str, str, str]]) -> str:
+    lines = []
+    by_source: dict[str, list[bool]] = defaultdict(list)
+    for _, source, expected, got in rows:
+        by_source[source].append(expected == got)
+    for source, hits in sorted(by_source.items()):
+        lines.append(f"{source}: {sum(hits)}/{len(hits)} = {sum(hits) / len(hits):.3f}")
+    for label in LABELS:
+        cases = [got for _, _, expected, got in rows if expected == label]
+        if cases:
+            lines.append(f"  {label:<17} recall {cases.count(label)}/{len(cases)}")
+    lines += [f"  MISS {case_id}: expected {expected}, got {got}"
+              for case_id, _, expected, got in rows if expected != got]
+    return "\n".join(lines)
+
+
+def test_classifier_accuracy_on_the_labelled_failures_meets_the_threshold() -> None:
+    rows = _classified()
+    accuracy = sum(expected == got for _, _, expected, got in rows) / len(rows)
+    report = f"accuracy {accuracy:.3f} on {len(rows)} labelled failures\n{_report(rows)}"
+    print(report)  # shown with -s and in CI logs on failure
+    assert accuracy >= ACCURACY_THRESHOLD, report
+    for label in LABELS:
+        cases = [got for _, _, expected, got in rows if expected == label]
+        if len(cases) >= 3:
+            assert cases.count(label) / len(cases) >= RECALL_FLOOR, f"{label} recall\n{report}"
+
+
+def test_fixture_set_is_real_large_and_covers_every_label() -> None:
+    cases = fixtures()
+    assert len(cases) >= 60
+    assert {case.expected for case in cases} == set(LABELS)
+    sources = Counter(case.source for case in cases)
+    assert sources["domaineval"] >= 60 and sources["handwritten"] >= 30
+    for case in cases:
+        assert not case.result.passed and case.why.strip(), case.id
+        # Every executed case carries the runner's own per-test records.
+        assert case.result.execution is not None or case.result.extra.get("assembly_error"), case.id
+
+
+def test_diagnosis_is_deterministic_and_carries_its_evidence() -> None:
+    for case in fixtures()[:40]:
+        first = classify(case.result, case.task, case.surface)
+        second = classify(case.result, case.task, case.surface)
+        assert first is not None and second is not None
+        assert first.model_dump_json() == second.model_dump_json()
+        assert first.evidence.rule and first.evidence.detail
+        assert first.koco in (*KOCO_CATEGORIES, None)
+        assert (first.koco is None) == (first.label in ("Timeout", "Resource", "Infrastructure"))
+
+
+def test_passed_and_choice_samples_get_no_diagnosis() -> None:
+    assert classify(sample("t", passed=True)) is None
+    assert classify(sample("q", passed=False, kind="choice")) is None
+
+
+def _failed(message: str, status: str = "error", code: str = "def f():\n    return 1\n",
+            program: str | None = None, called: bool | None = True) -> SampleResult:
+    execution = Execution(status=status, tests=[TestOutcome(id="t::test_f", status=status,
+                                                            message=message, called=called)],
+                          sandbox="none", limits=Limits())
+    return SampleResult(task_id="t", sample_idx=0, kind="function", domain="d", completion=code,
+                        code=code, program=program or code, passed=False, tests_total=1,
+                        status=status, execution=execution)
+
+
+def _traceback(*frames: tuple[str, int, str, str], exception: str) -> str:
+    lines = ["Traceback (most recent call last):"]
+    for file, line, function, source in frames:
+        lines += [f'  File "{file}", line {line}, in {function}', f"    {source}"]
+    return "\n".join([*lines, exception])
+
+
+def test_a_missing_stdlib_import_is_wrong_import_and_an_invented_name_is_wrong_api() -> None:
+    code = "def f():\n    return timedelta(days=1) + helper_that_exists_nowhere()\n"
+    missing = _traceback(("test:t", 1, "test_f", "f()"), ("solution.py", 2, "f", "return ..."),
+                         exception="NameError: name 'timedelta' is not defined")
+    invented = missing.replace("timedelta", "helper_that_exists_nowhere")
+    import_diagnosis = classify(_failed(missing, code=code))
+    invented_diagnosis = classify(_failed(invented, code=code))
+    assert import_diagnosis is not None and invented_diagnosis is not None
+    assert (import_diagnosis.label, import_diagnosis.evidence.rule) == ("WrongImport", "missing-import")
+    assert import_diagnosis.koco == "undefined variable"
+    assert (invented_diagnosis.label, invented_diagnosis.koco) == ("WrongAPISelection", "invalid API call")
+
+
+def test_a_surface_turns_a_missing_module_attribute_into_a_wrong_module_path() -> None:
+    message = _traceback(("solution.py", 3, "f", "return pkg.sub.thing()"),
+                         exception="AttributeError: module 'pkg.sub' has no attribute 'thing'")
+    without = classify(_failed(message), surface=ApiSurface())
+    with_surface = classify(_failed(message), surface=ApiSurface(modules={"pkg.other": ["thing"]}))
+    assert without is not None and with_surface is not None
+    assert without.label == "WrongAPISelection"
+    assert (with_surface.label, with_surface.evidence.rule) == ("WrongImport", "wrong-module-path")
+
+
+def test_where_the_exception_was_raised_decides_between_shape_and_logic() -> None:
+    library = _traceback(("test:t", 1, "test_f", "f()"), ("solution.py", 2, "f", "return lib.parse(x)"),
+                         ("/usr/lib/python3/lib.py", 9, "parse", "raise ValueError('bad')"),
+                         exception="ValueError: bad input")
+    own = _traceback(("test:t", 1, "test_f", "f()"), ("solution.py", 2, "f", "raise ValueError('bad')"),
+                     exception="ValueError: bad input")
+    test = _traceback(("test:t", 1, "test_f", "assert int(f()) == 1"), exception="ValueError: bad input")
+    assert classify(_failed(library)).label == "WrongShapeDtype"  # type: ignore[union-attr]
+    assert classify(_failed(own)).evidence.rule == "candidate-raised"  # type: ignore[union-attr]
+    assert classify(_failed(test)).evidence.rule == "wrong-return-value"  # type: ignore[union-attr]
+
+
+def test_signature_errors_are_wrong_param_whoever_calls() -> None:
+    call = _traceback(("solution.py", 2, "f", "return json.dumps(x, sortkeys=True)"),
+                      exception="TypeError: JSONEncoder.__init__() got an unexpected keyword argument 'sortkeys'")
+    target = _traceback(("test:t", 1, "test_f", "f(1, extra=2)"),
+                        exception="TypeError: f() got an unexpected keyword argument 'extra'")
+    assert classify(_failed(call)).evidence.rule == "call-signature"  # type: ignore[union-attr]
+    assert classify(_failed(target)).evidence.rule == "target-signature"  # type: ignore[union-attr]
+
+
+def test_an_assertion_without_the_target_running_is_blamed_on_the_evaluation() -> None:
+    message = _traceback(("test:t", 1, "test_f", "assert helper() == 2"), exception="AssertionError")
+    diagnosis = classify(_failed(message, status="fail", called=False))
+    assert diagnosis is not None and diagnosis.label == "Infrastructure"
+    assert diagnosis.evidence.called is False
+
+
+def test_a_known_target_api_that_is_never_used_is_wrong_api_selection() -> None:
+    task = TaskInfo(entry_point="f", target_api="bisect.bisect_right",
+                    reference="def f(x):\n    return bisect.bisect_right(POINTS, x)\n")
+    message = _traceback(("test:t", 1, "test_f", "assert f(3) == 1"), exception="AssertionError")
+    unused = classify(_failed(message, status="fail", code="def f(x):\n    return bisect.bisect_left(P, x)\n"), task)
+    used = classify(_failed(message, status="fail", code="def f(x):\n    return bisect.bisect_right(P, x) + 1\n"), task)
+    assert unused is not None and used is not None
+    assert (unused.label, unused.evidence.name) == ("WrongAPISelection", "bisect.bisect_right")
+    assert used.label == "WrongLogic" and used.ambiguous
+
+
+def test_the_sample_takes_the_earliest_pipeline_label_among_its_tests() -> None:
+    import_error = _traceback(("solution.py", 1, "<module>", "x"),
+                              exception="ModuleNotFoundError: No module named 'nothere'")
+    execution = Execution(status="error", sandbox="none", limits=Limits(), tests=[
+        TestOutcome(id="a", status="fail", message=_traceback(("test:t", 1, "a", "assert f()"),
+                                                              exception="AssertionError")),
+        TestOutcome(id="b", status="error", message=import_error)])
+    result = _failed("", code="import nothere\ndef f():\n    return 1\n").model_copy(
+        update={"execution": execution})
+    diagnosis = classify(result)
+    assert diagnosis is not None
+    assert diagnosis.label == "WrongImport" and diagnosis.evidence.test_id == "b"
+    assert diagnosis.per_test == {"a": "WrongLogic", "b": "WrongImport"}
+
+
+def test_traceback_parser_reads_chains_syntax_errors_and_cut_messages() -> None:
+    chained = (_traceback(("/lib/rsa/common.py", 141, "inverse", "raise E"), exception="rsa.E: first")
+               + "\n\nThe above exception was the direct cause of the following exception:\n\n"
+               + _traceback(("test:t", 3, "<module>", "go()"), ("solution.py", 40, "go", "raise X"),
+                            exception="rsa.common.NotRelativePrimeError: e and phi"))
+    parsed = parse_traceback(chained)
+    assert parsed.exc_type == "rsa.common.NotRelativePrimeError" and parsed.causes == ("rsa.E",)
+    assert [f.owner for f in parsed.frames] == ["test", "candidate"]
+    syntax = parse_traceback('the program failed to load:\n  File "solution.py", line 3\n'
+                             "    return x +\n             ^\nSyntaxError: invalid syntax")
+    assert (syntax.stage, syntax.exc_type, syntax.frames[0].line) == ("load", "SyntaxError", 3)
+    cut = parse_traceback("Traceback (most recent call last):\n" + '  File "test:t", line 1, in t\n'
+                          "    x\n...\nine 4, in middle\n" + '  File "solution.py", line 9, in f\n'
+                          "    y[3]\nIndexError: list index out of range")
+    assert cut.exc_type == "IndexError" and cut.raise_frame is not None
+    assert cut.raise_frame.owner == "candidate"
+    runner = parse_traceback("the wall-clock limit was reached during this test")
+    assert runner.exc_type is None
+
+
+def test_code_facts_read_calls_imports_and_stubs() -> None:
+    facts = code_facts("import numpy as np\nfrom os import path as p\n"
+                       "def f(x):\n    return np.zeros(3).sum() + p.join('a')\n", "f")
+    assert {"np.zeros", "p.join"} <= facts.calls
+    assert facts.imported == {"np": "numpy", "p": "os.path"}
+    assert code_facts("def f():\n    '''doc'''\n    ...\n", "f").stub
+    assert not code_facts("def f(:\n", "f").parses
+
+
+def test_stdlib_surface_knows_classes_and_introspection_runs_out_of_process() -> None:
+    surface = stdlib_surface()
+    assert "datetime" in surface.defining("timedelta")
+    assert "datetime.datetime" in surface.members_defining("fromisoformat")
+    introspected, failed = introspect_surface(["json", "knowbench_no_such_package"])
+    assert "JSONDecodeError" in introspected.modules["json.decoder"]
+    assert list(failed) == ["knowbench_no_such_package"]
+    projected = introspected.project({"JSONDecodeError", "json"})
+    assert projected.modules["json"] and projected.modules["json"] == ["JSONDecodeError"]
+
+
+@pytest.mark.parametrize("status, label", [("timeout", "Timeout"), ("memory", "Resource"),
+                                           ("infrastructure", "Infrastructure")])
+def test_limits_and_runner_failures_have_their_own_labels(status: str, label: str) -> None:
+    diagnosis = classify(_failed("", status=status))
+    assert diagnosis is not None and diagnosis.label == label and diagnosis.koco is None
+
+
+def test_fixture_lines_are_plain_json_records() -> None:
+    with FIXTURE_FILE.open() as handle:
+        first = json.loads(handle.readline())
+    assert {"id", "source", "expected", "why", "task", "surface", "result"} == set(first)
