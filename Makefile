@@ -13,23 +13,20 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,ray]'
 	touch $@
 
-# Samples run inside bubblewrap; install it when missing (Debian/Ubuntu, as root).
-sandbox:
-	@command -v bwrap >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
-	  else \
-	    echo "knowbench: install bubblewrap (e.g. sudo apt-get install bubblewrap); falling back to unshare" >&2; \
-	  fi; }
+# $(call need,COMMAND,DEBIAN_PACKAGE,WHY): install the package when the command is missing
+# (as root, with apt-get); otherwise say what to install.
+need = command -v $(1) >/dev/null 2>&1 || { \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2) >/dev/null; \
+	else \
+	  echo "knowbench: please install $(2): $(3)" >&2; \
+	fi; }
 
-# The report test opens the HTML report in headless Chromium (Debian/Ubuntu, as root).
+sandbox:
+	@$(call need,bwrap,bubblewrap,samples run inside it)
+
 browser:
-	@command -v chromium >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	  else \
-	    echo "knowbench: install chromium (apt-get install chromium) for the report test" >&2; \
-	  fi; }
+	@$(call need,chromium,chromium,the report test opens reports in it)
 
 demo: install
 	$(BIN)/knowbench validate examples/basic
