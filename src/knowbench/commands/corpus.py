@@ -96,9 +96,10 @@ def _print_stats(corpus: Corpus) -> None:
     manifest = corpus.manifest
     table = Table(title=f"corpus {manifest.name}", title_justify="left", show_header=False)
     table.add_column("field", style="bold")
-    table.add_column("value")
+    table.add_column("value", overflow="fold")
     rows = [
-        ("source", f"{manifest.source} ({manifest.source_kind})"),
+        ("source", manifest.source),
+        ("source kind", manifest.source_kind),
         ("version", manifest.version or "-"),
         ("source sha256", manifest.sha256),
         ("content hash", manifest.content_hash),

@@ -19,7 +19,7 @@ import numpy as np
 
 from knowbench.knowledge.corpus import Chunk, Corpus
 from knowbench.knowledge.retrieval import Retriever
-from knowbench.knowledge.tokenizer import TOKENIZER_VERSION, tokenize
+from knowbench.knowledge.tokenizer import TOKENIZER_VERSION, tokenize, tokenize_to_ids
 
 INDEX_TEXT_VERSION = 1  # bump when index_text() changes
 PARAMS = {"method": "lucene", "k1": 1.5, "b": 0.75}
@@ -64,7 +64,7 @@ class BM25Retriever(Retriever):
 
     def _build(self) -> bm25s.BM25:
         model = bm25s.BM25(**PARAMS)
-        model.index([tokenize(index_text(chunk)) for chunk in self.corpus.chunks],
+        model.index(tokenize_to_ids(index_text(chunk) for chunk in self.corpus.chunks),
                     show_progress=False)
         self.index_dir.parent.mkdir(parents=True, exist_ok=True)
         partial = self.index_dir.with_name(f".{self.index_dir.name}.{os.getpid()}.partial")

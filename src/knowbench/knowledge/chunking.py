@@ -103,6 +103,8 @@ def _definitions(body: list[ast.stmt]) -> Iterator[ast.stmt]:
 def _visit(node: ast.stmt, owners: list[str], lines: list[str], path: str, module: str,
            chunks: list[Chunk]) -> None:
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        if _is_overload(node):
+            return  # a typing stub: the implementation that follows is the knowledge
         qualname = ".".join([*owners, node.name])
         start = _start(node)
         source = textwrap.dedent("\n".join(lines[start - 1:_end(node)]))
@@ -150,6 +152,14 @@ def signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     stub.decorator_list = []
     stub.body = [ast.Expr(ast.Constant(...))]
     return ast.unparse(stub).replace(":\n    ...", ": ...", 1)
+
+
+def _is_overload(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    for decorator in node.decorator_list:
+        name = decorator.attr if isinstance(decorator, ast.Attribute) else getattr(decorator, "id", "")
+        if name == "overload":
+            return True
+    return False
 
 
 def _class_header(node: ast.ClassDef) -> str:

@@ -178,11 +178,6 @@ class Corpus:
     def __len__(self) -> int:
         return len(self.chunks)
 
-    def describe(self) -> dict[str, str | None]:
-        """What identifies the corpus in a run's settings (not where it lives on disk)."""
-        return {"name": self.name, "content_hash": self.content_hash, "source": self.manifest.source,
-                "version": self.manifest.version}
-
 
 def write_corpus(directory: Path, manifest: CorpusManifest, chunks: list[Chunk]) -> Corpus:
     """Write `corpus.sqlite` under `directory`, replacing any previous one atomically."""

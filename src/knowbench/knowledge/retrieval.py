@@ -89,10 +89,10 @@ def ranked_positions(scores: np.ndarray, first: int = 64) -> Iterator[int]:
         top = np.argpartition(-scores, head - 1)[:head]
         top = top[np.lexsort((top, -scores[top]))]
     else:
-        top = np.lexsort((np.arange(count), -scores))
+        top = np.argsort(-scores, kind="stable")
     yield from (int(position) for position in top)
     if head < count:
-        rest = np.lexsort((np.arange(count), -scores))
+        rest = np.argsort(-scores, kind="stable")
         seen = set(top.tolist())
         yield from (int(position) for position in rest if int(position) not in seen)
 
@@ -102,7 +102,7 @@ def reciprocal_rank_fusion(*score_lists: tuple[np.ndarray, float], k: int = RRF_
     list's floor (no match) get nothing from that list."""
     fused = np.zeros(len(score_lists[0][0]), dtype=np.float64)
     for scores, floor in score_lists:
-        order = np.lexsort((np.arange(len(scores)), -scores))
+        order = np.argsort(-scores, kind="stable")
         ranks = np.empty(len(scores), dtype=np.float64)
         ranks[order] = np.arange(1, len(scores) + 1)
         contribution = 1.0 / (k + ranks)

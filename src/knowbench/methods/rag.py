@@ -69,8 +69,8 @@ class RagMethod(Method):
             "query": query,
             "retrieved": [_hit_record(hit, status[hit.chunk.id]) for hit in hits],
             "excluded": [{"id": item.chunk.id, "name": _name(item.chunk),
-                          "location": item.chunk.location, "reason": item.reason}
-                         for item in withheld],
+                          "location": item.chunk.location, "reason": item.reason,
+                          "would_be_rank": item.would_be_rank} for item in withheld],
             "leakage": guard.describe(),
             "knowledge_tokens": approx_tokens(knowledge),
             "prompt_tokens": Prompt(messages=messages).approx_tokens,
