@@ -293,7 +293,7 @@ def _register_command_groups() -> None:
         importlib.import_module(f"knowbench.commands.{name}").register(app)
 
 
-COMMAND_GROUPS: tuple[str, ...] = ("env", "corpus", "diagnose")
+COMMAND_GROUPS: tuple[str, ...] = ("env", "build", "corpus", "diagnose")
 _register_command_groups()
 
 

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from knowbench import __version__
 from knowbench.benchmark.load import Benchmark
-from knowbench.benchmark.schema import ChoiceTask, FunctionTask, imported_modules
+from knowbench.benchmark.schema import PARSE_LOCK, ChoiceTask, FunctionTask, imported_modules
 from knowbench.choice import parse_choice
 from knowbench.errors import UserError
 from knowbench.execution.engine import Engine, ExecutionRequest
@@ -337,7 +337,8 @@ def _calibrate(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, eng
 def evaluate_function(task: FunctionTask, generation: Generation, engine: Engine, limits: Limits,
                       preload: list[str] | None = None) -> SampleResult:
     """Assemble the program from a completion, execute its tests and score the sample."""
-    assembly = assemble(task.context, task.prompt_code, task.entry_point, generation.completion)
+    with PARSE_LOCK:  # evaluations run on threads; see PARSE_LOCK
+        assembly = assemble(task.context, task.prompt_code, task.entry_point, generation.completion)
     items = task.test_items()
     common = _common(task, generation)
     if assembly.program is None:

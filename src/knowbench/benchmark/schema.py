@@ -8,8 +8,10 @@ machine-checked version of that document.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import textwrap
+import threading
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -110,23 +112,33 @@ class TestSpec(_Record):
 
     def items(self) -> list[TestItem]:
         """The tests this spec holds, found statically so every sample has the same list."""
-        tree = ast.parse(self.code)
-        found: list[TestItem] = []
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
-                found.append(TestItem(id=f"{self.name}::{node.name}", spec=self.name, kind="function",
-                                      function=node.name))
-            elif isinstance(node, ast.ClassDef) and (_looks_like_testcase(node)
-                                                     or (node.name.startswith("Test") and not node.bases)):
-                kind: Literal["unittest", "class"] = "unittest" if node.bases else "class"
-                for member in node.body:
-                    if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef) and \
-                            member.name.startswith("test"):
-                        found.append(TestItem(
-                            id=f"{self.name}::{node.name}::{member.name}", spec=self.name,
-                            kind=kind, cls=node.name, function=member.name,
-                        ))
-        return found or [TestItem(id=self.name, spec=self.name, kind="block")]
+        return list(_spec_items(self.name, self.code))
+
+
+# CPython 3.11 can raise "SystemError: AST constructor recursion depth mismatch" when threads
+# parse at the same time (engines and certification run in threads): parse under one lock,
+# and parse each test spec once.
+PARSE_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=65536)
+def _spec_items(spec: str, code: str) -> tuple[TestItem, ...]:
+    with PARSE_LOCK:
+        tree = ast.parse(code)
+    found: list[TestItem] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
+            found.append(TestItem(id=f"{spec}::{node.name}", spec=spec, kind="function",
+                                  function=node.name))
+        elif isinstance(node, ast.ClassDef) and (_looks_like_testcase(node)
+                                                 or (node.name.startswith("Test") and not node.bases)):
+            kind: Literal["unittest", "class"] = "unittest" if node.bases else "class"
+            for member in node.body:
+                if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef) and \
+                        member.name.startswith("test"):
+                    found.append(TestItem(id=f"{spec}::{node.name}::{member.name}", spec=spec,
+                                          kind=kind, cls=node.name, function=member.name))
+    return tuple(found) or (TestItem(id=spec, spec=spec, kind="block"),)
 
 
 def _looks_like_testcase(node: ast.ClassDef) -> bool:

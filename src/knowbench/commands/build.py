@@ -1,0 +1,322 @@
+"""`knowbench mine`, `knowbench certify` and `knowbench import domaineval*`: building
+benchmarks from repositories and public releases, and checking that any benchmark's tests
+measure what they claim to."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from knowbench.errors import UserError
+
+if TYPE_CHECKING:  # the build modules load only when a build command runs
+    from knowbench.build.certify import CertifyReport, TaskCheck
+    from knowbench.build.mine import SourceRequest
+    from knowbench.build.report import BuildReport
+
+out = Console()
+console = Console(stderr=True)
+
+
+class CertificationFailed(UserError):
+    """Some task failed a check: the command worked, the benchmark did not pass (exit 1)."""
+
+    exit_code = 1
+ENGINE_HELP = ("'forkserver' (a warm sandboxed interpreter per worker, one fork per execution) or "
+               "'subprocess' (a fresh sandboxed interpreter per execution)")
+
+
+def mine(
+    source: Annotated[str | None, typer.Argument(
+        help="A repository directory, an sdist or wheel file, or a PyPI requirement such as 'rsa==4.9' "
+             "(downloaded with pip; the sdist is preferred because it usually carries the tests).")] = None,
+    domain: Annotated[str | None, typer.Option(help="Domain label of SOURCE's tasks, e.g. 'crypto'.")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", "-o", help="Benchmark directory to write.")] = None,
+    sources: Annotated[list[str] | None, typer.Option(
+        "--source", help="SPEC=DOMAIN, repeatable: several sources with their domains in one benchmark.")] = None,
+    name: Annotated[str | None, typer.Option(help="Benchmark name (default: the --out directory's name).")]
+    = None,
+    mutants: Annotated[int, typer.Option(min=0, help="AST mutants per task to score each suite with.")] = 0,
+    min_lines: Annotated[int, typer.Option(min=1, help="Fewest body lines a target may have.")] = 3,
+    max_lines: Annotated[int, typer.Option(min=1, help="Most body lines a target may have.")] = 100,
+    max_prompt_lines: Annotated[int, typer.Option(
+        min=10, help="Longest prompt; a method of a longer class is posed as a subclass.")] = 400,
+    max_tests: Annotated[int, typer.Option(min=1, help="Most tests kept per task (spread over files).")] = 40,
+    max_tasks: Annotated[int | None, typer.Option(min=1, help="Stop after this many candidates per source.")]
+    = None,
+    time_limit: Annotated[float, typer.Option(min=0.5, help="Wall-clock seconds per task's suite.")] = 10.0,
+    llm: Annotated[str | None, typer.Option(
+        help="Write instructions with this model (DomainEval's prompt) instead of from docstrings.")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint for --llm.")] = None,
+    api_key: Annotated[str | None, typer.Option(help="API key for --llm (env: OPENAI_API_KEY).")] = None,
+    engine: Annotated[str, typer.Option(help=ENGINE_HELP)] = "forkserver",
+    workers: Annotated[int | None, typer.Option(min=1, help="Parallel executions (default: all cores).")]
+    = None,
+    sandbox: Annotated[str, typer.Option(help="Isolation: auto, bwrap or unshare.")] = "auto",
+) -> None:
+    """Mine a benchmark from repositories: DomainEval's pipeline, publishing certified tasks only."""
+    from knowbench.build.mine import MineOptions
+    from knowbench.build.mine import mine as run_mine
+
+    requests = _source_requests(source, domain, sources)
+    if out_dir is None:
+        raise UserError("--out is required: the benchmark directory to write")
+    if sandbox == "none":
+        raise UserError("mining executes the repository's tests: it needs a sandbox (auto, bwrap or unshare)")
+    backend = None
+    if llm:
+        from knowbench.cli import make_backend
+
+        backend = make_backend(llm, base_url, api_key, concurrency=4, request_timeout=120.0, max_retries=4,
+                               no_cache=False)
+    options = MineOptions(mutants=mutants, min_lines=min_lines, max_lines=max_lines,
+                          max_prompt_lines=max_prompt_lines, max_tests=max_tests, max_tasks=max_tasks,
+                          time_limit_s=time_limit, sandbox=sandbox, workers=workers, llm=backend,
+                          engine=engine)
+    report = run_mine(requests, out_dir, options, name=name, progress=lambda m: console.print(m, highlight=False))
+    _print_build(report)
+    out.print(f"wrote {report.counts['published']} certified tasks to {out_dir} "
+              f"(build report: {out_dir / 'build_report.json'})")
+
+
+def _source_requests(source: str | None, domain: str | None, sources: list[str] | None) -> list[SourceRequest]:
+    from knowbench.build.mine import SourceRequest
+
+    requests = []
+    if source is not None:
+        if not domain:
+            raise UserError(f"give the domain of {source}: --domain NAME (e.g. --domain crypto)")
+        requests.append(SourceRequest(source, domain))
+    elif domain:
+        raise UserError("--domain labels the positional SOURCE; give one, or use --source SPEC=DOMAIN")
+    for item in sources or []:
+        spec, separator, label = item.rpartition("=")
+        if not separator or not spec or not label.strip():
+            raise UserError(f"--source {item!r}: expected SPEC=DOMAIN, e.g. --source 'arrow==1.3.0=time'")
+        requests.append(SourceRequest(spec, label.strip()))
+    if not requests:
+        raise UserError("nothing to mine: give SOURCE --domain NAME, or --source SPEC=DOMAIN (repeatable)")
+    return requests
+
+
+def _print_build(report: BuildReport) -> None:
+    table = Table(title="build", title_justify="left")
+    for header in ("source", "test units", "traced targets", "candidates", "published", "seconds"):
+        table.add_column(header, justify="left" if header == "source" else "right")
+    for source in report.sources:
+        table.add_row(f"{source.name} {source.version} ({source.domain})", str(source.counts.get("test_units", 0)),
+                      str(source.counts.get("targets_traced", 0)), str(source.counts.get("candidates", 0)),
+                      str(source.counts.get("published", 0)), f"{sum(source.seconds.values()):.0f}")
+    out.print(table)
+    if report.dropped_tasks:
+        out.print("dropped targets: " + ", ".join(f"{k} {v}" for k, v in report.dropped_tasks.items()))
+    if report.dropped_tests:
+        out.print("dropped tests: " + ", ".join(f"{k} {v}" for k, v in report.dropped_tests.items()))
+    out.print("seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in report.seconds.items()))
+
+
+def certify(
+    benchmark: Annotated[Path, typer.Argument(help="Benchmark directory (mined, imported or hand-made).")],
+    mutants: Annotated[int, typer.Option(min=0, help="AST mutants per task to score each suite with.")] = 0,
+    report_path: Annotated[Path | None, typer.Option(
+        "--report", help="Where to write the JSON report (default: runs/certify-<name>.json).")] = None,
+    task: Annotated[list[str] | None, typer.Option("--task", help="Only this task id (repeatable).")] = None,
+    engine: Annotated[str, typer.Option(help=ENGINE_HELP)] = "forkserver",
+    workers: Annotated[int | None, typer.Option(min=1, help="Parallel executions (default: all cores).")]
+    = None,
+    sandbox: Annotated[str, typer.Option(help="Isolation: auto, bwrap or unshare.")] = "auto",
+    environment: Annotated[str, typer.Option(
+        "--env", help="'auto': the benchmark's own environment (built from its requirements); "
+                      "'self': knowbench's interpreter.")] = "auto",
+) -> None:
+    """Check that a benchmark's tests measure its targets: the reference passes, stubbed bodies
+    fail, every test runs the target (no shadowing), and optionally how many mutants the tests
+    kill. Exit code 1 when a task fails a check."""
+    from knowbench.benchmark.load import load_benchmark
+    from knowbench.build.certify import certify_benchmark
+    from knowbench.cli import make_engine
+    from knowbench.execution.sandbox import resolve_sandbox
+    from knowbench.run import preload_modules
+
+    if environment not in ("auto", "self"):
+        raise UserError(f"--env must be 'auto' or 'self', not '{environment}'")
+    if sandbox == "none":
+        raise UserError("certify executes the benchmark's tests: it needs a sandbox (auto, bwrap or unshare)")
+    bench = load_benchmark(benchmark)
+    for warning in bench.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+    if task:
+        known = {t.task_id for t in bench.tasks}
+        unknown = [t for t in task if t not in known]
+        if unknown:
+            raise UserError(f"unknown task ids: {', '.join(unknown)}")
+        from dataclasses import replace
+
+        bench = replace(bench, tasks=[t for t in bench.tasks if t.task_id in set(task)])
+    python, env_info = None, {}
+    if environment == "auto" and bench.manifest.requirements:
+        from knowbench.execution.environments import ensure_env
+
+        console.print(f"environment for {', '.join(bench.manifest.requirements)} …")
+        env = ensure_env(bench.manifest.requirements)
+        python, env_info = env.python, env.info()
+    report_file = report_path or Path("runs") / f"certify-{bench.name}.json"
+    chosen = make_engine(engine, resolve_sandbox(sandbox, hidden=[bench.path, report_file.parent.resolve()]),
+                         workers or os.cpu_count() or 2, python, preload_modules(bench),
+                         bench.manifest.requirements, None)
+    console.print(f"certifying {len(bench.tasks)} tasks of {bench.name} (engine {engine}, "
+                  f"{chosen.workers} workers{f', {mutants} mutants each' if mutants else ''}) …")
+    try:
+        result = certify_benchmark(bench, chosen, mutants=mutants, environment=env_info)
+    finally:
+        chosen.close()
+    report_file.parent.mkdir(parents=True, exist_ok=True)
+    report_file.write_text(result.model_dump_json(indent=2) + "\n")
+    _print_certify(result)
+    out.print(f"report: {report_file}")
+    failed = result.summary["function_tasks"] - result.summary["certified"]
+    if failed:
+        raise CertificationFailed(f"{failed} of {result.summary['function_tasks']} function tasks failed "
+                                  f"certification; {report_file} says which check each failed")
+
+
+_SHORT = {"reference-fails": "reference fails", "not-called": "target not run",
+          "passes-on-stub-raise": "raise-stub passes", "passes-on-stub-none": "None-stub passes",
+          "program-error": "no program"}
+
+
+def _print_certify(result: CertifyReport) -> None:
+    table = Table(title=f"certify · {result.benchmark}", title_justify="left")
+    table.add_column("task", overflow="fold", ratio=3)
+    for header in ("ref", "runs", "raise", "None", "mut."):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("verdict", overflow="fold", ratio=2)
+    for check in result.tasks:
+        if not check.applicable:
+            table.add_row(check.task_id, "", "", "", "", "", "n/a")
+            continue
+        passed = sum(item.status == "pass" for item in check.reference)
+        called = passed - len(check.not_called)
+        stubs = [_stub_cell(check, stub) for stub in ("stub-raise", "stub-none")]
+        mutants = f"{check.mutants.killed}/{check.mutants.total}" if check.mutants else ""
+        verdict = "[green]certified[/]" if check.certified else \
+            "[red]" + ", ".join(_SHORT.get(name, name) for name in check.failed_checks) + "[/]"
+        table.add_row(check.task_id, f"{passed}/{len(check.reference)}", f"{called}/{passed}", *stubs, mutants,
+                      verdict)
+    out.print(table)
+    out.print("ref: tests passing on the reference · runs: of those, tests that ran the target · "
+              "raise / None: the suite on a body of `raise NotImplementedError` / `return None` "
+              "(fails = good; +n: tests passing on it) · mut.: mutants killed")
+    summary = result.summary
+    out.print(f"certified {summary['certified']} of {summary['function_tasks']} function tasks · "
+              f"tests not running the target in {summary['shadowed_or_not_called']} · "
+              f"some test passes on a stub in {summary['some_item_passes_on_a_stub']}"
+              + (f" · mean mutation score {summary['mean_mutation_score']:.2f}"
+                 if summary.get("mean_mutation_score") is not None else ""))
+    if summary["failing"]:
+        out.print("failing checks: " + ", ".join(f"{k} {v}" for k, v in summary["failing"].items()))
+
+
+def _stub_cell(check: TaskCheck, stub: str) -> str:
+    passing = check.passes_on_stub.get(stub, [])
+    if check.stub_suite_fails.get(stub, True):
+        return "fails" if not passing else f"fails+{len(passing)}"
+    return "[red]passes[/]"
+
+
+import_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                         help="Convert public benchmarks (and their released responses) into knowbench's format.")
+
+
+@import_app.command("domaineval")
+def import_domaineval(
+    path: Annotated[Path, typer.Argument(help="DomainEval subjects: a <Domain>/<repo>.jsonl file or a "
+                                              "directory of them (e.g. .../subjects).")],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Benchmark directory to write.")],
+    name: Annotated[str, typer.Option(help="Benchmark name.")] = "domaineval",
+    check_env: Annotated[bool, typer.Option(
+        "--check-env/--no-check-env", help="Build the environment and leave out (and report) subjects "
+                                           "whose libraries do not install or import.")] = True,
+    unshadow: Annotated[bool, typer.Option(
+        "--unshadow", help="Rewire tests that import the library's own target (or call it through its "
+                           "module) to call the candidate instead. Default: tests as released.")] = False,
+) -> None:
+    """Import DomainEval subjects; domain and repository come from each file's path."""
+    from knowbench.build.domaineval import import_subjects
+
+    result = import_subjects(path, out_dir, name=name, check_env=check_env, unshadow=unshadow,
+                             progress=lambda m: console.print(m, highlight=False))
+    out.print(f"imported {result['imported']} of {result['subjects']} subjects into {out_dir} "
+              f"({', '.join(f'{d} {n}' for d, n in result['per_domain'].items())})")
+    for row in result["left_out"]:
+        out.print(f"  left out {row['task_id']}: {row['reason']}")
+    out.print(f"import report: {out_dir / 'import_report.json'}")
+
+
+@import_app.command("domaineval-responses")
+def import_domaineval_responses(
+    path: Annotated[Path, typer.Argument(help="DomainEval responses (or results): a <Domain>/<repo>.jsonl "
+                                              "file or a directory of them.")],
+    benchmark: Annotated[Path, typer.Option(help="The benchmark made by `knowbench import domaineval`.")],
+    out_file: Annotated[Path, typer.Option("--out", "-o", help="Samples JSONL for --model replay:FILE.")],
+) -> None:
+    """Convert released DomainEval responses into a replay samples file."""
+    from knowbench.build.domaineval import convert_responses
+
+    result = convert_responses(path, benchmark, out_file)
+    out.print(f"wrote {result['written']} samples to {out_file}; run them with "
+              f"`knowbench run {benchmark} --model replay:{out_file}`")
+    if result["unmatched"]:
+        out.print(f"  {len(result['unmatched'])} responses match no task of the benchmark: "
+                  + ", ".join(result["unmatched"][:10]) + (" …" if len(result["unmatched"]) > 10 else ""))
+
+
+@import_app.command("domaineval-compare")
+def import_domaineval_compare(
+    run_dir: Annotated[Path, typer.Argument(help="A `knowbench run` directory of the replayed responses.")],
+    results: Annotated[Path, typer.Argument(help="DomainEval's scored results (<Domain>/<repo>.jsonl files).")],
+    certify_report: Annotated[Path | None, typer.Option(
+        "--certify", help="A `knowbench certify` report of the same benchmark, to explain disagreements.")]
+    = None,
+    report_path: Annotated[Path | None, typer.Option("--report", help="Write the comparison as JSON.")] = None,
+) -> None:
+    """Compare knowbench's verdicts on replayed responses with DomainEval's recorded ones."""
+    from knowbench.build.domaineval import compare_with_recorded
+
+    comparison = compare_with_recorded(run_dir, results, certify_report)
+    table = Table(title="knowbench vs DomainEval", title_justify="left")
+    for header in ("", "DomainEval passed", "DomainEval failed"):
+        table.add_column(header, justify="right")
+    matrix = comparison["matrix"]
+    table.add_row("knowbench passed", str(matrix["both_pass"]), str(matrix["knowbench_only"]))
+    table.add_row("knowbench failed", str(matrix["domaineval_only"]), str(matrix["both_fail"]))
+    out.print(table)
+    out.print(f"agreement: {comparison['agreement']:.1%} of {comparison['subjects']} subjects")
+    for cause, rows in comparison["disagreements"].items():
+        out.print(f"  {cause}: {len(rows)}")
+    if "domaineval_passes" in comparison:
+        out.print(f"of DomainEval's {comparison['domaineval_passes']} passes, "
+                  f"{comparison['domaineval_passes_never_running_the_response']} are on subjects whose tests never "
+                  f"run the response, {comparison['domaineval_passes_whose_suite_passes_on_a_stub']} on subjects "
+                  "whose suite passes on a stub")
+    if report_path:
+        report_path.write_text(json.dumps(comparison, indent=2) + "\n")
+        out.print(f"comparison: {report_path}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `mine`, `certify` and the `import` group (shared with other importers) to the app."""
+    app.command()(mine)
+    app.command()(certify)
+    existing = next((group for group in app.registered_groups if group.name == "import"), None)
+    if existing is not None and existing.typer_instance is not None:
+        for command in import_app.registered_commands:
+            existing.typer_instance.registered_commands.append(command)
+    else:
+        app.add_typer(import_app, name="import")

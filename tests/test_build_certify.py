@@ -1,0 +1,67 @@
+"""`knowbench certify`: certification of any benchmark, in the real sandbox."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from build_helpers import FIXTURES, ROOT, knowbench_cli
+from knowbench.benchmark.load import load_benchmark
+from knowbench.build.certify import CertifyReport, certify_benchmark
+from knowbench.execution.engine import SubprocessEngine
+
+HANDMADE = FIXTURES / "handmade"
+
+
+@pytest.fixture(scope="module")
+def handmade(engine: SubprocessEngine) -> CertifyReport:
+    return certify_benchmark(load_benchmark(HANDMADE), engine, mutants=3)
+
+
+def _check(report: CertifyReport, task_id: str):
+    return next(check for check in report.tasks if check.task_id == task_id)
+
+
+def test_a_sound_task_is_certified_with_a_mutation_score(handmade: CertifyReport) -> None:
+    check = _check(handmade, "good/word_count")
+    assert check.certified and check.failed_checks == []
+    assert all(item.status == "pass" and item.called for item in check.reference)
+    assert check.mutants is not None and check.mutants.total == 3 and check.mutants.killed >= 2
+
+
+def test_a_test_that_reimports_the_target_is_caught_as_shadowed(handmade: CertifyReport) -> None:
+    check = _check(handmade, "shadowed/dedent")
+    assert not check.certified
+    assert check.not_called == ["tests::test_dedent"]
+    assert "not-called" in check.failed_checks
+    # what DomainEval's harness could not see: the suite passes whatever the candidate does
+    assert {"passes-on-stub-raise", "passes-on-stub-none"} <= set(check.failed_checks)
+
+
+def test_a_test_that_passes_on_a_stub_is_caught(handmade: CertifyReport) -> None:
+    check = _check(handmade, "weak/first_word")
+    assert check.failed_checks == ["passes-on-stub-none"]
+    assert check.passes_on_stub == {"stub-raise": [], "stub-none": ["tests::test_first_word"]}
+
+
+def test_choice_tasks_are_listed_as_not_applicable(handmade: CertifyReport) -> None:
+    check = _check(handmade, "knowledge/split")
+    assert not check.applicable and not check.certified
+    assert handmade.summary["function_tasks"] == 3 and handmade.summary["certified"] == 1
+
+
+def test_every_task_of_the_basic_example_is_certified(engine: SubprocessEngine) -> None:
+    report = certify_benchmark(load_benchmark(ROOT / "examples" / "basic"), engine)
+    assert report.summary["certified"] == report.summary["function_tasks"] == 12
+
+
+def test_cli_writes_the_report_and_exits_1_when_a_task_fails(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    done = knowbench_cli("certify", str(HANDMADE), "--report", str(report), "--engine", "subprocess")
+    assert done.returncode == 1, done.stderr
+    assert "certified 1 of 3" in done.stdout and "failed certification" in done.stderr
+    written = json.loads(report.read_text())
+    assert written["summary"]["shadowed_or_not_called"] == 1
+    assert [t["task_id"] for t in written["tasks"] if t["certified"]] == ["good/word_count"]

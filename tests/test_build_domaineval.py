@@ -1,0 +1,166 @@
+"""Importing DomainEval's released data (the real anchors), replaying its responses, and
+certifying it: tests that never run the candidate are exposed."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from build_helpers import ANCHORS, benchmark_engine, knowbench_cli
+from knowbench.benchmark.load import load_benchmark
+from knowbench.benchmark.schema import FunctionTask
+from knowbench.build.certify import CertifyReport, certify_benchmark
+from knowbench.build.domaineval import (
+    convert_responses,
+    import_subjects,
+    strip_trailing_call,
+    subject_to_task,
+    unshadow_test,
+)
+
+pytestmark = pytest.mark.skipif(not ANCHORS.is_dir(), reason="the DomainEval anchors are not on this machine")
+SUBJECTS = ANCHORS / "subjects"
+RSA = SUBJECTS / "Cryptography" / "python-rsa.jsonl"
+SHADOWED_RSA = {"bit_size", "_markers", "byte_size", "inverse", "int2bytes"}
+
+
+@pytest.fixture(scope="module")
+def everything(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("domaineval") / "bench"
+    import_subjects(SUBJECTS, out, check_env=False)
+    return out
+
+
+def test_both_domains_import_completely(everything: Path) -> None:
+    bench = load_benchmark(everything)
+    assert bench.manifest.domains == ["Basic", "Cryptography"]
+    per_domain = {d: sum(t.domain == d for t in bench.tasks) for d in bench.manifest.domains}
+    assert per_domain == {"Basic": 107, "Cryptography": 100}
+    report = json.loads((everything / "import_report.json").read_text())
+    assert report["left_out"] == []
+    assert set(report["anomalies"]) == {"Basic/prettytable/row_prettytable.__str__", "Basic/xarray/da.interpolate_na"}
+
+
+def test_domain_and_repository_come_from_the_path(everything: Path) -> None:
+    task = load_benchmark(everything).task("Cryptography/python-rsa/is_prime")
+    assert isinstance(task, FunctionTask)
+    assert task.domain == "Cryptography" and task.framework == "python-rsa"
+    assert task.metadata["method_path"] == "Cryptography/python-rsa/rsa/prime.py"
+    assert task.prompt_code.rstrip().endswith("def is_prime(number: int) ->bool: ...")
+    assert task.reference.startswith("def is_prime(number: int) ->bool:")
+    assert task.instruction.startswith("Functionality:")
+
+
+def test_wrapped_masks_are_understood() -> None:
+    rows = [json.loads(line) for line in (SUBJECTS / "Cryptography" / "paranoid_crypto.jsonl").read_text().splitlines()]
+    row = next(r for r in rows if r["full_method_name"] == "solve_right")
+    assert "[\n    MASK]" in row["method_code_mask"]
+    task = subject_to_task(row, "Cryptography", "paranoid_crypto", "t")
+    assert "MASK" not in task.prompt_code
+
+
+def test_the_trailing_call_is_dropped_and_only_the_called_test_kept() -> None:
+    code = ("import unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertTrue(f())\n\n"
+            "    def test_b(self):\n        self.assertTrue(util.g())\n\n    def helper(self):\n        pass\n\n"
+            "T().test_a()\n")
+    stripped, removed = strip_trailing_call(code)
+    assert removed == 1
+    tree = ast.parse(stripped)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef))
+    assert [m.name for m in cls.body] == ["test_a", "helper"]
+    assert not [n for n in tree.body if isinstance(n, ast.Expr)]
+
+
+def test_a_call_the_runner_would_not_find_is_kept() -> None:
+    code = "class Checks:\n    def run(self):\n        assert f()\n\n    def test_other(self):\n        pass\n\nChecks().run()\n"
+    kept, removed = strip_trailing_call(code)
+    assert removed == 0
+    assert kept.rstrip().endswith("Checks().run()")  # a plain block, run as DomainEval ran it
+    assert "test_other" not in kept
+
+
+def test_unshadow_rewires_imports_and_module_references() -> None:
+    code = ("import rsa.common\nfrom rsa.common import byte_size, bit_size\n\n"
+            "def test_x():\n    assert byte_size(1) == 1 and rsa.common.byte_size(2) == 1 and bit_size(1) == 1\n")
+    fixed, changes = unshadow_test(code, "byte_size", "rsa.common")
+    assert changes == 2
+    assert "from rsa.common import bit_size" in fixed
+    assert "rsa.common.byte_size" not in fixed and "byte_size(2)" in fixed
+
+
+def test_released_responses_become_replay_samples(everything: Path, tmp_path: Path) -> None:
+    samples = tmp_path / "samples.jsonl"
+    result = convert_responses(ANCHORS / "gpt-4o-mini-pass1-responses", everything, samples)
+    assert result == {"written": 207, "unmatched": []}
+    rows = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert {row["sample_idx"] for row in rows} == {0}
+    assert len({row["task_id"] for row in rows}) == 207
+
+
+@pytest.fixture(scope="module")
+def rsa_certified(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CertifyReport]:
+    out = tmp_path_factory.mktemp("rsa") / "bench"
+    import_subjects(RSA, out)
+    bench = load_benchmark(out)
+    assert bench.manifest.requirements == ["pyasn1==0.6.0", "rsa==4.9"]
+    engine = benchmark_engine(out)
+    try:
+        return out, certify_benchmark(bench, engine)
+    finally:
+        engine.close()
+
+
+def test_certify_lists_the_subjects_whose_tests_never_run_the_candidate(
+        rsa_certified: tuple[Path, CertifyReport]) -> None:
+    _, report = rsa_certified
+    shadowed = {c.task_id.rsplit("/", 1)[-1] for c in report.tasks if c.not_called}
+    assert shadowed == SHADOWED_RSA
+    for check in report.tasks:
+        if check.task_id.endswith("/inverse"):
+            # `from rsa.common import inverse` in the test: a body that raises still passes
+            assert {"not-called", "passes-on-stub-raise", "passes-on-stub-none"} <= set(check.failed_checks)
+    assert not any(c.not_called for c in report.tasks if c.task_id.rsplit("/", 1)[-1] not in SHADOWED_RSA)
+
+
+def test_unshadowed_import_runs_the_candidate_everywhere(tmp_path: Path) -> None:
+    out = tmp_path / "fixed"
+    report = import_subjects(RSA, out, unshadow=True)
+    assert set(name.rsplit("/", 1)[-1] for name in report["unshadowed"]) == SHADOWED_RSA
+    bench = load_benchmark(out)
+    engine = benchmark_engine(out)
+    try:
+        result = certify_benchmark(bench, engine)
+    finally:
+        engine.close()
+    assert result.summary["shadowed_or_not_called"] == 0
+    # once the tests run the reference, two references prove incomplete: DomainEval's context
+    # lacks their helpers, which the re-imported library function had hidden
+    broken = {c.task_id.rsplit("/", 1)[-1]: c for c in result.tasks if not c.certified}
+    assert set(broken) == {"byte_size", "inverse"}
+    assert "NameError: name 'ceil_div' is not defined" in broken["byte_size"].reference[0].message
+    assert result.summary["certified"] == 9
+
+
+def test_replay_agrees_with_domaineval_on_python_rsa(rsa_certified: tuple[Path, CertifyReport],
+                                                     tmp_path: Path) -> None:
+    bench, report = rsa_certified
+    samples, run_dir = tmp_path / "samples.jsonl", tmp_path / "run"
+    certify_file = tmp_path / "certify.json"
+    certify_file.write_text(report.model_dump_json())
+    assert knowbench_cli("import", "domaineval-responses", str(ANCHORS / "gpt-4o-mini-pass1-responses" /
+                                                                "Cryptography" / "python-rsa.jsonl"),
+                         "--benchmark", str(bench), "--out", str(samples)).returncode == 0
+    done = knowbench_cli("run", str(bench), "--model", f"replay:{samples}", "--out", str(run_dir),
+                         "--workers", "1")  # see test_build_mine: cpython#106905
+    assert done.returncode == 0, done.stderr
+    compare = tmp_path / "compare.json"
+    done = knowbench_cli("import", "domaineval-compare", str(run_dir),
+                         str(ANCHORS / "gpt-4o-mini-pass1-results" / "Cryptography" / "python-rsa.jsonl"),
+                         "--certify", str(certify_file), "--report", str(compare))
+    assert done.returncode == 0, done.stderr
+    comparison = json.loads(compare.read_text())
+    assert comparison["subjects"] == 11
+    assert comparison["agreement"] == 1.0

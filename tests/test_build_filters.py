@@ -1,0 +1,96 @@
+"""Static filters on mined targets: banned keywords (DomainEval's list, fixed), size, triviality;
+and the AST mutants certification scores suites with."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from knowbench.build.filters import (
+    BANNED_KEYWORDS,
+    DOMAINEVAL_BANNED,
+    banned_keywords,
+    size_reason,
+    triviality_reason,
+)
+from knowbench.build.mutants import mutants
+
+ANCHOR_LIST = Path("/work/shared/anchors/domaineval/banned_keywords.txt")
+
+
+def test_domaineval_list_is_kept_with_its_curly_quotes_fixed() -> None:
+    released = ANCHOR_LIST.read_text().splitlines()
+    curly = [entry for entry in released if "\u2019" in entry]
+    assert len(curly) == 3  # the entries that can never match Python code
+    fixed = [entry.replace("\u2019", "'") for entry in released]
+    assert fixed == list(DOMAINEVAL_BANNED)
+    assert not any("\u2019" in keyword for keyword in BANNED_KEYWORDS)
+
+
+@pytest.mark.parametrize("code", [
+    "subprocess.call(['rm', '-rf', path])",
+    'subprocess.call([ "rm", "-rf", path])',  # normalised spacing and quotes still match
+    "import os\nos.system('ls')",
+    "with open(path) as handle:\n    pass",
+])
+def test_banned_operations_are_found(code: str) -> None:
+    assert banned_keywords(code)
+
+
+def test_comments_and_docstrings_do_not_count() -> None:
+    code = 'def f(path):\n    """Never calls os.system or open(path)."""\n    return path  # not os.remove\n'
+    assert banned_keywords(code) == []
+
+
+@pytest.mark.parametrize(("lines", "reason"), [(2, "too-short"), (3, None), (100, None), (101, "too-long")])
+def test_size_limits_follow_domaineval(lines: int, reason: str | None) -> None:
+    assert size_reason(lines) == reason
+
+
+def _function(code: str) -> ast.FunctionDef:
+    node = ast.parse(code).body[0]
+    assert isinstance(node, ast.FunctionDef)
+    return node
+
+
+@pytest.mark.parametrize(("code", "reason"), [
+    ("def __init__(self, x):\n    self.x = x\n    self.y = 2\n    self.z = 3", "trivial-constructor"),
+    ("@property\ndef size(self):\n    '''Size.'''\n    return len(self.items)", "trivial-property"),
+    ("def total(self, a, b=1):\n    '''Sum.'''\n    return self._impl.total(a, b=b)", "trivial-delegation"),
+    ("def run(self):\n    raise NotImplementedError", "trivial-abstract"),
+    ("def total(self, a):\n    return sum(x * 2 for x in a)", None),
+    ("def pick(a):\n    if a:\n        return a[0]\n    return None", None),
+])
+def test_triviality(code: str, reason: str | None) -> None:
+    assert triviality_reason(_function(code)) == reason
+
+
+REFERENCE = '''
+def grade(score):
+    """Letter grade."""
+    if score >= 90:
+        return "A"
+    while score < 0:
+        break
+    return "B" if score > 50 and score != 70 else "C"
+'''
+
+
+def test_mutants_are_deterministic_distinct_and_parse() -> None:
+    first = mutants(REFERENCE, 5)
+    assert first == mutants(REFERENCE, 5)
+    assert len(first) == 5
+    texts = [text for _, text in first]
+    assert len(set(texts)) == 5
+    reference = ast.unparse(ast.parse(REFERENCE))
+    for description, text in first:
+        ast.parse(text)
+        assert text != reference, description
+        assert '"""Letter grade."""' in text or "'Letter grade.'" in text  # the docstring is never mutated
+
+
+def test_no_mutants_for_code_without_a_function() -> None:
+    assert mutants("x = 1", 3) == []
+    assert mutants(REFERENCE, 0) == []

@@ -1,0 +1,150 @@
+"""Rewriting repository tests into specs: rewiring to the candidate, and the pytest harness
+(parametrize, fixtures, marks) running for real in the knowbench runner."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from knowbench.benchmark.schema import TestSpec
+from knowbench.build.context import cut_target
+from knowbench.build.discover import discover_units
+from knowbench.build.harness import SpecBuilder
+from knowbench.build.repository import Repository, Resolver, Symbol
+from knowbench.execution.engine import ExecutionRequest, SubprocessEngine
+from knowbench.program import assemble
+from knowbench.records import Limits
+
+LIBRARY = '''
+def double(x):
+    """Twice `x` (for sequences: repeated)."""
+    result = x + x
+    return result
+'''
+
+TESTS = '''
+import pytest
+import lib
+from lib import double as twice
+
+LOG = []
+
+
+@pytest.fixture(params=[1, 2])
+def number(request):
+    return request.param
+
+
+@pytest.fixture
+def log():
+    entries = []
+    yield entries
+    LOG.append(("teardown", list(entries)))
+
+
+@pytest.fixture(autouse=True)
+def record():
+    LOG.append("setup")
+    yield
+
+
+@pytest.mark.parametrize("value", [(1, 2)])
+def test_single_name_keeps_tuples(value):
+    assert twice(value) == (1, 2, 1, 2)
+
+
+@pytest.mark.parametrize(("a", "b"), [(1, 2), (3, 6), pytest.param(4, 0, marks=pytest.mark.xfail)])
+def test_tuple_names(a, b):
+    assert lib.double(a) == b
+
+
+def test_parametrized_fixture(number):
+    assert twice(number) == number * 2
+
+
+def test_yield_fixture_tears_down(log):
+    log.append(twice(1))
+    assert log == [2]
+
+
+def test_autouse_fixture_ran():
+    assert LOG[-1] == "setup" and twice(2) == 4
+
+
+def test_local_name_hides_the_target():
+    double = 5
+    assert lib.double(double) == 10
+
+
+@pytest.mark.skip(reason="never")
+def test_skipped():
+    assert twice(1) == 2
+
+
+def test_plugin_fixture(mocker):
+    assert twice(1) == 2
+
+
+@pytest.fixture(scope="class")
+def class_value(request):
+    request.cls.value = twice(5)
+
+
+@pytest.mark.usefixtures("class_value")
+class TestWithRequestCls:
+    def test_value(self):
+        assert self.value == 10 and twice(1) == 2
+'''
+
+
+@pytest.fixture(scope="module")
+def spec_and_program(tmp_path_factory: pytest.TempPathFactory) -> tuple[TestSpec, str]:
+    root = tmp_path_factory.mktemp("repo")
+    (root / "lib.py").write_text(textwrap.dedent(LIBRARY))
+    (root / "tests").mkdir()
+    (root / "tests" / "test_lib.py").write_text(textwrap.dedent(TESTS))
+    repository = Repository(root)
+    resolver = Resolver(repository)
+    units = [u for u in discover_units(repository, resolver) if Symbol("lib", "double", "function") in u.targets]
+    target = cut_target(repository.module("lib"), Symbol("lib", "double", "function"))
+    built = SpecBuilder(repository, resolver, target).build(units[0].module, units)
+    program = assemble(target.context, target.prompt_code, target.entry_point, target.reference).program
+    assert program is not None
+    return TestSpec(name=built.name, code=built.code), program
+
+
+def test_imports_of_the_target_are_removed_and_aliases_rebound(spec_and_program: tuple[TestSpec, str]) -> None:
+    code = spec_and_program[0].code
+    assert "from lib import" not in code
+    assert "twice = double" in code
+    assert "lib.double" not in code  # rewired to the candidate
+    assert "_kb_double = double" in code  # where a local `double` hides it
+
+
+def test_harness_runs_pytest_features_in_the_real_runner(spec_and_program: tuple[TestSpec, str],
+                                                         engine: SubprocessEngine) -> None:
+    spec, program = spec_and_program
+    execution = engine.execute(ExecutionRequest(program=program, tests=[spec], entry_point="double",
+                                                limits=Limits(wall_s=30), preload=["pytest"]))
+    status = {outcome.id.rsplit("::", 1)[-1]: outcome for outcome in execution.tests}
+    for name in ("test_single_name_keeps_tuples", "test_tuple_names", "test_parametrized_fixture",
+                 "test_yield_fixture_tears_down", "test_autouse_fixture_ran", "test_local_name_hides_the_target",
+                 "test_value"):
+        assert status[name].status == "pass", status[name].message
+        assert status[name].called is True
+    assert status["test_skipped"].status == "error" and "skipped" in status["test_skipped"].message
+    assert "fixture 'mocker' is not available" in status["test_plugin_fixture"].message
+
+
+def test_a_broken_candidate_fails_the_wrapped_tests(spec_and_program: tuple[TestSpec, str],
+                                                    engine: SubprocessEngine, tmp_path: Path) -> None:
+    spec, program = spec_and_program
+    broken = program.replace("result = x + x", "result = x")
+    execution = engine.execute(ExecutionRequest(program=broken, tests=[spec], entry_point="double",
+                                                limits=Limits(wall_s=30), preload=["pytest"]))
+    status = {outcome.id.rsplit("::", 1)[-1]: outcome.status for outcome in execution.tests}
+    assert status["test_tuple_names"] == "fail"
+    assert status["test_parametrized_fixture"] == "fail"
+    assert status["test_value"] == "fail"

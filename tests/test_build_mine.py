@@ -1,0 +1,141 @@
+"""`knowbench mine` end to end on the minilib fixture: the real pipeline, a real environment
+built from the fixture's sdist, real sandboxed executions."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from build_helpers import minilib_sdist
+from knowbench.benchmark.load import load_benchmark
+from knowbench.benchmark.schema import FunctionTask
+from knowbench.build.mine import MineOptions, SourceRequest, mine
+from knowbench.build.report import BuildReport
+from knowbench.execution.engine import SubprocessEngine
+from knowbench.execution.environments import ensure_env
+from knowbench.execution.sandbox import resolve_sandbox
+from knowbench.methods import get_method
+from knowbench.models.offline import NullBackend, ReferenceBackend
+from knowbench.records import Limits, SamplingParams
+from knowbench.run import run_benchmark
+
+PUBLISHED = {"minilib.textutil.slug", "minilib.textutil.normalise_case", "minilib.mathutil.clamp",
+             "minilib.mathutil.Stats.mean", "minilib.geometry.shapes.Rect.area",
+             "minilib.geometry.shapes.Rect.scale"}
+
+
+@pytest.fixture(scope="module")
+def mined(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, BuildReport]:
+    out = tmp_path_factory.mktemp("mined") / "minilib-bench"
+    report = mine([SourceRequest(str(minilib_sdist()), "text")], out, MineOptions(mutants=4))
+    return out, report
+
+
+def _record(report: BuildReport, target: str):
+    return next(task for task in report.tasks if task.target == target)
+
+
+def test_exactly_the_expected_targets_are_published(mined: tuple[Path, BuildReport]) -> None:
+    _, report = mined
+    assert {t.target for t in report.tasks if t.status == "published"} == PUBLISHED
+    assert report.counts["published"] == len(PUBLISHED)
+
+
+@pytest.mark.parametrize(("target", "reason"), [
+    ("minilib.textutil.title_slug", "trivial-delegation"),
+    ("minilib.textutil.shout", "too-short"),
+    ("minilib.textutil.wipe", "banned-keyword"),
+    ("minilib.mathutil.Stats.__init__", "trivial-constructor"),
+    ("minilib.geometry.shapes.Rect.__init__", "trivial-constructor"),
+])
+def test_filters_drop_targets_with_their_reason(mined: tuple[Path, BuildReport], target: str, reason: str) -> None:
+    assert _record(mined[1], target).reason == reason
+
+
+def test_tests_that_measure_nothing_leave_the_suite(mined: tuple[Path, BuildReport]) -> None:
+    record = _record(mined[1], "minilib.textutil.slug")
+    dropped = {entry["test"].rsplit("::", 1)[-1]: entry["reason"] for entry in record.dropped_tests}
+    assert dropped == {"test_slug_empty_cases": "does-not-call-target",
+                       "test_slug_never_crashes": "passes-on-stub-none"}
+    assert record.tests_kept == 4
+
+
+def test_repair_loop_imports_names_bound_at_run_time(mined: tuple[Path, BuildReport]) -> None:
+    record = _record(mined[1], "minilib.textutil.normalise_case")
+    assert sorted(record.repaired) == ["_to_lower", "_to_upper"]
+
+
+def test_output_is_a_standard_benchmark_with_provenance(mined: tuple[Path, BuildReport]) -> None:
+    out, report = mined
+    bench = load_benchmark(out)
+    assert bench.manifest.domains == ["text"]
+    assert bench.manifest.requirements == [f"minilib @ {minilib_sdist().as_uri()}"]
+    provenance = bench.manifest.provenance
+    assert provenance.versions["minilib"] == "0.3.0" and "knowbench" in provenance.versions
+    assert provenance.hashes["minilib-0.3.0.tar.gz"].startswith("sha256:")
+    task = bench.task("minilib/minilib.textutil.slug")
+    assert isinstance(task, FunctionTask)
+    assert task.prompt_code.endswith("    ...")
+    assert task.instruction.startswith("Functionality: Implement the function `slug`")
+    assert "Inputs:" in task.instruction and "Outputs:" in task.instruction
+    assert "quick-brown-fox" not in task.instruction  # instructions never reveal tests
+    saved = json.loads((out / "build_report.json").read_text())
+    assert saved["counts"] == report.counts
+    assert saved["dropped_tasks"]["trivial-constructor"] == 2
+
+
+def test_every_published_task_has_a_mutation_score(mined: tuple[Path, BuildReport]) -> None:
+    scores = [t.mutation_score for t in mined[1].tasks if t.status == "published"]
+    assert all(score is not None and 0.0 <= score <= 1.0 for score in scores)
+
+
+def test_reference_passes_and_null_scores_zero_on_every_published_task(
+        mined: tuple[Path, BuildReport], tmp_path: Path) -> None:
+    out, _ = mined
+    bench = load_benchmark(out)
+    python = ensure_env(bench.manifest.requirements).python
+    # one worker: run_benchmark parses test code in its worker threads, which CPython 3.11.7
+    # cannot always do concurrently (cpython#106905)
+    engine = SubprocessEngine(resolve_sandbox("auto", hidden=[out]), workers=1, python=python)
+    try:
+        for backend, expected in ((ReferenceBackend(), True), (NullBackend(), False)):
+            summary = run_benchmark(bench, backend, get_method("none"), engine, tmp_path / backend.name,
+                                    SamplingParams(), Limits(wall_s=bench.manifest.time_limit_s))
+            assert summary.self_check["ok"], summary.self_check
+            assert {r.passed for r in summary.results} == {expected}
+    finally:
+        engine.close()
+
+
+def test_an_unusable_source_is_a_user_error(tmp_path: Path) -> None:
+    empty = tmp_path / "repo"
+    empty.mkdir()
+    (empty / "mod.py").write_text("def f(x):\n    return x\n")
+    from knowbench.errors import UserError
+
+    with pytest.raises(UserError, match="no candidate task"):
+        mine([SourceRequest(str(empty), "x")], tmp_path / "out", MineOptions())
+    shutil.rmtree(tmp_path / "out", ignore_errors=True)
+
+
+def test_llm_instructions_come_from_the_model_with_domaineval_prompt(tmp_path: Path) -> None:
+    from knowbench.models.cache import GenerationCache
+    from knowbench.models.openai import OpenAIBackend
+    from openai_server import ScriptedOpenAIServer
+
+    def reply(body: dict) -> str:
+        name = body["messages"][0]["content"].split("complete the ")[1].split(" function")[0]
+        return f"Functionality: what {name} does.\nInputs: its arguments.\nOutputs: its result."
+
+    with ScriptedOpenAIServer(responder=reply) as server:
+        backend = OpenAIBackend(model="scripted", base_url=server.base_url,
+                                cache=GenerationCache(tmp_path / "cache.sqlite"))
+        report = mine([SourceRequest(str(minilib_sdist()), "text")], tmp_path / "bench", MineOptions(llm=backend))
+        asked = len(server.requests)
+    assert asked == report.counts["published"] == len(PUBLISHED)
+    assert {t.instruction_source for t in report.tasks if t.status == "published"} == {"llm"}
+    task = load_benchmark(tmp_path / "bench").task("minilib/minilib.mathutil.clamp")
+    assert task.instruction == "Functionality: what clamp does.\nInputs: its arguments.\nOutputs: its result."
