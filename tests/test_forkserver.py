@@ -13,7 +13,7 @@ from helpers import make_request
 from knowbench.benchmark.load import load_benchmark
 from knowbench.errors import UserError
 from knowbench.execution.forkserver import ForkServerEngine
-from knowbench.execution.sandbox import Sandbox, resolve_sandbox
+from knowbench.execution.sandbox import Sandbox
 from knowbench.methods import get_method
 from knowbench.models.offline import ReferenceBackend
 from knowbench.records import Limits, SamplingParams
@@ -26,12 +26,8 @@ CHECK_ADD = "def test_add():\n    assert add(2, 3) == 5\n"
 
 
 @pytest.fixture(scope="module")
-def forkserver() -> Iterator[ForkServerEngine]:
-    try:
-        sandbox = resolve_sandbox("auto")
-    except UserError as error:
-        pytest.skip(f"no sandbox on this machine: {error}")
-    engine = ForkServerEngine(sandbox, workers=1, preload=["json", "unittest"])
+def forkserver(best_sandbox: Sandbox) -> Iterator[ForkServerEngine]:
+    engine = ForkServerEngine(best_sandbox, workers=1, preload=["json", "unittest"])
     yield engine
     engine.close()
 
