@@ -1,0 +1,34 @@
+"""Building benchmarks: mining repositories (DomainEval's pipeline with certified tests),
+certifying any benchmark, and importing public ones.
+
+The stages, in the order data flows through them:
+
+    source.py        fetch and unpack a directory, an sdist/wheel, or a PyPI requirement
+    repository.py    index its modules; resolve names through imports and re-exports
+    discover.py      find test units and trace them to the library functions they call
+    context.py       cut a target out: masked prompt, reference, context closure
+    harness.py       rewrite its tests into self-contained specs that call the candidate
+    filters.py       static filters: size, triviality, banned operations
+    certify.py       execution: reference passes, stubs fail, target runs; mutants
+    instructions.py  Functionality / Inputs / Outputs, from docstrings or a model
+    mine.py          the pipeline end to end, writing the benchmark and build_report.json
+    domaineval.py    DomainEval's subjects and released responses, and a verdict comparison
+"""
+
+from knowbench.build.certify import CertifyReport, TaskCheck, certify_benchmark
+from knowbench.build.domaineval import compare_with_recorded, convert_responses, import_subjects
+from knowbench.build.mine import MineOptions, SourceRequest, mine
+from knowbench.build.report import BuildReport
+
+__all__ = [
+    "BuildReport",
+    "CertifyReport",
+    "MineOptions",
+    "SourceRequest",
+    "TaskCheck",
+    "certify_benchmark",
+    "compare_with_recorded",
+    "convert_responses",
+    "import_subjects",
+    "mine",
+]

@@ -1,0 +1,362 @@
+"""Finding tests in a repository and tracing each one to the library functions it calls.
+
+A *test unit* is a pytest function (`def test*`), a `test*` method of a pytest-style class
+(`class Test*`) or of a `unittest.TestCase` subclass, in a test file (`test_*.py`,
+`*_test.py`, `tests.py`), that checks something: it holds an `assert`, a `self.assert*` /
+`self.fail*` call, an `assert_*` helper call or `pytest.raises` / `pytest.warns` (directly or
+in a test-module helper it calls).
+
+Tracing follows every call in the unit (and in the test-module helpers it calls, two levels
+deep) through the `Resolver`: names and attribute chains through imports and re-exports,
+methods through the class of the object they are called on. Objects are typed from
+constructor calls (`k = Key(...)`, `Key.from_pem(...)` for classmethods), from `setUp` /
+`setup_method` / class-scoped fixtures (`self.k`, `request.cls.k`) and from pytest fixtures
+that return a constructor call. Functions passed to `assertRaises` / `pytest.raises` /
+`functools.partial` count as called. Only definitions in library (non-test) modules are
+targets.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from knowbench.build.repository import (
+    Instance,
+    Module,
+    Repository,
+    Resolver,
+    Symbol,
+    decorator_name,
+    is_test_file_name,
+    is_test_module,
+)
+
+UnitKind = Literal["function", "class", "unittest"]
+_FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+_RAISES_HELPERS = frozenset({"assertRaises", "assertRaisesRegex", "assertRaisesRegexp", "assertWarns",
+                             "assertWarnsRegex", "raises", "warns", "partial", "deprecated_call"})
+_SETUP_METHODS = ("setUp", "setup_method", "setup", "setUpClass", "setup_class", "setUpTestData")
+_HELPER_DEPTH = 2
+
+
+@dataclass
+class TestUnit:
+    """One test found in a test module, and what it calls."""
+
+    __test__ = False  # not a pytest test class
+
+    module: Module
+    function: str
+    cls: str | None
+    kind: UnitKind
+    relpath: str
+    targets: set[Symbol] = field(default_factory=set)
+
+    @property
+    def id(self) -> str:
+        parts = [self.relpath, self.cls, self.function]
+        return "::".join(part for part in parts if part)
+
+    def node(self) -> _FunctionNode:
+        body = self.module.tree.body
+        if self.cls:
+            owner = next(n for n in body if isinstance(n, ast.ClassDef) and n.name == self.cls)
+            body = owner.body
+        return next(n for n in body if isinstance(n, _FunctionNode) and n.name == self.function)
+
+
+def test_modules(repository: Repository) -> list[Module]:
+    """Files holding tests: test-named files (in test directories or inside the package)."""
+    return [m for m in repository.modules if is_test_file_name(m.path.name) and is_test_module(m)]
+
+
+def discover_units(repository: Repository, resolver: Resolver) -> list[TestUnit]:
+    """Every test unit of the repository that checks something, with its traced targets."""
+    units: list[TestUnit] = []
+    for module in test_modules(repository):
+        tracer = _ModuleTracer(module, resolver, repository)
+        for unit in _units_of(module, resolver, repository):
+            if tracer.asserts(unit.node(), unit.cls):
+                unit.targets = tracer.targets(unit)
+                units.append(unit)
+    return units
+
+
+def _units_of(module: Module, resolver: Resolver, repository: Repository) -> Iterator[TestUnit]:
+    relpath = repository.relpath(module)
+    for node in module.tree.body:
+        if isinstance(node, _FunctionNode) and node.name.startswith("test"):
+            yield TestUnit(module, node.name, None, "function", relpath)
+        elif isinstance(node, ast.ClassDef):
+            kind: UnitKind | None = None
+            if is_testcase_class(node, module, resolver):
+                kind = "unittest"
+            elif node.name.startswith("Test"):
+                kind = "class"
+            if kind is None:
+                continue
+            for member in node.body:
+                if isinstance(member, _FunctionNode) and member.name.startswith("test"):
+                    yield TestUnit(module, member.name, node.name, kind, relpath)
+
+
+def is_testcase_class(node: ast.ClassDef, module: Module, resolver: Resolver, depth: int = 0) -> bool:
+    """Whether a class derives from `unittest.TestCase` (directly, by name, or via repo bases)."""
+    if depth > 8:
+        return False
+    for base in node.bases:
+        name = decorator_name(base)
+        if name.endswith("TestCase"):
+            return True
+        resolved = resolver.expression(module, base, {})
+        if isinstance(resolved, Symbol) and resolved.kind == "class":
+            base_module = resolver.repo.module(resolved.module)
+            base_node = resolver.class_node(resolved)
+            if base_module is not None and base_node is not None and \
+                    is_testcase_class(base_node, base_module, resolver, depth + 1):
+                return True
+    return False
+
+
+def fixture_functions(module: Module) -> dict[str, _FunctionNode]:
+    """Module-level pytest fixtures by the name tests request them with."""
+    found: dict[str, _FunctionNode] = {}
+    for node in module.tree.body:
+        if isinstance(node, _FunctionNode):
+            name = fixture_name(node)
+            if name is not None:
+                found[name] = node
+    return found
+
+
+def fixture_name(node: _FunctionNode) -> str | None:
+    """The name a `@pytest.fixture` function is requested by (its `name=` wins), else None."""
+    for decorator in node.decorator_list:
+        if decorator_name(decorator).split(".")[-1] in ("fixture", "yield_fixture"):
+            if isinstance(decorator, ast.Call):
+                for keyword in decorator.keywords:
+                    if keyword.arg == "name" and isinstance(keyword.value, ast.Constant):
+                        return str(keyword.value.value)
+            return node.name
+    return None
+
+
+def conftest_chain(module: Module, repository: Repository) -> list[Module]:
+    """conftest.py modules that apply to `module`, outermost first."""
+    chain: list[Module] = []
+    directory = module.path.parent
+    while True:
+        candidate = repository.module_of(directory / "conftest.py")
+        if candidate is not None:
+            chain.insert(0, candidate)
+        if directory == repository.root or directory.parent == directory:
+            break
+        directory = directory.parent
+    return chain
+
+
+class _ModuleTracer:
+    """Traces the units of one test module."""
+
+    def __init__(self, module: Module, resolver: Resolver, repository: Repository) -> None:
+        self.module = module
+        self.resolver = resolver
+        self.repo = repository
+        self.fixtures: dict[str, tuple[Module, _FunctionNode]] = {}
+        for source in [*conftest_chain(module, repository), module]:
+            for name, node in fixture_functions(source).items():
+                self.fixtures[name] = (source, node)
+        self.helpers = {n.name: n for n in module.tree.body
+                        if isinstance(n, _FunctionNode) and not n.name.startswith("test")}
+        self.foreign_helpers: set[int] = set()
+        self._class_types: dict[str, dict[str, Symbol | Instance]] = {}
+
+    # -- what a test checks
+
+    def asserts(self, node: _FunctionNode, cls: str | None, depth: int = 0) -> bool:
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Assert):
+                return True
+            if isinstance(inner, ast.Call):
+                name = decorator_name(inner.func).split(".")[-1]
+                if name.startswith(("assert", "fail")) or name in ("raises", "warns", "approx"):
+                    return True
+                if depth < _HELPER_DEPTH:
+                    helper = self._helper(inner.func, cls)
+                    if helper is not None and self.asserts(helper, cls, depth + 1):
+                        return True
+        return False
+
+    def _helper(self, func: ast.expr, cls: str | None) -> _FunctionNode | None:
+        """A test helper the call goes to: a function of this test module or of a test-helper
+        module it imports, or a non-test method of the test's class."""
+        if isinstance(func, ast.Name):
+            if func.id in self.helpers:
+                return self.helpers[func.id]
+            symbol = self.resolver.name(self.module, func.id)
+            if isinstance(symbol, Symbol) and symbol.kind == "function":
+                module = self.repo.module(symbol.module)
+                if module is not None and is_test_module(module):
+                    node = self.resolver.definition(symbol)
+                    if isinstance(node, _FunctionNode):
+                        self.foreign_helpers.add(id(node))  # its names belong to another module
+                        return node
+                    return None
+            return None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+                func.value.id in ("self", "cls") and cls is not None:
+            owner = self._class(cls)
+            if owner is not None:
+                return next((m for m in owner.body if isinstance(m, _FunctionNode)
+                             and m.name == func.attr and not m.name.startswith("test")), None)
+        return None
+
+    def _class(self, name: str) -> ast.ClassDef | None:
+        return next((n for n in self.module.tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+
+    # -- what a test calls
+
+    def targets(self, unit: TestUnit) -> set[Symbol]:
+        if unit.cls and unit.cls not in self._class_types:
+            self._class_types[unit.cls] = self._self_types(unit.cls)
+        attributes = self._class_types.get(unit.cls, {}) if unit.cls else {}
+        found: set[Symbol] = set()
+        self._collect(unit.node(), unit.cls, attributes, found, 0)
+        return {symbol for symbol in found if self._is_library(symbol)}
+
+    def _is_library(self, symbol: Symbol) -> bool:
+        module = self.repo.module(symbol.module)
+        return module is not None and module.library and not is_test_module(module) and \
+            symbol.kind in ("function", "method")
+
+    def _collect(self, node: _FunctionNode, cls: str | None, attributes: dict[str, Symbol | Instance],
+                 found: set[Symbol], depth: int) -> None:
+        local_types = self._local_types(node, attributes)
+        for inner in ast.walk(node):
+            if not isinstance(inner, ast.Call):
+                continue
+            called = self._resolve(inner.func, local_types, attributes)
+            if isinstance(called, Symbol):
+                found.add(called)
+                if called.kind == "class":  # constructing: __init__ runs, record it as well
+                    init = self.resolver.member(called, "__init__")
+                    if init is not None:
+                        found.add(init)
+            helper = self._helper(inner.func, cls)
+            if decorator_name(inner.func).split(".")[-1] in _RAISES_HELPERS or helper is not None:
+                for argument in inner.args:  # a function handed to a checker is called by it
+                    passed = self._resolve(argument, local_types, attributes)
+                    if isinstance(passed, Symbol):
+                        found.add(passed)
+            if depth < _HELPER_DEPTH and helper is not None and helper is not node and \
+                    id(helper) not in self.foreign_helpers:
+                self._collect(helper, cls, attributes, found, depth + 1)
+
+    def _resolve(self, expr: ast.expr, local_types: dict[str, Symbol | Instance],
+                 attributes: dict[str, Symbol | Instance]) -> Symbol | Instance | None:
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Attribute) and \
+                isinstance(expr.value.value, ast.Name) and expr.value.value.id in ("self", "cls"):
+            owner = attributes.get(expr.value.attr)
+            return self.resolver.attribute(owner, expr.attr) if owner is not None else None
+        return self.resolver.expression(self.module, expr, local_types)
+
+    def _local_types(self, node: _FunctionNode, attributes: dict[str, Symbol | Instance]
+                     ) -> dict[str, Symbol | Instance]:
+        types: dict[str, Symbol | Instance] = {}
+        for argument in node.args.args + node.args.kwonlyargs:
+            fixture = self.fixtures.get(argument.arg)
+            if fixture is not None:
+                value = self._fixture_value(*fixture)
+                if value is not None:
+                    types[argument.arg] = value
+        # Two passes so that `a = Cls(); b = a.method_returning_nothing_known()` still types `a`.
+        for _ in range(2):
+            for inner in ast.walk(node):
+                pairs: list[tuple[ast.expr, ast.expr]] = []
+                if isinstance(inner, ast.Assign) and len(inner.targets) == 1:
+                    pairs.append((inner.targets[0], inner.value))
+                elif isinstance(inner, ast.AnnAssign) and inner.value is not None:
+                    pairs.append((inner.target, inner.value))
+                elif isinstance(inner, ast.With | ast.AsyncWith):
+                    pairs += [(item.optional_vars, item.context_expr) for item in inner.items
+                              if item.optional_vars is not None]
+                for target, value in pairs:
+                    if isinstance(target, ast.Name):
+                        resolved = self._resolve(value, types, attributes)
+                        if isinstance(resolved, Instance) or (
+                                isinstance(resolved, Symbol) and resolved.kind in ("class", "module")):
+                            types[target.id] = resolved
+        return types
+
+    def _fixture_value(self, module: Module, node: _FunctionNode) -> Symbol | Instance | None:
+        for inner in ast.walk(node):
+            value = inner.value if isinstance(inner, ast.Return | ast.Yield) else None
+            if value is not None:
+                resolved = self.resolver.expression(module, value, self._local_types_plain(module, node))
+                if resolved is not None:
+                    return resolved
+        return None
+
+    def _local_types_plain(self, module: Module, node: _FunctionNode) -> dict[str, Symbol | Instance]:
+        types: dict[str, Symbol | Instance] = {}
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Assign) and len(inner.targets) == 1 and \
+                    isinstance(inner.targets[0], ast.Name):
+                resolved = self.resolver.expression(module, inner.value, types)
+                if resolved is not None:
+                    types[inner.targets[0].id] = resolved
+        return types
+
+    def _self_types(self, cls: str) -> dict[str, Symbol | Instance]:
+        """What `self.<attr>` holds in a test class: from setUp-like methods, class attributes
+        and class-scoped fixtures that set `request.cls.<attr>`."""
+        owner = self._class(cls)
+        types: dict[str, Symbol | Instance] = {}
+        if owner is None:
+            return types
+        sources: list[tuple[Module, ast.AST]] = []
+        for statement in owner.body:
+            if isinstance(statement, ast.Assign | ast.AnnAssign) or (isinstance(statement, _FunctionNode) and (
+                    statement.name in _SETUP_METHODS or fixture_name(statement) is not None)):
+                sources.append((self.module, statement))
+        for name in _used_fixtures(owner):
+            fixture = self.fixtures.get(name)
+            if fixture is not None:
+                sources.append(fixture)
+        for module, source in sources:
+            for inner in ast.walk(source):
+                if not (isinstance(inner, ast.Assign) and len(inner.targets) == 1):
+                    continue
+                target = inner.targets[0]
+                attr = _self_attribute(target)
+                if attr is None and isinstance(target, ast.Name) and source in owner.body:
+                    attr = target.id
+                if attr is None:
+                    continue
+                resolved = self.resolver.expression(module, inner.value, {})
+                if resolved is not None:
+                    types[attr] = resolved
+        return types
+
+
+def _self_attribute(target: ast.expr) -> str | None:
+    """'x' for `self.x`, `cls.x` and `request.cls.x` targets."""
+    if not isinstance(target, ast.Attribute):
+        return None
+    value = target.value
+    if isinstance(value, ast.Name) and value.id in ("self", "cls"):
+        return target.attr
+    if isinstance(value, ast.Attribute) and value.attr == "cls":
+        return target.attr
+    return None
+
+
+def _used_fixtures(owner: ast.ClassDef) -> list[str]:
+    names: list[str] = []
+    for decorator in owner.decorator_list:
+        if isinstance(decorator, ast.Call) and decorator_name(decorator).endswith("usefixtures"):
+            names += [a.value for a in decorator.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    return names

@@ -1,0 +1,168 @@
+"""Static filters on mined targets and tests: size, significance and banned operations.
+
+Each filter answers with a reason (a short slug that the build report counts) or None.
+Execution-based filters (the reference runs, its suite passes and exercises it, stubs fail)
+live in `knowbench.build.certify`.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+
+from knowbench.build.repository import decorator_name
+
+_FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+
+MIN_LINES = 3
+MAX_LINES = 100
+
+# DomainEval's screening list (appendix, Table 2), kept as the starting point. Fixed: three
+# entries were written with curly quotes (’kill’), which no Python code contains, so they
+# could never match; they now use straight quotes. Added: process spawning and network
+# access, which DomainEval relied on its (disabled) sandbox guard to stop.
+DOMAINEVAL_BANNED = (
+    "os.kill", "terminate", "subprocess.call(['kill',", "subprocess.call(['rm',",
+    "subprocess.call(['rmdir',", 'subprocess.call(["kill",', 'subprocess.call(["rm",',
+    'subprocess.call(["rmdir",', "sys.exit", "os.unlink", ".unlink", ".rmdir", "os.remove",
+    "os.removedirs", "os.rmdir", "os.system", "rmtree", "send2trash", "open(", ".read(", ".write(",
+    ".load(", ".dump(", "shutil.", "glob.", "os.path.", "os.remove(", "os.rename(", "os.rmdir(",
+    "os.mkdir(", "os.makedirs(", "os.listdir(", ".readlines(", ".writelines(", ".seek(", ".tell(",
+)
+ADDED_BANNED = (
+    "subprocess.", "os.popen", "os.fork", "os.exec", "os.spawn", "pty.", "socket.", "urlopen(",
+    "urllib.request", "http.client", "requests.", "ftplib", "smtplib", "webbrowser", "ctypes.",
+)
+BANNED_KEYWORDS = DOMAINEVAL_BANNED + ADDED_BANNED
+
+_CONSTRUCTORS = frozenset({"__init__", "__new__", "__post_init__", "__init_subclass__", "__del__"})
+_GETTER_DECORATORS = ("property", "cached_property", "functools.cached_property", "abstractproperty")
+
+
+def banned_keywords(code: str, keywords: tuple[str, ...] = BANNED_KEYWORDS) -> list[str]:
+    """The banned keywords found in `code` (comments and docstrings do not count).
+
+    Matched as substrings, as DomainEval does, against the code with comments removed and
+    against its normalised form (`ast.unparse`, which writes every string with the same
+    quotes and spacing), so `subprocess.call([ "rm",` is caught however it is written.
+    """
+    forms = {_without_comments(_without_docstrings(code)), _normalised(code)}
+    return [keyword for keyword in keywords if any(keyword in form for form in forms)]
+
+
+def _without_docstrings(code: str) -> str:
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code
+    lines = code.splitlines(keepends=True)
+    spans = []
+    for node in ast.walk(tree):
+        if isinstance(node, _FunctionNode | ast.ClassDef | ast.Module) and node.body and \
+                isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant) and \
+                isinstance(node.body[0].value.value, str):
+            spans.append(node.body[0])
+    for docstring in sorted(spans, key=lambda n: (n.lineno, n.col_offset), reverse=True):
+        assert docstring.end_lineno is not None and docstring.end_col_offset is not None
+        start, end = docstring.lineno - 1, docstring.end_lineno - 1
+        head = lines[start][: _char_offset(lines[start], docstring.col_offset)]
+        tail = lines[end][_char_offset(lines[end], docstring.end_col_offset):]
+        lines[start: end + 1] = [head + '""' + tail]
+    return "".join(lines)
+
+
+def _char_offset(line: str, byte_offset: int) -> int:
+    """ast's column offsets count UTF-8 bytes; slicing needs characters."""
+    return len(line.encode()[:byte_offset].decode(errors="ignore"))
+
+
+def _without_comments(code: str) -> str:
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type != tokenize.COMMENT]
+        return tokenize.untokenize(tokens)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return code
+
+
+def _normalised(code: str) -> str:
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code
+    for node in ast.walk(tree):
+        if isinstance(node, _FunctionNode | ast.ClassDef | ast.Module) and node.body and \
+                isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant) and \
+                isinstance(node.body[0].value.value, str):
+            node.body[0] = ast.Pass()
+    return ast.unparse(tree)
+
+
+def size_reason(body_lines: int, minimum: int = MIN_LINES, maximum: int = MAX_LINES) -> str | None:
+    """'too-short' / 'too-long' when the body (docstring, blanks and comments excluded) is
+    outside [minimum, maximum] lines."""
+    if body_lines < minimum:
+        return "too-short"
+    if body_lines > maximum:
+        return "too-long"
+    return None
+
+
+def triviality_reason(node: _FunctionNode) -> str | None:
+    """Why a definition is not worth a task: a constructor, a property getter, a pure
+    delegation to another callable, or an abstract stub. None when it is significant."""
+    if node.name in _CONSTRUCTORS:
+        return "trivial-constructor"
+    names = [decorator_name(d) for d in node.decorator_list]
+    if any(name in _GETTER_DECORATORS or name.endswith(".getter") for name in names):
+        return "trivial-property"
+    if any(name.endswith(("abstractmethod", "abstractproperty", "overload")) for name in names):
+        return "trivial-abstract"
+    body = node.body[1:] if _has_docstring(node) else node.body
+    if not body or all(_is_stub_statement(s) for s in body):
+        return "trivial-abstract"
+    if len(body) == 1 and _is_delegation(body[0], node):
+        return "trivial-delegation"
+    return None
+
+
+def _has_docstring(node: _FunctionNode) -> bool:
+    first = node.body[0]
+    return isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and \
+        isinstance(first.value.value, str)
+
+
+def _is_stub_statement(statement: ast.stmt) -> bool:
+    if isinstance(statement, ast.Pass):
+        return True
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+        return True
+    if isinstance(statement, ast.Raise) and statement.exc is not None:
+        raised = statement.exc.func if isinstance(statement.exc, ast.Call) else statement.exc
+        return decorator_name(raised).endswith("NotImplementedError")
+    return False
+
+
+def _is_delegation(statement: ast.stmt, node: _FunctionNode) -> bool:
+    """`return other(a, b)` / `other(a, b)` passing on parameters, attributes of them or
+    literals, and nothing else."""
+    value = statement.value if isinstance(statement, ast.Return | ast.Expr) else None
+    if not isinstance(value, ast.Call):
+        return False
+    parameters = {a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs}
+    if node.args.vararg:
+        parameters.add(node.args.vararg.arg)
+    if node.args.kwarg:
+        parameters.add(node.args.kwarg.arg)
+    arguments = [*value.args, *(k.value for k in value.keywords)]
+    return all(_is_passthrough(argument, parameters) for argument in arguments)
+
+
+def _is_passthrough(expr: ast.expr, parameters: set[str]) -> bool:
+    if isinstance(expr, ast.Starred):
+        expr = expr.value
+    if isinstance(expr, ast.Constant):
+        return True
+    while isinstance(expr, ast.Attribute):
+        expr = expr.value
+    return isinstance(expr, ast.Name) and expr.id in parameters

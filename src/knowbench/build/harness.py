@@ -1,0 +1,706 @@
+"""Turning a repository's test module into a self-contained `TestSpec` for one target.
+
+The spec keeps only the selected tests and what they need: the module's imports (relative
+imports made absolute), its constants, helpers and base classes, the pytest fixtures they
+request from the module or its `conftest.py` files, and definitions imported from test-helper
+modules that are not installed (copied in). Then it is rewired so that the tests call the
+*candidate*, which lives in the program's namespace:
+
+- an import binding a name the program defines (the target, or a helper the context copied)
+  is removed, and an alias (`from lib import f as g`) becomes `g = f`;
+- an attribute chain that reaches such a name (`lib.mod.f(...)`) becomes the bare name;
+- a star import becomes an explicit import of the names it would bring, minus those.
+
+The knowbench runner supports only the `tmp_path`, `monkeypatch` and `capsys` fixtures, so
+pytest-style tests are wrapped: the original becomes `_kb_<name>` and a wrapper of the same
+name runs it through a small harness (`HARNESS`, emitted once per spec) that applies
+`parametrize` cases, `skip`/`skipif`/`xfail` and `usefixtures` marks, autouse fixtures,
+generator fixtures with teardown, parametrized fixtures and a minimal `request`. Execution,
+not this module, decides whether a rewired test works: tests that fail on the reference or
+never call the target are pruned later, with the reason recorded.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass, field
+
+from knowbench.build.context import TargetCode, free_names
+from knowbench.build.discover import TestUnit, conftest_chain, fixture_name, is_testcase_class
+from knowbench.build.repository import (
+    Module,
+    Repository,
+    Resolver,
+    Symbol,
+    decorator_name,
+    resolve_relative,
+)
+
+_FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+RUNNER_FIXTURES = ("tmp_path", "monkeypatch", "capsys")
+MAX_ROUNDS = 12
+MAX_STATEMENTS = 400
+
+HARNESS = '''
+import inspect as _kb_inspect
+import itertools as _kb_itertools
+import unittest as _kb_unittest
+
+_kb_FIXTURES = {}
+_kb_AUTOUSE = []
+_kb_CLASSES_READY = set()
+
+
+class _KbRequest:
+    """The parts of pytest's `request` fixture that tests use."""
+
+    def __init__(self, owner, function, param, resolve, finalizers):
+        self.instance = owner
+        self.cls = type(owner) if owner is not None else None
+        self.function = function
+        self.param = param
+        self.node = self
+        self.name = getattr(function, "__name__", "")
+        self._resolve = resolve
+        self._finalizers = finalizers
+
+    def getfixturevalue(self, name):
+        return self._resolve(name)
+
+    def addfinalizer(self, finalizer):
+        self._finalizers.append(finalizer)
+
+
+def _kb_arguments(function):
+    """The parameters pytest would fill: no default value, not injected by mock.patch."""
+    parameters = [p.name for p in _kb_inspect.signature(function).parameters.values()
+                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is p.empty]
+    patchings = getattr(function, "patchings", ())
+    injected = [p for p in patchings if not getattr(p, "attribute_name", None)
+                and type(getattr(p, "new", None)).__name__ == "_SentinelObject"]
+    return parameters[len(injected):]
+
+
+def _kb_marks(function, owner):
+    found = list(getattr(function, "pytestmark", []))
+    if owner is not None:
+        found += list(getattr(type(owner), "pytestmark", []))
+    module_marks = globals().get("pytestmark", [])
+    found += list(module_marks) if isinstance(module_marks, (list, tuple)) else [module_marks]
+    return [getattr(mark, "mark", mark) for mark in found]
+
+
+def _kb_skip_reason(marks):
+    for mark in marks:
+        if mark.name in ("skip", "xfail"):
+            return mark.name
+        if mark.name == "skipif":
+            for condition in list(mark.args) or [mark.kwargs.get("condition", False)]:
+                if isinstance(condition, str):
+                    condition = eval(condition, globals())
+                if condition:
+                    return "skipif"
+    return None
+
+
+def _kb_cases(marks):
+    """Every combination of the test's parametrize cases (one empty case without any)."""
+    grids = []
+    for mark in marks:
+        if mark.name != "parametrize":
+            continue
+        names = mark.args[0] if mark.args else mark.kwargs["argnames"]
+        values = mark.args[1] if len(mark.args) > 1 else mark.kwargs["argvalues"]
+        if mark.kwargs.get("indirect"):
+            raise RuntimeError("indirect parametrization is not supported by the knowbench harness")
+        single = isinstance(names, str) and "," not in names  # pytest's force_tuple
+        if isinstance(names, str):
+            names = [name.strip() for name in names.split(",") if name.strip()]
+        cases = []
+        for case in values:
+            if type(case).__name__ == "ParameterSet":
+                if _kb_skip_reason([getattr(m, "mark", m) for m in case.marks]):
+                    continue
+                case = case.values
+            elif single:
+                case = (case,)
+            cases.append(dict(zip(names, case)))
+        grids.append(cases)
+    for combination in _kb_itertools.product(*grids):
+        merged = {}
+        for part in combination:
+            merged.update(part)
+        yield merged
+
+
+def _kb_lookup(name, owner):
+    if owner is not None:
+        method = getattr(owner, "_kb_fixture_" + name, None)
+        if method is not None:
+            return method, getattr(type(owner), "_kb_fixture_params", {}).get(name)
+    return _kb_FIXTURES.get(name)
+
+
+def _kb_autouse(owner):
+    return [*_kb_AUTOUSE, *(getattr(type(owner), "_kb_autouse", ()) if owner is not None else ())]
+
+
+def _kb_fixture_cases(function, owner, used, case):
+    """Every combination of the params of the parametrized fixtures the test needs."""
+    seen, parametrized, pending = set(case), [], [*_kb_autouse(owner), *used, *_kb_arguments(function)]
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        entry = _kb_lookup(name, owner)
+        if entry is None:
+            continue
+        fixture, params = entry
+        if params is not None:
+            parametrized.append((name, list(params)))
+        pending += _kb_arguments(fixture)
+    for values in _kb_itertools.product(*(params for _, params in parametrized)):
+        yield {name: value for (name, _), value in zip(parametrized, values)}
+
+
+def _kb_run_case(function, owner, case, used, builtins, fixture_params):
+    values, finalizers = dict(case), []
+
+    def request(param=None):
+        return _KbRequest(owner, function, param, resolve, finalizers)
+
+    def resolve(name):
+        if name in values:
+            return values[name]
+        if name in builtins:
+            return builtins[name]
+        if name == "request":
+            return request()
+        if name == "tmpdir" and "tmp_path" in builtins:
+            from _pytest._py.path import LocalPath
+            values[name] = LocalPath(builtins["tmp_path"])
+            return values[name]
+        if name == "capfd" and "capsys" in builtins:
+            return builtins["capsys"]
+        entry = _kb_lookup(name, owner)
+        if entry is None:
+            raise RuntimeError(f"fixture '{name}' is not available in the knowbench harness")
+        fixture = entry[0]
+        arguments = {argument: request(fixture_params.get(name)) if argument == "request"
+                     else resolve(argument) for argument in _kb_arguments(fixture)}
+        value = fixture(**arguments)
+        if _kb_inspect.isgenerator(value):
+            generator = value
+            value = next(generator)
+            finalizers.append(lambda: next(generator, None))
+        values[name] = value
+        return value
+
+    try:
+        for name in [*_kb_autouse(owner), *used]:
+            resolve(name)
+        outcome = function(**{name: resolve(name) for name in _kb_arguments(function)})
+        if _kb_inspect.isawaitable(outcome):
+            import asyncio
+            asyncio.run(outcome)
+    finally:
+        while finalizers:
+            finalizers.pop()()
+
+
+def _kb_call(function, owner=None, **builtins):
+    """Run a pytest-style test as pytest would: each case, with fixtures set up and torn down."""
+    marks = _kb_marks(function, owner)
+    reason = _kb_skip_reason(marks)
+    if reason:
+        raise _kb_unittest.SkipTest(f"marked {reason}")
+    used = [name for mark in marks if mark.name == "usefixtures" for name in mark.args]
+    for case in _kb_cases(marks):
+        for fixture_params in _kb_fixture_cases(function, owner, used, case):
+            _kb_run_case(function, owner, case, used, builtins, fixture_params)
+
+
+def _kb_call_method(cls, name, **builtins):
+    """Run the test method `name` of a pytest-style class on a fresh instance."""
+    if cls not in _kb_CLASSES_READY:
+        _kb_CLASSES_READY.add(cls)
+        if hasattr(cls, "setup_class"):
+            cls.setup_class()
+    instance = cls()
+    method = getattr(instance, name)
+    if hasattr(instance, "setup_method"):
+        instance.setup_method(method)
+    try:
+        _kb_call(method, instance, **builtins)
+    finally:
+        if hasattr(instance, "teardown_method"):
+            instance.teardown_method(method)
+'''
+
+
+@dataclass
+class BuiltSpec:
+    """A test module turned into spec code for one target."""
+
+    name: str
+    code: str
+    item_of_unit: dict[str, str] = field(default_factory=dict)  # unit id -> runner item id
+
+
+@dataclass
+class _Needed:
+    """What one source module must contribute: names, and its statements chosen so far."""
+
+    module: Module
+    names: set[str] = field(default_factory=set)
+    done: set[str] = field(default_factory=set)
+    statements: dict[int, ast.stmt] = field(default_factory=dict)  # id(node) -> node
+
+
+class SpecBuilder:
+    """Builds the spec of one test module for one target."""
+
+    def __init__(self, repository: Repository, resolver: Resolver, target: TargetCode) -> None:
+        self.repo = repository
+        self.resolver = resolver
+        self.target = target
+        self.program = {(target.symbol.module, name) for name in target.program_names}
+
+    # -- entry point
+
+    def build(self, module: Module, units: list[TestUnit]) -> BuiltSpec:
+        spec_name = self.repo.relpath(module)
+        chain = conftest_chain(module, self.repo)
+        self.fixtures: dict[str, tuple[Module, _FunctionNode]] = {}
+        self.autouse: list[str] = []
+        for source in [*chain, module]:
+            for node in source.tree.body:
+                if isinstance(node, _FunctionNode):
+                    name = fixture_name(node)
+                    if name is not None:
+                        self.fixtures[name] = (source, node)
+                        if _fixture_keyword(node, "autouse"):
+                            self.autouse.append(name)
+        self.sources: dict[str, _Needed] = {}
+        self.aliases: list[ast.stmt] = []
+        self.shadowed: set[str] = set()
+        self.helper_aliases: list[ast.stmt] = []
+        self.wrapped = False
+        self.needs_unittest = False
+        selected: dict[str | None, list[str]] = {}
+        for unit in units:
+            selected.setdefault(unit.cls, []).append(unit.function)
+        own = self._need(module)
+        units_code: list[ast.stmt] = []
+        item_of_unit: dict[str, str] = {}
+        for node in module.tree.body:
+            if isinstance(node, _FunctionNode) and node.name in selected.get(None, []):
+                units_code += self._function_unit(node)
+                item_of_unit[f"{spec_name}::{node.name}"] = f"{spec_name}::{node.name}"
+                own.statements[id(node)] = node
+            elif isinstance(node, ast.ClassDef) and node.name in selected:
+                units_code += self._class_unit(module, node, selected[node.name])
+                own.statements[id(node)] = node
+                for function in selected[node.name]:
+                    item_of_unit[f"{spec_name}::{node.name}::{function}"] = f"{spec_name}::{node.name}::{function}"
+        self.unit_nodes = {id(node) for node in own.statements.values()}
+        self.replacements = {id(node): code for node, code in self._pair_units(module, units_code)}
+        fixture_names = set(self.autouse)
+        for code in units_code:
+            fixture_names |= _requested_fixtures(code)
+            own.names |= free_names(code)
+        own.names |= {"pytestmark"} & set(module.bindings)
+        self._close(fixture_names)
+        code = self._emit(module, chain)
+        return BuiltSpec(name=spec_name, code=code, item_of_unit=item_of_unit)
+
+    def _pair_units(self, module: Module, units_code: list[ast.stmt]) -> list[tuple[ast.stmt, list[ast.stmt]]]:
+        """Map each original unit statement to the statements that replace it."""
+        pairs: list[tuple[ast.stmt, list[ast.stmt]]] = []
+        by_origin: dict[str, list[ast.stmt]] = {}
+        for code in units_code:
+            by_origin.setdefault(getattr(code, "_kb_origin", ""), []).append(code)
+        for node in module.tree.body:
+            if isinstance(node, _FunctionNode | ast.ClassDef) and node.name in by_origin and \
+                    id(node) in self.unit_nodes:
+                pairs.append((node, by_origin[node.name]))
+        return pairs
+
+    # -- units
+
+    def _function_unit(self, node: _FunctionNode) -> list[ast.stmt]:
+        original = copy.deepcopy(node)
+        if not self._needs_wrapping(node):
+            _set_origin(original, node.name)
+            return [original]
+        self.wrapped = True
+        original.name = f"_kb_{node.name}"
+        wrapper = _wrapper_function(node.name, f"_kb_call({original.name}, **_kb_builtins)")
+        for statement in (original, wrapper):
+            _set_origin(statement, node.name)
+        return [original, wrapper]
+
+    def _needs_wrapping(self, node: _FunctionNode) -> bool:
+        arguments = [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+                     if a.arg not in ("self", "cls")]
+        return bool(node.decorator_list) or bool(self.autouse) or \
+            any(argument not in RUNNER_FIXTURES for argument in arguments)
+
+    def _class_unit(self, module: Module, node: ast.ClassDef, selected: list[str]) -> list[ast.stmt]:
+        cls = copy.deepcopy(node)
+        cls.body = [member for member in cls.body if not (
+            isinstance(member, _FunctionNode) and member.name.startswith("test") and member.name not in selected)]
+        named_testcase = any(decorator_name(base).endswith("TestCase") for base in node.bases)
+        if named_testcase or is_testcase_class(node, module, self.resolver):
+            if not named_testcase:
+                # A TestCase through a repository base (`class T(BaseTest)`): the runner finds
+                # unittest classes by a base named *TestCase, so name one (the MRO is unchanged).
+                cls.bases.append(ast.Attribute(ast.Name("_kb_unittest", ast.Load()), "TestCase", ast.Load()))
+                self.needs_unittest = True
+            _set_origin(cls, node.name)
+            return [cls]
+        fixtures, autouse, params = _class_fixtures(cls)
+        plain_bases = all(decorator_name(b) == "object" for b in cls.bases)
+        needs = (not plain_bases or cls.decorator_list or fixtures or self.autouse or
+                 any(isinstance(m, _FunctionNode) and m.name in ("setup_class", "teardown_class", "setup",
+                                                                 "teardown")
+                     for m in cls.body) or
+                 any(isinstance(m, _FunctionNode) and m.name in selected and self._needs_wrapping(m)
+                     for m in cls.body))
+        if not needs:
+            cls.bases = []
+            _set_origin(cls, node.name)
+            return [cls]
+        self.wrapped = True
+        cls.name = f"_kb_{node.name}"
+        if autouse:
+            cls.body.append(ast.parse(f"_kb_autouse = {autouse!r}").body[0])
+        if params:
+            cls.body.append(ast.parse("_kb_fixture_params = {" + ", ".join(
+                f"{name!r}: {ast.unparse(value)}" for name, value in params.items()) + "}").body[0])
+        item = ast.ClassDef(name=node.name, bases=[], keywords=[], decorator_list=[], body=[
+            _wrapper_function(name, f"_kb_call_method({cls.name}, {name!r}, **_kb_builtins)", method=True)
+            for name in selected], type_params=[])
+        for statement in (cls, item):
+            _set_origin(statement, node.name)
+        return [cls, item]
+
+    # -- closure over the names the tests use
+
+    def _need(self, module: Module) -> _Needed:
+        key = str(module.path)
+        if key not in self.sources:
+            self.sources[key] = _Needed(module)
+        return self.sources[key]
+
+    def _close(self, fixture_names: set[str]) -> None:
+        fixtures_done: set[str] = set()
+        for _ in range(MAX_ROUNDS):
+            progressed = False
+            for name in sorted(fixture_names - fixtures_done):
+                fixtures_done.add(name)
+                found = self.fixtures.get(name)
+                if found is None:
+                    continue
+                source, node = found
+                needed = self._need(source)
+                if id(node) not in needed.statements:
+                    needed.statements[id(node)] = node
+                    needed.names |= free_names(node)
+                    fixture_names |= {a.arg for a in node.args.args + node.args.kwonlyargs}
+                    fixture_names |= _requested_fixtures(node)
+                    progressed = True
+            for needed in list(self.sources.values()):
+                for name in sorted(needed.names - needed.done):
+                    needed.done.add(name)
+                    progressed = True
+                    self._add_name(needed, name)
+            if not progressed:
+                break
+            if sum(len(n.statements) for n in self.sources.values()) > MAX_STATEMENTS:
+                break
+
+    def _add_name(self, needed: _Needed, name: str) -> None:
+        module = needed.module
+        for statement in module.bindings.get(name, []):
+            enclosing = _enclosing(module, statement)
+            if id(enclosing) in needed.statements:
+                continue
+            if isinstance(enclosing, _FunctionNode) and enclosing.name.startswith("test"):
+                continue  # another test, not a helper
+            if isinstance(enclosing, ast.ClassDef) and id(enclosing) in self.unit_nodes:
+                continue
+            needed.statements[id(enclosing)] = enclosing
+            if not isinstance(enclosing, ast.Import | ast.ImportFrom):
+                needed.names |= free_names(enclosing)
+            else:
+                self._follow_import(module, enclosing, {name})
+
+    def _follow_import(self, module: Module, statement: ast.Import | ast.ImportFrom, names: set[str]) -> None:
+        """Imports from test helpers that are not installed pull in the helper's definitions."""
+        if not isinstance(statement, ast.ImportFrom):
+            return
+        source = resolve_relative(module, statement.level, statement.module)
+        helper = self.repo.module(source, module) if source else None
+        if helper is None or helper.library:
+            return
+        wanted = {alias.name for alias in statement.names if (alias.asname or alias.name) in names}
+        if any(alias.name == "*" for alias in statement.names):
+            wanted = {n for n in helper.bindings if not n.startswith("_")}
+        self._need(helper).names |= wanted
+
+    # -- emitting
+
+    def _emit(self, module: Module, chain: list[Module]) -> str:
+        helpers = [n for n in self.sources.values() if n.module is not module and n.module not in chain]
+        order = helpers + [self.sources[str(c.path)] for c in chain if str(c.path) in self.sources]
+        order.append(self.sources[str(module.path)])
+        futures: list[ast.stmt] = []
+        imports: list[ast.stmt] = []
+        for needed in order:  # imports first: rewriting them decides the aliases
+            for statement in _in_source_order(needed.module, needed.statements):
+                if isinstance(statement, ast.ImportFrom) and statement.module == "__future__":
+                    futures.append(statement)
+                elif isinstance(statement, ast.Import | ast.ImportFrom):
+                    imports += self._rewrite_import(needed.module, statement)
+        if self.needs_unittest:
+            imports.append(ast.parse("import unittest as _kb_unittest").body[0])
+        imports = list({ast.dump(i): i for i in imports}.values())
+        body: list[ast.stmt] = []
+        for index, needed in enumerate(order):
+            if index == len(helpers):
+                body += self.helper_aliases  # `from helpers import f as g` needs f defined first
+            for statement in _in_source_order(needed.module, needed.statements):
+                if isinstance(statement, ast.Import | ast.ImportFrom):
+                    continue
+                if id(statement) in self.replacements:
+                    body += [self._rewire(needed.module, s) for s in self.replacements[id(statement)]]
+                elif isinstance(statement, _FunctionNode) and fixture_name(statement) is not None:
+                    body += self._fixture(needed.module, statement)
+                else:
+                    body.append(self._rewire(needed.module, self._strip_unselected(needed.module, statement)))
+        imports = self._drop_unused_library_imports(imports, [*self.aliases, *body])
+        harness = ast.parse(HARNESS).body if self.wrapped or self.fixtures_used(body) else []
+        if harness:
+            harness += [ast.parse(f"_kb_AUTOUSE.extend({self.autouse!r})").body[0]] if self.autouse else []
+        shadow_aliases = [ast.parse(f"_kb_{name} = {name}").body[0] for name in sorted(self.shadowed)]
+        tree = ast.Module(body=_dedupe_futures(futures) + imports + self.aliases + shadow_aliases + harness + body,
+                          type_ignores=[])
+        return ast.unparse(ast.fix_missing_locations(tree))
+
+    def _drop_unused_library_imports(self, imports: list[ast.stmt], code: list[ast.stmt]) -> list[ast.stmt]:
+        """Imports of the mined library that rewiring left unused (`import lib` once every
+        `lib.f(...)` became `f(...)`) go: they are not needed, and may not even be importable."""
+        used = {n.id for statement in code for n in ast.walk(statement) if isinstance(n, ast.Name)}
+        kept: list[ast.stmt] = []
+        for statement in imports:
+            names = []
+            for alias in statement.names:  # type: ignore[attr-defined]
+                bound = alias.asname or alias.name.split(".")[0]
+                source = alias.name if isinstance(statement, ast.Import) else (statement.module or "")
+                module = self.repo.module(source.split(".")[0]) if source else None
+                if bound not in used and alias.name != "*" and module is not None and module.library:
+                    continue
+                names.append(alias)
+            if names:
+                statement = copy.copy(statement)
+                statement.names = names  # type: ignore[attr-defined]
+                kept.append(statement)
+        return kept
+
+    def fixtures_used(self, body: list[ast.stmt]) -> bool:
+        return any(isinstance(s, ast.FunctionDef) and s.name.startswith("_kb_fixture_") for s in body)
+
+    def _strip_unselected(self, module: Module, statement: ast.stmt) -> ast.stmt:
+        """A test class pulled in as a dependency (a base class) loses its own tests."""
+        if isinstance(statement, ast.ClassDef) and id(statement) not in self.unit_nodes and \
+                any(isinstance(m, _FunctionNode) and m.name.startswith("test") for m in statement.body):
+            stripped = copy.deepcopy(statement)
+            stripped.body = [m for m in stripped.body
+                             if not (isinstance(m, _FunctionNode) and m.name.startswith("test"))] or [ast.Pass()]
+            return stripped
+        return statement
+
+    def _fixture(self, module: Module, node: _FunctionNode) -> list[ast.stmt]:
+        name = fixture_name(node) or node.name
+        function = copy.deepcopy(node)
+        function.decorator_list = [d for d in function.decorator_list
+                                   if decorator_name(d).split(".")[-1] not in ("fixture", "yield_fixture")]
+        function.name = f"_kb_fixture_{name}"
+        params = _fixture_keyword(node, "params")
+        registry = ast.parse(f"_kb_FIXTURES[{name!r}] = ({function.name}, "
+                             f"{ast.unparse(params) if params is not None else 'None'})").body[0]
+        self.wrapped = True
+        return [self._rewire(module, function), registry]
+
+    def _rewrite_import(self, module: Module, statement: ast.Import | ast.ImportFrom) -> list[ast.stmt]:
+        """The import as the spec needs it: absolute, without program names, helpers copied."""
+        if isinstance(statement, ast.Import):
+            return [statement]
+        source = resolve_relative(module, statement.level, statement.module)
+        if source is None:
+            return []
+        target = self.repo.module(source, module)
+        if target is not None and not target.library:
+            for alias in statement.names:  # a test helper: its definitions were copied in instead
+                if alias.asname and alias.asname != alias.name and alias.name != "*":
+                    self.helper_aliases.append(ast.Assign(targets=[ast.Name(alias.asname, ast.Store())],
+                                                          value=ast.Name(alias.name, ast.Load()), lineno=0))
+            return []
+        kept: list[ast.alias] = []
+        for alias in statement.names:
+            if alias.name == "*":
+                kept += self._expand_star(target, source)
+                continue
+            bound = alias.asname or alias.name
+            symbol = self.resolver.name(module, bound)
+            program_name = self._program_name(symbol)
+            if program_name is None:
+                kept.append(alias)
+            elif bound != program_name:
+                self.aliases.append(ast.Assign(targets=[ast.Name(bound, ast.Store())],
+                                               value=ast.Name(program_name, ast.Load()), lineno=0))
+        if not kept:
+            return []
+        return [ast.ImportFrom(module=source, names=kept, level=0)]
+
+    def _expand_star(self, target: Module | None, source: str) -> list[ast.alias]:
+        if target is None:
+            return [ast.alias(name="*")]
+        names = target.exports if target.exports is not None else [
+            n for n in target.bindings if not n.startswith("_")]
+        return [ast.alias(name=name) for name in names
+                if self._program_name(self.resolver.name(target, name)) is None]
+
+    def _program_name(self, symbol: Symbol | None) -> str | None:
+        if symbol is None or (symbol.module, symbol.qualname) not in self.program:
+            return None
+        return symbol.qualname
+
+    def _rewire(self, module: Module, statement: ast.stmt) -> ast.stmt:
+        """Attribute chains that reach a program name become the bare name (or, where a local
+        variable of the same name hides it, a module-level alias `_kb_<name>`)."""
+        builder = self
+        scopes: list[set[str]] = []
+
+        class Rewire(ast.NodeTransformer):
+            def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+                for decorator in node.decorator_list:
+                    self.visit(decorator)
+                scopes.append(_local_names(node))
+                node.body = [self.visit(s) for s in node.body]
+                scopes.pop()
+                return node
+
+            visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+            def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+                if isinstance(node.ctx, ast.Load) and _is_dotted(node):
+                    resolved = builder.resolver.expression(module, node, {})
+                    name = builder._program_name(resolved) if isinstance(resolved, Symbol) else None
+                    if name is not None:
+                        if any(name in scope for scope in scopes):
+                            builder.shadowed.add(name)
+                            name = f"_kb_{name}"
+                        return ast.copy_location(ast.Name(name, ast.Load()), node)
+                self.generic_visit(node)
+                return node
+
+        return Rewire().visit(copy.deepcopy(statement))
+
+
+def _set_origin(node: ast.stmt, origin: str) -> None:
+    node._kb_origin = origin  # type: ignore[attr-defined]
+
+
+def _wrapper_function(name: str, call: str, method: bool = False) -> ast.FunctionDef:
+    arguments = ", ".join(RUNNER_FIXTURES)
+    builtins = ", ".join(f"{f!r}: {f}" for f in RUNNER_FIXTURES)
+    source = (f"def {name}({'self, ' if method else ''}{arguments}):\n"
+              f"    _kb_builtins = {{{builtins}}}\n"
+              f"    {call}\n")
+    node = ast.parse(source).body[0]
+    assert isinstance(node, ast.FunctionDef)
+    return node
+
+
+def _fixture_keyword(node: _FunctionNode, keyword: str) -> ast.expr | None:
+    for decorator in node.decorator_list:
+        if isinstance(decorator, ast.Call) and decorator_name(decorator).split(".")[-1] in ("fixture",
+                                                                                          "yield_fixture"):
+            for item in decorator.keywords:
+                if item.arg == keyword:
+                    if keyword == "autouse":
+                        return item.value if isinstance(item.value, ast.Constant) and item.value.value else None
+                    return item.value
+    return None
+
+
+def _class_fixtures(cls: ast.ClassDef) -> tuple[list[str], list[str], dict[str, ast.expr]]:
+    """Rename the class's own fixtures to `_kb_fixture_<name>`; (names, autouse, params)."""
+    names, autouse, params = [], [], {}
+    for member in cls.body:
+        if isinstance(member, _FunctionNode):
+            name = fixture_name(member)
+            if name is None:
+                continue
+            names.append(name)
+            if _fixture_keyword(member, "autouse") is not None:
+                autouse.append(name)
+            value = _fixture_keyword(member, "params")
+            if value is not None:
+                params[name] = value
+            member.decorator_list = [d for d in member.decorator_list
+                                     if decorator_name(d).split(".")[-1] not in ("fixture", "yield_fixture")]
+            member.name = f"_kb_fixture_{name}"
+    return names, autouse, params
+
+
+def _requested_fixtures(node: ast.AST) -> set[str]:
+    """Fixture names a unit or fixture asks for: its parameters, `usefixtures`, getfixturevalue."""
+    names: set[str] = set()
+    for inner in ast.walk(node):
+        if isinstance(inner, _FunctionNode):
+            names |= {a.arg for a in inner.args.posonlyargs + inner.args.args + inner.args.kwonlyargs}
+        if isinstance(inner, ast.Call):
+            called = decorator_name(inner.func)
+            if called.endswith(("usefixtures", "getfixturevalue")):
+                names |= {a.value for a in inner.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+    return names - {"self", "cls"}
+
+
+def _local_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    arguments = function.args
+    names = {a.arg for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs}
+    names |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
+    for inner in ast.walk(function):
+        if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
+            names.add(inner.id)
+    return names
+
+
+def _is_dotted(node: ast.expr) -> bool:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _enclosing(module: Module, statement: ast.stmt) -> ast.stmt:
+    for top in module.tree.body:
+        if top is statement or any(inner is statement for inner in ast.walk(top)):
+            return top
+    return statement
+
+
+def _in_source_order(module: Module, statements: dict[int, ast.stmt]) -> list[ast.stmt]:
+    return sorted(statements.values(), key=lambda s: (s.lineno, s.col_offset))
+
+
+def _dedupe_futures(futures: list[ast.stmt]) -> list[ast.stmt]:
+    names = sorted({alias.name for f in futures if isinstance(f, ast.ImportFrom) for alias in f.names})
+    if not names:
+        return []
+    return [ast.ImportFrom(module="__future__", names=[ast.alias(name=n) for n in names], level=0)]
+
