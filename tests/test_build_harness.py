@@ -148,3 +148,21 @@ def test_a_broken_candidate_fails_the_wrapped_tests(spec_and_program: tuple[Test
     assert status["test_tuple_names"] == "fail"
     assert status["test_parametrized_fixture"] == "fail"
     assert status["test_value"] == "fail"
+
+
+def test_a_testcase_through_a_helper_base_class_is_found_by_the_runner(tmp_path: Path) -> None:
+    (tmp_path / "lib.py").write_text("def double(x):\n    '''Twice.'''\n    y = x * 2\n    return y\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "base.py").write_text(
+        "import unittest\n\n\nclass BaseTest(unittest.TestCase):\n    def two(self):\n        return 2\n")
+    (tmp_path / "tests" / "test_lib.py").write_text(
+        "from base import BaseTest\nfrom lib import double\n\n\nclass DoubleTest(BaseTest):\n"
+        "    def test_double(self):\n        self.assertEqual(double(self.two()), 4)\n")
+    repository = Repository(tmp_path)
+    resolver = Resolver(repository)
+    units = discover_units(repository, resolver)
+    target = cut_target(repository.module("lib"), Symbol("lib", "double", "function"))
+    built = SpecBuilder(repository, resolver, target).build(units[0].module, units)
+    assert "class BaseTest(unittest.TestCase):" in built.code  # copied from the helper module
+    items = TestSpec(name=built.name, code=built.code).items()
+    assert [(item.kind, item.cls, item.function) for item in items] == [("unittest", "DoubleTest", "test_double")]

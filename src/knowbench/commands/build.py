@@ -34,7 +34,7 @@ ENGINE_HELP = ("'forkserver' (a warm sandboxed interpreter per worker, one fork 
 
 def mine(
     source: Annotated[str | None, typer.Argument(
-        help="A repository directory, an sdist or wheel file, or a PyPI requirement such as 'rsa==4.9' "
+        help="A repository directory, an sdist or wheel file, or a PyPI requirement such as 'ecdsa==0.19.0' "
              "(downloaded with pip; the sdist is preferred because it usually carries the tests).")] = None,
     domain: Annotated[str | None, typer.Option(help="Domain label of SOURCE's tasks, e.g. 'crypto'.")] = None,
     out_dir: Annotated[Path | None, typer.Option("--out", "-o", help="Benchmark directory to write.")] = None,
