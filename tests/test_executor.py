@@ -330,3 +330,12 @@ def test_parallel_use_from_threads_gives_correct_results(engine: SubprocessEngin
     for n, execution in zip(numbers, executions, strict=True):
         assert statuses(execution) == {"t::test_value": "pass", "t::test_wrong": "fail"}, (n, execution)
         assert f"{-n - 1}" in execution.tests[1].message
+
+
+def test_a_class_whose_base_is_only_named_testcase_runs_like_a_pytest_class(engine) -> None:
+    tests = ("class PlotTestCase:\n    def setup_method(self, method):\n        self.x = 2\n\n\n"
+             "class TestPlot(PlotTestCase):\n    def test_ok(self):\n        assert add(self.x, 1) == 3\n\n"
+             "    def test_bad(self):\n        assert add(self.x, 1) == 4\n")
+    execution = engine.execute(make_request("def add(a, b):\n    return a + b\n", tests, "add"))
+    assert [(t.id, t.status) for t in execution.tests] == [("t::TestPlot::test_ok", "pass"),
+                                                         ("t::TestPlot::test_bad", "fail")]

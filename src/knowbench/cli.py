@@ -300,7 +300,9 @@ _register_command_groups()
 def main() -> None:
     """Console entry point: user errors print one message and exit 2, never a traceback."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
+        if isinstance(code, int) and code:  # a command's typer.Exit(code) comes back as a value
+            sys.exit(code)
     except UserError as error:
         console.print(f"error: {error}", style="bold red", highlight=False, markup=False)
         sys.exit(error.exit_code)

@@ -390,8 +390,11 @@ def _run_item(item, tests, module, target_codes, state, box):
             _run_test_class(namespace[item["cls"]], item["function"], tmp_root, fixtures)
         elif item["kind"] == "unittest":
             cls = namespace[item["cls"]]
-            failure_types = (AssertionError, cls.failureException)
-            _run_unittest(cls, item["function"], class_ready)
+            if isinstance(cls, type) and issubclass(cls, unittest.TestCase):
+                failure_types = (AssertionError, cls.failureException)
+                _run_unittest(cls, item["function"], class_ready)
+            else:  # a base merely named *TestCase: run it the way pytest runs a Test* class
+                _run_test_class(cls, item["function"], tmp_root, fixtures)
         for undo in fixtures:
             undo()
     except BaseException as error:
