@@ -227,3 +227,10 @@ def test_an_unreachable_endpoint_stops_the_run_with_advice(tmp_path: Path) -> No
     assert done.returncode == 1
     assert "cannot reach" in done.stderr and "run the same command again" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_usage_errors_exit_2_without_a_traceback() -> None:
+    for args in (("run",), ("run", str(EXAMPLE), "--model", "reference", "--n", "0")):
+        done = _cli(*args)
+        assert done.returncode == 2, args
+        assert "Traceback" not in done.stderr and "Error" in done.stderr

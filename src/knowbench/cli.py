@@ -311,12 +311,12 @@ def main() -> None:
         sys.exit(130)
     except (typer.Abort, typer.Exit) as stop:
         sys.exit(getattr(stop, "exit_code", 1))
-    except Exception as error:  # click's usage errors
-        import click
-
-        if isinstance(error, click.ClickException):
+    except Exception as error:
+        # Usage errors (missing argument, bad option value) from the CLI framework: whichever
+        # click typer uses, they carry show() and exit_code.
+        if callable(getattr(error, "show", None)) and isinstance(getattr(error, "exit_code", None), int):
             error.show()
-            sys.exit(2)
+            sys.exit(error.exit_code)
         raise
 
 
