@@ -48,6 +48,7 @@ bench: install
 	$(BIN)/python bench/engines.py
 	$(BIN)/python bench/executor_overhead.py
 	$(BIN)/python bench/retrieval.py
+	$(BIN)/python bench/mine.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache
