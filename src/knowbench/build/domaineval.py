@@ -38,6 +38,7 @@ from knowbench.benchmark.schema import FunctionTask, Manifest, Provenance, TestS
 from knowbench.build.requirements import import_roots, installable_subset, resolves, third_party
 from knowbench.errors import UserError
 from knowbench.execution.environments import BenchEnv, ensure_env
+from knowbench.jsonl import read_objects
 
 DATASET_VERSION = "domaineval_20240711"
 MASK = re.compile(r"\[\s*MASK\s*\]")  # DomainEval's formatter sometimes wrapped it: "[\n    MASK]"
@@ -83,18 +84,7 @@ def subject_files(path: Path) -> list[Path]:
 
 
 def _rows(file: Path) -> list[dict[str, Any]]:
-    rows = []
-    for number, line in enumerate(file.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise UserError(f"{file}:{number}: invalid JSON: {error.msg}") from None
-        if not isinstance(row, dict):
-            raise UserError(f"{file}:{number}: each line must be a JSON object")
-        rows.append(row)
-    return rows
+    return [row for _, row in read_objects(file)]
 
 
 def subject_key(domain: str, repository: str, full_method_name: str, masked: str) -> str:

@@ -15,13 +15,12 @@ import os
 import re
 import subprocess
 import sys
-import tarfile
 import tomllib
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from knowbench.archives import single_root, unpack
 from knowbench.errors import UserError
 
 SourceKind = Literal["pypi", "sdist", "wheel", "directory"]
@@ -114,18 +113,8 @@ def sha256_tree(root: Path) -> str:
 
 def _archive_source(spec: str, archive: Path, workdir: Path, kind: SourceKind) -> Source:
     target = workdir / "sources" / archive.name
-    target.mkdir(parents=True, exist_ok=True)
-    try:
-        if archive.name.endswith((".zip", ".whl")):
-            with zipfile.ZipFile(archive) as bundle:
-                bundle.extractall(target)
-        else:
-            with tarfile.open(archive) as bundle:
-                bundle.extractall(target, filter="data")
-    except (tarfile.TarError, zipfile.BadZipFile, OSError) as error:
-        raise UserError(f"{archive}: cannot unpack it ({error})") from None
-    entries = [p for p in target.iterdir() if not p.name.startswith(".")]
-    root = entries[0] if len(entries) == 1 and entries[0].is_dir() and kind == "sdist" else target
+    unpack(archive, target)
+    root = single_root(target) if kind == "sdist" else target
     name, version = _name_and_version(root, archive.name)
     requirement = f"{name} @ {archive.as_uri()}"
     return Source(spec=spec, kind=kind, root=root, name=name, version=version, sha256=sha256_file(archive),

@@ -12,9 +12,7 @@ import importlib.util
 import re
 import subprocess
 import sys
-import tarfile
 import tempfile
-import zipfile
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,6 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from knowbench import __version__
+from knowbench.archives import single_root, unpack
 from knowbench.errors import UserError
 from knowbench.knowledge.chunking import chunk_file, wanted_file
 from knowbench.knowledge.corpus import (
@@ -165,25 +164,8 @@ def pip_download(requirement: str, destination: Path) -> Path:
 
 def extract_archive(archive: Path, destination: Path) -> Path:
     """Extract an sdist/wheel into `destination`; the root is its single top folder if any."""
-    destination.mkdir(parents=True, exist_ok=True)
-    name = archive.name.lower()
-    try:
-        if name.endswith((".zip", ".whl")):
-            with zipfile.ZipFile(archive) as bundle:
-                for member in bundle.namelist():
-                    target = (destination / member).resolve()
-                    if not target.is_relative_to(destination.resolve()):
-                        raise UserError(f"{archive}: unsafe path in archive: {member}")
-                bundle.extractall(destination)
-        else:
-            with tarfile.open(archive) as bundle:
-                bundle.extractall(destination, filter="data")
-    except (tarfile.TarError, zipfile.BadZipFile, OSError) as error:
-        raise UserError(f"{archive}: cannot extract ({error})") from None
-    entries = [entry for entry in destination.iterdir() if not entry.name.startswith(".")]
-    if len(entries) == 1 and entries[0].is_dir():
-        return entries[0]
-    return destination
+    unpack(archive, destination)
+    return single_root(destination)
 
 
 def chunk_tree(root: Path, base: Path, *, include_tests: bool = False) -> TreeChunks:

@@ -6,12 +6,12 @@ check itself. `replay` scores completions produced elsewhere.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
 from knowbench.errors import UserError
+from knowbench.jsonl import read_objects
 from knowbench.models.base import BackendError, Message, ModelBackend, Reply
 from knowbench.records import SamplingParams
 
@@ -67,15 +67,7 @@ def load_samples(path: Path) -> dict[tuple[str, int], str]:
     if not path.is_file():
         raise UserError(f"{path}: samples file not found")
     completions: dict[tuple[str, int], str] = {}
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise UserError(f"{path}:{number}: invalid JSON: {error.msg}") from None
-        if not isinstance(row, dict):
-            raise UserError(f"{path}:{number}: each line must be a JSON object")
+    for number, row in read_objects(path):
         for field, kind in (("task_id", str), ("completion", str)):
             if not isinstance(row.get(field), kind):
                 raise UserError(f"{path}:{number}: field '{field}' must be a string\n"
