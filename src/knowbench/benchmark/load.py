@@ -44,6 +44,15 @@ def sha256_bytes(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
+def sha256_file(path: Path) -> str:
+    """'sha256:<hex>' of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return "sha256:" + digest.hexdigest()
+
+
 def load_benchmark(path: str | Path) -> Benchmark:
     """Load and validate the benchmark directory at `path`.
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from knowbench.archives import single_root, unpack
+from knowbench.benchmark.load import sha256_file
 from knowbench.errors import UserError
 
 SourceKind = Literal["pypi", "sdist", "wheel", "directory"]
@@ -93,12 +94,6 @@ def download(requirement: str, directory: Path) -> Path:
                     "  fix: check the name and version on PyPI and that pip's index is reachable")
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return "sha256:" + digest.hexdigest()
 
 
 def sha256_tree(root: Path) -> str:

@@ -121,7 +121,7 @@ class SubprocessEngine(Engine):
         try:
             return self._execute(request, slot, workdir)
         except OSError as error:
-            return _infrastructure(request, self, f"could not start the sample: {error}")
+            return infrastructure_execution(request, self, f"could not start the sample: {error}")
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
             self._slots.put(slot)
@@ -328,7 +328,9 @@ def _summary_status(outcomes: list[TestOutcome]) -> Status:
     return worst
 
 
-def _infrastructure(request: ExecutionRequest, engine: SubprocessEngine | Any, message: str) -> Execution:
+def infrastructure_execution(request: ExecutionRequest, engine: SubprocessEngine | Any,
+                             message: str) -> Execution:
+    """Every test `infrastructure`: knowbench could not run the sample at all."""
     outcomes = [TestOutcome(id=item.id, status="infrastructure", message=message)
                 for item in request.items()]
     return Execution(status="infrastructure", tests=outcomes, sandbox=engine.sandbox.kind,

@@ -34,11 +34,12 @@ from knowbench.execution.engine import (
     ExecutionRequest,
     build_execution,
     default_workers,
+    infrastructure_execution,
     runner_config,
     sample_env,
 )
 from knowbench.execution.sandbox import Sandbox
-from knowbench.records import Execution, TestOutcome
+from knowbench.records import Execution
 
 _START_TIMEOUT_S = 120.0
 _REPLY_GRACE_S = 10.0
@@ -173,10 +174,7 @@ class ForkServerEngine(Engine):
                                    self.sandbox.kind, self.name, note=note)
         except (OSError, ValueError) as error:
             server.stop()
-            outcomes = [TestOutcome(id=item.id, status="infrastructure", message=str(error))
-                        for item in request.items()]
-            return Execution(status="infrastructure", tests=outcomes, sandbox=self.sandbox.kind,
-                             engine=self.name, limits=request.limits, note=str(error))
+            return infrastructure_execution(request, self, str(error))
         note = ""
         if reply.get("stragglers"):
             server.stop()  # tearing the sandbox down kills whatever is left, for certain

@@ -22,6 +22,7 @@ from typing import Literal
 
 from knowbench import __version__
 from knowbench.archives import single_root, unpack
+from knowbench.benchmark.load import sha256_file
 from knowbench.errors import UserError
 from knowbench.knowledge.chunking import chunk_file, wanted_file
 from knowbench.knowledge.corpus import (
@@ -107,14 +108,14 @@ def resolve_source(source: str | None, *, installed: str | None = None, pypi: bo
         root = extract_archive(path, workdir / "src")
         return ResolvedSource("archive", str(path.resolve()), root, root,
                               _pkg_info_version(root) or _version_from_filename(path.name),
-                              _file_sha256(path))
+                              sha256_file(path))
     if not pypi and _IMPORTABLE.match(source) and _find_spec(source) is not None:
         return installed_source(source)
     archive = pip_download(source, workdir / "download")
     root = extract_archive(archive, workdir / "src")
     return ResolvedSource("pypi", f"{source} ({archive.name})", root, root,
                           _pkg_info_version(root) or _version_from_filename(archive.name),
-                          _file_sha256(archive))
+                          sha256_file(archive))
 
 
 def installed_source(package: str) -> ResolvedSource:
@@ -249,12 +250,6 @@ def _version_from_filename(filename: str) -> str | None:
     return version if name and version and version[0].isdigit() else None
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return "sha256:" + digest.hexdigest()
 
 
 def _tail(text: str, lines: int = 6) -> str:
