@@ -86,6 +86,9 @@ class Execution(_Record):
     exit_code: int | None = None
     sandbox: str = Field(description="Isolation actually used: 'bwrap', 'unshare' or 'none'.")
     engine: str = "subprocess"
+    isolation: str = Field(default="in-process",
+                           description="'split' (verdict from a process the candidate cannot reach) "
+                           "or 'in-process'.")
     limits: Limits
     note: str = ""
 

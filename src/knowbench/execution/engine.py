@@ -1,7 +1,7 @@
 """Executing programs against their tests: the engine interface and the subprocess engine.
 
 One request = one program and its tests. The engine starts the in-sandbox runner
-(`_runner.py`) as a fresh process in its own process group and temporary work directory,
+(`sandboxed/knowbench_runner.py`) as a fresh process in its own process group and temporary work directory,
 sends it the program over stdin, and reads per-test records from a dedicated pipe. Only
 records carrying this execution's random nonce count; a test without one did not pass.
 """
@@ -23,15 +23,16 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from knowbench.benchmark.schema import TestItem, TestSpec
-from knowbench.execution.sandbox import Sandbox
+from knowbench.execution.sandbox import RUNNER_DIR, Sandbox
 from knowbench.records import Execution, Limits, Status, TestOutcome
 
-RUNNER_SOURCE = (Path(__file__).parent / "_runner.py").read_text()
+_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); import knowbench_runner; "
+         "del sys.path[0]; knowbench_runner.entry(sys.argv[2:])")
 SANDBOX_UID_BASE = 61000
 _SEVERITY: dict[Status, int] = {"pass": 0, "fail": 1, "error": 2, "memory": 3, "timeout": 4,
                                 "infrastructure": 5}
@@ -52,6 +53,13 @@ _SAMPLE_ENV = {
 }
 
 
+Isolation = Literal["split", "in-process"]
+"""How a sample runs. split: the candidate's program runs in its own untrusted process and
+the tests in a trusted one; every call into the candidate crosses between them by value.
+in-process: program and tests share one process (the verdict is then only as safe as the
+runner's integrity checks; see the README's threat model)."""
+
+
 class ExecutionRequest(BaseModel):
     """A program and the tests to run against it."""
 
@@ -62,6 +70,10 @@ class ExecutionRequest(BaseModel):
     entry_point: str | None = Field(default=None, description="Target whose calls are recorded.")
     limits: Limits = Field(default_factory=Limits)
     preload: list[str] = Field(default_factory=list, description="Modules imported before limits.")
+    isolation: Isolation = "in-process"
+    trusted_program: str | None = Field(
+        default=None, description="split only: the benchmark's own program (target stubbed) that "
+        "the tests import; calls to the entry point are answered by the candidate's process.")
     _items: list[TestItem] | None = PrivateAttr(default=None)
 
     def items(self) -> list[TestItem]:
@@ -132,7 +144,7 @@ class SubprocessEngine(Engine):
             os.chown(workdir, config["uid"], config["gid"])
         read_fd, write_fd = os.pipe()
         config["result_fd"] = write_fd
-        argv = self.sandbox.command([self.python, "-I", "-c", RUNNER_SOURCE], workdir, self.python)
+        argv = self.sandbox.command(runner_command(self.python, "once"), workdir, self.python)
         env = sample_env(self.sandbox.inner_workdir(workdir))
         started = time.monotonic()
         try:
@@ -147,6 +159,11 @@ class SubprocessEngine(Engine):
         collected.exit_code = process.returncode
         return build_execution(request, config["nonce"], collected, time.monotonic() - started,
                                self.sandbox.kind, self.name)
+
+
+def runner_command(python: str, mode: str) -> list[str]:
+    """The command line that starts the in-sandbox runner in `mode` (once, serve, ...)."""
+    return [python, "-I", "-c", _BOOT, str(RUNNER_DIR), mode]
 
 
 def runner_config(request: ExecutionRequest, slot: int, sandbox: Sandbox) -> dict[str, Any]:

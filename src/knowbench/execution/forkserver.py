@@ -28,13 +28,13 @@ from typing import Any
 
 from knowbench.errors import UserError
 from knowbench.execution.engine import (
-    RUNNER_SOURCE,
     Collected,
     Engine,
     ExecutionRequest,
     build_execution,
     default_workers,
     infrastructure_execution,
+    runner_command,
     runner_config,
     sample_env,
 )
@@ -63,7 +63,7 @@ class _Server:
         shutil.rmtree(self.workdir, ignore_errors=True)
         self.workdir.mkdir(mode=0o755)
         sandbox = self.engine.sandbox
-        argv = sandbox.command([self.engine.python, "-I", "-c", RUNNER_SOURCE, "serve"], self.workdir,
+        argv = sandbox.command(runner_command(self.engine.python, "serve"), self.workdir,
                                self.engine.python)
         # bwrap --die-with-parent uses PR_SET_PDEATHSIG, which fires when the *thread* that
         # started it ends; spawn from the engine's long-lived thread, never a worker's.

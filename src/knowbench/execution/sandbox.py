@@ -21,6 +21,8 @@ from typing import Literal
 
 from knowbench.errors import UserError
 
+RUNNER_DIR = Path(__file__).parent / "sandboxed"
+"""Stdlib-only modules that run inside the sandbox (the runner and its wire format)."""
 SandboxKind = Literal["bwrap", "unshare", "none"]
 SANDBOX_CHOICES = ("auto", "bwrap", "unshare", "none")
 
@@ -61,7 +63,7 @@ class Sandbox:
         # that a hidden path inside a re-exposed one is masked again.
         masks = ["/tmp", *(d for d in ("/run", "/var/tmp") if os.path.isdir(d) and not os.path.islink(d)),
                  *(d for d in set(self.hidden) if os.path.isdir(d))]
-        visible = _python_paths(python)
+        visible = (*_python_paths(python), str(RUNNER_DIR))
         for mask in sorted(set(masks), key=lambda path: (path.count(os.sep), path)):
             args += ["--perms", "01777", "--tmpfs", mask] if mask == "/tmp" else ["--tmpfs", mask]
             # The interpreter may live under a masked directory (pyenv in a home directory, a

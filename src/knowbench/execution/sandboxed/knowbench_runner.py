@@ -1,4 +1,7 @@
-"""The in-sandbox test runner. Runs as `python -I -c <this source>`; stdlib only.
+"""The in-sandbox test runner; stdlib only.
+
+Started by an engine as `python -I -c BOOT DIR MODE` (see `engine.runner_command`): this
+directory goes first on `sys.path` and `entry(MODE)` runs.
 
 It is started by an engine with a JSON configuration on stdin and a result pipe on
 file descriptor `result_fd`. It reads its configuration before any sample code exists,
@@ -29,6 +32,7 @@ import traceback
 import unittest
 
 _MESSAGE_CAP = 4000
+_HERE = os.path.dirname(os.path.abspath(__file__))
 # Routes from a worker thread to the reporting thread's frames or to arbitrary objects.
 _GUARDED_AUDIT_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents",
                                    "sys._current_frames"})
@@ -133,9 +137,10 @@ def _changed(snapshot, spaces, modules, modules_now):
 
 
 def _describe(error):
-    # Leading frames belong to this runner (compiled as "<string>"): only noise to a reader.
+    # Leading frames belong to this runner: only noise to a reader.
     tb = error.__traceback__
-    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == "<string>":
+    while (tb is not None and tb.tb_next is not None
+           and os.path.dirname(tb.tb_frame.f_code.co_filename) == _HERE):
         tb = tb.tb_next
     try:
         text = "".join(traceback.format_exception(type(error), error, tb))
@@ -715,8 +720,12 @@ def serve():
             _serve_one(json.loads(line), control_out, base, setup)
 
 
-if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "serve":
+def entry(args):
+    """Dispatch on the mode an engine asked for."""
+    mode = args[0] if args else "once"
+    if mode == "serve":
         serve()
-    else:
+    elif mode == "once":
         main()
+    else:
+        raise SystemExit(f"unknown runner mode {mode!r}")
