@@ -19,6 +19,29 @@ memory: the memory limit hit. infrastructure: knowbench could not run the sample
 """
 
 
+Reason = Literal[
+    "assertion", "exception", "skipped", "test-code-failed", "unsupported-fixture",
+    "program-failed-to-load", "exited-early", "candidate-died", "cannot-cross", "tampering",
+    "forged-record", "timeout", "cpu-time", "memory", "output-limit", "not-run",
+    "isolation-required", "infrastructure",
+]
+"""Why a test did not pass: a closed set that diagnosis, certification and mining read
+(the message beside it is for people and may change wording).
+
+assertion: an assertion in the test failed. exception: the test raised anything else.
+skipped: the test skipped itself. test-code-failed: the test code itself could not run.
+unsupported-fixture: the test asks for a fixture the runner does not provide.
+program-failed-to-load: the candidate's program raised while being loaded. exited-early:
+the sample process ended before reporting. candidate-died: (split) the candidate's
+process ended during a call. cannot-cross: (split) a value could not cross between the
+processes by value. tampering: the testing machinery was changed. forged-record: the
+result channel carried records knowbench did not write. timeout / cpu-time / memory /
+output-limit: a limit was hit. not-run: an earlier event stopped the run before this test.
+isolation-required: the run requires split isolation and the task cannot run split.
+infrastructure: knowbench could not run the sample at all.
+"""
+
+
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -73,6 +96,7 @@ class TestOutcome(_Record):
     called: bool | None = Field(
         default=None, description="Whether the target's code ran during this test (None: not checked)."
     )
+    reason: Reason | None = Field(default=None, description="Why it did not pass (None: it passed).")
 
 
 class Execution(_Record):
