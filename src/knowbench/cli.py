@@ -152,6 +152,11 @@ def run(
     = 10.0,
     memory_mb: Annotated[int, typer.Option(min=16, help="Memory per sample above the interpreter's own.")]
     = 1024,
+    isolation: Annotated[str, typer.Option(
+        help="'auto': judge each task split (its tests in a process the candidate's code cannot "
+             "reach) when its reference passes split, else in-process, with the reason recorded; "
+             "'require': split only, tasks that cannot run split score as infrastructure; "
+             "'in-process': never split.")] = "auto",
     task: Annotated[list[str] | None, typer.Option(
         "--task", help="Run only this task id (repeatable).")] = None,
     k: Annotated[list[int] | None, typer.Option("--k", help="k values for pass@k (repeatable).")] = None,
@@ -163,6 +168,8 @@ def run(
 
     if environment not in ("auto", "self"):
         raise UserError(f"--env must be 'auto' or 'self', not '{environment}'")
+    if isolation not in ("auto", "require", "in-process"):
+        raise UserError(f"--isolation must be 'auto', 'require' or 'in-process', not '{isolation}'")
     bench = load_benchmark(benchmark)
     for warning in bench.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
@@ -222,13 +229,27 @@ def run(
             summary = run_benchmark(bench, backend, knowledge, engine, run_dir, params, limits,
                                     time_policy=policy, task_ids=task or None,
                                     ks=tuple(k or (1, 5, 10)), overwrite=overwrite,
-                                    on_start=on_start, on_result=on_result)
+                                    on_start=on_start, on_result=on_result,
+                                    isolation=isolation)  # type: ignore[arg-type]
         finally:
             engine.close()
     print_scores(out, summary.scores, title=f"{bench.name} · {model} · {method}")
     statuses = ", ".join(f"{name} {count}" for name, count in sorted(summary.status_counts.items()))
     out.print(f"samples: {len(summary.results)} ({statuses}) · results in {run_dir}")
+    _print_isolation(summary.isolation)
     _print_self_check(summary.self_check, model)
+
+
+def _print_isolation(share: dict[str, object]) -> None:
+    if not share.get("split_share") and not share.get("in_process"):
+        return
+    in_process = share.get("in_process_tasks") or []
+    assert isinstance(in_process, list)
+    line = (f"judged split: {share['split']} of {int(share['split']) + int(share['in_process'])} "  # type: ignore[call-overload]
+            f"executed samples ({share['split_share']}%)")
+    if in_process:
+        line += f"; in-process tasks: {', '.join(in_process[:10])}{' …' if len(in_process) > 10 else ''}"
+    out.print(line)
 
 
 def _print_self_check(check: dict[str, object], model: str) -> None:

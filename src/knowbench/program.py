@@ -54,6 +54,15 @@ def assemble(context: str, prompt_code: str, entry_point: str, reply: str) -> As
     return Assembly(code=code, program=program, error=None)
 
 
+def stubbed_program(context: str, prompt_code: str, entry_point: str) -> str:
+    """The benchmark's own program with the target's body a stub: what the trusted side of
+    split execution runs (its target becomes a proxy to the candidate's process)."""
+    program = assemble(context, prompt_code, entry_point, "raise NotImplementedError").program
+    if program is None:
+        raise SpliceError(f"the prompt code has no target {entry_point} to stub")
+    return program
+
+
 # ---------------------------------------------------------------------------- extraction
 
 

@@ -34,13 +34,21 @@ from knowbench.benchmark.load import Benchmark
 from knowbench.benchmark.schema import PARSE_LOCK, ChoiceTask, FunctionTask, imported_modules
 from knowbench.choice import parse_choice
 from knowbench.errors import UserError
-from knowbench.execution.engine import Engine, ExecutionRequest
+from knowbench.execution.engine import Engine, ExecutionRequest, Isolation
 from knowbench.execution.environments import ENV_FILE
 from knowbench.methods.base import Method, Prompt
 from knowbench.models.base import BackendError, ModelBackend
-from knowbench.program import assemble
-from knowbench.records import Generation, Limits, SampleResult, SamplingParams, Status
-from knowbench.scoring.metrics import Scores, score
+from knowbench.program import SpliceError, assemble, stubbed_program
+from knowbench.records import (
+    Execution,
+    Generation,
+    Limits,
+    SampleResult,
+    SamplingParams,
+    Status,
+    TestOutcome,
+)
+from knowbench.scoring.metrics import Scores, isolation_share, score
 from knowbench.store import STORE_FILE, RunStore
 
 RUN_FILE, SAMPLES_FILE, SUMMARY_FILE = "run.json", "samples.jsonl", "summary.json"
@@ -71,6 +79,22 @@ class TimePolicy(BaseModel):
     factor: float = Field(default=10.0, gt=0)
 
 
+IsolationPolicy = Literal["auto", "require", "in-process"]
+"""auto: judge a task split when its reference passes split, else in-process (recorded with
+the reason). require: only split; samples of tasks that cannot run split score as
+infrastructure (reason isolation-required). in-process: never split."""
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """How one task's samples are executed: limits and isolation (with why not split)."""
+
+    limits: Limits
+    isolation: Isolation
+    why: str = ""
+    refused: bool = False  # --isolation require and the task cannot run split
+
+
 class RunSettings(BaseModel):
     """What determines a run's results; a resumed run must match it exactly."""
 
@@ -83,6 +107,7 @@ class RunSettings(BaseModel):
     limits: Limits
     time_policy: TimePolicy
     sandbox: str
+    isolation: IsolationPolicy = "auto"
     tasks: list[str] | None = Field(default=None, description="Task ids selected, None for all.")
 
 
@@ -95,6 +120,7 @@ class RunSummary:
     results: list[SampleResult]
     status_counts: dict[str, int]
     self_check: dict[str, Any] = field(default_factory=dict)
+    isolation: dict[str, Any] = field(default_factory=dict)
 
 
 ProgressCallback = Callable[[SampleResult], None]
@@ -104,6 +130,7 @@ def run_benchmark(
     benchmark: Benchmark, backend: ModelBackend, method: Method, engine: Engine, run_dir: Path,
     params: SamplingParams, limits: Limits, *, time_policy: TimePolicy | None = None,
     task_ids: list[str] | None = None, ks: tuple[int, ...] = (1, 5, 10), overwrite: bool = False,
+    isolation: IsolationPolicy = "auto",
     on_start: Callable[[int, int], None] | None = None, on_result: ProgressCallback | None = None,
 ) -> RunSummary:
     """Run (or resume) a benchmark and score it.
@@ -120,14 +147,14 @@ def run_benchmark(
                    "path": str(benchmark.path), "content_hash": benchmark.content_hash},
         model=backend.describe(), method=method.describe(), params=params, limits=limits,
         time_policy=time_policy, sandbox=str(engine.describe().get("sandbox", "none")),
-        tasks=task_ids,
+        isolation=isolation, tasks=task_ids,
     )
     _prepare_dir(run_dir, settings, overwrite)
     _write_run_file(run_dir, settings, engine)
     store = RunStore(run_dir)
     try:
-        timing = _calibrate(tasks, benchmark, engine, store, limits, time_policy)
-        asyncio.run(_run_all(tasks, backend, method, engine, store, params, timing, on_start,
+        plans = plan_tasks(tasks, benchmark, engine, store, limits, time_policy, isolation)
+        asyncio.run(_run_all(tasks, backend, method, engine, store, params, plans, on_start,
                              on_result))
         stored = store.results()
     finally:
@@ -148,9 +175,10 @@ def write_outputs(run_dir: Path, results: list[SampleResult], backend_name: str,
         for result in results:
             handle.write(result.model_dump_json() + "\n")
     summary = {"scores": scores.model_dump(mode="json"), "status_counts": counts,
-               "samples": len(results), "self_check": self_check}
+               "samples": len(results), "isolation": isolation_share(results),
+               "self_check": self_check}
     (run_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
-    return RunSummary(run_dir, scores, results, counts, self_check)
+    return RunSummary(run_dir, scores, results, counts, self_check, summary["isolation"])
 
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[SampleResult]]:
@@ -229,7 +257,7 @@ def _samples_for(task: FunctionTask | ChoiceTask, backend: ModelBackend, params:
 
 async def _run_all(tasks: list[FunctionTask | ChoiceTask], backend: ModelBackend, method: Method,
                    engine: Engine, store: RunStore, params: SamplingParams,
-                   timing: dict[str, Limits], on_start: Callable[[int, int], None] | None,
+                   plans: dict[str, TaskPlan], on_start: Callable[[int, int], None] | None,
                    on_result: ProgressCallback | None) -> None:
     generations, results = store.generations(), store.results()
     work = [(task, idx) for task in tasks for idx in range(_samples_for(task, backend, params))]
@@ -256,8 +284,8 @@ async def _run_all(tasks: list[FunctionTask | ChoiceTask], backend: ModelBackend
             result = score_choice(task, generation)
         else:
             async with executing:
-                result = await asyncio.to_thread(evaluate_function, task, generation, engine,
-                                                 timing[task.task_id], preload)
+                result = await asyncio.to_thread(evaluate_planned, task, generation, engine,
+                                                 plans[task.task_id], preload)
         result.extra["prompt_tokens_approx"] = prompt.approx_tokens
         if prompt.trace:
             result.extra["knowledge"] = prompt.trace
@@ -309,51 +337,138 @@ def limits_for(task: FunctionTask, benchmark: Benchmark, limits: Limits, policy:
     return limits.model_copy(update={"wall_s": wall, "cpu_s": max(limits.cpu_s, math.ceil(wall) + 1)})
 
 
-def _calibrate(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, engine: Engine,
-               store: RunStore, limits: Limits, policy: TimePolicy) -> dict[str, Limits]:
-    """Per-task limits; under the calibrated policy, time each reference once (stored)."""
+def plan_tasks(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, engine: Engine,
+               store: RunStore, limits: Limits, policy: TimePolicy,
+               isolation: IsolationPolicy = "auto") -> dict[str, TaskPlan]:
+    """Per task: its limits and how its samples are judged, decided once and stored.
+
+    Each task's reference runs once before any sample: split first (unless the policy is
+    in-process or the task says otherwise); if it does not pass split but passes in-process,
+    the task is judged in-process and the reason is kept. The passing run's duration
+    calibrates the time limit under the calibrated policy.
+    """
     functions = [task for task in tasks if isinstance(task, FunctionTask)]
-    measured = store.calibration() if policy.mode == "calibrated" else {}
-    missing = [task for task in functions if task.task_id not in measured]
+    measured, decided = store.calibration(), store.isolation()
+    missing = [task for task in functions if task.task_id not in decided]
     if missing:
         preload = _preload(tasks)
 
-        def time_reference(task: FunctionTask) -> None:
+        def check_reference(task: FunctionTask) -> None:
             generation = Generation(task_id=task.task_id, sample_idx=-1,
                                     completion=f"```python\n{task.reference}\n```")
             budget = limits_for(task, benchmark, limits, TimePolicy(mode="benchmark"))
-            result = evaluate_function(task, generation, engine, budget, preload)
+            mode, why, result = _judge_reference(task, generation, engine, budget, preload, isolation)
             runtime = result.execution.duration_s if result.execution and result.passed else None
             store.put_calibration(task.task_id, runtime, result.status)
+            store.put_isolation(task.task_id, mode, why)
 
         with ThreadPoolExecutor(max_workers=engine.workers) as pool:
-            list(pool.map(time_reference, missing))
-        measured = store.calibration()
-    return {task.task_id: limits_for(task, benchmark, limits, policy,
-                                     measured.get(task.task_id, (None, ""))[0])
-            for task in functions}
+            list(pool.map(check_reference, missing))
+        measured, decided = store.calibration(), store.isolation()
+    plans = {}
+    for task in functions:
+        mode, why = decided[task.task_id]
+        reference_s = measured.get(task.task_id, (None, ""))[0]
+        plans[task.task_id] = TaskPlan(limits_for(task, benchmark, limits, policy, reference_s),
+                                       "split" if mode == "split" else "in-process", why,
+                                       refused=isolation == "require" and mode != "split")
+    return plans
+
+
+def _judge_reference(task: FunctionTask, generation: Generation, engine: Engine, limits: Limits,
+                     preload: list[str], policy: IsolationPolicy) -> tuple[str, str, SampleResult]:
+    """(isolation, why not split, the reference's result in that isolation)."""
+    if policy == "in-process":
+        return "in-process", "the run asked for in-process", evaluate_function(
+            task, generation, engine, limits, preload, "in-process")
+    if task.isolation == "in-process" and policy == "auto":
+        return "in-process", "the benchmark marks this task in-process", evaluate_function(
+            task, generation, engine, limits, preload, "in-process")
+    split = evaluate_function(task, generation, engine, limits, preload, "split")
+    if split.passed:
+        return "split", "", split
+    in_process = evaluate_function(task, generation, engine, limits, preload, "in-process")
+    if not in_process.passed:  # the reference fails either way: the stricter judge stays
+        return "split", "", split
+    return "in-process", _why_not_split(split), in_process
+
+
+def _why_not_split(result: SampleResult) -> str:
+    """The first reason the reference did not pass split, in one line."""
+    if result.execution is None:
+        return str(result.extra.get("assembly_error", "the reference could not be assembled"))
+    for outcome in result.execution.tests:
+        if outcome.status != "pass":
+            lines = [line for line in outcome.message.strip().splitlines() if line.strip()]
+            detail = lines[-1].strip() if lines else outcome.status
+            return f"{outcome.reason or outcome.status}: {detail}"[:300]
+    return result.execution.note or "the reference did not pass split"
+
+
+def evaluate_planned(task: FunctionTask, generation: Generation, engine: Engine, plan: TaskPlan,
+                     preload: list[str] | None = None) -> SampleResult:
+    """One sample under its task's plan."""
+    if not plan.refused:
+        return evaluate_function(task, generation, engine, plan.limits, preload, plan.isolation)
+    with PARSE_LOCK:
+        assembly = assemble(task.context, task.prompt_code, task.entry_point, generation.completion)
+    message = f"--isolation require: this task cannot run split ({plan.why})"
+    execution = _not_run(task, plan.limits, "infrastructure", "isolation-required", message)
+    return SampleResult(**_common(task, generation), code=assembly.code, program=assembly.program,
+                        passed=False, tests_total=len(execution.tests), status="infrastructure",
+                        execution=execution)
 
 
 def evaluate_function(task: FunctionTask, generation: Generation, engine: Engine, limits: Limits,
-                      preload: list[str] | None = None) -> SampleResult:
+                      preload: list[str] | None = None,
+                      isolation: Isolation = "in-process") -> SampleResult:
     """Assemble the program from a completion, execute its tests and score the sample."""
     with PARSE_LOCK:  # evaluations run on threads; see PARSE_LOCK
         assembly = assemble(task.context, task.prompt_code, task.entry_point, generation.completion)
+        trusted = _trusted_program(task) if isolation == "split" else None
     items = task.test_items()
     common = _common(task, generation)
     if assembly.program is None:
         return SampleResult(**common, code=assembly.code, passed=False, tests_passed=0,
                             tests_total=len(items), status="error",
                             extra={"assembly_error": assembly.error})
-    request = ExecutionRequest(program=assembly.program, tests=task.tests,
-                               entry_point=task.entry_point, limits=limits, preload=preload or [])
-    execution = engine.execute(request)
+    if isolation == "split" and trusted is None:
+        execution = _not_run(task, limits, "infrastructure", "infrastructure",
+                             "the benchmark's prompt code has no target to stub for split execution")
+    else:
+        request = ExecutionRequest(program=assembly.program, tests=task.tests,
+                                   entry_point=task.entry_point, limits=limits,
+                                   preload=preload or [], isolation=isolation,
+                                   trusted_program=trusted)
+        execution = engine.execute(request)
     passed_count = sum(outcome.status == "pass" for outcome in execution.tests)
     passed = passed_count == len(items) and len(execution.tests) == len(items)
     return SampleResult(**common, code=assembly.code, program=assembly.program, passed=passed,
                         tests_passed=passed_count, tests_total=len(items),
                         status="pass" if passed else _failed_status(execution.status),
                         execution=execution)
+
+
+_TRUSTED: dict[tuple[str, str, str], str | None] = {}
+
+
+def _trusted_program(task: FunctionTask) -> str | None:
+    """The task's own program with the target stubbed (cached; called under PARSE_LOCK)."""
+    key = (task.context, task.prompt_code, task.entry_point)
+    if key not in _TRUSTED:
+        try:
+            _TRUSTED[key] = stubbed_program(*key)
+        except SpliceError:
+            _TRUSTED[key] = None
+    return _TRUSTED[key]
+
+
+def _not_run(task: FunctionTask, limits: Limits, status: Status, reason: str,
+             message: str) -> Execution:
+    outcomes = [TestOutcome(id=item.id, status=status, reason=reason, message=message)  # type: ignore[arg-type]
+                for item in task.test_items()]
+    return Execution(status=status, tests=outcomes, sandbox="none", engine="none", limits=limits,
+                     note=message)
 
 
 def _failed_status(status: Status) -> Status:

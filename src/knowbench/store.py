@@ -21,6 +21,8 @@ CREATE TABLE IF NOT EXISTS generations (
     PRIMARY KEY (task_id, sample_idx));
 CREATE TABLE IF NOT EXISTS calibration (
     task_id TEXT PRIMARY KEY, reference_s REAL, status TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS isolation (
+    task_id TEXT PRIMARY KEY, mode TEXT NOT NULL, why TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS results (
     task_id TEXT NOT NULL, sample_idx INTEGER NOT NULL, status TEXT NOT NULL, record TEXT NOT NULL,
     PRIMARY KEY (task_id, sample_idx));
@@ -62,6 +64,16 @@ class RunStore:
         with self._lock:
             rows = self._db.execute("SELECT task_id, reference_s, status FROM calibration").fetchall()
         return {task_id: (seconds, status) for task_id, seconds, status in rows}
+
+    def put_isolation(self, task_id: str, mode: str, why: str) -> None:
+        """How a task's samples are judged (split or in-process), and why not split."""
+        with self._lock, self._db:
+            self._db.execute("INSERT OR REPLACE INTO isolation VALUES (?, ?, ?)", (task_id, mode, why))
+
+    def isolation(self) -> dict[str, tuple[str, str]]:
+        with self._lock:
+            rows = self._db.execute("SELECT task_id, mode, why FROM isolation").fetchall()
+        return {task_id: (mode, why) for task_id, mode, why in rows}
 
     def generations(self) -> dict[tuple[str, int], Generation]:
         with self._lock:

@@ -221,6 +221,9 @@ class FunctionTask(_TaskBase):
     bundle: KnowledgeBundle | None = Field(
         default=None, description="Knowledge about target_api for oracle methods (S/E/M/C).")
     time_limit_s: float | None = Field(default=None, gt=0)
+    isolation: Literal["split", "in-process"] | None = Field(
+        default=None, description="How samples are judged: split (tests in a process the "
+        "candidate cannot reach), in-process, or None to decide by running the reference split.")
 
     @field_validator("entry_point")
     @classmethod

@@ -33,11 +33,12 @@ from knowbench import __version__
 from knowbench.benchmark.load import Benchmark
 from knowbench.benchmark.schema import PARSE_LOCK, FunctionTask
 from knowbench.build.mutants import mutants as make_mutants
-from knowbench.execution.engine import Engine, ExecutionRequest
-from knowbench.program import assemble
+from knowbench.execution.engine import Engine, ExecutionRequest, Isolation
+from knowbench.program import SpliceError, assemble, stubbed_program
 from knowbench.records import Execution, Limits, TestOutcome
 
-Variant = str  # "reference", "stub-raise", "stub-none", "mutant-<i>"
+Variant = str  # "reference", "reference-split", "stub-raise", "stub-none", "mutant-<i>"
+SPLIT_PROBE = "reference-split"  # the reference once more, judged split
 # CPython before 3.11.8 / 3.12.1 can fail `ast.parse` run from several threads at once
 # ("SystemError: AST constructor recursion depth mismatch", cpython#106905): executions run
 # in parallel threads, so everything that parses code before handing it to the engine does
@@ -86,6 +87,10 @@ class TaskCheck(BaseModel):
                                                  description="Stub -> items that pass on it.")
     stub_suite_fails: dict[str, bool] = Field(default_factory=dict)
     mutants: MutationScore | None = None
+    isolation: Literal["split", "in-process"] | None = Field(
+        default=None, description="How runs will judge this task: split when its reference "
+        "passes split (tests in a process the candidate cannot reach), else in-process.")
+    isolation_note: str = Field(default="", description="Why the task cannot run split.")
     note: str = ""
     seconds: float = 0.0
 
@@ -121,6 +126,8 @@ def summarise(checks: list[TaskCheck]) -> dict[str, Any]:
         "shadowed_or_not_called": sum(bool(c.not_called) for c in applicable),
         "some_item_passes_on_a_stub": sum(any(c.passes_on_stub.values()) for c in applicable),
         "mean_mutation_score": round(sum(scores) / len(scores), 4) if scores else None,
+        "runs_split": sum(c.isolation == "split" for c in applicable),
+        "runs_in_process": sum(c.isolation == "in-process" for c in applicable),
     }
 
 
@@ -146,14 +153,15 @@ class Checker:
         self.preload = preload or []
 
     def completion(self, task: FunctionTask, variant: Variant, mutant_code: str | None = None) -> str:
-        if variant == "reference":
+        if variant in ("reference", SPLIT_PROBE):
             return task.reference
         if variant in STUBS:
             return STUBS[variant]
         assert mutant_code is not None
         return mutant_code
 
-    def execute(self, task: FunctionTask, completion: str, wall_s: float | None = None) -> Execution | str:
+    def execute(self, task: FunctionTask, completion: str, wall_s: float | None = None,
+                isolation: Isolation = "in-process") -> Execution | str:
         """The execution of `task` with `completion`, or the reason it could not be assembled.
 
         `wall_s` shortens the task's wall-clock limit (mutants that loop forever need not
@@ -166,8 +174,15 @@ class Checker:
             assembly = assemble(task.context, task.prompt_code, task.entry_point, completion)
             if assembly.program is None:
                 return assembly.error or "could not assemble the program"
+            trusted = None
+            if isolation == "split":
+                try:
+                    trusted = stubbed_program(task.context, task.prompt_code, task.entry_point)
+                except SpliceError as error:
+                    return str(error)
             request = ExecutionRequest(program=assembly.program, tests=task.tests, entry_point=task.entry_point,
-                                       limits=limits, preload=self.preload)
+                                       limits=limits, preload=self.preload, isolation=isolation,
+                                       trusted_program=trusted)
             request.items()  # found once, here, under the lock
         return self.engine.execute(request)
 
@@ -192,7 +207,8 @@ class Checker:
         runs = self.executions(tasks, mutants=mutants, known=known, on_task_done=finished)
         return [evaluate(task, runs[task.task_id]) for task in tasks]
 
-    def executions(self, tasks: list[FunctionTask], variants: tuple[str, ...] = ("reference", *STUBS),
+    def executions(self, tasks: list[FunctionTask],
+                   variants: tuple[str, ...] = ("reference", SPLIT_PROBE, *STUBS),
                    mutants: int = 0, known: dict[str, TaskRuns] | None = None,
                    on_task_done: Callable[[FunctionTask, TaskRuns], None] | None = None) -> dict[str, TaskRuns]:
         """Run `variants` of each task, then `mutants` mutants of its reference, in parallel.
@@ -210,7 +226,8 @@ class Checker:
             running: dict[Future[Execution | str], tuple[str, str]] = {}
 
             def submit(task: FunctionTask, variant: str, completion: str, wall: float | None = None) -> None:
-                running[pool.submit(self.execute, task, completion, wall)] = (task.task_id, variant)
+                isolation: Isolation = "split" if variant == SPLIT_PROBE else "in-process"
+                running[pool.submit(self.execute, task, completion, wall, isolation)] = (task.task_id, variant)
                 pending[task.task_id] += 1
 
             def advance(task_id: str, variant: str) -> None:
@@ -300,8 +317,24 @@ def evaluate(task: FunctionTask, runs: TaskRuns) -> TaskCheck:
                 survivors.append(name)
         check.mutants = MutationScore(total=len(mutant_names), killed=killed,
                                       score=round(killed / len(mutant_names), 4), survivors=survivors)
+    check.isolation, check.isolation_note = _isolation(reference, outcome.get(SPLIT_PROBE))
     check.certified = not check.failed_checks
     return check
+
+
+def _isolation(reference: Execution, split: Execution | str | None) -> tuple[Any, str]:
+    """split when the reference passes split too; otherwise in-process, and why."""
+    if split is None:
+        return None, ""
+    if isinstance(split, str):
+        return "in-process", _short(split)
+    failing = [o for o in split.tests if o.status != "pass"]
+    if not failing:
+        return "split", ""
+    if any(o.status != "pass" for o in reference.tests):
+        return "split", ""  # the reference fails either way: the stricter judge stays
+    lines = [line for line in failing[0].message.strip().splitlines() if line.strip()]
+    return "in-process", _short(f"{failing[0].reason or failing[0].status}: {lines[-1] if lines else ''}")
 
 
 def _item(outcome: TestOutcome) -> ItemResult:

@@ -194,12 +194,12 @@ _SHORT = {"reference-fails": "reference fails", "not-called": "target not run",
 def _print_certify(result: CertifyReport) -> None:
     table = Table(title=f"certify · {result.benchmark}", title_justify="left")
     table.add_column("task", overflow="fold", ratio=3)
-    for header in ("ref", "runs", "raise", "None", "mut."):
+    for header in ("ref", "runs", "raise", "None", "mut.", "judged"):
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("verdict", overflow="fold", ratio=2)
     for check in result.tasks:
         if not check.applicable:
-            table.add_row(check.task_id, "", "", "", "", "", "n/a")
+            table.add_row(check.task_id, "", "", "", "", "", "", "n/a")
             continue
         passed = sum(item.status == "pass" for item in check.reference)
         called = passed - len(check.not_called)
@@ -207,18 +207,23 @@ def _print_certify(result: CertifyReport) -> None:
         mutants = f"{check.mutants.killed}/{check.mutants.total}" if check.mutants else ""
         verdict = "[green]certified[/]" if check.certified else \
             "[red]" + ", ".join(_SHORT.get(name, name) for name in check.failed_checks) + "[/]"
+        judged = check.isolation or ""
+        if check.isolation == "in-process":
+            judged = f"[yellow]in-process[/] ({check.isolation_note})"
         table.add_row(check.task_id, f"{passed}/{len(check.reference)}", f"{called}/{passed}", *stubs, mutants,
-                      verdict)
+                      judged, verdict)
     out.print(table)
     out.print("ref: tests passing on the reference · runs: of those, tests that ran the target · "
               "raise / None: the suite on a body of `raise NotImplementedError` / `return None` "
-              "(fails = good; +n: tests passing on it) · mut.: mutants killed")
+              "(fails = good; +n: tests passing on it) · mut.: mutants killed · judged: split "
+              "(tests in a process the candidate cannot reach) or in-process, and why")
     summary = result.summary
     out.print(f"certified {summary['certified']} of {summary['function_tasks']} function tasks · "
               f"tests not running the target in {summary['shadowed_or_not_called']} · "
               f"some test passes on a stub in {summary['some_item_passes_on_a_stub']}"
               + (f" · mean mutation score {summary['mean_mutation_score']:.2f}"
-                 if summary.get("mean_mutation_score") is not None else ""))
+                 if summary.get("mean_mutation_score") is not None else "")
+              + f" · judged split {summary.get('runs_split', 0)} of {summary['function_tasks']}")
     if summary["failing"]:
         out.print("failing checks: " + ", ".join(f"{k} {v}" for k, v in summary["failing"].items()))
 

@@ -16,9 +16,11 @@ import secrets
 import selectors
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -34,6 +36,8 @@ from knowbench.records import Execution, Limits, Status, TestOutcome
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); import knowbench_runner; "
          "del sys.path[0]; knowbench_runner.entry(sys.argv[2:])")
 SANDBOX_UID_BASE = 61000
+CANDIDATE_UID_BASE = SANDBOX_UID_BASE + 1000
+"""Split mode: the candidate's process runs under its own uid, apart from the judge's."""
 _SEVERITY: dict[Status, int] = {"pass": 0, "fail": 1, "error": 2, "memory": 3, "timeout": 4,
                                 "infrastructure": 5}
 _SAMPLE_ENV = {
@@ -122,7 +126,9 @@ class SubprocessEngine(Engine):
 
     def describe(self) -> dict[str, object]:
         return {**super().describe(), "sandbox": self.sandbox.kind, "python": self.python,
-                "drops_privileges": self.sandbox.drops_privileges}
+                "drops_privileges": self.sandbox.drops_privileges,
+                "memory_budget": "per process (RLIMIT_AS above the interpreter's baseline, at most "
+                                 "`processes` processes)"}
 
     def close(self) -> None:
         shutil.rmtree(self._scratch, ignore_errors=True)
@@ -131,6 +137,8 @@ class SubprocessEngine(Engine):
         slot = self._slots.get()
         workdir = Path(tempfile.mkdtemp(prefix=f"s{slot}-", dir=self._scratch))
         try:
+            if request.isolation == "split":
+                return self._execute_split(request, slot, workdir)
             return self._execute(request, slot, workdir)
         except OSError as error:
             return infrastructure_execution(request, self, f"could not start the sample: {error}")
@@ -159,6 +167,73 @@ class SubprocessEngine(Engine):
         collected.exit_code = process.returncode
         return build_execution(request, config["nonce"], collected, time.monotonic() - started,
                                self.sandbox.kind, self.name)
+
+
+    def _execute_split(self, request: ExecutionRequest, slot: int, workdir: Path) -> Execution:
+        judge, candidate = split_configs(request, slot, self.sandbox)
+        share_workdir(workdir, judge)
+        judge_end, candidate_end = socket.socketpair()
+        read_fd, write_fd = os.pipe()
+        judge["result_fd"], judge["channel_fd"] = write_fd, judge_end.fileno()
+        candidate["channel_fd"] = candidate_end.fileno()
+        env = sample_env(self.sandbox.inner_workdir(workdir))
+        started = time.monotonic()
+        processes: list[subprocess.Popen[bytes]] = []
+        try:
+            for fds in ((candidate_end.fileno(),), (write_fd, judge_end.fileno())):
+                argv = self.sandbox.command(runner_command(self.python, "once"), workdir, self.python)
+                processes.append(subprocess.Popen(
+                    argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    pass_fds=fds, cwd=workdir, env=env, start_new_session=True))
+        except OSError:
+            for process in processes:
+                _kill_group(process)
+                process.wait()
+            raise
+        finally:
+            os.close(write_fd)
+            judge_end.close()
+            candidate_end.close()
+        candidate_process, judge_process = processes
+        candidate_out: list[Collected] = []
+        watcher = threading.Thread(target=lambda: candidate_out.append(
+            _collect(candidate_process, None, json.dumps(candidate).encode(), request.limits)))
+        watcher.start()
+        with contextlib.closing(os.fdopen(read_fd, "rb", buffering=0)) as results:
+            collected = _collect(judge_process, results, json.dumps(judge).encode(), request.limits)
+        _kill_group(candidate_process)  # the verdict is in: nothing the candidate does counts now
+        watcher.join()
+        collected.exit_code = judge_process.returncode
+        return build_split_execution(request, judge["nonce"], collected, candidate_out[0],
+                                     time.monotonic() - started, self.sandbox.kind, self.name)
+
+
+def split_configs(request: ExecutionRequest, slot: int,
+                  sandbox: Sandbox) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The judge's and the candidate's configurations for one split sample.
+
+    The judge gets the benchmark's own program, the tests and the nonce; the candidate gets
+    its program and nothing else, and runs under a uid of its own.
+    """
+    if request.trusted_program is None:
+        raise ValueError("a split request needs trusted_program (the benchmark's own program)")
+    judge = runner_config(request, slot, sandbox)
+    judge["program"] = request.trusted_program
+    uid = CANDIDATE_UID_BASE + slot if sandbox.drops_privileges else None
+    candidate = {
+        "role": "candidate", "program": request.program, "entry_point": request.entry_point,
+        "limits": request.limits.model_dump(), "preload": request.preload, "uid": uid, "gid": uid,
+        "nproc_base": judge["nproc_base"],
+    }
+    return judge, candidate
+
+
+def share_workdir(workdir: Path, judge: dict[str, Any]) -> None:
+    """Both processes of a split sample work in `workdir`: the judge owns it, the candidate
+    may add files (sticky: neither can remove or rename the other's)."""
+    if judge["uid"] is not None:
+        os.chown(workdir, judge["uid"], judge["gid"])
+    os.chmod(workdir, 0o1777)
 
 
 def runner_command(python: str, mode: str) -> list[str]:
@@ -198,6 +273,7 @@ class Collected:
     stderr: bytes = b""
     results: bytes = b""
     timed_out: bool = False
+    over_budget: bool = False  # the sample's processes and tmpfs files passed its memory budget
     exit_code: int | None = None
 
 
@@ -211,11 +287,30 @@ def build_execution(request: ExecutionRequest, nonce: str, collected: Collected,
         stderr=collected.stderr.decode(errors="replace"),
         duration_s=round(duration, 4), exit_code=collected.exit_code,
         sandbox=sandbox_kind, engine=engine_name, limits=request.limits,
-        note="; ".join(part for part in (problem, note) if part),
+        isolation=request.isolation, note="; ".join(part for part in (problem, note) if part),
     )
 
 
-def _collect(process: subprocess.Popen[bytes], results: object, config: bytes,
+def build_split_execution(request: ExecutionRequest, nonce: str, judge: Collected,
+                          candidate: Collected, duration: float, sandbox_kind: str,
+                          engine_name: str, note: str = "") -> Execution:
+    """The judge's records are the verdict; the candidate's process adds its output and,
+    when a limit ended it, the limit as the reason of the tests it broke."""
+    execution = build_execution(request, nonce, judge, duration, sandbox_kind, engine_name, note)
+    execution.stdout = (candidate.stdout + judge.stdout).decode(errors="replace")
+    execution.stderr = (candidate.stderr + judge.stderr).decode(errors="replace")
+    died = _death_reason(candidate.exit_code)
+    limit = {"SIGXCPU": ("timeout", "cpu-time"), "SIGKILL": None}.get(died)
+    if limit is not None:
+        for outcome in execution.tests:
+            if outcome.reason == "candidate-died":
+                outcome.status, outcome.reason = limit
+                outcome.message += f" (the candidate's process was ended by {died}: CPU-time limit)"
+        execution.status = _summary_status(execution.tests)
+    return execution
+
+
+def _collect(process: subprocess.Popen[bytes], results: object | None, config: bytes,
              limits: Limits) -> Collected:
     """Feed the config, read all three pipes with caps, and enforce the wall-clock limit."""
     collected = Collected()
@@ -229,7 +324,8 @@ def _collect(process: subprocess.Popen[bytes], results: object, config: bytes,
     selector = selectors.DefaultSelector()
     selector.register(process.stdout, selectors.EVENT_READ, "stdout")
     selector.register(process.stderr, selectors.EVENT_READ, "stderr")
-    selector.register(results, selectors.EVENT_READ, "results")  # type: ignore[arg-type]
+    if results is not None:
+        selector.register(results, selectors.EVENT_READ, "results")  # type: ignore[arg-type]
     caps = {"stdout": limits.output_bytes, "stderr": limits.output_bytes, "results": 16 * 1024 * 1024}
     exited_at: float | None = None
     while selector.get_map():
@@ -299,7 +395,14 @@ def _outcomes(items: list[TestItem], collected: Collected, nonce: str,
             outcome = TestOutcome(id=item.id, status="error",
                                   message="the result channel carried records knowbench did not write")
         elif outcome is None:
-            if item.id == running and collected.timed_out:
+            if item.id == running and collected.over_budget:
+                outcome = TestOutcome(id=item.id, status="memory", reason="memory",
+                                      message="the sample's processes and files passed its memory "
+                                              "budget during this test")
+            elif collected.over_budget:
+                outcome = TestOutcome(id=item.id, status="memory", reason="not-run",
+                                      message="not run: the memory budget was passed earlier")
+            elif item.id == running and collected.timed_out:
                 outcome = TestOutcome(id=item.id, status="timeout",
                                       message="the wall-clock limit was reached during this test")
             elif item.id == running:

@@ -18,6 +18,7 @@ import queue
 import selectors
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -32,11 +33,14 @@ from knowbench.execution.engine import (
     Engine,
     ExecutionRequest,
     build_execution,
+    build_split_execution,
     default_workers,
     infrastructure_execution,
     runner_command,
     runner_config,
     sample_env,
+    share_workdir,
+    split_configs,
 )
 from knowbench.execution.sandbox import Sandbox
 from knowbench.records import Execution
@@ -50,30 +54,42 @@ class _ServerGone(Exception):
 
 
 class _Server:
-    """One worker's long-lived sandboxed server process."""
+    """One worker's long-lived sandboxed server process.
 
-    def __init__(self, engine: ForkServerEngine, slot: int) -> None:
-        self.engine, self.slot = engine, slot
+    Role `judge` runs tests (in-process samples, and the trusted half of split samples);
+    role `candidate` only ever receives candidates' programs, so no test code or expected
+    value is ever in the memory its children are forked from.
+    """
+
+    def __init__(self, engine: ForkServerEngine, slot: int, role: str = "judge") -> None:
+        self.engine, self.slot, self.role = engine, slot, role
         self.process: subprocess.Popen[bytes] | None = None
+        self.fd_socket: socket.socket | None = None
+        # Both servers of a slot see the same directory: split samples share a work dir.
         self.workdir = engine.scratch / f"w{slot}"
         self.restarts = -1
 
     def start(self) -> None:
         self.stop()
-        shutil.rmtree(self.workdir, ignore_errors=True)
-        self.workdir.mkdir(mode=0o755)
+        self.workdir.mkdir(mode=0o755, exist_ok=True)
         sandbox = self.engine.sandbox
         argv = sandbox.command(runner_command(self.engine.python, "serve"), self.workdir,
                                self.engine.python)
+        self.fd_socket, theirs = socket.socketpair()
         # bwrap --die-with-parent uses PR_SET_PDEATHSIG, which fires when the *thread* that
         # started it ends; spawn from the engine's long-lived thread, never a worker's.
-        self.process = self.engine.spawner.submit(
-            subprocess.Popen, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, cwd=self.workdir,
-            env=sample_env(sandbox.inner_workdir(self.workdir)), start_new_session=True,
-        ).result()
+        try:
+            self.process = self.engine.spawner.submit(
+                subprocess.Popen, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, cwd=self.workdir, pass_fds=(theirs.fileno(),),
+                env=sample_env(sandbox.inner_workdir(self.workdir)), start_new_session=True,
+            ).result()
+        finally:
+            theirs_fd = theirs.fileno()
+            theirs.close()
         setup = {"preload": self.engine.preload, "private_tmp": sandbox.kind == "bwrap",
-                 "pid_namespace": sandbox.kind in ("bwrap", "unshare")}
+                 "pid_namespace": sandbox.kind in ("bwrap", "unshare"), "role": self.role,
+                 "fd_socket": theirs_fd}
         self._send(setup)
         reply = self._receive(_START_TIMEOUT_S)
         if not reply.get("ready"):
@@ -89,11 +105,27 @@ class _Server:
                 if stream is not None:
                     stream.close()
             self.process = None
+        if self.fd_socket is not None:
+            self.fd_socket.close()
+            self.fd_socket = None
 
     def run(self, config: dict[str, Any], wall_s: float) -> dict[str, Any]:
+        self.send(config)
+        return self.receive(wall_s)
+
+    def send(self, config: dict[str, Any], fd: int | None = None) -> None:
+        """Hand the server one sample (and, split, its end of the channel)."""
         if self.process is None or self.process.poll() is not None:
             self.start()
-        self._send(config)
+        self._send({**config, "with_fd": fd is not None})
+        if fd is not None:
+            assert self.fd_socket is not None
+            try:
+                socket.send_fds(self.fd_socket, [b"f"], [fd])
+            except OSError as error:
+                raise _ServerGone(f"the fork server stopped ({error})") from None
+
+    def receive(self, wall_s: float) -> dict[str, Any]:
         return self._receive(wall_s + _REPLY_GRACE_S)
 
     def _send(self, message: dict[str, Any]) -> None:
@@ -134,6 +166,7 @@ class ForkServerEngine(Engine):
         self.scratch = Path(tempfile.mkdtemp(prefix="knowbench-fork-", dir=scratch))
         os.chmod(self.scratch, 0o755)
         self._servers = [_Server(self, slot) for slot in range(self.workers)]
+        self._candidates = [_Server(self, slot, "candidate") for slot in range(self.workers)]
         self._free: queue.Queue[_Server] = queue.Queue()
         for server in self._servers:
             self._free.put(server)
@@ -141,15 +174,17 @@ class ForkServerEngine(Engine):
 
     def describe(self) -> dict[str, object]:
         return {**super().describe(), "sandbox": self.sandbox.kind, "python": self.python,
-                "drops_privileges": self.sandbox.drops_privileges, "preload": self.preload}
+                "drops_privileges": self.sandbox.drops_privileges, "preload": self.preload,
+                "memory_budget": "per sample (private memory of all its processes + its tmpfs "
+                                 "files, polled every 50 ms) and RLIMIT_AS per process"}
 
     @property
     def restarts(self) -> int:
         """How many times a server was replaced (died, hung, or left processes behind)."""
-        return sum(max(server.restarts, 0) for server in self._servers)
+        return sum(max(server.restarts, 0) for server in (*self._servers, *self._candidates))
 
     def close(self) -> None:
-        for server in self._servers:
+        for server in (*self._servers, *self._candidates):
             server.stop()
         self.spawner.shutdown()
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -157,9 +192,59 @@ class ForkServerEngine(Engine):
     def execute(self, request: ExecutionRequest) -> Execution:
         server = self._free.get()
         try:
+            if request.isolation == "split":
+                return self._execute_split(server, self._candidates[server.slot], request)
             return self._execute(server, request)
         finally:
             self._free.put(server)
+
+    def _execute_split(self, judge_server: _Server, candidate_server: _Server,
+                       request: ExecutionRequest) -> Execution:
+        judge, candidate = split_configs(request, judge_server.slot, self.sandbox)
+        judge_server.workdir.mkdir(mode=0o755, exist_ok=True)
+        host_dir = Path(tempfile.mkdtemp(prefix="split-", dir=judge_server.workdir))
+        share_workdir(host_dir, judge)
+        inner = f"{self.sandbox.inner_workdir(judge_server.workdir)}/{host_dir.name}"
+        judge["workdir"] = candidate["workdir"] = inner
+        judge_end, candidate_end = socket.socketpair()
+        started = time.monotonic()
+        replies: dict[str, dict[str, Any]] = {}
+        notes: list[str] = []
+        try:
+            for server, config, end in ((candidate_server, candidate, candidate_end),
+                                        (judge_server, judge, judge_end)):
+                try:
+                    server.send(config, end.fileno())
+                except _ServerGone as error:
+                    server.stop()
+                    notes.append(f"{server.role} fork server replaced: {error}")
+            judge_end.close()
+            candidate_end.close()
+            for server in (judge_server, candidate_server):
+                if server.process is None:
+                    continue
+                try:
+                    replies[server.role] = server.receive(request.limits.wall_s)
+                except _ServerGone as error:
+                    server.stop()
+                    notes.append(f"{server.role} fork server replaced: {error}")
+                    replies[server.role] = {"timed_out": "did not answer" in str(error)}
+                if replies[server.role].get("stragglers"):
+                    server.stop()
+                    notes.append(f"{replies[server.role]['stragglers']} process(es) outlived the "
+                                 f"{server.role} and were killed")
+        except (OSError, ValueError) as error:
+            judge_server.stop()
+            candidate_server.stop()
+            return infrastructure_execution(request, self, str(error))
+        finally:
+            judge_end.close()
+            candidate_end.close()
+            shutil.rmtree(host_dir, ignore_errors=True)
+        return build_split_execution(
+            request, judge["nonce"], _collected(replies.get("judge", {})),
+            _collected(replies.get("candidate", {})), time.monotonic() - started,
+            self.sandbox.kind, self.name, note="; ".join(notes))
 
     def _execute(self, server: _Server, request: ExecutionRequest) -> Execution:
         config = runner_config(request, server.slot, self.sandbox)
@@ -179,8 +264,12 @@ class ForkServerEngine(Engine):
         if reply.get("stragglers"):
             server.stop()  # tearing the sandbox down kills whatever is left, for certain
             note = f"{reply['stragglers']} process(es) outlived the sample and were killed"
-        collected = Collected(stdout=reply["stdout"].encode(), stderr=reply["stderr"].encode(),
-                              results=reply["results"].encode(), timed_out=reply["timed_out"],
-                              exit_code=reply["exit_code"])
-        return build_execution(request, config["nonce"], collected, reply["duration_s"],
+        return build_execution(request, config["nonce"], _collected(reply), reply["duration_s"],
                                self.sandbox.kind, self.name, note=note)
+
+
+def _collected(reply: dict[str, Any]) -> Collected:
+    """A server's reply as raw output (empty when the server could not answer)."""
+    return Collected(stdout=reply.get("stdout", "").encode(), stderr=reply.get("stderr", "").encode(),
+                     results=reply.get("results", "").encode(), timed_out=reply.get("timed_out", False),
+                     over_budget=reply.get("over_budget", False), exit_code=reply.get("exit_code"))

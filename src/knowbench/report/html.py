@@ -25,6 +25,7 @@ from knowbench.records import SampleResult
 from knowbench.report import charts
 from knowbench.report.runs import RunView, load_views, series_of, tokens_per_sample
 from knowbench.scoring.compare import compare
+from knowbench.scoring.metrics import isolation_share
 from knowbench.scoring.taxonomy import LABELS, Diagnosis
 
 CHART_IDS = ("chart-domains", "chart-failures", "chart-koco", "chart-passk", "chart-cost")
@@ -105,10 +106,19 @@ def _runs_section(views: list[RunView]) -> str:
                           f"n={params.get('n', 1)}, T={params.get('temperature', 0)}",
                           str(settings.get("sandbox", "?")),
                           f"{limits.get('wall_s', '?')} s, {limits.get('memory_mb', '?')} MB",
-                          str(len(view.results))], text=range(8)))
+                          _split_share(view.results), str(len(view.results))], text=range(9)))
     header = _header(["run", "directory", "benchmark", "model", "method", "sampling", "sandbox",
-                      "limits", "samples"])
+                      "limits", "judged split", "samples"])
     return f'<section id="runs"><h2>Runs</h2><table>{header}{"".join(rows)}</table></section>'
+
+
+def _split_share(results: list[SampleResult]) -> str:
+    """Executed samples whose verdict came from a process the candidate could not reach."""
+    share = isolation_share(results)
+    if share["split_share"] is None:
+        return "—"
+    total = share["split"] + share["in_process"]
+    return f"{share['split']}/{total} ({share['split_share']:.1f}%)"
 
 
 def _headline_section(views: list[RunView]) -> str:

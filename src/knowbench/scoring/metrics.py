@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Iterable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -300,3 +300,14 @@ def score(results: Iterable[SampleResult], ks: Iterable[int] = DEFAULT_KS) -> Sc
         by_difficulty=_breakdown(tasks, lambda t: t.difficulty, ks_list),
         macro=_macro(by_domain, ks_list),
     )
+
+
+def isolation_share(results: list[SampleResult]) -> dict[str, Any]:
+    """How many executed samples were judged split, and which tasks ran in-process."""
+    executed = [result for result in results if result.execution is not None]
+    split = sum(result.execution.isolation == "split" for result in executed)  # type: ignore[union-attr]
+    in_process = sorted({result.task_id for result in executed
+                         if result.execution.isolation != "split"})  # type: ignore[union-attr]
+    return {"split": split, "in_process": len(executed) - split,
+            "split_share": round(100.0 * split / len(executed), 1) if executed else None,
+            "in_process_tasks": in_process}

@@ -31,6 +31,11 @@ import time
 import traceback
 import unittest
 
+import knowbench_memory
+import knowbench_seccomp
+import knowbench_split
+import knowbench_wire
+
 _MESSAGE_CAP = 4000
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # Routes from a worker thread to the reporting thread's frames or to arbitrary objects.
@@ -144,6 +149,12 @@ def _describe(error):
         tb = tb.tb_next
     try:
         text = "".join(traceback.format_exception(type(error), error, tb))
+        remote = knowbench_split.remote_frames(error)
+        if remote:  # split: the candidate's frames, where an in-process traceback has them
+            here = [frame for frame in traceback.extract_tb(tb)
+                    if os.path.dirname(frame.filename) != _HERE]
+            text = ("Traceback (most recent call last):\n" + "".join(traceback.format_list(here))
+                    + remote + "".join(traceback.format_exception_only(type(error), error)))
     except BaseException:  # a hostile __str__ must not take the runner down
         text = f"{type(error).__name__} (its message could not be formatted)"
     if len(text) > _MESSAGE_CAP:
@@ -299,12 +310,24 @@ def _load_spec(name, tests, module, namespaces, spec_errors):
     return namespaces[name]
 
 
+def _shared_dir(parent):
+    """A fresh directory; in split mode the candidate's uid may add files to it (not remove
+    or change the tests' own: sticky, and their files keep the default mode)."""
+    path = tempfile.mkdtemp(dir=parent)
+    if _SPLIT[0]:
+        os.chmod(path, 0o1777)
+    return path
+
+
+_SPLIT = [False]
+
+
 def _run_function(function, tmp_root, fixtures, skip_self=False):
     kwargs = {}
     code = function.__code__
     for parameter in code.co_varnames[int(skip_self): code.co_argcount + code.co_kwonlyargcount]:
         if parameter == "tmp_path":
-            kwargs[parameter] = pathlib.Path(tempfile.mkdtemp(dir=tmp_root))
+            kwargs[parameter] = pathlib.Path(_shared_dir(tmp_root))
         elif parameter == "monkeypatch":
             kwargs[parameter] = _MonkeyPatch()
             fixtures.append(kwargs[parameter].undo)
@@ -360,19 +383,46 @@ def _preload(modules):
 _STATUSES = frozenset({"pass", "fail", "error", "timeout", "memory", "infrastructure"})
 
 
-def _load_program(program, entry_point, box):
-    """Worker-thread job: run the program as module `solution`. Sample code runs here."""
+def _new_solution_module(program):
     module = type(sys)("solution")
     module.__file__ = "solution.py"
     sys.modules["solution"] = module
     linecache.cache["solution.py"] = (len(program), None, program.splitlines(True), "solution.py")
+    return module
+
+
+def _load_program(program, entry_point, channel, box):
+    """Worker-thread job: run the program as module `solution`.
+
+    In-process, `program` is the candidate's and sample code runs here. Split, it is the
+    benchmark's own program; the candidate's process loads the candidate's meanwhile, and
+    the target here becomes a proxy that calls it.
+    """
+    module = _new_solution_module(program)
     try:
         exec(compile(program, "solution.py", "exec"), module.__dict__)
     except BaseException as error:
+        if channel is not None:
+            box.append(("error", "the benchmark's own program failed to load in the trusted "
+                        "process:\n" + _describe(error), None))
+            return
         box.append(("error" if not isinstance(error, MemoryError) else "memory",
                     "the program failed to load:\n" + _describe(error), None))
         return
-    box.append(("pass", "", (module, _target_codes(module.__dict__, entry_point))))
+    if channel is None:
+        box.append(("pass", "", (module, _target_codes(module.__dict__, entry_point))))
+        return
+    failure = channel.handshake()
+    if failure is not None:
+        box.append((failure[0], "the program failed to load:\n" + failure[1], None))
+        return
+    try:
+        codes = knowbench_split.install_proxy(module.__dict__, entry_point, channel)
+    except Exception as error:
+        box.append(("error", f"the target {entry_point} is not in the benchmark's program: "
+                    f"{_describe(error)}", None))
+        return
+    box.append(("pass", "", (module, codes)))
 
 
 def _run_item(item, tests, module, target_codes, state, box):
@@ -383,7 +433,7 @@ def _run_item(item, tests, module, target_codes, state, box):
         if frame.f_code in target_codes:
             called[0] = True
 
-    namespaces, spec_errors, class_ready, tmp_root = state
+    namespaces, spec_errors, class_ready, tmp_root, channel = state
     status, message, fixtures = "pass", "", []
     failure_types = (AssertionError,)
     sys.settrace(tracer)
@@ -417,6 +467,9 @@ def _run_item(item, tests, module, target_codes, state, box):
             status, message = "error", "the test's exception could not be classified"
     finally:
         sys.settrace(None)
+    problem = channel.take_problem() if channel is not None else None
+    if problem is not None:  # even when the test caught it: that call was never checked
+        status, message = "error", problem[1]
     box.append((status, message, called[0] if target_codes else None))
 
 
@@ -513,7 +566,13 @@ def execute_sample(config, result_fd):
         finally:
             exit_now(0)
 
-    loaded = in_worker(_load_program, config["program"], config.get("entry_point"))
+    channel = None
+    if config.get("channel_fd") is not None:
+        _SPLIT[0] = True
+        os.chmod(tmp_root, 0o1777)
+        resolver = knowbench_wire.Resolver(allowed_modules=_program_packages(config["program"]))
+        channel = knowbench_split.Channel(config["channel_fd"], resolver)
+    loaded = in_worker(_load_program, config["program"], config.get("entry_point"), channel)
     problem = integrity_problem()
     if problem is not None:
         fail_all(0, "error", f"tampering detected while loading the program: {problem}")
@@ -530,7 +589,7 @@ def execute_sample(config, result_fd):
         fail_all(0, "error", "the program tampered with the runner while loading")
         finish()
     module, target_codes = loaded[2]
-    state = ({}, {}, {}, tmp_root)
+    state = ({}, {}, {}, tmp_root, channel)
     for index, item in enumerate(items):
         report({"start": item["id"]})
         started = monotonic()
@@ -550,6 +609,57 @@ def execute_sample(config, result_fd):
     finish()
 
 
+def _program_packages(program):
+    """Top-level packages the benchmark's own program imports: the libraries whose classes
+    may be rebuilt from the candidate's replies (see knowbench_wire.Resolver)."""
+    import ast
+
+    names = set()
+    try:
+        tree = ast.parse(program)
+    except (SyntaxError, ValueError):
+        return frozenset()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.partition(".")[0])
+    return frozenset(names)
+
+
+def run_candidate(config, channel_fd):
+    """The candidate's process (split): load its program, then answer the judge's calls.
+
+    It gets no nonce, no tests and no result pipe: only the program and the channel.
+    """
+    _set_limits(config["limits"], config.get("nproc_base"))
+    _drop_privileges(config.get("uid"), config.get("gid"))
+    knowbench_seccomp.install()  # no links or FIFOs in the work dir the judge reads
+    program = config["program"]
+    module = _new_solution_module(program)
+    try:
+        exec(compile(program, "solution.py", "exec"), module.__dict__)
+    except BaseException as error:
+        status = "memory" if isinstance(error, MemoryError) else "error"
+        try:
+            knowbench_split.send_frame(channel_fd, knowbench_wire.dumps(
+                ("failed", status, _describe(error))))
+        finally:
+            _flush_and_exit()
+    knowbench_split.send_frame(channel_fd, knowbench_wire.dumps(("loaded",)))
+    knowbench_split.serve_calls(module, config["entry_point"], channel_fd,
+                                config["limits"]["output_bytes"])
+    _flush_and_exit()
+
+
+def _flush_and_exit():
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(0)
+
+
 def _redirect_stdin():
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -561,15 +671,12 @@ def main():
     config = json.loads(sys.stdin.buffer.read())
     _redirect_stdin()
     _preload(config.get("preload", []))
+    if config.get("role") == "candidate":
+        run_candidate(config, config["channel_fd"])
     execute_sample(config, config["result_fd"])
 
 
-def _read_capped(path, cap):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(cap).decode(errors="replace")
-    except OSError:
-        return ""
+_BUDGET_POLL_S = 0.05
 
 
 def _stragglers():
@@ -593,94 +700,129 @@ def _clean_tmp(keep):
                     pass
 
 
-def _serve_one(request, control_out, base, setup):
-    """Fork a child for one sample, wait for it within the wall clock, report to the engine."""
+def _serve_one(request, control_out, base, setup, channel_fd=None):
+    """Fork a child for one sample, wait for it within the wall clock, report to the engine.
+
+    The child's output comes back through pipes, never through files in a directory the
+    sample can write (it could replace them with a symlink to a root-only file, or a FIFO).
+    """
     import select
     import shutil
     import signal
 
-    # On bwrap's private tmpfs, creating and deleting the sample's files costs nothing.
-    workdir = tempfile.mkdtemp(prefix="sample-", dir="/tmp" if setup.get("private_tmp") else base)
-    if request.get("uid") is not None:
-        os.chown(workdir, request["uid"], request["gid"])
-    outputs = os.path.dirname(workdir)
-    stdout_path, stderr_path = os.path.join(outputs, "stdout"), os.path.join(outputs, "stderr")
-    read_end, write_end = os.pipe()
+    # On bwrap's private tmpfs, creating and deleting the sample's files costs nothing. A
+    # split sample's directory is made by the engine, shared by the judge and the candidate.
+    own_workdir = request.get("workdir") is None
+    if own_workdir:
+        workdir = tempfile.mkdtemp(prefix="sample-", dir="/tmp" if setup.get("private_tmp") else base)
+        if request.get("uid") is not None:
+            os.chown(workdir, request["uid"], request["gid"])
+    else:
+        workdir = request["workdir"]
+    candidate = setup.get("role") == "candidate"
+    result_read, result_write = os.pipe()
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
     started = time.monotonic()
     pid = os.fork()
     if pid == 0:  # the child: becomes the sample
         try:
-            os.close(read_end)
-            os.close(control_out)
+            for fd in (result_read, out_read, err_read, control_out, setup.get("fd_socket")):
+                if fd is not None:
+                    os.close(fd)
             os.setsid()
             _redirect_stdin()
-            for fd, path in ((1, stdout_path), (2, stderr_path)):
-                handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                if request.get("uid") is not None:
-                    os.fchown(handle, request["uid"], request["gid"])
-                os.dup2(handle, fd)
-                os.close(handle)
+            os.dup2(out_write, 1)
+            os.dup2(err_write, 2)
+            os.close(out_write)
+            os.close(err_write)
             sys.stdout = open(1, "w", closefd=False)
             sys.stderr = open(2, "w", closefd=False)
             os.chdir(workdir)
             os.environ["HOME"] = os.environ["TMPDIR"] = workdir
             tempfile.tempdir = None
             _preload(request.get("preload", []))
-            execute_sample(request, write_end)
+            if candidate:
+                os.close(result_write)
+                run_candidate(request, channel_fd)
+            else:
+                request["channel_fd"] = channel_fd
+                execute_sample(request, result_write)
         finally:
             os._exit(70)
-    os.close(write_end)
+    for fd in (result_write, out_write, err_write):
+        os.close(fd)
+    if channel_fd is not None:
+        os.close(channel_fd)
     deadline = started + request["limits"]["wall_s"]
-    chunks, size, timed_out, status = [], 0, False, None
+    cap = request["limits"]["output_bytes"]
+    caps = {result_read: 16 * 1024 * 1024, out_read: cap, err_read: cap}
+    kept = {result_read: [], out_read: [], err_read: []}
+    sizes = dict.fromkeys(kept, 0)
+
+    def drain(fd):
+        """Read what is there; False at end of file or, non-blocking, when nothing is left."""
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            return False
+        if not chunk:
+            return False
+        if sizes[fd] < caps[fd]:
+            kept[fd].append(chunk[: caps[fd] - sizes[fd]])
+            sizes[fd] += len(kept[fd][-1])
+        return True
+
+    timed_out, over_budget, status = False, False, None
+    # The budget covers every process of the sample (in this PID namespace, all but its
+    # init and this server) and what it keeps on the private tmpfs.
+    budget = knowbench_memory.Budget(request["limits"]["memory_mb"] * 1024 * 1024,
+                                     "/tmp" if setup.get("private_tmp") else None)
+    watch_budget = setup.get("pid_namespace")
     # Wait for the sample process to end (end-of-file alone is not enough: a process it
-    # started may hold the pipe open, or it may close the pipe and go on) or the wall clock
-    # to run out. A pidfd becomes readable when the process ends: no polling.
+    # started may hold the pipes open, or it may close them and go on) or the wall clock
+    # to run out. A pidfd becomes readable when the process ends.
     pidfd = os.pidfd_open(pid)
-    watched = [read_end, pidfd]
+    watched = [result_read, out_read, err_read, pidfd]
     while status is None:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             timed_out = True
             break
-        ready, _, _ = select.select(watched, [], [], remaining)
-        if read_end in ready:
-            chunk = os.read(read_end, 65536)
-            if not chunk:
-                watched.remove(read_end)
-            elif size < 16 * 1024 * 1024:
-                chunks.append(chunk)
-                size += len(chunk)
-        if pidfd in ready:
-            _, status = os.waitpid(pid, 0)
+        if watch_budget and budget.exceeded(_stragglers()):
+            over_budget = True
+            break
+        ready, _, _ = select.select(watched, [], [], min(remaining, _BUDGET_POLL_S))
+        for fd in ready:
+            if fd == pidfd:
+                _, status = os.waitpid(pid, 0)
+            elif not drain(fd):
+                watched.remove(fd)
     os.close(pidfd)
     try:
         os.killpg(pid, signal.SIGKILL)
     except OSError:
         pass
-    os.set_blocking(read_end, False)
-    try:
-        while True:  # what the sample wrote just before it ended
-            chunk = os.read(read_end, 65536)
-            if not chunk or size >= 16 * 1024 * 1024:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except BlockingIOError:
-        pass
-    os.close(read_end)
+    for fd in (result_read, out_read, err_read):  # what the sample wrote just before it ended
+        os.set_blocking(fd, False)
+        while fd in watched and sizes[fd] < caps[fd] and drain(fd):
+            pass
+        os.close(fd)
     if status is None:
         _, status = os.waitpid(pid, 0)
     exit_code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    cap = request["limits"]["output_bytes"]
-    reply = {"results": b"".join(chunks).decode(errors="replace"), "exit_code": exit_code,
-             "timed_out": timed_out, "stdout": _read_capped(stdout_path, cap),
-             "stderr": _read_capped(stderr_path, cap), "duration_s": time.monotonic() - started}
+
+    def text(fd):
+        return b"".join(kept[fd]).decode(errors="replace")
+
+    reply = {"results": text(result_read), "exit_code": exit_code, "timed_out": timed_out,
+             "over_budget": over_budget, "memory_peak": budget.peak,
+             "stdout": text(out_read), "stderr": text(err_read),
+             "duration_s": time.monotonic() - started}
     # Leave nothing for the next sample: its files, /tmp, and any process it left behind.
-    for path in (workdir, stdout_path, stderr_path):
-        if os.path.isdir(path):
-            shutil.rmtree(path, ignore_errors=True)
-        elif os.path.exists(path):
-            os.unlink(path)
+    # (rmtree removes links and FIFOs without following or opening them.)
+    if own_workdir:
+        shutil.rmtree(workdir, ignore_errors=True)
     if setup.get("private_tmp"):
         _clean_tmp(keep=base)
     leftover = _stragglers() if setup.get("pid_namespace") else []
@@ -699,13 +841,21 @@ def serve():
     """Fork-server mode: preload once, then one JSON request per stdin line, one reply each.
 
     Requests arrive from the engine only; no sample code ever runs in this process, so its
-    memory stays pristine and every child starts from the same state.
+    memory stays pristine and every child starts from the same state. A request marked
+    `with_fd` is followed by a file descriptor (the split channel) on the `fd_socket`.
+    A server in the `candidate` role is never sent tests: its memory holds none for a
+    candidate to find.
     """
+    import socket
+
     control_out = os.dup(1)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.close(devnull)
     setup = json.loads(sys.stdin.buffer.readline())
+    fd_socket = None
+    if setup.get("fd_socket") is not None:
+        fd_socket = socket.socket(fileno=setup["fd_socket"])
     _preload(setup.get("preload", []))
     import gc
 
@@ -716,8 +866,14 @@ def serve():
     ready = (json.dumps({"ready": True, "pid": os.getpid()}) + "\n").encode()
     os.write(control_out, ready)
     for line in sys.stdin.buffer:
-        if line.strip():
-            _serve_one(json.loads(line), control_out, base, setup)
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        channel_fd = None
+        if request.pop("with_fd", False) and fd_socket is not None:
+            _, fds, _, _ = socket.recv_fds(fd_socket, 1, 1)
+            channel_fd = fds[0] if fds else None
+        _serve_one(request, control_out, base, setup, channel_fd)
 
 
 def entry(args):

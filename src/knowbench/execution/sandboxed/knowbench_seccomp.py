@@ -1,0 +1,68 @@
+"""A seccomp filter for the candidate's process in split execution; stdlib only.
+
+The candidate shares its work directory with the judge, which opens the files the
+candidate writes there. Denying the system calls that make links and special files
+(symlinks, hard links, FIFOs, device nodes) means every name the candidate leaves there is
+a plain file or directory it made itself, so a test never reads through a link into the
+judge's own files and never blocks on a FIFO. Tracing and reading other processes' memory
+are denied as well (a second layer: the judge already runs under another uid, in another
+PID namespace).
+"""
+
+import ctypes
+import platform
+import struct
+
+_ARCHES = {
+    # machine: (AUDIT_ARCH, {syscall numbers to deny})
+    "x86_64": (0xC000003E, {88: "symlink", 266: "symlinkat", 86: "link", 265: "linkat",
+                            133: "mknod", 259: "mknodat", 101: "ptrace",
+                            310: "process_vm_readv", 311: "process_vm_writev"}),
+    "aarch64": (0xC00000B7, {36: "symlinkat", 37: "linkat", 33: "mknodat", 117: "ptrace",
+                             270: "process_vm_readv", 271: "process_vm_writev"}),
+}
+_X32_SYSCALL_BIT = 0x40000000
+_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+_RET_ALLOW, _RET_ERRNO_EPERM = 0x7FFF0000, 0x00050000 | 1
+_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+
+
+class _Filter(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _program(arch, denied):
+    """BPF: a foreign architecture, an x32 call or a denied number gets EPERM; else allow.
+
+    A jump's target is its own index + 1 + its offset; the EPERM return is the last one.
+    """
+    numbers = sorted(denied)
+    refuse = 6 + len(numbers)
+    code = [
+        (_LD_W_ABS, 0, 0, 4),                        # 0: the architecture
+        (_JEQ_K, 1, 0, arch),                        # 1: ours: on to 3
+        (_RET_K, 0, 0, _RET_ERRNO_EPERM),            # 2: foreign: refuse
+        (_LD_W_ABS, 0, 0, 0),                        # 3: the system call number
+        (_JGE_K, refuse - 5, 0, _X32_SYSCALL_BIT),   # 4: the x32 ABI: refuse
+    ]
+    code += [(_JEQ_K, refuse - (5 + index) - 1, 0, number) for index, number in enumerate(numbers)]
+    code += [(_RET_K, 0, 0, _RET_ALLOW), (_RET_K, 0, 0, _RET_ERRNO_EPERM)]
+    return code
+
+
+def install():
+    """Install the filter in this process and its future children. True when installed."""
+    entry = _ARCHES.get(platform.machine())
+    if entry is None:
+        return False
+    code = _program(*entry)
+    raw = b"".join(struct.pack("HBBI", *instruction) for instruction in code)
+    buffer = ctypes.create_string_buffer(raw, len(raw))
+    program = _Filter(len(code), ctypes.cast(buffer, ctypes.c_void_p))
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            return False
+        return libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0) == 0
+    except (OSError, AttributeError):
+        return False

@@ -1,0 +1,355 @@
+"""Split execution: the tests in a trusted process, the candidate's code in another.
+
+The trusted side (the judge) loads the benchmark's own program, in which the target is
+replaced by a proxy. Every call of the proxy goes to the candidate's process over a
+socket: the arguments go over by value, and the return value, the exception raised, what
+the call printed and any change to the arguments (and so to `self`) come back by value
+(`knowbench_wire`). The judge never runs code the candidate defined, and the candidate
+never sees the tests, the expected values or the judge's verdict channel.
+
+Stdlib only (plus `knowbench_wire`, which lives beside it): runs inside the sandbox.
+"""
+
+import asyncio
+import functools
+import inspect
+import io
+import os
+import struct
+import sys
+import traceback
+
+import knowbench_wire as wire
+
+_HEADER = struct.Struct(">I")
+FRAME_CAP = 64 * 1024 * 1024
+ITEMS_CAP = 100_000  # an iterator the target returns is drained up to this many items
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class CrossingFailed(BaseException):
+    """A value could not cross between the two processes.
+
+    A BaseException, not an Exception: a test's `pytest.raises(Exception)` must not turn a
+    reply that could not be checked into a pass. The channel also remembers it (see
+    `Channel.problem`), so a test that catches it anyway still does not pass.
+    """
+
+    reason = "cannot-cross"
+
+
+class CandidateGone(BaseException):
+    """The candidate's process ended or broke the protocol."""
+
+    reason = "candidate-died"
+
+
+def send_frame(fd, data):
+    """One length-prefixed frame."""
+    data = _HEADER.pack(len(data)) + data
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _read_exact(fd, size):
+    chunks = []
+    while size:
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            raise EOFError("the other process closed the channel")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def recv_frame(fd, cap=FRAME_CAP):
+    """The next frame; EOFError when the peer is gone, ValueError when it is too large."""
+    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
+    if size > cap:
+        raise ValueError(f"a frame of {size} bytes is over the {cap}-byte cap")
+    return _read_exact(fd, size)
+
+
+# --------------------------------------------------------------------------- trusted side
+
+
+class Channel:
+    """The judge's end of the connection to the candidate's process."""
+
+    def __init__(self, fd, resolver):
+        self.fd = fd
+        self.resolver = resolver
+        self.problem = None  # (reason, message) of the first failure since the last take_problem()
+        self.gone = None
+
+    def take_problem(self):
+        """The crossing failure seen during the current test, and forget it."""
+        problem, self.problem = self.problem, None
+        return problem
+
+    def _fail(self, kind, message):
+        if self.problem is None:
+            self.problem = (kind.reason, message)
+        raise kind(message)
+
+    def handshake(self):
+        """Wait for the candidate's program to load: None, or (status, message) on failure."""
+        try:
+            reply = wire.loads(recv_frame(self.fd), self.resolver)
+        except (OSError, EOFError, ValueError, wire.WireError) as error:
+            self.gone = f"the candidate's process ended while loading the program ({error})"
+            return "error", self.gone
+        if type(reply) is tuple and reply == ("loaded",):
+            return None
+        if (type(reply) is tuple and len(reply) == 3 and reply[0] == "failed"
+                and type(reply[1]) is str and reply[1] in ("error", "memory") and type(reply[2]) is str):
+            return reply[1], reply[2]
+        self.gone = "the candidate's process broke the protocol while loading"
+        return "error", self.gone
+
+    def call(self, target, args, kwargs, awaited=False):
+        """Call `target` in the candidate's process; return or raise what it did there."""
+        if self.gone is not None:
+            self._fail(CandidateGone, self.gone)
+        try:
+            payload = wire.dumps((target, args, kwargs, awaited), "the arguments")
+        except wire.Unencodable as error:
+            self._fail(CrossingFailed, f"the call cannot cross to the candidate's process: {error}")
+        try:
+            send_frame(self.fd, payload)
+            frame = recv_frame(self.fd)
+        except (OSError, EOFError, ValueError) as error:
+            self.gone = f"the candidate's process ended during a call of {target} ({error})"
+            self._fail(CandidateGone, self.gone)
+        try:
+            reply = wire.loads(frame, self.resolver)
+        except wire.WireError as error:
+            self._fail(CrossingFailed, f"the candidate's reply cannot be rebuilt here: {error}")
+        return self._settle(reply, args, kwargs)
+
+    def _settle(self, reply, args, kwargs):
+        if type(reply) is not tuple or not reply or type(reply[0]) is not str:
+            self.gone = "the candidate's process broke the protocol"
+            self._fail(CandidateGone, self.gone)
+        if reply[0] == "cannot-cross" and len(reply) == 2 and type(reply[1]) is str:
+            self._fail(CrossingFailed, reply[1])
+        if reply[0] == "return" and len(reply) == 5:
+            _, result, mutated, out, err = reply
+            self._replay(mutated, out, err, args, kwargs)
+            return result
+        if reply[0] == "iterate" and len(reply) == 6 and type(reply[1]) is list:
+            _, items, data, mutated, out, err = reply
+            self._replay(mutated, out, err, args, kwargs)
+            return _iterate(items, None if data is None else self._rebuild(data, ""))
+        if reply[0] == "raise" and len(reply) == 6:
+            _, data, frames, mutated, out, err = reply
+            self._replay(mutated, out, err, args, kwargs)
+            raise self._rebuild(data, frames)
+        self.gone = "the candidate's process broke the protocol"
+        self._fail(CandidateGone, self.gone)
+
+    def _rebuild(self, data, frames):
+        """An exception raised in the candidate's process, as the nearest class known here."""
+        try:
+            error = wire.decode_exception(data, self.resolver)
+        except wire.WireError as problem:
+            self._fail(CrossingFailed, f"the candidate's exception cannot be rebuilt here: {problem}")
+        if type(frames) is str and frames:
+            try:
+                error.knowbench_remote_frames = frames
+            except Exception:
+                pass
+        return error
+
+    def _replay(self, mutated, out, err, args, kwargs):
+        """What the call printed, and what it changed in its arguments, happen here too."""
+        if type(out) is str and out:
+            sys.stdout.write(out)
+        if type(err) is str and err:
+            sys.stderr.write(err)
+        if mutated is None:
+            return
+        if (type(mutated) is not tuple or len(mutated) != 2 or type(mutated[0]) is not tuple
+                or type(mutated[1]) is not dict or len(mutated[0]) != len(args)
+                or set(mutated[1]) != set(kwargs)):
+            self._fail(CrossingFailed, "the candidate's changes to the arguments do not match the call")
+        for original, new in zip(args, mutated[0], strict=True):
+            wire.assign_in_place(original, new)
+        for name, original in kwargs.items():
+            wire.assign_in_place(original, mutated[1][name])
+
+
+def _iterate(items, error):
+    """What an iterator the target returned produced: its items, then its exception."""
+    yield from items
+    if error is not None:
+        raise error
+
+
+def install_proxy(namespace, entry_point, channel):
+    """Replace the target in the judge's program by a proxy; return the proxy's code objects.
+
+    Methods, static and class methods and properties keep their kind, so `self` or the
+    class travel as the first argument. The proxy wraps the original stub, so
+    `inspect.signature` still shows the benchmark's signature.
+    """
+    parts = entry_point.split(".")
+    if len(parts) == 1:
+        original = namespace.get(parts[0])
+        proxy = _proxy(channel, entry_point, original)
+        namespace[parts[0]] = proxy
+        return frozenset({proxy.__code__})
+    owner = namespace[parts[0]]
+    for part in parts[1:-1]:
+        owner = getattr(owner, part)
+    raw = vars(owner).get(parts[-1])
+    if isinstance(raw, staticmethod):
+        proxy = _proxy(channel, entry_point, raw.__func__)
+        setattr(owner, parts[-1], staticmethod(proxy))
+    elif isinstance(raw, classmethod):
+        proxy = _proxy(channel, entry_point, raw.__func__)
+        setattr(owner, parts[-1], classmethod(proxy))
+    elif isinstance(raw, property):
+        proxy = _proxy(channel, entry_point, raw.fget)
+        setattr(owner, parts[-1], property(proxy, raw.fset, raw.fdel, raw.__doc__))
+    else:
+        proxy = _proxy(channel, entry_point, raw)
+        setattr(owner, parts[-1], proxy)
+    return frozenset({proxy.__code__})
+
+
+def _proxy(channel, entry_point, original):
+    if inspect.iscoroutinefunction(original):
+        async def proxy(*args, **kwargs):
+            return channel.call(entry_point, args, kwargs, True)
+    else:
+        def proxy(*args, **kwargs):
+            return channel.call(entry_point, args, kwargs)
+    if callable(original):
+        functools.update_wrapper(proxy, original)
+    return proxy
+
+
+def remote_frames(error):
+    """The candidate-side frames of an exception that crossed, as traceback text ('' if none)."""
+    frames = getattr(error, "knowbench_remote_frames", "")
+    return frames if type(frames) is str else ""
+
+
+# ------------------------------------------------------------------------- candidate side
+
+
+def serve_calls(module, entry_point, fd, output_cap):
+    """Answer the judge's calls until it closes the channel. Runs in the candidate's process."""
+    resolver = wire.Resolver(allowed_modules=_loaded_packages(), import_missing=True)
+    while True:
+        try:
+            frame = recv_frame(fd)
+        except (EOFError, OSError, ValueError):
+            return
+        try:
+            request = wire.loads(frame, resolver)
+            target, args, kwargs, awaited = request
+            function = _target(module, target)
+        except Exception as error:  # the judge sent something this side cannot use
+            send_frame(fd, wire.dumps(("cannot-cross", f"the call could not be rebuilt: {error}")))
+            continue
+        send_frame(fd, _answer(function, args, kwargs, awaited, output_cap))
+
+
+def _answer(function, args, kwargs, awaited, output_cap):
+    try:
+        before = wire.dumps((args, kwargs))
+    except wire.Unencodable:
+        before = None
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
+    outcome = None
+    try:
+        result = function(*args, **kwargs)
+        if awaited and inspect.iscoroutine(result):
+            result = asyncio.run(result)
+        outcome = ("return", result)
+    except BaseException as error:
+        outcome = ("raise", error)
+    finally:
+        out, err = _captured(sys.stdout, output_cap), _captured(sys.stderr, output_cap)
+        sys.stdout, sys.stderr = saved
+    mutated = None
+    try:
+        after = wire.dumps((args, kwargs), "the arguments after the call")
+        if after != before:
+            mutated = (tuple(args), dict(kwargs))
+    except wire.Unencodable as error:
+        return wire.dumps(("cannot-cross", str(error)))
+    try:
+        if outcome[0] == "return" and _is_lazy(outcome[1]):
+            # Iterators and generators cannot cross alive: drain them here (bounded), and the
+            # judge's side replays the items and then the exception they ended with.
+            items, stop = _drain(outcome[1])
+            data = None if stop is None else wire.encode_exception(stop)
+            return wire.dumps(("iterate", items, data, mutated, out, err), "the returned iterator")
+        if outcome[0] == "return":
+            return wire.dumps(("return", outcome[1], mutated, out, err), "the return value")
+        error = outcome[1]
+        return wire.dumps(("raise", wire.encode_exception(error), _frames(error), mutated, out, err))
+    except wire.Unencodable as error:
+        return wire.dumps(("cannot-cross", str(error)))
+    except BaseException as error:  # a hostile __repr__/__reduce__ while encoding
+        return wire.dumps(("cannot-cross", f"the reply could not be encoded ({type(error).__name__})"))
+
+
+def _is_lazy(value):
+    """An iterator (generator, map, zip, ...): not a value, and not something that crosses."""
+    return (hasattr(type(value), "__next__") and hasattr(type(value), "__iter__")
+            and not isinstance(value, (str, bytes, bytearray, list, tuple, dict, set, frozenset)))
+
+
+def _drain(iterator):
+    items = []
+    try:
+        for item in iterator:
+            items.append(item)
+            if len(items) > ITEMS_CAP:
+                raise wire.Unencodable(f"the returned iterator gave more than {ITEMS_CAP} items")
+    except wire.Unencodable:
+        raise
+    except BaseException as error:
+        return items, error
+    return items, None
+
+
+def _captured(stream, cap):
+    try:
+        text = stream.getvalue()
+    except Exception:
+        return ""
+    return text if type(text) is str and len(text) <= cap else str(text)[:cap]
+
+
+def _frames(error):
+    """The traceback frames of a candidate-side exception, minus this module's own."""
+    tb = error.__traceback__
+    while tb is not None and os.path.dirname(tb.tb_frame.f_code.co_filename) == _HERE:
+        tb = tb.tb_next
+    try:
+        return "".join(traceback.format_tb(tb))[-8000:]
+    except BaseException:
+        return ""
+
+
+def _target(module, entry_point):
+    parts = entry_point.split(".")
+    obj = vars(module)[parts[0]]
+    for part in parts[1:]:
+        raw = vars(obj).get(part) if isinstance(obj, type) else None
+        obj = raw if raw is not None else getattr(obj, part)
+    if isinstance(obj, (staticmethod, classmethod)):
+        return obj.__func__
+    if isinstance(obj, property):
+        return obj.fget
+    return obj
+
+
+def _loaded_packages():
+    return frozenset(name.partition(".")[0] for name in list(sys.modules))

@@ -1,0 +1,1077 @@
+"""Value codec for split execution; stdlib only at import time.
+
+Calls from the trusted tests into the untrusted candidate cross a process boundary BY VALUE:
+arguments, return values, raised exceptions and mutated arguments are encoded with `dumps` on
+one side and rebuilt with `loads` on the other. No pickle, no marshal: the decoder only calls the
+constructors of the value types listed below, `object.__new__`, `cls._make` (namedtuples) and
+numpy / pandas constructors, and it hands out classes and functions only through a `Resolver`,
+which decides which names the other side may mention.
+
+Wire format: ASCII (hence UTF-8) JSON `["knowbench-wire", 1, ROOT]`. A node is JSON null, a
+bool, a string, an int with |n| < 2**53, a finite float, or an array `[TAG, ...]`. Containers
+get sequential memo ids so shared references and cycles survive: mutable ones (list, dict, set,
+objects, ...) take their id before their children, immutable ones (tuple, frozenset, namedtuple,
+pandas objects) after them; `["ref", id]` names an earlier one. When an immutable container is
+met again while its own children are being encoded (a tuple reached through a list it contains),
+its outer occurrence becomes `["cyc", id, *children]` (as pickle does): the children are decoded
+for their definitions and the inner copy is the value.
+
+Nesting is limited to MAX_DEPTH container levels in both directions (recursion, and the C JSON
+parser, share the interpreter's recursion limit).
+
+numpy and pandas are never imported by this module's encoder: their values are recognised
+through `sys.modules`.
+"""
+
+import base64
+import collections
+import datetime
+import decimal
+import enum
+import fractions
+import importlib
+import json
+import math
+import pathlib
+import re
+import sys
+import types
+import uuid
+import weakref
+
+MAX_DEPTH = 300
+_MAGIC, _VERSION = "knowbench-wire", 1
+_SAFE_INT = 2**53  # beyond this, ints travel as hex strings (no str-digits limit, any JSON reader)
+_RE_FLAGS = re.IGNORECASE | re.LOCALE | re.MULTILINE | re.DOTALL | re.UNICODE | re.VERBOSE | re.ASCII
+_HEX_INT = re.compile(r"-?[0-9a-f]+")
+
+# Testing frameworks and mocks are never resolvable, even when a benchmark allows their package:
+# rebuilding e.g. `unittest.mock.ANY` (its `__eq__` is always True), a MagicMock, or a
+# `pytest.approx` with a huge tolerance would make `assert result == expected` pass for a wrong
+# answer. knowbench's own modules hold the runner's verdict machinery.
+_FORBIDDEN_TOP = frozenset({"unittest", "pytest", "_pytest", "doctest", "hypothesis", "mock",
+                            "pytest_mock", "pluggy"})
+_FORBIDDEN_PREFIXES = ("numpy.testing", "numpy.ma.testutils", "pandas.testing", "pandas._testing",
+                       "pandas.util._tester")
+# Builtins that a trusted test calling a returned "function" must never end up running.
+_UNSAFE_BUILTINS = frozenset({"eval", "exec", "compile", "open", "breakpoint", "input", "exit",
+                              "quit", "help", "globals", "locals", "vars", "setattr", "delattr"})
+
+
+class WireError(Exception):
+    """Malformed or forbidden data while decoding (the only exception `loads` raises)."""
+
+
+class Unencodable(Exception):
+    """A value cannot cross; the message names where, e.g. 'argument 1 -> [3]: ...'."""
+
+
+class _Refused(Exception):
+    """Internal: an encoding refusal; containers append their step while it propagates."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason, self.steps = reason, []
+
+
+def _forbidden(module: str) -> bool:
+    top = module.partition(".")[0]
+    return (top in _FORBIDDEN_TOP or top.startswith(("knowbench", "pytest_"))
+            or any(module == p or module.startswith(p + ".") for p in _FORBIDDEN_PREFIXES))
+
+
+def _plain_name(part: object) -> bool:
+    """An identifier that is not a dunder (so no `<locals>`, `<lambda>`, `__class__`...)."""
+    return (type(part) is str and part.isidentifier()
+            and not (part.startswith("__") and part.endswith("__")))
+
+
+def _walk(module: object, parts: list[str]) -> object:
+    """Follow a qualname: module globals first (no module `__getattr__`, hence no lazy imports),
+    then plain attribute lookup on classes only. Raises LookupError."""
+    if not isinstance(module, types.ModuleType) or not all(_plain_name(p) for p in parts):
+        raise LookupError("not a plain module-level name")
+    obj = vars(module).get(parts[0], _walk)
+    for part in parts[1:]:
+        if not isinstance(obj, type):
+            raise LookupError("the path goes through something that is not a class")
+        obj = getattr(obj, part, _walk)
+    if obj is _walk:
+        raise LookupError("no such name")
+    return obj
+
+
+def _is_routine(obj: object) -> bool:
+    if isinstance(obj, types.BuiltinFunctionType):  # len, math.sqrt; not [].append
+        return obj.__self__ is None or isinstance(obj.__self__, types.ModuleType)
+    if isinstance(obj, (types.FunctionType, types.MethodDescriptorType,
+                        types.WrapperDescriptorType, types.ClassMethodDescriptorType)):
+        return True
+    t = type(obj)
+    return t.__module__.startswith("numpy") and t.__name__ in ("ufunc", "_ArrayFunctionDispatcher")
+
+
+def _owner_module(obj: object) -> object:
+    owner = getattr(obj, "__objclass__", None) if not isinstance(obj, type) else None
+    return getattr(owner if owner is not None else obj, "__module__", None)
+
+
+class Resolver:
+    """Which named classes / functions a decoder may hand out.
+
+    A name resolves when its module (and the module the object itself declares) is `builtins`,
+    `program_module`, or under a top-level package in `allowed_modules`, never a testing or mock
+    framework, and the module is already in `sys.modules` (or `import_missing`). Only classes and
+    functions come out, never other module-level objects.
+    """
+
+    def __init__(self, allowed_modules: frozenset[str] | set[str] = frozenset(),
+                 program_module: str = "solution", import_missing: bool = False) -> None:
+        self.allowed_modules = frozenset(allowed_modules)
+        self.program_module = program_module
+        self.import_missing = import_missing
+
+    def permitted(self, module: object) -> bool:
+        return (type(module) is str and not _forbidden(module)
+                and (module in ("builtins", self.program_module)
+                     or module.partition(".")[0] in self.allowed_modules))
+
+    def module(self, name: str) -> types.ModuleType:
+        """`sys.modules[name]`, imported only when `import_missing`; raises WireError."""
+        mod = sys.modules.get(name)
+        if mod is None and self.import_missing:
+            try:
+                mod = importlib.import_module(name)
+            except Exception as error:
+                raise WireError(f"cannot import {name}: {type(error).__name__}") from None
+        if not isinstance(mod, types.ModuleType):
+            raise WireError(f"module {name} is not loaded")
+        return mod
+
+    def lookup(self, module: str, qualname: str) -> object:
+        """The class or function `module.qualname`; raises WireError when it is not allowed."""
+        where = f"{module!r}.{qualname!r}"[:200]
+        if not self.permitted(module) or type(qualname) is not str:
+            raise WireError(f"{where}: module not allowed")
+        try:
+            obj = _walk(self.module(module), qualname.split("."))
+        except LookupError as error:
+            raise WireError(f"{where}: {error}") from None
+        if not (isinstance(obj, type) or _is_routine(obj)):
+            raise WireError(f"{where}: only classes and functions can be named")
+        if not self.permitted(_owner_module(obj)):
+            raise WireError(f"{where}: defined in a module that is not allowed")
+        if module == "builtins" and qualname in _UNSAFE_BUILTINS:
+            raise WireError(f"{where}: refused builtin")
+        return obj
+
+
+def _global_name(obj: object) -> tuple[str, str]:
+    """(module, qualname) that finds exactly `obj` again; raises _Refused."""
+    module, qual = _owner_module(obj), getattr(obj, "__qualname__", None)
+    if not isinstance(qual, str):
+        qual = getattr(obj, "__name__", None)
+    if type(module) is not str or type(qual) is not str:
+        raise _Refused(f"{type(obj).__name__} {qual!r} has no importable name")
+    if "<locals>" in qual or "<lambda>" in qual:
+        raise _Refused(f"{qual} is defined inside a function (or is a lambda) and cannot cross")
+    try:
+        found = _walk(sys.modules.get(module), qual.split("."))
+    except LookupError as error:
+        raise _Refused(f"{module}.{qual} cannot be found by name: {error}") from None
+    if found is not obj:
+        raise _Refused(f"{module}.{qual} names a different object")
+    return module, qual
+
+
+# Py_TPFLAGS_HEAPTYPE is set for classes defined in Python (and some C types, which then
+# usually also carry Py_TPFLAGS_DISALLOW_INSTANTIATION, e.g. _thread.lock).
+_HEAPTYPE, _NO_INSTANCES = 1 << 9, 1 << 7
+_LAYOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # class -> _layout(class)
+
+
+def _layout(cls: type) -> tuple[str | None, bool, dict[str, object]]:
+    """(problem or None, instances have __dict__, slot name -> member descriptor) for classes
+    rebuilt with `object.__new__` + state."""
+    if cls in _LAYOUTS:
+        return _LAYOUTS[cls]
+    problem, slots = None, {}
+    setstate = getattr(cls, "__setstate__", None)
+    if (not cls.__flags__ & _HEAPTYPE or cls.__flags__ & _NO_INSTANCES) and cls is not object:
+        problem = "builtin"
+    elif cls.__new__ is not object.__new__:
+        problem = "it has its own __new__"
+    elif (getattr(cls, "__reduce_ex__", None) is not object.__reduce_ex__
+          or getattr(cls, "__reduce__", None) is not object.__reduce__):
+        problem = "it customises pickling (__reduce__)"
+    elif setstate is not None and getattr(setstate, "__qualname__", "") != "_dataclass_setstate":
+        problem = "it has a custom __setstate__"  # dataclasses' own one sets fields, as we do
+    for klass in cls.__mro__:
+        names = vars(klass).get("__slots__", ())
+        for name in [names] if isinstance(names, str) else names:
+            if name in ("__dict__", "__weakref__"):
+                continue
+            private = name.startswith("__") and not name.endswith("__")
+            mangled = f"_{klass.__name__.lstrip('_')}{name}" if private else name
+            descriptor = vars(klass).get(mangled)
+            if type(descriptor) is not types.MemberDescriptorType:
+                problem = problem or f"slot {name} is shadowed"
+            slots.setdefault(mangled, descriptor)
+    _LAYOUTS[cls] = result = (problem, bool(cls.__dictoffset__), slots)
+    return result
+
+
+def _short(key: object) -> str:
+    if type(key) in (str, int, float, bool, bytes, type(None)):
+        return repr(key)[:60]
+    return f"<{type(key).__name__}>"
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
+def _simple_dtype_problem(dtype: object, sized: bool = True) -> str | None:
+    """Why values of this numpy dtype cannot travel as raw bytes (None when they can)."""
+    if dtype.fields is not None or dtype.subdtype is not None or dtype.kind not in "biufcmMSU":
+        return f"numpy dtype {dtype} is not a simple dtype"
+    return None if dtype.itemsize or not sized else f"numpy dtype {dtype} has no size"
+
+
+class _Encoder:
+    def __init__(self) -> None:
+        self.memo: dict[int, int] = {}  # id(obj) -> memo id
+        self.keep: list[object] = []  # keeps memoised objects alive so their ids are not reused
+        self.depth = 0
+
+    def new_id(self, value: object) -> int:
+        self.memo[id(value)] = len(self.keep)
+        self.keep.append(value)
+        return len(self.keep) - 1
+
+    def enc(self, v: object) -> object:
+        t = type(v)
+        if v is None or t is bool or t is str:
+            return v
+        if t is int:
+            return v if -_SAFE_INT < v < _SAFE_INT else ["int", format(v, "x")]
+        if t is float:
+            return v if math.isfinite(v) else ["float", repr(v)]
+        if id(v) in self.memo:
+            return ["ref", self.memo[id(v)]]
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise _Refused(f"nested deeper than {MAX_DEPTH} levels")
+            handler = _ENCODERS.get(t)
+            return handler(self, v) if handler is not None else self.other(v)
+        finally:
+            self.depth -= 1
+
+    def child(self, v: object, step: str) -> object:
+        try:
+            return self.enc(v)
+        except _Refused as refusal:
+            refusal.steps.append(step)
+            raise
+
+    # Loops are inlined (no helper per item): recursion is bounded by the interpreter's limit,
+    # so each nesting level should cost as few Python frames as possible.
+    def seq(self, v: object, tag: str | None = None, head: tuple = (), values: object = None,
+            step: str = "[{}]") -> list[object]:
+        """Sequence node; mutable ones take their memo id before their items, frozen ones
+        (tuple, frozenset, namedtuple) after them."""
+        tag = tag or _SEQ_TAGS[type(v)]
+        frozen = tag in ("tuple", "frozenset", "nt")
+        out = [tag, None if frozen else self.new_id(v), *head]
+        for i, item in enumerate(v if values is None else values):
+            try:
+                out.append(self.enc(item))
+            except _Refused as refusal:
+                refusal.steps.append(step.format(i))
+                raise
+        return self.frozen(tag, v, out[2 + len(head):], *head) if frozen else out
+
+    def frozen(self, tag: str, v: object, children: list[object], *head: object) -> list[object]:
+        """Node of an immutable value whose children are already encoded (id comes last)."""
+        if id(v) in self.memo:  # met again while encoding its own children
+            return ["cyc", self.memo[id(v)], *children]
+        return [tag, self.new_id(v), *head, *children]
+
+    def mapping(self, v: dict, *head: object) -> list[object]:
+        out = [_SEQ_TAGS[type(v)], self.new_id(v), *head]
+        for key, value in v.items():
+            try:
+                out.append(self.enc(key))
+                out.append(self.enc(value))
+            except _Refused as refusal:
+                side = "<key {}>" if len(out) % 2 == len(head) % 2 else "[{}]"
+                refusal.steps.append(side.format(_short(key)))
+                raise
+        return out
+
+    def other(self, v: object) -> object:
+        """Values whose exact type is not in _ENCODERS."""
+        t = type(v)
+        np, pd, zi = (sys.modules.get(m) for m in ("numpy", "pandas", "zoneinfo"))
+        if np is not None and isinstance(v, (np.ndarray, np.generic, np.dtype)):
+            return self.numpy(np, v)
+        if pd is not None and t.__module__.startswith("pandas"):
+            return _enc_pandas(self, pd, v)
+        if zi is not None and t is zi.ZoneInfo:
+            if v.key is None:
+                raise _Refused("a ZoneInfo without a key cannot cross")
+            return ["zoneinfo", v.key]
+        if isinstance(v, enum.Enum):
+            return ["enum", *_global_name(t), self.child(v.value, ".value")]
+        if isinstance(v, tuple) and hasattr(t, "_fields") and hasattr(t, "_make"):
+            return self.seq(v, "nt", _global_name(t))
+        if isinstance(v, type) or _is_routine(v):
+            return ["global", *_global_name(v)]
+        problem, has_dict, slots = _layout(t)
+        if problem:
+            detail = "" if problem == "builtin" else f" ({problem})"
+            raise _Refused(f"a {t.__qualname__} cannot cross{detail}")
+        head = _global_name(t)
+        nid = self.new_id(v)
+        state = dict(object.__getattribute__(v, "__dict__")) if has_dict else {}
+        out = ["obj", nid, *head, len(state)]
+        for name, descriptor in slots.items():
+            try:
+                state.setdefault(name, descriptor.__get__(v, t))
+            except AttributeError:
+                pass  # unset slot
+        for name, value in state.items():
+            if not _plain_name(name):
+                raise _Refused(f"attribute {name!r} of a {t.__qualname__} cannot cross")
+            out.append(name)
+            try:
+                out.append(self.enc(value))
+            except _Refused as refusal:
+                refusal.steps.append(f".{name}")
+                raise
+        return out
+
+    def numpy(self, np: types.ModuleType, v: object) -> object:
+        if isinstance(v, np.dtype):
+            if v != np.dtype(object) and _simple_dtype_problem(v, sized=False):
+                raise _Refused(f"numpy dtype {v} cannot cross")
+            return ["npdtype", v.str]
+        problem = _simple_dtype_problem(v.dtype)
+        if isinstance(v, np.generic):
+            if problem:
+                raise _Refused(problem)
+            return ["npscalar", v.dtype.str, _b64(v.tobytes())]
+        if type(v) is not np.ndarray:
+            raise _Refused(f"a {type(v).__qualname__} (ndarray subclass) cannot cross")
+        if v.dtype == np.dtype(object):
+            return self.seq(v, "ndo", (list(v.shape),), values=v.flat, step="[flat {}]")
+        if problem:
+            raise _Refused(problem)
+        return ["nd", self.new_id(v), v.dtype.str, list(v.shape), _b64(v.tobytes(order="C"))]
+
+
+def _enc_pd_values(e: _Encoder, pd: types.ModuleType, obj: object) -> object:
+    """Node for the values of a Series, Index or column, keeping its exact dtype."""
+    np = sys.modules["numpy"]
+    dtype = obj.dtype
+    if isinstance(dtype, np.dtype):
+        return e.enc(obj.to_numpy(copy=False))
+    arr = obj.array
+    if isinstance(dtype, pd.CategoricalDtype):
+        return ["pdcat", e.enc(np.asarray(arr.codes)), _enc_pandas(e, pd, dtype.categories),
+                bool(dtype.ordered)]
+    if isinstance(dtype, pd.DatetimeTZDtype):
+        return ["pddtz", e.enc(np.asarray(arr.tz_convert(None))), e.enc(dtype.tz)]
+    values = e.child(arr.to_numpy(dtype=object), ".values")
+    if isinstance(dtype, pd.StringDtype):
+        return ["pdstr", dtype.storage, dtype.na_value is not pd.NA, values]
+    if pd.api.types.pandas_dtype(str(dtype)) != dtype:
+        raise _Refused(f"pandas dtype {dtype!r} cannot be named")
+    return ["pdext", str(dtype), values]
+
+
+def _enc_column(e: _Encoder, pd: types.ModuleType, frame: object, i: int) -> object:
+    try:
+        return _enc_pd_values(e, pd, frame.iloc[:, i])
+    except _Refused as refusal:
+        refusal.steps.append(f"[column {_short(frame.columns[i])}]")
+        raise
+
+
+def _enc_pandas(e: _Encoder, pd: types.ModuleType, v: object) -> object:
+    t = type(v)
+    if t is pd.Series:
+        children = [_enc_pd_values(e, pd, v), e.child(v.index, ".index"), e.child(v.name, ".name")]
+        return e.frozen("pdseries", v, children)
+    if t is pd.DataFrame:
+        # children are encoded in node order: the decoder registers memo ids in that order
+        children = [e.child(v.index, ".index"), e.child(v.columns, ".columns")]
+        children += [_enc_column(e, pd, v, i) for i in range(v.shape[1])]
+        return e.frozen("pdframe", v, children)
+    if t is pd.RangeIndex:
+        return ["pdrange", e.enc(v.start), e.enc(v.stop), e.enc(v.step), e.child(v.name, ".name")]
+    if t is pd.MultiIndex:
+        out = ["pdmulti", e.child(list(v.names), ".names")]
+        out += [_enc_pandas(e, pd, level) for level in v.levels]
+        return out + [e.enc(sys.modules["numpy"].asarray(c)) for c in v.codes]
+    if t in (pd.Index, pd.DatetimeIndex, pd.TimedeltaIndex, pd.CategoricalIndex):
+        freq = getattr(v, "freqstr", None)
+        return ["pdindex", _enc_pd_values(e, pd, v), e.child(v.name, ".name"), freq]
+    if t is pd.Timestamp:
+        return ["pdts", e.enc(int(v.asm8.view("i8"))), v.unit, e.enc(v.tz)]
+    if t is pd.Timedelta:
+        return ["pdtd", e.enc(int(v.asm8.view("i8"))), v.unit]
+    if v is pd.NaT:
+        return ["pdnat"]
+    if v is pd.NA:
+        return ["pdna"]
+    raise _Refused(f"a {t.__qualname__} cannot cross")
+
+
+def _enc_tz(e: _Encoder, tz: datetime.timezone) -> object:
+    offset, *name = tz.__getinitargs__()
+    return ["timezone", e.enc(offset), name[0] if name else None]
+
+
+_SEQ_TAGS = {list: "list", tuple: "tuple", set: "set", frozenset: "frozenset", dict: "dict",
+             collections.deque: "deque", collections.OrderedDict: "odict",
+             collections.Counter: "counter", collections.defaultdict: "ddict"}
+_SEQ_KINDS = {tag: kind for kind, tag in _SEQ_TAGS.items()}
+
+
+def _enc_factory(factory: object) -> object:
+    if factory is not None and not (isinstance(factory, type) and factory.__module__ == "builtins"):
+        raise _Refused("a defaultdict whose default_factory is not None or a builtin type")
+    return None if factory is None else ["global", "builtins", factory.__qualname__]
+
+
+_ENCODERS = {
+    complex: lambda e, v: ["complex", e.enc(v.real), e.enc(v.imag)],
+    bytes: lambda e, v: ["bytes", _b64(v)],
+    bytearray: lambda e, v: ["bytearray", e.new_id(v), _b64(v)],
+    list: _Encoder.seq,  # the methods themselves: one frame per level, see _Encoder.seq
+    tuple: _Encoder.seq,
+    dict: _Encoder.mapping,
+    set: _Encoder.seq,
+    frozenset: _Encoder.seq,
+    range: lambda e, v: ["range", e.enc(v.start), e.enc(v.stop), e.enc(v.step)],
+    slice: lambda e, v: ["slice", e.enc(v.start), e.enc(v.stop), e.enc(v.step)],
+    type(...): lambda e, v: ["ellipsis"],
+    datetime.date: lambda e, v: ["date", v.year, v.month, v.day],
+    datetime.time: lambda e, v: ["time", v.hour, v.minute, v.second, v.microsecond, v.fold,
+                                 e.enc(v.tzinfo)],
+    datetime.datetime: lambda e, v: ["datetime", v.year, v.month, v.day, v.hour, v.minute,
+                                     v.second, v.microsecond, v.fold, e.enc(v.tzinfo)],
+    datetime.timedelta: lambda e, v: ["timedelta", v.days, v.seconds, v.microseconds],
+    datetime.timezone: _enc_tz,
+    decimal.Decimal: lambda e, v: ["decimal", str(v)],
+    fractions.Fraction: lambda e, v: ["fraction", e.enc(v.numerator), e.enc(v.denominator)],
+    uuid.UUID: lambda e, v: ["uuid", v.hex],
+    pathlib.PurePosixPath: lambda e, v: ["path", "pure", str(v)],
+    pathlib.PosixPath: lambda e, v: ["path", "posix", str(v)],
+    collections.OrderedDict: _Encoder.mapping,
+    collections.Counter: _Encoder.mapping,
+    collections.defaultdict: lambda e, v: e.mapping(v, _enc_factory(v.default_factory)),
+    collections.deque: lambda e, v: e.seq(v, head=(v.maxlen,)),
+    re.Pattern: lambda e, v: ["pattern", e.enc(v.pattern), v.flags],
+}
+
+
+def dumps(value: object, path: str = "value") -> bytes:
+    """Encode `value` as UTF-8 JSON; raises Unencodable naming where the value cannot cross."""
+    encoder = _Encoder()
+    try:
+        root = encoder.enc(value)
+    except _Refused as refusal:
+        where = " -> ".join([path, *reversed(refusal.steps)])
+        raise Unencodable(f"{where}: {refusal.reason}") from None
+    except RecursionError:
+        raise Unencodable(f"{path}: nested too deeply") from None
+    except Exception as error:  # e.g. a property of the value raising
+        raise Unencodable(f"{path}: cannot encode: {type(error).__name__}: {error}") from None
+    return json.dumps([_MAGIC, _VERSION, root], ensure_ascii=True, allow_nan=False,
+                      separators=(",", ":")).encode("ascii")
+
+
+def _fields(node: list, n: int, at_least: bool = False) -> list:
+    """The fields after the tag; WireError unless there are exactly (or at least) `n`."""
+    if len(node) - 1 != n and not (at_least and len(node) - 1 > n):
+        raise WireError(f"{node[0]}: wrong number of fields")
+    return node[1:]
+
+
+def _need(ok: bool, what: str) -> None:
+    if not ok:
+        raise WireError(what)
+
+
+def _ints(*values: object) -> tuple:
+    _need(all(type(v) is int for v in values), "expected integers")
+    return values
+
+
+class _Decoder:
+    def __init__(self, resolver: Resolver) -> None:
+        self.resolver = resolver
+        self.memo: list[object] = []
+        self.depth = 0
+
+    def dec(self, node: object) -> object:
+        t = type(node)
+        if node is None or t is bool or t is str or t is int or t is float:
+            return node
+        _need(t is list and len(node) > 0 and type(node[0]) is str, f"malformed {t.__name__}")
+        handler = _DECODERS.get(node[0])
+        _need(handler is not None, f"unknown tag {node[0][:40]!r}")
+        self.depth += 1
+        try:
+            _need(self.depth <= MAX_DEPTH, f"nested deeper than {MAX_DEPTH} levels")
+            return handler(self, node)
+        finally:
+            self.depth -= 1
+
+    def typed(self, node: object, kinds: type | tuple[type, ...], what: str) -> object:
+        value = self.dec(node)
+        _need(isinstance(value, kinds), f"{what} has the wrong type")
+        return value
+
+    def register(self, nid: object, value: object) -> object:
+        _need(type(nid) is int and nid == len(self.memo), f"memo id {nid!r} out of sequence")
+        self.memo.append(value)
+        return value
+
+    def ref(self, nid: object) -> object:
+        _need(type(nid) is int and 0 <= nid < len(self.memo), f"unknown memo id {nid!r}"[:80])
+        return self.memo[nid]
+
+    def seq(self, node: list) -> object:
+        nid, *items = _fields(node, 1, at_least=True)
+        kind = _SEQ_KINDS[node[0]]
+        if kind in (tuple, frozenset):  # immutable: registered once its items exist
+            values = []
+            for item in items:
+                values.append(self.dec(item))
+            return self.register(nid, kind(values))
+        target = self.register(nid, kind())
+        put = target.append if kind is list else target.add
+        for item in items:  # one by one, so that items referring back to `target` find it
+            put(self.dec(item))
+        return target
+
+    def mapping(self, node: list) -> object:
+        nid, *pairs = _fields(node, 1, at_least=True)
+        target = self.register(nid, _SEQ_KINDS[node[0]]())
+        _need(len(pairs) % 2 == 0, "odd number of mapping fields")
+        for i in range(0, len(pairs), 2):
+            key = self.dec(pairs[i])
+            target[key] = self.dec(pairs[i + 1])
+        return target
+
+    def fill(self, target: object, pairs: list, add: bool = False) -> object:
+        if add:  # one by one, so that items referring back to `target` find it
+            put = target.append if hasattr(target, "append") else target.add
+            for item in pairs:
+                put(self.dec(item))
+            return target
+        _need(len(pairs) % 2 == 0, "odd number of mapping fields")
+        for i in range(0, len(pairs), 2):
+            key = self.dec(pairs[i])
+            target[key] = self.dec(pairs[i + 1])
+        return target
+
+    def tz(self, node: object) -> datetime.tzinfo | None:
+        return None if node is None else self.typed(node, datetime.tzinfo, "tzinfo")
+
+    def lookup_class(self, module: object, qualname: object) -> type:
+        cls = self.resolver.lookup(module, qualname)
+        _need(isinstance(cls, type), f"{qualname!r} is not a class"[:80])
+        return cls
+
+    def obj(self, node: list) -> object:
+        nid, module, qualname, ndict, *pairs = _fields(node, 4, at_least=True)
+        cls = self.lookup_class(module, qualname)
+        problem, has_dict, slots = _layout(cls)
+        _need(problem is None, f"{qualname}: cannot rebuild: {problem}")
+        _need(type(ndict) is int and 0 <= 2 * ndict <= len(pairs) and len(pairs) % 2 == 0,
+              "obj: bad state size")
+        value = self.register(nid, object.__new__(cls))
+        namespace = object.__getattribute__(value, "__dict__") if has_dict else None
+        for i in range(0, len(pairs), 2):
+            name = pairs[i]
+            _need(_plain_name(name), f"obj: bad attribute name {name!r}"[:80])
+            item = self.dec(pairs[i + 1])
+            if i < 2 * ndict:
+                _need(namespace is not None, f"{qualname}: instances have no __dict__")
+                namespace[name] = item  # not setattr: no property setters run
+            else:
+                _need(name in slots, f"{qualname}: no slot {name}")
+                slots[name].__set__(value, item)
+        return value
+
+    # numpy and pandas: used only when the other side sent such values
+    def np_dtype(self, text: object, objects: bool = False, sized: bool = True) -> object:
+        np = self.resolver.module("numpy")
+        _need(type(text) is str and len(text) < 40, "bad dtype")
+        dtype = np.dtype(text)
+        ok = (objects and dtype == np.dtype(object)) or not _simple_dtype_problem(dtype, sized)
+        _need(ok, f"dtype {text!r} not allowed")
+        return dtype
+
+    def nd(self, node: list) -> object:
+        np = self.resolver.module("numpy")
+        nid, text, shape, data = _fields(node, 4)
+        dtype = self.np_dtype(text)
+        _need(type(shape) is list and len(shape) <= 32 and all(
+            type(n) is int and n >= 0 for n in shape), "bad shape")
+        raw = _b64decode(data)
+        _need(math.prod(shape) * dtype.itemsize == len(raw), "array data does not match its shape")
+        array = np.empty(shape, dtype=dtype)
+        if raw:
+            array.reshape(-1).view(np.uint8)[:] = np.frombuffer(raw, dtype=np.uint8)
+        return self.register(nid, array)
+
+    def ndo(self, node: list) -> object:
+        np = self.resolver.module("numpy")
+        nid, shape, *items = _fields(node, 2, at_least=True)
+        _need(type(shape) is list and len(shape) <= 32 and all(
+            type(n) is int and n >= 0 for n in shape) and math.prod(shape) == len(items),
+              "bad shape")
+        flat = np.empty(len(items), dtype=object)
+        array = self.register(nid, flat.reshape(shape))
+        for i, item in enumerate(items):
+            flat[i] = self.dec(item)
+        return array
+
+    def pd_values(self, node: object) -> object:
+        np, pd = self.resolver.module("numpy"), self.resolver.module("pandas")
+        return self.typed(node, (np.ndarray, pd.api.extensions.ExtensionArray), "pandas values")
+
+    def pd_index(self, node: object) -> object:
+        return self.typed(node, self.resolver.module("pandas").Index, "pandas index")
+
+    def pd(self, node: list) -> object:
+        np, pd = self.resolver.module("numpy"), self.resolver.module("pandas")
+        tag = node[0]
+        if tag == "pdseries":
+            nid, values, index, name = _fields(node, 4)
+            values, index, name = self.pd_values(values), self.pd_index(index), self.dec(name)
+            return self.register(nid, pd.Series(values, index=index, name=name,
+                                                dtype=values.dtype, copy=False))
+        if tag == "pdframe":
+            nid, index, columns, *arrays = _fields(node, 3, at_least=True)
+            index, columns = self.pd_index(index), self.pd_index(columns)
+            arrays = [self.pd_values(a) for a in arrays]
+            _need(len(arrays) == len(columns) and all(len(a) == len(index) for a in arrays),
+                  "pdframe: sizes do not match")
+            frame = pd.DataFrame({i: pd.Series(a, dtype=a.dtype, copy=False)
+                                  for i, a in enumerate(arrays)}) if arrays else pd.DataFrame(
+                index=index, columns=columns)
+            frame.index, frame.columns = index, columns
+            return self.register(nid, frame)
+        if tag == "pdindex":
+            values, name, freq = _fields(node, 3)
+            index = pd.Index(self.pd_values(values), name=self.dec(name), copy=False)
+            if freq is not None:
+                _need(type(freq) is str and type(index) in (pd.DatetimeIndex, pd.TimedeltaIndex),
+                      "pdindex: bad freq")
+                index = type(index)(index, freq=freq)
+            return index
+        if tag == "pdrange":
+            start, stop, step, name = _fields(node, 4)
+            return pd.RangeIndex(*_ints(self.dec(start), self.dec(stop), self.dec(step)),
+                                 name=self.dec(name))
+        if tag == "pdmulti":
+            names, *rest = _fields(node, 1, at_least=True)
+            _need(len(rest) % 2 == 0, "pdmulti: levels and codes do not pair")
+            names = self.typed(names, list, "names")
+            levels = [self.pd_index(n) for n in rest[: len(rest) // 2]]
+            codes = [self.typed(n, np.ndarray, "codes") for n in rest[len(rest) // 2:]]
+            return pd.MultiIndex(levels=levels, codes=codes, names=names, verify_integrity=True)
+        if tag == "pdcat":
+            codes, categories, ordered = _fields(node, 3)
+            _need(type(ordered) is bool, "pdcat: bad ordered")
+            codes = self.typed(codes, np.ndarray, "codes")  # node order: memo ids follow it
+            dtype = pd.CategoricalDtype(self.pd_index(categories), ordered=ordered)
+            return pd.Categorical.from_codes(codes, dtype=dtype)
+        if tag == "pddtz":
+            values, tz = _fields(node, 2)
+            values = self.typed(values, np.ndarray, "datetimes")
+            _need(values.dtype.kind == "M", "pddtz: not datetimes")
+            return pd.DatetimeIndex(values).tz_localize("UTC").tz_convert(self.tz(tz)).array
+        if tag == "pdstr":
+            storage, na_nan, values = _fields(node, 3)
+            _need(storage in ("python", "pyarrow") and type(na_nan) is bool, "pdstr: bad dtype")
+            dtype = pd.StringDtype(storage, na_value=np.nan if na_nan else pd.NA)
+            return pd.array(self.typed(values, np.ndarray, "values"), dtype=dtype)
+        if tag == "pdext":
+            name, values = _fields(node, 2)
+            _need(type(name) is str and len(name) < 100, "pdext: bad dtype")
+            dtype = pd.api.types.pandas_dtype(name)
+            _need(isinstance(dtype, pd.api.extensions.ExtensionDtype), "pdext: not an extension")
+            return pd.array(self.typed(values, np.ndarray, "values"), dtype=dtype)
+        if tag in ("pdts", "pdtd"):
+            value, unit, *tz = _fields(node, 3 if tag == "pdts" else 2)
+            _need(unit in ("s", "ms", "us", "ns"), f"{tag}: bad unit")
+            (value,) = _ints(self.dec(value))
+            if tag == "pdtd":
+                return pd.Timedelta(np.timedelta64(value, unit))
+            stamp, zone = pd.Timestamp(np.datetime64(value, unit)), self.tz(tz[0])
+            return stamp if zone is None else stamp.tz_localize("UTC").tz_convert(zone)
+        _fields(node, 0)
+        return pd.NaT if tag == "pdnat" else pd.NA
+
+
+def _dec_global(d: _Decoder, node: list) -> object:
+    return d.resolver.lookup(*_fields(node, 2))
+
+
+def _dec_enum(d: _Decoder, node: list) -> object:
+    module, qualname, value = _fields(node, 3)
+    cls = d.lookup_class(module, qualname)
+    _need(isinstance(cls, enum.EnumMeta), f"{qualname} is not an enum")
+    return cls(d.dec(value))
+
+
+def _dec_namedtuple(d: _Decoder, node: list) -> object:
+    nid, module, qualname, *items = _fields(node, 3, at_least=True)
+    cls = d.lookup_class(module, qualname)
+    names = getattr(cls, "_fields", None)
+    _need(issubclass(cls, tuple) and type(names) is tuple and len(names) == len(items),
+          f"{qualname} is not a matching namedtuple")
+    return d.register(nid, cls._make([d.dec(item) for item in items]))
+
+
+def _dec_ddict(d: _Decoder, node: list) -> object:
+    nid, factory, *pairs = _fields(node, 2, at_least=True)
+    factory = d.dec(factory)
+    _need(factory is None or (isinstance(factory, type) and factory.__module__ == "builtins"),
+          "defaultdict: bad default_factory")
+    return d.fill(d.register(nid, collections.defaultdict(factory)), pairs)
+
+
+def _dec_deque(d: _Decoder, node: list) -> object:
+    nid, maxlen, *items = _fields(node, 2, at_least=True)
+    _need(maxlen is None or (type(maxlen) is int and maxlen >= 0), "deque: bad maxlen")
+    return d.fill(d.register(nid, collections.deque(maxlen=maxlen)), items, add=True)
+
+
+def _dec_cyc(d: _Decoder, node: list) -> object:
+    nid, *children = _fields(node, 1, at_least=True)
+    for child in children:
+        d.dec(child)
+    return d.ref(nid)
+
+
+def _dec_datetime(d: _Decoder, node: list) -> object:
+    *parts, fold, tz = _fields(node, 9)
+    return datetime.datetime(*_ints(*parts), tzinfo=d.tz(tz), fold=_ints(fold)[0])
+
+
+def _dec_time(d: _Decoder, node: list) -> object:
+    *parts, fold, tz = _fields(node, 6)
+    return datetime.time(*_ints(*parts), tzinfo=d.tz(tz), fold=_ints(fold)[0])
+
+
+def _dec_timezone(d: _Decoder, node: list) -> object:
+    offset, name = _fields(node, 2)
+    offset = d.typed(offset, datetime.timedelta, "offset")
+    _need(name is None or type(name) is str, "timezone: bad name")
+    return datetime.timezone(offset) if name is None else datetime.timezone(offset, name)
+
+
+def _dec_str_field(kind: object, check: object = None) -> object:
+    def decode(d: _Decoder, node: list) -> object:
+        (text,) = _fields(node, 1)
+        _need(type(text) is str and (check is None or check(text)), f"{node[0]}: bad field")
+        return kind(text)
+    return decode
+
+
+def _zoneinfo(key: str) -> object:
+    import zoneinfo  # stdlib; loaded only when a ZoneInfo arrives
+
+    return zoneinfo.ZoneInfo(key)
+
+
+def _dec_pattern(d: _Decoder, node: list) -> object:
+    pattern, flags = _fields(node, 2)
+    pattern = d.typed(pattern, (str, bytes), "pattern")
+    _need(type(flags) is int and not flags & ~_RE_FLAGS, "pattern: bad flags")
+    return re.compile(pattern, flags)
+
+
+def _dec_path(d: _Decoder, node: list) -> object:
+    kind, text = _fields(node, 2)
+    _need(kind in ("pure", "posix") and type(text) is str, "path: bad fields")
+    return (pathlib.PurePosixPath if kind == "pure" else pathlib.PosixPath)(text)
+
+
+_DECODERS = {
+    "int": _dec_str_field(lambda s: int(s, 16), _HEX_INT.fullmatch),
+    "float": _dec_str_field(float, {"nan", "inf", "-inf"}.__contains__),
+    "complex": lambda d, n: complex(*(d.typed(x, float, "complex part") for x in _fields(n, 2))),
+    "bytes": lambda d, n: _b64decode(_fields(n, 1)[0]),
+    "bytearray": lambda d, n: d.register(_fields(n, 2)[0], bytearray(_b64decode(n[2]))),
+    **dict.fromkeys(("list", "tuple", "frozenset", "set"), _Decoder.seq),
+    **dict.fromkeys(("dict", "odict", "counter"), _Decoder.mapping),
+    "ddict": _dec_ddict,
+    "deque": _dec_deque,
+    "ref": lambda d, n: d.ref(_fields(n, 1)[0]),
+    "cyc": _dec_cyc,
+    "range": lambda d, n: range(*_ints(*(d.dec(x) for x in _fields(n, 3)))),
+    "slice": lambda d, n: slice(*(d.dec(x) for x in _fields(n, 3))),
+    "ellipsis": lambda d, n: [_fields(n, 0), ...][1],
+    "date": lambda d, n: datetime.date(*_ints(*_fields(n, 3))),
+    "time": _dec_time,
+    "datetime": _dec_datetime,
+    "timedelta": lambda d, n: datetime.timedelta(*_ints(*_fields(n, 3))),
+    "timezone": _dec_timezone,
+    "zoneinfo": _dec_str_field(_zoneinfo),
+    "decimal": _dec_str_field(decimal.Decimal),
+    "fraction": lambda d, n: fractions.Fraction(*_ints(*(d.dec(x) for x in _fields(n, 2)))),
+    "uuid": _dec_str_field(lambda s: uuid.UUID(hex=s), lambda s: len(s) == 32),
+    "path": _dec_path,
+    "pattern": _dec_pattern,
+    "global": _dec_global,
+    "enum": _dec_enum,
+    "nt": _dec_namedtuple,
+    "obj": _Decoder.obj,
+    "nd": _Decoder.nd,
+    "ndo": _Decoder.ndo,
+    "npscalar": lambda d, n: _npscalar(d, *_fields(n, 2)),
+    "npdtype": lambda d, n: d.np_dtype(_fields(n, 1)[0], objects=True, sized=False),
+    **dict.fromkeys(("pdseries", "pdframe", "pdindex", "pdrange", "pdmulti", "pdcat", "pddtz",
+                     "pdstr", "pdext", "pdts", "pdtd", "pdnat", "pdna"), _Decoder.pd),
+}
+
+
+def _b64decode(text: object) -> bytes:
+    _need(type(text) is str, "bad base64 field")
+    return base64.b64decode(text, validate=True)
+
+
+def _npscalar(d: _Decoder, text: object, data: object) -> object:
+    dtype = d.np_dtype(text)
+    raw = _b64decode(data)
+    _need(len(raw) == dtype.itemsize, "npscalar: data does not match its dtype")
+    return d.resolver.module("numpy").frombuffer(raw, dtype=dtype)[0]
+
+
+def _decode_tree(node: object, resolver: Resolver) -> object:
+    try:
+        return _Decoder(resolver).dec(node)
+    except WireError:
+        raise
+    except Exception as error:  # a constructor refused the data (RecursionError included)
+        raise WireError(f"cannot rebuild value: {type(error).__name__}: {error}"[:300]) from None
+
+
+def _reject_constant(name: str) -> object:
+    raise WireError(f"non-standard JSON constant {name}")
+
+
+def loads(data: bytes, resolver: Resolver) -> object:
+    """Rebuild a value from `dumps` output; raises WireError (only) on anything malformed or
+    forbidden. Calls nothing but value constructors and what `resolver` allows."""
+    _need(isinstance(data, (bytes, bytearray, memoryview)), "data must be bytes")
+    try:
+        tree = json.loads(bytes(data).decode("utf-8"), parse_constant=_reject_constant)
+    except WireError:
+        raise
+    except Exception as error:  # not UTF-8, not JSON, too deep, int too long...
+        raise WireError(f"not a wire document: {type(error).__name__}") from None
+    _need(type(tree) is list and len(tree) == 3 and tree[:2] == [_MAGIC, _VERSION],
+          "not a knowbench-wire document")
+    return _decode_tree(tree[2], resolver)
+
+
+def _tree(value: object) -> object:
+    try:
+        return json.loads(dumps(value))[2]
+    except RecursionError:
+        raise Unencodable("nested too deeply") from None
+
+
+def _safe_str(value: object, limit: int = 10_000) -> str:
+    try:
+        text = str(value)
+    except Exception as error:
+        text = f"<unprintable {type(value).__name__}: {type(error).__name__}>"
+    return str.__str__(text)[:limit] if isinstance(text, str) else "<not a string>"
+
+
+def encode_exception(error: BaseException) -> dict:
+    """A JSON-able record of `error`: its type's MRO as [module, qualname] pairs, its args (each
+    ["v", tree] when encodable, else ["s", its str]), plain instance attributes that encode, and
+    str(error) (capped at 10,000 characters)."""
+    types_ = []
+    for cls in type(error).__mro__[:-1]:  # without object
+        module = cls.__module__
+        types_.append([module if type(module) is str else "?", cls.__qualname__])
+    args, state = [], {}
+    for arg in error.args if type(error.args) is tuple else ():
+        try:
+            args.append(["v", _tree(arg)])
+        except Unencodable:
+            args.append(["s", _safe_str(arg)])
+    for name, value in getattr(error, "__dict__", {}).items():
+        if _plain_name(name) and not name.startswith("knowbench"):
+            try:
+                state[name] = _tree(value)
+            except Unencodable:
+                pass
+    return {"types": types_, "args": args, "state": state, "str": _safe_str(error)}
+
+
+def decode_exception(data: dict, resolver: Resolver) -> BaseException:
+    """Rebuild the first resolvable class of the recorded MRO (so a candidate's
+    `class MyError(ValueError)` arrives as ValueError) without calling its __init__; falls back
+    to the next base when one cannot be instantiated. The rebuilt exception carries
+    `knowbench_type` (the original "module.qualname") and `knowbench_str` (the original str).
+    Raises WireError (only) when `data` is malformed."""
+    _need(type(data) is dict and set(data) == {"types", "args", "state", "str"},
+          "exception: bad record")
+    names, raw_args, raw_state, text = data["types"], data["args"], data["state"], data["str"]
+    _need(type(names) is list and 0 < len(names) <= 200 and all(
+        type(p) is list and len(p) == 2 and all(type(s) is str for s in p) for p in names),
+          "exception: bad types")
+    _need(type(raw_args) is list and all(type(a) is list and len(a) == 2 and a[0] in ("v", "s")
+                                         for a in raw_args), "exception: bad args")
+    _need(type(raw_state) is dict and all(map(_plain_name, raw_state)) and type(text) is str,
+          "exception: bad state")
+    args = []
+    for kind, payload in raw_args:
+        try:
+            args.append(_decode_tree(payload, resolver) if kind == "v" else str(payload))
+        except WireError as error:  # keep the exception: its message matters more than an arg
+            args.append(f"<undecodable argument: {error}>")
+    for module, qualname in names:
+        try:
+            cls = resolver.lookup(module, qualname)
+        except WireError:
+            continue
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            continue
+        try:
+            exc = BaseException.__new__(cls)
+        except TypeError:  # OSError and the like need their own (builtin) __new__
+            if cls.__module__ != "builtins":
+                continue
+            exc = cls.__new__(cls)
+        exc.args = tuple(args)
+        for name, node in raw_state.items():
+            if name != "args" and not name.startswith("knowbench"):
+                try:
+                    vars(exc)[name] = _decode_tree(node, resolver)
+                except WireError:
+                    pass
+        first = names[0]
+        exc.knowbench_type = first[1] if first[0] == "builtins" else ".".join(first)
+        exc.knowbench_str = text
+        return exc
+    raise WireError("exception: no resolvable type")
+
+
+def assign_in_place(original: object, new: object) -> bool:
+    """Make `original` equal `new` in place, keeping the identity of nested mutable objects
+    where the structures match; False (and `original` untouched) when it is immutable or of a
+    different type."""
+    return _Assigner().assign(original, new)
+
+
+class _Assigner:
+    def __init__(self) -> None:
+        self.mirror: dict[int, object] = {}  # id(new object) -> the original now mirroring it
+        self.paired: dict[int, int] = {}  # id(original) -> id(new object) it was given
+        self.keep: list[object] = []
+
+    def merged(self, old: object, new: object) -> object:
+        """What to store where `old` was and `new` is now: `old` updated when possible."""
+        if id(new) in self.mirror:
+            return self.mirror[id(new)]
+        return old if self.assign(old, new) else new
+
+    def assign(self, original: object, new: object) -> bool:
+        if original is new:
+            return True
+        if id(original) in self.paired:
+            return self.paired[id(original)] == id(new)
+        t = type(original)
+        if t is not type(new) or not self.mutable(original):
+            return False
+        np, pd = sys.modules.get("numpy"), sys.modules.get("pandas")
+        if np is not None and t is np.ndarray:
+            if original.shape != new.shape or original.dtype != new.dtype:
+                return False
+            if not original.flags.writeable:
+                return False
+        elif t is collections.deque and original.maxlen != new.maxlen:
+            return False
+        self.paired[id(original)], self.mirror[id(new)] = id(new), original
+        self.keep += [original, new]
+        if t in (list, collections.deque):
+            items = [self.merged(original[i], item) if i < len(original) else item
+                     for i, item in enumerate(new)]
+            original.clear()
+            original.extend(items)
+        elif t in (dict, collections.OrderedDict, collections.defaultdict, collections.Counter):
+            items = [(k, self.merged(original[k], v) if k in original else v)
+                     for k, v in new.items()]
+            if t is collections.defaultdict:
+                original.default_factory = new.default_factory
+            original.clear()
+            for key, value in items:
+                original[key] = value
+        elif t is set:
+            original.clear()
+            original.update(new)
+        elif t is bytearray:
+            original[:] = new
+        elif np is not None and t is np.ndarray:
+            original[...] = new
+        elif pd is not None and t in (pd.DataFrame, pd.Series):
+            original._update_inplace(new)
+            if t is pd.Series:
+                original.name = new.name
+        else:
+            self.assign_state(original, new)
+        return True
+
+    @staticmethod
+    def mutable(value: object) -> bool:
+        t = type(value)
+        if t in (list, dict, set, bytearray, collections.deque, collections.OrderedDict,
+                 collections.defaultdict, collections.Counter):
+            return True
+        np, pd = sys.modules.get("numpy"), sys.modules.get("pandas")
+        if np is not None and t is np.ndarray:
+            return True
+        if pd is not None and t in (pd.DataFrame, pd.Series):
+            return hasattr(value, "_update_inplace")
+        return not isinstance(value, (type, enum.Enum, tuple)) and _layout(t)[0] is None
+
+    def assign_state(self, original: object, new: object) -> None:
+        _, has_dict, slots = _layout(type(original))
+        if has_dict:
+            old_state = object.__getattribute__(original, "__dict__")
+            new_state = object.__getattribute__(new, "__dict__")
+            items = [(k, self.merged(old_state[k], v) if k in old_state else v)
+                     for k, v in new_state.items()]
+            old_state.clear()  # direct: frozen dataclasses and __setattr__ hooks are bypassed
+            old_state.update(items)
+        for descriptor in slots.values():
+            try:
+                value = descriptor.__get__(new, type(new))
+            except AttributeError:
+                try:
+                    descriptor.__delete__(original)
+                except AttributeError:
+                    pass
+                continue
+            try:
+                old = descriptor.__get__(original, type(original))
+            except AttributeError:
+                descriptor.__set__(original, value)
+            else:
+                descriptor.__set__(original, self.merged(old, value))

@@ -1,0 +1,270 @@
+"""Split execution: tests in a trusted process, the candidate's code in its own process.
+
+Every behaviour runs on the subprocess and the fork-server engines (the Ray engine hosts
+fork servers; the hostile suite covers it). Calls cross by value: return values,
+exceptions, printed text and changes to arguments and `self` come back; what cannot cross
+fails the test instead of passing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from textwrap import dedent
+
+import pytest
+
+from helpers import make_request
+from knowbench.execution.engine import Engine, SubprocessEngine
+from knowbench.execution.forkserver import ForkServerEngine
+from knowbench.execution.sandbox import Sandbox
+
+ADD = "def add(a, b):\n    return a + b\n"
+WRONG_ADD = "def add(a, b):\n    return a - b\n"
+CHECK_ADD = "def test_add():\n    assert add(2, 3) == 5\n\n\ndef test_add_zero():\n    assert add(1, 0) == 1\n"
+
+
+@pytest.fixture(scope="module", params=["subprocess", "forkserver"])
+def split_engine(request: pytest.FixtureRequest, best_sandbox: Sandbox) -> Iterator[Engine]:
+    engine: Engine
+    if request.param == "subprocess":
+        engine = SubprocessEngine(best_sandbox, workers=1)
+    else:
+        engine = ForkServerEngine(best_sandbox, workers=1, preload=["json", "unittest", "numpy"])
+    yield engine
+    engine.close()
+
+
+def run(engine: Engine, program: str, tests: str, entry_point: str = "add", **options: object):
+    return engine.execute(make_request(dedent(program), dedent(tests), entry_point,
+                                       isolation="split", **options))  # type: ignore[arg-type]
+
+
+def test_an_honest_sample_passes_and_a_wrong_one_fails(split_engine: Engine) -> None:
+    passing = run(split_engine, ADD, CHECK_ADD)
+    assert passing.status == "pass", passing.tests
+    assert passing.isolation == "split" and all(t.called for t in passing.tests)
+    failing = run(split_engine, WRONG_ADD, CHECK_ADD)
+    assert [t.status for t in failing.tests] == ["fail", "pass"]
+    assert failing.tests[0].called is True
+
+
+def test_the_tests_see_the_benchmark_program_not_the_candidates(split_engine: Engine) -> None:
+    # The candidate redefines a helper of the benchmark's program; the tests still use the
+    # benchmark's own helper, and only the target's calls reach the candidate.
+    trusted = "def helper():\n    return 1\n\n\ndef add(a, b):\n    raise NotImplementedError\n"
+    program = "def helper():\n    return 100\n\n\ndef add(a, b):\n    return a + b + helper()\n"
+    tests = "def test_helper():\n    assert helper() == 1\n\n\ndef test_add():\n    assert add(1, 1) == 102\n"
+    result = run(split_engine, program, tests, trusted_program=trusted)
+    assert result.status == "pass", result.tests
+
+
+def test_a_method_changes_self_by_value(split_engine: Engine) -> None:
+    trusted = dedent("""
+        class Counter:
+            def __init__(self):
+                self.count = 0
+                self.history = []
+
+            def bump(self, by):
+                raise NotImplementedError
+    """)
+    program = trusted.replace("raise NotImplementedError",
+                              "self.count += by\n        self.history.append(by)\n        return self.count")
+    tests = """
+        def test_bump():
+            counter = Counter()
+            history = counter.history
+            assert counter.bump(2) == 2
+            assert counter.bump(3) == 5
+            assert counter.count == 5 and counter.history == [2, 3]
+            assert counter.history is history  # changed in place, as in one process
+    """
+    result = run(split_engine, program, tests, "Counter.bump", trusted_program=trusted)
+    assert result.status == "pass", result.tests[0].message
+    assert result.tests[0].called is True
+
+
+def test_arguments_changed_in_place_come_back(split_engine: Engine) -> None:
+    program = "def add(items, value):\n    items.append(value)\n    items.sort()\n"
+    tests = """
+        def test_in_place():
+            items = [3, 1]
+            assert add(items, 2) is None
+            assert items == [1, 2, 3]
+    """
+    result = run(split_engine, program, tests)
+    assert result.status == "pass", result.tests[0].message
+
+
+def test_exceptions_cross_as_the_nearest_class_the_tests_know(split_engine: Engine) -> None:
+    program = """
+        class Mine(ValueError):
+            pass
+
+
+        def add(a, b):
+            if a < 0:
+                raise Mine("negative input")
+            return a + b
+    """
+    tests = """
+        import pytest
+
+
+        def test_raises():
+            with pytest.raises(ValueError, match="negative"):
+                add(-1, 2)
+    """
+    result = run(split_engine, program, tests, preload=["pytest"])
+    assert result.status == "pass", result.tests[0].message
+
+
+def test_a_failure_shows_the_candidates_frames(split_engine: Engine) -> None:
+    program = "def add(a, b):\n    return helper(a)\n\n\ndef helper(a):\n    return a / 0\n"
+    result = run(split_engine, program, CHECK_ADD)
+    message = result.tests[0].message
+    assert result.tests[0].status == "error"
+    assert 'File "solution.py", line 6, in helper' in message and "ZeroDivisionError" in message
+
+
+def test_what_cannot_cross_fails_even_when_the_test_catches_everything(split_engine: Engine) -> None:
+    program = "def add(a, b):\n    yield a + b\n"
+    tests = """
+        def test_caught():
+            try:
+                add(1, 2)
+            except Exception:
+                pass
+    """
+    result = run(split_engine, program, tests)
+    assert result.tests[0].status == "error"
+    assert result.tests[0].reason == "cannot-cross", result.tests[0]
+    assert "generator" in result.tests[0].message
+
+
+def test_a_candidate_that_exits_fails_every_later_test(split_engine: Engine) -> None:
+    program = "import os\n\n\ndef add(a, b):\n    os._exit(0)\n"
+    result = run(split_engine, program, CHECK_ADD)
+    assert [t.status for t in result.tests] == ["error", "error"]
+    assert {t.reason for t in result.tests} == {"candidate-died"}
+
+
+def test_a_program_that_fails_to_load_fails_every_test(split_engine: Engine) -> None:
+    result = run(split_engine, "import no_such_module_here\n" + ADD, CHECK_ADD)
+    assert [t.status for t in result.tests] == ["error", "error"]
+    assert "the program failed to load" in result.tests[0].message
+    assert "ModuleNotFoundError" in result.tests[0].message
+
+
+def test_printed_text_reaches_capsys(split_engine: Engine) -> None:
+    program = "def add(a, b):\n    print('adding', a, b)\n    return a + b\n"
+    tests = """
+        def test_prints(capsys):
+            assert add(1, 2) == 3
+            assert capsys.readouterr().out == "adding 1 2\\n"
+    """
+    result = run(split_engine, program, tests)
+    assert result.status == "pass", result.tests[0].message
+
+
+def test_files_the_candidate_writes_are_visible_to_the_tests(split_engine: Engine) -> None:
+    program = "def add(path, text):\n    with open(path, 'w') as handle:\n        handle.write(text)\n"
+    tests = """
+        def test_file(tmp_path):
+            target = tmp_path / "out.txt"
+            add(str(target), "hello")
+            assert target.read_text() == "hello"
+    """
+    result = run(split_engine, program, tests)
+    assert result.status == "pass", result.tests[0].message
+
+
+def test_the_candidate_cannot_plant_links_for_the_tests(split_engine: Engine) -> None:
+    program = """
+        import os
+
+
+        def add(path, target):
+            os.symlink(target, path)
+    """
+    tests = """
+        def test_link(tmp_path):
+            secret = tmp_path / "expected.txt"
+            secret.write_text("42")
+            out = tmp_path / "out.txt"
+            add(str(out), str(secret))
+            assert out.read_text() == "42"
+    """
+    result = run(split_engine, program, tests)
+    assert result.tests[0].status == "error"
+    assert "PermissionError" in result.tests[0].message
+
+
+def test_async_targets_are_awaited(split_engine: Engine) -> None:
+    trusted = "async def add(a, b):\n    raise NotImplementedError\n"
+    program = "import asyncio\n\n\nasync def add(a, b):\n    await asyncio.sleep(0)\n    return a + b\n"
+    tests = """
+        import asyncio
+
+
+        def test_async():
+            assert asyncio.run(add(2, 2)) == 4
+    """
+    result = run(split_engine, program, tests, trusted_program=trusted)
+    assert result.status == "pass", result.tests[0].message
+
+
+def test_numpy_arrays_cross_by_value(split_engine: Engine) -> None:
+    program = """
+        import numpy as np
+
+
+        def add(a, b):
+            a += 1
+            return np.asarray(a) + b
+    """
+    tests = """
+        import numpy as np
+
+
+        def test_arrays():
+            a = np.arange(4.0)
+            out = add(a, np.ones(4))
+            assert out.dtype == np.float64 and out.tolist() == [2.0, 3.0, 4.0, 5.0]
+            assert a.tolist() == [1.0, 2.0, 3.0, 4.0]  # changed in place by the candidate
+    """
+    result = run(split_engine, program, tests, preload=["numpy"])
+    assert result.status == "pass", result.tests[0].message
+
+
+def test_the_candidate_never_holds_the_tests(split_engine: Engine) -> None:
+    # The expected value exists only in the tests; a candidate that searches its whole
+    # process for it must come up empty in split mode.
+    program = """
+        import gc
+
+
+        def add(a, b):
+            for obj in gc.get_objects():
+                if isinstance(obj, dict):
+                    for value in obj.values():
+                        if isinstance(value, str) and "KB-SECRET-" in value:
+                            return int(value.rsplit("-", 1)[1])
+            return -1
+    """
+    tests = """
+        EXPECTED = "KB-SECRET-" + "7331"
+
+
+        def test_secret():
+            assert add(1, 2) == 7331
+    """
+    result = run(split_engine, program, tests)
+    assert result.tests[0].status == "fail"
+
+
+def test_a_mock_cannot_come_back_as_a_passing_answer(split_engine: Engine) -> None:
+    program = "from unittest import mock\n\n\ndef add(a, b):\n    return mock.ANY\n"
+    result = run(split_engine, program, CHECK_ADD, preload=["unittest"])
+    assert all(t.status != "pass" for t in result.tests)
+    assert {t.reason for t in result.tests} == {"cannot-cross"}

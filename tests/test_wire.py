@@ -1,0 +1,644 @@
+"""The split-execution value codec (`knowbench_wire`): round trips, identity, refusals, the
+resolver's security rules, decoder hardening, exceptions and in-place assignment."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime
+import decimal
+import enum
+import fractions
+import importlib
+import io
+import json
+import pathlib
+import re
+import socket
+import subprocess
+import sys
+import threading
+import types
+import typing
+import unittest.mock
+import uuid
+import zoneinfo
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from knowbench.execution.sandbox import RUNNER_DIR
+
+sys.path.insert(0, str(Path(RUNNER_DIR)))
+wire = importlib.import_module("knowbench_wire")
+
+ME = __name__  # this module plays the program module ("solution")
+R = wire.Resolver({"numpy", "pandas"}, program_module=ME)
+
+
+def rt(value: object, resolver: object = R) -> object:
+    return wire.loads(wire.dumps(value), resolver)
+
+
+def doc(root: object) -> bytes:
+    return json.dumps(["knowbench-wire", 1, root]).encode()
+
+
+# ---- program classes (module level, so they are found by name) ----
+class Plain:
+    def __init__(self, a: object, b: object = None) -> None:
+        self.a, self.b = a, b
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Plain and (self.a, self.b) == (other.a, other.b)
+
+    __hash__ = object.__hash__
+
+    def method(self) -> object:
+        return self.a
+
+    def __repr__(self) -> str:
+        return f"Plain({self.a!r}, {self.b!r})" if self.b is not self else f"Plain({self.a!r}, self)"
+
+
+class Slotted:
+    __slots__ = ("__hidden", "x", "y")
+
+    def __init__(self, x: object) -> None:
+        self.x, self.__hidden = x, -x
+
+    def __repr__(self) -> str:
+        return f"Slotted({self.x!r}, {getattr(self, 'y', None)!r})"
+
+
+class Mixed(Slotted):
+    pass  # slots from the base, plus a __dict__
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FrozenPoint:
+    x: int
+    y: int
+
+
+class Outer:
+    class Inner:
+        pass
+
+
+class Color(enum.Enum):
+    RED = 1
+    BLUE = "b"
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+
+
+class Perm(enum.Flag):
+    R = 1
+    W = 2
+
+
+Pair = collections.namedtuple("Pair", "left right")
+
+
+class Typed(typing.NamedTuple):
+    name: str
+    size: int = 0
+
+
+class Reducer:
+    def __reduce__(self) -> tuple:
+        return (print, ("pwned",))
+
+
+class NewOwn:
+    def __new__(cls) -> NewOwn:
+        return super().__new__(cls)
+
+
+class MyError(ValueError):
+    def __init__(self, code: int) -> None:  # must not run on the receiving side
+        super().__init__(f"code {code}")
+        self.code = code
+
+
+def helper(x: int) -> int:
+    return x
+
+
+# ---- round trips ----
+ZONE = zoneinfo.ZoneInfo("Europe/Paris")
+SCALARS = [
+    None, True, False, 0, -1, 2**53 - 1, 2**53, -(2**200), 10**5000, 1.5, -0.0, 0.0, 1e308, 5e-324,
+    float("inf"), float("-inf"), float("nan"), complex(1, -0.0), complex("nan+infj"), "",
+    "héllo ☃", "\udc80 lone", "\x00", b"", b"\x00\xff", bytearray(b"ab"), ..., range(3),
+    range(-5, 10**30, 7), slice(1, None, -1), slice("a", 2.5),
+    datetime.date(2024, 2, 29), datetime.time(23, 59, 59, 999999),
+    datetime.time(1, 2, tzinfo=datetime.timezone(datetime.timedelta(hours=-3), "X")),
+    datetime.datetime(2020, 1, 2, 3, 4, 5, 6), datetime.datetime(2021, 10, 31, 2, 30, fold=1,
+                                                                tzinfo=ZONE),
+    datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC),
+    datetime.timedelta(days=-1, seconds=5, microseconds=3), datetime.UTC, ZONE,
+    decimal.Decimal("-0.00"), decimal.Decimal("NaN"), decimal.Decimal("-Infinity"),
+    decimal.Decimal("1.10"), fractions.Fraction(-3, 7), uuid.UUID(int=12345),
+    pathlib.PurePosixPath("/a/b"), pathlib.Path("rel/x"), re.compile("a+b", re.I | re.M),
+    re.compile(b"\\d"), len, sorted, int, object, str.lower, np.add, np.sum, helper, Plain,
+    Outer.Inner, Plain.method, Color.RED, Color.BLUE, Level.LOW, Perm.R | Perm.W,
+]
+CONTAINERS = [
+    [], [1, [2, [3]]], (), (1, "a", (2.5,)), {}, {"b": 1, "a": 2, 3: [4], (1, 2): None,
+                                               frozenset({1}): "f", None: 0},
+    {1, 2, "x"}, frozenset({(1, 2)}), collections.OrderedDict([("z", 1), ("a", 2)]),
+    collections.defaultdict(list, {1: [2]}), collections.defaultdict(None),
+    collections.deque([1, 2], maxlen=3), collections.deque("ab"), collections.Counter("hello"),
+    Pair(1, [2]), Typed("n"), [Plain(1, {"k": Plain(2)}), Point(1, 2), FrozenPoint(3, 4)],
+]
+
+
+@pytest.mark.parametrize("value", SCALARS + CONTAINERS, ids=lambda v: type(v).__name__)
+def test_round_trip_is_exact(value: object) -> None:
+    out = rt(value)
+    assert type(out) is type(value)
+    if type(value) is int:
+        assert out == value
+        return
+    assert repr(out) == repr(value)  # exact: -0.0, nan, key order, maxlen, tz, flags...
+    if "nan" not in repr(value).lower():
+        assert out == value
+
+
+def test_wire_is_ascii_json_and_big_ints_are_hex() -> None:
+    data = wire.dumps([10**5000, float("nan"), "\udc80"])
+    assert data.isascii()
+    tree = json.loads(data)
+    assert tree[:2] == ["knowbench-wire", 1] and tree[2][2][0] == "int"
+
+
+def test_objects_keep_state_slots_and_skip_init() -> None:
+    s = Slotted(3)
+    out = rt(s)
+    assert type(out) is Slotted and out.x == 3 and out._Slotted__hidden == -3
+    assert not hasattr(out, "y")  # an unset slot stays unset
+    m = Mixed(1)
+    m.extra = [1]
+    assert vars(rt(m)) == {"extra": [1]} and rt(m).x == 1
+    assert rt(FrozenPoint(1, 2)) == FrozenPoint(1, 2)
+    assert type(rt(object())) is object
+
+
+def test_shared_references_and_cycles() -> None:
+    inner = [1]
+    out = rt([inner, inner, (inner,)])
+    assert out[0] is out[1] is out[2][0]
+    loop: list = [1]
+    loop.append(loop)
+    out = rt(loop)
+    assert out[1] is out
+    d: dict = {}
+    d["self"] = d
+    assert rt(d)["self"] is not d and rt(d)["self"]["self"] is not None
+    t: tuple = ([],)
+    t[0].append(t)  # a cycle through an immutable tuple
+    out = rt(t)
+    assert out[0][0] is out
+    a, b = Plain(1), Plain(2)
+    a.b, b.b = b, a
+    out = rt(a)
+    assert out.b.b is out
+    s: set = set()
+    holder = Plain(s)
+    s.add(holder)
+    out = rt(s)
+    assert next(iter(out)).a is out
+    arr = np.arange(3)
+    out = rt({"x": arr, "y": arr})
+    assert out["x"] is out["y"]
+
+
+def _local_class() -> type:
+    class Local:
+        pass
+    return Local
+
+
+def _gen() -> typing.Iterator[int]:
+    yield 1
+
+
+class SubArray(np.ndarray):
+    pass
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: [1, {"cache": _gen()}], "argument 1 -> [1] -> ['cache']: a generator cannot cross"),
+    (lambda: lambda: 1, "lambda"),
+    (lambda: _local_class()(), "<locals>"),
+    (_local_class, "<locals>"),
+    (Reducer, "__reduce__"),
+    (NewOwn, "__new__"),
+    (lambda: ValueError("x"), "cannot cross"),
+    (threading.Lock, "lock cannot cross"),
+    (lambda: sys, "module cannot cross"),
+    (sys._getframe, "frame cannot cross"),
+    (io.StringIO, "StringIO cannot cross"),
+    (lambda: socket.socket().close, "method cannot cross"),
+    (lambda: Plain.__eq__, "cannot be found by name"),
+    (lambda: dict.fromkeys, "builtin_function_or_method cannot cross"),
+    (lambda: types.SimpleNamespace(a=1), "cannot cross"),
+    (lambda: np.zeros(2).view(SubArray), "ndarray subclass"),
+    (lambda: np.zeros(2, dtype=[("a", "i4")]), "simple dtype"),
+    (lambda: [].append, "builtin_function_or_method cannot cross"),
+    (lambda: collections.defaultdict(lambda: 0), "default_factory"),
+    (lambda: {"k": {1: Plain(1, {2: _gen()})}}, "argument 1 -> ['k'] -> [1] -> .b -> [2]"),
+    (lambda: pd.DataFrame({"p": pd.period_range("2020", periods=2)}), "[column 'p']"),
+])
+def test_unencodable_values_name_their_path(make: typing.Callable[[], object],
+                                            message: str) -> None:
+    with pytest.raises(wire.Unencodable) as caught:
+        wire.dumps(make(), "argument 1")
+    assert message in str(caught.value)
+    assert str(caught.value).startswith("argument 1")
+
+
+def test_too_deep_values_are_unencodable() -> None:
+    deep: list = []
+    for _ in range(wire.MAX_DEPTH + 5):
+        deep = [deep]
+    with pytest.raises(wire.Unencodable, match="nested deeper"):
+        wire.dumps(deep)
+
+
+# ---- numpy and pandas ----
+ARRAYS = [
+    np.arange(12, dtype=np.int64).reshape(3, 4), np.array(3.5), np.zeros((0, 3)),
+    np.array([True, False]), np.array([1, -2], dtype=np.int8), np.array([2**64 - 1], np.uint64),
+    np.array([np.nan, -0.0, np.inf], np.float16), np.array([1 + 2j], np.complex128),
+    np.array([1, 2], dtype=">i4"), np.array(["ab", "ç"]), np.array([b"x", b"yz"]),
+    np.array(["2020-01-01", "NaT"], dtype="M8[ns]"), np.array([5], dtype="m8[s]"),
+    np.arange(24).reshape(2, 3, 4).transpose(2, 0, 1), np.asfortranarray(np.ones((2, 3))),
+    np.arange(10)[::3],
+]
+
+
+@pytest.mark.parametrize("array", ARRAYS, ids=lambda a: f"{a.dtype}{a.shape}")
+def test_ndarray_round_trip_is_bitwise(array: np.ndarray) -> None:
+    out = rt(array)
+    assert type(out) is np.ndarray and out.dtype == array.dtype and out.shape == array.shape
+    assert out.tobytes() == array.tobytes() and out.flags.writeable
+
+
+def test_object_arrays_scalars_and_dtypes() -> None:
+    objs = np.empty((2, 2), dtype=object)
+    objs[0, 0], objs[0, 1], objs[1, 0], objs[1, 1] = [1, 2], "s", None, np.arange(2)
+    out = rt(objs)
+    assert out.shape == (2, 2) and out[0, 0] == [1, 2] and out[1, 0] is None
+    assert type(out[1, 1]) is np.ndarray
+    zero_d = np.empty((), dtype=object)
+    zero_d[()] = [1]
+    assert rt(zero_d)[()] == [1]
+    for scalar in (np.float32(1.5), np.int8(-3), np.bool_(True), np.str_("ab"),
+                   np.datetime64("2020-01-01T10", "h"), np.timedelta64(3, "D"), np.uint64(7)):
+        out = rt(scalar)
+        assert type(out) is type(scalar) and out == scalar and out.dtype == scalar.dtype
+    for dtype in (np.dtype("f8"), np.dtype(object), np.dtype("<M8[ns]"), np.dtype("U")):
+        assert rt(dtype) == dtype
+
+
+def _frames() -> list[pd.DataFrame]:
+    idx = pd.MultiIndex.from_tuples([("a", 1), ("b", 2), ("b", 3)], names=["k", "n"])
+    return [
+        pd.DataFrame({"i": [1, 2, 3], "f": [1.5, np.nan, -0.0], "s": ["x", "y", None],
+                      "o": [1, "a", [2]], "b": [True, False, True]}),
+        pd.DataFrame({"cat": pd.Categorical(["u", "v", "u"], categories=["v", "u"], ordered=True),
+                      "dt": pd.date_range("2020", periods=3),
+                      "tz": pd.date_range("2020-03-29", periods=3, freq="h", tz="Europe/Paris"),
+                      "utc": pd.date_range("2020", periods=3, tz="UTC"),
+                      "fixed": pd.date_range("2020", periods=3, tz=datetime.timezone(
+                          datetime.timedelta(hours=5))),
+                      "td": pd.to_timedelta([1, 2, 3], unit="s")}, index=idx),
+        pd.DataFrame({"I": pd.array([1, None, 3], dtype="Int64"),
+                      "B": pd.array([True, None, False], dtype="boolean"),
+                      "S": pd.array(["p", None, "q"], dtype="string"),
+                      "F": pd.array([0.5, None, 1.0], dtype="Float64"),
+                      "U8": pd.array([1, 2, None], dtype="UInt8")},
+                     index=pd.RangeIndex(5, 11, 2, name="r")),
+        pd.DataFrame([[1, 2], [3, 4]], columns=["a", "a"], index=pd.Index(["x", "y"], name="i")),
+        pd.DataFrame([[1, 2]], columns=pd.MultiIndex.from_tuples([("a", "x"), ("a", "y")])),
+        pd.DataFrame(), pd.DataFrame(index=pd.Index([1, 2], name="only")),
+        pd.DataFrame({"x": [1.0, 2.0]}, index=pd.date_range("2021", periods=2, freq="D")),
+        pd.DataFrame({0: [1], 1.5: [2]}),
+        pd.DataFrame({"objstr": pd.Series(["a", "b"], dtype=object), "none": [None, None]}),
+    ]
+
+
+@pytest.mark.parametrize("frame", _frames(), ids=range(len(_frames())))
+def test_dataframe_round_trip(frame: pd.DataFrame) -> None:
+    out = rt(frame)
+    pd.testing.assert_frame_equal(out, frame, check_exact=True, check_index_type=True,
+                                  check_column_type=True, check_freq=True)
+    assert list(out.dtypes) == list(frame.dtypes) and type(out.index) is type(frame.index)
+
+
+@pytest.mark.parametrize("series", [
+    pd.Series([1, 2], name="n"), pd.Series(["a", None], index=["x", "y"], name=("t", 1)),
+    pd.Series([1.5], index=pd.date_range("2020", periods=1, tz="Asia/Tokyo")),
+    pd.Series(pd.Categorical(["a", "b"])), pd.Series([{"k": 1}, (1,)]),
+    pd.Series([], dtype="float32"), pd.Series(pd.array([None, 1], dtype="Int64"), name=None),
+    pd.Series([1, 2], index=pd.timedelta_range("1s", periods=2, freq="s")),
+], ids=range(8))
+def test_series_round_trip(series: pd.Series) -> None:
+    pd.testing.assert_series_equal(rt(series), series, check_exact=True, check_index_type=True,
+                                   check_freq=True)
+
+
+@pytest.mark.parametrize("value", [
+    pd.Timestamp("2020-01-01 10:00:00.123456789"), pd.Timestamp("2020-06-01", tz="Europe/Paris"),
+    pd.Timestamp("1500-01-01").as_unit("s"), pd.Timedelta("1 days 2 ns"),
+    pd.Timedelta(3, unit="s").as_unit("s"), pd.Index([1, 2], name="i"), pd.RangeIndex(3),
+    pd.CategoricalIndex(["a", "b"]),
+])
+def test_pandas_scalars_and_indexes(value: object) -> None:
+    out = rt(value)
+    assert type(out) is type(value) and repr(out) == repr(value)
+    assert rt(pd.NaT) is pd.NaT and rt(pd.NA) is pd.NA
+
+
+def test_shared_frame_stays_shared() -> None:
+    frame = pd.DataFrame({"a": [1]})
+    out = rt([frame, frame])
+    assert out[0] is out[1]
+
+
+# ---- resolver: the security boundary ----
+def test_resolver_allows_builtins_program_and_allowed_packages() -> None:
+    assert R.lookup("builtins", "len") is len
+    assert R.lookup(ME, "Outer.Inner") is Outer.Inner
+    assert R.lookup("numpy.linalg", "LinAlgError") is np.linalg.LinAlgError
+    assert R.lookup("pandas", "DataFrame") is pd.DataFrame
+    with pytest.raises(wire.WireError):
+        wire.Resolver().lookup("numpy", "ndarray")  # numpy not allowed
+    with pytest.raises(wire.WireError):
+        wire.Resolver().lookup(ME, "Plain")  # program module is "solution" by default
+
+
+@pytest.mark.parametrize(("module", "qualname"), [
+    ("unittest.mock", "ANY"), ("unittest.mock", "MagicMock"), ("unittest", "TestCase"),
+    ("pytest", "approx"), ("_pytest.python_api", "ApproxScalar"), ("doctest", "DocTestRunner"),
+    ("numpy.testing", "assert_equal"), ("pandas.testing", "assert_frame_equal"),
+    ("pandas._testing", "assert_frame_equal"), ("knowbench.execution.sandbox", "Sandbox"),
+    ("knowbench_wire", "Resolver"), ("hypothesis", "given"),
+])
+def test_testing_frameworks_are_never_resolvable(module: str, qualname: str) -> None:
+    top = module.partition(".")[0]
+    allowing_everything = wire.Resolver({top, "numpy", "pandas"}, program_module=module)
+    with pytest.raises(wire.WireError):
+        allowing_everything.lookup(module, qualname)
+
+
+def test_reexports_through_an_allowed_module_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = types.ModuleType("kbw_reexport")
+    fake.ANY, fake.MagicMock, fake.approx = unittest.mock.ANY, unittest.mock.MagicMock, pytest.approx
+    fake.system, fake.pi, fake.np = __import__("os").system, 3.14, np
+    monkeypatch.setitem(sys.modules, "kbw_reexport", fake)
+    resolver = wire.Resolver({"kbw_reexport"})
+    for name in ("ANY", "MagicMock", "approx", "system", "pi", "np", "np.testing.assert_equal"):
+        with pytest.raises(wire.WireError):
+            resolver.lookup("kbw_reexport", name)
+
+
+@pytest.mark.parametrize(("module", "qualname"), [
+    ("builtins", "__import__"), ("builtins", "object.__subclasses__"), ("builtins", "eval"),
+    ("builtins", "exec"), ("builtins", "open"), ("builtins", "setattr"), ("builtins", "nope"),
+    (ME, "_local_class.<locals>.Local"), (ME, "Plain.__init__.__globals__"), (ME, "np.save"),
+    (ME, "ME"), ("numpy", "testing.assert_equal"), ("numpy", "pi"), ("os", "system"),
+    ("builtins", ""), ("builtins", "len."), (1, "len"), ("builtins", ["len"]),
+])
+def test_resolver_refuses(module: object, qualname: object) -> None:
+    with pytest.raises(wire.WireError):
+        R.lookup(module, qualname)
+
+
+def test_resolver_never_imports_unless_asked(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "kbw_lazy_mod.py").write_text("class Thing:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "kbw_lazy_mod", raising=False)
+    with pytest.raises(wire.WireError, match="not loaded"):
+        wire.Resolver({"kbw_lazy_mod"}).lookup("kbw_lazy_mod", "Thing")
+    assert "kbw_lazy_mod" not in sys.modules
+    thing = wire.Resolver({"kbw_lazy_mod"}, import_missing=True).lookup("kbw_lazy_mod", "Thing")
+    assert thing.__name__ == "Thing"
+    monkeypatch.delitem(sys.modules, "kbw_lazy_mod")
+    with pytest.raises(wire.WireError):  # imports only what it is allowed to name
+        wire.Resolver(import_missing=True).lookup("kbw_lazy_mod", "Thing")
+    assert "kbw_lazy_mod" not in sys.modules
+
+
+@pytest.mark.parametrize("root", [
+    ["global", "unittest.mock", "ANY"], ["global", "unittest.mock", "MagicMock"],
+    ["obj", 0, "unittest.mock", "MagicMock", 0], ["global", "pytest", "approx"],
+    ["obj", 0, "_pytest.python_api", "ApproxScalar", 2, "expected", 1, "abs", ["float", "inf"]],
+    ["global", "os", "system"], ["global", "builtins", "eval"], ["global", "posix", "system"],
+    ["enum", "unittest.mock", "ANY", 1], ["nt", 0, "unittest.mock", "call", 1],
+    ["obj", 0, ME, "Reducer", 0], ["obj", 0, ME, "NewOwn", 0], ["obj", 0, "builtins", "dict", 0],
+    ["obj", 0, ME, "Plain", 1, "__class__", ["global", ME, "Point"]],
+    ["obj", 0, ME, "Slotted", 0, "not_a_slot", 1], ["enum", ME, "Plain", 1],
+    ["nt", 0, ME, "Pair", 1], ["nt", 0, "builtins", "tuple", 1],
+    ["ddict", 0, ["global", ME, "helper"]], ["global", ME, "Plain.__eq__.__globals__"],
+])
+def test_forged_documents_are_refused(root: object) -> None:
+    with pytest.raises(wire.WireError):
+        wire.loads(doc(root), R)
+
+
+# ---- decoder hardening ----
+def _nested(levels: int) -> object:
+    node: object = 1
+    for i in range(levels):
+        node = ["list", levels - 1 - i, node]
+    return node
+
+
+@pytest.mark.parametrize("data", [
+    doc(_nested(500)), b"[" * 100_000 + b"]" * 100_000, doc(["nope"]), doc(["list"]),
+    doc(["tuple", "x"]), doc(["ref", 0]), doc(["list", 0, ["ref", 1]]), doc(["list", 5]),
+    doc(["ref", True]), doc(["int", "xyz"]), doc(["int", 5]), doc(["float", "1.0"]),
+    doc(["bytes", "!!!"]), doc(["bytes"]), doc(["range", 0, 1, 0]), doc(["range", 0, 1.5, 1]),
+    doc(["fraction", 1, 0]), doc(["deque", 0, -1]), doc(["dict", 0, 1]),
+    doc(["dict", 0, ["list", 1], 2]), doc(["date", 2020, 13, 1]), doc(["date", True, 1, 1]),
+    doc(["zoneinfo", "../../etc/passwd"]), doc(["pattern", "a", 128]), doc(["pattern", "(", 0]),
+    doc(["nd", 0, "<f8", [-1], ""]), doc(["nd", 0, "<f8", [2**62, 2**62], ""]),
+    doc(["nd", 0, "<f8", [3], "AAAA"]), doc(["nd", 0, "|O", [1], ""]),
+    doc(["nd", 0, "V8", [1], "AAAAAAAAAAA="]), doc(["nd", 0, "<f8", [1] * 40, "AAAAAAAAAAA="]),
+    doc(["ndo", 0, [3], 1, 2]), doc(["ndo", 0, [-1]]), doc(["npscalar", "<f8", "AAAA"]),
+    doc(["npdtype", "[('a', 'O')]"]), doc(["pdseries", 0, 1, 2, 3]),
+    doc(["pdframe", 0, ["pdrange", 0, 2, 1, None], ["pdrange", 0, 1, 1, None],
+         ["nd", 1, "<i8", [1], "AAAAAAAAAAA="]]),
+    doc(["pdext", "object", ["ndo", 0, [0]]]), doc(["pdts", 0, "fortnight", None]),
+    doc(["cyc", 0]), doc(["obj", 0, ME, "Plain", 5, "a", 1]),
+    json.dumps({"knowbench-wire": 1}).encode(), json.dumps(["knowbench-wire", 2, 1]).encode(),
+    doc({"a": 1}), doc(["list", 0, {"a": 1}]), b"\xff\xfe", b"", b"nul", b'["knowbench-wire", 1, NaN]',
+    b'["knowbench-wire", 1, ' + b"1" * 5000 + b"]", "text".encode("utf-16"), doc([]), doc([1, 2]),
+])
+def test_malformed_documents_raise_wire_error_only(data: bytes) -> None:
+    with pytest.raises(wire.WireError):
+        wire.loads(data, R)
+
+
+def test_loads_refuses_non_bytes_and_depth_at_the_limit() -> None:
+    for data in ("not bytes", 10**12, None):
+        with pytest.raises(wire.WireError):
+            wire.loads(data, R)
+    assert wire.loads(doc(_nested(wire.MAX_DEPTH - 1)), R) is not None
+
+
+# ---- exceptions ----
+def test_exception_arrives_as_first_resolvable_type_without_init() -> None:
+    record = json.loads(json.dumps(wire.encode_exception(MyError(7))))
+    plain = wire.decode_exception(record, wire.Resolver())
+    assert type(plain) is ValueError and plain.args == ("code 7",)
+    assert plain.knowbench_type == f"{ME}.MyError" and plain.knowbench_str == "code 7"
+    assert plain.code == 7  # encodable instance attributes travel
+    mine = wire.decode_exception(record, R)
+    assert type(mine) is MyError and str(mine) == "code 7"
+
+
+@pytest.mark.parametrize("error", [
+    KeyError("k"), FileNotFoundError(2, "missing"), ZeroDivisionError(), StopIteration(5),
+    TypeError(b"\x00", [1], None), UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad"),
+])
+def test_builtin_exceptions_round_trip(error: BaseException) -> None:
+    out = wire.decode_exception(wire.encode_exception(error), wire.Resolver())
+    assert type(out) is type(error) and out.args == error.args
+
+
+def test_exception_args_that_cannot_cross_become_text() -> None:
+    out = wire.decode_exception(wire.encode_exception(ValueError(_gen(), 1)), wire.Resolver())
+    assert out.args[0].startswith("<generator object") and out.args[1] == 1
+
+
+def test_forged_exception_types_fall_back_to_builtins() -> None:
+    skip = {"types": [["unittest.case", "SkipTest"], ["builtins", "Exception"],
+                      ["builtins", "BaseException"]], "args": [["s", "x"]], "state": {}, "str": "x"}
+    assert type(wire.decode_exception(skip, R)) is Exception
+    skipped = wire.encode_exception(pytest.skip.Exception("nope"))
+    assert type(wire.decode_exception(skipped, R)) is BaseException
+    forged = dict(skip, types=[["os", "system"], ["builtins", "len"], ["builtins", "OSError"]])
+    assert type(wire.decode_exception(forged, R)) is OSError
+
+
+@pytest.mark.parametrize("record", [
+    None, {}, {"types": [], "args": [], "state": {}, "str": ""},
+    {"types": [["unittest", "SkipTest"]], "args": [], "state": {}, "str": ""},
+    {"types": [["builtins", "ValueError"]], "args": [["x", 1]], "state": {}, "str": ""},
+    {"types": [["builtins", "ValueError"]], "args": [], "state": {"__class__": 1}, "str": ""},
+    {"types": [["builtins", 1]], "args": [], "state": {}, "str": ""},
+])
+def test_malformed_exception_records(record: object) -> None:
+    with pytest.raises(wire.WireError):
+        wire.decode_exception(record, R)
+
+
+# ---- assign_in_place ----
+def crossed(value: object) -> object:
+    """What the other side sends back: a fresh copy."""
+    return rt(value)
+
+
+def test_assign_list_keeps_nested_identity() -> None:
+    inner, other = [1], {"k": [2]}
+    original = [inner, other, 3]
+    new = crossed(original)
+    new[0].append(9)
+    new[1]["k"].append(3)
+    new.append("tail")
+    assert wire.assign_in_place(original, new)
+    assert original == [[1, 9], {"k": [2, 3]}, 3, "tail"]
+    assert original[0] is inner and original[1] is other
+
+
+@pytest.mark.parametrize(("original", "mutate"), [
+    ({"a": 1}, lambda v: v.update(b=2)), ({1}, lambda v: v.add(2)),
+    (bytearray(b"a"), lambda v: v.extend(b"bc")), (collections.deque([1], maxlen=3),
+                                                   lambda v: v.appendleft(0)),
+    (collections.OrderedDict(a=1, b=2), lambda v: v.move_to_end("a")),
+    (collections.Counter("aab"), lambda v: v.update("bbb")),
+    (collections.defaultdict(list), lambda v: v["x"].append(1)),
+    (Plain(1, [2]), lambda v: v.b.append(3)), (Point(1, 2), lambda v: setattr(v, "y", 5)),
+    (FrozenPoint(1, 2), lambda v: object.__setattr__(v, "x", 9)),
+    (Slotted(1), lambda v: setattr(v, "y", [1])),
+])
+def test_assign_in_place_containers_and_objects(original: object, mutate: object) -> None:
+    new = crossed(original)
+    mutate(new)
+    assert wire.assign_in_place(original, new)
+    assert repr(original) == repr(new) and type(original) is type(new)
+    if isinstance(original, Slotted):
+        assert original.y == [1] and original.x == 1
+
+
+def test_assign_in_place_numpy_and_pandas() -> None:
+    array = np.zeros(3)
+    new = crossed(array)
+    new[1] = 5
+    assert wire.assign_in_place(array, new) and array[1] == 5
+    assert not wire.assign_in_place(array, np.zeros(4))
+    assert not wire.assign_in_place(array, np.zeros(3, dtype=np.int32))
+    frame = pd.DataFrame({"a": [1, 2]})
+    new_frame = crossed(frame)
+    new_frame["b"] = ["x", "y"]
+    new_frame.loc[0, "a"] = 7
+    assert wire.assign_in_place(frame, new_frame)
+    pd.testing.assert_frame_equal(frame, new_frame)
+    series = pd.Series([1.0], name="s")
+    new_series = crossed(series)
+    new_series.iloc[0], new_series.name = 2.0, "t"
+    assert wire.assign_in_place(series, new_series)
+    pd.testing.assert_series_equal(series, new_series)
+
+
+def test_assign_in_place_refuses_immutable_and_mismatched() -> None:
+    for original, new in [((1,), (2,)), ("a", "b"), (1, 2), (frozenset(), frozenset({1})),
+                          ([1], (1,)), ({}, collections.OrderedDict()), (Plain(1), Point(1, 2)),
+                          (collections.deque(maxlen=1), collections.deque(maxlen=2)), (len, sorted)]:
+        before = repr(original)
+        assert not wire.assign_in_place(original, new)
+        assert repr(original) == before
+
+
+def test_assign_in_place_keeps_sharing_and_cycles() -> None:
+    shared = [0]
+    original = [shared, shared]
+    new = crossed(original)
+    new[0].append(1)
+    assert wire.assign_in_place(original, new)
+    assert original[0] is original[1] is shared and shared == [0, 1]
+    loop: list = [1]
+    loop.append(loop)
+    new = crossed(loop)
+    new[0] = 2
+    assert wire.assign_in_place(loop, new) and loop[0] == 2 and loop[1] is loop
+    node = Plain(1)
+    node.b = node
+    new = crossed(node)
+    new.a = 5
+    assert wire.assign_in_place(node, new) and node.a == 5 and node.b is node
+
+
+# ---- the module itself ----
+def test_module_imports_stdlib_only() -> None:
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import knowbench_wire; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in "
+            "('numpy', 'pandas', 'knowbench', 'zoneinfo', 'pickle')]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-I", "-c", code, str(RUNNER_DIR)], check=True)
