@@ -75,7 +75,7 @@ def make_engine(name: str, sandbox: Sandbox, workers: int, python: str | None,
         from knowbench.execution.ray_engine import RayEngine
 
         return RayEngine(sandbox.kind, address=ray_address, workers=workers,
-                         requirements=requirements, preload=preload, hidden=list(sandbox.hidden))
+                         requirements=requirements, preload=preload, tmp_bytes=sandbox.tmp_bytes)
     if name == "forkserver":
         if sandbox.kind == "none":
             console.print("[yellow]warning:[/] --sandbox none: using the subprocess engine")

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -96,6 +97,12 @@ class Engine(ABC):
     def describe(self) -> dict[str, object]:
         return {"engine": self.name, "workers": self.workers}
 
+    @abstractmethod
+    def hide(self, paths: Iterable[str | Path]) -> None:
+        """Keep `paths` out of every sample this engine starts from now on, wherever its
+        sandbox would show them (see `Sandbox.hiding`; `unshare` and `none` show the host's
+        file system as it is and hide nothing). Not to be called while executions run."""
+
     def close(self) -> None:  # noqa: B027 (optional hook: most engines hold nothing)
         """Release workers and temporary files."""
 
@@ -121,8 +128,10 @@ class SubprocessEngine(Engine):
             self._slots.put(slot)
 
     def describe(self) -> dict[str, object]:
-        return {**super().describe(), "sandbox": self.sandbox.kind, "python": self.python,
-                "drops_privileges": self.sandbox.drops_privileges}
+        return {**super().describe(), **self.sandbox.describe(), "python": self.python}
+
+    def hide(self, paths: Iterable[str | Path]) -> None:
+        self.sandbox = self.sandbox.hiding(paths, self.python)  # each sample starts a new sandbox
 
     def close(self) -> None:
         shutil.rmtree(self._scratch, ignore_errors=True)

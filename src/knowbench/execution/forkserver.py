@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -57,12 +58,13 @@ class _Server:
         self.process: subprocess.Popen[bytes] | None = None
         self.workdir = engine.scratch / f"w{slot}"
         self.restarts = -1
+        self.sandbox: Sandbox | None = None  # the view this server was started with
 
     def start(self) -> None:
         self.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
         self.workdir.mkdir(mode=0o755)
-        sandbox = self.engine.sandbox
+        sandbox = self.sandbox = self.engine.sandbox
         argv = sandbox.command(runner_command(self.engine.python, "serve"), self.workdir,
                                self.engine.python)
         # bwrap --die-with-parent uses PR_SET_PDEATHSIG, which fires when the *thread* that
@@ -91,7 +93,8 @@ class _Server:
             self.process = None
 
     def run(self, config: dict[str, Any], wall_s: float) -> dict[str, Any]:
-        if self.process is None or self.process.poll() is not None:
+        # A server started before the engine was told to hide more has a stale view.
+        if self.process is None or self.process.poll() is not None or self.sandbox != self.engine.sandbox:
             self.start()
         self._send(config)
         return self._receive(wall_s + _REPLY_GRACE_S)
@@ -140,8 +143,12 @@ class ForkServerEngine(Engine):
         self.spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="knowbench-spawner")
 
     def describe(self) -> dict[str, object]:
-        return {**super().describe(), "sandbox": self.sandbox.kind, "python": self.python,
-                "drops_privileges": self.sandbox.drops_privileges, "preload": self.preload}
+        return {**super().describe(), **self.sandbox.describe(), "python": self.python,
+                "preload": self.preload}
+
+    def hide(self, paths: Iterable[str | Path]) -> None:
+        # Servers notice the new view before their next sample and restart (see _Server.run).
+        self.sandbox = self.sandbox.hiding(paths, self.python)
 
     @property
     def restarts(self) -> int:
