@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import atexit
 import functools
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -292,21 +294,44 @@ def _python_paths(python: str) -> tuple[str, ...]:
 def _synthetic_etc() -> Path:
     """A directory holding the sandbox's /etc/passwd and /etc/group (root, nobody, the
     sandbox uids and the invoking uid, instead of the host's list of users), and the empty
-    file that masks hidden files."""
-    from knowbench.execution.engine import SANDBOX_UID_BASE
+    file that masks hidden files.
 
-    directory = Path(tempfile.mkdtemp(prefix="knowbench-etc-"))
-    atexit.register(shutil.rmtree, directory, True)
-    directory.chmod(0o755)
+    Kept under knowbench's home, named by its content, and published by an atomic rename:
+    processes share it, and one killed without cleaning up (a Ray actor) leaves no litter.
+    Not under /tmp, where another user could plant it first.
+    """
+    from knowbench.execution.engine import SANDBOX_UID_BASE
+    from knowbench.execution.environments import knowbench_home
+
     users = {0: "root", 65534: "nobody"}
     # One uid per worker slot; more than any engine here starts on this machine.
-    users |= {SANDBOX_UID_BASE + slot: f"sandbox{slot}" for slot in range(max(256, 4 * (os.cpu_count() or 1)))}
+    slots = max(256, 4 * (os.cpu_count() or 1))
+    users |= {SANDBOX_UID_BASE + slot: f"sandbox{slot}" for slot in range(slots)}
     users.setdefault(os.getuid(), "knowbench")
-    passwd = "".join(f"{name}:x:{uid}:{uid}::/tmp/sample:/usr/sbin/nologin\n" for uid, name in users.items())
-    groups = "".join(f"{name}:x:{gid}:\n" for gid, name in users.items())
-    for name, text in (("passwd", passwd), ("group", groups), ("empty", "")):
-        (directory / name).write_text(text)
-        (directory / name).chmod(0o644)
+    files = {"passwd": "".join(f"{name}:x:{uid}:{uid}::/tmp/sample:/usr/sbin/nologin\n"
+                               for uid, name in users.items()),
+             "group": "".join(f"{name}:x:{gid}:\n" for gid, name in users.items()),
+             "empty": ""}
+    key = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+    directory = knowbench_home() / "sandbox-etc" / key
+    if directory.is_dir():
+        return directory
+    try:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=directory.parent))
+    except OSError:  # a read-only home: a private directory for this process
+        staging = Path(tempfile.mkdtemp(prefix="knowbench-etc-"))
+        atexit.register(shutil.rmtree, staging, True)
+        directory = staging
+    for name, text in files.items():
+        (staging / name).write_text(text)
+        (staging / name).chmod(0o644)
+    staging.chmod(0o755)
+    if staging != directory:
+        try:
+            staging.rename(directory)
+        except OSError:  # published by another process meanwhile
+            shutil.rmtree(staging, ignore_errors=True)
     return directory
 
 
