@@ -814,8 +814,7 @@ def hostile_engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
         pytest.importorskip("ray", reason="the ray engine needs the extra knowbench[ray]")
         from knowbench.execution.ray_engine import RayEngine
 
-        engine = RayEngine(sandbox.kind, workers=2, preload=list(PRELOAD), hidden=[str(REPO)],
-                           scratch=str(scratch))
+        engine = RayEngine(sandbox.kind, workers=2, preload=list(PRELOAD), scratch=str(scratch))
     engine.sandbox_kind = sandbox.kind  # type: ignore[attr-defined]
     yield engine
     engine.close()

@@ -75,7 +75,7 @@ def make_engine(name: str, sandbox: Sandbox, workers: int, python: str | None,
         from knowbench.execution.ray_engine import RayEngine
 
         return RayEngine(sandbox.kind, address=ray_address, workers=workers,
-                         requirements=requirements, preload=preload, hidden=list(sandbox.hidden))
+                         requirements=requirements, preload=preload, tmp_bytes=sandbox.tmp_bytes)
     if name == "forkserver":
         if sandbox.kind == "none":
             console.print("[yellow]warning:[/] --sandbox none: using the subprocess engine")
@@ -192,14 +192,13 @@ def run(
         return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
 
     run_dir = out_dir or Path("runs") / f"{bench.name}-{label(model)}-{label(method)}"
-    hidden = [bench.path, run_dir]
     python = None
     if environment == "auto" and bench.manifest.requirements:
         from knowbench.execution.environments import ensure_env
 
         console.print(f"environment for {', '.join(bench.manifest.requirements)} …")
         python = ensure_env(bench.manifest.requirements).python
-    engine = make_engine(engine_name, resolve_sandbox(sandbox, hidden=hidden, python=python), workers, python,
+    engine = make_engine(engine_name, resolve_sandbox(sandbox, python=python), workers, python,
                          preload_modules(bench), bench.manifest.requirements, ray_address)
     sandbox_kind = str(engine.describe()["sandbox"])
     if sandbox_kind == "none":

@@ -139,6 +139,11 @@ def run_benchmark(
     each newly scored sample, for progress displays. Raises `UserError` when `run_dir`
     holds a run with different settings and `overwrite` is false, and `RunAborted` when the
     model backend fails (finished samples stay stored; rerunning resumes).
+
+    The benchmark directory (reference solutions) and `run_dir` (every stored completion)
+    are hidden from the samples through `engine.hide`, whatever engine the caller built;
+    a sandbox without mount isolation (`unshare`, `none`) cannot hide them, and the run
+    records which sandbox it used.
     """
     tasks = _select(benchmark, task_ids)
     time_policy = time_policy or TimePolicy()
@@ -150,6 +155,7 @@ def run_benchmark(
         isolation=isolation, tasks=task_ids,
     )
     _prepare_dir(run_dir, settings, overwrite)
+    engine.hide([benchmark.path, run_dir])
     _write_run_file(run_dir, settings, engine)
     store = RunStore(run_dir)
     try:

@@ -352,7 +352,10 @@ def _short(message: str) -> str:
 def certify_benchmark(benchmark: Benchmark, engine: Engine, *, mutants: int = 0,
                       base_limits: Limits | None = None, environment: dict[str, Any] | None = None,
                       on_done: Callable[[TaskCheck], None] | None = None) -> CertifyReport:
-    """Certify every function task of `benchmark` (choice tasks are listed as not applicable)."""
+    """Certify every function task of `benchmark` (choice tasks are listed as not applicable).
+
+    The benchmark directory is hidden from the executed programs (`engine.hide`)."""
+    engine.hide([benchmark.path])
     functions = [t for t in benchmark.tasks if isinstance(t, FunctionTask)]
     limits = base_limits or Limits(wall_s=benchmark.manifest.time_limit_s)
     checker = Checker(engine, benchmark.manifest.time_limit_s, limits, preload_for(functions))

@@ -380,8 +380,9 @@ def _execute_stages(drafts: list[_Draft], env: BenchEnv, out: Path, options: Min
                     report: BuildReport, say: Progress) -> list[_Draft]:
     """Prune on the reference, certify (stubs), prune what passes on a stub and certify
     again, then score mutants of what is certified."""
-    sandbox = resolve_sandbox(options.sandbox, hidden=[out])
+    sandbox = resolve_sandbox(options.sandbox, python=env.python)
     engine = _make_engine(options, sandbox, env.python, drafts)
+    engine.hide([out])  # the benchmark being written holds the references
     limits = Limits(wall_s=options.time_limit_s, cpu_s=int(options.time_limit_s) + 1)
     preload = preload_for(d.task for d in drafts)
     checker = Checker(engine, options.time_limit_s, limits, preload)

@@ -167,7 +167,7 @@ def certify(
         env = ensure_env(bench.manifest.requirements)
         python, env_info = env.python, env.info()
     report_file = report_path or Path("runs") / f"certify-{bench.name}.json"
-    chosen = make_engine(engine, resolve_sandbox(sandbox, hidden=[bench.path, report_file.parent.resolve()]),
+    chosen = make_engine(engine, resolve_sandbox(sandbox, python=python),
                          workers or os.cpu_count() or 2, python, preload_modules(bench),
                          bench.manifest.requirements, None)
     console.print(f"certifying {len(bench.tasks)} tasks of {bench.name} (engine {engine}, "

@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -100,6 +101,12 @@ class Engine(ABC):
     def describe(self) -> dict[str, object]:
         return {"engine": self.name, "workers": self.workers}
 
+    @abstractmethod
+    def hide(self, paths: Iterable[str | Path]) -> None:
+        """Keep `paths` out of every sample this engine starts from now on, wherever its
+        sandbox would show them (see `Sandbox.hiding`; `unshare` and `none` show the host's
+        file system as it is and hide nothing). Not to be called while executions run."""
+
     def close(self) -> None:  # noqa: B027 (optional hook: most engines hold nothing)
         """Release workers and temporary files."""
 
@@ -125,10 +132,12 @@ class SubprocessEngine(Engine):
             self._slots.put(slot)
 
     def describe(self) -> dict[str, object]:
-        return {**super().describe(), "sandbox": self.sandbox.kind, "python": self.python,
-                "drops_privileges": self.sandbox.drops_privileges,
+        return {**super().describe(), **self.sandbox.describe(), "python": self.python,
                 "memory_budget": "per process (RLIMIT_AS above the interpreter's baseline, at most "
                                  "`processes` processes)"}
+
+    def hide(self, paths: Iterable[str | Path]) -> None:
+        self.sandbox = self.sandbox.hiding(paths, self.python)  # each sample starts a new sandbox
 
     def close(self) -> None:
         shutil.rmtree(self._scratch, ignore_errors=True)

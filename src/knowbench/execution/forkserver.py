@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -68,11 +69,12 @@ class _Server:
         # Both servers of a slot see the same directory: split samples share a work dir.
         self.workdir = engine.scratch / f"w{slot}"
         self.restarts = -1
+        self.sandbox: Sandbox | None = None  # the view this server was started with
 
     def start(self) -> None:
         self.stop()
         self.workdir.mkdir(mode=0o755, exist_ok=True)
-        sandbox = self.engine.sandbox
+        sandbox = self.sandbox = self.engine.sandbox
         argv = sandbox.command(runner_command(self.engine.python, "serve"), self.workdir,
                                self.engine.python)
         self.fd_socket, theirs = socket.socketpair()
@@ -115,7 +117,8 @@ class _Server:
 
     def send(self, config: dict[str, Any], fd: int | None = None) -> None:
         """Hand the server one sample (and, split, its end of the channel)."""
-        if self.process is None or self.process.poll() is not None:
+        # A server started before the engine was told to hide more has a stale view.
+        if self.process is None or self.process.poll() is not None or self.sandbox != self.engine.sandbox:
             self.start()
         self._send({**config, "with_fd": fd is not None})
         if fd is not None:
@@ -173,10 +176,14 @@ class ForkServerEngine(Engine):
         self.spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="knowbench-spawner")
 
     def describe(self) -> dict[str, object]:
-        return {**super().describe(), "sandbox": self.sandbox.kind, "python": self.python,
-                "drops_privileges": self.sandbox.drops_privileges, "preload": self.preload,
+        return {**super().describe(), **self.sandbox.describe(), "python": self.python,
+                "preload": self.preload,
                 "memory_budget": "per sample (private memory of all its processes + its tmpfs "
                                  "files, polled every 50 ms) and RLIMIT_AS per process"}
+
+    def hide(self, paths: Iterable[str | Path]) -> None:
+        # Servers notice the new view before their next sample and restart (see _Server.send).
+        self.sandbox = self.sandbox.hiding(paths, self.python)
 
     @property
     def restarts(self) -> int:

@@ -9,27 +9,35 @@ down on close); `auto` joins the cluster this machine belongs to.
 from __future__ import annotations
 
 import queue
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from knowbench.errors import UserError
 from knowbench.execution.engine import Engine, ExecutionRequest, default_workers
+from knowbench.execution.sandbox import TMP_BYTES_DEFAULT
 from knowbench.records import Execution
 
 
 class _Executor:
     """A Ray actor: one fork-server worker on whichever node Ray places it."""
 
-    def __init__(self, sandbox_kind: str, hidden: list[str], requirements: list[str] | None,
+    def __init__(self, sandbox_kind: str, tmp_bytes: int, requirements: list[str] | None,
                  preload: list[str], scratch: str | None) -> None:
         from knowbench.execution.environments import ensure_env
         from knowbench.execution.forkserver import ForkServerEngine
         from knowbench.execution.sandbox import resolve_sandbox
 
         python = ensure_env(requirements).python if requirements else None
-        self.engine = ForkServerEngine(resolve_sandbox(sandbox_kind, hidden=hidden), workers=1,
-                                       python=python, preload=preload,
+        sandbox = resolve_sandbox(sandbox_kind, python=python, tmp_bytes=tmp_bytes)
+        self.engine = ForkServerEngine(sandbox, workers=1, python=python, preload=preload,
                                        scratch=Path(scratch) if scratch else None)
+
+    def hide(self, paths: list[str]) -> None:
+        self.engine.hide(paths)
+
+    def describe(self) -> dict[str, object]:
+        return self.engine.sandbox.describe()
 
     def execute(self, request_json: str) -> str:
         request = ExecutionRequest.model_validate_json(request_json)
@@ -51,7 +59,7 @@ class RayEngine(Engine):
 
     def __init__(self, sandbox_kind: str, address: str | None = None, workers: int | None = None,
                  requirements: list[str] | None = None, preload: list[str] | None = None,
-                 hidden: list[str] | None = None, scratch: str | None = None) -> None:
+                 tmp_bytes: int = TMP_BYTES_DEFAULT, scratch: str | None = None) -> None:
         try:
             import ray
         except ImportError:
@@ -64,16 +72,21 @@ class RayEngine(Engine):
         self.workers = workers or default_workers()
         self.sandbox_kind, self.address = sandbox_kind, address
         actor = ray.remote(num_cpus=0.5)(_Executor)
-        self._actors = [actor.remote(sandbox_kind, hidden or [], requirements, preload or [], scratch)
+        self._actors = [actor.remote(sandbox_kind, tmp_bytes, requirements, preload or [], scratch)
                         for _ in range(self.workers)]
+        self._sandbox = ray.get(self._actors[0].describe.remote())
         self.nodes = sorted(set(ray.get([a.node.remote() for a in self._actors])))
         self._free: queue.Queue[Any] = queue.Queue()
         for executor in self._actors:
             self._free.put(executor)
 
     def describe(self) -> dict[str, object]:
-        return {**super().describe(), "sandbox": self.sandbox_kind, "address": self.address,
-                "nodes": self.nodes}
+        return {**super().describe(), **self._sandbox, "address": self.address, "nodes": self.nodes}
+
+    def hide(self, paths: Iterable[str | Path]) -> None:
+        # Paths as this machine names them: the benchmark and run directories live on a
+        # shared file system (or on this node) for the actors to mask them.
+        self._ray.get([executor.hide.remote([str(path) for path in paths]) for executor in self._actors])
 
     def execute(self, request: ExecutionRequest) -> Execution:
         executor = self._free.get()

@@ -685,19 +685,66 @@ def _stragglers():
     return [int(name) for name in os.listdir("/proc") if name.isdigit() and int(name) not in mine]
 
 
-def _clean_tmp(keep):
-    import shutil
+def _clean_tmp(keep, root="/tmp"):
+    """Empty `root` (the sandbox's private /tmp) except the path `keep`, on its own device only.
 
-    for name in os.listdir("/tmp"):
-        path = os.path.join("/tmp", name)
-        if path != keep:
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
+    Entries on another device are mount points (the work directory, an interpreter that lives
+    under /tmp on the host): they are never entered, so cleaning does not try, and fail, to
+    unlink every file of a read-only tree. Symlinks are removed, never followed; directories
+    are entered through descriptors opened with O_NOFOLLOW and checked to be the entry that
+    was inspected, so a process the sample left behind cannot redirect the walk elsewhere.
+    Walks iteratively: a deeply nested tree cannot exhaust the stack.
+    """
+    import stat
+
+    try:
+        root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    device = os.fstat(root_fd).st_dev
+    # Each frame: (directory fd, its names not yet handled, its name in the parent frame).
+    stack = [(root_fd, _listdir(root_fd, skip=os.path.relpath(keep, root)), None)]
+    while stack:
+        dir_fd, names, name_in_parent = stack[-1]
+        if not names:
+            stack.pop()
+            os.close(dir_fd)
+            if stack and name_in_parent is not None:
                 try:
-                    os.unlink(path)
+                    os.rmdir(name_in_parent, dir_fd=stack[-1][0])
                 except OSError:
-                    pass
+                    pass  # holds a mount point (bwrap made it as a mount's parent)
+            continue
+        name = names.pop()
+        try:
+            info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            continue
+        if info.st_dev != device:
+            continue  # a mount point: not ours to empty
+        if not stat.S_ISDIR(info.st_mode):
+            try:
+                os.unlink(name, dir_fd=dir_fd)
+            except OSError:
+                pass
+            continue
+        try:
+            child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+        except OSError:
+            continue
+        opened = os.fstat(child)
+        if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+            os.close(child)  # replaced since it was inspected
+            continue
+        stack.append((child, _listdir(child), name))
+
+
+def _listdir(dir_fd, skip=None):
+    """The names in directory `dir_fd` except `skip`; none when it cannot be read."""
+    try:
+        return [name for name in os.listdir(dir_fd) if name != skip]
+    except OSError:
+        return []
 
 
 def _serve_one(request, control_out, base, setup, channel_fd=None):
