@@ -21,13 +21,15 @@ from helpers import make_request
 from knowbench.execution.engine import (
     Collected,
     Engine,
+    ExecutionRequest,
     SubprocessEngine,
     build_execution,
     infrastructure_execution,
 )
 from knowbench.execution.forkserver import ForkServerEngine
 from knowbench.execution.sandbox import RUNNER_DIR, Sandbox
-from knowbench.records import Reason
+from knowbench.records import Reason, SampleResult
+from knowbench.scoring.taxonomy import classify
 
 ADD = "def add(a, b):\n    return a + b\n"
 TWO_TESTS = "def test_a():\n    assert add(1, 2) == 3\n\ndef test_b():\n    assert add(2, 2) == 4\n"
@@ -131,6 +133,24 @@ def test_real_samples_carry_the_reason_of_each_outcome(any_engine: Engine, case:
     assert got == expected, [(test.status, test.reason, test.message[-200:]) for test in execution.tests]
     for test in execution.tests:
         assert (test.status == "pass") == (test.reason is None), test
+
+
+def _diagnose(request: ExecutionRequest, engine: Engine) -> tuple[str, str]:
+    execution = engine.execute(request)
+    result = SampleResult(task_id="t", sample_idx=0, kind="function", domain="d",
+                          completion=request.program, code=request.program, program=request.program,
+                          passed=False, status=execution.status, execution=execution)
+    diagnosis = classify(result)
+    assert diagnosis is not None
+    return diagnosis.label, diagnosis.evidence.rule
+
+
+def test_an_exit_and_a_kill_get_different_diagnoses(any_engine: Engine) -> None:
+    """exited-early is one reason; the exit code the engine stored tells the two apart."""
+    exits = make_request(CASES["os-exit-in-target"][0], TWO_TESTS, "add")
+    kills = make_request(CASES["killed-in-target"][0], TWO_TESTS, "add")
+    assert _diagnose(exits, any_engine) == ("WrongLogic", "process-exit")
+    assert _diagnose(kills, any_engine) == ("Resource", "process-killed")
 
 
 def test_the_runners_reasons_are_reasons() -> None:
