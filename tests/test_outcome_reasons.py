@@ -26,7 +26,7 @@ from knowbench.execution.engine import (
     build_execution,
     infrastructure_execution,
 )
-from knowbench.execution.forkserver import ForkServerEngine
+from knowbench.execution.forkserver import ForkServerEngine, _Server, _ServerGone
 from knowbench.execution.sandbox import RUNNER_DIR, Sandbox
 from knowbench.records import Reason, SampleResult
 from knowbench.scoring.taxonomy import classify
@@ -109,13 +109,14 @@ CASES: dict[str, tuple[str, str, dict[str, Any], list[Reason | None]]] = {
     """), {}, ["tampering", "not-run"]),
     "tampering-while-loading": ("import unittest\nunittest.TestCase.assertEqual = print\n" + ADD,
                                 TWO_TESTS, {}, ["tampering", "tampering"]),
-    # Records without the execution's key on every descriptor the sample can reach.
+    # Records without the execution's key on every descriptor the sample holds (the result
+    # pipe keeps the engine's descriptor number, which may be any).
     "forged-record": (code("""
         import json, os
 
         def add(a, b):
             line = json.dumps({"item": "t::test_a", "status": "pass", "message": ""}) + "\\n"
-            for fd in range(1, 21):
+            for fd in map(int, os.listdir("/proc/self/fd")):
                 try:
                     os.write(fd, line.encode())
                 except OSError:
@@ -212,3 +213,15 @@ def test_infrastructure_failures_say_so(engine: SubprocessEngine) -> None:
     request = make_request(ADD, TWO_TESTS)
     execution = infrastructure_execution(request, engine, "could not start the sample")
     assert [(t.status, t.reason) for t in execution.tests] == [("infrastructure", "infrastructure")] * 2
+
+
+@pytest.mark.parametrize("hung, expected", [(True, ("timeout", "not-run")), (False, ("error", "not-run"))])
+def test_a_fork_server_that_hangs_or_dies_says_which(forkserver: ForkServerEngine,
+                                                      monkeypatch: pytest.MonkeyPatch, hung: bool,
+                                                      expected: tuple[str, str]) -> None:
+    def gone(self: _Server, config: dict[str, Any], wall_s: float) -> dict[str, Any]:
+        raise _ServerGone("the fork server went away", hung=hung)
+
+    monkeypatch.setattr(_Server, "run", gone)
+    execution = forkserver.execute(make_request(ADD, TWO_TESTS, "add"))
+    assert [(test.status, test.reason) for test in execution.tests] == [expected] * 2
