@@ -9,8 +9,10 @@ import pytest
 
 from build_helpers import FIXTURES, ROOT, knowbench_cli
 from knowbench.benchmark.load import load_benchmark
-from knowbench.build.certify import CertifyReport, certify_benchmark
+from knowbench.benchmark.schema import FunctionTask
+from knowbench.build.certify import CertifyReport, TaskRuns, certify_benchmark, evaluate
 from knowbench.execution.engine import SubprocessEngine
+from knowbench.records import Execution, Limits, Reason, TestOutcome
 
 HANDMADE = FIXTURES / "handmade"
 
@@ -65,3 +67,22 @@ def test_cli_writes_the_report_and_exits_1_when_a_task_fails(tmp_path: Path) -> 
     written = json.loads(report.read_text())
     assert written["summary"]["shadowed_or_not_called"] == 1
     assert [t["task_id"] for t in written["tasks"] if t["certified"]] == ["good/word_count"]
+
+
+def _execution(*outcomes: TestOutcome) -> Execution:
+    worst = "pass" if all(o.status == "pass" for o in outcomes) else "error"
+    return Execution(status=worst, tests=list(outcomes), sandbox="none", limits=Limits())
+
+
+@pytest.mark.parametrize("reason, noted", [("program-failed-to-load", True), ("exception", False)])
+def test_a_reference_that_fails_to_load_is_noted_by_its_reason(reason: Reason, noted: bool) -> None:
+    task = next(t for t in load_benchmark(HANDMADE).tasks if t.task_id == "good/word_count")
+    assert isinstance(task, FunctionTask)
+    # The message's wording decides nothing: it names neither case.
+    failing = TestOutcome(id="t::a", status="error", reason=reason, message="ValueError: x")
+    stub = _execution(TestOutcome(id="t::a", status="fail", reason="assertion"))
+    check = evaluate(task, TaskRuns({"reference": _execution(failing), "stub-raise": stub,
+                                     "stub-none": stub}))
+    assert "reference-fails" in check.failed_checks
+    assert (check.note == "ValueError: x") is noted
+    assert check.reference[0].reason == reason

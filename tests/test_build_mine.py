@@ -12,14 +12,14 @@ import pytest
 from build_helpers import minilib_sdist
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import FunctionTask
-from knowbench.build.mine import MineOptions, SourceRequest, mine
+from knowbench.build.mine import MineOptions, SourceRequest, _failure_reason, mine
 from knowbench.build.report import BuildReport
 from knowbench.execution.engine import SubprocessEngine
 from knowbench.execution.environments import ensure_env
 from knowbench.execution.sandbox import resolve_sandbox
 from knowbench.methods import get_method
 from knowbench.models.offline import NullBackend, ReferenceBackend
-from knowbench.records import Limits, SamplingParams
+from knowbench.records import Limits, Reason, SamplingParams, Status, TestOutcome
 from knowbench.run import run_benchmark
 
 PUBLISHED = {"minilib.textutil.slug", "minilib.textutil.normalise_case", "minilib.mathutil.clamp",
@@ -139,3 +139,18 @@ def test_llm_instructions_come_from_the_model_with_domaineval_prompt(tmp_path: P
     assert {t.instruction_source for t in report.tasks if t.status == "published"} == {"llm"}
     task = load_benchmark(tmp_path / "bench").task("minilib/minilib.mathutil.clamp")
     assert task.instruction == "Functionality: what clamp does.\nInputs: its arguments.\nOutputs: its result."
+
+
+@pytest.mark.parametrize(("reason", "status", "recorded"), [
+    ("assertion", "fail", "assertion"), ("exception", "error", "error"),
+    ("timeout", "timeout", "timeout"), ("cpu-time", "timeout", "timeout"),
+    ("skipped", "error", "skipped"), ("unsupported-fixture", "error", "unsupported-fixture"),
+    ("test-code-failed", "error", "test-module-error"), ("memory", "memory", "error"),
+    ("not-run", "timeout", "timeout"), ("not-run", "error", "error"), ("tampering", "error", "error"),
+])
+def test_a_test_failing_on_the_reference_is_dropped_with_its_reason(reason: Reason, status: Status,
+                                                                    recorded: str) -> None:
+    # A message in another failure's old wording must not change what is recorded.
+    outcome = TestOutcome(id="t::a", status=status, reason=reason,
+                          message="skipped: the test code failed to run: is not supported by the knowbench")
+    assert _failure_reason(outcome) == f"fails-on-reference:{recorded}"

@@ -289,3 +289,9 @@ def test_a_mock_cannot_come_back_as_a_passing_answer(split_engine: Engine) -> No
     result = run(split_engine, program, CHECK_ADD, preload=["unittest"])
     assert all(t.status != "pass" for t in result.tests)
     assert {t.reason for t in result.tests} == {"cannot-cross"}
+
+
+def test_a_candidate_over_its_cpu_limit_times_out(split_engine: Engine) -> None:
+    program = "def add(a, b):\n    while True:\n        pass\n"
+    result = run(split_engine, program, CHECK_ADD, wall_s=20, cpu_s=1)
+    assert result.tests[0].status == "timeout" and result.tests[0].reason == "cpu-time", result.tests

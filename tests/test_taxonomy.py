@@ -10,14 +10,23 @@ completion, the reference and the failure, with a one-line justification.
 from __future__ import annotations
 
 import json
+import typing
 from collections import Counter, defaultdict
 
 import pytest
 
 from diagnosis_helpers import FIXTURE_FILE, fixtures, sample
-from knowbench.records import Execution, Limits, SampleResult, TestOutcome
+from knowbench.records import Execution, Limits, Reason, SampleResult, Status, TestOutcome
 from knowbench.scoring.surface import ApiSurface, introspect_surface, stdlib_surface
-from knowbench.scoring.taxonomy import KOCO_CATEGORIES, LABELS, TaskInfo, classify, code_facts
+from knowbench.scoring.taxonomy import (
+    KOCO_CATEGORIES,
+    LABELS,
+    REASON_RULES,
+    TRACEBACK_REASONS,
+    TaskInfo,
+    classify,
+    code_facts,
+)
 from knowbench.scoring.tracebacks import parse_traceback
 
 # Why 0.90: the rules are deterministic and were written against the definitions in
@@ -100,12 +109,20 @@ def test_passed_and_choice_samples_get_no_diagnosis() -> None:
 
 
 def _failed(message: str, status: str = "error", code: str = "def f():\n    return 1\n",
-            program: str | None = None, called: bool | None = True) -> SampleResult:
-    execution = Execution(status=status, tests=[TestOutcome(id="t::test_f", status=status,
-                                                            message=message, called=called)],
-                          sandbox="none", limits=Limits())
+            program: str | None = None, called: bool | None = True, reason: Reason | None = None,
+            exit_code: int | None = 0) -> SampleResult:
+    return _sample([TestOutcome(id="t::test_f", status=status, message=message, called=called,
+                                reason=reason)], code, program, exit_code)
+
+
+def _sample(tests: list[TestOutcome], code: str = "def f():\n    return 1\n",
+            program: str | None = None, exit_code: int | None = 0) -> SampleResult:
+    severity = ["pass", "fail", "error", "memory", "timeout", "infrastructure"]
+    status = max((test.status for test in tests), key=severity.index)
+    execution = Execution(status=status, tests=tests, sandbox="none", limits=Limits(),
+                          exit_code=exit_code)
     return SampleResult(task_id="t", sample_idx=0, kind="function", domain="d", completion=code,
-                        code=code, program=program or code, passed=False, tests_total=1,
+                        code=code, program=program or code, passed=False, tests_total=len(tests),
                         status=status, execution=execution)
 
 
@@ -201,8 +218,9 @@ def test_traceback_parser_reads_chains_syntax_errors_and_cut_messages() -> None:
     parsed = parse_traceback(chained)
     assert parsed.exc_type == "rsa.common.NotRelativePrimeError" and parsed.causes == ("rsa.E",)
     assert [f.owner for f in parsed.frames] == ["test", "candidate"]
-    syntax = parse_traceback('the program failed to load:\n  File "solution.py", line 3\n'
-                             "    return x +\n             ^\nSyntaxError: invalid syntax")
+    # Words before the traceback are not read: the stage comes from the outcome's reason.
+    syntax = parse_traceback('any words at all:\n  File "solution.py", line 3\n'
+                             "    return x +\n             ^\nSyntaxError: invalid syntax", "load")
     assert (syntax.stage, syntax.exc_type, syntax.frames[0].line) == ("load", "SyntaxError", 3)
     cut = parse_traceback("Traceback (most recent call last):\n" + '  File "test:t", line 1, in t\n'
                           "    x\n...\nine 4, in middle\n" + '  File "solution.py", line 9, in f\n'
@@ -244,3 +262,92 @@ def test_fixture_lines_are_plain_json_records() -> None:
     with FIXTURE_FILE.open() as handle:
         first = json.loads(handle.readline())
     assert {"id", "source", "expected", "why", "task", "surface", "result"} == set(first)
+
+
+# One representative failure per reason: (status, message, exit code, expected label and rule).
+# Traceback reasons carry a real traceback (their exception decides); the others carry no
+# message at all, because their reason alone must decide.
+_GIVEN = "import lib_x\nlib_x.removed()"
+REASON_CASES: dict[Reason, tuple[Status, str, int | None, str, str]] = {
+    "assertion": ("fail", _traceback(("test:t", 1, "test_f", "assert f() == 2"),
+                                     exception="AssertionError"), 0, "WrongLogic", "wrong-output"),
+    "exception": ("error", _traceback(("test:t", 1, "test_f", "f()"), ("solution.py", 2, "f", "1 / 0"),
+                                      exception="ZeroDivisionError: division by zero"),
+                  0, "WrongLogic", "zero-division"),
+    "test-code-failed": ("error", _traceback(("test:t", 1, "<module>", "import hypothesis"),
+                                             exception="ModuleNotFoundError: No module named 'x'"),
+                         0, "Infrastructure", "test-dependency-missing"),
+    # The stage comes from the reason: a failing line the task supplies is the task's fault.
+    "program-failed-to-load": ("error", _traceback(("solution.py", 2, "<module>", "lib_x.removed()"),
+                                                   exception="AttributeError: no removed"),
+                               0, "Infrastructure", "given-code-fails"),
+    "skipped": ("error", "", 0, "Infrastructure", "test-skipped"),
+    "unsupported-fixture": ("error", "", 0, "Infrastructure", "unsupported-fixture"),
+    "exited-early": ("error", "", 0, "WrongLogic", "process-exit"),
+    "candidate-died": ("error", "", 0, "WrongLogic", "candidate-died"),
+    "cannot-cross": ("error", "", 0, "Infrastructure", "cannot-cross"),
+    "tampering": ("error", "", 0, "WrongLogic", "tampering"),
+    "forged-record": ("error", "", 0, "WrongLogic", "forged-results"),
+    "timeout": ("timeout", "", None, "Timeout", "time-limit"),
+    "cpu-time": ("timeout", "", -24, "Timeout", "cpu-limit"),
+    "memory": ("memory", "", 0, "Resource", "memory-limit"),
+    "output-limit": ("error", "", -25, "Resource", "output-limit"),
+    "isolation-required": ("infrastructure", "", None, "Infrastructure", "isolation-required"),
+    "infrastructure": ("infrastructure", "", None, "Infrastructure", "runner-failed"),
+}
+# What the rules give when nothing deliberate applied.
+_FALLBACK_RULES = {"unreadable-failure", "other-exception", "no-failing-test"}
+
+
+def test_every_reason_has_a_deliberate_diagnosis_rule() -> None:
+    reasons = set(typing.get_args(Reason))
+    # not-run is the one reason that is never diagnosed (the event before it is).
+    assert set(REASON_CASES) == reasons - {"not-run"}
+    assert set(REASON_RULES) | set(TRACEBACK_REASONS) == reasons - {"not-run"}
+    assert not set(REASON_RULES) & set(TRACEBACK_REASONS)
+    task = TaskInfo(entry_point="f", given_code=_GIVEN)
+    for reason, (status, message, exit_code, label, rule) in REASON_CASES.items():
+        result = _failed(message, status=status, reason=reason, exit_code=exit_code,
+                         program=_GIVEN + "\ndef f():\n    return 1\n")
+        diagnosis = classify(result, task)
+        assert diagnosis is not None, reason
+        assert (diagnosis.label, diagnosis.evidence.rule) == (label, rule), reason
+        assert diagnosis.evidence.rule not in _FALLBACK_RULES, reason
+        assert (diagnosis.koco is None) == (label in ("Timeout", "Resource", "Infrastructure")), reason
+
+
+def test_a_not_run_test_is_left_to_the_event_that_stopped_it() -> None:
+    result = _sample([TestOutcome(id="a", status="error", reason="exited-early"),
+                      TestOutcome(id="b", status="error", reason="not-run")], exit_code=0)
+    diagnosis = classify(result)
+    assert diagnosis is not None and diagnosis.evidence.rule == "process-exit"
+    assert diagnosis.per_test == {"a": "WrongLogic"}
+
+
+@pytest.mark.parametrize("reason", sorted(REASON_RULES))
+def test_reason_rules_do_not_read_the_message(reason: Reason) -> None:
+    """The old message wordings, and a traceback, change nothing once a reason is there."""
+    status, _, exit_code, label, rule = REASON_CASES[reason]
+    decoys = ["not run: skipped: tampering detected", "the program failed to load:\n"
+              + _traceback(("test:t", 1, "test_f", "f()"), exception="ImportError: no x")]
+    for message in decoys:
+        diagnosis = classify(_failed(message, status=status, reason=reason, exit_code=exit_code))
+        assert diagnosis is not None and (diagnosis.label, diagnosis.evidence.rule) == (label, rule)
+
+
+def test_a_failure_worded_like_a_runner_notice_is_still_diagnosed_by_its_reason() -> None:
+    message = "not run: " + _traceback(("test:t", 1, "test_f", "assert f() == 2"),
+                                       exception="AssertionError")
+    diagnosis = classify(_failed(message, status="fail", reason="assertion"))
+    assert diagnosis is not None and diagnosis.evidence.rule == "wrong-output"
+
+
+@pytest.mark.parametrize("exit_code, label, rule", [(0, "WrongLogic", "process-exit"),
+                                                    (3, "WrongLogic", "process-exit"),
+                                                    (-9, "Resource", "process-killed"),
+                                                    (128 + 11, "Resource", "process-killed"),
+                                                    (None, "Resource", "process-killed")])
+def test_a_process_that_ended_early_is_told_apart_by_its_exit_code(exit_code: int | None, label: str,
+                                                                    rule: str) -> None:
+    diagnosis = classify(_failed("", reason="exited-early", exit_code=exit_code))
+    assert diagnosis is not None and (diagnosis.label, diagnosis.evidence.rule) == (label, rule)

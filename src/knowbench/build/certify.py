@@ -35,7 +35,7 @@ from knowbench.benchmark.schema import PARSE_LOCK, FunctionTask
 from knowbench.build.mutants import mutants as make_mutants
 from knowbench.execution.engine import Engine, ExecutionRequest, Isolation
 from knowbench.program import SpliceError, assemble, stubbed_program
-from knowbench.records import Execution, Limits, TestOutcome
+from knowbench.records import Execution, Limits, Reason, TestOutcome
 
 Variant = str  # "reference", "reference-split", "stub-raise", "stub-none", "mutant-<i>"
 SPLIT_PROBE = "reference-split"  # the reference once more, judged split
@@ -60,6 +60,7 @@ class ItemResult(BaseModel):
     called: bool | None = None
     message: str = ""
     duration_s: float = 0.0
+    reason: Reason | None = None
 
 
 class MutationScore(BaseModel):
@@ -291,7 +292,7 @@ def evaluate(task: FunctionTask, runs: TaskRuns) -> TaskCheck:
     check.reference = [_item(o) for o in reference.tests]
     if any(o.status != "pass" for o in reference.tests):
         check.failed_checks.append("reference-fails")
-        if "failed to load" in (reference.tests[0].message if reference.tests else ""):
+        if reference.tests and reference.tests[0].reason == "program-failed-to-load":
             check.note = _short(reference.tests[0].message)
     check.not_called = [o.id for o in reference.tests if o.status == "pass" and o.called is not True]
     if check.not_called:
@@ -339,7 +340,8 @@ def _isolation(reference: Execution, split: Execution | str | None) -> tuple[Any
 
 def _item(outcome: TestOutcome) -> ItemResult:
     return ItemResult(id=outcome.id, status=outcome.status, called=outcome.called,
-                      message=_short(outcome.message), duration_s=outcome.duration_s)
+                      message=_short(outcome.message), duration_s=outcome.duration_s,
+                      reason=outcome.reason)
 
 
 def _short(message: str) -> str:

@@ -47,6 +47,12 @@ import inspect as _kb_inspect
 import itertools as _kb_itertools
 import unittest as _kb_unittest
 
+try:  # the running knowbench runner's own class, so the outcome's reason says what happened
+    from knowbench_runner import UnsupportedFixture as _KbUnsupportedFixture
+except ImportError:
+    class _KbUnsupportedFixture(RuntimeError):
+        pass
+
 _kb_FIXTURES = {}
 _kb_AUTOUSE = []
 _kb_CLASSES_READY = set()
@@ -186,7 +192,7 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params):
             return builtins["capsys"]
         entry = _kb_lookup(name, owner)
         if entry is None:
-            raise RuntimeError(f"fixture '{name}' is not available in the knowbench harness")
+            raise _KbUnsupportedFixture(f"fixture '{name}' is not available in the knowbench harness")
         fixture = entry[0]
         arguments = {argument: request(fixture_params.get(name)) if argument == "request"
                      else resolve(argument) for argument in _kb_arguments(fixture)}

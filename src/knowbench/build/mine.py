@@ -70,7 +70,7 @@ from knowbench.execution.engine import Engine, SubprocessEngine
 from knowbench.execution.environments import BenchEnv, ensure_env
 from knowbench.execution.sandbox import Sandbox, resolve_sandbox
 from knowbench.models.base import ModelBackend
-from knowbench.records import Execution, Limits
+from knowbench.records import Execution, Limits, Reason, TestOutcome
 
 REPORT_FILE = "build_report.json"
 MAX_REPAIRS = 3
@@ -556,7 +556,7 @@ def _judge_tests(draft: _Draft, reference: Execution | str, options: MineOptions
     if isinstance(reference, str):
         return record.drop("assembly-failed", reference)
     statuses = {outcome.id: outcome for outcome in reference.tests}
-    if reference.tests and all("the program failed to load" in o.message for o in reference.tests):
+    if reference.tests and all(o.reason == "program-failed-to-load" for o in reference.tests):
         return record.drop("program-fails", _first_line_of_error(reference.tests[0].message))
     slow = options.time_limit_s / 4
     kept: set[str] = set()
@@ -565,7 +565,7 @@ def _judge_tests(draft: _Draft, reference: Execution | str, options: MineOptions
         if outcome is None:
             record.drop_test(unit_id, "not-run")
         elif outcome.status != "pass":
-            record.drop_test(unit_id, _failure_reason(outcome.status, outcome.message),
+            record.drop_test(unit_id, _failure_reason(outcome),
                              _first_line_of_error(outcome.message))
         elif outcome.called is not True:
             record.drop_test(unit_id, "does-not-call-target")
@@ -586,18 +586,19 @@ def _judge_tests(draft: _Draft, reference: Execution | str, options: MineOptions
     return kept
 
 
-def _failure_reason(status: str, message: str) -> str:
-    if status == "timeout":
+# How a reference's failing test is recorded, by its outcome's reason; any other reason is
+# "error". (The names predate `Reason` and are what build reports have always said.)
+_REFERENCE_FAILURES: dict[Reason, str] = {
+    "skipped": "skipped", "unsupported-fixture": "unsupported-fixture",
+    "test-code-failed": "test-module-error", "assertion": "assertion",
+}
+
+
+def _failure_reason(outcome: TestOutcome) -> str:
+    if outcome.status == "timeout":  # the wall clock or CPU time, in this test or before it
         return "fails-on-reference:timeout"
-    if "skipped:" in message[:40]:
-        return "fails-on-reference:skipped"
-    if "is not available in the knowbench harness" in message or "is not supported by the knowbench" in message:
-        return "fails-on-reference:unsupported-fixture"
-    if "the test code failed to run" in message:
-        return "fails-on-reference:test-module-error"
-    if status == "fail":
-        return "fails-on-reference:assertion"
-    return "fails-on-reference:error"
+    found = _REFERENCE_FAILURES.get(outcome.reason) if outcome.reason is not None else None
+    return f"fails-on-reference:{found or 'error'}"
 
 
 def _first_line_of_error(message: str) -> str:

@@ -28,16 +28,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from knowbench.benchmark.schema import TestItem, TestSpec
 from knowbench.execution.sandbox import RUNNER_DIR, Sandbox
-from knowbench.records import Execution, Limits, Status, TestOutcome
+from knowbench.records import Execution, Limits, Reason, Status, TestOutcome
 
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); import knowbench_runner; "
          "del sys.path[0]; knowbench_runner.entry(sys.argv[2:])")
 SANDBOX_UID_BASE = 61000
 CANDIDATE_UID_BASE = SANDBOX_UID_BASE + 1000
+_CANDIDATE_GRACE_S = 1.0
 """Split mode: the candidate's process runs under its own uid, apart from the judge's."""
 _SEVERITY: dict[Status, int] = {"pass": 0, "fail": 1, "error": 2, "memory": 3, "timeout": 4,
                                 "infrastructure": 5}
@@ -210,7 +211,12 @@ class SubprocessEngine(Engine):
         watcher.start()
         with contextlib.closing(os.fdopen(read_fd, "rb", buffering=0)) as results:
             collected = _collect(judge_process, results, json.dumps(judge).encode(), request.limits)
-        _kill_group(candidate_process)  # the verdict is in: nothing the candidate does counts now
+        # The verdict is in: nothing the candidate does counts now. It ends by itself when
+        # the channel closes; the grace lets a limit that already killed it be reported.
+        try:
+            candidate_process.wait(timeout=_CANDIDATE_GRACE_S)
+        except subprocess.TimeoutExpired:
+            _kill_group(candidate_process)
         watcher.join()
         collected.exit_code = judge_process.returncode
         return build_split_execution(request, judge["nonce"], collected, candidate_out[0],
@@ -309,12 +315,18 @@ def build_split_execution(request: ExecutionRequest, nonce: str, judge: Collecte
     execution.stdout = (candidate.stdout + judge.stdout).decode(errors="replace")
     execution.stderr = (candidate.stderr + judge.stderr).decode(errors="replace")
     died = _death_reason(candidate.exit_code)
-    limit = {"SIGXCPU": ("timeout", "cpu-time"), "SIGKILL": None}.get(died)
+    limit = None
+    if candidate.over_budget:
+        limit = ("memory", "memory", "its memory budget")
+    elif died == "SIGXCPU":
+        limit = ("timeout", "cpu-time", "the CPU-time limit")
+    elif died == "SIGXFSZ":
+        limit = ("error", "output-limit", "the file-size limit")
     if limit is not None:
         for outcome in execution.tests:
             if outcome.reason == "candidate-died":
-                outcome.status, outcome.reason = limit
-                outcome.message += f" (the candidate's process was ended by {died}: CPU-time limit)"
+                outcome.status, outcome.reason = limit[0], limit[1]  # type: ignore[assignment]
+                outcome.message += f" (the candidate's process passed {limit[2]})"
         execution.status = _summary_status(execution.tests)
     return execution
 
@@ -359,7 +371,7 @@ def _collect(process: subprocess.Popen[bytes], results: object | None, config: b
     selector.close()
     if process.poll() is None:
         _kill_group(process)
-    process.wait()
+    collected.exit_code = process.wait()
     for stream in (process.stdout, process.stderr):
         stream.close()
     return collected
@@ -368,6 +380,19 @@ def _collect(process: subprocess.Popen[bytes], results: object | None, config: b
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def _runner_outcome(item_id: object, record: dict[str, Any]) -> TestOutcome | None:
+    """The outcome a runner record reports, or None when the record is not one the runner
+    writes: a field of the wrong type, a status or reason outside their closed sets, a
+    reason on a pass or none on a failure."""
+    try:
+        outcome = TestOutcome.model_validate({**record, "id": item_id})
+    except ValidationError:
+        return None
+    if (outcome.status == "pass") != (outcome.reason is None):
+        return None
+    return outcome
 
 
 def _outcomes(items: list[TestItem], collected: Collected, nonce: str,
@@ -390,40 +415,40 @@ def _outcomes(items: list[TestItem], collected: Collected, nonce: str,
         elif "start" in record:
             running = record["start"]
         elif "item" in record:
-            item_id = record.pop("item")
-            if item_id in reported:
+            outcome = _runner_outcome(record.pop("item"), record)
+            if outcome is None or outcome.id in reported:
                 forged = True
                 continue
-            reported[item_id] = TestOutcome(id=item_id, **record)
+            reported[outcome.id] = outcome
             running = None
     died = _death_reason(exit_code)
     outcomes: list[TestOutcome] = []
     for item in items:
         outcome = reported.get(item.id)
         if forged:
-            outcome = TestOutcome(id=item.id, status="error",
-                                  message="the result channel carried records knowbench did not write")
+            outcome = _failed(item.id, "error", "forged-record",
+                              "the result channel carried records knowbench did not write")
         elif outcome is None:
             if item.id == running and collected.over_budget:
-                outcome = TestOutcome(id=item.id, status="memory", reason="memory",
-                                      message="the sample's processes and files passed its memory "
-                                              "budget during this test")
+                outcome = _failed(item.id, "memory", "memory",
+                                  "the sample's processes and files passed its memory budget "
+                                  "during this test")
             elif collected.over_budget:
-                outcome = TestOutcome(id=item.id, status="memory", reason="not-run",
-                                      message="not run: the memory budget was passed earlier")
+                outcome = _failed(item.id, "memory", "not-run",
+                                  "not run: the memory budget was passed earlier")
             elif item.id == running and collected.timed_out:
-                outcome = TestOutcome(id=item.id, status="timeout",
-                                      message="the wall-clock limit was reached during this test")
+                outcome = _failed(item.id, "timeout", "timeout",
+                                  "the wall-clock limit was reached during this test")
             elif item.id == running:
-                status: Status = "timeout" if died == "SIGXCPU" else "error"
-                outcome = TestOutcome(id=item.id, status=status,
-                                      message=f"the sample process ended during this test ({died})")
+                status, reason = _DEATHS.get(died, ("error", "exited-early"))
+                outcome = _failed(item.id, status, reason,
+                                  f"the sample process ended during this test ({died})")
             elif collected.timed_out:
-                outcome = TestOutcome(id=item.id, status="timeout",
-                                      message="not run: the wall-clock limit was reached earlier")
+                outcome = _failed(item.id, "timeout", "not-run",
+                                  "not run: the wall-clock limit was reached earlier")
             else:
-                outcome = TestOutcome(id=item.id, status="error",
-                                      message=f"not run: the sample process ended early ({died})")
+                outcome = _failed(item.id, "error", "not-run",
+                                  f"not run: the sample process ended early ({died})")
         outcomes.append(outcome)
     note = ""
     if not done and not collected.timed_out:
@@ -433,9 +458,22 @@ def _outcomes(items: list[TestItem], collected: Collected, nonce: str,
     return outcomes, note
 
 
-def _death_reason(exit_code: int | None) -> str:
+# Deaths that are a limit being hit rather than the sample ending itself: the kernel sends
+# SIGXCPU at RLIMIT_CPU and SIGXFSZ at RLIMIT_FSIZE (when the sample restored its default
+# action; Python ignores it, and a write past the limit then raises OSError instead).
+_DEATHS: dict[str, tuple[Status, Reason]] = {"SIGXCPU": ("timeout", "cpu-time"),
+                                             "SIGXFSZ": ("error", "output-limit")}
+
+
+def _failed(item_id: str, status: Status, reason: Reason, message: str) -> TestOutcome:
+    return TestOutcome(id=item_id, status=status, reason=reason, message=message)
+
+
+def killed_by(exit_code: int | None) -> str | None:
+    """The signal that ended a process with this exit code ("SIGKILL", "signal 70"), or None
+    when it exited by itself (or nothing is known)."""
     if exit_code is None:
-        return "unknown"
+        return None
     if exit_code < 0:
         try:
             return signal.Signals(-exit_code).name
@@ -446,7 +484,13 @@ def _death_reason(exit_code: int | None) -> str:
             return signal.Signals(exit_code - 128).name
         except ValueError:
             pass
-    return f"exit code {exit_code}"
+    return None
+
+
+def _death_reason(exit_code: int | None) -> str:
+    if exit_code is None:
+        return "unknown"
+    return killed_by(exit_code) or f"exit code {exit_code}"
 
 
 def _summary_status(outcomes: list[TestOutcome]) -> Status:
@@ -460,7 +504,7 @@ def _summary_status(outcomes: list[TestOutcome]) -> Status:
 def infrastructure_execution(request: ExecutionRequest, engine: SubprocessEngine | Any,
                              message: str) -> Execution:
     """Every test `infrastructure`: knowbench could not run the sample at all."""
-    outcomes = [TestOutcome(id=item.id, status="infrastructure", message=message)
+    outcomes = [_failed(item.id, "infrastructure", "infrastructure", message)
                 for item in request.items()]
     return Execution(status="infrastructure", tests=outcomes, sandbox=engine.sandbox.kind,
                      engine=engine.name, limits=request.limits, note=message)

@@ -51,7 +51,11 @@ _REPLY_GRACE_S = 10.0
 
 
 class _ServerGone(Exception):
-    """The server died or stopped answering."""
+    """The server died or stopped answering (`hung`: it was still there, silent)."""
+
+    def __init__(self, message: str, hung: bool = False) -> None:
+        super().__init__(message)
+        self.hung = hung
 
 
 class _Server:
@@ -145,7 +149,7 @@ class _Server:
         with selectors.DefaultSelector() as selector:
             selector.register(stream, selectors.EVENT_READ)
             if not selector.select(timeout):
-                raise _ServerGone(f"the fork server did not answer within {timeout:.0f} s")
+                raise _ServerGone(f"the fork server did not answer within {timeout:.0f} s", hung=True)
         line = stream.readline()
         if not line:
             raise _ServerGone(f"the fork server exited (code {self.process.poll()})")
@@ -261,7 +265,8 @@ class ForkServerEngine(Engine):
         except _ServerGone as error:
             server.stop()  # the next sample gets a fresh server
             note = f"fork server replaced: {error}"
-            collected = Collected(timed_out="did not answer" in str(error))
+            # A server that hung past the sample's wall clock timed the sample out.
+            collected = Collected(timed_out=error.hung)
             return build_execution(request, config["nonce"], collected, time.monotonic() - started,
                                    self.sandbox.kind, self.name, note=note)
         except (OSError, ValueError) as error:

@@ -284,8 +284,9 @@ def _sample(sample: SampleResult, task: FunctionTask | ChoiceTask | None,
     failing = next((t for t in (sample.execution.tests if sample.execution else []) if t.status != "pass"),
                    None)
     if failing is not None:
+        why = f", {failing.reason}" if failing.reason else ""
         parts.append(f"<details open><summary>failing test <code>{_e(failing.id)}</code> "
-                     f"({_e(failing.status)})</summary><pre>{_e(failing.message)}</pre></details>")
+                     f"({_e(failing.status + why)})</summary><pre>{_e(failing.message)}</pre></details>")
     elif sample.extra.get("assembly_error"):
         parts.append(f"<p>The code could not be assembled: {_e(str(sample.extra['assembly_error']))}</p>")
     knowledge = sample.extra.get("knowledge")

@@ -20,11 +20,13 @@ the last three). The mapping depends on the evidence, not only on the label: a N
 is an "undefined variable" whether it means a missing import (WrongImport) or a typo
 (WrongLogic). `docs/diagnosis.md` lists every rule.
 
-The classifier reads only what a run stores: the per-test outcomes (status, the runner's
-traceback text, whether the target was called), the candidate's code and the executed
-program. Optionally it uses the task (entry point, target API, reference, the code the
-task supplies) and an `ApiSurface` (which module exports which name). Without a surface it
-uses the standard library's, introspected once in this process. Everything here is a
+The classifier reads only what a run stores: the per-test outcomes (status, reason, the
+runner's traceback text, whether the target was called), the candidate's code and the
+executed program. What kind of failure a test had comes from its `reason`, never from the
+wording of its message; the message is read only as a traceback (exception type, frames).
+Optionally it uses the task (entry point, target API, reference, the code the task
+supplies) and an `ApiSurface` (which module exports which name). Without a surface it uses
+the standard library's, introspected once in this process. Everything here is a
 deterministic function of its inputs.
 """
 
@@ -36,15 +38,16 @@ import functools
 import hashlib
 import re
 import textwrap
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from knowbench.records import SampleResult, TestOutcome
+from knowbench.execution.engine import killed_by
+from knowbench.records import Reason, SampleResult, TestOutcome
 from knowbench.scoring.surface import ApiSurface, stdlib_surface
-from knowbench.scoring.tracebacks import Frame, ParsedError, parse_traceback
+from knowbench.scoring.tracebacks import Frame, ParsedError, Stage, parse_traceback
 
 Label = Literal["WrongSyntax", "WrongAPISelection", "WrongImport", "WrongParam",
                 "WrongShapeDtype", "WrongLogic", "Timeout", "Resource", "Infrastructure"]
@@ -368,8 +371,8 @@ def classify(result: SampleResult, task: TaskInfo | None = None,
     per_test: dict[str, tuple[_Verdict, TestOutcome]] = {}
     execution = result.execution
     for outcome in execution.tests if execution else []:
-        if outcome.status == "pass" or outcome.message.startswith("not run:"):
-            continue
+        if outcome.status == "pass" or outcome.reason == "not-run":
+            continue  # a test that never ran says nothing; the event that stopped it does
         per_test[outcome.id] = (_classify_test(outcome, context), outcome)
     if not per_test:
         verdict = _Verdict("WrongLogic", "incorrect implementation", "no-failing-test",
@@ -424,24 +427,31 @@ def _whole_sample(context: _Context) -> _Verdict | None:
         if re.match(r"the (prompt|context) ", str(assembly_error or "")):
             return _Verdict("Infrastructure", None, "task-not-assemblable", detail)
         return _Verdict("WrongSyntax", "syntax error", "not-spliceable", detail, True)
-    if result.status == "infrastructure":
+    # Unless a test says more precisely why it could not run (isolation-required, ...).
+    specific = any(test.reason not in (None, "infrastructure", "not-run")
+                   for test in result.execution.tests if test.status == "infrastructure")
+    if result.status == "infrastructure" and not specific:
         return _Verdict("Infrastructure", None, "runner-failed",
                         f"knowbench could not run the sample: {result.execution.note or 'see the tests'}")
     return None
 
 
 def _classify_test(outcome: TestOutcome, context: _Context) -> _Verdict:
-    status, message = outcome.status, outcome.message
-    if status == "timeout":
-        return _Verdict("Timeout", None, "time-limit", message or "a time limit was reached")
-    if status == "memory":
-        return _Verdict("Resource", None, "memory-limit", "the memory limit was reached")
-    if status == "infrastructure":
-        return _Verdict("Infrastructure", None, "runner-failed", message)
-    runner = _runner_message(message)
-    if runner is not None:
-        return runner
-    parsed = parse_traceback(message)
+    if outcome.reason is None:
+        # Stored before outcomes carried reasons: the status still names a limit that was
+        # hit; anything else is read as a test's traceback.
+        legacy = _STATUS_RULES.get(outcome.status)
+        return legacy(outcome, context) if legacy else _classify_traceback(outcome, context, "test")
+    rule = REASON_RULES.get(outcome.reason)
+    if rule is not None:
+        return rule(outcome, context)
+    return _classify_traceback(outcome, context, TRACEBACK_REASONS.get(outcome.reason, "test"))
+
+
+def _classify_traceback(outcome: TestOutcome, context: _Context, stage: Stage) -> _Verdict:
+    """A failure whose message is the runner's traceback: the exception decides."""
+    message = outcome.message
+    parsed = parse_traceback(message, stage)
     if parsed.exc_type is None:
         return _Verdict("WrongLogic", "incorrect implementation", "unreadable-failure",
                         f"the failure message holds no exception: {message[:120]!r}", True)
@@ -458,31 +468,79 @@ def _classify_test(outcome: TestOutcome, context: _Context) -> _Verdict:
     return verdict
 
 
-def _runner_message(message: str) -> _Verdict | None:
-    """Failures that the runner reports in words instead of a traceback."""
-    if message.startswith("skipped:"):
-        return _Verdict("Infrastructure", None, "test-skipped",
-                        "the test skipped itself (usually a missing dependency)")
-    if message.startswith("tampering detected") or re.match(r"the (program|test) tampered", message):
-        return _Verdict("WrongLogic", "incorrect implementation", "tampering",
-                        "the sample changed the testing machinery")
-    if message.startswith("the test's exception could not be classified"):
-        return _Verdict("WrongLogic", "incorrect implementation", "hostile-exception",
-                        "the sample raised an exception the runner could not even describe")
-    if message.startswith("the result channel carried records"):
-        return _Verdict("WrongLogic", "incorrect implementation", "forged-results",
-                        "the sample wrote forged result records")
-    ended = re.match(r"the sample process ended during this test \((?P<how>[^)]*)\)", message)
-    if ended:
-        how = ended["how"]
-        if how.startswith("exit code"):
-            return _Verdict("WrongLogic", "incorrect implementation", "process-exit",
-                            f"the sample ended its own process ({how})", name=how)
-        return _Verdict("Resource", None, "process-killed", f"the sample process died ({how})",
-                        True, name=how)
-    if message.startswith("the wall-clock limit"):
-        return _Verdict("Timeout", None, "time-limit", message)
-    return None
+def _fixed(label: Label, rule: str, detail: str) -> Callable[[TestOutcome, _Context], _Verdict]:
+    """A verdict that the reason alone decides (none of these labels has a KOCO category)."""
+    def verdict(outcome: TestOutcome, context: _Context) -> _Verdict:
+        return _Verdict(label, None, rule, detail)
+    return verdict
+
+
+def _interference(rule: str, detail: str) -> Callable[[TestOutcome, _Context], _Verdict]:
+    """The sample interfered with the verdict itself: the candidate's fault, whatever it did."""
+    def verdict(outcome: TestOutcome, context: _Context) -> _Verdict:
+        return _Verdict("WrongLogic", "incorrect implementation", rule, detail)
+    return verdict
+
+
+def _runner_failed(outcome: TestOutcome, context: _Context) -> _Verdict:
+    return _Verdict("Infrastructure", None, "runner-failed",
+                    outcome.message or "knowbench could not run the sample")
+
+
+def _process_ended(outcome: TestOutcome, context: _Context) -> _Verdict:
+    """The sample's process ended during the test: by itself (an exit code) or by a signal."""
+    exit_code = context.result.execution.exit_code if context.result.execution else None
+    signal_name = killed_by(exit_code)
+    if exit_code is not None and signal_name is None:
+        return _Verdict("WrongLogic", "incorrect implementation", "process-exit",
+                        f"the sample ended its own process (exit code {exit_code})",
+                        name=f"exit code {exit_code}")
+    how = signal_name or "unknown"
+    return _Verdict("Resource", None, "process-killed", f"the sample process died ({how})", True,
+                    name=how)
+
+
+def _candidate_died(outcome: TestOutcome, context: _Context) -> _Verdict:
+    # Split execution: the tests' process survived, so the candidate's own process ended
+    # (exited, crashed or was killed); limits hit there come as timeout/memory instead.
+    return _Verdict("WrongLogic", "incorrect implementation", "candidate-died",
+                    "the candidate's process ended during a call", True)
+
+
+REASON_RULES: dict[Reason, Callable[[TestOutcome, _Context], _Verdict]] = {
+    "timeout": _fixed("Timeout", "time-limit", "the wall-clock limit was reached"),
+    "cpu-time": _fixed("Timeout", "cpu-limit", "the CPU-time limit was reached"),
+    "memory": _fixed("Resource", "memory-limit", "the memory limit was reached"),
+    "output-limit": _fixed("Resource", "output-limit", "the file-size limit was reached"),
+    "infrastructure": _runner_failed,
+    "isolation-required": _fixed("Infrastructure", "isolation-required",
+                                 "the run requires split isolation and this task cannot run split"),
+    "cannot-cross": _fixed("Infrastructure", "cannot-cross",
+                           "a value could not cross between the tests' and the candidate's "
+                           "processes (a limitation of split execution, not the candidate's error)"),
+    "skipped": _fixed("Infrastructure", "test-skipped",
+                      "the test skipped itself (usually a missing dependency)"),
+    "unsupported-fixture": _fixed("Infrastructure", "unsupported-fixture",
+                                  "the test needs a pytest fixture knowbench does not provide"),
+    "tampering": _interference("tampering", "the sample changed the testing machinery"),
+    "forged-record": _interference("forged-results", "the sample wrote forged result records"),
+    "exited-early": _process_ended,
+    "candidate-died": _candidate_died,
+}
+"""The reasons that decide a test's label by themselves."""
+
+TRACEBACK_REASONS: dict[Reason, Stage] = {
+    "assertion": "test", "exception": "test", "test-code-failed": "spec",
+    "program-failed-to-load": "load",
+}
+"""The reasons whose message is a traceback that decides the label, with its stage.
+(`not-run`, the only other reason, is not diagnosed: see `classify`.)"""
+
+# Outcomes stored without a reason (before reasons existed): the status alone names a limit.
+_STATUS_RULES: dict[str, Callable[[TestOutcome, _Context], _Verdict]] = {
+    "timeout": REASON_RULES["timeout"], "memory": REASON_RULES["memory"],
+    "infrastructure": REASON_RULES["infrastructure"],
+}
 
 
 def _classify_exception(parsed: ParsedError, outcome: TestOutcome, context: _Context) -> _Verdict:

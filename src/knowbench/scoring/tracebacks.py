@@ -14,8 +14,10 @@ from typing import Literal
 
 CANDIDATE_FILE = "solution.py"
 TEST_PREFIX = "test:"
-LOAD_PREFIX = "the program failed to load:"
-SPEC_PREFIX = "the test code failed to run:"
+
+Stage = Literal["load", "spec", "test"]
+"""When an exception happened: while the program loaded, while a test spec's own code ran,
+or during a test. The caller knows it from the outcome's reason; the text does not say."""
 
 Owner = Literal["candidate", "test", "harness", "library", "runner"]
 """Whose code a frame runs: the program ("solution.py"), the tests, the testing machinery
@@ -53,15 +55,15 @@ class ParsedError:
     `frames` are those of the final traceback block (outermost first). `causes` holds the
     exception types of earlier blocks in a chain ("During handling of ..."). `exc_type` is
     the exception's name as printed (possibly dotted, e.g. "binascii.Error"); None when the
-    text holds no exception (runner messages such as a timeout notice). `stage` says
-    whether the program failed to load, the test code failed to run, or a test failed.
+    text holds no exception (runner messages such as a timeout notice). `stage` is the one
+    the caller passed in.
     """
 
     exc_type: str | None
     message: str
     frames: tuple[Frame, ...] = ()
     causes: tuple[str, ...] = ()
-    stage: Literal["load", "spec", "test"] = "test"
+    stage: Stage = "test"
     text: str = ""
     notes: tuple[str, ...] = field(default=())
 
@@ -103,22 +105,17 @@ def frame_owner(file: str) -> Owner:
     return "library"
 
 
-def parse_traceback(message: str) -> ParsedError:
+def parse_traceback(message: str, stage: Stage = "test") -> ParsedError:
     """Parse a stored test message into its final exception and frames.
 
     Handles chained exceptions (the last block wins, earlier types go to `causes`),
-    SyntaxError blocks (a frame without "in ..."), the runner's prefixes and its
-    truncation marker ("\\n...\\n" in the middle of long messages). Never raises.
+    SyntaxError blocks (a frame without "in ..."), words the runner puts before a traceback
+    (ignored: a block starts at "Traceback" or at a frame line) and its truncation marker
+    ("\\n...\\n" in the middle of long messages). Never raises.
     """
-    stage: Literal["load", "spec", "test"] = "test"
-    text = message
-    if text.startswith(LOAD_PREFIX):
-        stage, text = "load", text[len(LOAD_PREFIX):].lstrip("\n")
-    elif text.startswith(SPEC_PREFIX):
-        stage, text = "spec", text[len(SPEC_PREFIX):].lstrip("\n")
-    blocks = _blocks(text)
+    blocks = _blocks(message)
     if not blocks:
-        return ParsedError(exc_type=None, message=text.strip(), stage=stage, text=message)
+        return ParsedError(exc_type=None, message=message.strip(), stage=stage, text=message)
     parsed = [_parse_block(block) for block in blocks]
     frames, exc_type, exc_message = parsed[-1]
     causes = tuple(kind for _, kind, _ in parsed[:-1] if kind)

@@ -47,6 +47,15 @@ class Tampering(Exception):
     """The sample changed the machinery the verdict depends on."""
 
 
+class UnsupportedFixture(RuntimeError):
+    """A test asks for a fixture this runner does not provide.
+
+    Raised by the runner and by the harness that mining writes into test specs (it imports
+    this class from the running runner), so the outcome's reason says so without anyone
+    reading the message.
+    """
+
+
 def _vm_size_bytes():
     with open("/proc/self/status") as status:
         for line in status:
@@ -163,11 +172,16 @@ def _describe(error):
 
 
 def _status_of(error, failure_types):
+    """The status and reason (see knowbench.records.Reason) of a test's exception."""
     if isinstance(error, MemoryError):
-        return "memory"
+        return "memory", "memory"
+    if isinstance(error, UnsupportedFixture):
+        return "error", "unsupported-fixture"
+    if isinstance(error, _SpecFailed):  # an earlier item already reported the spec's own error
+        return "error", "test-code-failed"
     if isinstance(error, failure_types):
-        return "fail"
-    return "error"
+        return "fail", "assertion"
+    return "error", "exception"
 
 
 class _MonkeyPatch:
@@ -335,7 +349,7 @@ def _run_function(function, tmp_root, fixtures, skip_self=False):
             kwargs[parameter] = _Capsys()
             fixtures.append(kwargs[parameter].close)
         else:
-            raise RuntimeError(f"fixture '{parameter}' is not supported by the knowbench runner")
+            raise UnsupportedFixture(f"fixture '{parameter}' is not supported by the knowbench runner")
     outcome = function(**kwargs)
     if hasattr(outcome, "__await__"):
         import asyncio
@@ -381,6 +395,10 @@ def _preload(modules):
 
 
 _STATUSES = frozenset({"pass", "fail", "error", "timeout", "memory", "infrastructure"})
+# The reasons a worker may give for a non-pass outcome: a subset of knowbench.records.Reason
+# (this file cannot import knowbench; a test checks that the two agree).
+_REASONS = frozenset({"assertion", "exception", "skipped", "test-code-failed", "unsupported-fixture",
+                      "program-failed-to-load", "memory", "cannot-cross", "candidate-died"})
 
 
 def _new_solution_module(program):
@@ -402,27 +420,29 @@ def _load_program(program, entry_point, channel, box):
     try:
         exec(compile(program, "solution.py", "exec"), module.__dict__)
     except BaseException as error:
+        memory = isinstance(error, MemoryError)
         if channel is not None:
             box.append(("error", "the benchmark's own program failed to load in the trusted "
-                        "process:\n" + _describe(error), None))
+                        "process:\n" + _describe(error), None, "test-code-failed"))
             return
-        box.append(("error" if not isinstance(error, MemoryError) else "memory",
-                    "the program failed to load:\n" + _describe(error), None))
+        box.append(("memory" if memory else "error", "the program failed to load:\n" + _describe(error),
+                    None, "memory" if memory else "program-failed-to-load"))
         return
     if channel is None:
-        box.append(("pass", "", (module, _target_codes(module.__dict__, entry_point))))
+        box.append(("pass", "", (module, _target_codes(module.__dict__, entry_point)), None))
         return
     failure = channel.handshake()
     if failure is not None:
-        box.append((failure[0], "the program failed to load:\n" + failure[1], None))
+        box.append((failure[0], "the program failed to load:\n" + failure[1], None,
+                    "memory" if failure[0] == "memory" else "program-failed-to-load"))
         return
     try:
         codes = knowbench_split.install_proxy(module.__dict__, entry_point, channel)
     except Exception as error:
         box.append(("error", f"the target {entry_point} is not in the benchmark's program: "
-                    f"{_describe(error)}", None))
+                    f"{_describe(error)}", None, "test-code-failed"))
         return
-    box.append(("pass", "", (module, codes)))
+    box.append(("pass", "", (module, codes), None))
 
 
 def _run_item(item, tests, module, target_codes, state, box):
@@ -434,7 +454,7 @@ def _run_item(item, tests, module, target_codes, state, box):
             called[0] = True
 
     namespaces, spec_errors, class_ready, tmp_root, channel = state
-    status, message, fixtures = "pass", "", []
+    status, message, reason, fixtures = "pass", "", None, []
     failure_types = (AssertionError,)
     sys.settrace(tracer)
     try:
@@ -460,17 +480,17 @@ def _run_item(item, tests, module, target_codes, state, box):
                 pass
         try:
             if isinstance(error, unittest.SkipTest):
-                status, message = "error", f"skipped: {error}"
+                status, message, reason = "error", f"skipped: {error}", "skipped"
             else:
-                status, message = _status_of(error, failure_types), _describe(error)
+                (status, reason), message = _status_of(error, failure_types), _describe(error)
         except BaseException:
-            status, message = "error", "the test's exception could not be classified"
+            status, message, reason = "error", "the test's exception could not be classified", "exception"
     finally:
         sys.settrace(None)
     problem = channel.take_problem() if channel is not None else None
     if problem is not None:  # even when the test caught it: that call was never checked
-        status, message = "error", problem[1]
-    box.append((status, message, called[0] if target_codes else None))
+        status, reason, message = "error", problem[0], problem[1]
+    box.append((status, message, called[0] if target_codes else None, reason))
 
 
 def execute_sample(config, result_fd):
@@ -493,7 +513,7 @@ def execute_sample(config, result_fd):
     float_text, int_text = float.__repr__, int.__repr__
     type_of, str_type, float_type, bool_type, tuple_type = type, str, float, bool, tuple
     none_type = type(None)
-    length, statuses, changed = len, _STATUSES, _changed
+    length, statuses, reasons, changed = len, _STATUSES, _REASONS, _changed
     stdout, stderr = sys.stdout, sys.stderr
     runner_globals = globals()
     modules_now = sys.modules
@@ -527,7 +547,7 @@ def execute_sample(config, result_fd):
 
         start_thread(body, ())
         finished.acquire()
-        if length(box) != 1 or type_of(box[0]) is not tuple_type or length(box[0]) != 3:
+        if length(box) != 1 or type_of(box[0]) is not tuple_type or length(box[0]) != 4:
             return None
         return box[0]
 
@@ -554,9 +574,10 @@ def execute_sample(config, result_fd):
                 return f"the code of the runner's {name} was replaced"
         return changed(snapshot, spaces, modules, modules_now)
 
-    def fail_all(start, status, message):
+    def fail_all(start, status, message, reason):
         for item in items[start:]:
-            report({"item": item["id"], "status": status, "message": message, "duration_s": 0.0})
+            report({"item": item["id"], "status": status, "message": message, "duration_s": 0.0,
+                    "reason": reason})
 
     def finish():
         report({"done": True})
@@ -575,18 +596,19 @@ def execute_sample(config, result_fd):
     loaded = in_worker(_load_program, config["program"], config.get("entry_point"), channel)
     problem = integrity_problem()
     if problem is not None:
-        fail_all(0, "error", f"tampering detected while loading the program: {problem}")
+        fail_all(0, "error", f"tampering detected while loading the program: {problem}", "tampering")
         finish()
     # Only exact built-in types are looked at here: a sample's object could run code on ==.
     if (loaded is None or type_of(loaded[0]) is not str_type or type_of(loaded[1]) is not str_type
-            or loaded[0] not in statuses):
-        fail_all(0, "error", "the program tampered with the runner while loading")
+            or loaded[0] not in statuses
+            or (loaded[0] != "pass" and (type_of(loaded[3]) is not str_type or loaded[3] not in reasons))):
+        fail_all(0, "error", "the program tampered with the runner while loading", "tampering")
         finish()
     if loaded[0] != "pass":
-        fail_all(0, loaded[0], loaded[1])
+        fail_all(0, loaded[0], loaded[1], loaded[3])
         finish()
     if type_of(loaded[2]) is not tuple_type or length(loaded[2]) != 2:
-        fail_all(0, "error", "the program tampered with the runner while loading")
+        fail_all(0, "error", "the program tampered with the runner while loading", "tampering")
         finish()
     module, target_codes = loaded[2]
     state = ({}, {}, {}, tmp_root, channel)
@@ -597,15 +619,18 @@ def execute_sample(config, result_fd):
         problem = integrity_problem()
         if problem is not None:
             report({"item": item["id"], "status": "error", "duration_s": monotonic() - started,
-                    "message": f"tampering detected: {problem}"})
-            fail_all(index + 1, "error", "not run: an earlier test tampered with the runner")
+                    "message": f"tampering detected: {problem}", "reason": "tampering"})
+            fail_all(index + 1, "error", "not run: an earlier test tampered with the runner", "not-run")
             break
-        status, message, called = outcome if outcome is not None else (None, None, None)
+        status, message, called, reason = outcome if outcome is not None else (None, None, None, None)
+        # A pass carries no reason; anything else one of the worker's reasons.
         if (type_of(status) is not str_type or status not in statuses
-                or type_of(message) is not str_type or type_of(called) not in (bool_type, none_type)):
-            status, message, called = "error", "the test tampered with its own outcome", None
+                or type_of(message) is not str_type or type_of(called) not in (bool_type, none_type)
+                or (reason is not None if status == "pass"
+                    else type_of(reason) is not str_type or reason not in reasons)):
+            status, message, called, reason = "error", "the test tampered with its own outcome", None, "tampering"
         report({"item": item["id"], "status": status, "message": message,
-                "duration_s": monotonic() - started, "called": called})
+                "duration_s": monotonic() - started, "called": called, "reason": reason})
     finish()
 
 
