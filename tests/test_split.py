@@ -295,3 +295,89 @@ def test_a_candidate_over_its_cpu_limit_times_out(split_engine: Engine) -> None:
     program = "def add(a, b):\n    while True:\n        pass\n"
     result = run(split_engine, program, CHECK_ADD, wall_s=20, cpu_s=1)
     assert result.tests[0].status == "timeout" and result.tests[0].reason == "cpu-time", result.tests
+
+
+def test_a_returned_closure_is_called_back_by_value(split_engine: Engine) -> None:
+    program = """
+        def add(a):
+            def adder(b, log):
+                log.append(b)
+                return a + b
+            return adder
+    """
+    tests = """
+        def test_closure():
+            log = []
+            adder = add(10)
+            assert adder(5, log) == 15 and adder(1, log) == 11
+            assert log == [5, 1]
+            assert adder != 15  # a handle compares by identity: it never answers for a value
+    """
+    result = run(split_engine, program, tests)
+    assert result.status == "pass", result.tests[0].message
+
+
+def test_a_callback_from_the_tests_is_called_in_the_judge(split_engine: Engine) -> None:
+    program = "def add(items, key):\n    return sorted(items, key=key)\n"
+    tests = """
+        def test_callback():
+            seen = []
+
+            def key(item):
+                seen.append(item)
+                return -item
+
+            assert add([1, 3, 2], key) == [3, 2, 1]
+            assert sorted(seen) == [1, 2, 3]  # ran here, in the tests' own process
+    """
+    result = run(split_engine, program, tests)
+    assert result.status == "pass", result.tests[0].message
+
+
+def test_a_returned_decorator_wraps_a_test_function(split_engine: Engine) -> None:
+    program = """
+        import functools
+
+
+        def add(times):
+            def decorate(function):
+                @functools.wraps(function)
+                def wrapper(*args):
+                    return [function(*args) for _ in range(times)]
+                return wrapper
+            return decorate
+    """
+    tests = """
+        def test_decorator():
+            calls = []
+
+            def greet(name):
+                calls.append(name)
+                return "hi " + name
+
+            assert add(2)(greet)("ada") == ["hi ada", "hi ada"]
+            assert calls == ["ada", "ada"]
+    """
+    result = run(split_engine, program, tests)
+    assert result.status == "pass", result.tests[0].message
+
+
+def test_warnings_reach_the_tests(split_engine: Engine) -> None:
+    program = """
+        import warnings
+
+
+        def add(a, b):
+            warnings.warn("add is old", DeprecationWarning, stacklevel=2)
+            return a + b
+    """
+    tests = """
+        import pytest
+
+
+        def test_warns():
+            with pytest.warns(DeprecationWarning, match="old"):
+                assert add(1, 2) == 3
+    """
+    result = run(split_engine, program, tests, preload=["pytest"])
+    assert result.status == "pass", result.tests[0].message

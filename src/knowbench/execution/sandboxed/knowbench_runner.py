@@ -672,8 +672,7 @@ def run_candidate(config, channel_fd):
         finally:
             _flush_and_exit()
     knowbench_split.send_frame(channel_fd, knowbench_wire.dumps(("loaded",)))
-    knowbench_split.serve_calls(module, config["entry_point"], channel_fd,
-                                config["limits"]["output_bytes"])
+    knowbench_split.serve_calls(module, channel_fd, config["limits"]["output_bytes"])
     _flush_and_exit()
 
 

@@ -18,6 +18,7 @@ import os
 import struct
 import sys
 import traceback
+import warnings
 
 import knowbench_wire as wire
 
@@ -70,15 +71,183 @@ def recv_frame(fd, cap=FRAME_CAP):
     return _read_exact(fd, size)
 
 
+# ------------------------------------------------------------------------------ both sides
+
+
+class Peer:
+    """One end of the channel. Either side may call the other while a call is under way:
+    the judge calls the candidate's entry point and the callables it returned; the candidate
+    calls back the callables a test passed in. Callables cross as numbered handles (only the
+    ones this side exported can be called by the other); everything else crosses by value.
+    """
+
+    def __init__(self, fd, resolver, capture_output=False, output_cap=65536):
+        self.fd = fd
+        self.resolver = resolver
+        self.capture_output = capture_output
+        self.output_cap = output_cap
+        self.exported = []  # local callables the other side holds handles to
+        self.entry = None  # candidate side: the module whose entry point the judge calls
+
+    def export(self, obj):
+        for index, known in enumerate(self.exported):
+            if known is obj:
+                return index
+        self.exported.append(obj)
+        return len(self.exported) - 1
+
+    def dumps(self, value, path="the value"):
+        return wire.dumps(value, path, handles=self.export)
+
+    def loads(self, frame):
+        return wire.loads(frame, self.resolver, handles=lambda number: RemoteCallable(self, number))
+
+    def exchange(self, payload):
+        """Send a request and serve the other side's requests until its reply arrives.
+
+        Raises EOFError/OSError/ValueError when the channel breaks, WireError when a message
+        cannot be rebuilt here.
+        """
+        send_frame(self.fd, payload)
+        while True:
+            message = self.loads(recv_frame(self.fd))
+            if type(message) is tuple and len(message) == 5 and message[0] == "request":
+                send_frame(self.fd, self.answer(*message[1:]))
+                continue
+            return message
+
+    def answer(self, kind, target, args, kwargs):
+        """Reply to one request from the other side (never raises for what the call does)."""
+        try:
+            if type(args) is not tuple or type(kwargs) is not dict:
+                raise TypeError("malformed call")
+            if (kind == "call" and self.entry is not None and type(target) is tuple
+                    and len(target) == 2 and type(target[0]) is str):
+                function = (_target(self.entry, target[0]), target[1] is True)
+            elif kind == "handle" and type(target) is int and 0 <= target < len(self.exported):
+                function = self.exported[target]
+            else:
+                raise TypeError(f"this side does not answer {kind!r} requests")
+        except Exception as error:
+            return wire.dumps(("cannot-cross", f"the call could not be rebuilt: {error}"))
+        return _answer(self, function, args, kwargs)
+
+    def call(self, kind, target, args, kwargs):
+        """Call across; return the reply as a message (see _answer)."""
+        return self.exchange(self.dumps(("request", kind, target, args, kwargs), "the arguments"))
+
+
+class RemoteCallable:
+    """A callable that lives in the other process: calling it calls it there, by value."""
+
+    __slots__ = ("_number", "_peer")
+
+    def __init__(self, peer, number):
+        self._peer, self._number = peer, number
+
+    def __call__(self, *args, **kwargs):
+        peer = self._peer
+        if isinstance(peer, Channel):
+            return peer.call_handle(self._number, args, kwargs)
+        try:
+            reply = peer.call("handle", self._number, args, kwargs)
+        except wire.Unencodable as error:
+            raise TypeError(f"the call cannot cross: {error}") from None
+        return settle(peer, reply, args, kwargs, None)
+
+    def __repr__(self):
+        return f"<callable #{self._number} of the other process>"
+
+
+def settle(peer, reply, args, kwargs, fail):
+    """Make a reply happen here: its effects, then its value or its exception.
+
+    `fail(kind, message)` reports a broken or uncrossable reply (the judge remembers it for
+    the verdict); None raises it plainly.
+    """
+    def broken(kind, message):
+        if fail is not None:
+            fail(kind, message)
+        raise kind(message)
+
+    if type(reply) is not tuple or not reply or type(reply[0]) is not str:
+        broken(CandidateGone, "the other process broke the protocol")
+    if reply[0] == "cannot-cross" and len(reply) == 2 and type(reply[1]) is str:
+        broken(CrossingFailed, reply[1])
+    if reply[0] not in ("return", "iterate", "raise") or len(reply) != 4:
+        broken(CandidateGone, "the other process broke the protocol")
+    _, value, extra, effects = reply
+    _replay(peer, effects, args, kwargs, broken)
+    if reply[0] == "return":
+        return value
+    if reply[0] == "iterate":
+        if type(value) is not list:
+            broken(CandidateGone, "the other process broke the protocol")
+        return _iterate(value, None if extra is None else _rebuild(peer, extra, "", broken))
+    raise _rebuild(peer, value, extra, broken)
+
+
+def _rebuild(peer, data, frames, broken):
+    """An exception raised in the other process, as the nearest class known here."""
+    try:
+        error = wire.decode_exception(data, peer.resolver)
+    except wire.WireError as problem:
+        broken(CrossingFailed, f"the other process's exception cannot be rebuilt here: {problem}")
+    if type(frames) is str and frames:
+        try:
+            error.knowbench_remote_frames = frames
+        except Exception:
+            pass
+    return error
+
+
+def _replay(peer, effects, args, kwargs, broken):
+    """What the call printed and warned, and what it changed in its arguments, happen here too."""
+    if type(effects) is not tuple or len(effects) != 4:
+        broken(CandidateGone, "the other process broke the protocol")
+    mutated, out, err, warned = effects
+    if type(out) is str and out:
+        sys.stdout.write(out)
+    if type(err) is str and err:
+        sys.stderr.write(err)
+    if type(warned) is list:
+        for warning in warned:
+            _warn(peer, warning, broken)
+    if mutated is None:
+        return
+    if (type(mutated) is not tuple or len(mutated) != 2 or type(mutated[0]) is not tuple
+            or type(mutated[1]) is not dict or len(mutated[0]) != len(args)
+            or set(mutated[1]) != set(kwargs)):
+        broken(CrossingFailed, "the changes to the arguments do not match the call")
+    for original, new in zip(args, mutated[0], strict=True):
+        wire.assign_in_place(original, new)
+    for name, original in kwargs.items():
+        wire.assign_in_place(original, mutated[1][name])
+
+
+def _warn(peer, warning, broken):
+    if type(warning) is not tuple or len(warning) != 3:
+        broken(CandidateGone, "the other process broke the protocol")
+    data, filename, lineno = warning
+    if type(filename) is not str or type(lineno) is not int:
+        return
+    try:
+        message = wire.decode_exception(data, peer.resolver)
+    except wire.WireError:
+        return
+    if isinstance(message, Warning):
+        warnings.warn_explicit(message, type(message), filename, lineno)
+
+
+
 # --------------------------------------------------------------------------- trusted side
 
 
-class Channel:
+class Channel(Peer):
     """The judge's end of the connection to the candidate's process."""
 
     def __init__(self, fd, resolver):
-        self.fd = fd
-        self.resolver = resolver
+        super().__init__(fd, resolver)
         self.problem = None  # (reason, message) of the first failure since the last take_problem()
         self.gone = None
 
@@ -107,76 +276,29 @@ class Channel:
         self.gone = "the candidate's process broke the protocol while loading"
         return "error", self.gone
 
-    def call(self, target, args, kwargs, awaited=False):
-        """Call `target` in the candidate's process; return or raise what it did there."""
+    def call_entry(self, target, args, kwargs, awaited=False):
+        """Call the entry point in the candidate's process; return or raise what it did there."""
+        return self._across("call", (target, awaited), args, kwargs, target)
+
+    def call_handle(self, number, args, kwargs):
+        """Call a callable the candidate handed over."""
+        return self._across("handle", number, args, kwargs, f"a callable it returned (#{number})")
+
+    def _across(self, kind, target, args, kwargs, what):
         if self.gone is not None:
             self._fail(CandidateGone, self.gone)
         try:
-            payload = wire.dumps((target, args, kwargs, awaited), "the arguments")
+            payload = self.dumps(("request", kind, target, args, kwargs), "the arguments")
         except wire.Unencodable as error:
             self._fail(CrossingFailed, f"the call cannot cross to the candidate's process: {error}")
         try:
-            send_frame(self.fd, payload)
-            frame = recv_frame(self.fd)
+            reply = self.exchange(payload)
         except (OSError, EOFError, ValueError) as error:
-            self.gone = f"the candidate's process ended during a call of {target} ({error})"
+            self.gone = f"the candidate's process ended during a call of {what} ({error})"
             self._fail(CandidateGone, self.gone)
-        try:
-            reply = wire.loads(frame, self.resolver)
         except wire.WireError as error:
             self._fail(CrossingFailed, f"the candidate's reply cannot be rebuilt here: {error}")
-        return self._settle(reply, args, kwargs)
-
-    def _settle(self, reply, args, kwargs):
-        if type(reply) is not tuple or not reply or type(reply[0]) is not str:
-            self.gone = "the candidate's process broke the protocol"
-            self._fail(CandidateGone, self.gone)
-        if reply[0] == "cannot-cross" and len(reply) == 2 and type(reply[1]) is str:
-            self._fail(CrossingFailed, reply[1])
-        if reply[0] == "return" and len(reply) == 5:
-            _, result, mutated, out, err = reply
-            self._replay(mutated, out, err, args, kwargs)
-            return result
-        if reply[0] == "iterate" and len(reply) == 6 and type(reply[1]) is list:
-            _, items, data, mutated, out, err = reply
-            self._replay(mutated, out, err, args, kwargs)
-            return _iterate(items, None if data is None else self._rebuild(data, ""))
-        if reply[0] == "raise" and len(reply) == 6:
-            _, data, frames, mutated, out, err = reply
-            self._replay(mutated, out, err, args, kwargs)
-            raise self._rebuild(data, frames)
-        self.gone = "the candidate's process broke the protocol"
-        self._fail(CandidateGone, self.gone)
-
-    def _rebuild(self, data, frames):
-        """An exception raised in the candidate's process, as the nearest class known here."""
-        try:
-            error = wire.decode_exception(data, self.resolver)
-        except wire.WireError as problem:
-            self._fail(CrossingFailed, f"the candidate's exception cannot be rebuilt here: {problem}")
-        if type(frames) is str and frames:
-            try:
-                error.knowbench_remote_frames = frames
-            except Exception:
-                pass
-        return error
-
-    def _replay(self, mutated, out, err, args, kwargs):
-        """What the call printed, and what it changed in its arguments, happen here too."""
-        if type(out) is str and out:
-            sys.stdout.write(out)
-        if type(err) is str and err:
-            sys.stderr.write(err)
-        if mutated is None:
-            return
-        if (type(mutated) is not tuple or len(mutated) != 2 or type(mutated[0]) is not tuple
-                or type(mutated[1]) is not dict or len(mutated[0]) != len(args)
-                or set(mutated[1]) != set(kwargs)):
-            self._fail(CrossingFailed, "the candidate's changes to the arguments do not match the call")
-        for original, new in zip(args, mutated[0], strict=True):
-            wire.assign_in_place(original, new)
-        for name, original in kwargs.items():
-            wire.assign_in_place(original, mutated[1][name])
+        return settle(self, reply, args, kwargs, self._fail)
 
 
 def _iterate(items, error):
@@ -221,10 +343,10 @@ def install_proxy(namespace, entry_point, channel):
 def _proxy(channel, entry_point, original):
     if inspect.iscoroutinefunction(original):
         async def proxy(*args, **kwargs):
-            return channel.call(entry_point, args, kwargs, True)
+            return channel.call_entry(entry_point, args, kwargs, True)
     else:
         def proxy(*args, **kwargs):
-            return channel.call(entry_point, args, kwargs)
+            return channel.call_entry(entry_point, args, kwargs)
     if callable(original):
         functools.update_wrapper(proxy, original)
     return proxy
@@ -239,60 +361,70 @@ def remote_frames(error):
 # ------------------------------------------------------------------------- candidate side
 
 
-def serve_calls(module, entry_point, fd, output_cap):
+def serve_calls(module, fd, output_cap):
     """Answer the judge's calls until it closes the channel. Runs in the candidate's process."""
-    resolver = wire.Resolver(allowed_modules=_loaded_packages(), import_missing=True)
+    peer = Peer(fd, wire.Resolver(allowed_modules=_loaded_packages(), import_missing=True),
+                capture_output=True, output_cap=output_cap)
+    peer.entry = module
     while True:
         try:
-            frame = recv_frame(fd)
+            message = peer.loads(recv_frame(fd))
         except (EOFError, OSError, ValueError):
             return
-        try:
-            request = wire.loads(frame, resolver)
-            target, args, kwargs, awaited = request
-            function = _target(module, target)
-        except Exception as error:  # the judge sent something this side cannot use
+        except wire.WireError as error:
             send_frame(fd, wire.dumps(("cannot-cross", f"the call could not be rebuilt: {error}")))
             continue
-        send_frame(fd, _answer(function, args, kwargs, awaited, output_cap))
+        if type(message) is tuple and len(message) == 5 and message[0] == "request":
+            send_frame(fd, peer.answer(*message[1:]))
+        else:
+            send_frame(fd, wire.dumps(("cannot-cross", "not a request")))
 
 
-def _answer(function, args, kwargs, awaited, output_cap):
+def _answer(peer, function, args, kwargs):
+    """Run one call here and encode what it did: a reply message (see `settle`)."""
+    awaited = False
+    if type(function) is tuple:  # the entry point: (function, awaited)
+        function, awaited = function
     try:
         before = wire.dumps((args, kwargs))
     except wire.Unencodable:
         before = None
     saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
-    outcome = None
+    if peer.capture_output:
+        sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = function(*args, **kwargs)
+            if awaited and inspect.iscoroutine(result):
+                result = asyncio.run(result)
+            outcome = ("return", result)
+        except BaseException as error:
+            outcome = ("raise", error)
+        finally:
+            out, err = "", ""
+            if peer.capture_output:
+                out = _captured(sys.stdout, peer.output_cap)
+                err = _captured(sys.stderr, peer.output_cap)
+                sys.stdout, sys.stderr = saved
     try:
-        result = function(*args, **kwargs)
-        if awaited and inspect.iscoroutine(result):
-            result = asyncio.run(result)
-        outcome = ("return", result)
-    except BaseException as error:
-        outcome = ("raise", error)
-    finally:
-        out, err = _captured(sys.stdout, output_cap), _captured(sys.stderr, output_cap)
-        sys.stdout, sys.stderr = saved
-    mutated = None
-    try:
-        after = wire.dumps((args, kwargs), "the arguments after the call")
+        warned = [(wire.encode_exception(w.message), str(w.filename), int(w.lineno))
+                  for w in caught[:100] if isinstance(w.message, Warning)]
+        mutated = None
+        after = peer.dumps((args, kwargs), "the arguments after the call")
         if after != before:
             mutated = (tuple(args), dict(kwargs))
-    except wire.Unencodable as error:
-        return wire.dumps(("cannot-cross", str(error)))
-    try:
+        effects = (mutated, out, err, warned)
         if outcome[0] == "return" and _is_lazy(outcome[1]):
             # Iterators and generators cannot cross alive: drain them here (bounded), and the
-            # judge's side replays the items and then the exception they ended with.
+            # other side replays the items and then the exception they ended with.
             items, stop = _drain(outcome[1])
             data = None if stop is None else wire.encode_exception(stop)
-            return wire.dumps(("iterate", items, data, mutated, out, err), "the returned iterator")
+            return peer.dumps(("iterate", items, data, effects), "the returned iterator")
         if outcome[0] == "return":
-            return wire.dumps(("return", outcome[1], mutated, out, err), "the return value")
+            return peer.dumps(("return", outcome[1], None, effects), "the return value")
         error = outcome[1]
-        return wire.dumps(("raise", wire.encode_exception(error), _frames(error), mutated, out, err))
+        return peer.dumps(("raise", wire.encode_exception(error), _frames(error), effects))
     except wire.Unencodable as error:
         return wire.dumps(("cannot-cross", str(error)))
     except BaseException as error:  # a hostile __repr__/__reduce__ while encoding

@@ -20,7 +20,18 @@ Nesting is limited to MAX_DEPTH container levels in both directions (recursion, 
 parser, share the interpreter's recursion limit).
 
 numpy and pandas are never imported by this module's encoder: their values are recognised
-through `sys.modules`.
+through `sys.modules`. The same holds for the curated library value types (gmpy2 numbers,
+ipaddress objects, pytz and dateutil time zones): each has its own handler that sends a canonical
+scalar form and rebuilds it with one fixed constructor or lookup of that library, never a general
+`__reduce__` (calling whatever a document names, with arguments it chooses, could start e.g. a
+`subprocess.Popen` on the receiving side).
+
+Handles: callables that cannot cross by name (closures, lambdas, bound methods, partials, callable
+objects that cannot cross by value) can cross as `["handle", id]` when both sides pass a `handles`
+hook (`dumps(..., handles=...)` gives the id, `loads(..., handles=...)` gives the object). What a
+handle stands for, and what calling it does, is the caller's policy; a decoder given no hook
+refuses handle nodes, so a document cannot smuggle one in. A handle node takes the next memo id,
+like a mutable container, so the same callable met again is `["ref", id]`.
 """
 
 import base64
@@ -38,12 +49,20 @@ import sys
 import types
 import uuid
 import weakref
+from collections.abc import Callable
 
 MAX_DEPTH = 300
 _MAGIC, _VERSION = "knowbench-wire", 1
 _SAFE_INT = 2**53  # beyond this, ints travel as hex strings (no str-digits limit, any JSON reader)
 _RE_FLAGS = re.IGNORECASE | re.LOCALE | re.MULTILINE | re.DOTALL | re.UNICODE | re.VERBOSE | re.ASCII
 _HEX_INT = re.compile(r"-?[0-9a-f]+")
+# mpfr values travel as base-16 text, exact whatever the rounding mode (see _mpfr_text)
+_MPFR_TEXT = re.compile(r"-?(?:0\.[0-9a-f]+@-?[0-9]+|0\.0|inf|nan)")
+_MAX_MPFR_PRECISION = 1 << 24  # bits; a larger precision in a tiny document would exhaust memory
+# An IANA zone key: relative, no dots, so it cannot leave the time zone directories
+_TZ_KEY = re.compile(r"[A-Za-z0-9_+-]+(?:/[A-Za-z0-9_+-]+)*")
+_IP_KINDS = frozenset({"IPv4Address", "IPv6Address", "IPv4Network", "IPv6Network",
+                       "IPv4Interface", "IPv6Interface"})
 
 # Testing frameworks and mocks are never resolvable, even when a benchmark allows their package:
 # rebuilding e.g. `unittest.mock.ANY` (its `__eq__` is always True), a MagicMock, or a
@@ -239,10 +258,11 @@ def _simple_dtype_problem(dtype: object, sized: bool = True) -> str | None:
 
 
 class _Encoder:
-    def __init__(self) -> None:
+    def __init__(self, handles: Callable[[object], int | None] | None = None) -> None:
         self.memo: dict[int, int] = {}  # id(obj) -> memo id
         self.keep: list[object] = []  # keeps memoised objects alive so their ids are not reused
         self.depth = 0
+        self.handles = handles
 
     def new_id(self, value: object) -> int:
         self.memo[id(value)] = len(self.keep)
@@ -311,8 +331,35 @@ class _Encoder:
         return out
 
     def other(self, v: object) -> object:
-        """Values whose exact type is not in _ENCODERS."""
+        """Values whose exact type is not in _ENCODERS: by value (or name) when possible, else,
+        for a callable that is not a class, as a handle when the `handles` hook gives one."""
+        if self.handles is None or isinstance(v, type) or not callable(v):
+            return self.by_value(v)
+        mark = len(self.keep)
+        try:
+            return self.by_value(v)
+        except _Refused:
+            # The partial node is dropped, and with it the memo ids its parts took: the decoder
+            # never sees them, and ids must stay sequential.
+            for dropped in self.keep[mark:]:
+                del self.memo[id(dropped)]
+            del self.keep[mark:]
+            handle = self.handles(v)
+            if handle is None:
+                raise
+        if type(handle) is not int or not 0 <= handle < _SAFE_INT:
+            raise TypeError(f"the handles hook returned {handle!r}, not an int in [0, 2**53)")
+        self.new_id(v)  # met again, it is ["ref", id]: one handle per callable per document
+        return ["handle", handle]
+
+    def by_value(self, v: object) -> object:
         t = type(v)
+        module = t.__module__ if type(t.__module__) is str else ""
+        library = _LIBRARY_ENCODERS.get(module.partition(".")[0])
+        if library is not None:
+            node = library(self, v)
+            if node is not None:
+                return node
         np, pd, zi = (sys.modules.get(m) for m in ("numpy", "pandas", "zoneinfo"))
         if np is not None and isinstance(v, (np.ndarray, np.generic, np.dtype)):
             return self.numpy(np, v)
@@ -478,9 +525,115 @@ _ENCODERS = {
 }
 
 
-def dumps(value: object, path: str = "value") -> bytes:
-    """Encode `value` as UTF-8 JSON; raises Unencodable naming where the value cannot cross."""
-    encoder = _Encoder()
+# ---- curated library value types ----
+# Each encoder below is given a value whose type's top-level module names its library and
+# returns the value's node, or None when the value is none of the library's known types (then
+# the general rules apply). Types are compared by identity with the loaded library's own, so a
+# class that merely claims such a __module__ is not recognised. The decoders rebuild each value
+# from scalars with one fixed constructor or lookup: a document can make them build nothing else.
+
+def _enc_gmpy2(e: _Encoder, v: object) -> object:
+    gmpy2, t = sys.modules.get("gmpy2"), type(v)
+    if gmpy2 is None:
+        return None
+    if t is gmpy2.mpz:
+        return ["mpz", e.enc(int(v))]
+    if t is gmpy2.xmpz:  # mutable: takes a memo id, so sharing survives
+        return ["xmpz", e.new_id(v), e.enc(int(v))]
+    if t is gmpy2.mpq:
+        return ["mpq", e.enc(int(v.numerator)), e.enc(int(v.denominator))]
+    if t is gmpy2.mpfr:
+        if v.precision > _MAX_MPFR_PRECISION:
+            raise _Refused(f"an mpfr with more than {_MAX_MPFR_PRECISION} bits cannot cross")
+        return ["mpfr", _mpfr_text(v), v.precision]
+    return None
+
+
+def _mpfr_text(v: object) -> str:
+    """Base-16 text of an mpfr ("-0.18@1" is -0x0.18 * 16**1): with at most `precision`
+    significant bits it is exactly representable, so parsing it back does not depend on the
+    receiving context's rounding mode (decimal text would)."""
+    if not v.is_finite() or v.is_zero():
+        return str(v)  # nan, inf, -inf, 0.0, -0.0
+    digits, exponent, _ = v.digits(16)
+    sign, digits = ("-", digits[1:]) if digits.startswith("-") else ("", digits)
+    return f"{sign}0.{digits}@{exponent}"
+
+
+def _enc_ipaddress(e: _Encoder, v: object) -> object:
+    ipaddress, name = sys.modules.get("ipaddress"), type(v).__name__
+    if ipaddress is None or name not in _IP_KINDS or type(v) is not getattr(ipaddress, name):
+        return None
+    return ["ip", name, str(v)]  # str() is canonical, and each constructor parses it back
+
+
+def _enc_pytz(e: _Encoder, v: object) -> object:
+    """pytz zones are cached singletons: a zone name (plus, for the per-period instances a
+    `localize` returns, their (utcoffset, dst, tzname) key) finds the very same object again,
+    which is checked here so that only what decodes exactly is sent."""
+    pytz, t = sys.modules.get("pytz"), type(v)
+    if pytz is None or not isinstance(v, pytz.BaseTzInfo):
+        return None
+    try:
+        if t is pytz._FixedOffset:  # what pytz.FixedOffset(minutes) returns
+            minutes = v.utcoffset(None) // datetime.timedelta(minutes=1)
+            node, rebuilt = ["pytzfixed", minutes], pytz.FixedOffset(minutes)
+        elif isinstance(v, pytz.tzinfo.DstTzInfo):
+            key = (v._utcoffset, v._dst, v._tzname)
+            node = ["pytz", v.zone, e.enc(key[0]), e.enc(key[1]), key[2]]
+            rebuilt = _pytz_zone(pytz, v.zone, key)
+        else:  # pytz.utc and StaticTzInfo zones
+            node, rebuilt = ["pytz", v.zone], _pytz_zone(pytz, v.zone, None)
+    except (WireError, LookupError, ValueError, TypeError, AttributeError):
+        rebuilt = None
+    if rebuilt is not v:
+        raise _Refused(f"a {t.__qualname__} that pytz cannot find again by name cannot cross")
+    return node
+
+
+def _enc_dateutil(e: _Encoder, v: object) -> object:
+    tz, t = sys.modules.get("dateutil.tz"), type(v)
+    if tz is None:
+        return None
+    if t is tz.tzutc:
+        return ["dtzutc"]
+    if t is tz.tzoffset:
+        name = v.tzname(None)
+        if name is not None and type(name) is not str:
+            raise _Refused("a dateutil tzoffset whose name is not a str cannot cross")
+        return ["dtzoffset", name, e.enc(v.utcoffset(None))]
+    if t is tz.tzlocal:
+        raise _Refused("a dateutil tzlocal cannot cross: it is whatever zone each process's "
+                       "machine and environment say")
+    if t is tz.tzfile:
+        filename = getattr(v, "_filename", None)
+        keys = [getattr(v, "_key", None), filename]  # _key: dateutil >= 4
+        if type(filename) is str and "/zoneinfo/" in filename:  # /usr/share/zoneinfo/Europe/Paris
+            keys.append(filename.rpartition("/zoneinfo/")[2])
+        for key in keys:
+            try:
+                if _dateutil_zone(tz, key) == v:  # same transitions: gettz(key) rebuilds it
+                    return ["dtzfile", key]
+            except WireError:
+                continue
+        raise _Refused(f"a dateutil tzfile ({filename!r:.100}) that gettz cannot find by a zone "
+                       f"key cannot cross")
+    return None
+
+
+_LIBRARY_ENCODERS = {"gmpy2": _enc_gmpy2, "ipaddress": _enc_ipaddress, "pytz": _enc_pytz,
+                     "dateutil": _enc_dateutil}  # keyed by the top-level module of the type
+
+
+def dumps(value: object, path: str = "value",
+          handles: Callable[[object], int | None] | None = None) -> bytes:
+    """Encode `value` as UTF-8 JSON; raises Unencodable naming where the value cannot cross.
+
+    `handles(obj)`, when given, is asked about each callable (not a class) that cannot cross by
+    name or by value: an int in [0, 2**53) sends it as `["handle", that int]` (the object met
+    again in the document is a reference to that node), None keeps the refusal. Errors of the
+    hook, and results of another kind, come out as Unencodable."""
+    encoder = _Encoder(handles)
     try:
         root = encoder.enc(value)
     except _Refused as refusal:
@@ -512,8 +665,10 @@ def _ints(*values: object) -> tuple:
 
 
 class _Decoder:
-    def __init__(self, resolver: Resolver) -> None:
+    def __init__(self, resolver: Resolver,
+                 handles: Callable[[int], object] | None = None) -> None:
         self.resolver = resolver
+        self.handles = handles
         self.memo: list[object] = []
         self.depth = 0
 
@@ -807,6 +962,92 @@ def _dec_path(d: _Decoder, node: list) -> object:
     return (pathlib.PurePosixPath if kind == "pure" else pathlib.PosixPath)(text)
 
 
+def _dec_handle(d: _Decoder, node: list) -> object:
+    (handle,) = _fields(node, 1)
+    _need(d.handles is not None, "handle: this decoder was given no handles")
+    _need(type(handle) is int and 0 <= handle < _SAFE_INT, "handle: bad id")
+    return d.register(len(d.memo), d.handles(handle))  # takes the next memo id, see dumps
+
+
+# Curated library values; see _enc_gmpy2 and the encoders after it. The library modules come
+# through the resolver, as numpy's do: loaded already, or imported only when it may import.
+def _dec_gmpy2(d: _Decoder, node: list) -> object:
+    gmpy2, tag = d.resolver.module("gmpy2"), node[0]
+    if tag == "mpfr":
+        text, precision = _fields(node, 2)
+        _need(type(text) is str and _MPFR_TEXT.fullmatch(text) is not None
+              and type(precision) is int and 1 <= precision <= _MAX_MPFR_PRECISION,
+              "mpfr: bad fields")
+        return gmpy2.mpfr(text, precision, 16)
+    if tag == "xmpz":
+        nid, value = _fields(node, 2)
+        return d.register(nid, gmpy2.xmpz(*_ints(d.dec(value))))
+    if tag == "mpq":
+        numerator, denominator = _ints(*(d.dec(x) for x in _fields(node, 2)))
+        _need(denominator > 0, "mpq: bad denominator")
+        return gmpy2.mpq(numerator, denominator)
+    return gmpy2.mpz(*_ints(d.dec(_fields(node, 1)[0])))
+
+
+def _dec_ip(d: _Decoder, node: list) -> object:
+    kind, text = _fields(node, 2)
+    _need(kind in _IP_KINDS and type(text) is str and len(text) < 100, "ip: bad fields")
+    import ipaddress  # stdlib; loaded only when an address arrives
+
+    return getattr(ipaddress, kind)(text)
+
+
+def _pytz_zone(pytz: types.ModuleType, zone: object,
+               key: tuple[datetime.timedelta, datetime.timedelta, str] | None) -> object:
+    """pytz's own instance for `zone` (a name pytz lists): the zone itself when `key` is None
+    (UTC, fixed-offset zones), else the per-period instance of a DST zone with that
+    (utcoffset, dst, tzname) key. Raises WireError."""
+    _need(type(zone) is str and zone in pytz.all_timezones_set, "pytz: unknown zone")
+    tz = pytz.timezone(zone)
+    is_dst_zone = isinstance(tz, pytz.tzinfo.DstTzInfo)
+    if key is None:
+        _need(not is_dst_zone, "pytz: a DST zone needs its period")
+        return tz
+    _need(is_dst_zone and key in tz._tzinfos, "pytz: no such period in the zone")
+    return tz._tzinfos[key]
+
+
+def _dec_pytz(d: _Decoder, node: list) -> object:
+    pytz = d.resolver.module("pytz")
+    if node[0] == "pytzfixed":
+        (minutes,) = _ints(*_fields(node, 1))
+        _need(-1440 < minutes < 1440, "pytzfixed: offset out of range")
+        return pytz.FixedOffset(minutes)
+    zone, *key = _fields(node, 1, at_least=True)
+    if not key:
+        return _pytz_zone(pytz, zone, None)
+    _need(len(key) == 3 and type(key[2]) is str, "pytz: bad period")
+    offset = d.typed(key[0], datetime.timedelta, "utcoffset")
+    return _pytz_zone(pytz, zone, (offset, d.typed(key[1], datetime.timedelta, "dst"), key[2]))
+
+
+def _dateutil_zone(tz: types.ModuleType, key: object) -> object:
+    """`dateutil.tz.gettz(key)` for a relative IANA key, when that is a tzfile (never a local
+    zone, an absolute path, or a file outside the zone directories). Raises WireError."""
+    _need(type(key) is str and len(key) <= 100 and _TZ_KEY.fullmatch(key) is not None,
+          "dtzfile: bad key")
+    zone = tz.gettz(key)
+    _need(type(zone) is tz.tzfile, "dtzfile: not a zone file")
+    return zone
+
+
+def _dec_dateutil(d: _Decoder, node: list) -> object:
+    tz, tag = d.resolver.module("dateutil.tz"), node[0]
+    if tag == "dtzutc":
+        _fields(node, 0)
+        return tz.tzutc()
+    if tag == "dtzoffset":
+        name, offset = _fields(node, 2)
+        _need(name is None or type(name) is str, "dtzoffset: bad name")
+        return tz.tzoffset(name, d.typed(offset, datetime.timedelta, "offset"))
+    return _dateutil_zone(tz, _fields(node, 1)[0])
+
+
 _DECODERS = {
     "int": _dec_str_field(lambda s: int(s, 16), _HEX_INT.fullmatch),
     "float": _dec_str_field(float, {"nan", "inf", "-inf"}.__contains__),
@@ -843,6 +1084,11 @@ _DECODERS = {
     "npdtype": lambda d, n: d.np_dtype(_fields(n, 1)[0], objects=True, sized=False),
     **dict.fromkeys(("pdseries", "pdframe", "pdindex", "pdrange", "pdmulti", "pdcat", "pddtz",
                      "pdstr", "pdext", "pdts", "pdtd", "pdnat", "pdna"), _Decoder.pd),
+    "handle": _dec_handle,
+    **dict.fromkeys(("mpz", "xmpz", "mpq", "mpfr"), _dec_gmpy2),
+    "ip": _dec_ip,
+    **dict.fromkeys(("pytz", "pytzfixed"), _dec_pytz),
+    **dict.fromkeys(("dtzutc", "dtzoffset", "dtzfile"), _dec_dateutil),
 }
 
 
@@ -858,9 +1104,10 @@ def _npscalar(d: _Decoder, text: object, data: object) -> object:
     return d.resolver.module("numpy").frombuffer(raw, dtype=dtype)[0]
 
 
-def _decode_tree(node: object, resolver: Resolver) -> object:
+def _decode_tree(node: object, resolver: Resolver,
+                 handles: Callable[[int], object] | None = None) -> object:
     try:
-        return _Decoder(resolver).dec(node)
+        return _Decoder(resolver, handles).dec(node)
     except WireError:
         raise
     except Exception as error:  # a constructor refused the data (RecursionError included)
@@ -871,9 +1118,13 @@ def _reject_constant(name: str) -> object:
     raise WireError(f"non-standard JSON constant {name}")
 
 
-def loads(data: bytes, resolver: Resolver) -> object:
+def loads(data: bytes, resolver: Resolver,
+          handles: Callable[[int], object] | None = None) -> object:
     """Rebuild a value from `dumps` output; raises WireError (only) on anything malformed or
-    forbidden. Calls nothing but value constructors and what `resolver` allows."""
+    forbidden. Calls nothing but value constructors, what `resolver` allows, and `handles`.
+
+    `handles(id)` gives the object a `["handle", id]` node stands for (an error it raises becomes
+    a WireError); without it, a handle node is a WireError."""
     _need(isinstance(data, (bytes, bytearray, memoryview)), "data must be bytes")
     try:
         tree = json.loads(bytes(data).decode("utf-8"), parse_constant=_reject_constant)
@@ -883,7 +1134,7 @@ def loads(data: bytes, resolver: Resolver) -> object:
         raise WireError(f"not a wire document: {type(error).__name__}") from None
     _need(type(tree) is list and len(tree) == 3 and tree[:2] == [_MAGIC, _VERSION],
           "not a knowbench-wire document")
-    return _decode_tree(tree[2], resolver)
+    return _decode_tree(tree[2], resolver, handles)
 
 
 def _tree(value: object) -> object:
