@@ -1,17 +1,46 @@
-"""Behaviour of the SubprocessEngine: one behaviour per test, on the machine's best sandbox."""
+"""The executor conformance suite: one behaviour per test, on the machine's best sandbox, run
+against every engine (subprocess, fork server, Ray). A new engine proves itself by passing it;
+where an engine legitimately differs, the test says so."""
 
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from helpers import make_request
-from knowbench.execution.engine import SubprocessEngine
+from knowbench.execution.engine import Engine, SubprocessEngine
+from knowbench.execution.forkserver import ForkServerEngine
+from knowbench.execution.sandbox import Sandbox
 from knowbench.records import Execution, Limits
 
 ADD = "def add(a, b):\n    return a + b\n"
+
+
+@pytest.fixture(scope="module", params=["subprocess", "forkserver",
+                                        pytest.param("ray", marks=pytest.mark.slow)])
+def engine(request: pytest.FixtureRequest, best_sandbox: Sandbox) -> Iterator[Engine]:
+    """Each engine in turn, two workers, on the best sandbox (overrides conftest's `engine`)."""
+    the_engine: Engine
+    if request.param == "subprocess":
+        the_engine = SubprocessEngine(best_sandbox, workers=2)
+    elif request.param == "forkserver":
+        the_engine = ForkServerEngine(best_sandbox, workers=2, preload=["unittest"])
+    else:
+        pytest.importorskip("ray", reason="the ray engine needs the extra knowbench[ray]")
+        from knowbench.execution.ray_engine import RayEngine
+
+        the_engine = RayEngine(best_sandbox.kind, workers=2, preload=["unittest"],
+                               hidden=list(best_sandbox.hidden))
+    yield the_engine
+    the_engine.close()
+
+
+def sandbox_kind(engine: Engine) -> str:
+    """The sandbox an engine runs samples in (Ray's actors resolve theirs on their node)."""
+    return engine.sandbox_kind if engine.name == "ray" else engine.sandbox.kind  # type: ignore[attr-defined]
 
 
 def code(text: str) -> str:
@@ -22,7 +51,7 @@ def statuses(execution: Execution) -> dict[str, str]:
     return {test.id: test.status for test in execution.tests}
 
 
-def test_passing_and_failing_tests_are_reported_per_item(engine: SubprocessEngine) -> None:
+def test_passing_and_failing_tests_are_reported_per_item(engine: Engine) -> None:
     tests = code("""
         def test_ok():
             assert add(1, 2) == 3
@@ -42,14 +71,14 @@ def test_passing_and_failing_tests_are_reported_per_item(engine: SubprocessEngin
     assert execution.status == "error"  # the worst item decides
 
 
-def test_all_passing_items_make_a_passing_execution(engine: SubprocessEngine) -> None:
+def test_all_passing_items_make_a_passing_execution(engine: Engine) -> None:
     execution = engine.execute(make_request(ADD, "def test_a():\n    assert add(2, 2) == 4\n", "add"))
     assert execution.status == "pass"
     assert execution.note == ""
     assert execution.tests[0].duration_s >= 0
 
 
-def test_unittest_methods_are_items_with_setup(engine: SubprocessEngine) -> None:
+def test_unittest_methods_are_items_with_setup(engine: Engine) -> None:
     tests = code("""
         import unittest
 
@@ -75,14 +104,14 @@ def test_unittest_methods_are_items_with_setup(engine: SubprocessEngine) -> None
     assert "2 != 3" in execution.tests[1].message
 
 
-def test_plain_block_is_one_item_named_after_its_spec(engine: SubprocessEngine) -> None:
+def test_plain_block_is_one_item_named_after_its_spec(engine: Engine) -> None:
     tests = {"good": "assert add(1, 2) == 3\nassert add(-1, 1) == 0\n",
              "bad": "assert add(1, 2) == 3\nassert add(1, 1) == 5\n"}
     execution = engine.execute(make_request(ADD, tests, "add"))
     assert statuses(execution) == {"good": "pass", "bad": "fail"}
 
 
-def test_pytest_style_items_from_several_specs_keep_their_order(engine: SubprocessEngine) -> None:
+def test_pytest_style_items_from_several_specs_keep_their_order(engine: Engine) -> None:
     tests = {"first": "def test_one():\n    assert add(0, 1) == 1\n",
              "second": "def test_two():\n    assert add(1, 1) == 2\n\ndef test_three():\n    assert add(1, 2) == 3\n"}
     execution = engine.execute(make_request(ADD, tests, "add"))
@@ -91,7 +120,7 @@ def test_pytest_style_items_from_several_specs_keep_their_order(engine: Subproce
     assert execution.status == "pass"
 
 
-def test_tmp_path_fixture_gives_a_fresh_writable_directory(engine: SubprocessEngine) -> None:
+def test_tmp_path_fixture_gives_a_fresh_writable_directory(engine: Engine) -> None:
     tests = code("""
         def test_write(tmp_path):
             target = tmp_path / "data.txt"
@@ -105,7 +134,7 @@ def test_tmp_path_fixture_gives_a_fresh_writable_directory(engine: SubprocessEng
     assert execution.status == "pass", execution.tests
 
 
-def test_monkeypatch_fixture_patches_and_undoes(engine: SubprocessEngine) -> None:
+def test_monkeypatch_fixture_patches_and_undoes(engine: Engine) -> None:
     program = "import os\n\ndef mode():\n    return os.environ.get('KB_MODE', 'plain')\n"
     tests = code("""
         import os
@@ -124,7 +153,7 @@ def test_monkeypatch_fixture_patches_and_undoes(engine: SubprocessEngine) -> Non
     assert execution.status == "pass", execution.tests
 
 
-def test_capsys_fixture_captures_output(engine: SubprocessEngine) -> None:
+def test_capsys_fixture_captures_output(engine: Engine) -> None:
     program = "import sys\n\ndef greet(name):\n    print('hello', name)\n    print('warn', file=sys.stderr)\n"
     tests = code("""
         def test_capture(capsys):
@@ -138,7 +167,7 @@ def test_capsys_fixture_captures_output(engine: SubprocessEngine) -> None:
     assert "hello world" not in execution.stdout
 
 
-def test_test_code_that_fails_to_import_errors_all_its_items(engine: SubprocessEngine) -> None:
+def test_test_code_that_fails_to_import_errors_all_its_items(engine: Engine) -> None:
     tests = {"broken": code("""
                 import knowbench_no_such_module
 
@@ -163,20 +192,20 @@ def test_test_code_that_fails_to_import_errors_all_its_items(engine: SubprocessE
     "def add(a, b)\n    return a + b\n",  # syntax error
     "import knowbench_no_such_module\n",
 ], ids=["raises", "syntax-error", "missing-import"])
-def test_program_that_fails_to_load_errors_all_items(engine: SubprocessEngine, program: str) -> None:
+def test_program_that_fails_to_load_errors_all_items(engine: Engine, program: str) -> None:
     tests = "def test_a():\n    assert add(1, 2) == 3\n\ndef test_b():\n    assert True\n"
     execution = engine.execute(make_request(program, tests, "add"))
     assert statuses(execution) == {"t::test_a": "error", "t::test_b": "error"}
     assert {test.reason for test in execution.tests} == {"program-failed-to-load"}
 
 
-def test_called_is_true_when_the_test_calls_the_target(engine: SubprocessEngine) -> None:
+def test_called_is_true_when_the_test_calls_the_target(engine: Engine) -> None:
     tests = "def test_a():\n    assert add(1, 2) == 3\n\ndef test_b():\n    assert 1 + 2 == 3\n"
     execution = engine.execute(make_request(ADD, tests, "add"))
     assert [test.called for test in execution.tests] == [True, False]
 
 
-def test_called_is_true_for_a_method_target(engine: SubprocessEngine) -> None:
+def test_called_is_true_for_a_method_target(engine: Engine) -> None:
     program = "class Calc:\n    def add(self, a, b):\n        return a + b\n"
     execution = engine.execute(make_request(program, "def test_a():\n    assert Calc().add(1, 2) == 3\n",
                                             "Calc.add"))
@@ -184,7 +213,7 @@ def test_called_is_true_for_a_method_target(engine: SubprocessEngine) -> None:
     assert execution.tests[0].called is True
 
 
-def test_called_is_false_when_the_test_redefines_the_target(engine: SubprocessEngine) -> None:
+def test_called_is_false_when_the_test_redefines_the_target(engine: Engine) -> None:
     tests = code("""
         def add(a, b):
             return a + b
@@ -197,19 +226,19 @@ def test_called_is_false_when_the_test_redefines_the_target(engine: SubprocessEn
     assert execution.tests[0].called is False
 
 
-def test_called_is_false_when_the_test_reimports_the_name(engine: SubprocessEngine) -> None:
+def test_called_is_false_when_the_test_reimports_the_name(engine: Engine) -> None:
     tests = "from operator import add\n\ndef test_shadowed():\n    assert add(1, 2) == 3\n"
     execution = engine.execute(make_request("def add(a, b):\n    return 0\n", tests, "add"))
     assert execution.tests[0].status == "pass"
     assert execution.tests[0].called is False
 
 
-def test_called_is_none_without_an_entry_point(engine: SubprocessEngine) -> None:
+def test_called_is_none_without_an_entry_point(engine: Engine) -> None:
     execution = engine.execute(make_request(ADD, "def test_a():\n    assert add(1, 2) == 3\n"))
     assert execution.tests[0].called is None
 
 
-def test_timeout_is_attributed_to_the_running_test(engine: SubprocessEngine) -> None:
+def test_timeout_is_attributed_to_the_running_test(engine: Engine) -> None:
     tests = code("""
         import time
 
@@ -230,14 +259,14 @@ def test_timeout_is_attributed_to_the_running_test(engine: SubprocessEngine) -> 
     assert execution.duration_s < 10
 
 
-def test_memory_limit_is_reported_as_memory(engine: SubprocessEngine) -> None:
+def test_memory_limit_is_reported_as_memory(engine: Engine) -> None:
     tests = "def test_big():\n    assert len(bytearray(10**10)) > 0\n\ndef test_small():\n    assert add(1, 2) == 3\n"
     execution = engine.execute(make_request(ADD, tests, "add", memory_mb=128))
     assert statuses(execution) == {"t::test_big": "memory", "t::test_small": "pass"}
     assert execution.tests[0].reason == "memory"
 
 
-def test_stdout_and_stderr_are_captured(engine: SubprocessEngine) -> None:
+def test_stdout_and_stderr_are_captured(engine: Engine) -> None:
     program = "import sys\nprint('loaded')\n\ndef add(a, b):\n    print('to stderr', file=sys.stderr)\n    return a + b\n"
     execution = engine.execute(make_request(program, "def test_a():\n    assert add(1, 2) == 3\n", "add"))
     assert execution.status == "pass"
@@ -245,7 +274,7 @@ def test_stdout_and_stderr_are_captured(engine: SubprocessEngine) -> None:
     assert execution.stderr == "to stderr\n"
 
 
-def test_output_is_capped_at_output_bytes(engine: SubprocessEngine) -> None:
+def test_output_is_capped_at_output_bytes(engine: Engine) -> None:
     program = code("""
         import sys
 
@@ -262,19 +291,21 @@ def test_output_is_capped_at_output_bytes(engine: SubprocessEngine) -> None:
     assert execution.stderr == "e" * 4096
 
 
-def test_execution_carries_limits_and_sandbox_kind(engine: SubprocessEngine) -> None:
+def test_execution_carries_limits_and_sandbox_kind(engine: Engine) -> None:
     request = make_request(ADD, "def test_a():\n    assert add(1, 2) == 3\n", "add",
                            wall_s=7.5, memory_mb=300, output_bytes=2048)
     execution = engine.execute(request)
     assert execution.limits == request.limits
     assert execution.limits == Limits(wall_s=7.5, memory_mb=300, output_bytes=2048)
-    assert execution.sandbox == engine.sandbox.kind
+    assert execution.sandbox == sandbox_kind(engine)
     assert execution.sandbox in ("bwrap", "unshare")
-    assert execution.engine == "subprocess"
+    # Ray's actors each host a fork server and return its record as it is: the record names the
+    # engine that ran the sample on its node; the run's describe() names ray.
+    assert execution.engine == ("forkserver" if engine.name == "ray" else engine.name)
     assert execution.exit_code == 0
 
 
-def test_results_do_not_depend_on_a_previous_sample(engine: SubprocessEngine) -> None:
+def test_results_do_not_depend_on_a_previous_sample(engine: Engine) -> None:
     polluter = code("""
         import os
 
@@ -309,7 +340,7 @@ def test_results_do_not_depend_on_a_previous_sample(engine: SubprocessEngine) ->
         assert execution.status == "pass", execution.tests[0].message
 
 
-def test_parallel_use_from_threads_gives_correct_results(engine: SubprocessEngine) -> None:
+def test_parallel_use_from_threads_gives_correct_results(engine: Engine) -> None:
     program_template = code("""
         import os
         import time
@@ -334,7 +365,7 @@ def test_parallel_use_from_threads_gives_correct_results(engine: SubprocessEngin
         assert f"{-n - 1}" in execution.tests[1].message
 
 
-def test_a_class_whose_base_is_only_named_testcase_runs_like_a_pytest_class(engine) -> None:
+def test_a_class_whose_base_is_only_named_testcase_runs_like_a_pytest_class(engine: Engine) -> None:
     tests = ("class PlotTestCase:\n    def setup_method(self, method):\n        self.x = 2\n\n\n"
              "class TestPlot(PlotTestCase):\n    def test_ok(self):\n        assert add(self.x, 1) == 3\n\n"
              "    def test_bad(self):\n        assert add(self.x, 1) == 4\n")

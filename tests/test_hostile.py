@@ -18,6 +18,7 @@ import select
 import shutil
 import socket
 import stat
+import subprocess
 import tempfile
 import textwrap
 import threading
@@ -32,7 +33,13 @@ import pytest
 
 from helpers import make_request
 from knowbench.errors import UserError
-from knowbench.execution.engine import SANDBOX_UID_BASE, Engine, SubprocessEngine
+from knowbench.execution.engine import (
+    SANDBOX_UID_BASE,
+    Engine,
+    ExecutionRequest,
+    Isolation,
+    SubprocessEngine,
+)
 from knowbench.execution.forkserver import ForkServerEngine
 from knowbench.execution.sandbox import resolve_sandbox
 
@@ -52,6 +59,9 @@ def dedent(text: str) -> str:
     return textwrap.dedent(text).lstrip("\n")
 
 
+ENGINE_NAMES = ("subprocess", "forkserver", "ray")
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -61,6 +71,17 @@ class Case:
     preload: tuple[str, ...] = ()
     unshare_gap: str = ""  # why this case cannot hold under unshare: expected to fail there
     linger_s: float = 0.0  # watch the host this long after the sample ended
+    # Why in-process isolation cannot stop this case (the sample forges the verdict from inside
+    # the process that computes it): expected to fail there, on `gap_engines`; split must hold.
+    in_process_gap: str = ""
+    gap_engines: tuple[str, ...] = ENGINE_NAMES
+    # A host secret that must not show up in the stored stdout/stderr or any message.
+    leak_marker: str = ""
+    # The engine must answer within the wall clock plus a few seconds (no stalled server).
+    prompt: bool = False
+    # Watch the host's available memory while the sample runs: it must never run low.
+    watch_memory: bool = False
+    slow: bool = False
 
 
 HONEST_ADD = "def add(a, b):\n    return a + b\n"
@@ -162,6 +183,73 @@ PARENT_GONE = dedent("""
         except ProcessLookupError:
             return True
         return False
+""")
+
+# Why in-process isolation cannot stop a class of attack (README: "Trust").
+FRAMES_GAP = "in-process, the sample's own frames lead to the worker's hand-over"
+HOOKS_GAP = "in-process, the sample's audit hook runs on the reporting thread"
+FINALIZER_GAP = "in-process, the sample's finalizers run on the reporting thread"
+GLOBALS_GAP = "in-process, the sample can add names to the runner's globals or patch what it calls"
+MEMORY_GAP = "in-process, ctypes reads the runner's thread states and memory"
+FD_GAP = "in-process, the sample can re-point the result pipe and rewrite records in flight"
+RACE_GAP = "in-process, the sample can race or intercept the worker's hand-over"
+
+# T_FALSE with many items: for attacks that win some of the time.
+T_MANY_FALSE = {"t": "\n\n".join(f"def test_{n}():\n    assert add({n}, 1) == {n + 2}\n" for n in range(40))}
+
+# The reporting thread's scope (nonce, items, report) from a frame on its stack, and a forged
+# pass for every item through its own `report`.
+RUNNER_SCOPE = dedent("""
+    import os
+    import sys
+
+
+    def _runner_scope(frame):
+        while frame is not None and not {"report", "items"} <= frame.f_locals.keys():
+            frame = frame.f_back
+        return None if frame is None else frame.f_locals
+
+
+    def _report_all_passed(scope):
+        for item in scope["items"]:
+            scope["report"]({"item": item["id"], "status": "pass", "message": "", "duration_s": 0.0,
+                             "called": True})
+        scope["report"]({"done": True})
+        os._exit(0)
+""")
+
+# The runner's module globals from one of its classes: no import, no sys.modules.
+RUNNER_GLOBALS = dedent("""
+    def _runner_globals():
+        for cls in object.__subclasses__():
+            if cls.__name__ == "_MonkeyPatch":
+                return cls.__init__.__globals__
+        raise LookupError("no runner class here")
+""")
+
+# The result pipe: the first pipe above fd 2, found through /proc/self/fd.
+RESULT_PIPE = dedent("""
+    import os
+
+
+    def _result_pipe():
+        for name in sorted(os.listdir("/proc/self/fd"), key=int):
+            try:
+                if int(name) > 2 and os.readlink(f"/proc/self/fd/{name}").startswith("pipe:"):
+                    return int(name)
+            except OSError:
+                pass
+        raise LookupError("no result pipe")
+""")
+
+# The files that stdout and stderr are captured in, if they are files (the fork server's).
+OUTPUT_FILES = dedent("""
+    import os
+
+
+    def _output_files():
+        paths = [os.readlink(f"/proc/self/fd/{fd}") for fd in (1, 2)]
+        return [path for path in paths if path.startswith("/") and os.path.isfile(path)]
 """)
 
 
@@ -275,14 +363,15 @@ CASES = [
         builtins.isinstance = lambda obj, kind: True
     """) + WRONG_ADD, {"t": "def test_a():\n    assert isinstance(add(1, 2), str)\n\n\n"
                             "def test_b():\n    assert isinstance(add(2, 2), bytes)\n"}),
-    Case("patch_runner_globals_via_main", dedent("""
-        import __main__
-        __main__._status_of = lambda error, failure_types: "pass"
-        __main__._describe = lambda error: ""
+    Case("patch_runner_globals_via_sys_modules", dedent("""
+        import sys
+        _runner = sys.modules["knowbench_runner"]
+        _runner._status_of = lambda error, failure_types: "pass"
+        _runner._describe = lambda error: ""
     """) + WRONG_ADD, T_FALSE),
-    Case("patch_runner_code_objects_via_main", dedent("""
-        import __main__
-        __main__._status_of.__code__ = (lambda error, failure_types: "pass").__code__
+    Case("patch_runner_code_objects_via_sys_modules", dedent("""
+        import sys
+        sys.modules["knowbench_runner"]._status_of.__code__ = (lambda error, failure_types: "pass").__code__
     """) + WRONG_ADD, T_FALSE),
     Case("patch_pytest_approx", dedent("""
         import pytest
@@ -418,12 +507,12 @@ CASES = [
         import resource
 
 
-        def raise_limit(name):
+        def add(name, _):
             kind = getattr(resource, name)
             resource.setrlimit(kind, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
             return resource.getrlimit(kind) == (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
-    """) + HONEST_ADD, {"t": "\n\n".join(
-        f"def test_{name.lower()}():\n    assert raise_limit(\"{name}\")\n"
+    """), {"t": "\n\n".join(
+        f"def test_{name.lower()}():\n    assert add(\"{name}\", 0)\n"
         for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_NPROC", "RLIMIT_NOFILE", "RLIMIT_FSIZE"))}),
     # -- network ---------------------------------------------------------------------------------
     Case("connect_to_host_tcp_listener", dedent("""
@@ -439,14 +528,14 @@ CASES = [
         import socket
 
 
-        def reach(host, port):
+        def add(host, port):
             with socket.create_connection((host, port), timeout=1):
                 return True
-    """) + HONEST_ADD, {"t": "def test_a():\n    assert reach(\"1.1.1.1\", 80)\n\n\n"
-                             "def test_b():\n    assert reach(\"8.8.8.8\", 53)\n"}),
-    Case("dns_lookup", "import socket\n\n\ndef resolve(name):\n    return socket.getaddrinfo(name, 443)\n"
-         + HONEST_ADD, {"t": "def test_a():\n    assert resolve(\"example.com\")\n\n\n"
-                             "def test_b():\n    assert resolve(\"pypi.org\")\n"}),
+    """), {"t": "def test_a():\n    assert add(\"1.1.1.1\", 80)\n\n\n"
+                "def test_b():\n    assert add(\"8.8.8.8\", 53)\n"}),
+    Case("dns_lookup", "import socket\n\n\ndef add(name, port):\n    return socket.getaddrinfo(name, port)\n",
+         {"t": "def test_a():\n    assert add(\"example.com\", 443)\n\n\n"
+               "def test_b():\n    assert add(\"pypi.org\", 443)\n"}),
     Case("connect_to_host_unix_socket", dedent("""
         import socket
 
@@ -495,24 +584,27 @@ CASES = [
                 handle.write("written by a sample")
             assert add(1, 2) == 3
     """)}),
-    Case("read_secret_environment", HONEST_ADD, {"t": dedent("""
+    # The secret is in this test process's environment, and in the initial environment of
+    # helper processes (one as root, one per sandbox uid a worker uses) started before any
+    # sample: /proc/PID/environ shows a process's initial environment, so a sample that can
+    # see and read any of them finds it (see test_sensitivity_*: without a sandbox, it does).
+    Case("read_secret_environment", dedent("""
         import os
 
 
-        def test_a():
-            assert os.environ.get("KNOWBENCH_TEST_SECRET") == "$secret"
-
-
-        def test_b():
-            found = False
+        def add(where, secret):
+            if where == "own":
+                return os.environ.get("KNOWBENCH_TEST_SECRET") == secret
             for pid in os.listdir("/proc"):
                 try:
                     with open(f"/proc/{pid}/environ", "rb") as handle:
-                        found = found or b"$secret" in handle.read()
+                        if secret.encode() in handle.read():
+                            return True
                 except OSError:
                     pass
-            assert found
-    """)}),
+            return False
+    """), {"t": "def test_a():\n    assert add(\"own\", \"$secret\")\n\n\n"
+                "def test_b():\n    assert add(\"proc\", \"$secret\")\n"}),
     Case("read_home_canary", HONEST_ADD, {"t": dedent("""
         import os
 
@@ -543,42 +635,19 @@ CASES = [
                 assert "reference" in handle.read()
     """)}, unshare_gap=NO_HIDING),
     # -- processes -------------------------------------------------------------------------------
-    Case("kill_parent", PARENT_GONE + HONEST_ADD, {"t": dedent("""
-        import os
-        import signal
-
-
-        def test_a():
-            assert _parent_gone(lambda parent: os.kill(parent, signal.SIGKILL))
-
-
-        def test_b():
-            assert _parent_gone(lambda parent: os.kill(parent, signal.SIGTERM))
-    """)}),
-    Case("killpg_own_and_parent_group", PARENT_GONE + HONEST_ADD, {"t": dedent("""
-        import os
-        import signal
-
-
-        def test_a():
-            assert _parent_gone(lambda parent: os.killpg(os.getpgid(parent), signal.SIGKILL))
-
-
-        def test_b():
-            assert _parent_gone(lambda parent: os.killpg(os.getpgid(0), signal.SIGKILL))
-    """)}),
-    Case("kill_minus_one", PARENT_GONE + HONEST_ADD, {"t": dedent("""
-        import os
-        import signal
-
-
-        def test_a():
-            assert _parent_gone(lambda parent: os.kill(-1, signal.SIGKILL))
-
-
-        def test_b():
-            assert _parent_gone(lambda parent: os.kill(-1, signal.SIGTERM))
-    """)}),
+    Case("kill_parent", PARENT_GONE + dedent("""
+        def add(number, _):
+            return _parent_gone(lambda parent: os.kill(parent, number))
+    """), {"t": "def test_a():\n    assert add(9, 0)\n\n\ndef test_b():\n    assert add(15, 0)\n"}),
+    Case("killpg_own_and_parent_group", PARENT_GONE + dedent("""
+        def add(whose, _):
+            return _parent_gone(lambda parent: os.killpg(os.getpgid(parent if whose else 0),
+                                                         signal.SIGKILL))
+    """), {"t": "def test_a():\n    assert add(True, 0)\n\n\ndef test_b():\n    assert add(False, 0)\n"}),
+    Case("kill_minus_one", PARENT_GONE + dedent("""
+        def add(number, _):
+            return _parent_gone(lambda parent: os.kill(-1, number))
+    """), {"t": "def test_a():\n    assert add(9, 0)\n\n\ndef test_b():\n    assert add(15, 0)\n"}),
     Case("children_outlive_the_sample", dedent("""
         import os
         import signal
@@ -606,6 +675,522 @@ CASES = [
                 os._exit(0)
             return a + b
     """), T_FALSE, linger_s=2.0),
+    # -- the verdict, forged from inside the process that computes it ------------------------------
+    # Each of these forges a pass for a wrong `add` against today's in-process runner (see
+    # test_sensitivity_forging_cases_pass_without_a_sandbox); only split isolation, where the
+    # tests and the verdict live in a process the candidate never runs in, can stop them.
+    Case("release_the_handover_through_frames", dedent("""
+        import sys
+        import time
+
+
+        def add(a, b):
+            frame = sys._getframe()
+            while frame is not None and "finished" not in frame.f_locals:
+                frame = frame.f_back
+            scope = frame.f_locals  # the worker's hand-over: its outcome box and its lock
+            scope["box"].append(("pass", "", True))
+            scope["finished"].release()
+            time.sleep(60)
+    """), T_FALSE, in_process_gap=FRAMES_GAP),
+    Case("jump_the_runners_frame_past_the_failure", dedent("""
+        import linecache
+        import sys
+
+
+        def _jump_to_the_handover(frame, event, arg):
+            # In the runner's `except` for this test: jump to the hand-over line while `status`
+            # still holds its initial "pass".
+            if event == "line" and frame.f_code.co_name == "_run_item":
+                source = linecache.getlines(frame.f_code.co_filename)
+                for number in range(frame.f_lineno, len(source) + 1):
+                    if source[number - 1].strip().startswith("box.append("):
+                        frame.f_lineno = number
+                        frame.f_trace_lines = False
+                        break
+            return _jump_to_the_handover
+
+
+        def add(a, b):
+            frame = sys._getframe()
+            while frame.f_code.co_name != "_run_item":
+                frame = frame.f_back
+            frame.f_trace = _jump_to_the_handover
+            frame.f_trace_lines = True
+            return a - b
+    """), T_FALSE, in_process_gap=FRAMES_GAP),
+    Case("audit_hook_reports_on_the_reporting_thread", RUNNER_SCOPE + dedent("""
+        import threading
+
+        _MAIN = threading.main_thread().ident
+        _busy = []
+
+
+        def _hook(event, args):
+            # Runs on whichever thread raises an event: the reporting thread raises
+            # object.__getattr__ when it reads `__code__` in its integrity check.
+            if _busy or threading.get_ident() != _MAIN:
+                return
+            _busy.append(event)
+            scope = _runner_scope(sys._getframe())
+            if scope is not None:
+                _report_all_passed(scope)
+            _busy.clear()
+
+
+        sys.addaudithook(_hook)
+    """) + WRONG_ADD, T_FALSE, in_process_gap=HOOKS_GAP),
+    Case("audit_hook_empties_the_runners_items", dedent("""
+        import sys
+        import threading
+
+        _MAIN = threading.main_thread().ident
+        _busy = []
+
+
+        def _hook(event, args):
+            if _busy or threading.get_ident() != _MAIN:
+                return
+            _busy.append(event)
+            frame = sys._getframe()
+            while frame is not None and "items" not in frame.f_locals:
+                frame = frame.f_back
+            if frame is not None:
+                for item in frame.f_locals["items"]:
+                    item["kind"] = "nothing"  # the worker then runs no test for the item
+            _busy.clear()
+
+
+        sys.addaudithook(_hook)
+    """) + WRONG_ADD, T_FALSE, in_process_gap=HOOKS_GAP),
+    Case("del_runs_on_the_reporting_thread", RUNNER_SCOPE + dedent("""
+        import gc
+        import threading
+
+        _MAIN = threading.main_thread().ident
+
+
+        class _Garbage:
+            def __init__(self):
+                self.cycle = self  # only the cyclic collector frees it, on whichever thread runs
+
+            def __del__(self):
+                if threading.get_ident() == _MAIN:
+                    _report_all_passed(_runner_scope(sys._getframe()))
+                else:
+                    _Garbage()  # collected on a worker: leave new garbage for the next round
+
+
+        _Garbage()
+        gc.set_threshold(1)  # collect on (almost) every allocation, the reporting thread's too
+    """) + WRONG_ADD, T_FALSE, in_process_gap=FINALIZER_GAP),
+    Case("weakref_finalize_runs_on_the_reporting_thread", RUNNER_SCOPE + dedent("""
+        import gc
+        import threading
+        import weakref
+
+        _MAIN = threading.main_thread().ident
+
+
+        class _Node:
+            pass
+
+
+        def _arm():
+            node = _Node()
+            node.cycle = node
+            weakref.finalize(node, _fired)
+
+
+        def _fired():
+            if threading.get_ident() == _MAIN:
+                _report_all_passed(_runner_scope(sys._getframe()))
+            else:
+                _arm()
+
+
+        _arm()
+        gc.set_threshold(1)
+    """) + WRONG_ADD, T_FALSE, in_process_gap=FINALIZER_GAP),
+    # A KeyboardInterrupt sent to the reporting thread ends the interpreter normally, and the
+    # atexit handler finds the runner's frame in the traceback. A forked child (fork server,
+    # Ray) ends with os._exit and never runs atexit handlers: there the case holds.
+    Case("atexit_after_interrupting_the_reporting_thread", RUNNER_SCOPE + dedent("""
+        import _thread
+        import atexit
+
+
+        def _at_exit():
+            tb = getattr(sys, "last_traceback", None)
+            while tb is not None and tb.tb_frame.f_code.co_name != "execute_sample":
+                tb = tb.tb_next
+            if tb is not None:
+                _report_all_passed(tb.tb_frame.f_locals)
+
+
+        atexit.register(_at_exit)
+        _thread.interrupt_main()
+    """) + WRONG_ADD, T_FALSE, in_process_gap=FINALIZER_GAP, gap_engines=("subprocess",)),
+    Case("shadow_a_builtin_in_the_runners_globals", dedent("""
+        import builtins
+        import sys
+
+
+        def enumerate(items, *args):
+            for item in items:  # called by the reporting thread, with its own item list
+                if isinstance(item, dict) and "kind" in item:
+                    item["kind"] = "nothing"
+            return builtins.enumerate(items, *args)
+
+
+        # A new name: the integrity check compares the names the runner had, not new ones.
+        vars(sys.modules["knowbench_runner"])["enumerate"] = enumerate
+    """) + WRONG_ADD, T_FALSE, in_process_gap=GLOBALS_GAP),
+    Case("patch_a_module_function_the_runner_calls", dedent("""
+        import sys
+
+        _settrace = sys.settrace
+
+
+        def _settrace_then_hand_over_a_pass(function):
+            # The runner calls sys.settrace(None) in the worker's `finally`, right before it hands
+            # over the test's outcome: hand over a pass instead, and leave before it does.
+            _settrace(function)
+            caller = sys._getframe(1)
+            if function is None and "box" in caller.f_locals:
+                caller.f_locals["box"].append(("pass", "", True))
+                raise SystemExit
+
+
+        sys.settrace = _settrace_then_hand_over_a_pass
+    """) + WRONG_ADD, T_FALSE, in_process_gap=GLOBALS_GAP),
+    Case("ctypes_thread_states_reach_the_reporting_frame", RUNNER_SCOPE + dedent("""
+        import ctypes
+
+        _api = ctypes.pythonapi
+        _api.PyInterpreterState_Get.restype = ctypes.c_void_p
+        _api.PyInterpreterState_ThreadHead.argtypes = [ctypes.c_void_p]
+        _api.PyInterpreterState_ThreadHead.restype = ctypes.c_void_p
+        _api.PyThreadState_Next.argtypes = [ctypes.c_void_p]
+        _api.PyThreadState_Next.restype = ctypes.c_void_p
+        _api.PyThreadState_GetFrame.argtypes = [ctypes.c_void_p]
+        _api.PyThreadState_GetFrame.restype = ctypes.py_object
+
+        # Every thread's current frame, through the interpreter's thread states: the
+        # reporting thread is blocked in the hand-over, waiting for this load to finish.
+        _state = _api.PyInterpreterState_ThreadHead(_api.PyInterpreterState_Get())
+        while _state:
+            _scope = _runner_scope(_api.PyThreadState_GetFrame(_state))
+            if _scope is not None:
+                _report_all_passed(_scope)
+            _state = _api.PyThreadState_Next(_state)
+    """) + WRONG_ADD, T_FALSE, in_process_gap=MEMORY_GAP),
+    Case("ctypes_heap_scan_finds_the_nonce", dedent("""
+        import ctypes
+        import json
+        import os
+        import re
+        import sys
+
+        _HEADER = sys.getsizeof("") - 1  # bytes of a compact ASCII str before its characters
+        _NONCE = re.compile(rb"(?<![0-9a-f])[0-9a-f]{32}\\x00")
+        _ITEM_ID = re.compile(rb"(?<![\\w:])[A-Za-z_]\\w*(?:::\\w+)+\\x00")
+
+
+        def _live_strings(pattern):
+            # str objects alive on this process's heap whose text matches, read through ctypes:
+            # text -> reference count.
+            found = {}
+            with open("/proc/self/maps") as maps:
+                regions = [line.split() for line in maps]
+            for fields in regions:
+                start, end = (int(part, 16) for part in fields[0].split("-"))
+                if not fields[1].startswith("rw") or (len(fields) > 5 and fields[5] != "[heap]"):
+                    continue
+                data = ctypes.string_at(start, end - start)
+                for match in pattern.finditer(data):
+                    address = start + match.start() - _HEADER
+                    if address < start:
+                        continue
+                    refcount = ctypes.c_ssize_t.from_address(address).value
+                    kind = ctypes.c_void_p.from_address(address + 8).value
+                    length = ctypes.c_ssize_t.from_address(address + 16).value
+                    if kind == id(str) and length == len(match.group()) - 1 and 0 < refcount < 1000:
+                        found[match.group()[:-1].decode()] = refcount
+            return found
+
+
+        # The runner holds its nonce three times over (config, local, closure): the live one has
+        # the most references among leftovers of earlier samples.
+        _nonces = _live_strings(_NONCE)
+        if _nonces:
+            _nonce = max(_nonces, key=_nonces.get)
+            _records = [{"item": item, "status": "pass", "message": "", "duration_s": 0.0,
+                         "called": True, "nonce": _nonce} for item in sorted(_live_strings(_ITEM_ID))]
+            _records.append({"done": True, "nonce": _nonce})
+            _data = "".join(json.dumps(record) + "\\n" for record in _records).encode()
+            for _name in os.listdir("/proc/self/fd"):
+                try:
+                    if int(_name) > 2 and os.readlink(f"/proc/self/fd/{_name}").startswith("pipe:"):
+                        os.write(int(_name), _data)
+                except OSError:
+                    pass
+            os._exit(0)
+    """) + WRONG_ADD, T_FALSE, in_process_gap=MEMORY_GAP),
+    Case("redirect_the_result_pipe_with_dup2", RESULT_PIPE + dedent("""
+        import json
+        import threading
+        import time
+
+        _fd = _result_pipe()
+        _engine = os.dup(_fd)  # the engine's end, kept for the forged records
+        _read, _write = os.pipe()
+        os.dup2(_write, _fd)  # from now on the runner reports into this process's own pipe
+        _forged = []
+
+
+        def _relay():
+            # Each `start` record carries the nonce: report that item as passed, drop the rest.
+            with os.fdopen(_read, "rb") as records:
+                for line in records:
+                    record = json.loads(line)
+                    if "start" in record:
+                        forged = [{"item": record["start"], "status": "pass", "message": "",
+                                   "duration_s": 0.0, "called": True, "nonce": record["nonce"]},
+                                  {"done": True, "nonce": record["nonce"]}]
+                        os.write(_engine, "".join(json.dumps(r) + "\\n" for r in forged).encode())
+                        _forged.append(record["start"])
+
+
+        threading.Thread(target=_relay, daemon=True).start()
+        _calls = []
+
+
+        def add(a, b):
+            _calls.append(a)
+            deadline = time.monotonic() + 1
+            while len(_forged) < len(_calls) and time.monotonic() < deadline:
+                time.sleep(0.01)  # until the relay has seen this test start
+            return a - b
+    """), T_FALSE, in_process_gap=FD_GAP),
+    Case("rewrite_result_records_in_flight", RESULT_PIPE + dedent("""
+        import json
+        import sys
+        import threading
+
+        _fd = _result_pipe()
+        try:  # the same pipe again, by path (where this uid owns the pipe)
+            _engine = os.open(f"/proc/self/fd/{_fd}", os.O_WRONLY)
+        except OSError:
+            _engine = os.dup(_fd)
+        _read, _write = os.pipe()
+        os.dup2(_write, _fd)
+        os.close(_write)
+        # The runner flushes stdout after its last record and before it exits: hold it there
+        # with an unflushed line and a full pipe on fd 1, so the relay forwards everything.
+        _held_read, _held_write = os.pipe()
+        os.set_blocking(_held_write, False)
+        try:
+            while True:
+                os.write(_held_write, b"x" * 4096)
+        except BlockingIOError:
+            pass
+        os.set_blocking(_held_write, True)
+        sys.stdout.write("held")
+        os.dup2(_held_write, 1)
+
+
+        def _relay():
+            # Forward every record with its status rewritten to pass.
+            with os.fdopen(_read, "rb") as records:
+                for line in records:
+                    record = json.loads(line)
+                    if "status" in record:
+                        record.update(status="pass", message="")
+                    os.write(_engine, (json.dumps(record) + "\\n").encode())
+                    if record.get("done"):
+                        os._exit(0)
+
+
+        threading.Thread(target=_relay, daemon=True).start()
+    """) + WRONG_ADD, T_FALSE, in_process_gap=FD_GAP),
+    Case("subclasses_reach_the_runners_globals", RUNNER_GLOBALS + dedent("""
+        import builtins
+
+
+        def dict(*args, **kwargs):
+            value = builtins.dict(*args, **kwargs)
+            if {"id", "kind"} <= value.keys():  # the reporting thread's copy of an item
+                value["kind"] = "nothing"
+            return value
+
+
+        _runner_globals()["dict"] = dict  # shadows the builtin in every runner function
+    """) + WRONG_ADD, T_FALSE, in_process_gap=GLOBALS_GAP),
+    Case("subclasses_lift_the_runners_audit_guard", RUNNER_GLOBALS + dedent("""
+        import gc
+        import json
+        import os
+
+        _scope = _runner_globals()
+        _guarded = _scope["_GUARDED_AUDIT_EVENTS"]
+        _scope["_GUARDED_AUDIT_EVENTS"] = frozenset()  # the runner's audit hook reads it per event
+        try:
+            _configs = [obj for obj in gc.get_objects()
+                        if type(obj) is dict and isinstance(obj.get("nonce"), str) and "items" in obj]
+        finally:
+            _scope["_GUARDED_AUDIT_EVENTS"] = _guarded  # back before the integrity check looks
+        _config = _configs[0]
+        _records = [{"item": item["id"], "status": "pass", "message": "", "duration_s": 0.0,
+                     "called": True, "nonce": _config["nonce"]} for item in _config["items"]]
+        _records.append({"done": True, "nonce": _config["nonce"]})
+        _data = "".join(json.dumps(record) + "\\n" for record in _records).encode()
+        for _name in os.listdir("/proc/self/fd"):
+            try:
+                if int(_name) > 2 and os.readlink(f"/proc/self/fd/{_name}").startswith("pipe:"):
+                    os.write(int(_name), _data)
+            except OSError:
+                pass
+        os._exit(0)
+    """) + WRONG_ADD, T_FALSE, in_process_gap=GLOBALS_GAP),
+    Case("profile_hook_rewrites_the_outcome_before_the_handover", dedent("""
+        import sys
+
+
+        def _profile(frame, event, arg):
+            if event == "return" and frame.f_code.co_name == "_run_item":
+                box = frame.f_locals["box"]
+                if box:
+                    box[0] = ("pass", "", True)
+
+
+        def add(a, b):
+            sys.setprofile(_profile)  # this worker thread only; the runner never looks
+            return a - b
+    """), T_FALSE, in_process_gap=RACE_GAP),
+    # A real race: a thread spins against the hand-over and wins some of the time (about one
+    # item in three here), so the tests are many: one passing item is enough to fail the case.
+    Case("racing_thread_swaps_the_outcome", dedent("""
+        import sys
+        import threading
+
+        _current = [[]]
+        _PASS = ("pass", "", True)
+
+
+        def _racer():
+            while True:
+                box = _current[0]
+                if box and box[0] is not _PASS:
+                    box[0] = _PASS
+
+
+        def add(a, b):
+            frame = sys._getframe()
+            while "box" not in frame.f_locals:
+                frame = frame.f_back
+            _current[0] = frame.f_locals["box"]
+            return a - b
+
+
+        sys.setswitchinterval(1e-6)
+        threading.Thread(target=_racer, daemon=True).start()
+    """), T_MANY_FALSE, in_process_gap=RACE_GAP),
+    # Not the runner's machinery at all: the tests compare the candidate's own object, whose
+    # __eq__ decides. Only values that cross between processes by value are safe from it.
+    Case("return_value_that_equals_anything", dedent("""
+        class _Anything(int):
+            def __eq__(self, other):
+                return True
+
+            __hash__ = int.__hash__
+
+
+        def add(a, b):
+            return _Anything(a - b)
+    """), T_FALSE, in_process_gap="in-process, the tests compare the candidate's own object"),
+    # -- the fork server's private /tmp ------------------------------------------------------------
+    # The server writes the sample's stdout/stderr to files in its private /tmp and reads them
+    # back, with its own (root) rights, after the sample ended.
+    Case("symlink_replaces_the_captured_stdout", OUTPUT_FILES + dedent("""
+        def add(a, b):
+            for path in _output_files():
+                os.unlink(path)
+                os.symlink("$root_only", path)  # a file only root may read
+            return a - b
+    """), T_FALSE, leak_marker="$root_only_secret"),
+    Case("fifo_replaces_the_captured_stdout", OUTPUT_FILES + dedent("""
+        def add(a, b):
+            for path in _output_files():
+                os.unlink(path)
+                os.mkfifo(path, 0o666)  # reading it back blocks until a writer appears
+            return a - b
+    """), T_FALSE, prompt=True),
+    # -- memory and /tmp beyond the per-process limit ----------------------------------------------
+    Case("memory_over_many_processes", dedent("""
+        import os
+        import select
+        import signal
+
+
+        def add(processes, megabytes):
+            # Each child holds `megabytes` it has written to, under its own RLIMIT_AS: how much
+            # do all of them hold at once?
+            read_end, write_end = os.pipe()
+            children = []
+            for _ in range(processes):
+                pid = os.fork()
+                if pid == 0:
+                    try:
+                        block = b"x" * (megabytes << 20)
+                        os.write(write_end, b"1")
+                        select.select([], [], [], 30)
+                        del block
+                    finally:
+                        os._exit(0)
+                children.append(pid)
+            held = 0
+            while held < processes and select.select([read_end], [], [], 3)[0]:
+                held += len(os.read(read_end, processes))
+            for pid in children:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            return held * megabytes
+    """), {"t": "def test_a():\n    assert add(16, 128) >= 4 * 256\n"},
+         limits={"wall_s": 10.0}, watch_memory=True, slow=True),
+    Case("fill_the_tmpfs", dedent("""
+        import os
+
+
+        def add(megabytes, _):
+            # Write /tmp until it is full or holds `megabytes` (a bound, so that the host
+            # survives when nothing stops the sample).
+            os.makedirs("/tmp/$pwn", exist_ok=True)
+            chunk = b"x" * (1 << 20)
+            written = 0
+            try:
+                while written < megabytes:
+                    with open(f"/tmp/$pwn/{written}", "wb") as handle:
+                        for _ in range(8):
+                            handle.write(chunk)
+                    written += 8
+            except OSError:
+                pass
+            return written
+    """), {"t": "def test_a():\n    assert add(2048, 0) >= 2048\n"},
+         limits={"wall_s": 15.0}, unshare_gap=NO_FS_ISOLATION, watch_memory=True, slow=True),
+    # -- references kept elsewhere on disk ----------------------------------------------------------
+    Case("read_references_outside_home_and_tmp", dedent("""
+        import os
+
+
+        def add(path, expected):
+            if expected is None:
+                return os.path.basename(path) in os.listdir(os.path.dirname(path))
+            with open(path) as handle:
+                return handle.read() == expected
+    """), {"t": "def test_a():\n    assert add(\"$reference\", \"$reference_text\")\n\n\n"
+                "def test_b():\n    assert add(\"$reference\", None)\n"}, unshare_gap=NO_HIDING),
 ]
 
 
@@ -639,6 +1224,21 @@ class Host:
         self.outside = [self.dir / self.pwn, Path("/tmp") / self.pwn, Path("/var/tmp") / self.pwn,
                         Path("/dev/shm") / self.pwn, Path("/etc") / self.pwn, REPO / self.pwn,
                         Path("/") / self.pwn, self.home / self.pwn]
+        # A benchmark's references kept elsewhere on disk (not in home, /tmp or the repository),
+        # readable by anyone, and a file only root may read, beside them.
+        self.far_dir = _far_dir(token)
+        self.reference = self.far_dir / "reference.py"
+        self.reference_text = f"def add(a, b):  # reference {token}\n    return a + b\n"
+        self.reference.write_text(self.reference_text)
+        self.reference.chmod(0o644)
+        self.root_only = self.far_dir / "root-only.txt"
+        self.root_only_secret = f"kb-root-only-{token}"
+        self.root_only.write_text(self.root_only_secret)
+        self.root_only.chmod(0o600)
+        # Processes that hold the secret in their initial environment (what /proc/PID/environ
+        # shows), started before any sample: as this user, and (as root) as each sandbox uid a
+        # worker runs samples under, whose /proc entries a sample could read if it saw them.
+        self.secret_holders = [_secret_holder(self.secret, uid) for uid in _holder_uids()]
         self.connections: list[str] = []
         self._stop = threading.Event()
         self._tcp = socket.create_server(("127.0.0.1", 0))
@@ -674,7 +1274,9 @@ class Host:
                 "canary": str(self.canary), "home": str(self.home),
                 "home_canary": str(self.home_canary), "home_canary_name": self.home_canary.name,
                 "secret": self.secret, "pwn": self.pwn, "repo": str(REPO),
-                "tmp_marker": str(self.tmp_marker), "shm_marker": str(self.shm_marker)}
+                "tmp_marker": str(self.tmp_marker), "shm_marker": str(self.shm_marker),
+                "reference": str(self.reference), "reference_text": self.reference_text.replace("\n", "\\n"),
+                "root_only": str(self.root_only), "root_only_secret": self.root_only_secret}
 
     def problems(self) -> list[str]:
         time.sleep(0.03)  # let the server thread accept what is pending
@@ -713,6 +1315,10 @@ class Host:
             self._write_canary()
 
     def close(self) -> None:
+        for holder in self.secret_holders:
+            holder.kill()
+            holder.wait()
+        shutil.rmtree(self.far_dir, ignore_errors=True)
         self._stop.set()
         self._thread.join(timeout=2)
         self._tcp.close()
@@ -722,6 +1328,63 @@ class Host:
         self.home_canary.unlink(missing_ok=True)
         self.tmp_marker.unlink(missing_ok=True)
         self.shm_marker.unlink(missing_ok=True)
+
+
+def _far_dir(token: str) -> Path:
+    """A directory outside home, /tmp and the repository, where a benchmark could live."""
+    for parent in ("/srv", "/opt", "/var/lib", str(REPO.parent)):
+        with contextlib.suppress(OSError):
+            path = Path(parent) / f"knowbench-hostile-{token}"
+            path.mkdir(mode=0o755)
+            path.chmod(0o755)
+            return path
+    raise RuntimeError("no writable directory outside home and /tmp for the reference canary")
+
+
+def _holder_uids() -> list[int | None]:
+    """None (this user) and, as root, the sandbox uids of the first workers."""
+    return [None, *(SANDBOX_UIDS[:2] if os.geteuid() == 0 else [])]
+
+
+def _secret_holder(secret: str, uid: int | None) -> subprocess.Popen[bytes]:
+    def drop() -> None:
+        if uid is not None:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+
+    return subprocess.Popen(["sleep", "3600"], env={"KNOWBENCH_TEST_SECRET": secret, "PATH": os.defpath},
+                            cwd="/", preexec_fn=drop, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def available_memory_bytes() -> int:
+    with open("/proc/meminfo") as meminfo:
+        for line in meminfo:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class MemoryWatch:
+    """The host's lowest available memory while a sample runs (sampled every 20 ms)."""
+
+    def __init__(self) -> None:
+        self.lowest = available_memory_bytes()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.02):
+            self.lowest = min(self.lowest, available_memory_bytes())
+
+    def __enter__(self) -> MemoryWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 # Other sessions may run sandboxed samples at the same time, with the same uids: a process
@@ -790,11 +1453,17 @@ def no_stray_sandbox_processes_after_module() -> Iterator[None]:
     assert not strays, f"processes of sandbox uids outlived the hostile module: {strays}"
 
 
-ENGINES = [("subprocess", "bwrap"), ("subprocess", "unshare"), ("forkserver", "bwrap"),
-           ("forkserver", "unshare"), ("ray", "bwrap")]
+# Every engine runs the whole table, in both isolation modes. Ray runs it on bwrap only and is
+# marked slow: it costs a local Ray instance on top, and its actors host the same fork server.
+ENGINES = [pytest.param(("subprocess", "bwrap"), id="subprocess-bwrap"),
+           pytest.param(("subprocess", "unshare"), id="subprocess-unshare"),
+           pytest.param(("forkserver", "bwrap"), id="forkserver-bwrap"),
+           pytest.param(("forkserver", "unshare"), id="forkserver-unshare"),
+           pytest.param(("ray", "bwrap"), id="ray-bwrap", marks=pytest.mark.slow)]
+ISOLATIONS = ["split", "in-process"]
 
 
-@pytest.fixture(scope="module", params=ENGINES, ids=[f"{e}-{s}" for e, s in ENGINES])
+@pytest.fixture(scope="module", params=ENGINES)
 def hostile_engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
     """The same table against every engine and sandbox; one this machine lacks is skipped."""
     engine_name, sandbox_kind = request.param
@@ -854,16 +1523,34 @@ def test_sandbox_imports_without_preload(hostile_engine: Engine, host: Host) -> 
     assert execution.status == "pass", execution.tests[0].message
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
-def test_hostile_sample(hostile_engine: Engine, host: Host, case: Case,
+def case_params(cases: list[Case]) -> list[Any]:
+    return [pytest.param(case, id=case.id, marks=[pytest.mark.slow] if case.slow else [])
+            for case in cases]
+
+
+def hostile_request(case: Case, host: Host, isolation: Isolation) -> ExecutionRequest:
+    tests = {name: render(code, host) for name, code in case.tests.items()}
+    return make_request(render(case.program, host), tests, "add", preload=PRELOAD + case.preload,
+                        isolation=isolation, **{**SMALL_LIMITS, **case.limits})
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+@pytest.mark.parametrize("case", case_params(CASES))
+def test_hostile_sample(hostile_engine: Engine, host: Host, case: Case, isolation: Isolation,
                         request: pytest.FixtureRequest) -> None:
+    """No item passes and the host is unharmed, in split and in in-process isolation alike,
+    except where a case names a gap: those are expected to fail (strictly: a gap that closes
+    must be taken off the case, and the README's list of what in-process mode leaves open)."""
     if hostile_engine.sandbox_kind == "unshare" and case.unshare_gap:  # type: ignore[attr-defined]
         request.applymarker(pytest.mark.xfail(reason=case.unshare_gap, strict=True))
-    tests = {name: render(code, host) for name, code in case.tests.items()}
-    execution_request = make_request(render(case.program, host), tests, "add",
-                                     preload=PRELOAD + case.preload, **{**SMALL_LIMITS, **case.limits})
+    elif isolation == "in-process" and case.in_process_gap and hostile_engine.name in case.gap_engines:
+        request.applymarker(pytest.mark.xfail(reason=case.in_process_gap, strict=True))
+    execution_request = hostile_request(case, host, isolation)
     before = set(sandbox_processes())
-    execution = hostile_engine.execute(execution_request)
+    started = time.monotonic()
+    with MemoryWatch() as memory:
+        execution = hostile_engine.execute(execution_request)
+    elapsed = time.monotonic() - started
     time.sleep(case.linger_s)
     problems = host.problems()
     strays = lingering(before)
@@ -879,8 +1566,58 @@ def test_hostile_sample(hostile_engine: Engine, host: Host, case: Case,
     cap = execution_request.limits.output_bytes
     if len(execution.stdout) > cap or len(execution.stderr) > cap:
         failures.append("captured output exceeds limits.output_bytes")
+    if case.leak_marker:
+        marker = render(case.leak_marker, host)
+        texts = [execution.stdout, execution.stderr, execution.note, *(t.message for t in execution.tests)]
+        if any(marker in text for text in texts):
+            failures.append("a host file the sample may not read is in the stored output")
+    # A generous bound, not a timing: the fork server's reply grace alone is 10 s, so a server
+    # stalled on the sample's files shows up as the wall clock plus 10 s or more.
+    if case.prompt and elapsed > execution_request.limits.wall_s + 5:
+        failures.append(f"the engine answered after {elapsed:.1f} s (wall clock "
+                        f"{execution_request.limits.wall_s} s): something stalled")
+    if case.watch_memory and memory.lowest < available_memory_bytes() // 4:
+        failures.append(f"the host's available memory fell to {memory.lowest >> 20} MiB")
     summary = [(test.id, test.status, test.message[-160:]) for test in execution.tests]
     assert not failures, f"{failures}\nnote={execution.note!r} outcomes={summary}"
+
+
+# -- sensitivity: the attacks are real -----------------------------------------------------------------
+
+FORGING = [case for case in CASES if case.in_process_gap and "subprocess" in case.gap_engines]
+# Secrets the sandbox hides: readable once it is gone (the environment case also shows that its
+# secret exists in a real process's /proc entry, which the sandbox's PID namespace hides).
+LEAKS = [case for case in CASES if case.id in ("read_secret_environment",
+                                               "read_references_outside_home_and_tmp")]
+
+
+@pytest.fixture(scope="module")
+def bare_engine() -> Iterator[SubprocessEngine]:
+    """No sandbox at all (`--sandbox none`): only the runner stands between sample and verdict."""
+    engine = SubprocessEngine(resolve_sandbox("none"), workers=1)
+    yield engine
+    engine.close()
+
+
+@pytest.mark.parametrize("case", case_params(FORGING))
+def test_sensitivity_forging_cases_pass_without_a_sandbox(bare_engine: SubprocessEngine, host: Host,
+                                                          case: Case) -> None:
+    """Each forging case forges a pass for its wrong `add` in-process: the table's check is live."""
+    execution = bare_engine.execute(hostile_request(case, host, "in-process"))
+    host.restore()
+    if case.id == "racing_thread_swaps_the_outcome":  # wins a share of its many items
+        assert any(test.status == "pass" for test in execution.tests), execution.tests
+    else:
+        assert [test.status for test in execution.tests] == ["pass"] * len(execution.tests), (
+            execution.note, [(test.id, test.status, test.message[-300:]) for test in execution.tests])
+
+
+@pytest.mark.parametrize("case", case_params(LEAKS))
+def test_sensitivity_secrets_are_readable_without_a_sandbox(bare_engine: SubprocessEngine, host: Host,
+                                                            case: Case) -> None:
+    execution = bare_engine.execute(hostile_request(case, host, "in-process"))
+    host.restore()
+    assert any(test.status == "pass" for test in execution.tests), execution.tests
 
 
 def test_host_dir_is_as_exposed_as_intended(host: Host) -> None:
