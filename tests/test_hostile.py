@@ -689,7 +689,7 @@ CASES = [
             while frame is not None and "finished" not in frame.f_locals:
                 frame = frame.f_back
             scope = frame.f_locals  # the worker's hand-over: its outcome box and its lock
-            scope["box"].append(("pass", "", True))
+            scope["box"].append(("pass", "", True, None))
             scope["finished"].release()
             time.sleep(60)
     """), T_FALSE, in_process_gap=FRAMES_GAP),
@@ -858,7 +858,7 @@ CASES = [
             _settrace(function)
             caller = sys._getframe(1)
             if function is None and "box" in caller.f_locals:
-                caller.f_locals["box"].append(("pass", "", True))
+                caller.f_locals["box"].append(("pass", "", True, None))
                 raise SystemExit
 
 
@@ -1061,7 +1061,7 @@ CASES = [
             if event == "return" and frame.f_code.co_name == "_run_item":
                 box = frame.f_locals["box"]
                 if box:
-                    box[0] = ("pass", "", True)
+                    box[0] = ("pass", "", True, None)
 
 
         def add(a, b):
@@ -1075,7 +1075,7 @@ CASES = [
         import threading
 
         _current = [[]]
-        _PASS = ("pass", "", True)
+        _PASS = ("pass", "", True, None)
 
 
         def _racer():

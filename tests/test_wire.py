@@ -9,8 +9,10 @@ import datetime
 import decimal
 import enum
 import fractions
+import functools
 import importlib
 import io
+import ipaddress
 import json
 import pathlib
 import re
@@ -635,10 +637,320 @@ def test_assign_in_place_keeps_sharing_and_cycles() -> None:
     assert wire.assign_in_place(node, new) and node.a == 5 and node.b is node
 
 
+# ---- curated library value types ----
+def _gmpy2() -> types.ModuleType:
+    return pytest.importorskip("gmpy2", reason="gmpy2 is not installed")
+
+
+def _pytz() -> types.ModuleType:
+    return pytest.importorskip("pytz", reason="pytz is not installed")
+
+
+def _dateutil_tz() -> types.ModuleType:
+    return pytest.importorskip("dateutil.tz", reason="python-dateutil is not installed")
+
+
+def _same_number(out: object, value: object) -> None:
+    assert type(out) is type(value) and repr(out) == repr(value)
+    if hasattr(value, "precision"):
+        assert out.precision == value.precision
+    if not (hasattr(value, "is_nan") and value.is_nan()):
+        assert out == value
+
+
+@pytest.mark.parametrize("make", [
+    lambda g: g.mpz(0), lambda g: g.mpz(-(10**40)), lambda g: g.mpz(2**53), lambda g: g.xmpz(7),
+    lambda g: g.mpq(-3, 6), lambda g: g.mpq(10**30, 7), lambda g: g.mpfr("0.1", 200),
+    lambda g: g.mpfr(1) / 3, lambda g: g.mpfr("-1.5", 2), lambda g: g.mpfr("-0"),
+    lambda g: g.mpfr("nan"), lambda g: g.mpfr("-inf", 10), lambda g: g.mpfr("1e-300000", 64),
+    lambda g: g.mpfr(2) ** 100000,
+], ids=range(14))
+def test_gmpy2_round_trip_keeps_type_value_and_precision(make: typing.Callable) -> None:
+    value = make(_gmpy2())
+    _same_number(rt(value), value)
+
+
+def test_gmpy2_mpfr_is_exact_whatever_the_receiving_context() -> None:
+    gmpy2 = _gmpy2()
+    values = [gmpy2.mpfr(1) / 3, gmpy2.mpfr("0.1", 200), gmpy2.mpfr("1e-300000", 64)]
+    data = wire.dumps(values)
+    with gmpy2.context(gmpy2.get_context(), round=gmpy2.RoundDown, precision=10):
+        out = wire.loads(data, R)
+    assert out == values and [v.precision for v in out] == [53, 200, 64]
+
+
+def test_gmpy2_one_bit_mpfr_is_refused() -> None:
+    gmpy2 = _gmpy2()  # gmpy2.mpfr(text, 1) would mean "as precise as the text", not one bit
+    with gmpy2.context(gmpy2.get_context(), precision=1):
+        one_bit = gmpy2.mpfr(3) + 0
+    assert one_bit.precision == 1
+    with pytest.raises(wire.Unencodable, match="precision of 1 bits"):
+        wire.dumps(one_bit)
+
+
+def test_gmpy2_xmpz_is_mutable_so_sharing_survives() -> None:
+    x = _gmpy2().xmpz(5)
+    out = rt([x, x])
+    assert out[0] is out[1] and out[0] == 5
+
+
+def test_library_values_need_their_module_on_the_receiving_side(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    data = wire.dumps(_gmpy2().mpz(3))
+    monkeypatch.delitem(sys.modules, "gmpy2")
+    with pytest.raises(wire.WireError, match="not loaded"):
+        wire.loads(data, R)  # the resolver does not import unless asked (as for numpy)
+    assert "gmpy2" not in sys.modules
+    assert wire.loads(data, wire.Resolver(import_missing=True)) == 3
+
+
+IP_VALUES = [
+    ipaddress.ip_address("10.0.0.1"), ipaddress.ip_address("::ffff:1.2.3.4"),
+    ipaddress.IPv6Address("fe80::1%eth0"), ipaddress.ip_network("10.0.0.0/8"),
+    ipaddress.IPv6Network("2001:db8::/32"), ipaddress.ip_interface("192.168.1.7/24"),
+    ipaddress.IPv6Interface("::1/128"),
+]
+
+
+@pytest.mark.parametrize("value", IP_VALUES, ids=lambda v: type(v).__name__)
+def test_ipaddress_round_trip(value: object) -> None:
+    out = rt(value)
+    assert type(out) is type(value) and out == value and repr(out) == repr(value)
+
+
+def _pytz_values() -> list[object]:
+    pytz = _pytz()
+    paris, new_york = pytz.timezone("Europe/Paris"), pytz.timezone("America/New_York")
+    return [pytz.utc, paris, pytz.timezone("Etc/GMT+5"), pytz.FixedOffset(-330),
+            paris.localize(datetime.datetime(2020, 6, 1)).tzinfo,
+            new_york.localize(datetime.datetime(2021, 11, 7, 1, 30), is_dst=False).tzinfo]
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_pytz_zones_round_trip_to_the_same_instance(index: int) -> None:
+    value = _pytz_values()[index]
+    assert rt(value) is value  # pytz's own cached instance, the localized ones included
+
+
+def test_datetimes_with_pytz_zones_keep_their_exact_tzinfo() -> None:
+    pytz = _pytz()
+    new_york = pytz.timezone("America/New_York")
+    values = [new_york.localize(datetime.datetime(2021, 11, 7, 1, 30), is_dst=flag)
+              for flag in (True, False)]  # the same wall time, two offsets
+    values += [datetime.datetime(2020, 1, 1, tzinfo=pytz.utc), datetime.datetime(
+        2020, 5, 5, 12, tzinfo=pytz.timezone("Asia/Kolkata")).time().replace(tzinfo=pytz.utc)]
+    for value in values:
+        out = rt(value)
+        assert out == value and out.tzinfo is value.tzinfo and repr(out) == repr(value)
+    assert rt(values[0]).utcoffset() != rt(values[1]).utcoffset()
+    stamp = pd.Timestamp("2020-06-01 12:00", tz=pytz.timezone("Europe/Paris"))
+    assert rt(stamp) == stamp and repr(rt(stamp)) == repr(stamp)
+    frame = pd.DataFrame({"t": pd.date_range("2020-03-29", periods=3, freq="h",
+                                             tz=pytz.timezone("Europe/Paris"))})
+    pd.testing.assert_frame_equal(rt(frame), frame, check_exact=True)
+
+
+def test_pytz_zones_that_pytz_cannot_find_again_are_refused() -> None:
+    pytz = _pytz()
+
+    class Impostor(pytz.tzinfo.StaticTzInfo):  # claims to be pytz's UTC
+        __module__ = "pytz.tzinfo"
+        zone, _utcoffset, _tzname = "UTC", datetime.timedelta(hours=5), "X"
+
+    lost = type(pytz.timezone("Etc/GMT+5"))()  # a real pytz class, not pytz's cached instance
+    for value in (Impostor(), lost):
+        with pytest.raises(wire.Unencodable, match="pytz cannot find again"):
+            wire.dumps(value)
+
+
+def _dateutil_values() -> list[object]:
+    tz = _dateutil_tz()
+    paris = tz.gettz("Europe/Paris")
+    return [tz.tzutc(), tz.tzoffset("X", 3600), tz.tzoffset(None, -5400), paris,
+            tz.tzfile(paris._filename),  # built from a path, not through gettz
+            datetime.datetime(2020, 7, 1, 12, tzinfo=tz.gettz("America/New_York"))]
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_dateutil_zones_round_trip(index: int) -> None:
+    value = _dateutil_values()[index]
+    out = rt(value)
+    assert type(out) is type(value) and out == value and repr(out) == repr(value)
+    if isinstance(value, datetime.datetime):
+        assert out.utcoffset() == value.utcoffset() and out.tzname() == value.tzname()
+
+
+def test_dateutil_local_and_unnamed_zones_are_refused() -> None:
+    tz = _dateutil_tz()
+    with pytest.raises(wire.Unencodable, match="tzlocal cannot cross"):
+        wire.dumps(tz.tzlocal())
+    data = Path(tz.gettz("Europe/Paris")._filename).read_bytes()
+    for name in ("custom-zone", "Asia/Tokyo", "/tmp/zone"):  # unknown, or Paris lying about it
+        with pytest.raises(wire.Unencodable, match="gettz cannot find"):
+            wire.dumps(tz.tzfile(io.BytesIO(data), filename=name))
+
+
+T = ["timedelta", 0, 3600, 0]
+
+
+@pytest.mark.parametrize(("library", "root"), [
+    ("gmpy2", ["mpz", ["global", "os", "system"]]), ("gmpy2", ["mpz", 1.5]),
+    ("gmpy2", ["mpz", "12"]), ("gmpy2", ["mpz", True]), ("gmpy2", ["mpz"]),
+    ("gmpy2", ["mpq", 1, 0]), ("gmpy2", ["mpq", 1, -2]), ("gmpy2", ["mpq", 1.5, 2]),
+    ("gmpy2", ["mpfr", "1.5", 53]), ("gmpy2", ["mpfr", "0.18@1", 0]), ("gmpy2", ["mpfr", "0.8@1", 1]),
+    ("gmpy2", ["mpfr", "0.18@1", 2**40]), ("gmpy2", ["mpfr", "0.18@1", True]),
+    ("gmpy2", ["mpfr", ["global", "builtins", "len"], 53]), ("gmpy2", ["mpfr", "0x1p3", 53]),
+    ("gmpy2", ["xmpz", 0, "5"]), ("gmpy2", ["xmpz", 3, 5]),
+    ("ipaddress", ["ip", "Path", "/etc"]), ("ipaddress", ["ip", "ip_address", "1.2.3.4"]),
+    ("ipaddress", ["ip", "__class__", "x"]), ("ipaddress", ["ip", "IPv4Address", "999.1.1.1"]),
+    ("ipaddress", ["ip", "IPv4Network", "10.0.0.1/8"]), ("ipaddress", ["ip", "IPv4Address", 1]),
+    ("pytz", ["pytz", "../../etc/passwd"]), ("pytz", ["pytz", "/etc/localtime"]),
+    ("pytz", ["pytz", 5]), ("pytz", ["pytz", "Europe/Paris"]),
+    ("pytz", ["pytz", "UTC", T, T, "X"]), ("pytz", ["pytz", "Europe/Paris", T, T, "XYZ"]),
+    ("pytz", ["pytz", "Europe/Paris", 3600, 0, "CET"]), ("pytz", ["pytz", "Europe/Paris", T]),
+    ("pytz", ["pytzfixed", 1440]), ("pytz", ["pytzfixed", "60"]),
+    ("dateutil.tz", ["dtzfile", "/etc/passwd"]), ("dateutil.tz", ["dtzfile", "../../etc/passwd"]),
+    ("dateutil.tz", ["dtzfile", "Europe/../../etc/passwd"]), ("dateutil.tz", ["dtzfile", ""]),
+    ("dateutil.tz", ["dtzfile", "No/Such_Zone"]), ("dateutil.tz", ["dtzfile", "XYZ3"]),
+    ("dateutil.tz", ["dtzfile", ":Europe/Paris"]), ("dateutil.tz", ["dtzutc", 1]),
+    ("dateutil.tz", ["dtzoffset", ["global", "builtins", "len"], T]),
+    ("dateutil.tz", ["dtzoffset", "X", 3600]), ("dateutil.tz", ["dtzoffset", 1, T]),
+])
+def test_forged_library_nodes_build_nothing_else(library: str, root: object) -> None:
+    pytest.importorskip(library)
+    with pytest.raises(wire.WireError):
+        wire.loads(doc(root), R)
+
+
+# ---- handles for callables ----
+def _closure(n: int) -> typing.Callable[[int], int]:
+    def add(x: int) -> int:
+        return x + n
+    return add
+
+
+class Callback:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  # cannot cross: the object can only cross as a handle
+
+    def __call__(self) -> int:
+        return 1
+
+
+class Handles:
+    """A minimal policy: one table, ids in order."""
+
+    def __init__(self) -> None:
+        self.objects: list[object] = []
+
+    def give(self, obj: object) -> int:
+        self.objects.append(obj)
+        return len(self.objects) - 1
+
+    def take(self, handle: int) -> object:
+        return self.objects[handle]
+
+
+def test_closure_round_trips_to_the_handle_the_hook_gives() -> None:
+    table, closure = Handles(), _closure(3)
+    data = wire.dumps(closure, handles=table.give)
+    assert json.loads(data)[2] == ["handle", 0] and table.objects == [closure]
+    assert wire.loads(data, R, handles=table.take) is closure
+    assert wire.loads(data, R, handles=lambda h: ("proxy", h)) == ("proxy", 0)
+
+
+def test_handles_keep_their_position_and_identity() -> None:
+    table, fn = Handles(), lambda x: x
+    value = [1, fn, {"k": fn}, (fn, 2)]
+    data = wire.dumps(value, handles=table.give)
+    assert table.objects == [fn]  # asked once: met again, it is a reference
+    out = wire.loads(data, R, handles=lambda h: object())
+    assert out[0] == 1 and out[1] is out[2]["k"] is out[3][0] and out[3][1] == 2
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Plain(1).method, lambda: [].append, lambda: functools.partial(len, "ab"),
+    lambda: Callback(), lambda: NewOwn.__new__, lambda: _closure(1).__call__,
+], ids=["bound method", "builtin method", "partial", "callable object", "staticmethod", "wrapper"])
+def test_callables_that_cannot_cross_become_handles(make: typing.Callable[[], object]) -> None:
+    table, value = Handles(), make()
+    out = wire.loads(wire.dumps([value], handles=table.give), R, handles=table.take)
+    assert out == [value] and out[0] is value
+
+
+def test_a_handle_replaces_a_partly_encoded_object_and_memo_ids_stay_in_order() -> None:
+    table, shared, callback = Handles(), [0], Callback()
+    callback.data = shared  # encoded, then dropped with the refused object
+    value = [callback, shared, shared, Plain(shared)]
+    out = wire.loads(wire.dumps(value, handles=table.give), R, handles=table.take)
+    assert out[0] is callback and out[1] == [0] and out[1] is out[2] is out[3].a
+
+
+def test_values_that_cross_by_name_or_value_do_not_become_handles() -> None:
+    table = Handles()
+    tree = json.loads(wire.dumps([helper, len, Plain.method, np.add, Plain, Point(1, 2)],
+                                 handles=table.give))[2]
+    assert [node[0] for node in tree[2:]] == ["global"] * 5 + ["obj"] and table.objects == []
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: _closure(1), "<locals>"), (lambda: lambda: 1, "lambda"),
+    (_local_class, "<locals>"), (lambda: _gen(), "generator cannot cross"),
+    (lambda: [Callback()], "lock cannot cross"),
+])
+def test_refusals_are_unchanged_when_the_hook_declines(make: typing.Callable[[], object],
+                                                       message: str) -> None:
+    asked: list[object] = []
+
+    def decline(obj: object) -> None:
+        asked.append(obj)
+
+    value = make()
+    with pytest.raises(wire.Unencodable) as without:
+        wire.dumps(value, "argument 1")
+    with pytest.raises(wire.Unencodable) as declined:
+        wire.dumps(value, "argument 1", handles=decline)
+    assert str(declined.value) == str(without.value) and message in str(without.value)
+    callable_value = callable(value) and not isinstance(value, type)
+    assert len(asked) == (1 if callable_value or isinstance(value, list) else 0)
+
+
+def test_classes_and_non_callables_never_reach_the_hook() -> None:
+    def hook(obj: object) -> int:
+        raise AssertionError(f"asked about {obj!r}")
+
+    for value in (_local_class(), _gen(), threading.Lock(), sys):
+        with pytest.raises(wire.Unencodable, match=r"cannot cross|<locals>"):
+            wire.dumps(value, handles=hook)
+
+
+@pytest.mark.parametrize("result", [-1, 2**53, "1", 1.0, True, object()])
+def test_bad_hook_results_are_unencodable(result: object) -> None:
+    with pytest.raises(wire.Unencodable, match="handles hook returned"):
+        wire.dumps(_closure(1), handles=lambda obj: result)
+
+
+def test_handle_nodes_need_a_hook_and_a_good_id() -> None:
+    with pytest.raises(wire.WireError, match="no handles"):
+        wire.loads(doc(["handle", 0]), R)  # a document cannot smuggle a handle in
+    with pytest.raises(wire.WireError, match="no handles"):
+        wire.loads(wire.dumps(_closure(1), handles=lambda obj: 0), R)
+    for root in (["handle", -1], ["handle", "1"], ["handle", 1.0], ["handle", True],
+                 ["handle", 2**53], ["handle"], ["handle", 1, 2], ["handle", ["int", "1"]]):
+        with pytest.raises(wire.WireError):
+            wire.loads(doc(root), R, handles=lambda h: h)
+    with pytest.raises(wire.WireError, match="IndexError"):  # the hook's own refusal
+        wire.loads(doc(["handle", 7]), R, handles=Handles().take)
+    record = {"types": [["builtins", "ValueError"]], "args": [["v", ["handle", 0]]], "state": {},
+              "str": "x"}
+    assert wire.decode_exception(record, R).args[0].startswith("<undecodable argument")
+
+
 # ---- the module itself ----
 def test_module_imports_stdlib_only() -> None:
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import knowbench_wire; "
             "bad = [m for m in sys.modules if m.split('.')[0] in "
-            "('numpy', 'pandas', 'knowbench', 'zoneinfo', 'pickle')]; "
+            "('numpy', 'pandas', 'knowbench', 'zoneinfo', 'pickle', 'gmpy2', "
+            "'pytz', 'dateutil')]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-I", "-c", code, str(RUNNER_DIR)], check=True)

@@ -3,9 +3,10 @@
 Calls from the trusted tests into the untrusted candidate cross a process boundary BY VALUE:
 arguments, return values, raised exceptions and mutated arguments are encoded with `dumps` on
 one side and rebuilt with `loads` on the other. No pickle, no marshal: the decoder only calls the
-constructors of the value types listed below, `object.__new__`, `cls._make` (namedtuples) and
-numpy / pandas constructors, and it hands out classes and functions only through a `Resolver`,
-which decides which names the other side may mention.
+constructors of the value types listed below, `object.__new__`, `cls._make` (namedtuples),
+numpy / pandas constructors, the fixed constructors and lookups of the curated library types
+(gmpy2, ipaddress, pytz, dateutil.tz) and the caller's `handles` hook, and it hands out classes
+and functions only through a `Resolver`, which decides which names the other side may mention.
 
 Wire format: ASCII (hence UTF-8) JSON `["knowbench-wire", 1, ROOT]`. A node is JSON null, a
 bool, a string, an int with |n| < 2**53, a finite float, or an array `[TAG, ...]`. Containers
@@ -58,7 +59,9 @@ _RE_FLAGS = re.IGNORECASE | re.LOCALE | re.MULTILINE | re.DOTALL | re.UNICODE | 
 _HEX_INT = re.compile(r"-?[0-9a-f]+")
 # mpfr values travel as base-16 text, exact whatever the rounding mode (see _mpfr_text)
 _MPFR_TEXT = re.compile(r"-?(?:0\.[0-9a-f]+@-?[0-9]+|0\.0|inf|nan)")
-_MAX_MPFR_PRECISION = 1 << 24  # bits; a larger precision in a tiny document would exhaust memory
+# mpfr precisions that cross, in bits: gmpy2.mpfr(text, 1) means "as precise as the input", not
+# one bit, and a huge precision in a tiny document would exhaust the receiver's memory
+_MPFR_PRECISIONS = range(2, (1 << 24) + 1)
 # An IANA zone key: relative, no dots, so it cannot leave the time zone directories
 _TZ_KEY = re.compile(r"[A-Za-z0-9_+-]+(?:/[A-Za-z0-9_+-]+)*")
 _IP_KINDS = frozenset({"IPv4Address", "IPv6Address", "IPv4Network", "IPv6Network",
@@ -284,7 +287,11 @@ class _Encoder:
             if self.depth > MAX_DEPTH:
                 raise _Refused(f"nested deeper than {MAX_DEPTH} levels")
             handler = _ENCODERS.get(t)
-            return handler(self, v) if handler is not None else self.other(v)
+            if handler is not None:
+                return handler(self, v)
+            if self.handles is not None and callable(v) and not isinstance(v, type):
+                return self.other_or_handle(v)
+            return self.other(v)
         finally:
             self.depth -= 1
 
@@ -330,14 +337,13 @@ class _Encoder:
                 raise
         return out
 
-    def other(self, v: object) -> object:
-        """Values whose exact type is not in _ENCODERS: by value (or name) when possible, else,
-        for a callable that is not a class, as a handle when the `handles` hook gives one."""
-        if self.handles is None or isinstance(v, type) or not callable(v):
-            return self.by_value(v)
+    def other_or_handle(self, v: object) -> object:
+        """A callable (not a class) whose type is not in _ENCODERS: by value or name when it can
+        be, else as a handle when the `handles` hook gives one. (A separate path, so that other
+        values pay no extra frame per nesting level.)"""
         mark = len(self.keep)
         try:
-            return self.by_value(v)
+            return self.other(v)
         except _Refused:
             # The partial node is dropped, and with it the memo ids its parts took: the decoder
             # never sees them, and ids must stay sequential.
@@ -349,10 +355,11 @@ class _Encoder:
                 raise
         if type(handle) is not int or not 0 <= handle < _SAFE_INT:
             raise TypeError(f"the handles hook returned {handle!r}, not an int in [0, 2**53)")
-        self.new_id(v)  # met again, it is ["ref", id]: one handle per callable per document
+        self.new_id(v)  # met again in this document, it is ["ref", id]: the hook is not asked
         return ["handle", handle]
 
-    def by_value(self, v: object) -> object:
+    def other(self, v: object) -> object:
+        """Values whose exact type is not in _ENCODERS, by value or by name."""
         t = type(v)
         module = t.__module__ if type(t.__module__) is str else ""
         library = _LIBRARY_ENCODERS.get(module.partition(".")[0])
@@ -543,8 +550,8 @@ def _enc_gmpy2(e: _Encoder, v: object) -> object:
     if t is gmpy2.mpq:
         return ["mpq", e.enc(int(v.numerator)), e.enc(int(v.denominator))]
     if t is gmpy2.mpfr:
-        if v.precision > _MAX_MPFR_PRECISION:
-            raise _Refused(f"an mpfr with more than {_MAX_MPFR_PRECISION} bits cannot cross")
+        if v.precision not in _MPFR_PRECISIONS:
+            raise _Refused(f"an mpfr with a precision of {v.precision} bits cannot cross")
         return ["mpfr", _mpfr_text(v), v.precision]
     return None
 
@@ -574,21 +581,24 @@ def _enc_pytz(e: _Encoder, v: object) -> object:
     pytz, t = sys.modules.get("pytz"), type(v)
     if pytz is None or not isinstance(v, pytz.BaseTzInfo):
         return None
+    key = None
     try:
         if t is pytz._FixedOffset:  # what pytz.FixedOffset(minutes) returns
             minutes = v.utcoffset(None) // datetime.timedelta(minutes=1)
-            node, rebuilt = ["pytzfixed", minutes], pytz.FixedOffset(minutes)
+            rebuilt = pytz.FixedOffset(minutes)
         elif isinstance(v, pytz.tzinfo.DstTzInfo):
             key = (v._utcoffset, v._dst, v._tzname)
-            node = ["pytz", v.zone, e.enc(key[0]), e.enc(key[1]), key[2]]
             rebuilt = _pytz_zone(pytz, v.zone, key)
         else:  # pytz.utc and StaticTzInfo zones
-            node, rebuilt = ["pytz", v.zone], _pytz_zone(pytz, v.zone, None)
+            rebuilt = _pytz_zone(pytz, v.zone, None)
     except (WireError, LookupError, ValueError, TypeError, AttributeError):
         rebuilt = None
+    # checked before anything is encoded: an impostor's attributes are never looked at further
     if rebuilt is not v:
         raise _Refused(f"a {t.__qualname__} that pytz cannot find again by name cannot cross")
-    return node
+    if t is pytz._FixedOffset:
+        return ["pytzfixed", minutes]
+    return ["pytz", v.zone] + ([] if key is None else [e.enc(key[0]), e.enc(key[1]), key[2]])
 
 
 def _enc_dateutil(e: _Encoder, v: object) -> object:
@@ -976,7 +986,7 @@ def _dec_gmpy2(d: _Decoder, node: list) -> object:
     if tag == "mpfr":
         text, precision = _fields(node, 2)
         _need(type(text) is str and _MPFR_TEXT.fullmatch(text) is not None
-              and type(precision) is int and 1 <= precision <= _MAX_MPFR_PRECISION,
+              and type(precision) is int and precision in _MPFR_PRECISIONS,
               "mpfr: bad fields")
         return gmpy2.mpfr(text, precision, 16)
     if tag == "xmpz":
@@ -1000,7 +1010,7 @@ def _dec_ip(d: _Decoder, node: list) -> object:
 def _pytz_zone(pytz: types.ModuleType, zone: object,
                key: tuple[datetime.timedelta, datetime.timedelta, str] | None) -> object:
     """pytz's own instance for `zone` (a name pytz lists): the zone itself when `key` is None
-    (UTC, fixed-offset zones), else the per-period instance of a DST zone with that
+    (UTC, zones without DST such as Etc/GMT+5), else the per-period instance of a DST zone with that
     (utcoffset, dst, tzname) key. Raises WireError."""
     _need(type(zone) is str and zone in pytz.all_timezones_set, "pytz: unknown zone")
     tz = pytz.timezone(zone)
