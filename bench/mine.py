@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from knowbench.build.mine import MineOptions, SourceRequest, mine
+from knowbench.builders.mine import MineOptions, SourceRequest, mine
 
 
 def main() -> None:

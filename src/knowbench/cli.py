@@ -313,7 +313,7 @@ def _register_command_groups() -> None:
         importlib.import_module(f"knowbench.commands.{name}").register(app)
 
 
-COMMAND_GROUPS: tuple[str, ...] = ("env", "build", "corpus", "diagnose")
+COMMAND_GROUPS: tuple[str, ...] = ("env", "builders", "corpus", "diagnose")
 _register_command_groups()
 
 

@@ -4,14 +4,14 @@ Stages, each counted in `build_report.json`:
 
 1. **source**: fetch and unpack each source (directory, sdist/wheel, PyPI requirement).
 2. **discover**: find test units and trace each to the library functions it calls
-   (`knowbench.build.discover`); every traced function is a candidate target and all the
+   (`knowbench.builders.discover`); every traced function is a candidate target and all the
    tests that call it form its suite.
 3. **static filters**: not trivial (constructors, property getters, pure delegation,
    abstract stubs), body of `min_lines`..`max_lines` lines, no banned keyword in the
    reference or its context, a prompt of at most `max_prompt_lines`; tests holding a banned
    keyword leave the suite.
-4. **assemble**: cut prompt, reference and context (`knowbench.build.context`); rewrite the
-   suite into self-contained specs (`knowbench.build.harness`).
+4. **assemble**: cut prompt, reference and context (`knowbench.builders.context`); rewrite the
+   suite into self-contained specs (`knowbench.builders.harness`).
 5. **environment**: the benchmark's requirements are the mined distribution and the
    third-party packages its tests and contexts import, pinned to what got installed.
 6. **prune**: run reference and both stubs in the sandbox; repair names the context missed
@@ -49,22 +49,27 @@ from knowbench.benchmark.schema import (
     TestSpec,
     imported_modules,
 )
-from knowbench.build.certify import Checker, TaskCheck, TaskRuns, evaluate, preload_for
-from knowbench.build.context import ContextError, TargetCode, cut_target, repair_context
-from knowbench.build.discover import TestUnit, discover_units, test_modules
-from knowbench.build.filters import BANNED_KEYWORDS, banned_keywords, size_reason, triviality_reason
-from knowbench.build.harness import SpecBuilder
-from knowbench.build.instructions import docstring_instruction, llm_instructions
-from knowbench.build.report import BuildReport, SourceReport, TaskRecord
-from knowbench.build.repository import Module, Repository, Resolver, Symbol, find_node
-from knowbench.build.requirements import (
+from knowbench.builders.build_log import BuildReport, SourceReport, TaskRecord
+from knowbench.builders.certify import Checker, TaskCheck, TaskRuns, evaluate, preload_for
+from knowbench.builders.context import ContextError, TargetCode, cut_target, repair_context
+from knowbench.builders.discover import TestUnit, discover_units, test_modules
+from knowbench.builders.filters import (
+    BANNED_KEYWORDS,
+    banned_keywords,
+    size_reason,
+    triviality_reason,
+)
+from knowbench.builders.harness import SpecBuilder
+from knowbench.builders.instructions import docstring_instruction, llm_instructions
+from knowbench.builders.repository import Module, Repository, Resolver, Symbol, find_node
+from knowbench.builders.requirements import (
     distribution_for,
     import_roots,
     installable_subset,
     requirement_name,
     third_party,
 )
-from knowbench.build.source import Source, fetch_source
+from knowbench.builders.source import Source, fetch_source
 from knowbench.errors import UserError
 from knowbench.execution.engine import Engine, SubprocessEngine
 from knowbench.execution.environments import BenchEnv, ensure_env

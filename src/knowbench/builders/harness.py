@@ -26,9 +26,9 @@ import ast
 import copy
 from dataclasses import dataclass, field
 
-from knowbench.build.context import TargetCode, free_names
-from knowbench.build.discover import TestUnit, conftest_chain, fixture_name, is_testcase_class
-from knowbench.build.repository import (
+from knowbench.builders.context import TargetCode, free_names
+from knowbench.builders.discover import TestUnit, conftest_chain, fixture_name, is_testcase_class
+from knowbench.builders.repository import (
     Module,
     Repository,
     Resolver,

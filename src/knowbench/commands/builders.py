@@ -16,9 +16,9 @@ from rich.table import Table
 from knowbench.errors import UserError
 
 if TYPE_CHECKING:  # the build modules load only when a build command runs
-    from knowbench.build.certify import CertifyReport, TaskCheck
-    from knowbench.build.mine import SourceRequest
-    from knowbench.build.report import BuildReport
+    from knowbench.builders.build_log import BuildReport
+    from knowbench.builders.certify import CertifyReport, TaskCheck
+    from knowbench.builders.mine import SourceRequest
 
 out = Console()
 console = Console(stderr=True)
@@ -61,8 +61,8 @@ def mine(
     sandbox: Annotated[str, typer.Option(help="Isolation: auto, bwrap or unshare.")] = "auto",
 ) -> None:
     """Mine a benchmark from repositories: DomainEval's pipeline, publishing certified tasks only."""
-    from knowbench.build.mine import MineOptions
-    from knowbench.build.mine import mine as run_mine
+    from knowbench.builders.mine import MineOptions
+    from knowbench.builders.mine import mine as run_mine
 
     requests = _source_requests(source, domain, sources)
     if out_dir is None:
@@ -86,7 +86,7 @@ def mine(
 
 
 def _source_requests(source: str | None, domain: str | None, sources: list[str] | None) -> list[SourceRequest]:
-    from knowbench.build.mine import SourceRequest
+    from knowbench.builders.mine import SourceRequest
 
     requests = []
     if source is not None:
@@ -139,7 +139,7 @@ def certify(
     fail, every test runs the target (no shadowing), and optionally how many mutants the tests
     kill. Exit code 1 when a task fails a check."""
     from knowbench.benchmark.load import load_benchmark
-    from knowbench.build.certify import certify_benchmark
+    from knowbench.builders.certify import certify_benchmark
     from knowbench.cli import make_engine
     from knowbench.execution.sandbox import resolve_sandbox
     from knowbench.run import preload_modules
@@ -253,7 +253,7 @@ def import_domaineval(
                            "module) to call the candidate instead. Default: tests as released.")] = False,
 ) -> None:
     """Import DomainEval subjects; domain and repository come from each file's path."""
-    from knowbench.build.domaineval import import_subjects
+    from knowbench.builders.domaineval import import_subjects
 
     result = import_subjects(path, out_dir, name=name, check_env=check_env, unshadow=unshadow,
                              progress=lambda m: console.print(m, highlight=False))
@@ -272,7 +272,7 @@ def import_domaineval_responses(
     out_file: Annotated[Path, typer.Option("--out", "-o", help="Samples JSONL for --model replay:FILE.")],
 ) -> None:
     """Convert released DomainEval responses into a replay samples file."""
-    from knowbench.build.domaineval import convert_responses
+    from knowbench.builders.domaineval import convert_responses
 
     result = convert_responses(path, benchmark, out_file)
     out.print(f"wrote {result['written']} samples to {out_file}; run them with "
@@ -292,7 +292,7 @@ def import_domaineval_compare(
     report_path: Annotated[Path | None, typer.Option("--report", help="Write the comparison as JSON.")] = None,
 ) -> None:
     """Compare knowbench's verdicts on replayed responses with DomainEval's recorded ones."""
-    from knowbench.build.domaineval import compare_with_recorded
+    from knowbench.builders.domaineval import compare_with_recorded
 
     comparison = compare_with_recorded(run_dir, results, certify_report)
     table = Table(title="knowbench vs DomainEval", title_justify="left")

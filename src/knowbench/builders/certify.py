@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from knowbench import __version__
 from knowbench.benchmark.load import Benchmark
 from knowbench.benchmark.schema import PARSE_LOCK, FunctionTask
-from knowbench.build.mutants import mutants as make_mutants
+from knowbench.builders.mutants import mutants as make_mutants
 from knowbench.execution.engine import Engine, ExecutionRequest, Isolation
 from knowbench.program import SpliceError, assemble, stubbed_program
 from knowbench.records import Execution, Limits, Reason, TestOutcome

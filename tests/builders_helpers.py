@@ -1,4 +1,4 @@
-"""Helpers shared by the tests of `knowbench.build` (import as `from build_helpers import ...`)."""
+"""Helpers shared by the tests of `knowbench.builders` (import as `from builders_helpers import ...`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import tarfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "tests" / "fixtures" / "build"
+FIXTURES = ROOT / "tests" / "fixtures" / "builders"
 MINILIB = FIXTURES / "minilib"
 ANCHORS = Path("/work/shared/anchors/domaineval")
 # A fixed place, so the environment built for the sdist (keyed by its path) is reused.
@@ -46,7 +46,7 @@ def knowbench_cli(*args: str, cwd: Path | None = None, timeout: float = 900) -> 
     program = (
         "import sys\n"
         "import knowbench.cli as cli\n"
-        "import knowbench.commands.build as build\n"
+        "import knowbench.commands.builders as build\n"
         "if 'build' not in cli.COMMAND_GROUPS:\n"
         "    build.register(cli.app)\n"
         "sys.argv = ['knowbench', *sys.argv[1:]]\n"

@@ -35,7 +35,7 @@ from pydantic import ValidationError
 from knowbench import __version__
 from knowbench.benchmark.load import load_benchmark, sha256_bytes, write_benchmark
 from knowbench.benchmark.schema import FunctionTask, Manifest, Provenance, TestSpec, find_definition
-from knowbench.build.requirements import import_roots, installable_subset, resolves, third_party
+from knowbench.builders.requirements import import_roots, installable_subset, resolves, third_party
 from knowbench.errors import UserError
 from knowbench.execution.environments import BenchEnv, ensure_env
 from knowbench.jsonl import read_objects

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from knowbench.benchmark.schema import FunctionTask, TestSpec
-from knowbench.build.instructions import docstring_instruction, llm_instructions, parse_docstring
+from knowbench.builders.instructions import docstring_instruction, llm_instructions, parse_docstring
 from knowbench.models.cache import GenerationCache
 from knowbench.models.openai import OpenAIBackend
 from openai_server import ScriptedOpenAIServer, last_user_message

@@ -15,10 +15,10 @@ The stages, in the order data flows through them:
     domaineval.py    DomainEval's subjects and released responses, and a verdict comparison
 """
 
-from knowbench.build.certify import CertifyReport, TaskCheck, certify_benchmark
-from knowbench.build.domaineval import compare_with_recorded, convert_responses, import_subjects
-from knowbench.build.mine import MineOptions, SourceRequest, mine
-from knowbench.build.report import BuildReport
+from knowbench.builders.build_log import BuildReport
+from knowbench.builders.certify import CertifyReport, TaskCheck, certify_benchmark
+from knowbench.builders.domaineval import compare_with_recorded, convert_responses, import_subjects
+from knowbench.builders.mine import MineOptions, SourceRequest, mine
 
 __all__ = [
     "BuildReport",

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from knowbench.build.filters import (
+from knowbench.builders.filters import (
     BANNED_KEYWORDS,
     DOMAINEVAL_BANNED,
     banned_keywords,
     size_reason,
     triviality_reason,
 )
-from knowbench.build.mutants import mutants
+from knowbench.builders.mutants import mutants
 
 ANCHOR_LIST = Path("/work/shared/anchors/domaineval/banned_keywords.txt")
 

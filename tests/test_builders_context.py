@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from build_helpers import MINILIB
-from knowbench.build.context import cut_target, repair_context
-from knowbench.build.repository import Repository, Symbol
+from builders_helpers import MINILIB
+from knowbench.builders.context import cut_target, repair_context
+from knowbench.builders.repository import Repository, Symbol
 
 
 def _cut(module: str, qualname: str, kind: str = "function", **options: int):

@@ -23,7 +23,7 @@ import builtins
 import textwrap
 from dataclasses import dataclass, field
 
-from knowbench.build.repository import (
+from knowbench.builders.repository import (
     Module,
     Symbol,
     bound_names,

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from knowbench.benchmark.schema import TestSpec
-from knowbench.build.context import cut_target
-from knowbench.build.discover import discover_units
-from knowbench.build.harness import SpecBuilder
-from knowbench.build.repository import Repository, Resolver, Symbol
+from knowbench.builders.context import cut_target
+from knowbench.builders.discover import discover_units
+from knowbench.builders.harness import SpecBuilder
+from knowbench.builders.repository import Repository, Resolver, Symbol
 from knowbench.execution.engine import ExecutionRequest, SubprocessEngine
 from knowbench.program import assemble
 from knowbench.records import Limits

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from build_helpers import MINILIB
-from knowbench.build.discover import discover_units
-from knowbench.build.repository import Repository, Resolver, Symbol
+from builders_helpers import MINILIB
+from knowbench.builders.discover import discover_units
+from knowbench.builders.repository import Repository, Resolver, Symbol
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from build_helpers import ANCHORS, benchmark_engine, knowbench_cli
+from builders_helpers import ANCHORS, benchmark_engine, knowbench_cli
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import FunctionTask
-from knowbench.build.certify import CertifyReport, certify_benchmark
-from knowbench.build.domaineval import (
+from knowbench.builders.certify import CertifyReport, certify_benchmark
+from knowbench.builders.domaineval import (
     convert_responses,
     import_subjects,
     strip_trailing_call,

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from build_helpers import minilib_sdist
+from builders_helpers import minilib_sdist
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import FunctionTask
-from knowbench.build.mine import MineOptions, SourceRequest, _failure_reason, mine
-from knowbench.build.report import BuildReport
+from knowbench.builders.build_log import BuildReport
+from knowbench.builders.mine import MineOptions, SourceRequest, _failure_reason, mine
 from knowbench.execution.engine import SubprocessEngine
 from knowbench.execution.environments import ensure_env
 from knowbench.execution.sandbox import resolve_sandbox

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from build_helpers import FIXTURES, ROOT, knowbench_cli
+from builders_helpers import FIXTURES, ROOT, knowbench_cli
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import FunctionTask
-from knowbench.build.certify import CertifyReport, TaskRuns, certify_benchmark, evaluate
+from knowbench.builders.certify import CertifyReport, TaskRuns, certify_benchmark, evaluate
 from knowbench.execution.engine import SubprocessEngine
 from knowbench.records import Execution, Limits, Reason, TestOutcome
 

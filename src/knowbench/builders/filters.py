@@ -2,7 +2,7 @@
 
 Each filter answers with a reason (a short slug that the build report counts) or None.
 Execution-based filters (the reference runs, its suite passes and exercises it, stubs fail)
-live in `knowbench.build.certify`.
+live in `knowbench.builders.certify`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import ast
 import io
 import tokenize
 
-from knowbench.build.repository import decorator_name
+from knowbench.builders.repository import decorator_name
 
 _FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 

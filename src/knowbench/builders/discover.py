@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from knowbench.build.repository import (
+from knowbench.builders.repository import (
     Instance,
     Module,
     Repository,

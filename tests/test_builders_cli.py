@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from build_helpers import knowbench_cli
+from builders_helpers import knowbench_cli
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from build_helpers import knowbench_cli
+from builders_helpers import knowbench_cli
 from knowbench.benchmark.load import load_benchmark, sha256_file
-from knowbench.build.mine import MineOptions, SourceRequest, mine
-from knowbench.build.source import fetch_source
+from knowbench.builders.mine import MineOptions, SourceRequest, mine
+from knowbench.builders.source import fetch_source
 from knowbench.errors import UserError
 
 pytestmark = pytest.mark.slow
