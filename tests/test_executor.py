@@ -32,8 +32,7 @@ def engine(request: pytest.FixtureRequest, best_sandbox: Sandbox) -> Iterator[En
         pytest.importorskip("ray", reason="the ray engine needs the extra knowbench[ray]")
         from knowbench.execution.ray_engine import RayEngine
 
-        the_engine = RayEngine(best_sandbox.kind, workers=2, preload=["unittest"],
-                               hidden=list(best_sandbox.hidden))
+        the_engine = RayEngine(best_sandbox.kind, workers=2, preload=["unittest"])
     yield the_engine
     the_engine.close()
 
