@@ -936,7 +936,8 @@ CASES = [
                 except OSError:
                     pass
             os._exit(0)
-    """) + WRONG_ADD, T_FALSE, in_process_gap=MEMORY_GAP),
+    """) + WRONG_ADD, T_FALSE, in_process_gap=MEMORY_GAP,
+         limits={"wall_s": 20.0, "cpu_s": 20}),  # scanning the whole heap takes seconds
     Case("redirect_the_result_pipe_with_dup2", RESULT_PIPE + dedent("""
         import json
         import threading
