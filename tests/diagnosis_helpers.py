@@ -26,6 +26,7 @@ FIXTURE_FILE = Path(__file__).parent / "fixtures" / "failures.jsonl"
 class LabelledFailure:
     id: str
     source: str
+    group: str  # rule-case, real-default or real-other (see tests/fixtures/make_failures.py)
     expected: str
     why: str
     task: TaskInfo
@@ -39,7 +40,7 @@ def fixtures() -> tuple[LabelledFailure, ...]:
     for line in FIXTURE_FILE.read_text().splitlines():
         row = json.loads(line)
         rows.append(LabelledFailure(
-            id=row["id"], source=row["source"], expected=row["expected"], why=row["why"],
+            id=row["id"], source=row["source"], group=row["group"], expected=row["expected"], why=row["why"],
             task=TaskInfo.model_validate(row["task"]),
             surface=ApiSurface.model_validate(row["surface"]) if row["surface"] else None,
             result=SampleResult.model_validate(row["result"])))

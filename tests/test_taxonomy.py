@@ -29,36 +29,41 @@ from knowbench.scoring.taxonomy import (
 )
 from knowbench.scoring.tracebacks import parse_traceback
 
-# Why 0.90: the rules are deterministic and were written against the definitions in
-# docs/diagnosis.md, not fitted to these cases, but the same engineer labelled the cases and
-# wrote the rules, so the measured agreement (0.96 when this was written) is optimistic. The
-# misses that remain are the genuinely ambiguous ones the judge exists for (argument order
-# that fails deep inside a library, a sibling API that shows up only as a wrong result). A
-# drop below 0.90 on ~140 cases means at least ~8 more cases flipped, i.e. a whole rule
-# family (every NameError, every library-raised ValueError, ...) stopped working: a
-# regression, not noise, since nothing here is random.
-ACCURACY_THRESHOLD = 0.90
+# Accuracy is measured per group of cases (the `group` field of each fixture record), because
+# the groups say very different things: a hand-written "rule-case" was made to exercise one
+# rule; a "real-default" case is a real failure labelled WrongLogic, the label the rules fall
+# back to, so even a classifier that always answers WrongLogic gets it right; only the
+# "real-other" cases (real failures with any other label) show whether the rules recognise a
+# real failure. Nothing here is random, so each floor is today's count minus one case: a
+# second case lost in any group is a regression to look at, not noise. Measured when these
+# floors were set: rule-case 51/51, real-default 63/63, real-other 22/27.
+GROUP_FLOORS: dict[str, tuple[int, int]] = {  # group -> (cases right at least, out of)
+    "rule-case": (50, 51),
+    "real-default": (62, 63),
+    "real-other": (21, 27),
+}
 # Each label with at least 3 cases must be recognised in most of them: a label whose recall
-# collapses makes the failure-class charts wrong even when overall accuracy survives.
+# collapses makes the failure-class charts wrong even when the groups' accuracy survives.
 RECALL_FLOOR = 0.6
 
 
 def _classified() -> list[tuple[str, str, str, str]]:
+    """(case id, group, expected label, label given) for every labelled failure."""
     rows = []
     for case in fixtures():
         diagnosis = classify(case.result, case.task, case.surface)
         assert diagnosis is not None, case.id
-        rows.append((case.id, case.source, case.expected, diagnosis.label))
+        rows.append((case.id, case.group, case.expected, diagnosis.label))
     return rows
 
 
 def _report(rows: list[tuple[str, str, str, str]]) -> str:
     lines = []
-    by_source: dict[str, list[bool]] = defaultdict(list)
-    for _, source, expected, got in rows:
-        by_source[source].append(expected == got)
-    for source, hits in sorted(by_source.items()):
-        lines.append(f"{source}: {sum(hits)}/{len(hits)} = {sum(hits) / len(hits):.3f}")
+    by_group: dict[str, list[bool]] = defaultdict(list)
+    for _, group, expected, got in rows:
+        by_group[group].append(expected == got)
+    for group, hits in sorted(by_group.items()):
+        lines.append(f"{group}: {sum(hits)}/{len(hits)} = {sum(hits) / len(hits):.3f}")
     for label in LABELS:
         cases = [got for _, _, expected, got in rows if expected == label]
         if cases:
@@ -68,12 +73,14 @@ def _report(rows: list[tuple[str, str, str, str]]) -> str:
     return "\n".join(lines)
 
 
-def test_classifier_accuracy_on_the_labelled_failures_meets_the_threshold() -> None:
+def test_classifier_accuracy_meets_the_floor_of_each_group_of_labelled_failures() -> None:
     rows = _classified()
-    accuracy = sum(expected == got for _, _, expected, got in rows) / len(rows)
-    report = f"accuracy {accuracy:.3f} on {len(rows)} labelled failures\n{_report(rows)}"
+    report = f"{len(rows)} labelled failures\n{_report(rows)}"
     print(report)  # shown with -s and in CI logs on failure
-    assert accuracy >= ACCURACY_THRESHOLD, report
+    assert {group for _, group, _, _ in rows} == set(GROUP_FLOORS), report
+    for group, (floor, measured_on) in GROUP_FLOORS.items():
+        hits = [expected == got for _, case_group, expected, got in rows if case_group == group]
+        assert sum(hits) / len(hits) >= floor / measured_on, f"{group} accuracy\n{report}"
     for label in LABELS:
         cases = [got for _, _, expected, got in rows if expected == label]
         if len(cases) >= 3:
@@ -86,6 +93,11 @@ def test_fixture_set_is_real_large_and_covers_every_label() -> None:
     assert {case.expected for case in cases} == set(LABELS)
     sources = Counter(case.source for case in cases)
     assert sources["domaineval"] >= 60 and sources["handwritten"] >= 30
+    # The group follows from how a case was made and its hand label, never from the classifier.
+    for case in cases:
+        made = ("rule-case" if case.source == "handwritten"
+                else "real-default" if case.expected == "WrongLogic" else "real-other")
+        assert case.group == made, case.id
     for case in cases:
         assert not case.result.passed and case.why.strip(), case.id
         # Every executed case carries the runner's own per-test records.
@@ -261,7 +273,7 @@ def test_limits_and_runner_failures_have_their_own_labels(status: str, label: st
 def test_fixture_lines_are_plain_json_records() -> None:
     with FIXTURE_FILE.open() as handle:
         first = json.loads(handle.readline())
-    assert {"id", "source", "expected", "why", "task", "surface", "result"} == set(first)
+    assert {"id", "source", "group", "expected", "why", "task", "surface", "result"} == set(first)
 
 
 # One representative failure per reason: (status, message, exit code, expected label and rule).
