@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from builders_helpers import ANCHORS, benchmark_engine, knowbench_cli
+from builders_helpers import ANCHORS, benchmark_engine
+from helpers import run_knowbench
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import FunctionTask
 from knowbench.builders.certify import CertifyReport, certify_benchmark
@@ -150,16 +151,16 @@ def test_replay_agrees_with_domaineval_on_python_rsa(rsa_certified: tuple[Path, 
     samples, run_dir = tmp_path / "samples.jsonl", tmp_path / "run"
     certify_file = tmp_path / "certify.json"
     certify_file.write_text(report.model_dump_json())
-    assert knowbench_cli("import", "domaineval-responses", str(ANCHORS / "gpt-4o-mini-pass1-responses" /
+    assert run_knowbench("import", "domaineval-responses", str(ANCHORS / "gpt-4o-mini-pass1-responses" /
                                                                 "Cryptography" / "python-rsa.jsonl"),
                          "--benchmark", str(bench), "--out", str(samples)).returncode == 0
     # A fixed, generous limit: bit_size generates primes, and a loaded machine must not turn
     # a correct response into a timeout that DomainEval never saw.
-    done = knowbench_cli("run", str(bench), "--model", f"replay:{samples}", "--out", str(run_dir),
+    done = run_knowbench("run", str(bench), "--model", f"replay:{samples}", "--out", str(run_dir),
                          "--workers", "1", "--timeout", "120")
     assert done.returncode == 0, done.stderr
     compare = tmp_path / "compare.json"
-    done = knowbench_cli("import", "domaineval-compare", str(run_dir),
+    done = run_knowbench("import", "domaineval-compare", str(run_dir),
                          str(ANCHORS / "gpt-4o-mini-pass1-results" / "Cryptography" / "python-rsa.jsonl"),
                          "--certify", str(certify_file), "--report", str(compare))
     assert done.returncode == 0, done.stderr

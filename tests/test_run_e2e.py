@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import knowbench_command, run_knowbench
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
 from knowbench.execution.engine import SubprocessEngine
@@ -64,11 +65,6 @@ def _reply_for(body: dict[str, object]) -> str:
 def _passed_tasks(run_dir: Path) -> set[str]:
     rows = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
     return {row["task_id"] for row in rows if row["passed"]}
-
-
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "knowbench.cli", *args], capture_output=True,
-                          text=True, cwd=ROOT, env=env, timeout=600)
 
 
 def test_openai_backend_run_scores_exactly_the_solved_tasks_after_a_429(tmp_path: Path) -> None:
@@ -131,8 +127,8 @@ def test_a_run_killed_with_sigkill_resumes_without_redoing_finished_samples(tmp_
     server, url, log = _start_server(tmp_path, delay=0.4)
     run_dir = tmp_path / "run"
     env = {**os.environ, "KNOWBENCH_CACHE_DIR": str(tmp_path / "cache")}
-    command = [sys.executable, "-m", "knowbench.cli", "run", str(EXAMPLE), "--model", "scripted",
-               "--base-url", url, "--out", str(run_dir), "--concurrency", "1", "--no-cache"]
+    command = knowbench_command("run", str(EXAMPLE), "--model", "scripted", "--base-url", url,
+                                "--out", str(run_dir), "--concurrency", "1", "--no-cache")
     try:
         victim = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL, start_new_session=True)
@@ -165,12 +161,12 @@ def test_generation_cache_makes_a_rerun_cost_no_model_calls(tmp_path: Path) -> N
     server, url, log = _start_server(tmp_path, delay=0.0)
     env = {**os.environ, "KNOWBENCH_CACHE_DIR": str(tmp_path / "cache")}
     try:
-        first = _cli("run", str(EXAMPLE), "--model", "scripted", "--base-url", url, "--out",
-                     str(tmp_path / "a"), env=env)
+        first = run_knowbench("run", str(EXAMPLE), "--model", "scripted", "--base-url", url, "--out",
+                     str(tmp_path / "a"), env=env, timeout=600)
         assert first.returncode == 0, first.stderr
         calls = len(log.read_text().splitlines())
-        second = _cli("run", str(EXAMPLE), "--model", "scripted", "--base-url", url, "--out",
-                      str(tmp_path / "b"), env=env)
+        second = run_knowbench("run", str(EXAMPLE), "--model", "scripted", "--base-url", url, "--out",
+                      str(tmp_path / "b"), env=env, timeout=600)
         assert second.returncode == 0, second.stderr
     finally:
         server.terminate()
@@ -182,7 +178,7 @@ def test_generation_cache_makes_a_rerun_cost_no_model_calls(tmp_path: Path) -> N
 
 def test_reference_scores_one_and_null_scores_zero(tmp_path: Path) -> None:
     for model, expected in (("reference", 1.0), ("null", 0.0)):
-        done = _cli("run", str(EXAMPLE), "--model", model, "--out", str(tmp_path / model))
+        done = run_knowbench("run", str(EXAMPLE), "--model", model, "--out", str(tmp_path / model))
         assert done.returncode == 0, done.stderr
         summary = json.loads((tmp_path / model / "summary.json").read_text())
         overall = summary["scores"]["overall"]
@@ -198,7 +194,7 @@ def test_replay_scores_a_samples_file(tmp_path: Path) -> None:
             body = {"model": "x", "messages": [{"role": "user", "content": _prompt_key(task)}]}
             handle.write(json.dumps({"task_id": task.task_id, "sample_idx": 0,
                                      "completion": _reply_for(body)}) + "\n")
-    done = _cli("run", str(EXAMPLE), "--model", f"replay:{samples}", "--out", str(tmp_path / "r"))
+    done = run_knowbench("run", str(EXAMPLE), "--model", f"replay:{samples}", "--out", str(tmp_path / "r"))
     assert done.returncode == 0, done.stderr
     assert _passed_tasks(tmp_path / "r") == SOLVED
 
@@ -211,18 +207,18 @@ def _prompt_key(task: FunctionTask | ChoiceTask) -> str:
 
 def test_rerunning_into_a_run_with_other_settings_is_refused(tmp_path: Path) -> None:
     run_dir = str(tmp_path / "run")
-    assert _cli("run", str(EXAMPLE), "--model", "reference", "--out", run_dir).returncode == 0
-    clash = _cli("run", str(EXAMPLE), "--model", "null", "--out", run_dir)
+    assert run_knowbench("run", str(EXAMPLE), "--model", "reference", "--out", run_dir).returncode == 0
+    clash = run_knowbench("run", str(EXAMPLE), "--model", "null", "--out", run_dir)
     assert clash.returncode == 2
     assert "different settings" in clash.stderr and "--overwrite" in clash.stderr
     assert "Traceback" not in clash.stderr
-    fresh = _cli("run", str(EXAMPLE), "--model", "null", "--out", run_dir, "--overwrite")
+    fresh = run_knowbench("run", str(EXAMPLE), "--model", "null", "--out", run_dir, "--overwrite")
     assert fresh.returncode == 0
     assert _passed_tasks(Path(run_dir)) == set()
 
 
 def test_an_unreachable_endpoint_stops_the_run_with_advice(tmp_path: Path) -> None:
-    done = _cli("run", str(EXAMPLE), "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
+    done = run_knowbench("run", str(EXAMPLE), "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
                 "--out", str(tmp_path / "run"), "--no-cache", "--max-retries", "0")
     assert done.returncode == 1
     assert "cannot reach" in done.stderr and "run the same command again" in done.stderr
@@ -231,6 +227,6 @@ def test_an_unreachable_endpoint_stops_the_run_with_advice(tmp_path: Path) -> No
 
 def test_usage_errors_exit_2_without_a_traceback() -> None:
     for args in (("run",), ("run", str(EXAMPLE), "--model", "reference", "--n", "0")):
-        done = _cli(*args)
+        done = run_knowbench(*args)
         assert done.returncode == 2, args
         assert "Traceback" not in done.stderr and "Error" in done.stderr
