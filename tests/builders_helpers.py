@@ -9,7 +9,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "builders"
 MINILIB = FIXTURES / "minilib"
-ANCHORS = Path("/work/shared/anchors/domaineval")
 # A fixed place, so the environment built for the sdist (keyed by its path) is reused.
 SDIST_DIR = Path("/tmp/knowbench-test-fixtures")
 
