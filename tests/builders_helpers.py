@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "builders"
 MINILIB = FIXTURES / "minilib"
-ANCHORS = Path("/work/shared/anchors/domaineval")
 # A fixed place, so the environment built for the sdist (keyed by its path) is reused.
 SDIST_DIR = Path("/tmp/knowbench-test-fixtures")
 
@@ -38,22 +35,6 @@ def minilib_sdist() -> Path:
     if not target.is_file() or target.read_bytes() != data:
         target.write_bytes(data)
     return target
-
-
-def knowbench_cli(*args: str, cwd: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    """Run `knowbench ARGS` in a fresh interpreter, with the build commands registered even
-    when knowbench.cli does not list them yet."""
-    program = (
-        "import sys\n"
-        "import knowbench.cli as cli\n"
-        "import knowbench.commands.builders as build\n"
-        "if 'build' not in cli.COMMAND_GROUPS:\n"
-        "    build.register(cli.app)\n"
-        "sys.argv = ['knowbench', *sys.argv[1:]]\n"
-        "cli.main()\n"
-    )
-    return subprocess.run([sys.executable, "-c", program, *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, timeout=timeout)
 
 
 def benchmark_engine(bench_path: Path, workers: int = 2):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -26,3 +28,27 @@ def engine(best_sandbox: Sandbox) -> Iterator[SubprocessEngine]:
     subprocess_engine = SubprocessEngine(best_sandbox, workers=max(2, default_workers()))
     yield subprocess_engine
     subprocess_engine.close()
+
+
+# Real data shared between checkouts (released benchmark data, "anchors") lives in shared/
+# beside the repository, never inside it.
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def shared_path(relative: str, *, root: Path = SHARED) -> Path:
+    """`root / relative` when it exists. When it does not, the calling test fails if the
+    environment variable CI is "true" (a CI run must not pass by skipping its real-data
+    tests), and is skipped with the path it looked for otherwise."""
+    path = root / relative
+    if path.exists():
+        return path
+    missing = f"shared data not found: {path} (expected {relative} under {root})"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{missing}; CI=true, so missing data is a failure, not a skip", pytrace=False)
+    pytest.skip(missing)
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Callable[..., Path]:
+    """`shared_data("anchors/domaineval")`: a path in ../shared, or fail/skip (see shared_path)."""
+    return shared_path

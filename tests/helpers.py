@@ -1,13 +1,50 @@
-"""Helpers shared by the execution tests (import as `from helpers import ...`)."""
+"""Helpers shared by the tests (import as `from helpers import ...`)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import tomllib
 from collections.abc import Iterable, Mapping
+from functools import cache
+from pathlib import Path
 from typing import Any
 
+import knowbench
 from knowbench.benchmark.schema import TestSpec
 from knowbench.execution.engine import ExecutionRequest, Isolation
 from knowbench.records import Limits
+
+ROOT = Path(__file__).resolve().parents[1]
+# Where the knowbench under test was imported from: the child interpreter imports the same
+# code, whatever PYTHONPATH or installed copy its environment would otherwise find.
+_SOURCE = Path(knowbench.__file__).resolve().parents[1]
+
+
+@cache
+def _console_script() -> tuple[str, str]:
+    """(module, function) of the `knowbench` console script as pyproject.toml declares it."""
+    with (ROOT / "pyproject.toml").open("rb") as handle:
+        target = tomllib.load(handle)["project"]["scripts"]["knowbench"]
+    module, function = target.split(":")
+    return module, function
+
+
+def knowbench_command(*args: str) -> list[str]:
+    """The argv that runs `knowbench ARGS` as the installed console script does: the entry
+    point pyproject.toml names, called in this interpreter. Nothing is registered on the side,
+    so a command missing from the real CLI is missing here too."""
+    module, function = _console_script()
+    program = (f"import sys\nsys.path.insert(0, {str(_SOURCE)!r})\nfrom {module} import {function}\n"
+               f"sys.argv[0] = 'knowbench'\nsys.exit({function}())\n")
+    return [sys.executable, "-c", program, *args]
+
+
+def run_knowbench(*args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None,
+                  timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """Run `knowbench ARGS` in a fresh interpreter (from the repository root unless `cwd`)."""
+    return subprocess.run(knowbench_command(*args), capture_output=True, text=True,
+                          cwd=cwd or ROOT, env=env, timeout=timeout)
 
 
 def make_request(program: str, tests: Mapping[str, str] | str, entry_point: str | None = None,

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from helpers import run_knowbench
 from knowbench.benchmark.load import load_benchmark, write_benchmark
 from knowbench.benchmark.schema import FunctionTask, Manifest, Provenance, TestSpec
 from knowbench.errors import BenchmarkError
@@ -148,7 +147,6 @@ def test_test_items_are_found_statically_in_every_style() -> None:
 
 def test_cli_reports_bad_input_with_exit_code_2_and_no_traceback(tmp_path: Path) -> None:
     bench = _write(tmp_path, [json.dumps(_task()), "not json"])
-    done = subprocess.run([sys.executable, "-m", "knowbench.cli", "validate", str(bench)],
-                          capture_output=True, text=True)
+    done = run_knowbench("validate", str(bench))
     assert done.returncode == 2
     assert "tasks.jsonl:2" in done.stderr and "Traceback" not in done.stderr

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from builders_helpers import FIXTURES, ROOT, knowbench_cli
+from builders_helpers import FIXTURES, ROOT
+from helpers import run_knowbench
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import FunctionTask
 from knowbench.builders.certify import CertifyReport, TaskRuns, certify_benchmark, evaluate
@@ -61,7 +62,7 @@ def test_every_task_of_the_basic_example_is_certified(engine: SubprocessEngine) 
 
 def test_cli_writes_the_report_and_exits_1_when_a_task_fails(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
-    done = knowbench_cli("certify", str(HANDMADE), "--report", str(report), "--engine", "subprocess")
+    done = run_knowbench("certify", str(HANDMADE), "--report", str(report), "--engine", "subprocess")
     assert done.returncode == 1, done.stderr
     assert "certified 1 of 3" in done.stdout and "failed certification" in done.stderr
     written = json.loads(report.read_text())

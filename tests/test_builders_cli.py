@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from builders_helpers import knowbench_cli
+from helpers import run_knowbench
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -27,7 +27,7 @@ from builders_helpers import knowbench_cli
 ])
 def test_bad_input_exits_2_with_a_message(args: list[str], message: str, tmp_path: Path) -> None:
     args = [str(tmp_path / "out") if a == "OUT" else str(tmp_path / "s.jsonl") if a == "S" else a for a in args]
-    done = knowbench_cli(*args)
+    done = run_knowbench(*args)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert message in done.stderr + done.stdout
     assert "Traceback" not in done.stderr
@@ -35,6 +35,6 @@ def test_bad_input_exits_2_with_a_message(args: list[str], message: str, tmp_pat
 
 def test_an_existing_directory_that_is_not_a_benchmark_is_refused(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("mine")
-    done = knowbench_cli("mine", "rsa==4.9", "--domain", "crypto", "--out", str(tmp_path))
+    done = run_knowbench("mine", "rsa==4.9", "--domain", "crypto", "--out", str(tmp_path))
     assert done.returncode == 2 and "is not a benchmark directory" in done.stderr
     assert "Traceback" not in done.stderr

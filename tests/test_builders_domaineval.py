@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import ast
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from builders_helpers import ANCHORS, benchmark_engine, knowbench_cli
+from builders_helpers import benchmark_engine
+from helpers import run_knowbench
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import FunctionTask
 from knowbench.builders.certify import CertifyReport, certify_benchmark
@@ -21,16 +23,24 @@ from knowbench.builders.domaineval import (
     unshadow_test,
 )
 
-pytestmark = pytest.mark.skipif(not ANCHORS.is_dir(), reason="the DomainEval anchors are not on this machine")
-SUBJECTS = ANCHORS / "subjects"
-RSA = SUBJECTS / "Cryptography" / "python-rsa.jsonl"
 SHADOWED_RSA = {"bit_size", "_markers", "byte_size", "inverse", "int2bytes"}
 
 
 @pytest.fixture(scope="module")
-def everything(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def anchors(shared_data: Callable[..., Path]) -> Path:
+    """DomainEval's released data: subjects, responses and results."""
+    return shared_data("anchors/domaineval")
+
+
+@pytest.fixture(scope="module")
+def rsa(anchors: Path) -> Path:
+    return anchors / "subjects" / "Cryptography" / "python-rsa.jsonl"
+
+
+@pytest.fixture(scope="module")
+def everything(anchors: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("domaineval") / "bench"
-    import_subjects(SUBJECTS, out, check_env=False)
+    import_subjects(anchors / "subjects", out, check_env=False)
     return out
 
 
@@ -54,8 +64,9 @@ def test_domain_and_repository_come_from_the_path(everything: Path) -> None:
     assert task.instruction.startswith("Functionality:")
 
 
-def test_wrapped_masks_are_understood() -> None:
-    rows = [json.loads(line) for line in (SUBJECTS / "Cryptography" / "paranoid_crypto.jsonl").read_text().splitlines()]
+def test_wrapped_masks_are_understood(anchors: Path) -> None:
+    subject = anchors / "subjects" / "Cryptography" / "paranoid_crypto.jsonl"
+    rows = [json.loads(line) for line in subject.read_text().splitlines()]
     row = next(r for r in rows if r["full_method_name"] == "solve_right")
     assert "[\n    MASK]" in row["method_code_mask"]
     task = subject_to_task(row, "Cryptography", "paranoid_crypto", "t")
@@ -91,9 +102,10 @@ def test_unshadow_rewires_imports_and_module_references() -> None:
     assert "rsa.common.byte_size" not in fixed and "byte_size(2)" in fixed
 
 
-def test_released_responses_become_replay_samples(everything: Path, tmp_path: Path) -> None:
+def test_released_responses_become_replay_samples(anchors: Path, everything: Path,
+                                                  tmp_path: Path) -> None:
     samples = tmp_path / "samples.jsonl"
-    result = convert_responses(ANCHORS / "gpt-4o-mini-pass1-responses", everything, samples)
+    result = convert_responses(anchors / "gpt-4o-mini-pass1-responses", everything, samples)
     assert result == {"written": 207, "unmatched": []}
     rows = [json.loads(line) for line in samples.read_text().splitlines()]
     assert {row["sample_idx"] for row in rows} == {0}
@@ -101,9 +113,9 @@ def test_released_responses_become_replay_samples(everything: Path, tmp_path: Pa
 
 
 @pytest.fixture(scope="module")
-def rsa_certified(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CertifyReport]:
+def rsa_certified(rsa: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CertifyReport]:
     out = tmp_path_factory.mktemp("rsa") / "bench"
-    import_subjects(RSA, out)
+    import_subjects(rsa, out)
     bench = load_benchmark(out)
     assert bench.manifest.requirements == ["pyasn1==0.6.0", "rsa==4.9"]
     engine = benchmark_engine(out)
@@ -125,9 +137,9 @@ def test_certify_lists_the_subjects_whose_tests_never_run_the_candidate(
     assert not any(c.not_called for c in report.tasks if c.task_id.rsplit("/", 1)[-1] not in SHADOWED_RSA)
 
 
-def test_unshadowed_import_runs_the_candidate_everywhere(tmp_path: Path) -> None:
+def test_unshadowed_import_runs_the_candidate_everywhere(rsa: Path, tmp_path: Path) -> None:
     out = tmp_path / "fixed"
-    report = import_subjects(RSA, out, unshadow=True)
+    report = import_subjects(rsa, out, unshadow=True)
     assert set(name.rsplit("/", 1)[-1] for name in report["unshadowed"]) == SHADOWED_RSA
     bench = load_benchmark(out)
     engine = benchmark_engine(out)
@@ -144,23 +156,24 @@ def test_unshadowed_import_runs_the_candidate_everywhere(tmp_path: Path) -> None
     assert result.summary["certified"] == 9
 
 
-def test_replay_agrees_with_domaineval_on_python_rsa(rsa_certified: tuple[Path, CertifyReport],
+def test_replay_agrees_with_domaineval_on_python_rsa(anchors: Path,
+                                                     rsa_certified: tuple[Path, CertifyReport],
                                                      tmp_path: Path) -> None:
     bench, report = rsa_certified
     samples, run_dir = tmp_path / "samples.jsonl", tmp_path / "run"
     certify_file = tmp_path / "certify.json"
     certify_file.write_text(report.model_dump_json())
-    assert knowbench_cli("import", "domaineval-responses", str(ANCHORS / "gpt-4o-mini-pass1-responses" /
+    assert run_knowbench("import", "domaineval-responses", str(anchors / "gpt-4o-mini-pass1-responses" /
                                                                 "Cryptography" / "python-rsa.jsonl"),
                          "--benchmark", str(bench), "--out", str(samples)).returncode == 0
     # A fixed, generous limit: bit_size generates primes, and a loaded machine must not turn
     # a correct response into a timeout that DomainEval never saw.
-    done = knowbench_cli("run", str(bench), "--model", f"replay:{samples}", "--out", str(run_dir),
+    done = run_knowbench("run", str(bench), "--model", f"replay:{samples}", "--out", str(run_dir),
                          "--workers", "1", "--timeout", "120")
     assert done.returncode == 0, done.stderr
     compare = tmp_path / "compare.json"
-    done = knowbench_cli("import", "domaineval-compare", str(run_dir),
-                         str(ANCHORS / "gpt-4o-mini-pass1-results" / "Cryptography" / "python-rsa.jsonl"),
+    done = run_knowbench("import", "domaineval-compare", str(run_dir),
+                         str(anchors / "gpt-4o-mini-pass1-results" / "Cryptography" / "python-rsa.jsonl"),
                          "--certify", str(certify_file), "--report", str(compare))
     assert done.returncode == 0, done.stderr
     comparison = json.loads(compare.read_text())

@@ -4,6 +4,7 @@ and the AST mutants certification scores suites with."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,11 +18,9 @@ from knowbench.builders.filters import (
 )
 from knowbench.builders.mutants import mutants
 
-ANCHOR_LIST = Path("/work/shared/anchors/domaineval/banned_keywords.txt")
 
-
-def test_domaineval_list_is_kept_with_its_curly_quotes_fixed() -> None:
-    released = ANCHOR_LIST.read_text().splitlines()
+def test_domaineval_list_is_kept_with_its_curly_quotes_fixed(shared_data: Callable[..., Path]) -> None:
+    released = shared_data("anchors/domaineval/banned_keywords.txt").read_text().splitlines()
     curly = [entry for entry in released if "\u2019" in entry]
     assert len(curly) == 3  # the entries that can never match Python code
     fixed = [entry.replace("\u2019", "'") for entry in released]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from builders_helpers import knowbench_cli
+from helpers import run_knowbench
 from knowbench.benchmark.load import load_benchmark, sha256_file
 from knowbench.builders.mine import MineOptions, SourceRequest, mine
 from knowbench.builders.source import fetch_source
@@ -29,7 +29,7 @@ def test_a_requirement_downloads_its_sdist_with_the_tests(tmp_path: Path) -> Non
 
 def test_mining_a_pypi_library_publishes_certified_tasks(tmp_path: Path) -> None:
     out = tmp_path / "bench"
-    done = knowbench_cli("mine", "inflection==0.5.1", "--domain", "text", "--out", str(out), "--mutants", "3")
+    done = run_knowbench("mine", "inflection==0.5.1", "--domain", "text", "--out", str(out), "--mutants", "3")
     assert done.returncode == 0, done.stderr
     bench = load_benchmark(out)
     assert bench.manifest.requirements == ["inflection==0.5.1"]
@@ -37,7 +37,7 @@ def test_mining_a_pypi_library_publishes_certified_tasks(tmp_path: Path) -> None
     assert len(bench.tasks) >= 6
     report = json.loads((out / "build_report.json").read_text())
     assert report["dropped_tasks"]["too-short"] == 2
-    certified = knowbench_cli("certify", str(out), "--report", str(tmp_path / "certify.json"))
+    certified = run_knowbench("certify", str(out), "--report", str(tmp_path / "certify.json"))
     assert certified.returncode == 0, certified.stdout + certified.stderr
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,6 @@ import pytest
 
 from knowbench.choice import parse_choice
 
-KOCO = Path("/work/shared/anchors/koco-qa")
 FOUR = "ABCD"
 SIX = "ABCDEF"
 
@@ -154,15 +154,17 @@ def test_empty_and_letterless_replies_give_nothing() -> None:
 # ----------------------------------------------------------------- real data
 
 
-def _koco_rows() -> list[dict[str, Any]]:
+@pytest.fixture(scope="module")
+def koco_rows(shared_data: Callable[..., Path]) -> list[dict[str, Any]]:
     """KOCO results joined to their problems by (framework, id), with options and mode."""
+    koco = shared_data("anchors/koco-qa")
     problems: dict[tuple[str, int], dict[str, Any]] = {}
-    for path in KOCO.glob("problems/problems_*_EN.json"):
+    for path in koco.glob("problems/problems_*_EN.json"):
         framework = path.name.removeprefix("problems_").removesuffix("_EN.json")
         for problem in json.loads(path.read_text())["problems"]:
             problems[(framework, problem["id"])] = problem
     rows = []
-    for path in sorted(KOCO.glob("results/*/results_*.json")):
+    for path in sorted(koco.glob("results/*/results_*.json")):
         framework = path.stem.removeprefix("results_")
         for result in json.loads(path.read_text())["results"]:
             problem = problems[(framework, result["id"])]
@@ -187,20 +189,15 @@ def _as_boxed_text(reply: str) -> str:
     return reply[:start] + "\\text{" + reply[start:end].replace(",", ", ") + "}" + reply[end:]
 
 
-koco = pytest.mark.skipif(not KOCO.is_dir(), reason="KOCO-Bench anchors not available")
-
-
-@koco
-def test_koco_our_letters_are_always_among_the_options() -> None:
-    for row in _koco_rows():
+def test_koco_our_letters_are_always_among_the_options(koco_rows: list[dict[str, Any]]) -> None:
+    for row in koco_rows:
         ours = _ours(row)
         assert set(ours) <= set(row["options"]), (row["model"], row["id"], ours)
         assert row["multiple"] or len(ours) <= 1
 
 
-@koco
-def test_koco_agreement_and_their_parser_mistakes() -> None:
-    rows = _koco_rows()
+def test_koco_agreement_and_their_parser_mistakes(koco_rows: list[dict[str, Any]]) -> None:
+    rows = koco_rows
     boxed = [row for row in rows if "\\boxed{" in row["pred_raw"]]
     unboxed = [row for row in rows if "\\boxed{" not in row["pred_raw"]]
     out_of_options = [row for row in rows if not set(row["pred_letters"]) <= set(row["options"])]
@@ -217,19 +214,17 @@ def test_koco_agreement_and_their_parser_mistakes() -> None:
     assert not any(_ours(row) == sorted(row["gt_letters"]) for row in unboxed)
 
 
-@koco
-def test_koco_unanswered_replies_mostly_give_no_letters() -> None:
-    unboxed = [row for row in _koco_rows() if "\\boxed{" not in row["pred_raw"]]
+def test_koco_unanswered_replies_mostly_give_no_letters(koco_rows: list[dict[str, Any]]) -> None:
+    unboxed = [row for row in koco_rows if "\\boxed{" not in row["pred_raw"]]
     empty = Counter(not _ours(row) for row in unboxed)
     assert empty[True] > empty[False]
 
 
-@koco
-def test_koco_boxed_text_answers_parse_like_plain_boxed() -> None:
+def test_koco_boxed_text_answers_parse_like_plain_boxed(koco_rows: list[dict[str, Any]]) -> None:
     """No released reply uses \\boxed{\\text{...}} (the form KOCO misreads as T,E,X,...),
     so rewrite every boxed answer into that form: our letters must not change, and on
     the rows the model got right they must equal the gold letters."""
-    boxed = [row for row in _koco_rows() if "\\boxed{" in row["pred_raw"]]
+    boxed = [row for row in koco_rows if "\\boxed{" in row["pred_raw"]]
     assert not any("\\boxed{\\text{" in row["pred_raw"] for row in boxed)
     for row in boxed:
         rewritten = _as_boxed_text(row["pred_raw"])

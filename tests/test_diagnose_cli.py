@@ -1,32 +1,15 @@
-"""`knowbench diagnose | report | compare | leaderboard` as a user runs them.
-
-The commands live in knowbench/commands/diagnose.py; until "diagnose" is listed in
-cli.COMMAND_GROUPS, the entry point used here registers the group itself.
-"""
+"""`knowbench diagnose | report | compare | leaderboard` as a user runs them."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from diagnosis_helpers import fixtures, sample, settings, store_run
+from helpers import run_knowbench
 from openai_server import ScriptedOpenAIServer
-
-ROOT = Path(__file__).resolve().parents[1]
-_ENTRY = ("from knowbench import cli\n"
-          "if 'diagnose' not in cli.COMMAND_GROUPS:\n"
-          "    from knowbench.commands import diagnose\n"
-          "    diagnose.register(cli.app)\n"
-          "cli.main()\n")
-
-
-def _knowbench(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", _ENTRY, *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=300, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +23,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 def test_diagnose_writes_one_label_per_failed_sample(runs: tuple[Path, Path]) -> None:
-    done = _knowbench("diagnose", str(runs[0]))
+    done = run_knowbench("diagnose", str(runs[0]))
     assert done.returncode == 0, done.stderr
     lines = (runs[0] / "diagnoses.jsonl").read_text().splitlines()
     assert len(lines) == 25
@@ -52,7 +35,7 @@ def test_diagnose_asks_a_judge_about_ambiguous_cases_only(runs: tuple[Path, Path
     answer = '{"label": "WrongAPISelection", "reason": "sibling API"}'
     env = {"PATH": "/usr/bin:/bin", "KNOWBENCH_CACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path)}
     with ScriptedOpenAIServer(responder=lambda body: answer) as server:
-        done = _knowbench("diagnose", str(runs[0]), "--judge", "judge-model", "--base-url",
+        done = run_knowbench("diagnose", str(runs[0]), "--judge", "judge-model", "--base-url",
                           server.base_url, env=env)
         assert done.returncode == 0, done.stderr
         asked = len(server.requests)
@@ -64,36 +47,36 @@ def test_diagnose_asks_a_judge_about_ambiguous_cases_only(runs: tuple[Path, Path
 
 def test_report_writes_html_and_prints_tables(runs: tuple[Path, Path], tmp_path: Path) -> None:
     out = tmp_path / "nested" / "report.html"
-    done = _knowbench("report", str(runs[0]), str(runs[1]), "--out", str(out))
+    done = run_knowbench("report", str(runs[0]), str(runs[1]), "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert out.read_text().startswith("<!DOCTYPE html>")
-    as_csv = _knowbench("report", str(runs[0]), str(runs[1]), "--format", "csv")
+    as_csv = run_knowbench("report", str(runs[0]), str(runs[1]), "--format", "csv")
     assert as_csv.returncode == 0 and as_csv.stdout.startswith("run,run_dir,model,method")
-    as_json = _knowbench("report", str(runs[0]), "--out", str(tmp_path / "t.json"))
+    as_json = run_knowbench("report", str(runs[0]), "--out", str(tmp_path / "t.json"))
     assert as_json.returncode == 0 and json.loads((tmp_path / "t.json").read_text())["runs"]
 
 
 def test_report_refuses_html_to_the_terminal_with_advice(runs: tuple[Path, Path]) -> None:
-    done = _knowbench("report", str(runs[0]))
+    done = run_knowbench("report", str(runs[0]))
     assert done.returncode == 2 and "--out report.html" in done.stderr
     assert "Traceback" not in done.stderr
-    missing = _knowbench("report", "/nonexistent/run", "--format", "md")
+    missing = run_knowbench("report", "/nonexistent/run", "--format", "md")
     assert missing.returncode == 2 and "not a knowbench run directory" in missing.stderr
 
 
 def test_compare_prints_the_paired_statistics(runs: tuple[Path, Path]) -> None:
-    done = _knowbench("compare", str(runs[0]), str(runs[1]), "--resamples", "2000")
+    done = run_knowbench("compare", str(runs[0]), str(runs[1]), "--resamples", "2000")
     assert done.returncode == 0, done.stderr
     assert "McNemar" in done.stdout and "gained by B" in done.stdout
-    as_json = json.loads(_knowbench("compare", str(runs[0]), str(runs[1]), "--json").stdout)
+    as_json = json.loads(run_knowbench("compare", str(runs[0]), str(runs[1]), "--json").stdout)
     assert as_json["shared_tasks"] == 25 and as_json["pass1_a"] == 0.0
     assert as_json["mcnemar"]["only_b"] == sum(1 for i in range(25) if i % 3 != 0)
 
 
 def test_leaderboard_adds_and_updates_runs(runs: tuple[Path, Path], tmp_path: Path) -> None:
     board = tmp_path / "board.json"
-    assert _knowbench("leaderboard", str(runs[0]), "--out", str(board)).returncode == 0
-    done = _knowbench("leaderboard", str(runs[0]), str(runs[1]), "--out", str(board))
+    assert run_knowbench("leaderboard", str(runs[0]), "--out", str(board)).returncode == 0
+    done = run_knowbench("leaderboard", str(runs[0]), str(runs[1]), "--out", str(board))
     assert done.returncode == 0, done.stderr
     entries = json.loads(board.read_text())["entries"]
     assert [entry["model"] for entry in entries] == ["better", "gpt-4o-mini"]

@@ -9,10 +9,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from knowbench import __version__, cli
-from knowbench.commands.corpus import register
+from helpers import run_knowbench
+from knowbench import __version__
 from knowbench.errors import UserError
 from knowbench.knowledge.corpus import CORPUS_FILE, open_corpus
 from knowbench.knowledge.ingest import build_corpus
@@ -156,35 +155,25 @@ def test_a_requirement_that_does_not_exist_is_a_user_error(tmp_path: Path) -> No
         build_corpus("knowbench-no-such-package-3f9a==0.0.1", "x", directory=tmp_path / "c")
 
 
-def _app():
-    if "corpus" not in cli.COMMAND_GROUPS:
-        register(cli.app)
-    return cli.app
-
-
-_registered = _app()
-
-
 def test_cli_build_stats_and_search(tmp_path: Path) -> None:
     source = write_package(tmp_path / "src")
-    runner = CliRunner()
     target = str(tmp_path / "c")
-    built = runner.invoke(_registered, ["corpus", "build", str(source), "--name", "widgets",
-                                        "--dir", target])
-    assert built.exit_code == 0, built.output
-    assert "documentation section" in built.output and "built in" in built.output
-    stats = runner.invoke(_registered, ["corpus", "stats", "widgets", "--dir", target])
-    assert stats.exit_code == 0 and "content hash" in stats.output
-    found = runner.invoke(_registered, ["corpus", "search", target, "render a widget", "-k", "2"])
-    assert found.exit_code == 0, found.output
-    assert "1. " in found.output and "widgets.core.Renderer" in found.output
+    built = run_knowbench("corpus", "build", str(source), "--name", "widgets", "--dir", target)
+    assert built.returncode == 0, built.stderr
+    output = built.stdout + built.stderr
+    assert "documentation section" in output and "built in" in output
+    stats = run_knowbench("corpus", "stats", "widgets", "--dir", target)
+    assert stats.returncode == 0 and "content hash" in stats.stdout + stats.stderr
+    found = run_knowbench("corpus", "search", target, "render a widget", "-k", "2")
+    assert found.returncode == 0, found.stderr
+    assert "1. " in found.stdout and "widgets.core.Renderer" in found.stdout
 
 
 def test_cli_search_output_is_not_mangled_by_markup(tmp_path: Path) -> None:
     source = write_package(tmp_path / "src", {"m.py": "def brackets():\n    return '[bold]x[/]'\n"})
     build_corpus(str(source), "m", directory=tmp_path / "c")
-    found = CliRunner().invoke(_registered, ["corpus", "search", str(tmp_path / "c"), "brackets"])
-    assert found.exit_code == 0 and "'[bold]x[/]'" in found.output
+    found = run_knowbench("corpus", "search", str(tmp_path / "c"), "brackets")
+    assert found.returncode == 0 and "'[bold]x[/]'" in found.stdout
 
 
 def test_tgz_archives_are_ingested_like_tar_gz(tmp_path: Path) -> None:

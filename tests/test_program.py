@@ -6,6 +6,7 @@ import ast
 import json
 import re
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,6 @@ import pytest
 
 from knowbench.benchmark.schema import find_definition
 from knowbench.program import SpliceError, assemble, extract_code, splice
-
-DOMAINEVAL = Path("/work/shared/anchors/domaineval/gpt-4o-mini-pass1-responses")
 
 PROMPT = textwrap.dedent('''
     import math
@@ -345,8 +344,8 @@ def test_assemble_is_frozen() -> None:
 # ------------------------------------------------------------------- real data
 
 
-def _domaineval_rows() -> list[dict[str, Any]]:
-    return [json.loads(line) for path in sorted(DOMAINEVAL.glob("*/*.jsonl"))
+def _domaineval_rows(responses: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for path in sorted(responses.glob("*/*.jsonl"))
             for line in path.read_text().splitlines() if line.strip()]
 
 
@@ -359,9 +358,8 @@ def _domaineval_entry_point(tree: ast.Module, full_method_name: str) -> str | No
     return None
 
 
-@pytest.mark.skipif(not DOMAINEVAL.is_dir(), reason="DomainEval anchors not available")
-def test_domaineval_whole_file_responses_splice() -> None:
-    rows = _domaineval_rows()
+def test_domaineval_whole_file_responses_splice(shared_data: Callable[..., Path]) -> None:
+    rows = _domaineval_rows(shared_data("anchors/domaineval/gpt-4o-mini-pass1-responses"))
     assert len(rows) > 100
     spliced = 0
     failures: list[str] = []

@@ -13,12 +13,16 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from knowbench.benchmark.load import load_benchmark
-from knowbench.benchmark.schema import ChoiceTask, FunctionTask
+from helpers import knowbench_command, run_knowbench
+from knowbench.benchmark.load import load_benchmark, write_benchmark
+from knowbench.benchmark.schema import ChoiceTask, FunctionTask, TestSpec
 from knowbench.execution.engine import SubprocessEngine
 from knowbench.execution.sandbox import resolve_sandbox
 from knowbench.methods import get_method
@@ -66,11 +70,6 @@ def _passed_tasks(run_dir: Path) -> set[str]:
     return {row["task_id"] for row in rows if row["passed"]}
 
 
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "knowbench.cli", *args], capture_output=True,
-                          text=True, cwd=ROOT, env=env, timeout=600)
-
-
 def test_openai_backend_run_scores_exactly_the_solved_tasks_after_a_429(tmp_path: Path) -> None:
     with ScriptedOpenAIServer(responder=_reply_for) as server:
         server.fail_next(429, times=1, retry_after="0")
@@ -116,48 +115,169 @@ def _requested_tasks(log: Path) -> list[str]:
     return requested
 
 
-def _stored_results(run_dir: Path) -> dict[str, str]:
-    if not (run_dir / "run.sqlite").exists():
-        return {}
-    with sqlite3.connect(run_dir / "run.sqlite") as db:
-        try:
-            return dict(db.execute("SELECT task_id, record FROM results").fetchall())
-        except sqlite3.OperationalError:
-            return {}
+@dataclass(frozen=True)
+class RunState:
+    """What a run directory holds, read while the run is alive or after it died: the stored
+    records per task (the example takes one sample per task) and how far samples.jsonl got."""
+
+    isolation: dict[str, str]
+    calibration: dict[str, str]
+    generations: dict[str, str]
+    results: dict[str, str]
+    sample_lines: int  # complete lines in samples.jsonl (0 while it is not a plain file)
 
 
-@pytest.mark.slow
-def test_a_run_killed_with_sigkill_resumes_without_redoing_finished_samples(tmp_path: Path) -> None:
-    server, url, log = _start_server(tmp_path, delay=0.4)
-    run_dir = tmp_path / "run"
-    env = {**os.environ, "KNOWBENCH_CACHE_DIR": str(tmp_path / "cache")}
-    command = [sys.executable, "-m", "knowbench.cli", "run", str(EXAMPLE), "--model", "scripted",
-               "--base-url", url, "--out", str(run_dir), "--concurrency", "1", "--no-cache"]
+_TABLES = ("isolation", "calibration", "generations", "results")
+
+
+def _read_table(db: sqlite3.Connection, table: str) -> dict[str, str]:
     try:
-        victim = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 120
-        while len(_stored_results(run_dir)) < 4 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        os.killpg(victim.pid, signal.SIGKILL)
-        victim.wait()
-        before_kill = _stored_results(run_dir)
-        assert 4 <= len(before_kill) < len(BENCH.tasks), "the kill must land mid-run"
+        rows = db.execute(f"SELECT * FROM {table}").fetchall()
+    except sqlite3.OperationalError:  # not created yet
+        return {}
+    return {row[0]: json.dumps(row[1:]) for row in rows}
 
-        resumed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-        assert resumed.returncode == 0, resumed.stderr
-        assert f"resuming: {len(before_kill)} of {len(BENCH.tasks)}" in resumed.stderr
+
+def _state(run_dir: Path) -> RunState:
+    store, samples = run_dir / "run.sqlite", run_dir / "samples.jsonl"
+    tables: dict[str, dict[str, str]] = {}
+    if store.exists():
+        with closing(sqlite3.connect(store, timeout=30)) as db:
+            tables = {name: _read_table(db, name) for name in _TABLES}
+    lines = samples.read_text().count("\n") if samples.is_file() else 0
+    return RunState(*(tables.get(name, {}) for name in _TABLES), sample_lines=lines)
+
+
+def _integrity(run_dir: Path) -> str:
+    with closing(sqlite3.connect(run_dir / "run.sqlite")) as db:
+        return str(db.execute("PRAGMA integrity_check").fetchone()[0])
+
+
+# The resume benchmark: examples/basic with one solved task moved last and given a test that
+# sleeps. Its reference check (the last before generation starts) and its sample's execution
+# (the last sample) each hold the run for SLOW_S seconds: long enough for a kill to land there
+# every time.
+SLOW_TASK, SLOW_S = "text/slugify", 2.0
+FUNCTIONS = sum(isinstance(task, FunctionTask) for task in BENCH.tasks)
+TOTAL = len(BENCH.tasks)
+assert SLOW_TASK in SOLVED
+
+
+@pytest.fixture(scope="module")
+def slow_bench(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    slow = BENCH.task(SLOW_TASK)
+    waits = TestSpec(name="waits", code=f"import time\n\n\ndef test_takes_its_time():\n"
+                                        f"    time.sleep({SLOW_S})\n")
+    tasks = [task for task in BENCH.tasks if task.task_id != SLOW_TASK]
+    tasks.append(slow.model_copy(update={"tests": [*slow.tests, waits]}))
+    return write_benchmark(tmp_path_factory.mktemp("bench") / "slow", BENCH.manifest, tasks).path
+
+
+def _run_command(bench: Path, url: str, run_dir: Path) -> list[str]:
+    return knowbench_command("run", str(bench), "--model", "scripted", "--base-url", url, "--out",
+                             str(run_dir), "--concurrency", "1", "--workers", "2", "--no-cache")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(slow_bench: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """summary.json of the resume benchmark run once without interruption."""
+    base = tmp_path_factory.mktemp("uninterrupted")
+    server, url, _ = _start_server(base, delay=0.0)
+    env = {**os.environ, "KNOWBENCH_CACHE_DIR": str(base / "cache")}
+    try:
+        done = subprocess.run(_run_command(slow_bench, url, base / "run"), cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)
     finally:
         server.terminate()
         server.wait()
-    after = _stored_results(run_dir)
-    assert set(after) == {task.task_id for task in BENCH.tasks}
-    for task_id, record in before_kill.items():
-        assert after[task_id] == record, f"{task_id} was redone"
+    assert done.returncode == 0, done.stderr
+    assert _passed_tasks(base / "run") == SOLVED
+    return json.loads((base / "run" / "summary.json").read_text())
+
+
+@dataclass(frozen=True)
+class KillPoint:
+    """Where a run is killed. `reached` says, from what the run directory holds, that the run
+    is there; `server_delay` paces the model; `fifo` names an output file replaced by a named
+    pipe, whose open() for writing blocks the run right there until it is killed."""
+
+    reached: Callable[[RunState], bool]
+    server_delay: float = 0.0
+    fifo: str | None = None
+
+
+KILL_POINTS = {
+    # Every other reference checked and stored; the slow task's reference still running.
+    "checking-references": KillPoint(
+        lambda s: len(s.isolation) == FUNCTIONS - 1 and SLOW_TASK not in s.isolation
+        and not s.generations),
+    # One request at a time, each held 0.3 s by the server: one is in flight.
+    "generating": KillPoint(lambda s: 4 <= len(s.generations) <= TOTAL - 2, server_delay=0.3),
+    # The slow task's completion stored, its sample sleeping in the sandbox.
+    "executing": KillPoint(lambda s: SLOW_TASK in s.generations and SLOW_TASK not in s.results),
+    # Every result stored; the run scores them and blocks opening samples.jsonl.
+    "scoring": KillPoint(lambda s: len(s.results) == TOTAL, fifo="samples.jsonl"),
+    # samples.jsonl written in full; the run blocks opening summary.json.
+    "writing-summary": KillPoint(lambda s: s.sample_lines == TOTAL, fifo="summary.json"),
+}
+
+
+def _kill_when(victim: subprocess.Popen[bytes], run_dir: Path, point: KillPoint) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and victim.poll() is None:
+        if point.fifo and (run_dir / "run.json").is_file() and not (run_dir / point.fifo).exists():
+            os.mkfifo(run_dir / point.fifo)  # run.json is written long before any output
+        if point.reached(_state(run_dir)):
+            break
+        time.sleep(0.02)
+    else:
+        pytest.fail(f"the run ended (exit code {victim.poll()}) or stalled before the kill point")
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", list(KILL_POINTS))
+def test_a_run_killed_with_sigkill_resumes_without_redoing_finished_work(
+        where: str, slow_bench: Path, uninterrupted: dict[str, object], tmp_path: Path) -> None:
+    point = KILL_POINTS[where]
+    server, url, log = _start_server(tmp_path, delay=point.server_delay)
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "KNOWBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    command = _run_command(slow_bench, url, run_dir)
+    victim = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _kill_when(victim, run_dir, point)
+        if point.fifo:  # the test's pipe, not something a killed run leaves behind
+            (run_dir / point.fifo).unlink()
+        assert _integrity(run_dir) == "ok"
+        killed = _state(run_dir)
+        assert point.reached(killed), f"the kill did not land while {where}"
+        assert not (run_dir / "summary.json").exists()
+
+        resumed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                                 timeout=300)
+        assert resumed.returncode == 0, resumed.stderr
+        if killed.results:
+            assert f"resuming: {len(killed.results)} of {TOTAL}" in resumed.stderr
+    finally:
+        if victim.poll() is None:
+            os.killpg(victim.pid, signal.SIGKILL)
+            victim.wait()
+        server.terminate()
+        server.wait()
+    assert _integrity(run_dir) == "ok"
+    after = _state(run_dir)
+    assert set(after.results) == {task.task_id for task in BENCH.tasks}
+    for before, now in ((killed.isolation, after.isolation), (killed.calibration, after.calibration),
+                        (killed.generations, after.generations), (killed.results, after.results)):
+        assert {task_id: now[task_id] for task_id in before} == before, "finished work was redone"
     requested = _requested_tasks(log)
-    for task_id in before_kill:
+    for task_id in killed.generations:
         assert requested.count(task_id) == 1, f"{task_id} was requested again after resuming"
     assert _passed_tasks(run_dir) == SOLVED
+    assert json.loads((run_dir / "summary.json").read_text()) == uninterrupted
 
 
 @pytest.mark.slow
@@ -165,12 +285,12 @@ def test_generation_cache_makes_a_rerun_cost_no_model_calls(tmp_path: Path) -> N
     server, url, log = _start_server(tmp_path, delay=0.0)
     env = {**os.environ, "KNOWBENCH_CACHE_DIR": str(tmp_path / "cache")}
     try:
-        first = _cli("run", str(EXAMPLE), "--model", "scripted", "--base-url", url, "--out",
-                     str(tmp_path / "a"), env=env)
+        first = run_knowbench("run", str(EXAMPLE), "--model", "scripted", "--base-url", url, "--out",
+                     str(tmp_path / "a"), env=env, timeout=600)
         assert first.returncode == 0, first.stderr
         calls = len(log.read_text().splitlines())
-        second = _cli("run", str(EXAMPLE), "--model", "scripted", "--base-url", url, "--out",
-                      str(tmp_path / "b"), env=env)
+        second = run_knowbench("run", str(EXAMPLE), "--model", "scripted", "--base-url", url, "--out",
+                      str(tmp_path / "b"), env=env, timeout=600)
         assert second.returncode == 0, second.stderr
     finally:
         server.terminate()
@@ -182,7 +302,7 @@ def test_generation_cache_makes_a_rerun_cost_no_model_calls(tmp_path: Path) -> N
 
 def test_reference_scores_one_and_null_scores_zero(tmp_path: Path) -> None:
     for model, expected in (("reference", 1.0), ("null", 0.0)):
-        done = _cli("run", str(EXAMPLE), "--model", model, "--out", str(tmp_path / model))
+        done = run_knowbench("run", str(EXAMPLE), "--model", model, "--out", str(tmp_path / model))
         assert done.returncode == 0, done.stderr
         summary = json.loads((tmp_path / model / "summary.json").read_text())
         overall = summary["scores"]["overall"]
@@ -198,7 +318,7 @@ def test_replay_scores_a_samples_file(tmp_path: Path) -> None:
             body = {"model": "x", "messages": [{"role": "user", "content": _prompt_key(task)}]}
             handle.write(json.dumps({"task_id": task.task_id, "sample_idx": 0,
                                      "completion": _reply_for(body)}) + "\n")
-    done = _cli("run", str(EXAMPLE), "--model", f"replay:{samples}", "--out", str(tmp_path / "r"))
+    done = run_knowbench("run", str(EXAMPLE), "--model", f"replay:{samples}", "--out", str(tmp_path / "r"))
     assert done.returncode == 0, done.stderr
     assert _passed_tasks(tmp_path / "r") == SOLVED
 
@@ -211,18 +331,18 @@ def _prompt_key(task: FunctionTask | ChoiceTask) -> str:
 
 def test_rerunning_into_a_run_with_other_settings_is_refused(tmp_path: Path) -> None:
     run_dir = str(tmp_path / "run")
-    assert _cli("run", str(EXAMPLE), "--model", "reference", "--out", run_dir).returncode == 0
-    clash = _cli("run", str(EXAMPLE), "--model", "null", "--out", run_dir)
+    assert run_knowbench("run", str(EXAMPLE), "--model", "reference", "--out", run_dir).returncode == 0
+    clash = run_knowbench("run", str(EXAMPLE), "--model", "null", "--out", run_dir)
     assert clash.returncode == 2
     assert "different settings" in clash.stderr and "--overwrite" in clash.stderr
     assert "Traceback" not in clash.stderr
-    fresh = _cli("run", str(EXAMPLE), "--model", "null", "--out", run_dir, "--overwrite")
+    fresh = run_knowbench("run", str(EXAMPLE), "--model", "null", "--out", run_dir, "--overwrite")
     assert fresh.returncode == 0
     assert _passed_tasks(Path(run_dir)) == set()
 
 
 def test_an_unreachable_endpoint_stops_the_run_with_advice(tmp_path: Path) -> None:
-    done = _cli("run", str(EXAMPLE), "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
+    done = run_knowbench("run", str(EXAMPLE), "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
                 "--out", str(tmp_path / "run"), "--no-cache", "--max-retries", "0")
     assert done.returncode == 1
     assert "cannot reach" in done.stderr and "run the same command again" in done.stderr
@@ -231,6 +351,6 @@ def test_an_unreachable_endpoint_stops_the_run_with_advice(tmp_path: Path) -> No
 
 def test_usage_errors_exit_2_without_a_traceback() -> None:
     for args in (("run",), ("run", str(EXAMPLE), "--model", "reference", "--n", "0")):
-        done = _cli(*args)
+        done = run_knowbench(*args)
         assert done.returncode == 2, args
         assert "Traceback" not in done.stderr and "Error" in done.stderr
