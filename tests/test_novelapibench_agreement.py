@@ -15,16 +15,16 @@ classifier reads from each recorded error text.
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from conftest import SHARED, shared_path
 from knowbench.records import Execution, Limits, SampleResult, TestOutcome
 from knowbench.scoring.taxonomy import LABELS, classify
 
-ANCHORS = Path(__file__).resolve().parents[2] / "shared" / "anchors"
+ANCHORS = SHARED / "anchors"
 NOVELAPIBENCH = ANCHORS / "novelapibench"
 C3_RECORDS = NOVELAPIBENCH / "data" / "benchmark" / "filters" / "c3" / "qwen2.5-coder-7b.jsonl"
 NOVELAPIBENCH_CLASSES = frozenset(LABELS[:6])
@@ -40,11 +40,7 @@ READABLE_FLOOR = 1
 
 @pytest.fixture(scope="module")
 def release() -> Path:
-    if not C3_RECORDS.is_file():
-        message = f"NovelAPIBench release data not found at {NOVELAPIBENCH}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message + " (CI must provide ../shared/anchors)")
-        pytest.skip(message)
+    shared_path(str(C3_RECORDS.relative_to(SHARED)))  # fails under CI=true when missing
     return NOVELAPIBENCH
 
 
