@@ -111,13 +111,13 @@ def compare(
 ) -> None:
     """Paired comparison on shared tasks: pass@1 difference with a bootstrap interval, exact
     McNemar test, and the tasks that flipped."""
-    from knowbench.run import load_run
     from knowbench.scoring.compare import compare as compare_runs
+    from knowbench.store import RunDirectory
 
     if kind not in ("function", "choice", "all"):
         raise UserError(f"unknown --kind '{kind}'\n  fix: pass function, choice or all")
-    _, results_a = load_run(run_a)
-    _, results_b = load_run(run_b)
+    results_a = RunDirectory.open(run_a).results()
+    results_b = RunDirectory.open(run_b).results()
     result = compare_runs(results_a, results_b, kind=kind, resamples=resamples, seed=seed,  # type: ignore[arg-type]
                           confidence=confidence)
     if as_json:
@@ -152,12 +152,12 @@ def leaderboard(
 ) -> None:
     """Add runs to a leaderboard file; a run already on it (same identity) is updated."""
     from knowbench.report.leaderboard import entry_for, update_board
-    from knowbench.run import load_run
+    from knowbench.store import RunDirectory
 
     entries = []
     for run_dir in runs:
-        run_json, results = load_run(run_dir)
-        entries.append(entry_for(run_json, results, str(run_dir)))
+        run = RunDirectory.open(run_dir)
+        entries.append(entry_for(run.document(), run.results(), str(run_dir)))
     board = update_board(out_path, entries)
     table = Table(title=f"{out_path} · {len(board)} entries", title_justify="left")
     for header in ("benchmark", "model", "method", "pass@1", "APR", "Pass@any", "ACC", "run"):
