@@ -21,6 +21,7 @@ import pytest
 from diagnosis_helpers import fixtures, sample, settings, store_run
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
+from knowbench.diagnosis.runs import load_diagnoses, task_infos
 from knowbench.execution.engine import SubprocessEngine
 from knowbench.execution.sandbox import resolve_sandbox
 from knowbench.methods import get_method
@@ -30,7 +31,6 @@ from knowbench.records import Limits, SampleResult, SamplingParams
 from knowbench.report.html import CHART_IDS, build_report, write_report
 from knowbench.report.runs import load_views, render_table
 from knowbench.run import TimePolicy, run_benchmark
-from knowbench.scoring.diagnose import load_diagnoses, task_infos
 from knowbench.scoring.taxonomy import sample_digest
 from knowbench.store import RunDirectory
 from openai_server import ScriptedOpenAIServer, last_user_message

@@ -1,7 +1,7 @@
 """`knowbench diagnose | report | compare | leaderboard`: understanding stored runs.
 
-Thin wrappers: each command parses its options, calls the library (knowbench.scoring.*,
-knowbench.report.*) and prints. None of them generates or executes anything.
+Thin wrappers: each command parses its options, calls the library (knowbench.diagnosis,
+knowbench.scoring.*, knowbench.report.*) and prints. None of them generates or executes anything.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ def diagnose(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not cache judge answers.")] = False,
 ) -> None:
     """Label why every failed function sample failed; writes diagnoses.jsonl into the run."""
+    from knowbench.diagnosis import diagnose_run, write_diagnoses
     from knowbench.models.base import BackendError
-    from knowbench.scoring.diagnose import diagnose_run, write_diagnoses
 
     backend = _judge_backend(judge, base_url, api_key, no_cache) if judge else None
     try:

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
+from knowbench.diagnosis.runs import load_diagnoses, task_infos
 from knowbench.records import SampleResult
 from knowbench.report.charts import Series
-from knowbench.scoring.diagnose import load_diagnoses, task_infos
 from knowbench.scoring.metrics import Scores, score
 from knowbench.scoring.taxonomy import KOCO_CATEGORIES, LABELS, Diagnosis
 from knowbench.store import RunDirectory

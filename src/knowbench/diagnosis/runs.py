@@ -1,8 +1,8 @@
 """Diagnosing a stored run: failure labels for every failed function sample of a run directory.
 
-`diagnose_run` reads the run (never executes a sample), labels it with the deterministic
-classifier, optionally asks a judge about the ambiguous cases, and `write_diagnoses` stores
-the labels as `diagnoses.jsonl` next to the run's other files. `load_diagnoses` gives the
+`diagnose_run` reads the run through `RunDirectory` (never executes a sample), labels it
+with the deterministic classifier, optionally asks a judge about the ambiguous cases, and
+`write_diagnoses` stores the labels as the run's `diagnoses.jsonl`. `load_diagnoses` gives the
 stored labels back for the samples they were made from, and labels the rest on the spot
 (deterministically), so a report always covers every failure.
 """
@@ -52,7 +52,7 @@ def diagnose_run(run_dir: Path, *, introspect: bool = False, python: str | None 
 
     introspect: also learn the API surface of the third-party packages the samples import
     (imported in a separate process with `python`). judge_backend: a model backend that
-    decides the ambiguous cases (see knowbench.scoring.judge). Raises `UserError` when
+    decides the ambiguous cases (see knowbench.diagnosis.judge). Raises `UserError` when
     `run_dir` is not a run directory.
     """
     run = RunDirectory.open(run_dir)
@@ -63,7 +63,7 @@ def diagnose_run(run_dir: Path, *, introspect: bool = False, python: str | None 
         surface, _ = introspect_surface(imported_packages(results), python=python)
     diagnoses = classify_all(results, infos, surface)
     if judge_backend is not None:
-        from knowbench.scoring.judge import judge
+        from knowbench.diagnosis.judge import judge
 
         by_key = {(r.task_id, r.sample_idx): r for r in results}
         diagnoses = judge(diagnoses, by_key, infos, judge_backend, judge_model)
