@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 from diagnosis_helpers import fixtures
+from knowbench.diagnosis.judge import JUDGE_PROMPT_VERSION, judge, parse_judgement
 from knowbench.models.cache import GenerationCache
 from knowbench.models.openai import OpenAIBackend
-from knowbench.scoring.judge import JUDGE_PROMPT_VERSION, judge, parse_judgement
 from knowbench.scoring.taxonomy import classify
 from openai_server import ScriptedOpenAIServer, last_user_message
 

@@ -11,12 +11,12 @@ import pytest
 from diagnosis_helpers import sample, settings, store_run
 from knowbench.errors import UserError
 from knowbench.report.leaderboard import entry_for, read_board, run_identity, update_board
-from knowbench.run import load_run
+from knowbench.store import RunDirectory
 
 
 def _entry(run_dir: Path):
-    run_json, results = load_run(run_dir)
-    return entry_for(run_json, results, str(run_dir))
+    run = RunDirectory.open(run_dir)
+    return entry_for(run.document(), run.results(), str(run_dir))
 
 
 def _runs(tmp_path: Path) -> tuple[Path, Path, Path]:

@@ -21,6 +21,7 @@ import pytest
 from diagnosis_helpers import fixtures, sample, settings, store_run
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
+from knowbench.diagnosis.runs import load_diagnoses, task_infos
 from knowbench.execution.engine import SubprocessEngine
 from knowbench.execution.sandbox import resolve_sandbox
 from knowbench.methods import get_method
@@ -29,9 +30,9 @@ from knowbench.models.openai import OpenAIBackend
 from knowbench.records import Limits, SampleResult, SamplingParams
 from knowbench.report.html import CHART_IDS, build_report, write_report
 from knowbench.report.runs import load_views, render_table
-from knowbench.run import TimePolicy, load_run, run_benchmark
-from knowbench.scoring.diagnose import DIAGNOSES_FILE, load_diagnoses, run_tasks, task_infos
+from knowbench.run import TimePolicy, run_benchmark
 from knowbench.scoring.taxonomy import sample_digest
+from knowbench.store import RunDirectory
 from openai_server import ScriptedOpenAIServer, last_user_message
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,12 +108,12 @@ def test_stored_diagnoses_are_used_only_for_the_sample_they_were_made_from(
         fixture_runs: list[Path], tmp_path: Path) -> None:
     run_dir = tmp_path / "copy"
     shutil.copytree(fixture_runs[0], run_dir)
-    _, results = load_run(run_dir)
+    results = RunDirectory.open(run_dir).results()
     fresh = load_diagnoses(run_dir, results)
     judged = fresh[0].model_copy(update={"label": "WrongLogic", "source": "judge",
                                          "judge": {"model": "j", "reason": "because"}})
     stale = fresh[1].model_copy(update={"label": "Resource", "sample_digest": "0" * 16})
-    (run_dir / DIAGNOSES_FILE).write_text(judged.model_dump_json() + "\n" + stale.model_dump_json() + "\n")
+    RunDirectory(run_dir).write_diagnoses([judged, stale])
     loaded = load_diagnoses(run_dir, results)
     assert loaded[0] == judged
     assert loaded[1] == fresh[1] and loaded[1].sample_digest == sample_digest(results[1])
@@ -198,8 +199,9 @@ def real_runs() -> Iterator[tuple[Path, Path, Path]]:
 @pytest.mark.slow
 def test_real_runs_are_diagnosed_as_their_failures_were_scripted(real_runs: tuple[Path, Path, Path]) -> None:
     scripted, _, report = real_runs
-    run_json, results = load_run(scripted)
-    diagnoses = load_diagnoses(scripted, results, task_infos(run_tasks(run_json)))
+    run = RunDirectory.open(scripted)
+    results = run.results()
+    diagnoses = load_diagnoses(scripted, results, task_infos(run.tasks()))
     labels = {(d.task_id, d.sample_idx): d.label for d in diagnoses}
     assert labels == {(task_id, 0): label for task_id, (label, _) in SCRIPTED_FAILURES.items()}
     page = report.read_text()

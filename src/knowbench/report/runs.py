@@ -1,7 +1,7 @@
 """Stored runs as a report sees them, and the report's tables (markdown, CSV, JSON).
 
-Everything here reads what `knowbench run` stored (`load_run`) and, when the benchmark
-directory named in run.json still exists unchanged, its tasks; nothing is executed.
+Everything here reads what `knowbench run` stored, through `RunDirectory`, and, when the
+benchmark directory named in run.json still exists unchanged, its tasks; nothing is executed.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
+from knowbench.diagnosis.runs import load_diagnoses, task_infos
 from knowbench.records import SampleResult
 from knowbench.report.charts import Series
-from knowbench.scoring.diagnose import load_diagnoses, run_tasks, task_infos
 from knowbench.scoring.metrics import Scores, score
 from knowbench.scoring.taxonomy import KOCO_CATEGORIES, LABELS, Diagnosis
+from knowbench.store import RunDirectory
 
 TableFormat = Literal["md", "csv", "json"]
 
@@ -67,14 +68,13 @@ class RunView:
 
 def load_views(run_dirs: list[Path], ks: tuple[int, ...] = (1, 5, 10)) -> list[RunView]:
     """Load every run; names are "<model> · <method>", made unique with the directory name."""
-    from knowbench.run import load_run
-
     views = []
     for run_dir in run_dirs:
-        run_json, results = load_run(run_dir)
-        tasks = run_tasks(run_json)
+        run = RunDirectory.open(run_dir)
+        results = run.results()
+        tasks = run.tasks()
         diagnoses = load_diagnoses(run_dir, results, task_infos(tasks))
-        view = RunView(name="", run_dir=run_dir, run_json=run_json, results=results,
+        view = RunView(name="", run_dir=run_dir, run_json=run.document(), results=results,
                        scores=score(results, ks), diagnoses=diagnoses, tasks=tasks)
         view.name = f"{view.model} · {view.method}"
         views.append(view)

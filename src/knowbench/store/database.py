@@ -1,4 +1,4 @@
-"""The run store: one SQLite database per run directory.
+"""The run database: one SQLite file per run directory (`run.sqlite`).
 
 Every generation and every scored sample is committed as soon as it exists (WAL mode),
 so a run killed at any moment, even by SIGKILL, resumes without redoing finished work.
@@ -88,3 +88,9 @@ class RunStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()

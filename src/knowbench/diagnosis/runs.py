@@ -1,21 +1,18 @@
 """Diagnosing a stored run: failure labels for every failed function sample of a run directory.
 
-`diagnose_run` reads the run (never executes a sample), labels it with the deterministic
-classifier, optionally asks a judge about the ambiguous cases, and `write_diagnoses` stores
-the labels as `diagnoses.jsonl` next to the run's other files. `load_diagnoses` gives the
+`diagnose_run` reads the run through `RunDirectory` (never executes a sample), labels it
+with the deterministic classifier, optionally asks a judge about the ambiguous cases, and
+`write_diagnoses` stores the labels as the run's `diagnoses.jsonl`. `load_diagnoses` gives the
 stored labels back for the samples they were made from, and labels the rest on the spot
 (deterministically), so a report always covers every failure.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
-
-from pydantic import ValidationError
 
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
 from knowbench.records import SampleResult
@@ -28,28 +25,7 @@ from knowbench.scoring.taxonomy import (
     code_facts,
     sample_digest,
 )
-
-DIAGNOSES_FILE = "diagnoses.jsonl"
-
-
-def run_tasks(run_json: Mapping[str, Any]) -> dict[str, FunctionTask | ChoiceTask]:
-    """The tasks of the benchmark a run used, when its directory still exists and its
-    content hash still matches; {} otherwise (reports then omit instructions and reference
-    diffs)."""
-    from knowbench.benchmark.load import load_benchmark
-    from knowbench.errors import UserError
-
-    benchmark = run_json.get("settings", {}).get("benchmark", {})
-    path = benchmark.get("path")
-    if not path or not Path(path).is_dir():
-        return {}
-    try:
-        loaded = load_benchmark(Path(path))
-    except UserError:
-        return {}
-    if benchmark.get("content_hash") and loaded.content_hash != benchmark["content_hash"]:
-        return {}
-    return {task.task_id: task for task in loaded.tasks}
+from knowbench.store import RunDirectory
 
 
 def task_infos(tasks: Mapping[str, FunctionTask | ChoiceTask]) -> dict[str, TaskInfo]:
@@ -76,19 +52,18 @@ def diagnose_run(run_dir: Path, *, introspect: bool = False, python: str | None 
 
     introspect: also learn the API surface of the third-party packages the samples import
     (imported in a separate process with `python`). judge_backend: a model backend that
-    decides the ambiguous cases (see knowbench.scoring.judge). Raises `UserError` when
+    decides the ambiguous cases (see knowbench.diagnosis.judge). Raises `UserError` when
     `run_dir` is not a run directory.
     """
-    from knowbench.run import load_run
-
-    run_json, results = load_run(run_dir)
-    infos = task_infos(run_tasks(run_json))
+    run = RunDirectory.open(run_dir)
+    results = run.results()
+    infos = task_infos(run.tasks())
     surface = None
     if introspect:
         surface, _ = introspect_surface(imported_packages(results), python=python)
     diagnoses = classify_all(results, infos, surface)
     if judge_backend is not None:
-        from knowbench.scoring.judge import judge
+        from knowbench.diagnosis.judge import judge
 
         by_key = {(r.task_id, r.sample_idx): r for r in results}
         diagnoses = judge(diagnoses, by_key, infos, judge_backend, judge_model)
@@ -96,11 +71,8 @@ def diagnose_run(run_dir: Path, *, introspect: bool = False, python: str | None 
 
 
 def write_diagnoses(run_dir: Path, diagnoses: Iterable[Diagnosis]) -> Path:
-    path = Path(run_dir) / DIAGNOSES_FILE
-    with path.open("w") as handle:
-        for diagnosis in diagnoses:
-            handle.write(diagnosis.model_dump_json() + "\n")
-    return path
+    """Store the diagnoses with the run; returns the file written."""
+    return RunDirectory(run_dir).write_diagnoses(diagnoses)
 
 
 def load_diagnoses(run_dir: Path, results: Iterable[SampleResult],
@@ -108,15 +80,7 @@ def load_diagnoses(run_dir: Path, results: Iterable[SampleResult],
                    surface: ApiSurface | None = None) -> list[Diagnosis]:
     """A diagnosis for every failed function sample of `results`: the stored one when it
     was made from exactly that sample (same digest), a fresh deterministic one otherwise."""
-    stored: dict[tuple[str, int], Diagnosis] = {}
-    path = Path(run_dir) / DIAGNOSES_FILE
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            try:
-                diagnosis = Diagnosis.model_validate_json(line)
-            except (ValidationError, json.JSONDecodeError):
-                continue
-            stored[(diagnosis.task_id, diagnosis.sample_idx)] = diagnosis
+    stored = {(d.task_id, d.sample_idx): d for d in RunDirectory(run_dir).diagnoses()}
     found = []
     for result in results:
         if result.passed or result.kind != "function":
