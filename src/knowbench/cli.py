@@ -164,7 +164,8 @@ def run(
     = False,
 ) -> None:
     """Evaluate a model on a benchmark. Kill it at any time; the same command resumes."""
-    from knowbench.run import TimePolicy, preload_modules, run_benchmark
+    from knowbench.benchmark.preload import preload_modules
+    from knowbench.run import TimePolicy, run_benchmark
 
     if environment not in ("auto", "self"):
         raise UserError(f"--env must be 'auto' or 'self', not '{environment}'")
@@ -199,7 +200,8 @@ def run(
         console.print(f"environment for {', '.join(bench.manifest.requirements)} …")
         python = ensure_env(bench.manifest.requirements).python
     engine = make_engine(engine_name, resolve_sandbox(sandbox, python=python), workers, python,
-                         preload_modules(bench), bench.manifest.requirements, ray_address)
+                         preload_modules(bench.tasks, bench.manifest.preload), bench.manifest.requirements,
+                         ray_address)
     sandbox_kind = str(engine.describe()["sandbox"])
     if sandbox_kind == "none":
         console.print("[bold red]warning:[/] --sandbox none: samples run WITHOUT isolation")

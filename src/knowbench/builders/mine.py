@@ -42,15 +42,15 @@ from pydantic import ValidationError
 
 from knowbench import __version__
 from knowbench.benchmark.load import write_benchmark
+from knowbench.benchmark.preload import guarded_modules, preload_modules
 from knowbench.benchmark.schema import (
     FunctionTask,
     Manifest,
     Provenance,
     TestSpec,
-    imported_modules,
 )
 from knowbench.builders.build_log import BuildReport, SourceReport, TaskRecord
-from knowbench.builders.certify import Checker, TaskCheck, TaskRuns, evaluate, preload_for
+from knowbench.builders.certify import Checker, TaskCheck, TaskRuns, evaluate
 from knowbench.builders.context import ContextError, TargetCode, cut_target, repair_context
 from knowbench.builders.discover import TestUnit, discover_units, test_modules
 from knowbench.builders.filters import (
@@ -389,7 +389,7 @@ def _execute_stages(drafts: list[_Draft], env: BenchEnv, out: Path, options: Min
     engine = _make_engine(options, sandbox, env.python, drafts)
     engine.hide([out])  # the benchmark being written holds the references
     limits = Limits(wall_s=options.time_limit_s, cpu_s=int(options.time_limit_s) + 1)
-    preload = preload_for(d.task for d in drafts)
+    preload = guarded_modules(d.task for d in drafts)
     checker = Checker(engine, options.time_limit_s, limits, preload)
     # Pruning runs whole unpruned suites: give them room, so slow tests are measured and
     # dropped one by one instead of timing out the suite together with the fast ones.
@@ -425,12 +425,9 @@ def _make_engine(options: MineOptions, sandbox: Sandbox, python: str, drafts: li
     if options.engine == "forkserver":
         from knowbench.execution.forkserver import ForkServerEngine
 
-        modules = {"pytest"}
-        for draft in drafts:
-            for code in (draft.task.context, draft.task.prompt_code, *(s.code for s in draft.task.tests)):
-                modules |= imported_modules(code)
-        modules.discard("__future__")
-        return ForkServerEngine(sandbox, workers=workers, python=python, preload=sorted(modules))
+        # Mined suites come from pytest projects: keep pytest warm even where no kept test names it.
+        preload = preload_modules((d.task for d in drafts), declared=["pytest"])
+        return ForkServerEngine(sandbox, workers=workers, python=python, preload=preload)
     raise UserError(f"unknown engine '{options.engine}'; choose forkserver or subprocess")
 
 

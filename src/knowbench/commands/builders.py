@@ -139,10 +139,10 @@ def certify(
     fail, every test runs the target (no shadowing), and optionally how many mutants the tests
     kill. Exit code 1 when a task fails a check."""
     from knowbench.benchmark.load import load_benchmark
+    from knowbench.benchmark.preload import preload_modules
     from knowbench.builders.certify import certify_benchmark
     from knowbench.cli import make_engine
     from knowbench.execution.sandbox import resolve_sandbox
-    from knowbench.run import preload_modules
 
     if environment not in ("auto", "self"):
         raise UserError(f"--env must be 'auto' or 'self', not '{environment}'")
@@ -168,7 +168,7 @@ def certify(
         python, env_info = env.python, env.info()
     report_file = report_path or Path("runs") / f"certify-{bench.name}.json"
     chosen = make_engine(engine, resolve_sandbox(sandbox, python=python),
-                         workers or os.cpu_count() or 2, python, preload_modules(bench),
+                         workers or os.cpu_count() or 2, python, preload_modules(bench.tasks, bench.manifest.preload),
                          bench.manifest.requirements, None)
     console.print(f"certifying {len(bench.tasks)} tasks of {bench.name} (engine {engine}, "
                   f"{chosen.workers} workers{f', {mutants} mutants each' if mutants else ''}) …")
