@@ -316,12 +316,19 @@ def import_domaineval_compare(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `mine`, `certify` and the `import` group (shared with other importers) to the app."""
-    app.command()(mine)
-    app.command()(certify)
+    """Add `mine`, `certify` and the `import` group (shared with other importers) to the app.
+
+    Registering into the same app again adds nothing: a second `import` group would shadow
+    the first, and merging the group into itself would never end."""
+    present = {command.callback for command in app.registered_commands}
+    for command in (mine, certify):
+        if command not in present:
+            app.command()(command)
     existing = next((group for group in app.registered_groups if group.name == "import"), None)
-    if existing is not None and existing.typer_instance is not None:
-        for command in import_app.registered_commands:
-            existing.typer_instance.registered_commands.append(command)
-    else:
+    if existing is None or existing.typer_instance is None:
         app.add_typer(import_app, name="import")
+    elif existing.typer_instance is not import_app:
+        group = existing.typer_instance
+        known = {command.name for command in group.registered_commands}
+        group.registered_commands.extend(command for command in import_app.registered_commands
+                                         if command.name not in known)
