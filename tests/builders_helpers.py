@@ -61,11 +61,10 @@ def benchmark_engine(bench_path: Path, workers: int = 2):
     environment, its imports preloaded, sandboxed."""
     from knowbench.benchmark.load import load_benchmark
     from knowbench.benchmark.preload import preload_modules
+    from knowbench.execution import create_engine, resolve_sandbox
     from knowbench.execution.environments import ensure_env
-    from knowbench.execution.forkserver import ForkServerEngine
-    from knowbench.execution.sandbox import resolve_sandbox
 
     bench = load_benchmark(bench_path)
     python = ensure_env(bench.manifest.requirements).python
-    return ForkServerEngine(resolve_sandbox("auto", hidden=[bench_path]), workers=workers, python=python,
-                            preload=preload_modules(bench.tasks, bench.manifest.preload))
+    return create_engine("forkserver", resolve_sandbox("auto", hidden=[bench_path]), workers, python,
+                         preload_modules(bench.tasks, bench.manifest.preload), bench.manifest.requirements)
