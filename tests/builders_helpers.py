@@ -41,12 +41,11 @@ def benchmark_engine(bench_path: Path, workers: int = 2):
     """The engine `knowbench certify` uses by default: fork servers in the benchmark's own
     environment, its imports preloaded, sandboxed."""
     from knowbench.benchmark.load import load_benchmark
+    from knowbench.benchmark.preload import preload_modules
+    from knowbench.execution import create_engine, resolve_sandbox
     from knowbench.execution.environments import ensure_env
-    from knowbench.execution.forkserver import ForkServerEngine
-    from knowbench.execution.sandbox import resolve_sandbox
-    from knowbench.run import preload_modules
 
     bench = load_benchmark(bench_path)
     python = ensure_env(bench.manifest.requirements).python
-    return ForkServerEngine(resolve_sandbox("auto", hidden=[bench_path]), workers=workers, python=python,
-                            preload=preload_modules(bench))
+    return create_engine("forkserver", resolve_sandbox("auto", hidden=[bench_path]), workers, python,
+                         preload_modules(bench.tasks, bench.manifest.preload), bench.manifest.requirements)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -16,11 +15,12 @@ from rich.table import Table
 from knowbench import __version__
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import FunctionTask
+from knowbench.commands._console import engine_notices
 from knowbench.errors import UserError
-from knowbench.execution.engine import Engine, SubprocessEngine, default_workers
-from knowbench.execution.sandbox import SANDBOX_CHOICES, Sandbox, resolve_sandbox
+from knowbench.execution import ENGINES, SANDBOXES, create_engine, resolve_sandbox
+from knowbench.execution.engine import default_workers
 from knowbench.methods import METHODS, get_method
-from knowbench.models.base import ModelBackend
+from knowbench.models import BackendOptions, create_backend
 from knowbench.records import Limits, SampleResult, SamplingParams
 from knowbench.report.table import print_scores
 
@@ -44,50 +44,6 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version, 
     """Build, run and diagnose knowledge-grounded code-generation benchmarks."""
 
 
-def make_backend(model: str, base_url: str | None, api_key: str | None, concurrency: int,
-                 request_timeout: float, max_retries: int, no_cache: bool) -> ModelBackend:
-    """`reference`, `null`, `replay:FILE`, or an OpenAI-compatible model name."""
-    from knowbench.models.offline import NullBackend, ReferenceBackend, ReplayBackend
-
-    if model == "reference":
-        return ReferenceBackend()
-    if model == "null":
-        return NullBackend()
-    if model.startswith("replay:"):
-        return ReplayBackend(model.removeprefix("replay:"))
-    from knowbench.models.cache import GenerationCache, default_cache_path
-    from knowbench.models.openai import OpenAIBackend
-
-    url = base_url or os.environ.get("KNOWBENCH_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
-    if not url:
-        raise UserError(f"model '{model}' is served over HTTP, but no endpoint was given\n"
-                        "  fix: pass --base-url http://HOST:PORT/v1 (or set OPENAI_BASE_URL); "
-                        "use --model reference or --model null to check a benchmark without a model")
-    cache = None if no_cache else GenerationCache(default_cache_path())
-    return OpenAIBackend(model=model, base_url=url, api_key=api_key, concurrency=concurrency,
-                         timeout_s=request_timeout, max_retries=max_retries, cache=cache)
-
-
-def make_engine(name: str, sandbox: Sandbox, workers: int, python: str | None,
-                preload: list[str], requirements: list[str], ray_address: str | None) -> Engine:
-    """The execution engine for `knowbench run --engine`."""
-    if name == "ray":
-        from knowbench.execution.ray_engine import RayEngine
-
-        return RayEngine(sandbox.kind, address=ray_address, workers=workers,
-                         requirements=requirements, preload=preload, tmp_bytes=sandbox.tmp_bytes)
-    if name == "forkserver":
-        if sandbox.kind == "none":
-            console.print("[yellow]warning:[/] --sandbox none: using the subprocess engine")
-            return SubprocessEngine(sandbox, workers=workers, python=python)
-        from knowbench.execution.forkserver import ForkServerEngine
-
-        return ForkServerEngine(sandbox, workers=workers, python=python, preload=preload)
-    if name == "subprocess":
-        return SubprocessEngine(sandbox, workers=workers, python=python)
-    raise UserError(f"unknown engine '{name}'; choose forkserver, subprocess or ray")
-
-
 @app.command()
 def run(
     benchmark: Annotated[Path, typer.Argument(help="Benchmark directory (benchmark.json + tasks.jsonl).")],
@@ -99,8 +55,8 @@ def run(
     out_dir: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Run directory. Default: runs/<benchmark>-<model>-<method>.")] = None,
     method: Annotated[str, typer.Option(
-        help=f"Knowledge method: {', '.join(sorted(METHODS))}, or oracle:<cell> for tasks with a "
-             "knowledge bundle (cells: S_name, S, E, M, C, S+M, S+E, S+C, S+M+C, S+E+C, Full). "
+        help=f"Knowledge method: {', '.join(METHODS.choices())}; oracle's cells (for tasks with a "
+             "knowledge bundle): S_name, S, E, M, C, S+M, S+E, S+C, S+M+C, S+E+C, Full. "
              "See docs/knowledge.md.")] = "none",
     corpus: Annotated[str | None, typer.Option(help="Knowledge corpus for rag-* methods.")] = None,
     exclude_file: Annotated[bool, typer.Option(
@@ -130,15 +86,16 @@ def run(
     workers: Annotated[int, typer.Option(min=1, help="Samples executed in parallel. Default: cores / 2.")]
     = default_workers(),
     engine_name: Annotated[str, typer.Option(
-        "--engine", help="'forkserver' (warm sandboxed interpreter per worker, fork per sample) or "
-                         "'subprocess' (a fresh sandboxed interpreter per sample) or 'ray' "
-                         "(fork servers on a Ray cluster; pip install 'knowbench[ray]').")]
+        "--engine", help=f"One of {', '.join(ENGINES.names())}: 'forkserver' (warm sandboxed "
+                         "interpreter per worker, fork per sample), 'subprocess' (a fresh sandboxed "
+                         "interpreter per sample), 'ray' (fork servers on a Ray cluster; "
+                         "pip install 'knowbench[ray]').")]
     = "forkserver",
     ray_address: Annotated[str | None, typer.Option(
         help="Ray cluster for --engine ray ('auto', or host:port); default: a local instance.")]
     = None,
     sandbox: Annotated[str, typer.Option(
-        help=f"Isolation: {', '.join(SANDBOX_CHOICES)}. 'auto' takes bwrap, else unshare.")] = "auto",
+        help=f"Isolation: {', '.join(SANDBOXES.names())}. 'auto' takes bwrap, else unshare.")] = "auto",
     environment: Annotated[str, typer.Option(
         "--env", help="'auto': run samples in the benchmark's own environment (built once from its "
                       "requirements, see `knowbench env`); 'self': in knowbench's interpreter.")] = "auto",
@@ -164,7 +121,8 @@ def run(
     = False,
 ) -> None:
     """Evaluate a model on a benchmark. Kill it at any time; the same command resumes."""
-    from knowbench.run import TimePolicy, preload_modules, run_benchmark
+    from knowbench.benchmark.preload import preload_modules
+    from knowbench.run import TimePolicy, run_benchmark
 
     if environment not in ("auto", "self"):
         raise UserError(f"--env must be 'auto' or 'self', not '{environment}'")
@@ -184,8 +142,9 @@ def run(
         policy = TimePolicy(mode="calibrated", floor_s=time_floor, factor=time_factor)
     else:
         policy = TimePolicy(mode="benchmark")
-    backend = make_backend(model, base_url, api_key, concurrency, request_timeout, max_retries,
-                           no_cache)
+    backend = create_backend(model, BackendOptions(base_url=base_url, api_key=api_key, concurrency=concurrency,
+                                                   request_timeout=request_timeout, max_retries=max_retries,
+                                                   no_cache=no_cache))
     knowledge = get_method(method, corpus=corpus, top_k=top_k, budget=budget, query=query,
                            exclude_file=exclude_file)
     def label(text: str) -> str:
@@ -198,8 +157,10 @@ def run(
 
         console.print(f"environment for {', '.join(bench.manifest.requirements)} …")
         python = ensure_env(bench.manifest.requirements).python
-    engine = make_engine(engine_name, resolve_sandbox(sandbox, python=python), workers, python,
-                         preload_modules(bench), bench.manifest.requirements, ray_address)
+    with engine_notices(console):
+        engine = create_engine(engine_name, resolve_sandbox(sandbox, python=python), workers, python,
+                               preload_modules(bench.tasks, bench.manifest.preload),
+                               bench.manifest.requirements, ray_address)
     sandbox_kind = str(engine.describe()["sandbox"])
     if sandbox_kind == "none":
         console.print("[bold red]warning:[/] --sandbox none: samples run WITHOUT isolation")

@@ -26,7 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from knowbench import __version__
 from knowbench.benchmark.load import Benchmark
-from knowbench.benchmark.schema import PARSE_LOCK, ChoiceTask, FunctionTask, imported_modules
+from knowbench.benchmark.preload import guarded_modules
+from knowbench.benchmark.schema import PARSE_LOCK, ChoiceTask, FunctionTask
 from knowbench.choice import parse_choice
 from knowbench.errors import UserError
 from knowbench.execution.engine import Engine, ExecutionRequest, Isolation
@@ -229,7 +230,7 @@ async def _run_all(tasks: list[FunctionTask | ChoiceTask], backend: ModelBackend
     if on_start:
         on_start(len(work), len(work) - len(todo))
     executing = asyncio.Semaphore(engine.workers)
-    preload = _preload(tasks)
+    preload = guarded_modules(tasks)
     prompts: dict[str, Prompt] = {}
 
     async def one(task: FunctionTask | ChoiceTask, idx: int) -> None:
@@ -271,25 +272,6 @@ async def _run_all(tasks: list[FunctionTask | ChoiceTask], backend: ModelBackend
         await backend.aclose()
 
 
-def _preload(tasks: list[FunctionTask | ChoiceTask]) -> list[str]:
-    # Importing pytest before the sample runs lets the runner watch it for tampering.
-    uses_pytest = any("pytest" in spec.code for task in tasks
-                      if isinstance(task, FunctionTask) for spec in task.tests)
-    return ["pytest"] if uses_pytest else []
-
-
-def preload_modules(benchmark: Benchmark) -> list[str]:
-    """Modules worth importing once in a warm server: declared ones plus every top-level
-    module the tasks' context, prompt code and tests import."""
-    modules = set(benchmark.manifest.preload)
-    for task in benchmark.tasks:
-        if isinstance(task, FunctionTask):
-            for code in (task.context, task.prompt_code, *(spec.code for spec in task.tests)):
-                modules |= imported_modules(code)
-    modules.discard("__future__")
-    return sorted(modules)
-
-
 def limits_for(task: FunctionTask, benchmark: Benchmark, limits: Limits, policy: TimePolicy,
                reference_s: float | None = None) -> Limits:
     """The limits for one task under `policy` (see TimePolicy)."""
@@ -315,7 +297,7 @@ def plan_tasks(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, eng
     measured, decided = store.calibration(), store.isolation()
     missing = [task for task in functions if task.task_id not in decided]
     if missing:
-        preload = _preload(tasks)
+        preload = guarded_modules(tasks)
 
         def check_reference(task: FunctionTask) -> None:
             generation = Generation(task_id=task.task_id, sample_idx=-1,

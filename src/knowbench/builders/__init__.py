@@ -13,16 +13,45 @@ The stages, in the order data flows through them:
     instructions.py  Functionality / Inputs / Outputs, from docstrings or a model
     mine.py          the pipeline end to end, writing the benchmark and build_report.json
     domaineval.py    DomainEval's subjects and released responses, and a verdict comparison
+
+`IMPORTERS` names every importer of a public benchmark's files (`knowbench import NAME`).
+An importer is called as `importer(source, out, **options)`: it reads `source` (a file or a
+directory of the public release), writes `out` (a benchmark directory, or a samples file for
+`--model replay:FILE`) and returns a JSON-able report of what it converted and left out.
 """
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from knowbench.builders.build_log import BuildReport
 from knowbench.builders.certify import CertifyReport, TaskCheck, certify_benchmark
 from knowbench.builders.domaineval import compare_with_recorded, convert_responses, import_subjects
 from knowbench.builders.mine import MineOptions, SourceRequest, mine
+from knowbench.registry import Registry
+
+Importer = Callable[..., dict[str, Any]]
+"""`importer(source: Path, out: Path, **options) -> report` (options differ per importer)."""
+
+
+IMPORTERS: Registry[Importer] = Registry("importer")
+IMPORTERS.register("domaineval", import_subjects)
+
+
+@IMPORTERS.register("domaineval-responses")
+def _domaineval_responses(source: Path, out: Path, /, *, benchmark: Path) -> dict[str, Any]:
+    """DomainEval's released responses under `source` as replay samples (`out`, JSONL) for the
+    tasks of `benchmark` (made by the `domaineval` importer)."""
+    return convert_responses(source, benchmark, out)
+
 
 __all__ = [
+    "IMPORTERS",
     "BuildReport",
     "CertifyReport",
+    "Importer",
     "MineOptions",
     "SourceRequest",
     "TaskCheck",

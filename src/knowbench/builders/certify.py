@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from knowbench import __version__
 from knowbench.benchmark.load import Benchmark
+from knowbench.benchmark.preload import guarded_modules
 from knowbench.benchmark.schema import PARSE_LOCK, FunctionTask
 from knowbench.builders.mutants import mutants as make_mutants
 from knowbench.execution.engine import Engine, ExecutionRequest, Isolation
@@ -130,12 +131,6 @@ def summarise(checks: list[TaskCheck]) -> dict[str, Any]:
         "runs_split": sum(c.isolation == "split" for c in applicable),
         "runs_in_process": sum(c.isolation == "in-process" for c in applicable),
     }
-
-
-def preload_for(tasks: Iterable[FunctionTask]) -> list[str]:
-    """Import pytest before the sample when any test uses it, so the runner can guard it."""
-    uses = any("pytest" in spec.code for task in tasks for spec in task.tests)
-    return ["pytest"] if uses else []
 
 
 def task_limits(task: FunctionTask, default_wall_s: float, base: Limits) -> Limits:
@@ -360,7 +355,7 @@ def certify_benchmark(benchmark: Benchmark, engine: Engine, *, mutants: int = 0,
     engine.hide([benchmark.path])
     functions = [t for t in benchmark.tasks if isinstance(t, FunctionTask)]
     limits = base_limits or Limits(wall_s=benchmark.manifest.time_limit_s)
-    checker = Checker(engine, benchmark.manifest.time_limit_s, limits, preload_for(functions))
+    checker = Checker(engine, benchmark.manifest.time_limit_s, limits, guarded_modules(functions))
     by_id = {check.task_id: check for check in checker.check_many(functions, mutants, on_done)}
     checks = []
     for task in benchmark.tasks:

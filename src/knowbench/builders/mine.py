@@ -42,15 +42,15 @@ from pydantic import ValidationError
 
 from knowbench import __version__
 from knowbench.benchmark.load import write_benchmark
+from knowbench.benchmark.preload import guarded_modules, preload_modules
 from knowbench.benchmark.schema import (
     FunctionTask,
     Manifest,
     Provenance,
     TestSpec,
-    imported_modules,
 )
 from knowbench.builders.build_log import BuildReport, SourceReport, TaskRecord
-from knowbench.builders.certify import Checker, TaskCheck, TaskRuns, evaluate, preload_for
+from knowbench.builders.certify import Checker, TaskCheck, TaskRuns, evaluate
 from knowbench.builders.context import ContextError, TargetCode, cut_target, repair_context
 from knowbench.builders.discover import TestUnit, discover_units, test_modules
 from knowbench.builders.filters import (
@@ -71,9 +71,9 @@ from knowbench.builders.requirements import (
 )
 from knowbench.builders.source import Source, fetch_source
 from knowbench.errors import UserError
-from knowbench.execution.engine import Engine, SubprocessEngine
+from knowbench.execution import create_engine
 from knowbench.execution.environments import BenchEnv, ensure_env
-from knowbench.execution.sandbox import Sandbox, resolve_sandbox
+from knowbench.execution.sandbox import resolve_sandbox
 from knowbench.models.base import ModelBackend
 from knowbench.records import Execution, Limits, Reason, TestOutcome
 
@@ -386,10 +386,13 @@ def _execute_stages(drafts: list[_Draft], env: BenchEnv, out: Path, options: Min
     """Prune on the reference, certify (stubs), prune what passes on a stub and certify
     again, then score mutants of what is certified."""
     sandbox = resolve_sandbox(options.sandbox, python=env.python)
-    engine = _make_engine(options, sandbox, env.python, drafts)
+    tasks = [d.task for d in drafts]
+    # Mined suites come from pytest projects: keep pytest warm even where no kept test names it.
+    engine = create_engine(options.engine, sandbox, options.workers or os.cpu_count() or 2, env.python,
+                           preload_modules(tasks, declared=["pytest"]), env.requirements)
     engine.hide([out])  # the benchmark being written holds the references
     limits = Limits(wall_s=options.time_limit_s, cpu_s=int(options.time_limit_s) + 1)
-    preload = preload_for(d.task for d in drafts)
+    preload = guarded_modules(tasks)
     checker = Checker(engine, options.time_limit_s, limits, preload)
     # Pruning runs whole unpruned suites: give them room, so slow tests are measured and
     # dropped one by one instead of timing out the suite together with the fast ones.
@@ -416,22 +419,6 @@ def _execute_stages(drafts: list[_Draft], env: BenchEnv, out: Path, options: Min
         return published
     finally:
         engine.close()
-
-
-def _make_engine(options: MineOptions, sandbox: Sandbox, python: str, drafts: list[_Draft]) -> Engine:
-    workers = options.workers or os.cpu_count() or 2
-    if options.engine == "subprocess":
-        return SubprocessEngine(sandbox, workers=workers, python=python)
-    if options.engine == "forkserver":
-        from knowbench.execution.forkserver import ForkServerEngine
-
-        modules = {"pytest"}
-        for draft in drafts:
-            for code in (draft.task.context, draft.task.prompt_code, *(s.code for s in draft.task.tests)):
-                modules |= imported_modules(code)
-        modules.discard("__future__")
-        return ForkServerEngine(sandbox, workers=workers, python=python, preload=sorted(modules))
-    raise UserError(f"unknown engine '{options.engine}'; choose forkserver or subprocess")
 
 
 def _certify(drafts: list[_Draft], checker: Checker, known: dict[str, TaskRuns], say: Progress

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from knowbench.commands._console import engine_notices
 from knowbench.errors import UserError
 
 if TYPE_CHECKING:  # the build modules load only when a build command runs
@@ -28,8 +29,9 @@ class CertificationFailed(UserError):
     """Some task failed a check: the command worked, the benchmark did not pass (exit 1)."""
 
     exit_code = 1
-ENGINE_HELP = ("'forkserver' (a warm sandboxed interpreter per worker, one fork per execution) or "
-               "'subprocess' (a fresh sandboxed interpreter per execution)")
+ENGINE_HELP = ("'forkserver' (a warm sandboxed interpreter per worker, one fork per execution), "
+               "'subprocess' (a fresh sandboxed interpreter per execution), or another registered "
+               "engine (see knowbench.execution.ENGINES)")
 
 
 def mine(
@@ -71,10 +73,10 @@ def mine(
         raise UserError("mining executes the repository's tests: it needs a sandbox (auto, bwrap or unshare)")
     backend = None
     if llm:
-        from knowbench.cli import make_backend
+        from knowbench.models import BackendOptions, create_backend
 
-        backend = make_backend(llm, base_url, api_key, concurrency=4, request_timeout=120.0, max_retries=4,
-                               no_cache=False)
+        backend = create_backend(llm, BackendOptions(base_url=base_url, api_key=api_key, concurrency=4,
+                                                     max_retries=4))
     options = MineOptions(mutants=mutants, min_lines=min_lines, max_lines=max_lines,
                           max_prompt_lines=max_prompt_lines, max_tests=max_tests, max_tasks=max_tasks,
                           time_limit_s=time_limit, sandbox=sandbox, workers=workers, llm=backend,
@@ -139,10 +141,9 @@ def certify(
     fail, every test runs the target (no shadowing), and optionally how many mutants the tests
     kill. Exit code 1 when a task fails a check."""
     from knowbench.benchmark.load import load_benchmark
+    from knowbench.benchmark.preload import preload_modules
     from knowbench.builders.certify import certify_benchmark
-    from knowbench.cli import make_engine
-    from knowbench.execution.sandbox import resolve_sandbox
-    from knowbench.run import preload_modules
+    from knowbench.execution import create_engine, resolve_sandbox
 
     if environment not in ("auto", "self"):
         raise UserError(f"--env must be 'auto' or 'self', not '{environment}'")
@@ -167,9 +168,10 @@ def certify(
         env = ensure_env(bench.manifest.requirements)
         python, env_info = env.python, env.info()
     report_file = report_path or Path("runs") / f"certify-{bench.name}.json"
-    chosen = make_engine(engine, resolve_sandbox(sandbox, python=python),
-                         workers or os.cpu_count() or 2, python, preload_modules(bench),
-                         bench.manifest.requirements, None)
+    with engine_notices(console):
+        chosen = create_engine(engine, resolve_sandbox(sandbox, python=python), workers or os.cpu_count() or 2,
+                               python, preload_modules(bench.tasks, bench.manifest.preload),
+                               bench.manifest.requirements)
     console.print(f"certifying {len(bench.tasks)} tasks of {bench.name} (engine {engine}, "
                   f"{chosen.workers} workers{f', {mutants} mutants each' if mutants else ''}) …")
     try:
@@ -253,10 +255,10 @@ def import_domaineval(
                            "module) to call the candidate instead. Default: tests as released.")] = False,
 ) -> None:
     """Import DomainEval subjects; domain and repository come from each file's path."""
-    from knowbench.builders.domaineval import import_subjects
+    from knowbench.builders import IMPORTERS
 
-    result = import_subjects(path, out_dir, name=name, check_env=check_env, unshadow=unshadow,
-                             progress=lambda m: console.print(m, highlight=False))
+    result = IMPORTERS.get("domaineval")(path, out_dir, name=name, check_env=check_env, unshadow=unshadow,
+                                         progress=lambda m: console.print(m, highlight=False))
     out.print(f"imported {result['imported']} of {result['subjects']} subjects into {out_dir} "
               f"({', '.join(f'{d} {n}' for d, n in result['per_domain'].items())})")
     for row in result["left_out"]:
@@ -272,9 +274,9 @@ def import_domaineval_responses(
     out_file: Annotated[Path, typer.Option("--out", "-o", help="Samples JSONL for --model replay:FILE.")],
 ) -> None:
     """Convert released DomainEval responses into a replay samples file."""
-    from knowbench.builders.domaineval import convert_responses
+    from knowbench.builders import IMPORTERS
 
-    result = convert_responses(path, benchmark, out_file)
+    result = IMPORTERS.get("domaineval-responses")(path, out_file, benchmark=benchmark)
     out.print(f"wrote {result['written']} samples to {out_file}; run them with "
               f"`knowbench run {benchmark} --model replay:{out_file}`")
     if result["unmatched"]:
@@ -316,12 +318,19 @@ def import_domaineval_compare(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `mine`, `certify` and the `import` group (shared with other importers) to the app."""
-    app.command()(mine)
-    app.command()(certify)
+    """Add `mine`, `certify` and the `import` group (shared with other importers) to the app.
+
+    Registering into the same app again adds nothing: a second `import` group would shadow
+    the first, and merging the group into itself would never end."""
+    present = {command.callback for command in app.registered_commands}
+    for command in (mine, certify):
+        if command not in present:
+            app.command()(command)
     existing = next((group for group in app.registered_groups if group.name == "import"), None)
-    if existing is not None and existing.typer_instance is not None:
-        for command in import_app.registered_commands:
-            existing.typer_instance.registered_commands.append(command)
-    else:
+    if existing is None or existing.typer_instance is None:
         app.add_typer(import_app, name="import")
+    elif existing.typer_instance is not import_app:
+        group = existing.typer_instance
+        known = {command.name for command in group.registered_commands}
+        group.registered_commands.extend(command for command in import_app.registered_commands
+                                         if command.name not in known)

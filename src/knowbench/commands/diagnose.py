@@ -6,7 +6,6 @@ knowbench.scoring.*, knowbench.report.*) and prints. None of them generates or e
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Annotated
@@ -47,9 +46,13 @@ def diagnose(
 ) -> None:
     """Label why every failed function sample failed; writes diagnoses.jsonl into the run."""
     from knowbench.diagnosis import diagnose_run, write_diagnoses
+    from knowbench.models import BackendOptions, create_backend
     from knowbench.models.base import BackendError
 
-    backend = _judge_backend(judge, base_url, api_key, no_cache) if judge else None
+    backend = None
+    if judge:
+        backend = create_backend(judge, BackendOptions(base_url=base_url, api_key=api_key, concurrency=4,
+                                                       no_cache=no_cache))
     try:
         diagnoses = diagnose_run(run_dir, introspect=introspect, judge_backend=backend,
                                  judge_model=judge or "")
@@ -167,18 +170,6 @@ def leaderboard(
         table.add_row(entry.benchmark, entry.model, entry.method, _pct(entry.pass_at_1), _pct(entry.apr),
                       _pct(entry.pass_any), _pct(entry.accuracy), entry.run_id)
     out.print(table)
-
-
-def _judge_backend(model: str, base_url: str | None, api_key: str | None, no_cache: bool) -> object:
-    from knowbench.models.cache import GenerationCache, default_cache_path
-    from knowbench.models.openai import OpenAIBackend
-
-    url = base_url or os.environ.get("KNOWBENCH_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
-    if not url:
-        raise UserError(f"the judge '{model}' is served over HTTP, but no endpoint was given\n"
-                        "  fix: pass --base-url http://HOST:PORT/v1 (or set OPENAI_BASE_URL)")
-    cache = None if no_cache else GenerationCache(default_cache_path())
-    return OpenAIBackend(model=model, base_url=url, api_key=api_key, cache=cache, concurrency=4)
 
 
 def _pct(value: float | None) -> str:

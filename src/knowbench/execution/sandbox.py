@@ -28,17 +28,17 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 from knowbench.errors import UserError
+from knowbench.registry import Registry
 
 RUNNER_DIR = Path(__file__).parent / "sandboxed"
 """Stdlib-only modules that run inside the sandbox (the runner and its wire format)."""
 SandboxKind = Literal["bwrap", "unshare", "none"]
-SANDBOX_CHOICES = ("auto", "bwrap", "unshare", "none")
 TMP_BYTES_DEFAULT = 256 * 1024 * 1024
 """Default size cap of the sandbox's private /tmp (and /dev/shm) under bubblewrap."""
 
@@ -372,33 +372,59 @@ def _unprivileged_can_run(python: str) -> bool:
     return done.returncode == 0
 
 
+SandboxFactory = Callable[[Sandbox, str], Sandbox]
+"""(a `none` sandbox carrying the hidden paths and /tmp size, the interpreter) -> the sandbox."""
+SANDBOXES: Registry[SandboxFactory] = Registry("sandbox")
+
+
 def resolve_sandbox(choice: str = "auto", hidden: Sequence[str | Path] = (),
                     python: str | None = None, tmp_bytes: int = TMP_BYTES_DEFAULT) -> Sandbox:
-    """The sandbox to use: `auto` picks bwrap, then unshare, then refuses.
+    """The sandbox called `choice` (see `SANDBOXES`): `auto` picks bwrap, then unshare, then
+    refuses.
 
     `hidden` paths are masked where a bwrap sandbox would otherwise show them; callers need
     not pass the benchmark or run directory (`run_benchmark` and certification hide those
     through `Engine.hide`). `none` must be asked for explicitly; it gives no isolation and
-    results say so. Raises `UserError` when the requested kind does not work on this machine.
+    results say so. Raises `UserError` for an unknown name, or when the requested kind does
+    not work on this machine.
     """
-    if choice not in SANDBOX_CHOICES:
-        raise UserError(f"unknown sandbox '{choice}'; choose one of {', '.join(SANDBOX_CHOICES)}")
+    factory = SANDBOXES.get(choice)
     if tmp_bytes <= 0:
         raise UserError(f"the sandbox's /tmp needs a positive size, not {tmp_bytes} bytes")
-    base = Sandbox("none", tmp_bytes=tmp_bytes).hiding(hidden)
-    if choice == "none":
-        return base
-    candidates: list[SandboxKind] = ["bwrap", "unshare"] if choice == "auto" else [choice]  # type: ignore[list-item]
+    return factory(Sandbox("none", tmp_bytes=tmp_bytes).hiding(hidden), python or sys.executable)
+
+
+@SANDBOXES.register("auto")
+def _auto(base: Sandbox, python: str) -> Sandbox:
+    return _first_working(base, ["bwrap", "unshare"], python)
+
+
+@SANDBOXES.register("bwrap")
+def _bwrap(base: Sandbox, python: str) -> Sandbox:
+    return _first_working(base, ["bwrap"], python)
+
+
+@SANDBOXES.register("unshare")
+def _unshare(base: Sandbox, python: str) -> Sandbox:
+    return _first_working(base, ["unshare"], python)
+
+
+@SANDBOXES.register("none")
+def _none(base: Sandbox, python: str) -> Sandbox:
+    return base
+
+
+def _first_working(base: Sandbox, candidates: list[SandboxKind], python: str) -> Sandbox:
     refusal = ""
     for kind in candidates:
         tool = "bwrap" if kind == "bwrap" else "unshare"
         if not (shutil.which(tool) and _works(kind)):
             continue
-        if kind == "unshare" and os.geteuid() == 0 and not _unprivileged_can_run(python or sys.executable):
+        if kind == "unshare" and os.geteuid() == 0 and not _unprivileged_can_run(python):
             # Under unshare the file system is the host's: as root, a sample that cannot be
             # moved to an unprivileged uid could write anywhere.
             refusal = (f"; unshare was refused: knowbench runs as root and an unprivileged uid "
-                       f"cannot run {python or sys.executable}")
+                       f"cannot run {python}")
             continue
         return replace(base, kind=kind)
     raise UserError(
