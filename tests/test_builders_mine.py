@@ -13,7 +13,8 @@ from builders_helpers import minilib_sdist
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import FunctionTask
 from knowbench.builders.build_log import BuildReport
-from knowbench.builders.mine import MineOptions, SourceRequest, _failure_reason, mine
+from knowbench.builders.mine import MineOptions, SourceRequest, mine
+from knowbench.builders.selection import failure_reason
 from knowbench.execution.engine import SubprocessEngine
 from knowbench.execution.environments import ensure_env
 from knowbench.execution.sandbox import resolve_sandbox
@@ -153,4 +154,4 @@ def test_a_test_failing_on_the_reference_is_dropped_with_its_reason(reason: Reas
     # A message in another failure's old wording must not change what is recorded.
     outcome = TestOutcome(id="t::a", status=status, reason=reason,
                           message="skipped: the test code failed to run: is not supported by the knowbench")
-    assert _failure_reason(outcome) == f"fails-on-reference:{recorded}"
+    assert failure_reason(outcome) == f"fails-on-reference:{recorded}"

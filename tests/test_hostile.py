@@ -218,13 +218,19 @@ RUNNER_SCOPE = dedent("""
         os._exit(0)
 """)
 
-# The runner's module globals from one of its classes: no import, no sys.modules.
+# The runner's module globals from the frame of its function that loads the program: no
+# import, no sys.modules.
 RUNNER_GLOBALS = dedent("""
+    import sys
+
+
     def _runner_globals():
-        for cls in object.__subclasses__():
-            if cls.__name__ == "_MonkeyPatch":
-                return cls.__init__.__globals__
-        raise LookupError("no runner class here")
+        frame = sys._getframe()
+        while frame is not None:
+            if frame.f_globals.get("__name__") == "knowbench_runner":
+                return frame.f_globals
+            frame = frame.f_back
+        raise LookupError("no runner frame on this stack")
 """)
 
 # The result pipe: the first pipe above fd 2, found through /proc/self/fd.
@@ -372,6 +378,15 @@ CASES = [
     Case("patch_runner_code_objects_via_sys_modules", dedent("""
         import sys
         sys.modules["knowbench_runner"]._status_of.__code__ = (lambda error, failure_types: "pass").__code__
+    """) + WRONG_ADD, T_FALSE),
+    Case("patch_the_pytest_emulation_via_sys_modules", dedent("""
+        import sys
+        sys.modules["knowbench_pytest"].run_function = lambda *args, **kwargs: None  # what classes call
+    """) + WRONG_ADD, {"t": "class TestAdd:\n    def test_a(self):\n        assert add(1, 2) == 4\n\n"
+                            "    def test_b(self):\n        assert add(2, 2) == 5\n"}),
+    Case("patch_the_pytest_emulation_code_objects", dedent("""
+        import sys
+        sys.modules["knowbench_pytest"].run_function.__code__ = (lambda *args, **kwargs: None).__code__
     """) + WRONG_ADD, T_FALSE),
     Case("patch_pytest_approx", dedent("""
         import pytest
@@ -1015,7 +1030,7 @@ CASES = [
 
         threading.Thread(target=_relay, daemon=True).start()
     """) + WRONG_ADD, T_FALSE, in_process_gap=FD_GAP),
-    Case("subclasses_reach_the_runners_globals", RUNNER_GLOBALS + dedent("""
+    Case("stack_reaches_the_runners_globals", RUNNER_GLOBALS + dedent("""
         import builtins
 
 
@@ -1028,7 +1043,7 @@ CASES = [
 
         _runner_globals()["dict"] = dict  # shadows the builtin in every runner function
     """) + WRONG_ADD, T_FALSE, in_process_gap=GLOBALS_GAP),
-    Case("subclasses_lift_the_runners_audit_guard", RUNNER_GLOBALS + dedent("""
+    Case("stack_lifts_the_runners_audit_guard", RUNNER_GLOBALS + dedent("""
         import gc
         import json
         import os

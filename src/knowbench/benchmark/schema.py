@@ -115,10 +115,12 @@ class TestSpec(_Record):
         return list(_spec_items(self.name, self.code))
 
 
-# CPython 3.11 can raise "SystemError: AST constructor recursion depth mismatch" when threads
-# parse at the same time (engines and certification run in threads): parse under one lock,
-# and parse each test spec once.
-PARSE_LOCK = threading.Lock()
+# CPython before 3.11.8 / 3.12.1 can raise "SystemError: AST constructor recursion depth
+# mismatch" when threads parse at the same time (cpython#106905). Evaluation, certification and
+# engines run on threads, so all code they parse is parsed under this one lock, and each test
+# spec once. Parsing takes microseconds; executions take the time. Reentrant: code holding it
+# (assembling a program) goes on to find a spec's items, which takes it again.
+PARSE_LOCK = threading.RLock()
 
 
 @functools.lru_cache(maxsize=65536)

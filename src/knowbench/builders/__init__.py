@@ -9,8 +9,12 @@ The stages, in the order data flows through them:
     context.py       cut a target out: masked prompt, reference, context closure
     harness.py       rewrite its tests into self-contained specs that call the candidate
     filters.py       static filters: size, triviality, banned operations
+    candidates.py    discover, filter and assemble the candidate tasks of one source
+    environment.py   the benchmark's requirements, installed and pinned
     certify.py       execution: reference passes, stubs fail, target runs; mutants
+    selection.py     prune tests on the reference, certify against stubs; why each left
     instructions.py  Functionality / Inputs / Outputs, from docstrings or a model
+    options.py       the knobs of mining
     mine.py          the pipeline end to end, writing the benchmark and build_report.json
     domaineval.py    DomainEval's subjects and released responses, and a verdict comparison
 

@@ -20,7 +20,6 @@ as a whole while some of its items measure nothing).
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -40,11 +39,6 @@ from knowbench.records import Execution, Limits, Reason, TestOutcome
 
 Variant = str  # "reference", "reference-split", "stub-raise", "stub-none", "mutant-<i>"
 SPLIT_PROBE = "reference-split"  # the reference once more, judged split
-# CPython before 3.11.8 / 3.12.1 can fail `ast.parse` run from several threads at once
-# ("SystemError: AST constructor recursion depth mismatch", cpython#106905): executions run
-# in parallel threads, so everything that parses code before handing it to the engine does
-# so one thread at a time. Parsing takes microseconds; executions take the time.
-_PARSING = threading.Lock()
 STUBS: dict[str, str] = {"stub-raise": "raise NotImplementedError", "stub-none": "return None"}
 CheckName = Literal["reference-fails", "not-called", "passes-on-stub-raise", "passes-on-stub-none",
                     "program-error"]
@@ -166,7 +160,7 @@ class Checker:
             limits = task_limits(task, self.default_wall_s, self.base_limits)
         if wall_s is not None and wall_s < limits.wall_s:
             limits = limits.model_copy(update={"wall_s": wall_s, "cpu_s": max(1, math.ceil(wall_s) + 1)})
-        with _PARSING:
+        with PARSE_LOCK:
             assembly = assemble(task.context, task.prompt_code, task.entry_point, completion)
             if assembly.program is None:
                 return assembly.error or "could not assemble the program"
@@ -229,7 +223,8 @@ class Checker:
             def advance(task_id: str, variant: str) -> None:
                 task, run = by_id[task_id], runs[task_id]
                 if variant == "reference" and mutants and not run.mutant_names:
-                    made = make_mutants(task.reference, mutants)
+                    with PARSE_LOCK:  # while the pool's threads assemble programs
+                        made = make_mutants(task.reference, mutants)
                     run.mutant_names = [description for description, _ in made]
                     wall = _mutant_wall(run.outcomes["reference"])
                     for index, (_, code) in enumerate(made):

@@ -15,7 +15,9 @@ The knowbench runner supports only the `tmp_path`, `monkeypatch` and `capsys` fi
 pytest-style tests are wrapped: the original becomes `_kb_<name>` and a wrapper of the same
 name runs it through a small harness (`HARNESS`, emitted once per spec) that applies
 `parametrize` cases, `skip`/`skipif`/`xfail` and `usefixtures` marks, autouse fixtures,
-generator fixtures with teardown, parametrized fixtures and a minimal `request`. Execution,
+generator fixtures with teardown, parametrized fixtures and a minimal `request`. The harness
+is the "spec harness" section of the sandbox's pytest emulation (`knowbench_pytest`, beside
+the runner), copied from its source so that a spec runs on its own. Execution,
 not this module, decides whether a rewired test works: tests that fail on the reference or
 never call the target are pruned later, with the reason recorded.
 """
@@ -36,214 +38,32 @@ from knowbench.builders.repository import (
     decorator_name,
     resolve_relative,
 )
+from knowbench.execution.sandbox import RUNNER_DIR
 
 _FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
-RUNNER_FIXTURES = ("tmp_path", "monkeypatch", "capsys")
+RUNNER_FIXTURES = ("tmp_path", "monkeypatch", "capsys")  # knowbench_pytest.RUNNER_FIXTURES
 MAX_ROUNDS = 12
 MAX_STATEMENTS = 400
 
-HARNESS = '''
-import inspect as _kb_inspect
-import itertools as _kb_itertools
-import unittest as _kb_unittest
-
-try:  # the running knowbench runner's own class, so the outcome's reason says what happened
-    from knowbench_runner import UnsupportedFixture as _KbUnsupportedFixture
-except ImportError:
-    class _KbUnsupportedFixture(RuntimeError):
-        pass
-
-_kb_FIXTURES = {}
-_kb_AUTOUSE = []
-_kb_CLASSES_READY = set()
+EMULATION = RUNNER_DIR / "knowbench_pytest.py"
+_HARNESS_BEGINS, _HARNESS_ENDS = "# --- spec harness begins", "# --- spec harness ends"
 
 
-class _KbRequest:
-    """The parts of pytest's `request` fixture that tests use."""
+def spec_harness(emulation: str) -> str:
+    """The spec harness: the section of the pytest emulation's source between its markers.
 
-    def __init__(self, owner, function, param, resolve, finalizers):
-        self.instance = owner
-        self.cls = type(owner) if owner is not None else None
-        self.function = function
-        self.param = param
-        self.node = self
-        self.name = getattr(function, "__name__", "")
-        self._resolve = resolve
-        self._finalizers = finalizers
-
-    def getfixturevalue(self, name):
-        return self._resolve(name)
-
-    def addfinalizer(self, finalizer):
-        self._finalizers.append(finalizer)
+    Raises `ValueError` when the source lacks either marker.
+    """
+    lines = emulation.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.startswith(_HARNESS_BEGINS)]
+    ends = [i for i, line in enumerate(lines) if line.startswith(_HARNESS_ENDS)]
+    if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
+        raise ValueError(f"the pytest emulation must hold one '{_HARNESS_BEGINS}' line and, after it, "
+                         f"one '{_HARNESS_ENDS}' line")
+    return "".join(lines[starts[0] + 1:ends[0]])
 
 
-def _kb_arguments(function):
-    """The parameters pytest would fill: no default value, not injected by mock.patch."""
-    parameters = [p.name for p in _kb_inspect.signature(function).parameters.values()
-                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is p.empty]
-    patchings = getattr(function, "patchings", ())
-    injected = [p for p in patchings if not getattr(p, "attribute_name", None)
-                and type(getattr(p, "new", None)).__name__ == "_SentinelObject"]
-    return parameters[len(injected):]
-
-
-def _kb_marks(function, owner):
-    found = list(getattr(function, "pytestmark", []))
-    if owner is not None:
-        found += list(getattr(type(owner), "pytestmark", []))
-    module_marks = globals().get("pytestmark", [])
-    found += list(module_marks) if isinstance(module_marks, (list, tuple)) else [module_marks]
-    return [getattr(mark, "mark", mark) for mark in found]
-
-
-def _kb_skip_reason(marks):
-    for mark in marks:
-        if mark.name in ("skip", "xfail"):
-            return mark.name
-        if mark.name == "skipif":
-            for condition in list(mark.args) or [mark.kwargs.get("condition", False)]:
-                if isinstance(condition, str):
-                    condition = eval(condition, globals())
-                if condition:
-                    return "skipif"
-    return None
-
-
-def _kb_cases(marks):
-    """Every combination of the test's parametrize cases (one empty case without any)."""
-    grids = []
-    for mark in marks:
-        if mark.name != "parametrize":
-            continue
-        names = mark.args[0] if mark.args else mark.kwargs["argnames"]
-        values = mark.args[1] if len(mark.args) > 1 else mark.kwargs["argvalues"]
-        if mark.kwargs.get("indirect"):
-            raise RuntimeError("indirect parametrization is not supported by the knowbench harness")
-        single = isinstance(names, str) and "," not in names  # pytest's force_tuple
-        if isinstance(names, str):
-            names = [name.strip() for name in names.split(",") if name.strip()]
-        cases = []
-        for case in values:
-            if type(case).__name__ == "ParameterSet":
-                if _kb_skip_reason([getattr(m, "mark", m) for m in case.marks]):
-                    continue
-                case = case.values
-            elif single:
-                case = (case,)
-            cases.append(dict(zip(names, case)))
-        grids.append(cases)
-    for combination in _kb_itertools.product(*grids):
-        merged = {}
-        for part in combination:
-            merged.update(part)
-        yield merged
-
-
-def _kb_lookup(name, owner):
-    if owner is not None:
-        method = getattr(owner, "_kb_fixture_" + name, None)
-        if method is not None:
-            return method, getattr(type(owner), "_kb_fixture_params", {}).get(name)
-    return _kb_FIXTURES.get(name)
-
-
-def _kb_autouse(owner):
-    return [*_kb_AUTOUSE, *(getattr(type(owner), "_kb_autouse", ()) if owner is not None else ())]
-
-
-def _kb_fixture_cases(function, owner, used, case):
-    """Every combination of the params of the parametrized fixtures the test needs."""
-    seen, parametrized, pending = set(case), [], [*_kb_autouse(owner), *used, *_kb_arguments(function)]
-    while pending:
-        name = pending.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        entry = _kb_lookup(name, owner)
-        if entry is None:
-            continue
-        fixture, params = entry
-        if params is not None:
-            parametrized.append((name, list(params)))
-        pending += _kb_arguments(fixture)
-    for values in _kb_itertools.product(*(params for _, params in parametrized)):
-        yield {name: value for (name, _), value in zip(parametrized, values)}
-
-
-def _kb_run_case(function, owner, case, used, builtins, fixture_params):
-    values, finalizers = dict(case), []
-
-    def request(param=None):
-        return _KbRequest(owner, function, param, resolve, finalizers)
-
-    def resolve(name):
-        if name in values:
-            return values[name]
-        if name in builtins:
-            return builtins[name]
-        if name == "request":
-            return request()
-        if name == "tmpdir" and "tmp_path" in builtins:
-            from _pytest._py.path import LocalPath
-            values[name] = LocalPath(builtins["tmp_path"])
-            return values[name]
-        if name == "capfd" and "capsys" in builtins:
-            return builtins["capsys"]
-        entry = _kb_lookup(name, owner)
-        if entry is None:
-            raise _KbUnsupportedFixture(f"fixture '{name}' is not available in the knowbench harness")
-        fixture = entry[0]
-        arguments = {argument: request(fixture_params.get(name)) if argument == "request"
-                     else resolve(argument) for argument in _kb_arguments(fixture)}
-        value = fixture(**arguments)
-        if _kb_inspect.isgenerator(value):
-            generator = value
-            value = next(generator)
-            finalizers.append(lambda: next(generator, None))
-        values[name] = value
-        return value
-
-    try:
-        for name in [*_kb_autouse(owner), *used]:
-            resolve(name)
-        outcome = function(**{name: resolve(name) for name in _kb_arguments(function)})
-        if _kb_inspect.isawaitable(outcome):
-            import asyncio
-            asyncio.run(outcome)
-    finally:
-        while finalizers:
-            finalizers.pop()()
-
-
-def _kb_call(function, owner=None, **builtins):
-    """Run a pytest-style test as pytest would: each case, with fixtures set up and torn down."""
-    marks = _kb_marks(function, owner)
-    reason = _kb_skip_reason(marks)
-    if reason:
-        raise _kb_unittest.SkipTest(f"marked {reason}")
-    used = [name for mark in marks if mark.name == "usefixtures" for name in mark.args]
-    for case in _kb_cases(marks):
-        for fixture_params in _kb_fixture_cases(function, owner, used, case):
-            _kb_run_case(function, owner, case, used, builtins, fixture_params)
-
-
-def _kb_call_method(cls, name, **builtins):
-    """Run the test method `name` of a pytest-style class on a fresh instance."""
-    if cls not in _kb_CLASSES_READY:
-        _kb_CLASSES_READY.add(cls)
-        if hasattr(cls, "setup_class"):
-            cls.setup_class()
-    instance = cls()
-    method = getattr(instance, name)
-    if hasattr(instance, "setup_method"):
-        instance.setup_method(method)
-    try:
-        _kb_call(method, instance, **builtins)
-    finally:
-        if hasattr(instance, "teardown_method"):
-            instance.teardown_method(method)
-'''
+HARNESS = spec_harness(EMULATION.read_text(encoding="utf-8"))
 
 
 @dataclass

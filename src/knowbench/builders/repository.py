@@ -23,11 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from knowbench.paths import skipped_dir
+
 SymbolKind = Literal["module", "function", "class", "method", "variable"]
 _FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
-_SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "env", "build", "dist",
-                        "node_modules", "__pycache__", ".eggs", "site-packages", ".mypy_cache",
-                        ".pytest_cache"})
 TEST_DIR_NAMES = frozenset({"test", "tests", "testing", "unittests", "unit_tests", "test_suite"})
 _NON_LIBRARY_DIRS = TEST_DIR_NAMES | {"docs", "doc", "examples", "example", "benchmarks", "bench",
                                       "scripts", "tools", "ci", "demo", "demos", "samples", "tasks"}
@@ -209,7 +208,7 @@ class Repository:
 
     def _python_files(self) -> Iterator[Path]:
         for directory, subdirs, files in os.walk(self.root):
-            subdirs[:] = sorted(d for d in subdirs if d not in _SKIP_DIRS and not d.startswith("."))
+            subdirs[:] = sorted(d for d in subdirs if not skipped_dir(d))
             for name in files:
                 if name.endswith(".py"):
                     yield Path(directory) / name

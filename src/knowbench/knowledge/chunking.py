@@ -17,14 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from knowbench.knowledge.corpus import Chunk
+from knowbench.paths import skipped_dir
 
 MAX_SECTION_CHARS = 4000  # ~1000 tokens: longer documentation sections are split at blank lines
 MAX_EXAMPLE_LINES = 150  # longer example scripts are split at top-level statements
 
-SKIP_DIRS = frozenset({
-    "__pycache__", "node_modules", "build", "dist", "_build", "site-packages", "venv", "env",
-    "htmlcov", "__pypackages__",
-})
 TEST_DIRS = frozenset({"tests", "test", "testing"})
 EXAMPLE_DIRS = frozenset({"examples", "example"})
 SUFFIXES = frozenset({".py", ".md", ".markdown", ".rst", ".ipynb"})
@@ -46,7 +43,7 @@ def wanted_file(parts: tuple[str, ...], include_tests: bool) -> bool:
     if Path(parts[-1]).suffix.lower() not in SUFFIXES:
         return False
     for part in parts[:-1]:
-        if part.startswith(".") or part in SKIP_DIRS or part.endswith((".egg-info", ".dist-info")):
+        if skipped_dir(part):
             return False
     return include_tests or not is_test_path(parts)
 

@@ -23,7 +23,6 @@ import json
 import linecache
 import operator
 import os
-import pathlib
 import resource
 import sys
 import tempfile
@@ -35,6 +34,7 @@ import knowbench_memory
 import knowbench_seccomp
 import knowbench_split
 import knowbench_wire
+from knowbench_pytest import UnsupportedFixture, run_function, run_test_class, run_unittest
 
 _MESSAGE_CAP = 4000
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -45,15 +45,6 @@ _GUARDED_AUDIT_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get
 
 class Tampering(Exception):
     """The sample changed the machinery the verdict depends on."""
-
-
-class UnsupportedFixture(RuntimeError):
-    """A test asks for a fixture this runner does not provide.
-
-    Raised by the runner and by the harness that mining writes into test specs (it imports
-    this class from the running runner), so the outcome's reason says so without anyone
-    reading the message.
-    """
 
 
 def _vm_size_bytes():
@@ -94,7 +85,8 @@ def _drop_privileges(uid, gid):
 
 
 _WATCHED_MODULES = (
-    "builtins", "unittest", "unittest.case", "unittest.result", "unittest.suite", "pytest",
+    "builtins", "knowbench_pytest", "unittest", "unittest.case", "unittest.result", "unittest.suite",
+    "pytest",
     "_pytest.outcomes", "_pytest.python_api", "_pytest.approx", "_pytest.raises",
     "numpy.testing", "numpy.testing._private.utils", "pandas.testing", "pandas._testing",
     "pandas._testing.asserters",
@@ -184,101 +176,6 @@ def _status_of(error, failure_types):
     return "error", "exception"
 
 
-class _MonkeyPatch:
-    """The subset of pytest's `monkeypatch` fixture that benchmark tests use."""
-
-    _missing = object()
-
-    def __init__(self):
-        self._undo = []
-
-    def setattr(self, target, name, value=_missing, raising=True):
-        if value is self._missing:  # monkeypatch.setattr("module.attr", value)
-            module_name, _, attr = target.rpartition(".")
-            value, target, name = name, __import__(module_name, fromlist=["_"]), attr
-        old = getattr(target, name, self._missing)
-        if old is self._missing and raising:
-            raise AttributeError(f"{target!r} has no attribute {name!r}")
-        self._undo.append(lambda: setattr(target, name, old) if old is not self._missing
-                          else delattr(target, name))
-        setattr(target, name, value)
-
-    def delattr(self, target, name, raising=True):
-        if not hasattr(target, name):
-            if raising:
-                raise AttributeError(name)
-            return
-        old = getattr(target, name)
-        self._undo.append(lambda: setattr(target, name, old))
-        delattr(target, name)
-
-    def setitem(self, mapping, key, value):
-        old = mapping.get(key, self._missing)
-        self._undo.append(lambda: mapping.__setitem__(key, old) if old is not self._missing
-                          else mapping.pop(key, None))
-        mapping[key] = value
-
-    def delitem(self, mapping, key, raising=True):
-        if key not in mapping:
-            if raising:
-                raise KeyError(key)
-            return
-        old = mapping[key]
-        self._undo.append(lambda: mapping.__setitem__(key, old))
-        del mapping[key]
-
-    def setenv(self, name, value, prepend=None):
-        value = str(value)
-        if prepend and name in os.environ:
-            value = value + prepend + os.environ[name]
-        self.setitem(os.environ, name, value)
-
-    def delenv(self, name, raising=True):
-        self.delitem(os.environ, name, raising)
-
-    def chdir(self, path):
-        old = os.getcwd()
-        self._undo.append(lambda: os.chdir(old))
-        os.chdir(path)
-
-    def syspath_prepend(self, path):
-        self._undo.append(lambda: sys.path.remove(str(path)))
-        sys.path.insert(0, str(path))
-
-    def undo(self):
-        while self._undo:
-            self._undo.pop()()
-
-
-class _CaptureResult(tuple):
-    @property
-    def out(self):
-        return self[0]
-
-    @property
-    def err(self):
-        return self[1]
-
-
-class _Capsys:
-    """The subset of pytest's `capsys` fixture: captures sys.stdout/sys.stderr."""
-
-    def __init__(self):
-        import io
-
-        self._io = io
-        self._saved = (sys.stdout, sys.stderr)
-        sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
-
-    def readouterr(self):
-        out, err = sys.stdout.getvalue(), sys.stderr.getvalue()
-        sys.stdout, sys.stderr = self._io.StringIO(), self._io.StringIO()
-        return _CaptureResult((out, err))
-
-    def close(self):
-        sys.stdout, sys.stderr = self._saved
-
-
 def _target_codes(namespace, entry_point):
     """Code objects of the entry point, to record whether a test ran it."""
     if not entry_point:
@@ -334,56 +231,6 @@ def _shared_dir(parent):
 
 
 _SPLIT = [False]
-
-
-def _run_function(function, tmp_root, fixtures, skip_self=False):
-    kwargs = {}
-    code = function.__code__
-    for parameter in code.co_varnames[int(skip_self): code.co_argcount + code.co_kwonlyargcount]:
-        if parameter == "tmp_path":
-            kwargs[parameter] = pathlib.Path(_shared_dir(tmp_root))
-        elif parameter == "monkeypatch":
-            kwargs[parameter] = _MonkeyPatch()
-            fixtures.append(kwargs[parameter].undo)
-        elif parameter == "capsys":
-            kwargs[parameter] = _Capsys()
-            fixtures.append(kwargs[parameter].close)
-        else:
-            raise UnsupportedFixture(f"fixture '{parameter}' is not supported by the knowbench runner")
-    outcome = function(**kwargs)
-    if hasattr(outcome, "__await__"):
-        import asyncio
-
-        asyncio.run(outcome)
-
-
-def _run_test_class(cls, method, tmp_root, fixtures):
-    """A pytest-style `class Test*`: a fresh instance per test, with xunit setup hooks."""
-    instance = cls()
-    setup, teardown = getattr(instance, "setup_method", None), getattr(instance, "teardown_method", None)
-    bound = getattr(instance, method)
-    if setup is not None:
-        setup(bound)
-    try:
-        _run_function(bound, tmp_root, fixtures, skip_self=True)
-    finally:
-        if teardown is not None:
-            teardown(bound)
-
-
-def _run_unittest(cls, method, class_ready):
-    if cls not in class_ready:
-        class_ready[cls] = True
-        cls.setUpClass()
-    case = cls(method)
-    try:
-        case.setUp()
-        try:
-            getattr(case, method)()
-        finally:
-            case.tearDown()
-    finally:
-        case.doCleanups()
 
 
 def _preload(modules):
@@ -454,22 +301,26 @@ def _run_item(item, tests, module, target_codes, state, box):
             called[0] = True
 
     namespaces, spec_errors, class_ready, tmp_root, channel = state
+
+    def new_tmp_dir():
+        return _shared_dir(tmp_root)
+
     status, message, reason, fixtures = "pass", "", None, []
     failure_types = (AssertionError,)
     sys.settrace(tracer)
     try:
         namespace = _load_spec(item["spec"], tests, module, namespaces, spec_errors)
         if item["kind"] == "function":
-            _run_function(namespace[item["function"]], tmp_root, fixtures)
+            run_function(namespace[item["function"]], new_tmp_dir, fixtures)
         elif item["kind"] == "class":
-            _run_test_class(namespace[item["cls"]], item["function"], tmp_root, fixtures)
+            run_test_class(namespace[item["cls"]], item["function"], new_tmp_dir, fixtures)
         elif item["kind"] == "unittest":
             cls = namespace[item["cls"]]
             if isinstance(cls, type) and issubclass(cls, unittest.TestCase):
                 failure_types = (AssertionError, cls.failureException)
-                _run_unittest(cls, item["function"], class_ready)
+                run_unittest(cls, item["function"], class_ready)
             else:  # a base merely named *TestCase: run it the way pytest runs a Test* class
-                _run_test_class(cls, item["function"], tmp_root, fixtures)
+                run_test_class(cls, item["function"], new_tmp_dir, fixtures)
         for undo in fixtures:
             undo()
     except BaseException as error:

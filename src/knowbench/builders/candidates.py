@@ -1,0 +1,163 @@
+"""Candidate tasks from one source: discover, static filters, assemble (stages 2 to 4 of
+`knowbench mine`).
+
+Each library function that tests call becomes a `Draft` unless a static filter drops it:
+not trivial, a body of `min_lines`..`max_lines` lines, no banned keyword in the reference or
+its context, a prompt of at most `max_prompt_lines`; tests holding a banned keyword leave the
+suite. A draft carries the task cut from the function (`knowbench.builders.context`), its
+suite rewritten into self-contained specs (`knowbench.builders.harness`), and what later
+stages need to rebuild them.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from knowbench.benchmark.schema import FunctionTask, TestSpec
+from knowbench.builders.build_log import BuildReport, SourceReport, TaskRecord
+from knowbench.builders.context import ContextError, TargetCode, cut_target
+from knowbench.builders.discover import TestUnit, discover_units, test_modules
+from knowbench.builders.filters import banned_keywords, size_reason, triviality_reason
+from knowbench.builders.harness import SpecBuilder
+from knowbench.builders.options import MineOptions
+from knowbench.builders.repository import Module, Repository, Resolver, Symbol, find_node
+from knowbench.builders.requirements import requirement_name
+from knowbench.builders.source import Source
+
+
+@dataclass
+class Draft:
+    """A candidate task on its way through the pipeline."""
+
+    task: FunctionTask
+    target: TargetCode
+    module: Module
+    repository: Repository
+    resolver: Resolver
+    source: Source
+    domain: str
+    record: TaskRecord
+    units: dict[str, TestUnit]  # unit id -> unit
+    item_of_unit: dict[str, str]
+    repairs: list[str] = field(default_factory=list)
+
+
+def find_candidates(source: Source, domain: str, options: MineOptions, source_report: SourceReport,
+                    report: BuildReport) -> list[Draft]:
+    """The candidate tasks of one fetched source: its test units traced to library functions,
+    each traced function filtered statically and, when it passes, cut into prompt, reference
+    and context with its tests rewritten into specs. Counts go to `source_report`, one
+    `TaskRecord` per traced function (kept or dropped, and why) to `report`."""
+    repository = Repository(source.root)
+    resolver = Resolver(repository)
+    counts = source_report.counts
+    counts["test_files"] = len(test_modules(repository))
+    units = discover_units(repository, resolver)
+    counts["test_units"] = len(units)
+    counts["test_units_traced"] = sum(1 for unit in units if unit.targets)
+    suites: dict[Symbol, list[TestUnit]] = {}
+    for unit in units:
+        for symbol in unit.targets:
+            suites.setdefault(symbol, []).append(unit)
+    counts["targets_traced"] = len(suites)
+    source_report.library_packages = sorted(repository.library_tops)
+    drafts: list[Draft] = []
+    for symbol in sorted(suites, key=lambda s: s.dotted):
+        record = TaskRecord(task_id=_task_id(source, symbol), target=symbol.dotted, source=source.name,
+                            domain=domain)
+        report.tasks.append(record)
+        draft = _draft(symbol, suites[symbol], repository, resolver, source, domain, options, record)
+        if draft is not None:
+            drafts.append(draft)
+            if options.max_tasks is not None and len(drafts) >= options.max_tasks:
+                break
+    counts["candidates"] = len(drafts)
+    return drafts
+
+
+def _task_id(source: Source, symbol: Symbol) -> str:
+    return f"{requirement_name(source.name)}/{symbol.dotted}"
+
+
+def _draft(symbol: Symbol, units: list[TestUnit], repository: Repository, resolver: Resolver,
+           source: Source, domain: str, options: MineOptions, record: TaskRecord) -> Draft | None:
+    module = repository.module(symbol.module)
+    node = find_node(module.tree, symbol.qualname) if module is not None else None
+    if module is None or not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return record.drop("not-a-function")
+    record.file = repository.relpath(module)
+    record.line = node.lineno
+    reason = triviality_reason(node)
+    if reason:
+        return record.drop(reason)
+    try:
+        target = cut_target(module, symbol, options.max_prompt_lines)
+    except ContextError as error:
+        return record.drop("cut-failed", str(error))
+    record.body_lines = target.body_lines
+    reason = size_reason(target.body_lines, options.min_lines, options.max_lines)
+    if reason:
+        return record.drop(reason, f"{target.body_lines} lines")
+    found = banned_keywords(target.reference, options.banned) + banned_keywords(target.context, options.banned)
+    if found:
+        return record.drop("banned-keyword", ", ".join(sorted(set(found))))
+    if target.prompt_code.count("\n") + 1 > options.max_prompt_lines:
+        return record.drop("prompt-too-long", f"{target.prompt_code.count(chr(10)) + 1} lines")
+    usable: list[TestUnit] = []
+    for unit in sorted(units, key=lambda u: u.id):
+        text = ast.get_source_segment(unit.module.source, unit.node()) or ""
+        hits = banned_keywords(text, options.banned)
+        if hits:
+            record.drop_test(unit.id, "banned-keyword", ", ".join(hits))
+        else:
+            usable.append(unit)
+    if len(usable) > options.max_tests:
+        step = len(usable) / options.max_tests
+        chosen = [usable[int(index * step)] for index in range(options.max_tests)]
+        for unit in usable:
+            if unit not in chosen:
+                record.drop_test(unit.id, "over-max-tests")
+        usable = chosen
+    if not usable:
+        return record.drop("no-usable-tests")
+    specs, item_of_unit = build_specs(repository, resolver, target, usable, record)
+    if not specs:
+        return record.drop("no-usable-tests", "no test module could be rewritten")
+    try:
+        task = FunctionTask(
+            task_id=record.task_id, domain=domain, framework=source.name, instruction="(pending)",
+            prompt_code=target.prompt_code, entry_point=target.entry_point, context=target.context,
+            reference=target.reference, tests=specs, target_api=symbol.dotted,
+        )
+    except ValidationError as error:
+        return record.drop("invalid-task", str(error.errors()[0]["msg"]))
+    record.tests_traced = len(usable)
+    return Draft(task=task, target=target, module=module, repository=repository, resolver=resolver,
+                  source=source, domain=domain, record=record,
+                  units={unit.id: unit for unit in usable}, item_of_unit=item_of_unit)
+
+
+def build_specs(repository: Repository, resolver: Resolver, target: TargetCode, units: list[TestUnit],
+                record: TaskRecord | None) -> tuple[list[TestSpec], dict[str, str]]:
+    """One spec per test module of `units`, and the runner item of each unit; units whose
+    module cannot be rewritten are dropped (recorded in `record`, when given)."""
+    by_module: dict[str, list[TestUnit]] = {}
+    for unit in units:
+        by_module.setdefault(unit.relpath, []).append(unit)
+    specs: list[TestSpec] = []
+    item_of_unit: dict[str, str] = {}
+    for relpath in sorted(by_module):
+        group = by_module[relpath]
+        try:
+            built = SpecBuilder(repository, resolver, target).build(group[0].module, group)
+            specs.append(TestSpec(name=built.name, code=built.code))
+        except (ValidationError, ValueError, RecursionError) as error:
+            if record is not None:
+                for unit in group:
+                    record.drop_test(unit.id, "rewrite-failed", str(error)[:200])
+            continue
+        item_of_unit.update(built.item_of_unit)
+    return specs, item_of_unit

@@ -1,0 +1,367 @@
+"""The sandbox's pytest emulation (`knowbench_pytest`), as code: the runner's fixtures and
+calling conventions, and the spec harness that mining copies into test specs.
+
+The spec harness is exercised the way a spec runs it: its section of the module's source,
+executed on its own in a fresh namespace that plays the spec.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import unittest
+import unittest.mock
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from knowbench.builders.harness import EMULATION, HARNESS, RUNNER_FIXTURES, spec_harness
+from knowbench.execution.sandbox import RUNNER_DIR
+
+sys.path.insert(0, str(RUNNER_DIR))
+emulation = importlib.import_module("knowbench_pytest")
+runner = importlib.import_module("knowbench_runner")
+
+
+def spec_namespace(**globals_: Any) -> dict[str, Any]:
+    """A fresh namespace holding only the spec harness (and `globals_`), as a spec has it."""
+    namespace: dict[str, Any] = {"__name__": "knowbench_test", **globals_}
+    exec(compile(HARNESS, "test:spec", "exec"), namespace)
+    return namespace
+
+
+def builtin_fixtures(tmp_path: Path) -> dict[str, Any]:
+    return {"tmp_path": tmp_path, "monkeypatch": emulation.MonkeyPatch(), "capsys": None}
+
+
+# ------------------------------------------------------------------------ one module, shared
+
+
+def test_the_runner_uses_the_emulations_functions_and_fixture_error() -> None:
+    assert runner.run_function is emulation.run_function
+    assert runner.run_test_class is emulation.run_test_class
+    assert runner.run_unittest is emulation.run_unittest
+    assert runner.UnsupportedFixture is emulation.UnsupportedFixture
+
+
+def test_the_mined_harness_is_the_emulations_spec_section() -> None:
+    assert EMULATION.parent == Path(RUNNER_DIR)
+    assert spec_harness(Path(emulation.__file__).read_text(encoding="utf-8")) == HARNESS
+    assert "def _kb_call(" in HARNESS and "class MonkeyPatch" not in HARNESS
+
+
+def test_the_runner_watches_the_emulation_for_tampering() -> None:
+    assert "knowbench_pytest" in runner._WATCHED_MODULES
+
+
+def test_mining_wraps_tests_for_exactly_the_fixtures_the_runner_provides() -> None:
+    assert RUNNER_FIXTURES == emulation.RUNNER_FIXTURES
+
+
+def test_a_source_without_the_harness_markers_is_refused() -> None:
+    with pytest.raises(ValueError, match="spec harness begins"):
+        spec_harness("def f():\n    pass\n")
+
+
+# ------------------------------------------------------------------------------- monkeypatch
+
+
+def test_monkeypatch_setattr_is_undone() -> None:
+    target = type("Target", (), {"value": 1})
+    patch = emulation.MonkeyPatch()
+    patch.setattr(target, "value", 2)
+    patch.setattr(target, "added", 3, raising=False)
+    assert (target.value, target.added) == (2, 3)
+    patch.undo()
+    assert target.value == 1 and not hasattr(target, "added")
+
+
+def test_monkeypatch_setattr_by_dotted_name() -> None:
+    patch = emulation.MonkeyPatch()
+    patch.setattr("os.path.sep", "|")
+    try:
+        assert os.path.sep == "|"
+    finally:
+        patch.undo()
+    assert os.path.sep == "/"
+
+
+def test_monkeypatch_refuses_a_missing_attribute_unless_told() -> None:
+    with pytest.raises(AttributeError):
+        emulation.MonkeyPatch().setattr(object(), "nothing", 1)
+    with pytest.raises(AttributeError):
+        emulation.MonkeyPatch().delattr(object(), "nothing")
+    emulation.MonkeyPatch().delattr(object(), "nothing", raising=False)
+
+
+def test_monkeypatch_items_and_environment_are_undone() -> None:
+    mapping = {"kept": 1, "gone": 2}
+    patch = emulation.MonkeyPatch()
+    patch.setitem(mapping, "kept", 10)
+    patch.setitem(mapping, "new", 3)
+    patch.delitem(mapping, "gone")
+    patch.setenv("KNOWBENCH_EMULATION_TEST", 5)
+    patch.setenv("KNOWBENCH_EMULATION_TEST", "a", prepend=":")
+    assert mapping == {"kept": 10, "new": 3}
+    assert os.environ["KNOWBENCH_EMULATION_TEST"] == "a:5"
+    patch.undo()
+    assert mapping == {"kept": 1, "gone": 2}
+    assert "KNOWBENCH_EMULATION_TEST" not in os.environ
+
+
+def test_monkeypatch_chdir_and_syspath_are_undone(tmp_path: Path) -> None:
+    before, path_before = os.getcwd(), list(sys.path)
+    patch = emulation.MonkeyPatch()
+    patch.chdir(tmp_path)
+    patch.syspath_prepend(tmp_path)
+    assert os.getcwd() == str(tmp_path) and sys.path[0] == str(tmp_path)
+    patch.undo()
+    assert os.getcwd() == before and sys.path == path_before
+
+
+# ------------------------------------------------------------------------------------ capsys
+
+
+def test_capsys_captures_until_read_and_restores_on_close() -> None:
+    saved = (sys.stdout, sys.stderr)
+    capsys = emulation.Capsys()
+    try:
+        print("out")
+        print("err", file=sys.stderr)
+        captured = capsys.readouterr()
+        print("later")
+        assert (captured.out, captured.err) == ("out\n", "err\n")
+        assert capsys.readouterr() == ("later\n", "")
+    finally:
+        capsys.close()
+    assert (sys.stdout, sys.stderr) == saved
+
+
+# --------------------------------------------------------------------- calling a test item
+
+
+def test_run_function_gives_the_fixtures_a_test_names(tmp_path: Path) -> None:
+    seen: dict[str, Any] = {}
+    target = type("Target", (), {"value": 1})
+
+    def test_it(tmp_path, monkeypatch, capsys):
+        seen["tmp_path"] = tmp_path
+        monkeypatch.setattr(target, "value", 2)
+        print("hello")
+        seen["printed"] = capsys.readouterr().out
+
+    undo: list[Callable[[], None]] = []
+    emulation.run_function(test_it, lambda: str(tmp_path / "fresh"), undo)
+    for step in undo:
+        step()
+    assert seen == {"tmp_path": tmp_path / "fresh", "printed": "hello\n"}
+    assert target.value == 1
+
+
+def test_run_function_refuses_a_fixture_it_does_not_provide() -> None:
+    def test_it(mocker):
+        raise AssertionError("must not run")
+
+    with pytest.raises(emulation.UnsupportedFixture, match="'mocker'"):
+        emulation.run_function(test_it, lambda: "", [])
+
+
+def test_run_function_awaits_a_coroutine_test() -> None:
+    ran = []
+
+    async def test_it():
+        ran.append(True)
+
+    emulation.run_function(test_it, lambda: "", [])
+    assert ran == [True]
+
+
+def test_run_test_class_uses_a_fresh_instance_with_xunit_hooks() -> None:
+    calls = []
+
+    class TestThing:
+        def setup_method(self, method):
+            calls.append(("setup", method.__name__, id(self)))
+
+        def teardown_method(self, method):
+            calls.append(("teardown", method.__name__, id(self)))
+
+        def test_fails(self):
+            calls.append(("test", "test_fails", id(self)))
+            raise AssertionError
+
+    for _ in range(2):
+        with pytest.raises(AssertionError):
+            emulation.run_test_class(TestThing, "test_fails", lambda: "", [])
+    assert [step[:2] for step in calls] == [("setup", "test_fails"), ("test", "test_fails"),
+                                            ("teardown", "test_fails")] * 2
+    assert calls[0][2] == calls[2][2]
+
+
+def test_run_unittest_sets_the_class_up_once_and_cleans_up_each_case() -> None:
+    calls = []
+
+    class Case(unittest.TestCase):
+        @classmethod
+        def setUpClass(cls):
+            calls.append("setUpClass")
+
+        def setUp(self):
+            calls.append("setUp")
+            self.addCleanup(calls.append, "cleanup")
+
+        def tearDown(self):
+            calls.append("tearDown")
+
+        def test_one(self):
+            calls.append("test")
+
+    ready: dict[type, bool] = {}
+    emulation.run_unittest(Case, "test_one", ready)
+    emulation.run_unittest(Case, "test_one", ready)
+    assert calls == ["setUpClass", *["setUp", "test", "tearDown", "cleanup"] * 2]
+
+
+# ------------------------------------------------------------------------------ spec harness
+
+
+def test_the_harness_runs_every_parametrize_combination(tmp_path: Path) -> None:
+    spec = spec_namespace()
+    seen = []
+
+    @pytest.mark.parametrize("a", [1, 2])
+    @pytest.mark.parametrize("b, c", [(3, 4), pytest.param(5, 6, marks=pytest.mark.skip)])
+    def test_it(a, b, c):
+        seen.append((a, b, c))
+
+    spec["_kb_call"](test_it, **builtin_fixtures(tmp_path))
+    assert sorted(seen) == [(1, 3, 4), (2, 3, 4)]
+
+
+@pytest.mark.parametrize("mark", [pytest.mark.skip, pytest.mark.xfail, pytest.mark.skipif(True, reason=""),
+                                  pytest.mark.skipif("FLAG", reason="")])
+def test_the_harness_skips_marked_tests(mark: pytest.MarkDecorator, tmp_path: Path) -> None:
+    spec = spec_namespace(FLAG=True)  # a string condition is evaluated in the spec's globals
+
+    @mark
+    def test_it():
+        raise AssertionError("must not run")
+
+    with pytest.raises(unittest.SkipTest):
+        spec["_kb_call"](test_it, **builtin_fixtures(tmp_path))
+
+
+def test_the_harness_applies_the_modules_pytestmark(tmp_path: Path) -> None:
+    spec = spec_namespace(pytestmark=[pytest.mark.skip])
+
+    def test_it():
+        raise AssertionError("must not run")
+
+    with pytest.raises(unittest.SkipTest):
+        spec["_kb_call"](test_it, **builtin_fixtures(tmp_path))
+
+
+def test_the_harness_sets_fixtures_up_and_tears_them_down_in_reverse(tmp_path: Path) -> None:
+    spec = spec_namespace()
+    events = []
+
+    def outer():
+        events.append("outer up")
+        yield "outer"
+        events.append("outer down")
+
+    def inner(outer, tmp_path):
+        events.append("inner up")
+        yield (outer, tmp_path)
+        events.append("inner down")
+
+    spec["_kb_FIXTURES"].update(outer=(outer, None), inner=(inner, None))
+
+    def test_it(inner):
+        events.append(("test", inner))
+
+    spec["_kb_call"](test_it, **builtin_fixtures(tmp_path))
+    assert events == ["outer up", "inner up", ("test", ("outer", tmp_path)), "inner down", "outer down"]
+
+
+def test_the_harness_runs_once_per_param_of_a_parametrized_fixture(tmp_path: Path) -> None:
+    spec = spec_namespace()
+    seen = []
+
+    def number(request):
+        return request.param * 10
+
+    spec["_kb_FIXTURES"]["number"] = (number, [1, 2])
+
+    def test_it(number, request):
+        seen.append((number, request.function.__name__))
+
+    spec["_kb_call"](test_it, **builtin_fixtures(tmp_path))
+    assert seen == [(10, "test_it"), (20, "test_it")]
+
+
+def test_the_harness_runs_autouse_and_usefixtures_fixtures(tmp_path: Path) -> None:
+    spec = spec_namespace()
+    events = []
+    spec["_kb_FIXTURES"].update(auto=(lambda: events.append("auto"), None),
+                                used=(lambda: events.append("used"), None),
+                                late=(lambda: "late value", None))
+    spec["_kb_AUTOUSE"].append("auto")
+
+    @pytest.mark.usefixtures("used")
+    def test_it(request):
+        events.append(request.getfixturevalue("late"))
+
+    spec["_kb_call"](test_it, **builtin_fixtures(tmp_path))
+    assert events == ["auto", "used", "late value"]
+
+
+def test_the_harness_raises_the_runners_error_for_an_unknown_fixture(tmp_path: Path) -> None:
+    spec = spec_namespace()
+
+    def test_it(mocker):
+        raise AssertionError("must not run")
+
+    with pytest.raises(emulation.UnsupportedFixture, match="'mocker'"):
+        spec["_kb_call"](test_it, **builtin_fixtures(tmp_path))
+
+
+def test_the_harness_leaves_mock_patch_arguments_to_mock(tmp_path: Path) -> None:
+    spec = spec_namespace()
+    seen = []
+
+    @unittest.mock.patch("os.getcwd")
+    def test_it(getcwd, tmp_path):
+        seen.append((isinstance(getcwd, unittest.mock.MagicMock), tmp_path))
+
+    spec["_kb_call"](test_it, **builtin_fixtures(tmp_path))
+    assert seen == [(True, tmp_path)]
+
+
+def test_the_harness_runs_class_methods_with_class_and_method_hooks(tmp_path: Path) -> None:
+    spec = spec_namespace()
+    events = []
+
+    class TestThing:
+        @classmethod
+        def setup_class(cls):
+            events.append("setup_class")
+
+        def setup_method(self, method):
+            events.append("setup")
+
+        def teardown_method(self, method):
+            events.append("teardown")
+
+        def _kb_fixture_value(self):
+            return 7
+
+        def test_it(self, value):
+            events.append(value)
+
+    for _ in range(2):
+        spec["_kb_call_method"](TestThing, "test_it", **builtin_fixtures(tmp_path))
+    assert events == ["setup_class", *["setup", 7, "teardown"] * 2]
