@@ -381,3 +381,23 @@ def test_warnings_reach_the_tests(split_engine: Engine) -> None:
     """
     result = run(split_engine, program, tests, preload=["pytest"])
     assert result.status == "pass", result.tests[0].message
+
+
+def test_a_returned_decorator_can_decorate_a_method(split_engine: Engine) -> None:
+    program = """
+        def add(function):
+            def wrapper(*args):
+                return ("wrapped", function(*args))
+            return wrapper
+    """
+    tests = """
+        class TestMethods:
+            @add
+            def helper(self, value):
+                return value * 2
+
+            def test_bound(self):
+                assert self.helper(21) == ("wrapped", 42)
+    """
+    result = run(split_engine, program, tests)
+    assert result.status == "pass", result.tests[0].message

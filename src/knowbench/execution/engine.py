@@ -9,6 +9,7 @@ records carrying this execution's random nonce count; a test without one did not
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import queue
@@ -39,6 +40,19 @@ _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); import knowbench_runner; 
 SANDBOX_UID_BASE = 61000
 CANDIDATE_UID_BASE = SANDBOX_UID_BASE + 1000
 _CANDIDATE_GRACE_S = 1.0
+_BUDGET_POLL_S = 0.05
+
+
+def _sandboxed_module(name: str) -> Any:
+    """One of the stdlib-only modules that run in the sandbox, loaded here too."""
+    spec = importlib.util.spec_from_file_location(name, RUNNER_DIR / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_MEMORY = _sandboxed_module("knowbench_memory")
 """Split mode: the candidate's process runs under its own uid, apart from the judge's."""
 _SEVERITY: dict[Status, int] = {"pass": 0, "fail": 1, "error": 2, "memory": 3, "timeout": 4,
                                 "infrastructure": 5}
@@ -134,8 +148,8 @@ class SubprocessEngine(Engine):
 
     def describe(self) -> dict[str, object]:
         return {**super().describe(), **self.sandbox.describe(), "python": self.python,
-                "memory_budget": "per process (RLIMIT_AS above the interpreter's baseline, at most "
-                                 "`processes` processes)"}
+                "memory_budget": "per sample: RLIMIT_AS over the runner's own baseline, plus the "
+                                 "private memory of every process it starts (polled every 50 ms)"}
 
     def hide(self, paths: Iterable[str | Path]) -> None:
         self.sandbox = self.sandbox.hiding(paths, self.python)  # each sample starts a new sandbox
@@ -349,11 +363,18 @@ def _collect(process: subprocess.Popen[bytes], results: object | None, config: b
         selector.register(results, selectors.EVENT_READ, "results")  # type: ignore[arg-type]
     caps = {"stdout": limits.output_bytes, "stderr": limits.output_bytes, "results": 16 * 1024 * 1024}
     exited_at: float | None = None
+    budget = _MEMORY.Budget(limits.memory_mb * 1024 * 1024)
+    next_poll = time.monotonic() + _BUDGET_POLL_S
     while selector.get_map():
         now = time.monotonic()
         if now >= deadline and process.poll() is None:
             collected.timed_out = True
             _kill_group(process)
+        if now >= next_poll and process.poll() is None and not collected.over_budget:
+            next_poll = now + _BUDGET_POLL_S
+            if budget.exceeded(_spawned(process.pid)):
+                collected.over_budget = True
+                _kill_group(process)
         if process.poll() is not None:
             # Stragglers holding a pipe open cannot keep us waiting once the runner is gone.
             exited_at = exited_at or now
@@ -375,6 +396,22 @@ def _collect(process: subprocess.Popen[bytes], results: object | None, config: b
     for stream in (process.stdout, process.stderr):
         stream.close()
     return collected
+
+
+def _spawned(root: int) -> list[int]:
+    """The processes a fresh sample started, beside its runner: all of the sandbox's process
+    tree but the sandbox tool and the runner itself (whose own memory RLIMIT_AS bounds, over
+    its interpreter's baseline)."""
+    pids = [pid for pid in _MEMORY.descendants(root) if _command(pid) not in ("bwrap", "unshare")]
+    return sorted(pids)[1:]
+
+
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:

@@ -701,6 +701,7 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
     budget = knowbench_memory.Budget(request["limits"]["memory_mb"] * 1024 * 1024,
                                      "/tmp" if setup.get("private_tmp") else None)
     watch_budget = setup.get("pid_namespace")
+    next_poll = started + _BUDGET_POLL_S
     # Wait for the sample process to end (end-of-file alone is not enough: a process it
     # started may hold the pipes open, or it may close them and go on) or the wall clock
     # to run out. A pidfd becomes readable when the process ends.
@@ -711,9 +712,12 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
         if remaining <= 0:
             timed_out = True
             break
-        if watch_budget and budget.exceeded(_stragglers()):
-            over_budget = True
-            break
+        # Polled every 50 ms from the start on: a sample that ends sooner pays nothing for it.
+        if watch_budget and time.monotonic() >= next_poll:
+            next_poll = time.monotonic() + _BUDGET_POLL_S
+            if budget.exceeded(_stragglers()):
+                over_budget = True
+                break
         ready, _, _ = select.select(watched, [], [], min(remaining, _BUDGET_POLL_S))
         for fd in ready:
             if fd == pidfd:

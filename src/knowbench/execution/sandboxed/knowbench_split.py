@@ -18,6 +18,7 @@ import os
 import struct
 import sys
 import traceback
+import types
 import warnings
 
 import knowbench_wire as wire
@@ -90,6 +91,14 @@ class Peer:
         self.entry = None  # candidate side: the module whose entry point the judge calls
 
     def export(self, obj):
+        """The handle of a local value that cannot cross by value (the wire's hook).
+
+        The candidate hands out only callables. The judge hands out any object of the tests
+        (a test case, a mock, an instance of a class defined in a test) as an opaque handle:
+        the candidate can only pass it back, or call it when it is a function or method.
+        """
+        if self.entry is not None and not callable(obj):
+            return None
         for index, known in enumerate(self.exported):
             if known is obj:
                 return index
@@ -100,7 +109,7 @@ class Peer:
         return wire.dumps(value, path, handles=self.export)
 
     def loads(self, frame):
-        return wire.loads(frame, self.resolver, handles=lambda number: RemoteCallable(self, number))
+        return wire.loads(frame, self.resolver, handles=lambda number: remote_callable(self, number))
 
     def exchange(self, payload):
         """Send a request and serve the other side's requests until its reply arrives.
@@ -126,6 +135,8 @@ class Peer:
                 function = (_target(self.entry, target[0]), target[1] is True)
             elif kind == "handle" and type(target) is int and 0 <= target < len(self.exported):
                 function = self.exported[target]
+                if not isinstance(function, _CALLABLE_KINDS) and self.entry is None:
+                    raise TypeError("an object of the tests can be passed back, not called")
             else:
                 raise TypeError(f"this side does not answer {kind!r} requests")
         except Exception as error:
@@ -137,26 +148,27 @@ class Peer:
         return self.exchange(self.dumps(("request", kind, target, args, kwargs), "the arguments"))
 
 
-class RemoteCallable:
-    """A callable that lives in the other process: calling it calls it there, by value."""
+# What the judge lets the candidate call back: functions and methods, not objects that merely
+# define __call__ (a test case's __call__ runs the test; a mock records whatever it is given).
+_CALLABLE_KINDS = (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
+                   types.BuiltinMethodType, functools.partial)
 
-    __slots__ = ("_number", "_peer")
 
-    def __init__(self, peer, number):
-        self._peer, self._number = peer, number
-
-    def __call__(self, *args, **kwargs):
-        peer = self._peer
+def remote_callable(peer, number):
+    """A function standing for a callable of the other process: calling it calls that one
+    there, by value. A plain function (not an object with `__call__`), so that it binds as a
+    method when it ends up in a class body, and compares by identity only."""
+    def remote(*args, **kwargs):
         if isinstance(peer, Channel):
-            return peer.call_handle(self._number, args, kwargs)
+            return peer.call_handle(number, args, kwargs)
         try:
-            reply = peer.call("handle", self._number, args, kwargs)
+            reply = peer.call("handle", number, args, kwargs)
         except wire.Unencodable as error:
             raise TypeError(f"the call cannot cross: {error}") from None
         return settle(peer, reply, args, kwargs, None)
 
-    def __repr__(self):
-        return f"<callable #{self._number} of the other process>"
+    remote.__name__ = remote.__qualname__ = f"callable_{number}_of_the_other_process"
+    return remote
 
 
 def settle(peer, reply, args, kwargs, fail):

@@ -289,7 +289,7 @@ class _Encoder:
             handler = _ENCODERS.get(t)
             if handler is not None:
                 return handler(self, v)
-            if self.handles is not None and callable(v) and not isinstance(v, type):
+            if self.handles is not None and not isinstance(v, type):
                 return self.other_or_handle(v)
             return self.other(v)
         finally:
@@ -338,9 +338,9 @@ class _Encoder:
         return out
 
     def other_or_handle(self, v: object) -> object:
-        """A callable (not a class) whose type is not in _ENCODERS: by value or name when it can
-        be, else as a handle when the `handles` hook gives one. (A separate path, so that other
-        values pay no extra frame per nesting level.)"""
+        """A value (not a class) whose type is not in _ENCODERS: by value or name when it can
+        be, else as a handle when the `handles` hook gives one (the hook decides which values
+        it hands out: callables, or opaque objects the other side can only pass back)."""
         mark = len(self.keep)
         try:
             return self.other(v)
@@ -362,7 +362,9 @@ class _Encoder:
         """Values whose exact type is not in _ENCODERS, by value or by name."""
         t = type(v)
         module = t.__module__ if type(t.__module__) is str else ""
-        library = _LIBRARY_ENCODERS.get(module.partition(".")[0])
+        # gmpy2 before 2.2 names its types' module "builtins"; they are still its own types.
+        top = "gmpy2" if module == "builtins" and t.__name__ in _GMPY2_TYPES else module.partition(".")[0]
+        library = _LIBRARY_ENCODERS.get(top)
         if library is not None:
             node = library(self, v)
             if node is not None:
@@ -631,6 +633,7 @@ def _enc_dateutil(e: _Encoder, v: object) -> object:
     return None
 
 
+_GMPY2_TYPES = frozenset({"mpz", "xmpz", "mpq", "mpfr"})
 _LIBRARY_ENCODERS = {"gmpy2": _enc_gmpy2, "ipaddress": _enc_ipaddress, "pytz": _enc_pytz,
                      "dateutil": _enc_dateutil}  # keyed by the top-level module of the type
 
