@@ -248,6 +248,10 @@ _REASONS = frozenset({"assertion", "exception", "skipped", "test-code-failed", "
                       "program-failed-to-load", "memory", "cannot-cross", "candidate-died"})
 
 
+# Taken once by a fork server after its imports; a child checks against it (fork keeps ids).
+_SERVER_SNAPSHOT = [None]
+
+
 def _new_solution_module(program):
     module = type(sys)("solution")
     module.__file__ = "solution.py"
@@ -406,7 +410,13 @@ def execute_sample(config, result_fd):
         if event in _GUARDED_AUDIT_EVENTS:
             raise RuntimeError(f"{event} is not allowed inside the knowbench sandbox")
 
-    snapshot, spaces, modules = _snapshot()
+    split = config.get("channel_fd") is not None
+    # Split, no candidate code runs in this process: there is nothing to watch. In-process,
+    # a fork server took the snapshot before forking (same objects, same ids in the child).
+    taken = _SERVER_SNAPSHOT[0]
+    if taken is not None and set(taken[2]) != {m for m in _WATCHED_MODULES if m in sys.modules}:
+        taken = None  # the sample's own preload brought in more to watch
+    snapshot, spaces, modules = ({}, {}, {}) if split else (taken or _snapshot())
     runner_helpers = {name: (id(value), id(getattr(value, "__code__", None)))
                       for name, value in runner_globals.items()}
     get_code = operator.attrgetter("__code__")
@@ -416,6 +426,8 @@ def execute_sample(config, result_fd):
     tmp_root = tempfile.mkdtemp(prefix="tmp_path-", dir=os.getcwd())
 
     def integrity_problem():
+        if split:
+            return None
         # The runner's own functions first, inline: `changed` itself could have been patched.
         for name, (ident, code_ident) in runner_helpers.items():
             value = runner_globals.get(name)
@@ -783,6 +795,8 @@ def serve():
     if setup.get("fd_socket") is not None:
         fd_socket = socket.socket(fileno=setup["fd_socket"])
     _preload(setup.get("preload", []))
+    if setup.get("role") != "candidate":
+        _SERVER_SNAPSHOT[0] = _snapshot()
     import gc
 
     # Children then leave the preloaded objects' pages alone (no copy-on-write by the GC).
