@@ -27,7 +27,7 @@ from knowbench.errors import UserError
 from knowbench.execution.engine import Engine, SubprocessEngine
 from knowbench.execution.environments import envs_root
 from knowbench.execution.forkserver import ForkServerEngine
-from knowbench.execution.sandbox import ETC_ALLOWED, RUNNER_DIR, Sandbox, resolve_sandbox
+from knowbench.execution.sandbox import ETC_ALLOWED, RUNNER_DIR, Sandbox, _views, resolve_sandbox
 from knowbench.methods import get_method
 from knowbench.models.offline import ReplayBackend
 from knowbench.records import Limits, SamplingParams
@@ -138,7 +138,13 @@ def test_a_sample_sees_only_the_allow_list(bwrap: Sandbox, canaries: list[Path])
 
 
 def test_tmp_holds_only_the_work_directory(bwrap: Sandbox) -> None:
-    probe = "import os\nassert os.listdir('/tmp') == ['sample'], os.listdir('/tmp')\n"
+    # ... and, when the interpreter or knowbench itself lives under /tmp (a clone there), the
+    # directories leading to them, which the sandbox must show.
+    shown = {Path(destination).relative_to("/tmp").parts[0]
+             for _, destination in _views(sys.executable)
+             if destination.startswith("/tmp/")}
+    expected = sorted({"sample", *shown})
+    probe = f"import os\nassert sorted(os.listdir('/tmp')) == {expected!r}, os.listdir('/tmp')\n"
     engine = SubprocessEngine(bwrap, workers=1)
     try:
         execution = engine.execute(make_request(HONEST_ADD, probe, "add"))
@@ -241,9 +247,9 @@ def test_clean_tmp_removes_files_but_never_enters_mount_points_or_follows_links(
         directory.mkdir(parents=True)
     for path in (mounted / "a", mounted / "sub" / "b", deep / "c", target / "d"):
         path.write_text("keep me")
-    program = dedent(f"""
+    program = dedent("""
         import os, sys
-        sys.path.insert(0, {str(RUNNER_DIR)!r})
+        sys.path.insert(0, "/tmp/runner")
         import knowbench_runner
         os.makedirs("/tmp/junk/x/y")
         open("/tmp/junk/x/y/z", "w").close()
@@ -258,13 +264,15 @@ def test_clean_tmp_removes_files_but_never_enters_mount_points_or_follows_links(
     """)
     command = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
                "--bind", str(mounted), "/tmp/mounted", "--bind", str(deep), "/tmp/parent/deep",
-               "--bind", str(target), "/mnt", "--unshare-pid", "--die-with-parent",
-               sys.executable, "-I", "-c", program]
+               "--bind", str(target), "/mnt", "--ro-bind", str(RUNNER_DIR), "/tmp/runner",
+               "--unshare-pid", "--die-with-parent",
+               # The base interpreter: a venv's may live under /tmp, which this sandbox replaces.
+               getattr(sys, "_base_executable", sys.executable), "-I", "-c", program]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     listing = done.stdout.strip()
-    # Left: the kept path, the mount point, and the directory bwrap made to hold one.
-    assert listing == "['keep', 'mounted', 'parent'] ['deep']", listing
+    # Left: the kept path, the mount points, and the directory bwrap made to hold one.
+    assert listing == "['keep', 'mounted', 'parent', 'runner'] ['deep']", listing
     for path in (mounted / "a", mounted / "sub" / "b", deep / "c", target / "d"):
         assert path.read_text() == "keep me", path
 
