@@ -221,10 +221,10 @@ def _load_spec(name, tests, module, namespaces, spec_errors):
     return namespaces[name]
 
 
-def _shared_dir(parent):
+def _shared_dir(parent, prefix=None):
     """A fresh directory; in split mode the candidate's uid may add files to it (not remove
     or change the tests' own: sticky, and their files keep the default mode)."""
-    path = tempfile.mkdtemp(dir=parent)
+    path = tempfile.mkdtemp(prefix=prefix, dir=parent)
     if _SPLIT[0]:
         os.chmod(path, 0o1777)
     return path
@@ -410,7 +410,7 @@ def execute_sample(config, result_fd):
         if event in _GUARDED_AUDIT_EVENTS:
             raise RuntimeError(f"{event} is not allowed inside the knowbench sandbox")
 
-    split = config.get("channel_fd") is not None
+    split = _SPLIT[0] = config.get("channel_fd") is not None
     # Split, no candidate code runs in this process: there is nothing to watch. In-process,
     # a fork server took the snapshot before forking (same objects, same ids in the child).
     taken = _SERVER_SNAPSHOT[0]
@@ -423,7 +423,7 @@ def execute_sample(config, result_fd):
     _set_limits(config["limits"], config.get("nproc_base"))
     _drop_privileges(config.get("uid"), config.get("gid"))
     sys.addaudithook(audit)
-    tmp_root = tempfile.mkdtemp(prefix="tmp_path-", dir=os.getcwd())
+    tmp_root = _shared_dir(os.getcwd(), prefix="tmp_path-")
 
     def integrity_problem():
         if split:
@@ -451,9 +451,7 @@ def execute_sample(config, result_fd):
             exit_now(0)
 
     channel = None
-    if config.get("channel_fd") is not None:
-        _SPLIT[0] = True
-        os.chmod(tmp_root, 0o1777)
+    if split:
         resolver = knowbench_wire.Resolver(allowed_modules=_program_packages(config["program"]))
         channel = knowbench_split.Channel(config["channel_fd"], resolver)
     loaded = in_worker(_load_program, config["program"], config.get("entry_point"), channel)
