@@ -377,3 +377,70 @@ def test_domaineval_whole_file_responses_splice(shared_data: Callable[..., Path]
     rate = spliced / len(rows)
     print(f"\nDomainEval splice success: {spliced}/{len(rows)} = {rate:.1%}; failures: {failures}")
     assert rate >= 0.95
+
+
+# ------------------------------------------------------------ splice: program order
+
+
+def test_splice_keeps_a_constant_after_the_prompt_helper_it_calls() -> None:
+    """The candidate repeats the prompt's helper (dropped: the prompt's own stays) and adds a
+    constant computed from it: the constant must come after the helper, not before the target."""
+    prompt = "def area(r):\n    ...\n\n\ndef scale(k):\n    return k * 10\n"
+    code = ("def scale(k):\n    return k * 10\n\n\nUNIT = scale(3)\n\n\n"
+            "def area(r):\n    return UNIT * r\n")
+    program = splice(prompt, "area", code)
+    assert run(program, "area(2)") == 60
+
+
+def test_splice_keeps_a_registration_after_the_helper_it_registers() -> None:
+    prompt = "HANDLERS = {}\n\n\ndef handle(kind):\n    ...\n"
+    code = ("HANDLERS = {}\n\n\ndef handle(kind):\n    return HANDLERS[kind]()\n\n\n"
+            "def _ping():\n    return 'pong'\n\n\nHANDLERS['ping'] = _ping\n")
+    program = splice(prompt, "handle", code)
+    assert run(program, "handle('ping')") == "pong"
+
+
+def test_splice_keeps_a_registration_call_that_passes_a_new_helper() -> None:
+    prompt = "import atexit\n\n\ndef flush():\n    ...\n"
+    code = ("import atexit\n\nPENDING = []\n\n\ndef flush():\n    PENDING.clear()\n    return len(PENDING)\n\n\n"
+            "def _on_exit():\n    flush()\n\n\natexit.register(_on_exit)\n")
+    program = splice(prompt, "flush", code)
+    body = [ast.unparse(node) for node in ast.parse(program).body]
+    assert body.index("atexit.register(_on_exit)") > body.index(next(s for s in body if s.startswith("def _on_exit")))
+    assert run(program, "flush()") == 0
+
+
+def test_splice_drops_example_usage_that_calls_the_target_at_import() -> None:
+    """A whole-file reply ending with `result = f(...)`: running it before (or instead of)
+    the tests is not part of the candidate's program (DomainEval's folium get_bounds)."""
+    code = ("def area(r):\n    return 3 * r * r\n\n# Example usage\nradii = [1, 2]\n"
+            "areas = [area(r) for r in radii]\nprint(areas)\n")
+    program = splice(PROMPT, "area", code)
+    assert "radii" not in program and "areas" not in program
+    assert run(program, "area(1)") == 3
+
+
+def test_splice_keeps_an_import_fallback_the_target_reads() -> None:
+    prompt = "def powmod(a, b, c):\n    ...\n"
+    code = ("try:\n    import gmpy2_not_installed as gmpy2\n    HAVE_GMP = True\nexcept ImportError:\n"
+            "    HAVE_GMP = False\n\n\ndef powmod(a, b, c):\n    return -1 if HAVE_GMP else pow(a, b, c)\n")
+    assert run(splice(prompt, "powmod", code), "powmod(2, 10, 1000)") == 24
+
+
+def test_splice_carries_a_decorator_helper_before_the_target_it_decorates() -> None:
+    code = ("CALLS = []\n\n\ndef traced(function):\n    CALLS.append(function.__name__)\n    return function\n\n\n"
+            "@traced\ndef area(r):\n    return 2.0\n")
+    program = splice(PROMPT, "area", code)
+    assert run(program, "(area(1), CALLS)") == (2.0, ["area"])
+
+
+def test_splice_target_defined_twice_binds_the_last_definition() -> None:
+    code = "def area(r):\n    return 1\n\n\ndef area(r):\n    return 2\n"
+    assert run(splice(PROMPT, "area", code), "area(0)") == 2
+
+
+def test_splice_is_idempotent() -> None:
+    code = ("def scale(k):\n    return k * 10\n\n\nUNIT = scale(3)\n\n\n"
+            "def area(r):\n    return UNIT * r\n")
+    once = splice(PROMPT, "area", code)
+    assert splice(once, "area", code) == once

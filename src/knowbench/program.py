@@ -10,9 +10,11 @@ masked target, working on the syntax tree (never on line numbers or text replace
 from __future__ import annotations
 
 import ast
+import builtins
 import re
+import symtable
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from knowbench.benchmark.schema import find_definition
@@ -278,10 +280,15 @@ def _replace_definition(tree: ast.Module, entry_point: str, target: _FunctionNod
         definition.decorator_list = target.decorator_list
     container = _container(tree, entry_point)
     container[_index_of(container, target)] = definition
-    if "." in entry_point:
-        _carry_methods(tree, entry_point, definition, candidate)
-    top = _index_of(tree.body, _top_statement(tree, entry_point))
-    tree.body[top:top] = _new_helpers(tree, candidate, entry_point, definition)
+    carried_members = _carry_methods(tree, entry_point, definition, candidate) if "." in entry_point else []
+    top = _top_statement(tree, entry_point)
+    own_top = next(node for node in candidate.body if any(inner is definition for inner in ast.walk(node)))
+    kept = _kept_statements(tree, candidate, entry_point, own_top, [definition, *carried_members])
+    before = [node for node in kept if _index_of(candidate.body, node) < _index_of(candidate.body, own_top)]
+    after = [node for node in kept if not any(node is other for other in before)]
+    index = _index_of(tree.body, top)
+    tree.body[index:index + 1] = [*before, top, *after]
+    _settle(tree.body, kept)
     _carry_imports(tree, candidate)
 
 
@@ -306,18 +313,20 @@ def _top_statement(tree: ast.Module, entry_point: str) -> ast.stmt:
 
 
 def _carry_methods(tree: ast.Module, entry_point: str, definition: _FunctionNode,
-                   candidate: ast.Module) -> None:
-    """Put the candidate class's new methods and attributes just before the target method."""
+                   candidate: ast.Module) -> list[ast.stmt]:
+    """Put the candidate class's new methods and attributes just before the target method;
+    returns them."""
     owners = entry_point.split(".")[:-1]
     candidate_class = _find_class(candidate.body, owners)
     if candidate_class is None:
-        return
+        return []
     container = _container(tree, entry_point)
     known = _defined_names(container)
     extra = [node for node in candidate_class.body
-             if node is not definition and _is_helper(node) and not (_names(node) & known)]
+             if node is not definition and _is_member(node) and not (_bound_names(node) & known)]
     index = _index_of(container, definition)
     container[index:index] = extra
+    return extra
 
 
 def _find_class(body: list[ast.stmt], owners: list[str]) -> ast.ClassDef | None:
@@ -330,32 +339,154 @@ def _find_class(body: list[ast.stmt], owners: list[str]) -> ast.ClassDef | None:
     return found
 
 
-def _new_helpers(tree: ast.Module, candidate: ast.Module, entry_point: str,
-                 definition: _FunctionNode) -> list[ast.stmt]:
-    """The candidate's top-level functions, classes and assignments the prompt lacks."""
-    known = _defined_names(tree.body) | {entry_point.split(".")[0]}
-    return [node for node in candidate.body if node is not definition
-            and _is_helper(node) and not (_names(node) & known)]
+def _is_member(node: ast.stmt) -> bool:
+    """A class-body statement worth carrying: a method, nested class or attribute."""
+    member_types = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
+    return isinstance(node, member_types) and bool(_bound_names(node))
 
 
-def _is_helper(node: ast.stmt) -> bool:
-    helper_types = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
-    return isinstance(node, helper_types) and bool(_names(node))
+def _kept_statements(tree: ast.Module, candidate: ast.Module, entry_point: str, own_top: ast.stmt,
+                     roots: list[ast.stmt]) -> list[ast.stmt]:
+    """The candidate's other top-level statements that belong to its program, in its order.
+
+    Imports are handled apart. Statements that rebind a name the prompt binds are dropped
+    (the prompt's definitions stay), as is the `__main__` block. New functions and classes
+    are kept; any other statement is kept when kept code needs it: it binds a name kept code
+    reads (a constant, an import fallback), changes an object bound by kept statements
+    (`REGISTRY[key] = f`, `REGISTRY.add(f)`), or passes a kept definition to a call
+    (`atexit.register(f)`). What is left is example usage (`print(f(2))`, `out = f(2)`).
+    """
+    prompt_names = _defined_names(tree.body) | {entry_point.split(".")[0]}
+    pool = [node for node in candidate.body
+            if node is not own_top and not isinstance(node, ast.Import | ast.ImportFrom)
+            and not _is_main_guard(node) and _docstring([node]) is None
+            and not (_bound_names(node) & prompt_names)]
+    kept = [node for node in pool if isinstance(node, _DefinitionNode)]
+    needed = set().union(*map(_global_reads, [*roots, *kept]))
+    owned = _defined_names(kept) | {entry_point.split(".")[0]}
+    growing = True
+    while growing:
+        growing = False
+        for node in pool:
+            if any(node is other for other in kept):
+                continue
+            bound = _bound_names(node)
+            if bound & needed or (not bound and _acts_on(node, owned)):
+                kept.append(node)
+                needed |= _global_reads(node)
+                owned |= bound
+                growing = True
+    return [node for node in pool if any(node is other for other in kept)]
 
 
-def _names(node: ast.stmt) -> set[str]:
-    """The names a top-level statement binds (empty for statements that bind none)."""
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+_DefinitionNode = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    return isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) and "__name__" in ast.unparse(node.test)
+
+
+def _acts_on(node: ast.stmt, owned: set[str]) -> bool:
+    """Whether a statement that binds nothing uses a kept name other than by calling it:
+    it changes a kept object (`REGISTRY[key] = f`, `REGISTRY.add(f)`) or hands a kept
+    definition over (`atexit.register(f)`). Calling (`print(f(2))`) is example usage."""
+    callees = {id(call.func) for call in ast.walk(node) if isinstance(call, ast.Call)}
+    return any(isinstance(name, ast.Name) and name.id in owned and id(name) not in callees
+               for name in ast.walk(node))
+
+
+def _settle(body: list[ast.stmt], carried: list[ast.stmt]) -> None:
+    """Move each carried statement just after the statements that bind what it reads while
+    the module runs, when they came later; never past a statement that reads a name it binds.
+    Only carried statements move, and only forward, so the prompt's order is kept."""
+    binds = {id(node): _bound_names(node) for node in body}
+    reads = {id(node): _import_time_reads(node) for node in body}
+    moving = {id(node) for node in carried}
+    for _ in range(len(body) * max(1, len(carried))):
+        if not _move_one(body, moving, binds, reads):
+            return
+
+
+def _move_one(body: list[ast.stmt], moving: set[int], binds: dict[int, set[str]],
+              reads: dict[int, set[str]]) -> bool:
+    """Move the first carried statement that reads a name bound only later; False if none."""
+    bound = set(_BUILTIN_NAMES)
+    for index, node in enumerate(body):
+        if _is_star_import(node):
+            return False
+        names = binds[id(node)]
+        missing = reads[id(node)] - bound - names if id(node) in moving else set()
+        firsts = [next((later for later in range(index + 1, len(body)) if name in binds[id(body[later])]), None)
+                  for name in missing]
+        last = max((later for later in firsts if later is not None), default=None)
+        if last is not None and not any(reads[id(body[between])] & names for between in range(index + 1, last + 1)):
+            body.insert(last, body.pop(index))
+            return True
+        bound |= names
+    return False
+
+
+def _is_star_import(node: ast.stmt) -> bool:
+    return isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names)
+
+
+_BUILTIN_NAMES = frozenset(dir(builtins)) | {"__name__", "__file__", "__doc__", "__spec__", "__loader__",
+                                             "__package__", "__builtins__", "__path__", "__annotations__"}
+_COMPREHENSIONS = frozenset({"listcomp", "setcomp", "dictcomp", "genexpr"})
+
+
+def _symbols(node: ast.stmt) -> symtable.SymbolTable | None:
+    try:
+        return symtable.symtable(ast.unparse(node), "<candidate>", "exec")
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+
+
+def _bound_names(node: ast.stmt) -> set[str]:
+    """The module-level names a top-level statement binds (empty for statements that bind none)."""
+    if isinstance(node, _DefinitionNode):
         return {node.name}
     if isinstance(node, ast.Import | ast.ImportFrom):
-        return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
-    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-    return {name.id for target in targets if target is not None
-            for name in ast.walk(target) if isinstance(name, ast.Name)}
+        return {(alias.asname or alias.name).split(".")[0] for alias in node.names if alias.name != "*"}
+    table = _symbols(node)
+    if table is None:
+        return set()
+    return {symbol.get_name() for symbol in table.get_symbols()
+            if symbol.is_assigned() or symbol.is_imported()}
+
+
+def _global_reads(node: ast.stmt) -> set[str]:
+    """The module-level names a statement reads, now or when its functions are called."""
+    table = _symbols(node)
+    if table is None:
+        return {name.id for name in ast.walk(node) if isinstance(name, ast.Name)}
+    return _reads(table, lambda child: True)
+
+
+def _import_time_reads(node: ast.stmt) -> set[str]:
+    """The module-level names a statement reads while the module runs (decorators, default
+    values, class bodies, comprehensions; not the bodies of functions and lambdas)."""
+    table = _symbols(node)
+    if table is None:
+        return set()
+    return _reads(table, lambda child: child.get_type() == "class"
+                  or child.get_name().strip("<>") in _COMPREHENSIONS)
+
+
+def _reads(table: symtable.SymbolTable, followed: Callable[[symtable.SymbolTable], bool]) -> set[str]:
+    names: set[str] = set()
+    pending = [table]
+    while pending:
+        scope = pending.pop()
+        top = scope is table
+        names |= {symbol.get_name() for symbol in scope.get_symbols()
+                  if symbol.is_referenced() and (top or symbol.is_global())}
+        pending += [child for child in scope.get_children() if followed(child)]
+    return names
 
 
 def _defined_names(body: list[ast.stmt]) -> set[str]:
-    return {name for node in body for name in _names(node)}
+    return {name for node in body for name in _bound_names(node)}
 
 
 def _carry_imports(tree: ast.Module, candidate: ast.Module) -> None:
