@@ -141,6 +141,77 @@ def test_extract_does_not_cut_broken_code_to_make_it_parse() -> None:
     assert extract_code(reply, "f") == reply
 
 
+def test_extract_keeps_a_docstring_that_holds_a_fenced_example() -> None:
+    """A reply copying a docstring with a ```pycon example: the fence inside the string
+    does not end the block."""
+    reply = (
+        "Here is the completed function:\n\n```python\n"
+        "def fetch_json(url):\n"
+        '    """Fetch `url` and decode its JSON body.\n\n'
+        "    ```pycon\n"
+        "    >>> fetch_json('https://example.org/data.json')\n"
+        "    {'ok': True}\n"
+        "    ```\n"
+        '    """\n'
+        "    return {'url': url}\n"
+        "```\n\nThis uses the standard library only."
+    )
+    code = extract_code(reply, "fetch_json")
+    assert code.endswith("return {'url': url}")
+    assert run(code, "fetch_json('u')") == {"url": "u"}
+
+
+def test_extract_ends_a_block_at_a_fence_outside_strings() -> None:
+    reply = 'Code:\n```python\nX = """a\n```\nb"""\n```\nAnd then:\n```\nnot code\n```'
+    assert extract_code(reply, "f") == 'X = """a\n```\nb"""'
+
+
+def test_extract_skips_a_reasoning_block_with_its_own_fence() -> None:
+    for draft in ("```python\ndef f(x):\n    return x\n```\n", "```python\ndef f(x):\n    return x\n"):
+        reply = (
+            f"<think>\nThe user wants f. A first idea:\n{draft}"
+            "That is wrong: it must double x.\n</think>\n\n"
+            "```python\ndef f(x):\n    return 2 * x\n```"
+        )
+        assert extract_code(reply, "f") == "def f(x):\n    return 2 * x", draft
+
+
+def test_extract_reasoning_with_no_answer_after_it_is_no_code() -> None:
+    reply = "<think>\nLet me write f.\n```python\ndef f(x):\n    return 2 * x\n"
+    assert extract_code(reply, "f") == ""
+
+
+@pytest.mark.parametrize("reply", [
+    "Sure",
+    "I cannot do that.",
+    "Sorry, but I can't help with that request.",
+    "I'm not able to access the library's source code, so I cannot complete this function.\n\n"
+    "Please provide more details.",
+    "```\nI cannot do that\n```",
+])
+def test_extract_prose_only_reply_is_no_code(reply: str) -> None:
+    assert extract_code(reply, "f") == ""
+
+
+def test_assemble_prose_only_reply_is_an_empty_reply() -> None:
+    """No code is not parsed as Python (`Sure` would be a NameError): the masked body stays,
+    as for an empty reply, and the empty `code` is what diagnosis reads as no code."""
+    assembly = assemble("", PROMPT, "area", "Sure")
+    assert assembly == assemble("", PROMPT, "area", "")
+    assert assembly.code == "" and assembly.program == PROMPT
+
+
+def test_extract_keeps_helpers_from_another_fenced_block() -> None:
+    reply = (
+        "First a helper:\n\n```python\nimport math\n\n\ndef _norm(v):\n    return math.hypot(*v)\n```\n\n"
+        "Then the function:\n\n```python\ndef f(v):\n    return _norm(v) * 2\n```\n\n"
+        "Usage:\n\n```python\nprint(f((3, 4)))\n```"
+    )
+    code = extract_code(reply, "f")
+    assert "def _norm" in code and "print" not in code
+    assert run(splice(PROMPT, "area", code.replace("def f", "def area")), "area((3, 4))") == 10.0
+
+
 # ---------------------------------------------------------------------- splice
 
 

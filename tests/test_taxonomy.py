@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from diagnosis_helpers import FIXTURE_FILE, fixtures, sample
+from knowbench.program import assemble
 from knowbench.records import Execution, Limits, Reason, SampleResult, Status, TestOutcome
 from knowbench.scoring.surface import ApiSurface, introspect_surface, stdlib_surface
 from knowbench.scoring.taxonomy import (
@@ -187,6 +188,20 @@ def test_signature_errors_are_wrong_param_whoever_calls() -> None:
                         exception="TypeError: f() got an unexpected keyword argument 'extra'")
     assert classify(_failed(call)).evidence.rule == "call-signature"  # type: ignore[union-attr]
     assert classify(_failed(target)).evidence.rule == "target-signature"  # type: ignore[union-attr]
+
+
+def test_a_reply_that_holds_only_prose_is_no_code() -> None:
+    """A refusal is not read as Python (its masked stub runs, like an empty reply's)."""
+    prompt = "def f():\n    ...\n"
+    for reply in ("I cannot do that.", "Sure"):
+        assembly = assemble("", prompt, "f", reply)
+        assert assembly.program is not None
+        message = _traceback(("test:t", 1, "test_f", "assert f() == 2"), exception="AssertionError")
+        result = _failed(message, status="fail", reason="assertion", code=assembly.code,
+                         program=assembly.program).model_copy(update={"completion": reply})
+        diagnosis = classify(result)
+        assert diagnosis is not None and diagnosis.evidence.rule == "no-code", reply
+        assert diagnosis.label == "WrongSyntax"
 
 
 def test_an_assertion_without_the_target_running_is_blamed_on_the_evaluation() -> None:

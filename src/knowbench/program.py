@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import ast
 import builtins
+import io
 import re
 import symtable
 import textwrap
+import tokenize
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -69,25 +71,78 @@ def stubbed_program(context: str, prompt_code: str, entry_point: str) -> str:
 
 
 def extract_code(reply: str, entry_point: str) -> str:
-    """The code in a model reply; "" for an empty reply.
+    """The code in a model reply; "" when the reply holds none (empty, or prose only).
 
+    A reasoning block (`<think>...</think>`, also `thinking`, `reasoning`) is not the answer:
+    only what follows it counts, and a reply cut off inside one holds no code.
     Fenced blocks win: the last block that defines the entry point's last name component,
     else the largest block that parses, else the first block (a final fence cut off by a
-    token limit still counts). Without fences: the reply itself when it parses (dedented
-    when it is an indented body), else the reply less its leading prose lines and the
-    fewest trailing unindented lines that make it parse (indented lines are never
-    dropped, so broken code is not cut into valid code), else the stripped reply.
+    token limit still counts); a fence line inside a triple-quoted string does not end a
+    block (a docstring with a fenced example) when the block then parses. The chosen block
+    gets the other blocks that parse and define names it uses (helpers shown separately),
+    in reply order. Without fences: the reply itself when it parses (dedented when it is an
+    indented body), else the reply less its leading prose lines and the fewest trailing
+    unindented lines that make it parse (indented lines are never dropped, so broken code
+    is not cut into valid code), else the stripped reply. Text with no line that looks like
+    Python (`Sure`, `I cannot do that.`) is prose: "".
     """
-    if not reply.strip():
+    answer = _answer(reply)
+    if not answer.strip():
         return ""
-    blocks = _fenced_blocks(reply)
+    blocks = _fenced_blocks(answer)
     if blocks:
-        return _choose_block(blocks, entry_point.rsplit(".", 1)[-1])
-    parsed = _parse_code(reply)
-    if parsed is not None:
-        return parsed[0]
-    trimmed = _trim_prose(reply)
-    return trimmed if trimmed is not None else reply.strip()
+        code = _choose_block(blocks, entry_point.rsplit(".", 1)[-1])
+    else:
+        parsed = _parse_code(answer)
+        trimmed = parsed[0] if parsed is not None else _trim_prose(answer)
+        code = trimmed if trimmed is not None else answer.strip()
+    return code if _holds_code(code) else ""
+
+
+_REASONING_OPEN = re.compile(r"^\s*<(think|thinking|reasoning)>", re.IGNORECASE)
+_REASONING_CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
+
+
+def _answer(reply: str) -> str:
+    """The reply after its reasoning: what follows the last closing tag (a template may
+    put the opening tag in the prompt), or "" when a reasoning block never closes."""
+    closings = list(_REASONING_CLOSE.finditer(reply))
+    if closings:
+        return reply[closings[-1].end():]
+    return "" if _REASONING_OPEN.match(reply) else reply
+
+
+def _holds_code(text: str) -> bool:
+    """Whether `text` is code rather than prose: it parses to something more than bare
+    names and constants, or (broken code) one of its lines looks like Python."""
+    found = _parse_code(text)
+    if found is not None:
+        return any(not _is_bare_value(node) for node in found[1].body)
+    return any(_looks_like_code(line) for line in text.splitlines())
+
+
+def _is_bare_value(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Name | ast.Constant | ast.Attribute)
+
+
+_STATEMENT_START = re.compile(
+    r"(def|class|import|from|return|raise|assert|async|await|lambda|yield|elif|else|except|finally|"
+    r"try|while|for|with|if|del|global|nonlocal)\b.*[(\[{:=]|@\w")
+
+
+def _looks_like_code(line: str) -> bool:
+    """A line that parses as a statement (or as a block header such as `def f(x):`), or
+    starts like one and holds brackets or a colon (`def f(:`, broken but code)."""
+    stripped = line.strip()
+    if not stripped:
+        return False
+    for candidate in (stripped, stripped + "\n    pass"):
+        try:
+            tree = ast.parse(candidate)
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+        return not all(_is_bare_value(node) for node in tree.body)
+    return _STATEMENT_START.match(stripped) is not None
 
 
 def _fenced_blocks(reply: str) -> list[str]:
@@ -100,7 +155,10 @@ def _fenced_blocks(reply: str) -> list[str]:
 
 
 def _all_fenced_blocks(reply: str) -> Iterator[tuple[str, str]]:
-    """(tag, content) for each fenced block; an unterminated last block runs to the end."""
+    """(tag, content) for each fenced block; an unterminated last block runs to the end.
+
+    In a Python (or untagged) block, a closing fence inside a triple-quoted string is
+    content when the block so closed parses; otherwise the first closing fence ends it."""
     lines = reply.splitlines()
     index = 0
     while index < len(lines):
@@ -108,30 +166,81 @@ def _all_fenced_blocks(reply: str) -> Iterator[tuple[str, str]]:
         index += 1
         if opening is None:
             continue
-        fence = opening["fence"]
-        body: list[str] = []
-        while index < len(lines):
-            line = lines[index]
-            index += 1
-            stripped = line.rstrip()
-            if stripped.lstrip().startswith(fence[0] * 3) and set(stripped.strip()) == {fence[0]}:
-                break
-            if stripped.endswith(fence) and fence[0] == "`":  # code```  closes inline
-                body.append(stripped[: -len(fence)])
-                break
-            body.append(line)
-        yield opening["tag"], "\n".join(body)
+        fence, tag = opening["fence"], opening["tag"]
+        body, after = _block(lines, index, fence, skip_strings=False)
+        if tag.lower() in _PYTHON_TAGS:
+            aware, aware_after = _block(lines, index, fence, skip_strings=True)
+            if aware_after != after and _parse_code("\n".join(aware)) is not None:
+                body, after = aware, aware_after
+        index = after
+        yield tag, "\n".join(body)
+
+
+def _block(lines: list[str], start: int, fence: str, skip_strings: bool) -> tuple[list[str], int]:
+    """The lines of a block from `start` to its closing fence, and the index after that
+    fence; with `skip_strings`, a fence inside a triple-quoted string does not close."""
+    body: list[str] = []
+    index = start
+    while index < len(lines):
+        line = lines[index]
+        index += 1
+        stripped = line.rstrip()
+        closes = stripped.lstrip().startswith(fence[0] * 3) and set(stripped.strip()) == {fence[0]}
+        inline = not closes and fence[0] == "`" and stripped.endswith(fence)  # code```  closes inline
+        content = [*body, stripped[: -len(fence)]] if inline else body
+        if (closes or inline) and not (skip_strings and _inside_string(content)):
+            return content, index
+        body.append(line)
+    return body, index
+
+
+def _inside_string(lines: list[str]) -> bool:
+    """Whether code ending with `lines` is inside an unterminated triple-quoted string."""
+    text = textwrap.dedent("\n".join(lines)) + "\n"
+    try:
+        for _ in tokenize.generate_tokens(io.StringIO(text).readline):
+            pass
+    except tokenize.TokenError as error:
+        return "string" in str(error.args[0])
+    except (SyntaxError, ValueError):
+        return False
+    return False
 
 
 def _choose_block(blocks: list[str], name: str) -> str:
     parsed = [found for found in map(_parse_code, blocks) if found is not None]
-    defining = [text for text, tree in parsed if _defines(tree, name)]
+    defining = [index for index, (_, tree) in enumerate(parsed) if _defines(tree, name)]
     if defining:
-        return defining[-1]
-    parsing = [text for text, _ in parsed if text.strip()]
+        return _with_helper_blocks(parsed, defining[-1])
+    parsing = [index for index, (text, _) in enumerate(parsed) if text.strip()]
     if parsing:
-        return max(parsing, key=len)
+        return _with_helper_blocks(parsed, max(parsing, key=lambda index: len(parsed[index][0])))
     return textwrap.dedent(blocks[0]).strip("\n")
+
+
+def _with_helper_blocks(parsed: list[tuple[str, ast.Module]], chosen: int) -> str:
+    """The chosen block and, in reply order, every other block that binds at top level a
+    name the blocks taken so far read without binding."""
+    taken = {chosen}
+    growing = True
+    while growing:
+        growing = False
+        wanted = set().union(*(_free_names(parsed[index][1]) for index in taken))
+        for index, (_, tree) in enumerate(parsed):
+            if index not in taken and _defined_names(tree.body) & wanted:
+                taken.add(index)
+                growing = True
+    return "\n\n\n".join(parsed[index][0] for index in sorted(taken))
+
+
+def _free_names(tree: ast.Module) -> set[str]:
+    """Names `tree` reads and binds nowhere (roughly: any scope counts as binding)."""
+    loaded = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    stored = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)}
+    stored |= {node.name for node in ast.walk(tree) if isinstance(node, _DefinitionNode)}
+    stored |= {arg.arg for node in ast.walk(tree) if isinstance(node, ast.arguments)
+               for arg in [*node.posonlyargs, *node.args, *node.kwonlyargs, node.vararg, node.kwarg] if arg}
+    return loaded - stored - _defined_names(tree.body)
 
 
 def _defines(tree: ast.Module, name: str) -> bool:

@@ -96,9 +96,9 @@ def _whole_sample(context: RuleContext) -> Verdict | None:
     """Rules that decide from the sample alone, before any test is looked at."""
     result, facts = context.result, context.facts
     assembly_error = result.extra.get("assembly_error")
-    if not (result.code or "").strip() and not result.completion.strip():
+    if not (result.code if result.code is not None else result.completion).strip():
         return Verdict("WrongSyntax", "syntax error", "no-code",
-                        "the reply holds no code, so the masked stub ran")
+                        "the reply holds no code (empty, or prose only), so the masked stub ran")
     if not facts.parses:
         return Verdict("WrongSyntax", "syntax error", "does-not-parse",
                         f"the candidate code does not parse: {facts.syntax_error}")
