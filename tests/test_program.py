@@ -515,3 +515,11 @@ def test_splice_is_idempotent() -> None:
             "def area(r):\n    return UNIT * r\n")
     once = splice(PROMPT, "area", code)
     assert splice(once, "area", code) == once
+
+
+def test_splice_carries_an_import_the_reply_repeats_once() -> None:
+    code = ("from fractions import Fraction\n\n\ndef _half(x):\n    return Fraction(x, 2)\n\n\n"
+            "from fractions import Fraction\n\n\ndef area(r):\n    return _half(r) * 2\n")
+    program = splice(PROMPT, "area", code)
+    assert program.count("from fractions import Fraction") == 1
+    assert run(program, "area(3)") == 3

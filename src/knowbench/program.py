@@ -601,8 +601,11 @@ def _defined_names(body: list[ast.stmt]) -> set[str]:
 def _carry_imports(tree: ast.Module, candidate: ast.Module) -> None:
     """Add the candidate's top-level imports the prompt lacks at the module top."""
     present = {ast.dump(node) for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)}
-    imports = [node for node in candidate.body
-               if isinstance(node, ast.Import | ast.ImportFrom) and ast.dump(node) not in present]
+    imports = []
+    for node in candidate.body:
+        if isinstance(node, ast.Import | ast.ImportFrom) and ast.dump(node) not in present:
+            imports.append(node)
+            present.add(ast.dump(node))
     futures = [node for node in imports if _is_future(node)]
     others = [node for node in imports if not _is_future(node)]
     start = 1 if _docstring(tree.body) is not None else 0
