@@ -523,3 +523,14 @@ def test_splice_carries_an_import_the_reply_repeats_once() -> None:
     program = splice(PROMPT, "area", code)
     assert program.count("from fractions import Fraction") == 1
     assert run(program, "area(3)") == 3
+
+
+def test_splice_keeps_a_constant_the_prompt_reads_but_lacks() -> None:
+    """The prompt's own helper reads `logger`, which the prompt never binds; the whole-file
+    reply binds it: that statement is not example usage."""
+    prompt = ("import logging\n\n\ndef check(value):\n    logger.warning('checked')\n    return value\n\n\n"
+              "def make(x):\n    ...\n")
+    code = ("import logging\n\nlogger = logging.getLogger(__name__)\n\n\n"
+            "def check(value):\n    logger.warning('checked')\n    return value\n\n\n"
+            "def make(x):\n    return check(x)\n")
+    assert run(splice(prompt, "make", code), "make(4)") == 4

@@ -461,7 +461,7 @@ def _kept_statements(tree: ast.Module, candidate: ast.Module, entry_point: str, 
     Imports are handled apart. Statements that rebind a name the prompt binds are dropped
     (the prompt's definitions stay), as is the `__main__` block. New functions and classes
     are kept; any other statement is kept when kept code needs it: it binds a name kept code
-    reads (a constant, an import fallback), changes an object bound by kept statements
+    or the prompt reads (a constant, an import fallback), changes an object bound by kept statements
     (`REGISTRY[key] = f`, `REGISTRY.add(f)`), or passes a kept definition to a call
     (`atexit.register(f)`). What is left is example usage (`print(f(2))`, `out = f(2)`).
     """
@@ -471,7 +471,8 @@ def _kept_statements(tree: ast.Module, candidate: ast.Module, entry_point: str, 
             and not _is_main_guard(node) and _docstring([node]) is None
             and not (_bound_names(node) & prompt_names)]
     kept = [node for node in pool if isinstance(node, _DefinitionNode)]
-    needed = set().union(*map(_global_reads, [*roots, *kept]))
+    lacking = set().union(*map(_global_reads, tree.body)) - prompt_names  # the prompt reads, never binds
+    needed = set().union(lacking, *map(_global_reads, [*roots, *kept]))
     owned = _defined_names(kept) | {entry_point.split(".")[0]}
     growing = True
     while growing:
