@@ -320,9 +320,13 @@ def splice(prompt_code: str, entry_point: str, code: str) -> str:
     When `code` defines the target (a top-level def of the name, `class Cls` holding the
     method, or a bare def of a method's name) its definition replaces the target (keeping
     the prompt's decorators if it has none), its top-level imports go to the module top
-    and its new top-level functions, classes and assignments go just before the target's
-    top-level statement. Otherwise `code` is the target's body (the prompt's docstring is
-    kept when `code` has none). Empty `code` returns `prompt_code` unchanged.
+    once each, and the other top-level statements its program needs (`_kept_statements`)
+    go in program order: those written before its definition just before the target's
+    top-level statement, the others just after it, each then moved forward past the
+    prompt's bindings of the names it reads while the module runs (`_settle`). Otherwise
+    `code` is the target's body (the prompt's docstring is kept when `code` has none).
+    Empty `code` returns `prompt_code` unchanged; splicing the result again with the same
+    `code` returns it unchanged.
     Raises `SpliceError` when the target is missing or `code` does not parse.
     """
     if not code.strip():
@@ -397,7 +401,8 @@ def _replace_definition(tree: ast.Module, entry_point: str, target: _FunctionNod
     after = [node for node in kept if not any(node is other for other in before)]
     index = _index_of(tree.body, top)
     tree.body[index:index + 1] = [*before, top, *after]
-    _settle(tree.body, kept)
+    if kept:
+        _settle(tree.body, kept)
     _carry_imports(tree, candidate)
 
 
@@ -471,7 +476,9 @@ def _kept_statements(tree: ast.Module, candidate: ast.Module, entry_point: str, 
             and not _is_main_guard(node) and _docstring([node]) is None
             and not (_bound_names(node) & prompt_names)]
     kept = [node for node in pool if isinstance(node, _DefinitionNode)]
-    lacking = set().union(*map(_global_reads, tree.body)) - prompt_names  # the prompt reads, never binds
+    if len(kept) == len(pool):  # nothing to decide (most replies): spare the scope analysis
+        return kept
+    lacking = _global_reads(tree) - prompt_names  # the prompt reads, never binds
     needed = set().union(lacking, *map(_global_reads, [*roots, *kept]))
     owned = _defined_names(kept) | {entry_point.split(".")[0]}
     growing = True
@@ -510,26 +517,32 @@ def _settle(body: list[ast.stmt], carried: list[ast.stmt]) -> None:
     the module runs, when they came later; never past a statement that reads a name it binds.
     Only carried statements move, and only forward, so the prompt's order is kept."""
     binds = {id(node): _bound_names(node) for node in body}
-    reads = {id(node): _import_time_reads(node) for node in body}
+    reads: dict[int, set[str]] = {}  # filled as needed: the scope analysis is the cost here
+
+    def reads_of(node: ast.stmt) -> set[str]:
+        if id(node) not in reads:
+            reads[id(node)] = _import_time_reads(node)
+        return reads[id(node)]
+
     moving = {id(node) for node in carried}
     for _ in range(len(body) * max(1, len(carried))):
-        if not _move_one(body, moving, binds, reads):
+        if not _move_one(body, moving, binds, reads_of):
             return
 
 
 def _move_one(body: list[ast.stmt], moving: set[int], binds: dict[int, set[str]],
-              reads: dict[int, set[str]]) -> bool:
+              reads_of: Callable[[ast.stmt], set[str]]) -> bool:
     """Move the first carried statement that reads a name bound only later; False if none."""
     bound = set(_BUILTIN_NAMES)
     for index, node in enumerate(body):
         if _is_star_import(node):
             return False
         names = binds[id(node)]
-        missing = reads[id(node)] - bound - names if id(node) in moving else set()
+        missing = reads_of(node) - bound - names if id(node) in moving else set()
         firsts = [next((later for later in range(index + 1, len(body)) if name in binds[id(body[later])]), None)
                   for name in missing]
         last = max((later for later in firsts if later is not None), default=None)
-        if last is not None and not any(reads[id(body[between])] & names for between in range(index + 1, last + 1)):
+        if last is not None and not any(reads_of(body[between]) & names for between in range(index + 1, last + 1)):
             body.insert(last, body.pop(index))
             return True
         bound |= names
@@ -545,7 +558,7 @@ _BUILTIN_NAMES = frozenset(dir(builtins)) | {"__name__", "__file__", "__doc__", 
 _COMPREHENSIONS = frozenset({"listcomp", "setcomp", "dictcomp", "genexpr"})
 
 
-def _symbols(node: ast.stmt) -> symtable.SymbolTable | None:
+def _symbols(node: ast.AST) -> symtable.SymbolTable | None:
     try:
         return symtable.symtable(ast.unparse(node), "<candidate>", "exec")
     except (SyntaxError, ValueError, RecursionError):
@@ -565,8 +578,8 @@ def _bound_names(node: ast.stmt) -> set[str]:
             if symbol.is_assigned() or symbol.is_imported()}
 
 
-def _global_reads(node: ast.stmt) -> set[str]:
-    """The module-level names a statement reads, now or when its functions are called."""
+def _global_reads(node: ast.stmt | ast.Module) -> set[str]:
+    """The module-level names a statement (or module) reads, now or when its functions are called."""
     table = _symbols(node)
     if table is None:
         return {name.id for name in ast.walk(node) if isinstance(name, ast.Name)}
