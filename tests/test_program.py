@@ -534,3 +534,17 @@ def test_splice_keeps_a_constant_the_prompt_reads_but_lacks() -> None:
             "def check(value):\n    logger.warning('checked')\n    return value\n\n\n"
             "def make(x):\n    return check(x)\n")
     assert run(splice(prompt, "make", code), "make(4)") == 4
+
+
+def test_splice_method_carries_a_new_annotated_class_attribute() -> None:
+    prompt = ("import dataclasses\n\n\n@dataclasses.dataclass\nclass Point:\n    x: int\n\n"
+              "    def norm(self) -> int:\n        ...\n")
+    code = ("@dataclasses.dataclass\nclass Point:\n    x: int\n    z: int\n    y: int = 0\n\n"
+            "    def norm(self) -> int:\n        return abs(self.x) + abs(self.y) + abs(self.z)\n")
+    program = splice(prompt, "Point.norm", code)
+    assert run(program, "Point(1, -2, y=3).norm()") == 6
+
+
+def test_extract_answer_after_a_closing_tag_whose_opening_was_in_the_prompt() -> None:
+    reply = "Okay, f doubles.\n```python\ndef f(x):\n    return x\n```\n</think>\n\ndef f(x):\n    return 2 * x\n"
+    assert extract_code(reply, "f") == "def f(x):\n    return 2 * x"
