@@ -4,14 +4,22 @@ where an engine legitimately differs, the test says so."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from helpers import make_request
-from knowbench.execution.engine import Engine, SubprocessEngine
+from knowbench.execution.engine import (
+    CANDIDATE_UID_BASE,
+    SANDBOX_UID_BASE,
+    Engine,
+    Isolation,
+    SubprocessEngine,
+)
 from knowbench.execution.forkserver import ForkServerEngine
 from knowbench.execution.sandbox import Sandbox
 from knowbench.records import Execution, Limits
@@ -371,3 +379,72 @@ def test_a_class_whose_base_is_only_named_testcase_runs_like_a_pytest_class(engi
     execution = engine.execute(make_request("def add(a, b):\n    return a + b\n", tests, "add"))
     assert [(t.id, t.status) for t in execution.tests] == [("t::TestPlot::test_ok", "pass"),
                                                          ("t::TestPlot::test_bad", "fail")]
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_a_sample_that_ends_early_leaves_its_exit_status_and_last_stderr_lines(
+        engine: Engine, isolation: Isolation) -> None:
+    """The outcome says how the process ended and what it last wrote on its stderr (fd 2: what
+    a split candidate prints through sys.stderr during a call is sent with the call's reply,
+    and dies with it), even past the output cap."""
+    program = code("""
+        import os
+
+        def add(a, b):
+            os.write(2, b"noise\\n" * 20000)
+            os.write(2, b"last words before exiting\\n")
+            os._exit(3)
+    """)
+    execution = engine.execute(make_request(program, "def test_a():\n    assert add(1, 2) == 3\n",
+                                            "add", isolation=isolation))
+    outcome = execution.tests[0]
+    assert outcome.status == "error"
+    assert outcome.exit_code == 3
+    assert "exit code 3" in outcome.message
+    assert "last words before exiting" in outcome.message
+
+
+@pytest.fixture()
+def sandbox_uids_busy_elsewhere(best_sandbox: Sandbox) -> Iterator[None]:
+    """Another run on this machine (another knowbench, another engine in this process, a Ray
+    actor beside this one) has processes and threads under the first sandbox uids, as many
+    as a sample may have: RLIMIT_NPROC counts them all, machine-wide, per uid."""
+    if not best_sandbox.drops_privileges:
+        pytest.skip("samples run under sandbox uids only when knowbench runs as root")
+    holders = []
+
+    def become(uid: int) -> Callable[[], None]:
+        def drop() -> None:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+        return drop
+
+    try:
+        for base in (SANDBOX_UID_BASE, CANDIDATE_UID_BASE):
+            for slot in range(2):
+                holders += [subprocess.Popen(["sleep", "600"], cwd="/", preexec_fn=become(base + slot))
+                            for _ in range(Limits().processes)]
+        yield
+    finally:
+        for holder in holders:
+            holder.kill()
+            holder.wait()
+
+
+@pytest.mark.parametrize("engine_name", ["subprocess", "forkserver"])
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_samples_run_while_the_sandbox_uids_are_busy_elsewhere(
+        sandbox_uids_busy_elsewhere: None, best_sandbox: Sandbox, engine_name: str,
+        isolation: Isolation) -> None:
+    """Each engine's workers get uids that nothing else on the machine runs under, so no
+    other run's processes count against a sample's limits."""
+    the_engine: Engine = (SubprocessEngine(best_sandbox, workers=2) if engine_name == "subprocess"
+                          else ForkServerEngine(best_sandbox, workers=2))
+    try:
+        executions = list(ThreadPoolExecutor(2).map(
+            lambda _: the_engine.execute(make_request(ADD, "def test_a():\n    assert add(1, 2) == 3\n",
+                                                      "add", isolation=isolation)), range(4)))
+    finally:
+        the_engine.close()
+    assert [execution.status for execution in executions] == ["pass"] * 4, executions[0].tests

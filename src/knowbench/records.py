@@ -97,6 +97,9 @@ class TestOutcome(_Record):
         default=None, description="Whether the target's code ran during this test (None: not checked)."
     )
     reason: Reason | None = Field(default=None, description="Why it did not pass (None: it passed).")
+    exit_code: int | None = Field(
+        default=None, description="When the process running this test ended without reporting it: "
+        "how it ended, as `Execution.exit_code` (negative or above 128: the signal; None otherwise).")
 
 
 class Execution(_Record):

@@ -562,6 +562,21 @@ def main():
 
 
 _BUDGET_POLL_S = 0.05
+_STDERR_TAIL_BYTES = 2048  # as engine.STDERR_TAIL_BYTES
+
+
+def _last_words(error):
+    """Say on stderr (fd 2, whatever the sample made of sys.stderr) why this process is about
+    to end without finishing: the engine keeps the last lines for the outcome's message."""
+    try:
+        text = "knowbench runner: " + "".join(
+            traceback.format_exception(type(error), error, error.__traceback__))
+    except BaseException:
+        text = f"knowbench runner: {type(error).__name__} (its message could not be formatted)\n"
+    try:
+        os.write(2, text[-_STDERR_TAIL_BYTES:].encode(errors="replace"))
+    except OSError:
+        pass
 
 
 def _stragglers():
@@ -680,6 +695,8 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
             else:
                 request["channel_fd"] = channel_fd
                 execute_sample(request, result_write)
+        except BaseException as error:
+            _last_words(error)
         finally:
             os._exit(70)
     for fd in (result_write, out_write, err_write):
@@ -691,6 +708,7 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
     caps = {result_read: 16 * 1024 * 1024, out_read: cap, err_read: cap}
     kept = {result_read: [], out_read: [], err_read: []}
     sizes = dict.fromkeys(kept, 0)
+    tail = [b""]  # the end of stderr, past the cap too: what a process that ends early said last
 
     def drain(fd):
         """Read what is there; False at end of file or, non-blocking, when nothing is left."""
@@ -700,6 +718,8 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
             return False
         if not chunk:
             return False
+        if fd == err_read:
+            tail[0] = (tail[0] + chunk)[-_STDERR_TAIL_BYTES:]
         if sizes[fd] < caps[fd]:
             kept[fd].append(chunk[: caps[fd] - sizes[fd]])
             sizes[fd] += len(kept[fd][-1])
@@ -754,6 +774,7 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
     reply = {"results": text(result_read), "exit_code": exit_code, "timed_out": timed_out,
              "over_budget": over_budget, "memory_peak": budget.peak,
              "stdout": text(out_read), "stderr": text(err_read),
+             "stderr_tail": tail[0].decode(errors="replace"),
              "duration_s": time.monotonic() - started}
     # Leave nothing for the next sample: its files, /tmp, and any process it left behind.
     # (rmtree removes links and FIFOs without following or opening them.)
