@@ -448,3 +448,99 @@ def test_samples_run_while_the_sandbox_uids_are_busy_elsewhere(
     finally:
         the_engine.close()
     assert [execution.status for execution in executions] == ["pass"] * 4, executions[0].tests
+
+
+WRITES_HOME_AND_CACHES = code("""
+    import os
+
+    import matplotlib
+
+
+    def write_everywhere(marker):
+        home = os.path.expanduser("~")
+        for directory in (home, os.path.join(home, ".config", "tool"), os.path.join(home, ".cache", "tool"),
+                          matplotlib.get_configdir(), matplotlib.get_cachedir()):
+            os.makedirs(directory, exist_ok=True)
+            with open(os.path.join(directory, "written"), "w") as handle:
+                handle.write(marker)
+        return sorted(name for name in os.listdir(home) if name.startswith("left-by-"))
+
+
+    def add(a, b):
+        return write_everywhere("candidate")
+""")
+
+
+@pytest.mark.parametrize("engine_name", ["subprocess", "forkserver"])
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_home_and_cache_directories_are_writable_and_private_to_the_sample(
+        best_sandbox: Sandbox, engine_name: str, isolation: Isolation) -> None:
+    """HOME, ~/.config, ~/.cache and the paths a library preloaded before the sample worked
+    out from them (matplotlib's config and cache) can be written by the sample, on the
+    candidate's side too, and nothing written there reaches the next sample."""
+    the_engine: Engine = (SubprocessEngine(best_sandbox, workers=1) if engine_name == "subprocess"
+                          else ForkServerEngine(best_sandbox, workers=1, preload=["matplotlib"]))
+    tests = code("""
+        import os
+
+        def test_the_target_writes():
+            assert add(1, 2) == []
+
+        def test_the_tests_write():
+            assert write_everywhere("judge") == []
+            open(os.path.join(os.path.expanduser("~"), "left-by-a-sample"), "w").close()
+    """)
+    trusted = WRITES_HOME_AND_CACHES.replace('return write_everywhere("candidate")', "raise NotImplementedError")
+    try:
+        for _ in range(2):
+            execution = the_engine.execute(make_request(
+                WRITES_HOME_AND_CACHES, tests, "add", preload=["matplotlib"], isolation=isolation,
+                trusted_program=trusted if isolation == "split" else None))
+            assert execution.status == "pass", [test.message for test in execution.tests]
+    finally:
+        the_engine.close()
+
+
+USES_MULTIPROCESSING = code("""
+    import concurrent.futures
+    import multiprocessing
+
+
+    def use(kind):
+        if kind == "lock":
+            with multiprocessing.Lock():
+                return True
+        if kind == "queue":
+            queue = multiprocessing.Queue()
+            queue.put(1)
+            return queue.get(timeout=10) == 1
+        if kind == "pool":
+            with multiprocessing.Pool(2) as pool:
+                return pool.map(abs, [-1, -2]) == [1, 2]
+        if kind == "manager":
+            with multiprocessing.Manager() as manager:
+                shared = manager.dict()
+                shared["a"] = 1
+                return dict(shared) == {"a": 1}
+        with concurrent.futures.ProcessPoolExecutor(2) as executor:
+            return list(executor.map(abs, [-1, -2])) == [1, 2]
+
+
+    def add(kind, _):
+        return use(kind)
+""")
+MULTIPROCESSING_KINDS = ("lock", "queue", "pool", "manager", "process_pool_executor")
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_multiprocessing_works_in_the_target_and_in_the_tests(engine: Engine, isolation: Isolation) -> None:
+    """Locks, queues, pools, managers and process pools work wherever sample code runs: in
+    the target (split: the candidate's process, under its seccomp filter) and in the tests."""
+    tests = "".join(f"def test_target_{kind}():\n    assert add({kind!r}, 0)\n\n"
+                    f"def test_tests_{kind}():\n    assert use({kind!r})\n\n" for kind in MULTIPROCESSING_KINDS)
+    trusted = USES_MULTIPROCESSING.replace("return use(kind)", "raise NotImplementedError")
+    execution = engine.execute(make_request(
+        USES_MULTIPROCESSING, tests, "add", isolation=isolation, wall_s=30, cpu_s=30,
+        trusted_program=trusted if isolation == "split" else None))
+    failed = {test.id: test.message[-300:] for test in execution.tests if test.status != "pass"}
+    assert not failed

@@ -551,11 +551,75 @@ def _redirect_stdin():
     os.close(devnull)
 
 
+_HOME_FILE_CAP = 4 * 1024 * 1024  # larger files the preload left in HOME are not kept
+
+
+def _new_home(path):
+    """Make `path` an empty directory only root can enter, and the process's HOME."""
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)  # never follows links
+    os.mkdir(path, 0o700)
+    os.environ["HOME"] = path
+
+
+def _home_template(home):
+    """What the preload left in `home` (directories, and files up to a size), as
+    [(relative path, None for a directory or the file's bytes)], parents first."""
+    template, total = [], 0
+    for root, dirs, files in os.walk(home):
+        relative = os.path.relpath(root, home)
+        for name in sorted(dirs):
+            template.append((os.path.normpath(os.path.join(relative, name)), None))
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            try:
+                if os.path.islink(path) or os.path.getsize(path) > _HOME_FILE_CAP - total:
+                    continue
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except OSError:
+                continue
+            total += len(data)
+            template.append((os.path.normpath(os.path.join(relative, name)), data))
+    return template
+
+
+def _lay_out_home(home, template):
+    """A fresh `home` holding what the server's preload left there (`_home_template`)."""
+    _new_home(home)
+    for relative, data in template:
+        path = os.path.join(home, relative)
+        if data is None:
+            os.makedirs(path, exist_ok=True)
+        else:
+            with open(path, "wb") as handle:
+                handle.write(data)
+
+
+def _hand_over_home(home, uid, gid):
+    """Give the sample's uid its home: everything in it, made as root while preloading."""
+    if uid is None or os.geteuid() != 0:
+        return
+    for root, dirs, files in os.walk(home):
+        for name in dirs + files:
+            os.lchown(os.path.join(root, name), uid, gid)
+    os.chown(home, uid, gid)
+
+
 def main():
-    """One-shot mode: the configuration on stdin, results on config["result_fd"]."""
+    """One-shot mode: the configuration on stdin, results on config["result_fd"].
+
+    The process gets a HOME of its own in the work directory before the preload, which may
+    create configuration and cache directories there, then hands it to the sample's uid.
+    """
     config = json.loads(sys.stdin.buffer.read())
     _redirect_stdin()
+    # A fresh name: in split mode the work directory is shared with the other process.
+    home = tempfile.mkdtemp(prefix=".home-", dir=os.getcwd())
+    _new_home(home)
     _preload(config.get("preload", []))
+    _hand_over_home(home, config.get("uid"), config.get("gid"))
     if config.get("role") == "candidate":
         run_candidate(config, config["channel_fd"])
     execute_sample(config, config["result_fd"])
@@ -686,9 +750,13 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
             sys.stdout = open(1, "w", closefd=False)
             sys.stderr = open(2, "w", closefd=False)
             os.chdir(workdir)
-            os.environ["HOME"] = os.environ["TMPDIR"] = workdir
+            os.environ["TMPDIR"] = workdir
             tempfile.tempdir = None
+            # At the path the server's preload saw as HOME: what it worked out from HOME
+            # (a library's config and cache directories) is this sample's, writable.
+            _lay_out_home(setup["home"], setup["home_template"])
             _preload(request.get("preload", []))
+            _hand_over_home(setup["home"], request.get("uid"), request.get("gid"))
             if candidate:
                 os.close(result_write)
                 run_candidate(request, channel_fd)
@@ -780,6 +848,7 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
     # (rmtree removes links and FIFOs without following or opening them.)
     if own_workdir:
         shutil.rmtree(workdir, ignore_errors=True)
+    shutil.rmtree(setup["home"], ignore_errors=True)
     if setup.get("private_tmp"):
         _clean_tmp(keep=base)
     leftover = _stragglers() if setup.get("pid_namespace") else []
@@ -813,7 +882,12 @@ def serve():
     fd_socket = None
     if setup.get("fd_socket") is not None:
         fd_socket = socket.socket(fileno=setup["fd_socket"])
+    base = os.getcwd()
+    # One per server (the judge's and the candidate's share `base`), outside the samples' reach.
+    setup["home"] = os.path.join(base, f".home-{setup.get('role', 'judge')}")
+    _new_home(setup["home"])
     _preload(setup.get("preload", []))
+    setup["home_template"] = _home_template(setup["home"])
     if setup.get("role") != "candidate":
         _SERVER_SNAPSHOT[0] = _snapshot()
     import gc
@@ -821,7 +895,6 @@ def serve():
     # Children then leave the preloaded objects' pages alone (no copy-on-write by the GC).
     gc.collect()
     gc.freeze()
-    base = os.getcwd()
     ready = (json.dumps({"ready": True, "pid": os.getpid()}) + "\n").encode()
     os.write(control_out, ready)
     for line in sys.stdin.buffer:
