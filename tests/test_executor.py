@@ -544,3 +544,33 @@ def test_multiprocessing_works_in_the_target_and_in_the_tests(engine: Engine, is
         trusted_program=trusted if isolation == "split" else None))
     failed = {test.id: test.message[-300:] for test in execution.tests if test.status != "pass"}
     assert not failed
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_a_sample_may_start_more_threads_than_processes(engine: Engine, isolation: Isolation) -> None:
+    """Threads are bounded apart from processes: 100 threads pass under the default limits,
+    in the target (split: the candidate's process) and in the tests."""
+    program = code("""
+        import threading
+
+
+        def start_threads(count):
+            done = threading.Barrier(count + 1, timeout=20)
+            threads = [threading.Thread(target=done.wait) for _ in range(count)]
+            for thread in threads:
+                thread.start()
+            done.wait()
+            for thread in threads:
+                thread.join()
+            return count
+
+
+        def add(a, b):
+            return start_threads(a) + b
+    """)
+    tests = "def test_target():\n    assert add(100, 0) == 100\n\ndef test_tests():\n    assert start_threads(100) == 100\n"
+    trusted = program.replace("return start_threads(a) + b", "raise NotImplementedError")
+    execution = engine.execute(make_request(program, tests, "add", isolation=isolation,
+                                            trusted_program=trusted if isolation == "split" else None))
+    assert execution.limits.processes < 100
+    assert execution.status == "pass", [test.message[-300:] for test in execution.tests]

@@ -77,6 +77,9 @@ _SAMPLE_ENV = {
     "NUMEXPR_NUM_THREADS": "1",
     "TOKENIZERS_PARALLELISM": "false",
     "MPLBACKEND": "Agg",
+    # glibc reserves a 64 MiB malloc arena per thread (up to 8 per core), all of it counted
+    # by RLIMIT_AS: a dozen threads would use up the memory limit without touching memory.
+    "MALLOC_ARENA_MAX": "2",
 }
 
 
@@ -369,6 +372,7 @@ class Collected:
     results: bytes = b""
     timed_out: bool = False
     over_budget: bool = False  # the sample's processes and tmpfs files passed its memory budget
+    over_processes: bool = False  # the sample started more processes than limits.processes
     exit_code: int | None = None
     stderr_tail: bytes = b""  # the last STDERR_TAIL_BYTES written to stderr, past the cap too
 
@@ -399,6 +403,8 @@ def build_split_execution(request: ExecutionRequest, nonce: str, judge: Collecte
     limit = None
     if candidate.over_budget:
         limit = ("memory", "memory", "its memory budget")
+    elif candidate.over_processes:
+        limit = ("error", "process-limit", "its process limit")
     elif died == "SIGXCPU":
         limit = ("timeout", "cpu-time", "the CPU-time limit")
     elif died == "SIGXFSZ":
@@ -442,9 +448,14 @@ def _collect(process: subprocess.Popen[bytes], results: object | None, config: b
         if now >= deadline and process.poll() is None:
             collected.timed_out = True
             _kill_group(process)
-        if now >= next_poll and process.poll() is None and not collected.over_budget:
+        if (now >= next_poll and process.poll() is None
+                and not (collected.over_budget or collected.over_processes)):
             next_poll = now + _BUDGET_POLL_S
-            if budget.exceeded(_spawned(process.pid)):
+            spawned = _spawned(process.pid)
+            if len(spawned) > limits.processes:
+                collected.over_processes = True
+                _kill_group(process)
+            elif budget.exceeded(spawned):
                 collected.over_budget = True
                 _kill_group(process)
         if process.poll() is not None:
@@ -550,6 +561,13 @@ def _outcomes(items: list[TestItem], collected: Collected, nonce: str,
             elif collected.over_budget:
                 outcome = _failed(item.id, "memory", "not-run",
                                   "not run: the memory budget was passed earlier")
+            elif item.id == running and collected.over_processes:
+                outcome = _failed(item.id, "error", "process-limit",
+                                  "the sample started more processes than its limit allows "
+                                  "during this test")
+            elif collected.over_processes:
+                outcome = _failed(item.id, "error", "not-run",
+                                  "not run: the process limit was passed earlier")
             elif item.id == running and collected.timed_out:
                 outcome = _failed(item.id, "timeout", "timeout",
                                   "the wall-clock limit was reached during this test")

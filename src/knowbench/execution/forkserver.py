@@ -289,4 +289,5 @@ def _collected(reply: dict[str, Any]) -> Collected:
     return Collected(stdout=reply.get("stdout", "").encode(), stderr=reply.get("stderr", "").encode(),
                      results=reply.get("results", "").encode(), timed_out=reply.get("timed_out", False),
                      over_budget=reply.get("over_budget", False), exit_code=reply.get("exit_code"),
+                     over_processes=reply.get("over_processes", False),
                      stderr_tail=reply.get("stderr_tail", "").encode())

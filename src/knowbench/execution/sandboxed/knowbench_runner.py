@@ -65,8 +65,10 @@ def _set_limits(limits, nproc_base):
         (resource.RLIMIT_NOFILE, limits["open_files"], limits["open_files"]),
         (resource.RLIMIT_CORE, 0, 0),
     ]
+    # RLIMIT_NPROC counts threads too: it bounds both together, at the thread limit, so
+    # that threads are not held to the process limit; the engine counts processes apart.
     if nproc_base is not None:
-        nproc = nproc_base + limits["processes"]
+        nproc = nproc_base + limits["threads"]
         pairs.append((resource.RLIMIT_NPROC, nproc, nproc))
     for kind, soft, hard in pairs:
         _, current_hard = resource.getrlimit(kind)
@@ -793,7 +795,7 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
             sizes[fd] += len(kept[fd][-1])
         return True
 
-    timed_out, over_budget, status = False, False, None
+    timed_out, over_budget, over_processes, status = False, False, False, None
     # The budget covers every process of the sample (in this PID namespace, all but its
     # init and this server) and what it keeps on the private tmpfs.
     budget = knowbench_memory.Budget(request["limits"]["memory_mb"] * 1024 * 1024,
@@ -813,7 +815,11 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
         # Polled every 50 ms from the start on: a sample that ends sooner pays nothing for it.
         if watch_budget and time.monotonic() >= next_poll:
             next_poll = time.monotonic() + _BUDGET_POLL_S
-            if budget.exceeded(_stragglers()):
+            processes = _stragglers()  # the sample's process and every one it started
+            if len(processes) - 1 > request["limits"]["processes"]:
+                over_processes = True
+                break
+            if budget.exceeded(processes):
                 over_budget = True
                 break
         ready, _, _ = select.select(watched, [], [], min(remaining, _BUDGET_POLL_S))
@@ -840,7 +846,8 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
         return b"".join(kept[fd]).decode(errors="replace")
 
     reply = {"results": text(result_read), "exit_code": exit_code, "timed_out": timed_out,
-             "over_budget": over_budget, "memory_peak": budget.peak,
+             "over_budget": over_budget, "over_processes": over_processes,
+             "memory_peak": budget.peak,
              "stdout": text(out_read), "stderr": text(err_read),
              "stderr_tail": tail[0].decode(errors="replace"),
              "duration_s": time.monotonic() - started}
