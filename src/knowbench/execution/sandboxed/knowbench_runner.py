@@ -890,8 +890,11 @@ def serve():
     if setup.get("fd_socket") is not None:
         fd_socket = socket.socket(fileno=setup["fd_socket"])
     base = os.getcwd()
-    # One per server (the judge's and the candidate's share `base`), outside the samples' reach.
-    setup["home"] = os.path.join(base, f".home-{setup.get('role', 'judge')}")
+    # One per server, where samples cannot make it first: on the private, size-capped /tmp
+    # (emptied after every sample), else in the server's work directory, which the judge's
+    # and the candidate's servers share.
+    setup["home"] = ("/tmp/.home" if setup.get("private_tmp")
+                     else os.path.join(base, f".home-{setup.get('role', 'judge')}"))
     _new_home(setup["home"])
     _preload(setup.get("preload", []))
     setup["home_template"] = _home_template(setup["home"])
