@@ -45,6 +45,21 @@ def engine(request: pytest.FixtureRequest, best_sandbox: Sandbox) -> Iterator[En
     the_engine.close()
 
 
+ENGINE_NAMES = ["subprocess", "forkserver", pytest.param("ray", marks=pytest.mark.slow)]
+
+
+def new_engine(name: str, sandbox: Sandbox, workers: int, preload: list[str] | None = None) -> Engine:
+    """A fresh engine of its own for a test (the module's `engine` is shared)."""
+    if name == "subprocess":
+        return SubprocessEngine(sandbox, workers=workers)
+    if name == "forkserver":
+        return ForkServerEngine(sandbox, workers=workers, preload=preload)
+    pytest.importorskip("ray", reason="the ray engine needs the extra knowbench[ray]")
+    from knowbench.execution.ray_engine import RayEngine
+
+    return RayEngine(sandbox.kind, workers=workers, preload=preload)
+
+
 def sandbox_kind(engine: Engine) -> str:
     """The sandbox an engine runs samples in (Ray's actors resolve theirs on their node)."""
     return engine.sandbox_kind if engine.name == "ray" else engine.sandbox.kind  # type: ignore[attr-defined]
@@ -432,15 +447,14 @@ def sandbox_uids_busy_elsewhere(best_sandbox: Sandbox) -> Iterator[None]:
             holder.wait()
 
 
-@pytest.mark.parametrize("engine_name", ["subprocess", "forkserver"])
+@pytest.mark.parametrize("engine_name", ENGINE_NAMES)
 @pytest.mark.parametrize("isolation", ["in-process", "split"])
 def test_samples_run_while_the_sandbox_uids_are_busy_elsewhere(
         sandbox_uids_busy_elsewhere: None, best_sandbox: Sandbox, engine_name: str,
         isolation: Isolation) -> None:
     """Each engine's workers get uids that nothing else on the machine runs under, so no
     other run's processes count against a sample's limits."""
-    the_engine: Engine = (SubprocessEngine(best_sandbox, workers=2) if engine_name == "subprocess"
-                          else ForkServerEngine(best_sandbox, workers=2))
+    the_engine = new_engine(engine_name, best_sandbox, workers=2)
     try:
         executions = list(ThreadPoolExecutor(2).map(
             lambda _: the_engine.execute(make_request(ADD, "def test_a():\n    assert add(1, 2) == 3\n",
@@ -471,15 +485,14 @@ WRITES_HOME_AND_CACHES = code("""
 """)
 
 
-@pytest.mark.parametrize("engine_name", ["subprocess", "forkserver"])
+@pytest.mark.parametrize("engine_name", ENGINE_NAMES)
 @pytest.mark.parametrize("isolation", ["in-process", "split"])
 def test_home_and_cache_directories_are_writable_and_private_to_the_sample(
         best_sandbox: Sandbox, engine_name: str, isolation: Isolation) -> None:
     """HOME, ~/.config, ~/.cache and the paths a library preloaded before the sample worked
     out from them (matplotlib's config and cache) can be written by the sample, on the
     candidate's side too, and nothing written there reaches the next sample."""
-    the_engine: Engine = (SubprocessEngine(best_sandbox, workers=1) if engine_name == "subprocess"
-                          else ForkServerEngine(best_sandbox, workers=1, preload=["matplotlib"]))
+    the_engine = new_engine(engine_name, best_sandbox, workers=1, preload=["matplotlib"])
     tests = code("""
         import os
 
