@@ -587,3 +587,26 @@ def test_a_sample_may_start_more_threads_than_processes(engine: Engine, isolatio
                                             trusted_program=trusted if isolation == "split" else None))
     assert execution.limits.processes < 100
     assert execution.status == "pass", [test.message[-300:] for test in execution.tests]
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_the_uid_a_sample_runs_under_has_a_user_name(engine: Engine, isolation: Isolation) -> None:
+    """getpass.getuser() and pwd lookups of the own uid work, in the candidate's process too."""
+    program = code("""
+        import getpass
+        import os
+        import pwd
+
+
+        def user():
+            return pwd.getpwuid(os.getuid()).pw_name == getpass.getuser() != ""
+
+
+        def add(a, b):
+            return user()
+    """)
+    tests = "def test_target():\n    assert add(1, 2)\n\ndef test_tests():\n    assert user()\n"
+    trusted = program.replace("return user()\n", "raise NotImplementedError\n")
+    execution = engine.execute(make_request(program, tests, "add", isolation=isolation,
+                                            trusted_program=trusted if isolation == "split" else None))
+    assert execution.status == "pass", [test.message[-300:] for test in execution.tests]
