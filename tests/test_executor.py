@@ -4,7 +4,9 @@ where an engine legitimately differs, the test says so."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import subprocess
 import textwrap
 from collections.abc import Callable, Iterator
@@ -13,9 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from helpers import make_request
+from knowbench.errors import UserError
 from knowbench.execution.engine import (
     CANDIDATE_UID_BASE,
     SANDBOX_UID_BASE,
+    UID_SLOTS,
     Engine,
     Isolation,
     SubprocessEngine,
@@ -610,3 +614,21 @@ def test_the_uid_a_sample_runs_under_has_a_user_name(engine: Engine, isolation: 
     execution = engine.execute(make_request(program, tests, "add", isolation=isolation,
                                             trusted_program=trusted if isolation == "split" else None))
     assert execution.status == "pass", [test.message[-300:] for test in execution.tests]
+
+
+def test_an_engine_refuses_to_start_when_every_sandbox_uid_is_leased(best_sandbox: Sandbox) -> None:
+    """With no free uid left, an engine says so instead of sharing one with another run."""
+    if not best_sandbox.drops_privileges:
+        pytest.skip("samples run under sandbox uids only when knowbench runs as root")
+    leases = []
+    try:
+        for uid in range(SANDBOX_UID_BASE, SANDBOX_UID_BASE + UID_SLOTS):
+            lease = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            leases.append(lease)
+            with contextlib.suppress(OSError):  # already leased by another run: just as taken
+                lease.bind(f"\0knowbench-sandbox-uid-{uid}")
+        with pytest.raises(UserError, match="sandbox uids"):
+            SubprocessEngine(best_sandbox, workers=1)
+    finally:
+        for lease in leases:
+            lease.close()

@@ -32,6 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from knowbench.benchmark.schema import TestItem, TestSpec
+from knowbench.errors import UserError
 from knowbench.execution.sandbox import RUNNER_DIR, Sandbox
 from knowbench.records import Execution, Limits, Reason, Status, TestOutcome
 
@@ -176,7 +177,9 @@ class SandboxUids:
             self._leases.append(lease)
             return uid
         self.close()
-        raise RuntimeError(f"all {UID_SLOTS} sandbox uids from {base} are in use on this machine")
+        raise UserError(f"all {UID_SLOTS} sandbox uids from {base} are in use on this machine (by "
+                        "other knowbench runs, or by processes left running under them); use "
+                        "fewer --workers, or wait for other runs to finish")
 
     def close(self) -> None:
         for lease in self._leases:
