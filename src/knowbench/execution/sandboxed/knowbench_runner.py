@@ -617,9 +617,9 @@ def main():
     """
     config = json.loads(sys.stdin.buffer.read())
     _redirect_stdin()
-    # A fresh name: in split mode the work directory is shared with the other process.
-    home = tempfile.mkdtemp(prefix=".home-", dir=os.getcwd())
-    _new_home(home)
+    # A fresh name, made at once (mode 0700): in split mode the work directory is shared with
+    # the other process.
+    home = os.environ["HOME"] = tempfile.mkdtemp(prefix=".home-", dir=os.getcwd())
     _preload(config.get("preload", []))
     _hand_over_home(home, config.get("uid"), config.get("gid"))
     if config.get("role") == "candidate":
