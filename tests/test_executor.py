@@ -4,14 +4,26 @@ where an engine legitimately differs, the test says so."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
+import subprocess
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from helpers import make_request
-from knowbench.execution.engine import Engine, SubprocessEngine
+from knowbench.errors import UserError
+from knowbench.execution.engine import (
+    CANDIDATE_UID_BASE,
+    SANDBOX_UID_BASE,
+    UID_SLOTS,
+    Engine,
+    Isolation,
+    SubprocessEngine,
+)
 from knowbench.execution.forkserver import ForkServerEngine
 from knowbench.execution.sandbox import Sandbox
 from knowbench.records import Execution, Limits
@@ -35,6 +47,21 @@ def engine(request: pytest.FixtureRequest, best_sandbox: Sandbox) -> Iterator[En
         the_engine = RayEngine(best_sandbox.kind, workers=2, preload=["unittest"])
     yield the_engine
     the_engine.close()
+
+
+ENGINE_NAMES = ["subprocess", "forkserver", pytest.param("ray", marks=pytest.mark.slow)]
+
+
+def new_engine(name: str, sandbox: Sandbox, workers: int, preload: list[str] | None = None) -> Engine:
+    """A fresh engine of its own for a test (the module's `engine` is shared)."""
+    if name == "subprocess":
+        return SubprocessEngine(sandbox, workers=workers)
+    if name == "forkserver":
+        return ForkServerEngine(sandbox, workers=workers, preload=preload)
+    pytest.importorskip("ray", reason="the ray engine needs the extra knowbench[ray]")
+    from knowbench.execution.ray_engine import RayEngine
+
+    return RayEngine(sandbox.kind, workers=workers, preload=preload)
 
 
 def sandbox_kind(engine: Engine) -> str:
@@ -371,3 +398,237 @@ def test_a_class_whose_base_is_only_named_testcase_runs_like_a_pytest_class(engi
     execution = engine.execute(make_request("def add(a, b):\n    return a + b\n", tests, "add"))
     assert [(t.id, t.status) for t in execution.tests] == [("t::TestPlot::test_ok", "pass"),
                                                          ("t::TestPlot::test_bad", "fail")]
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_a_sample_that_ends_early_leaves_its_exit_status_and_last_stderr_lines(
+        engine: Engine, isolation: Isolation) -> None:
+    """The outcome says how the process ended and what it last wrote on its stderr (fd 2: what
+    a split candidate prints through sys.stderr during a call is sent with the call's reply,
+    and dies with it), even past the output cap."""
+    program = code("""
+        import os
+
+        def add(a, b):
+            os.write(2, b"noise\\n" * 20000)
+            os.write(2, b"last words before exiting\\n")
+            os._exit(3)
+    """)
+    execution = engine.execute(make_request(program, "def test_a():\n    assert add(1, 2) == 3\n",
+                                            "add", isolation=isolation))
+    outcome = execution.tests[0]
+    assert outcome.status == "error"
+    assert outcome.exit_code == 3
+    assert "exit code 3" in outcome.message
+    assert "last words before exiting" in outcome.message
+
+
+@pytest.fixture()
+def sandbox_uids_busy_elsewhere(best_sandbox: Sandbox) -> Iterator[None]:
+    """Another run on this machine (another knowbench, another engine in this process, a Ray
+    actor beside this one) has processes and threads under the first sandbox uids, as many
+    as a sample may have: RLIMIT_NPROC counts them all, machine-wide, per uid."""
+    if not best_sandbox.drops_privileges:
+        pytest.skip("samples run under sandbox uids only when knowbench runs as root")
+    holders = []
+
+    def become(uid: int) -> Callable[[], None]:
+        def drop() -> None:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+        return drop
+
+    try:
+        for base in (SANDBOX_UID_BASE, CANDIDATE_UID_BASE):
+            for slot in range(2):
+                holders += [subprocess.Popen(["sleep", "600"], cwd="/", preexec_fn=become(base + slot))
+                            for _ in range(Limits().processes)]
+        yield
+    finally:
+        for holder in holders:
+            holder.kill()
+            holder.wait()
+
+
+@pytest.mark.parametrize("engine_name", ENGINE_NAMES)
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_samples_run_while_the_sandbox_uids_are_busy_elsewhere(
+        sandbox_uids_busy_elsewhere: None, best_sandbox: Sandbox, engine_name: str,
+        isolation: Isolation) -> None:
+    """Each engine's workers get uids that nothing else on the machine runs under, so no
+    other run's processes count against a sample's limits."""
+    the_engine = new_engine(engine_name, best_sandbox, workers=2)
+    try:
+        executions = list(ThreadPoolExecutor(2).map(
+            lambda _: the_engine.execute(make_request(ADD, "def test_a():\n    assert add(1, 2) == 3\n",
+                                                      "add", isolation=isolation)), range(4)))
+    finally:
+        the_engine.close()
+    assert [execution.status for execution in executions] == ["pass"] * 4, executions[0].tests
+
+
+WRITES_HOME_AND_CACHES = code("""
+    import os
+
+    import matplotlib
+
+
+    def write_everywhere(marker):
+        home = os.path.expanduser("~")
+        for directory in (home, os.path.join(home, ".config", "tool"), os.path.join(home, ".cache", "tool"),
+                          matplotlib.get_configdir(), matplotlib.get_cachedir()):
+            os.makedirs(directory, exist_ok=True)
+            with open(os.path.join(directory, "written"), "w") as handle:
+                handle.write(marker)
+        return sorted(name for name in os.listdir(home) if name.startswith("left-by-"))
+
+
+    def add(a, b):
+        return write_everywhere("candidate")
+""")
+
+
+@pytest.mark.parametrize("engine_name", ENGINE_NAMES)
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_home_and_cache_directories_are_writable_and_private_to_the_sample(
+        best_sandbox: Sandbox, engine_name: str, isolation: Isolation) -> None:
+    """HOME, ~/.config, ~/.cache and the paths a library preloaded before the sample worked
+    out from them (matplotlib's config and cache) can be written by the sample, on the
+    candidate's side too, and nothing written there reaches the next sample."""
+    the_engine = new_engine(engine_name, best_sandbox, workers=1, preload=["matplotlib"])
+    tests = code("""
+        import os
+
+        def test_the_target_writes():
+            assert add(1, 2) == []
+
+        def test_the_tests_write():
+            assert write_everywhere("judge") == []
+            open(os.path.join(os.path.expanduser("~"), "left-by-a-sample"), "w").close()
+    """)
+    trusted = WRITES_HOME_AND_CACHES.replace('return write_everywhere("candidate")', "raise NotImplementedError")
+    try:
+        for _ in range(2):
+            execution = the_engine.execute(make_request(
+                WRITES_HOME_AND_CACHES, tests, "add", preload=["matplotlib"], isolation=isolation,
+                trusted_program=trusted if isolation == "split" else None))
+            assert execution.status == "pass", [test.message for test in execution.tests]
+    finally:
+        the_engine.close()
+
+
+USES_MULTIPROCESSING = code("""
+    import concurrent.futures
+    import multiprocessing
+
+
+    def use(kind):
+        if kind == "lock":
+            with multiprocessing.Lock():
+                return True
+        if kind == "queue":
+            queue = multiprocessing.Queue()
+            queue.put(1)
+            return queue.get(timeout=10) == 1
+        if kind == "pool":
+            with multiprocessing.Pool(2) as pool:
+                return pool.map(abs, [-1, -2]) == [1, 2]
+        if kind == "manager":
+            with multiprocessing.Manager() as manager:
+                shared = manager.dict()
+                shared["a"] = 1
+                return dict(shared) == {"a": 1}
+        with concurrent.futures.ProcessPoolExecutor(2) as executor:
+            return list(executor.map(abs, [-1, -2])) == [1, 2]
+
+
+    def add(kind, _):
+        return use(kind)
+""")
+MULTIPROCESSING_KINDS = ("lock", "queue", "pool", "manager", "process_pool_executor")
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_multiprocessing_works_in_the_target_and_in_the_tests(engine: Engine, isolation: Isolation) -> None:
+    """Locks, queues, pools, managers and process pools work wherever sample code runs: in
+    the target (split: the candidate's process, under its seccomp filter) and in the tests."""
+    tests = "".join(f"def test_target_{kind}():\n    assert add({kind!r}, 0)\n\n"
+                    f"def test_tests_{kind}():\n    assert use({kind!r})\n\n" for kind in MULTIPROCESSING_KINDS)
+    trusted = USES_MULTIPROCESSING.replace("return use(kind)", "raise NotImplementedError")
+    execution = engine.execute(make_request(
+        USES_MULTIPROCESSING, tests, "add", isolation=isolation, wall_s=30, cpu_s=30,
+        trusted_program=trusted if isolation == "split" else None))
+    failed = {test.id: test.message[-300:] for test in execution.tests if test.status != "pass"}
+    assert not failed
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_a_sample_may_start_more_threads_than_processes(engine: Engine, isolation: Isolation) -> None:
+    """Threads are bounded apart from processes: 100 threads pass under the default limits,
+    in the target (split: the candidate's process) and in the tests."""
+    program = code("""
+        import threading
+
+
+        def start_threads(count):
+            done = threading.Barrier(count + 1, timeout=20)
+            threads = [threading.Thread(target=done.wait) for _ in range(count)]
+            for thread in threads:
+                thread.start()
+            done.wait()
+            for thread in threads:
+                thread.join()
+            return count
+
+
+        def add(a, b):
+            return start_threads(a) + b
+    """)
+    tests = "def test_target():\n    assert add(100, 0) == 100\n\ndef test_tests():\n    assert start_threads(100) == 100\n"
+    trusted = program.replace("return start_threads(a) + b", "raise NotImplementedError")
+    execution = engine.execute(make_request(program, tests, "add", isolation=isolation,
+                                            trusted_program=trusted if isolation == "split" else None))
+    assert execution.limits.processes < 100
+    assert execution.status == "pass", [test.message[-300:] for test in execution.tests]
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_the_uid_a_sample_runs_under_has_a_user_name(engine: Engine, isolation: Isolation) -> None:
+    """getpass.getuser() and pwd lookups of the own uid work, in the candidate's process too."""
+    program = code("""
+        import getpass
+        import os
+        import pwd
+
+
+        def user():
+            return pwd.getpwuid(os.getuid()).pw_name == getpass.getuser() != ""
+
+
+        def add(a, b):
+            return user()
+    """)
+    tests = "def test_target():\n    assert add(1, 2)\n\ndef test_tests():\n    assert user()\n"
+    trusted = program.replace("return user()\n", "raise NotImplementedError\n")
+    execution = engine.execute(make_request(program, tests, "add", isolation=isolation,
+                                            trusted_program=trusted if isolation == "split" else None))
+    assert execution.status == "pass", [test.message[-300:] for test in execution.tests]
+
+
+def test_an_engine_refuses_to_start_when_every_sandbox_uid_is_leased(best_sandbox: Sandbox) -> None:
+    """With no free uid left, an engine says so instead of sharing one with another run."""
+    if not best_sandbox.drops_privileges:
+        pytest.skip("samples run under sandbox uids only when knowbench runs as root")
+    leases = []
+    try:
+        for uid in range(SANDBOX_UID_BASE, SANDBOX_UID_BASE + UID_SLOTS):
+            lease = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            leases.append(lease)
+            with contextlib.suppress(OSError):  # already leased by another run: just as taken
+                lease.bind(f"\0knowbench-sandbox-uid-{uid}")
+        with pytest.raises(UserError, match="sandbox uids"):
+            SubprocessEngine(best_sandbox, workers=1)
+    finally:
+        for lease in leases:
+            lease.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,6 +97,32 @@ def test_processes_that_outlive_a_sample_get_the_server_replaced(forkserver: For
     assert "outlived the sample" in execution.note
     assert forkserver.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
     assert forkserver.restarts == before + 1
+
+
+def test_a_child_whose_runner_fails_says_why(forkserver: ForkServerEngine) -> None:
+    """The runner failing around the sample (here: its uid already runs as many tasks as
+    RLIMIT_NPROC allows, so the thread the tests run on cannot start) ends the child with
+    code 70, and the outcome carries the runner's traceback."""
+    uid = forkserver.uids.judge[0]
+    if uid is None:
+        pytest.skip("samples run under a sandbox uid only when knowbench runs as root")
+    threads = 16
+
+    def become() -> None:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+
+    holders = [subprocess.Popen(["sleep", "600"], cwd="/", preexec_fn=become) for _ in range(threads)]
+    try:
+        execution = forkserver.execute(make_request(ADD, CHECK_ADD, "add", threads=threads))
+    finally:
+        for holder in holders:
+            holder.kill()
+            holder.wait()
+    outcome = execution.tests[0]
+    assert outcome.exit_code == 70
+    assert "can't start new thread" in outcome.message, outcome.message
 
 
 def test_the_fork_server_refuses_to_run_without_a_pid_namespace() -> None:

@@ -34,7 +34,9 @@ import pytest
 from helpers import make_request
 from knowbench.errors import UserError
 from knowbench.execution.engine import (
+    CANDIDATE_UID_BASE,
     SANDBOX_UID_BASE,
+    UID_SLOTS,
     Engine,
     ExecutionRequest,
     Isolation,
@@ -44,7 +46,9 @@ from knowbench.execution.forkserver import ForkServerEngine
 from knowbench.execution.sandbox import resolve_sandbox
 
 REPO = Path(__file__).resolve().parents[1]
-SANDBOX_UIDS = range(SANDBOX_UID_BASE, SANDBOX_UID_BASE + 64)
+# Every uid a worker may lease, for judges and for candidates.
+SANDBOX_UIDS = frozenset({*range(SANDBOX_UID_BASE, SANDBOX_UID_BASE + UID_SLOTS),
+                          *range(CANDIDATE_UID_BASE, CANDIDATE_UID_BASE + UID_SLOTS)})
 SMALL_LIMITS: dict[str, Any] = {"wall_s": 3.0, "memory_mb": 256, "cpu_s": 5}
 # Imported by the runner before it drops privileges, so that an attack does not fail merely
 # because the sandbox uid cannot import a module (see test_sandbox_imports_without_preload).
@@ -1252,9 +1256,10 @@ class Host:
         self.root_only.write_text(self.root_only_secret)
         self.root_only.chmod(0o600)
         # Processes that hold the secret in their initial environment (what /proc/PID/environ
-        # shows), started before any sample: as this user, and (as root) as each sandbox uid a
-        # worker runs samples under, whose /proc entries a sample could read if it saw them.
-        self.secret_holders = [_secret_holder(self.secret, uid) for uid in _holder_uids()]
+        # shows), started before any sample: as this user here, and (as root) as each sandbox
+        # uid the engine under test leased (see `hostile_engine`), whose /proc entries a sample
+        # could read if it saw them.
+        self.secret_holders = [_secret_holder(self.secret, None)]
         self.connections: list[str] = []
         self._stop = threading.Event()
         self._tcp = socket.create_server(("127.0.0.1", 0))
@@ -1355,11 +1360,6 @@ def _far_dir(token: str) -> Path:
             path.chmod(0o755)
             return path
     raise RuntimeError("no writable directory outside home and /tmp for the reference canary")
-
-
-def _holder_uids() -> list[int | None]:
-    """None (this user) and, as root, the sandbox uids of the first workers."""
-    return [None, *(SANDBOX_UIDS[:2] if os.geteuid() == 0 else [])]
 
 
 def _secret_holder(secret: str, uid: int | None) -> subprocess.Popen[bytes]:
@@ -1480,7 +1480,7 @@ ISOLATIONS = ["split", "in-process"]
 
 
 @pytest.fixture(scope="module", params=ENGINES)
-def hostile_engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
+def hostile_engine(request: pytest.FixtureRequest, host: Host) -> Iterator[Engine]:
     """The same table against every engine and sandbox; one this machine lacks is skipped."""
     engine_name, sandbox_kind = request.param
     try:
@@ -1501,8 +1501,16 @@ def hostile_engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
 
         engine = RayEngine(sandbox.kind, workers=2, preload=list(PRELOAD), scratch=str(scratch))
     engine.sandbox_kind = sandbox.kind  # type: ignore[attr-defined]
+    # Secret holders under the uids this engine's samples run as (Ray's actors lease theirs
+    # on their node, out of reach here).
+    uids = getattr(engine, "uids", None)
+    leased = [uid for uid in (*uids.judge, *uids.candidate) if uid is not None] if uids else []
+    holders = [_secret_holder(host.secret, uid) for uid in leased]
     yield engine
     engine.close()
+    for holder in holders:
+        holder.kill()
+        holder.wait()
     shutil.rmtree(scratch, ignore_errors=True)
 
 

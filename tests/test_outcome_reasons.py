@@ -90,6 +90,16 @@ CASES: dict[str, tuple[str, str, dict[str, Any], list[Reason | None]]] = {
                           ["exited-early", "not-run"]),
     "killed-in-target": ("import os, signal\n\ndef add(a, b):\n    os.kill(os.getpid(), signal.SIGKILL)\n",
                          TWO_TESTS, {}, ["exited-early", "not-run"]),
+    "process-limit": (code("""
+        import os, time
+
+        def add(a, b):
+            for _ in range(8):
+                if os.fork() == 0:
+                    time.sleep(30)
+                    os._exit(0)
+            time.sleep(30)
+    """), TWO_TESTS, {"processes": 4, "wall_s": 20}, ["process-limit", "not-run"]),
     "wall-clock": ("import time\n\ndef add(a, b):\n    time.sleep(60)\n", TWO_TESTS, {"wall_s": 1.5},
                    ["timeout", "not-run"]),
     "cpu-time": ("def add(a, b):\n    while True:\n        pass\n", TWO_TESTS,

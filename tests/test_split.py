@@ -200,6 +200,31 @@ def test_the_candidate_cannot_plant_links_for_the_tests(split_engine: Engine) ->
     assert "PermissionError" in result.tests[0].message
 
 
+def test_the_candidate_cannot_hard_link_the_tests_files(split_engine: Engine) -> None:
+    """Hard links are denied, or (where the kernel protects them, so that multiprocessing's
+    semaphores work) limited to files the candidate's own uid could write anyway."""
+    if not split_engine.sandbox.drops_privileges:  # type: ignore[attr-defined]
+        pytest.skip("the candidate runs under its own uid only when knowbench runs as root")
+    program = """
+        import os
+
+
+        def add(path, target):
+            os.link(target, path)
+    """
+    tests = """
+        def test_link(tmp_path):
+            secret = tmp_path / "expected.txt"
+            secret.write_text("42")
+            out = tmp_path / "out.txt"
+            add(str(out), str(secret))
+            assert out.read_text() == "42"
+    """
+    result = run(split_engine, program, tests)
+    assert result.tests[0].status == "error"
+    assert "PermissionError" in result.tests[0].message
+
+
 def test_an_iterator_is_replayed_with_the_exception_it_ended_with(split_engine: Engine) -> None:
     program = """
         def add(a, b):

@@ -319,6 +319,7 @@ REASON_CASES: dict[Reason, tuple[Status, str, int | None, str, str]] = {
     "cpu-time": ("timeout", "", -24, "Timeout", "cpu-limit"),
     "memory": ("memory", "", 0, "Resource", "memory-limit"),
     "output-limit": ("error", "", -25, "Resource", "output-limit"),
+    "process-limit": ("error", "", None, "Resource", "process-limit"),
     "isolation-required": ("infrastructure", "", None, "Infrastructure", "isolation-required"),
     "infrastructure": ("infrastructure", "", None, "Infrastructure", "runner-failed"),
 }

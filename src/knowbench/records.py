@@ -22,7 +22,7 @@ memory: the memory limit hit. infrastructure: knowbench could not run the sample
 Reason = Literal[
     "assertion", "exception", "skipped", "test-code-failed", "unsupported-fixture",
     "program-failed-to-load", "exited-early", "candidate-died", "cannot-cross", "tampering",
-    "forged-record", "timeout", "cpu-time", "memory", "output-limit", "not-run",
+    "forged-record", "timeout", "cpu-time", "memory", "output-limit", "process-limit", "not-run",
     "isolation-required", "infrastructure",
 ]
 """Why a test did not pass: a closed set that diagnosis, certification and mining read
@@ -36,7 +36,7 @@ the sample process ended before reporting. candidate-died: (split) the candidate
 process ended during a call. cannot-cross: (split) a value could not cross between the
 processes by value. tampering: the testing machinery was changed. forged-record: the
 result channel carried records knowbench did not write. timeout / cpu-time / memory /
-output-limit: a limit was hit. not-run: an earlier event stopped the run before this test.
+output-limit / process-limit: a limit was hit. not-run: an earlier event stopped the run before this test.
 isolation-required: the run requires split isolation and the task cannot run split.
 infrastructure: knowbench could not run the sample at all.
 """
@@ -82,7 +82,10 @@ class Limits(_Record):
                            description="Address space allowed on top of the runner's own baseline.")
     file_size_mb: int = Field(default=16, ge=1, description="RLIMIT_FSIZE: largest file a sample may write.")
     open_files: int = Field(default=256, ge=16, description="RLIMIT_NOFILE.")
-    processes: int = Field(default=64, ge=1, description="Processes and threads a sample may add.")
+    processes: int = Field(default=64, ge=1, description="Processes a sample may add (counted in its "
+                           "PID namespace every 50 ms; more, and the sample is killed).")
+    threads: int = Field(default=512, ge=16, description="RLIMIT_NPROC: processes and threads "
+                         "together that the sample's uid may run.")
     output_bytes: int = Field(default=65536, ge=1024, description="Captured stdout/stderr per stream.")
 
 
@@ -97,6 +100,9 @@ class TestOutcome(_Record):
         default=None, description="Whether the target's code ran during this test (None: not checked)."
     )
     reason: Reason | None = Field(default=None, description="Why it did not pass (None: it passed).")
+    exit_code: int | None = Field(
+        default=None, description="When the process running this test ended without reporting it: "
+        "how it ended, as `Execution.exit_code` (negative or above 128: the signal; None otherwise).")
 
 
 class Execution(_Record):

@@ -32,6 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from knowbench.benchmark.schema import TestItem, TestSpec
+from knowbench.errors import UserError
 from knowbench.execution.sandbox import RUNNER_DIR, Sandbox
 from knowbench.records import Execution, Limits, Reason, Status, TestOutcome
 
@@ -39,7 +40,14 @@ _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); import knowbench_runner; 
          "del sys.path[0]; knowbench_runner.entry(sys.argv[2:])")
 SANDBOX_UID_BASE = 61000
 CANDIDATE_UID_BASE = SANDBOX_UID_BASE + 1000
+UID_SLOTS = 256
+"""Sandbox uids per role: SANDBOX_UID_BASE + n for judges, CANDIDATE_UID_BASE + n for
+candidates, n < UID_SLOTS; each worker leases its own (see `SandboxUids`)."""
 _CANDIDATE_GRACE_S = 1.0
+STDERR_TAIL_BYTES = 2048
+"""How much of the end of a sample's stderr is kept whatever the output cap: the last words
+of a process that ends early (a traceback, a fatal error of the interpreter)."""
+_LAST_LINES = 12
 _BUDGET_POLL_S = 0.05
 
 
@@ -70,6 +78,9 @@ _SAMPLE_ENV = {
     "NUMEXPR_NUM_THREADS": "1",
     "TOKENIZERS_PARALLELISM": "false",
     "MPLBACKEND": "Agg",
+    # glibc reserves a 64 MiB malloc arena per thread (up to 8 per core), all of it counted
+    # by RLIMIT_AS: a dozen threads would use up the memory limit without touching memory.
+    "MALLOC_ARENA_MAX": "2",
 }
 
 
@@ -126,6 +137,66 @@ class Engine(ABC):
         """Release workers and temporary files."""
 
 
+class SandboxUids:
+    """The uids an engine's workers run samples under, when the sandbox drops privileges: per
+    worker slot one for the judge (and in-process samples) and one for split candidates.
+
+    Each uid is leased for the engine's lifetime, machine-wide: it is one that no process
+    runs as, and no other engine (in this process, another knowbench, a Ray actor beside this
+    one) holds. RLIMIT_NPROC counts a uid's processes and threads across the whole machine,
+    so a uid shared with another run would let that run's processes use up this one's
+    samples' limit (a sample then cannot start the thread its tests run on). The lease is an
+    abstract unix socket bound to the uid's name: it goes when the socket is closed or its
+    process ends, however it ends.
+    """
+
+    _lock = threading.Lock()
+
+    def __init__(self, sandbox: Sandbox, workers: int) -> None:
+        self._leases: list[socket.socket] = []
+        self.judge: list[int | None] = [None] * workers
+        self.candidate: list[int | None] = [None] * workers
+        if not sandbox.drops_privileges:
+            return
+        with self._lock:
+            busy = _uids_in_use()
+            for slot in range(workers):
+                self.judge[slot] = self._lease(SANDBOX_UID_BASE, busy)
+                self.candidate[slot] = self._lease(CANDIDATE_UID_BASE, busy)
+
+    def _lease(self, base: int, busy: set[int]) -> int:
+        for uid in range(base, base + UID_SLOTS):
+            if uid in busy:
+                continue
+            lease = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                lease.bind(f"\0knowbench-sandbox-uid-{uid}")
+            except OSError:  # another engine holds it
+                lease.close()
+                continue
+            self._leases.append(lease)
+            return uid
+        self.close()
+        raise UserError(f"all {UID_SLOTS} sandbox uids from {base} are in use on this machine (by "
+                        "other knowbench runs, or by processes left running under them); use "
+                        "fewer --workers, or wait for other runs to finish")
+
+    def close(self) -> None:
+        for lease in self._leases:
+            lease.close()
+        self._leases.clear()
+
+
+def _uids_in_use() -> set[int]:
+    """The real uids of every process on this machine."""
+    uids = set()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                uids.add(entry.stat().st_uid)
+    return uids
+
+
 def default_workers() -> int:
     return max(1, (os.cpu_count() or 2) // 2)
 
@@ -142,6 +213,7 @@ class SubprocessEngine(Engine):
         self.python = python or sys.executable
         self._scratch = Path(tempfile.mkdtemp(prefix="knowbench-exec-", dir=scratch))
         os.chmod(self._scratch, 0o755)  # sandbox uids must reach their own work directories
+        self.uids = SandboxUids(sandbox, self.workers)
         self._slots: queue.Queue[int] = queue.Queue()
         for slot in range(self.workers):
             self._slots.put(slot)
@@ -156,6 +228,7 @@ class SubprocessEngine(Engine):
 
     def close(self) -> None:
         shutil.rmtree(self._scratch, ignore_errors=True)
+        self.uids.close()
 
     def execute(self, request: ExecutionRequest) -> Execution:
         slot = self._slots.get()
@@ -171,7 +244,7 @@ class SubprocessEngine(Engine):
             self._slots.put(slot)
 
     def _execute(self, request: ExecutionRequest, slot: int, workdir: Path) -> Execution:
-        config = runner_config(request, slot, self.sandbox)
+        config = runner_config(request, self.uids.judge[slot])
         if config["uid"] is not None:
             os.chown(workdir, config["uid"], config["gid"])
         read_fd, write_fd = os.pipe()
@@ -194,7 +267,7 @@ class SubprocessEngine(Engine):
 
 
     def _execute_split(self, request: ExecutionRequest, slot: int, workdir: Path) -> Execution:
-        judge, candidate = split_configs(request, slot, self.sandbox)
+        judge, candidate = split_configs(request, self.uids.judge[slot], self.uids.candidate[slot])
         share_workdir(workdir, judge)
         judge_end, candidate_end = socket.socketpair()
         read_fd, write_fd = os.pipe()
@@ -237,8 +310,8 @@ class SubprocessEngine(Engine):
                                      time.monotonic() - started, self.sandbox.kind, self.name)
 
 
-def split_configs(request: ExecutionRequest, slot: int,
-                  sandbox: Sandbox) -> tuple[dict[str, Any], dict[str, Any]]:
+def split_configs(request: ExecutionRequest, judge_uid: int | None,
+                  candidate_uid: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The judge's and the candidate's configurations for one split sample.
 
     The judge gets the benchmark's own program, the tests and the nonce; the candidate gets
@@ -246,13 +319,12 @@ def split_configs(request: ExecutionRequest, slot: int,
     """
     if request.trusted_program is None:
         raise ValueError("a split request needs trusted_program (the benchmark's own program)")
-    judge = runner_config(request, slot, sandbox)
+    judge = runner_config(request, judge_uid)
     judge["program"] = request.trusted_program
-    uid = CANDIDATE_UID_BASE + slot if sandbox.drops_privileges else None
     candidate = {
         "role": "candidate", "program": request.program, "entry_point": request.entry_point,
-        "limits": request.limits.model_dump(), "preload": request.preload, "uid": uid, "gid": uid,
-        "nproc_base": judge["nproc_base"],
+        "limits": request.limits.model_dump(), "preload": request.preload, "uid": candidate_uid,
+        "gid": candidate_uid, "nproc_base": judge["nproc_base"],
     }
     return judge, candidate
 
@@ -270,9 +342,9 @@ def runner_command(python: str, mode: str) -> list[str]:
     return [python, "-I", "-c", _BOOT, str(RUNNER_DIR), mode]
 
 
-def runner_config(request: ExecutionRequest, slot: int, sandbox: Sandbox) -> dict[str, Any]:
-    """What the in-sandbox runner needs for one sample (without the result fd)."""
-    uid = SANDBOX_UID_BASE + slot if sandbox.drops_privileges else None
+def runner_config(request: ExecutionRequest, uid: int | None) -> dict[str, Any]:
+    """What the in-sandbox runner needs for one sample (without the result fd), to run under
+    `uid` (None: the uid knowbench runs as)."""
     return {
         "nonce": secrets.token_hex(16),
         "program": request.program,
@@ -283,7 +355,7 @@ def runner_config(request: ExecutionRequest, slot: int, sandbox: Sandbox) -> dic
         "preload": request.preload,
         "uid": uid,
         "gid": uid,
-        # The worker's uid runs nothing else, so its process budget starts at zero; an
+        # The worker's leased uid runs nothing else, so its process budget starts at zero; an
         # unprivileged user's budget starts at what that user already runs.
         "nproc_base": 0 if uid is not None else (None if os.geteuid() == 0 else _processes_of_user()),
     }
@@ -303,7 +375,9 @@ class Collected:
     results: bytes = b""
     timed_out: bool = False
     over_budget: bool = False  # the sample's processes and tmpfs files passed its memory budget
+    over_processes: bool = False  # the sample started more processes than limits.processes
     exit_code: int | None = None
+    stderr_tail: bytes = b""  # the last STDERR_TAIL_BYTES written to stderr, past the cap too
 
 
 def build_execution(request: ExecutionRequest, nonce: str, collected: Collected, duration: float,
@@ -332,10 +406,17 @@ def build_split_execution(request: ExecutionRequest, nonce: str, judge: Collecte
     limit = None
     if candidate.over_budget:
         limit = ("memory", "memory", "its memory budget")
+    elif candidate.over_processes:
+        limit = ("error", "process-limit", "its process limit")
     elif died == "SIGXCPU":
         limit = ("timeout", "cpu-time", "the CPU-time limit")
     elif died == "SIGXFSZ":
         limit = ("error", "output-limit", "the file-size limit")
+    last_words = last_stderr_lines(candidate)
+    for outcome in execution.tests:
+        if outcome.reason == "candidate-died" and candidate.exit_code not in (None, 0):
+            outcome.exit_code = candidate.exit_code
+            outcome.message += f" (the candidate's process: {died}){last_words}"
     if limit is not None:
         for outcome in execution.tests:
             if outcome.reason == "candidate-died":
@@ -370,9 +451,14 @@ def _collect(process: subprocess.Popen[bytes], results: object | None, config: b
         if now >= deadline and process.poll() is None:
             collected.timed_out = True
             _kill_group(process)
-        if now >= next_poll and process.poll() is None and not collected.over_budget:
+        if (now >= next_poll and process.poll() is None
+                and not (collected.over_budget or collected.over_processes)):
             next_poll = now + _BUDGET_POLL_S
-            if budget.exceeded(_spawned(process.pid)):
+            spawned = _spawned(process.pid)
+            if len(spawned) > limits.processes:
+                collected.over_processes = True
+                _kill_group(process)
+            elif budget.exceeded(spawned):
                 collected.over_budget = True
                 _kill_group(process)
         if process.poll() is not None:
@@ -386,6 +472,8 @@ def _collect(process: subprocess.Popen[bytes], results: object | None, config: b
                 selector.unregister(key.fileobj)
                 continue
             name = key.data
+            if name == "stderr":
+                collected.stderr_tail = (collected.stderr_tail + chunk)[-STDERR_TAIL_BYTES:]
             kept = getattr(collected, name)
             if len(kept) < caps[name]:
                 setattr(collected, name, kept + chunk[: caps[name] - len(kept)])
@@ -423,6 +511,8 @@ def _runner_outcome(item_id: object, record: dict[str, Any]) -> TestOutcome | No
     """The outcome a runner record reports, or None when the record is not one the runner
     writes: a field of the wrong type, a status or reason outside their closed sets, a
     reason on a pass or none on a failure."""
+    if "exit_code" in record:  # the engine's to say, never the runner's
+        return None
     try:
         outcome = TestOutcome.model_validate({**record, "id": item_id})
     except ValidationError:
@@ -459,6 +549,7 @@ def _outcomes(items: list[TestItem], collected: Collected, nonce: str,
             reported[outcome.id] = outcome
             running = None
     died = _death_reason(exit_code)
+    last_words = last_stderr_lines(collected)
     outcomes: list[TestOutcome] = []
     for item in items:
         outcome = reported.get(item.id)
@@ -473,26 +564,44 @@ def _outcomes(items: list[TestItem], collected: Collected, nonce: str,
             elif collected.over_budget:
                 outcome = _failed(item.id, "memory", "not-run",
                                   "not run: the memory budget was passed earlier")
+            elif item.id == running and collected.over_processes:
+                outcome = _failed(item.id, "error", "process-limit",
+                                  "the sample started more processes than its limit allows "
+                                  "during this test")
+            elif collected.over_processes:
+                outcome = _failed(item.id, "error", "not-run",
+                                  "not run: the process limit was passed earlier")
             elif item.id == running and collected.timed_out:
                 outcome = _failed(item.id, "timeout", "timeout",
                                   "the wall-clock limit was reached during this test")
             elif item.id == running:
                 status, reason = _DEATHS.get(died, ("error", "exited-early"))
                 outcome = _failed(item.id, status, reason,
-                                  f"the sample process ended during this test ({died})")
+                                  f"the sample process ended during this test ({died}){last_words}")
+                outcome.exit_code = exit_code
             elif collected.timed_out:
                 outcome = _failed(item.id, "timeout", "not-run",
                                   "not run: the wall-clock limit was reached earlier")
             else:
                 outcome = _failed(item.id, "error", "not-run",
-                                  f"not run: the sample process ended early ({died})")
+                                  f"not run: the sample process ended early ({died}){last_words}")
+                outcome.exit_code = exit_code
         outcomes.append(outcome)
     note = ""
     if not done and not collected.timed_out:
-        note = f"runner did not finish ({died})"
+        note = f"runner did not finish ({died}){last_words}"
     if forged:
         note = "forged or corrupt result records"
     return outcomes, note
+
+
+def last_stderr_lines(collected: Collected) -> str:
+    """The last lines the process wrote to stderr, as a suffix for a message ("" if none)."""
+    tail = (collected.stderr_tail or collected.stderr[-STDERR_TAIL_BYTES:]).decode(errors="replace")
+    lines = tail.rstrip("\n").splitlines()[-_LAST_LINES:]
+    if not any(line.strip() for line in lines):
+        return ""
+    return "; its last lines on stderr:\n" + "\n".join(lines)
 
 
 # Deaths that are a limit being hit rather than the sample ending itself: the kernel sends

@@ -33,6 +33,7 @@ from knowbench.execution.engine import (
     Collected,
     Engine,
     ExecutionRequest,
+    SandboxUids,
     build_execution,
     build_split_execution,
     default_workers,
@@ -172,6 +173,7 @@ class ForkServerEngine(Engine):
         self.preload = list(preload or [])
         self.scratch = Path(tempfile.mkdtemp(prefix="knowbench-fork-", dir=scratch))
         os.chmod(self.scratch, 0o755)
+        self.uids = SandboxUids(sandbox, self.workers)
         self._servers = [_Server(self, slot) for slot in range(self.workers)]
         self._candidates = [_Server(self, slot, "candidate") for slot in range(self.workers)]
         self._free: queue.Queue[_Server] = queue.Queue()
@@ -199,6 +201,7 @@ class ForkServerEngine(Engine):
             server.stop()
         self.spawner.shutdown()
         shutil.rmtree(self.scratch, ignore_errors=True)
+        self.uids.close()
 
     def execute(self, request: ExecutionRequest) -> Execution:
         server = self._free.get()
@@ -211,7 +214,8 @@ class ForkServerEngine(Engine):
 
     def _execute_split(self, judge_server: _Server, candidate_server: _Server,
                        request: ExecutionRequest) -> Execution:
-        judge, candidate = split_configs(request, judge_server.slot, self.sandbox)
+        slot = judge_server.slot
+        judge, candidate = split_configs(request, self.uids.judge[slot], self.uids.candidate[slot])
         judge_server.workdir.mkdir(mode=0o755, exist_ok=True)
         host_dir = Path(tempfile.mkdtemp(prefix="split-", dir=judge_server.workdir))
         share_workdir(host_dir, judge)
@@ -258,7 +262,7 @@ class ForkServerEngine(Engine):
             self.sandbox.kind, self.name, note="; ".join(notes))
 
     def _execute(self, server: _Server, request: ExecutionRequest) -> Execution:
-        config = runner_config(request, server.slot, self.sandbox)
+        config = runner_config(request, self.uids.judge[server.slot])
         started = time.monotonic()
         try:
             reply = server.run(config, request.limits.wall_s)
@@ -284,4 +288,6 @@ def _collected(reply: dict[str, Any]) -> Collected:
     """A server's reply as raw output (empty when the server could not answer)."""
     return Collected(stdout=reply.get("stdout", "").encode(), stderr=reply.get("stderr", "").encode(),
                      results=reply.get("results", "").encode(), timed_out=reply.get("timed_out", False),
-                     over_budget=reply.get("over_budget", False), exit_code=reply.get("exit_code"))
+                     over_budget=reply.get("over_budget", False), exit_code=reply.get("exit_code"),
+                     over_processes=reply.get("over_processes", False),
+                     stderr_tail=reply.get("stderr_tail", "").encode())

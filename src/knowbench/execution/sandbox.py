@@ -293,20 +293,20 @@ def _python_paths(python: str) -> tuple[str, ...]:
 @functools.cache
 def _synthetic_etc() -> Path:
     """A directory holding the sandbox's /etc/passwd and /etc/group (root, nobody, the
-    sandbox uids and the invoking uid, instead of the host's list of users), and the empty
+    sandbox uids of judges and candidates and the invoking uid, instead of the host's list of users), and the empty
     file that masks hidden files.
 
     Kept under knowbench's home, named by its content, and published by an atomic rename:
     processes share it, and one killed without cleaning up (a Ray actor) leaves no litter.
     Not under /tmp, where another user could plant it first.
     """
-    from knowbench.execution.engine import SANDBOX_UID_BASE
+    from knowbench.execution.engine import CANDIDATE_UID_BASE, SANDBOX_UID_BASE, UID_SLOTS
     from knowbench.execution.environments import knowbench_home
 
     users = {0: "root", 65534: "nobody"}
-    # One uid per worker slot; more than any engine here starts on this machine.
-    slots = max(256, 4 * (os.cpu_count() or 1))
-    users |= {SANDBOX_UID_BASE + slot: f"sandbox{slot}" for slot in range(slots)}
+    # Every uid a worker may lease, for judges and for split candidates.
+    users |= {SANDBOX_UID_BASE + slot: f"sandbox{slot}" for slot in range(UID_SLOTS)}
+    users |= {CANDIDATE_UID_BASE + slot: f"candidate{slot}" for slot in range(UID_SLOTS)}
     users.setdefault(os.getuid(), "knowbench")
     files = {"passwd": "".join(f"{name}:x:{uid}:{uid}::/tmp/sample:/usr/sbin/nologin\n"
                                for uid, name in users.items()),

@@ -61,6 +61,7 @@ REASON_RULES: dict[Reason, Callable[[TestOutcome, RuleContext], Verdict]] = {
     "cpu-time": _fixed("Timeout", "cpu-limit", "the CPU-time limit was reached"),
     "memory": _fixed("Resource", "memory-limit", "the memory limit was reached"),
     "output-limit": _fixed("Resource", "output-limit", "the file-size limit was reached"),
+    "process-limit": _fixed("Resource", "process-limit", "the process limit was reached"),
     "infrastructure": _runner_failed,
     "isolation-required": _fixed("Infrastructure", "isolation-required",
                                  "the run requires split isolation and this task cannot run split"),

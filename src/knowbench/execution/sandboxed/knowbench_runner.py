@@ -65,8 +65,10 @@ def _set_limits(limits, nproc_base):
         (resource.RLIMIT_NOFILE, limits["open_files"], limits["open_files"]),
         (resource.RLIMIT_CORE, 0, 0),
     ]
+    # RLIMIT_NPROC counts threads too: it bounds both together, at the thread limit, so
+    # that threads are not held to the process limit; the engine counts processes apart.
     if nproc_base is not None:
-        nproc = nproc_base + limits["processes"]
+        nproc = nproc_base + limits["threads"]
         pairs.append((resource.RLIMIT_NPROC, nproc, nproc))
     for kind, soft, hard in pairs:
         _, current_hard = resource.getrlimit(kind)
@@ -551,17 +553,96 @@ def _redirect_stdin():
     os.close(devnull)
 
 
+_HOME_FILE_CAP = 4 * 1024 * 1024  # larger files the preload left in HOME are not kept
+
+
+def _new_home(path):
+    """Make `path` an empty directory only root can enter, and the process's HOME."""
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)  # never follows links
+    os.mkdir(path, 0o700)
+    os.environ["HOME"] = path
+
+
+def _home_template(home):
+    """What the preload left in `home` (directories, and files up to a size), as
+    [(relative path, None for a directory or the file's bytes)], parents first."""
+    template, total = [], 0
+    for root, dirs, files in os.walk(home):
+        relative = os.path.relpath(root, home)
+        for name in sorted(dirs):
+            template.append((os.path.normpath(os.path.join(relative, name)), None))
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            try:
+                if os.path.islink(path) or os.path.getsize(path) > _HOME_FILE_CAP - total:
+                    continue
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except OSError:
+                continue
+            total += len(data)
+            template.append((os.path.normpath(os.path.join(relative, name)), data))
+    return template
+
+
+def _lay_out_home(home, template):
+    """A fresh `home` holding what the server's preload left there (`_home_template`)."""
+    _new_home(home)
+    for relative, data in template:
+        path = os.path.join(home, relative)
+        if data is None:
+            os.makedirs(path, exist_ok=True)
+        else:
+            with open(path, "wb") as handle:
+                handle.write(data)
+
+
+def _hand_over_home(home, uid, gid):
+    """Give the sample's uid its home: everything in it, made as root while preloading."""
+    if uid is None or os.geteuid() != 0:
+        return
+    for root, dirs, files in os.walk(home):
+        for name in dirs + files:
+            os.lchown(os.path.join(root, name), uid, gid)
+    os.chown(home, uid, gid)
+
+
 def main():
-    """One-shot mode: the configuration on stdin, results on config["result_fd"]."""
+    """One-shot mode: the configuration on stdin, results on config["result_fd"].
+
+    The process gets a HOME of its own in the work directory before the preload, which may
+    create configuration and cache directories there, then hands it to the sample's uid.
+    """
     config = json.loads(sys.stdin.buffer.read())
     _redirect_stdin()
+    # A fresh name, made at once (mode 0700): in split mode the work directory is shared with
+    # the other process.
+    home = os.environ["HOME"] = tempfile.mkdtemp(prefix=".home-", dir=os.getcwd())
     _preload(config.get("preload", []))
+    _hand_over_home(home, config.get("uid"), config.get("gid"))
     if config.get("role") == "candidate":
         run_candidate(config, config["channel_fd"])
     execute_sample(config, config["result_fd"])
 
 
 _BUDGET_POLL_S = 0.05
+_STDERR_TAIL_BYTES = 2048  # as engine.STDERR_TAIL_BYTES
+
+
+def _last_words(error):
+    """Say on stderr (fd 2, whatever the sample made of sys.stderr) why this process is about
+    to end without finishing: the engine keeps the last lines for the outcome's message."""
+    try:
+        text = "knowbench runner: " + "".join(
+            traceback.format_exception(type(error), error, error.__traceback__))
+    except BaseException:
+        text = f"knowbench runner: {type(error).__name__} (its message could not be formatted)\n"
+    try:
+        os.write(2, text[-_STDERR_TAIL_BYTES:].encode(errors="replace"))
+    except OSError:
+        pass
 
 
 def _stragglers():
@@ -671,15 +752,21 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
             sys.stdout = open(1, "w", closefd=False)
             sys.stderr = open(2, "w", closefd=False)
             os.chdir(workdir)
-            os.environ["HOME"] = os.environ["TMPDIR"] = workdir
+            os.environ["TMPDIR"] = workdir
             tempfile.tempdir = None
+            # At the path the server's preload saw as HOME: what it worked out from HOME
+            # (a library's config and cache directories) is this sample's, writable.
+            _lay_out_home(setup["home"], setup["home_template"])
             _preload(request.get("preload", []))
+            _hand_over_home(setup["home"], request.get("uid"), request.get("gid"))
             if candidate:
                 os.close(result_write)
                 run_candidate(request, channel_fd)
             else:
                 request["channel_fd"] = channel_fd
                 execute_sample(request, result_write)
+        except BaseException as error:
+            _last_words(error)
         finally:
             os._exit(70)
     for fd in (result_write, out_write, err_write):
@@ -691,6 +778,7 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
     caps = {result_read: 16 * 1024 * 1024, out_read: cap, err_read: cap}
     kept = {result_read: [], out_read: [], err_read: []}
     sizes = dict.fromkeys(kept, 0)
+    tail = [b""]  # the end of stderr, past the cap too: what a process that ends early said last
 
     def drain(fd):
         """Read what is there; False at end of file or, non-blocking, when nothing is left."""
@@ -700,12 +788,14 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
             return False
         if not chunk:
             return False
+        if fd == err_read:
+            tail[0] = (tail[0] + chunk)[-_STDERR_TAIL_BYTES:]
         if sizes[fd] < caps[fd]:
             kept[fd].append(chunk[: caps[fd] - sizes[fd]])
             sizes[fd] += len(kept[fd][-1])
         return True
 
-    timed_out, over_budget, status = False, False, None
+    timed_out, over_budget, over_processes, status = False, False, False, None
     # The budget covers every process of the sample (in this PID namespace, all but its
     # init and this server) and what it keeps on the private tmpfs.
     budget = knowbench_memory.Budget(request["limits"]["memory_mb"] * 1024 * 1024,
@@ -725,7 +815,11 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
         # Polled every 50 ms from the start on: a sample that ends sooner pays nothing for it.
         if watch_budget and time.monotonic() >= next_poll:
             next_poll = time.monotonic() + _BUDGET_POLL_S
-            if budget.exceeded(_stragglers()):
+            processes = _stragglers()  # the sample's process and every one it started
+            if len(processes) - 1 > request["limits"]["processes"]:
+                over_processes = True
+                break
+            if budget.exceeded(processes):
                 over_budget = True
                 break
         ready, _, _ = select.select(watched, [], [], min(remaining, _BUDGET_POLL_S))
@@ -752,13 +846,16 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
         return b"".join(kept[fd]).decode(errors="replace")
 
     reply = {"results": text(result_read), "exit_code": exit_code, "timed_out": timed_out,
-             "over_budget": over_budget, "memory_peak": budget.peak,
+             "over_budget": over_budget, "over_processes": over_processes,
+             "memory_peak": budget.peak,
              "stdout": text(out_read), "stderr": text(err_read),
+             "stderr_tail": tail[0].decode(errors="replace"),
              "duration_s": time.monotonic() - started}
     # Leave nothing for the next sample: its files, /tmp, and any process it left behind.
     # (rmtree removes links and FIFOs without following or opening them.)
     if own_workdir:
         shutil.rmtree(workdir, ignore_errors=True)
+    shutil.rmtree(setup["home"], ignore_errors=True)
     if setup.get("private_tmp"):
         _clean_tmp(keep=base)
     leftover = _stragglers() if setup.get("pid_namespace") else []
@@ -792,7 +889,15 @@ def serve():
     fd_socket = None
     if setup.get("fd_socket") is not None:
         fd_socket = socket.socket(fileno=setup["fd_socket"])
+    base = os.getcwd()
+    # One per server, where samples cannot make it first: on the private, size-capped /tmp
+    # (emptied after every sample), else in the server's work directory, which the judge's
+    # and the candidate's servers share.
+    setup["home"] = ("/tmp/.home" if setup.get("private_tmp")
+                     else os.path.join(base, f".home-{setup.get('role', 'judge')}"))
+    _new_home(setup["home"])
     _preload(setup.get("preload", []))
+    setup["home_template"] = _home_template(setup["home"])
     if setup.get("role") != "candidate":
         _SERVER_SNAPSHOT[0] = _snapshot()
     import gc
@@ -800,7 +905,6 @@ def serve():
     # Children then leave the preloaded objects' pages alone (no copy-on-write by the GC).
     gc.collect()
     gc.freeze()
-    base = os.getcwd()
     ready = (json.dumps({"ready": True, "pid": os.getpid()}) + "\n").encode()
     os.write(control_out, ready)
     for line in sys.stdin.buffer:

@@ -7,6 +7,13 @@ a plain file or directory it made itself, so a test never reads through a link i
 judge's own files and never blocks on a FIFO. Tracing and reading other processes' memory
 are denied as well (a second layer: the judge already runs under another uid, in another
 PID namespace).
+
+Hard links are allowed where the kernel already restricts them (`fs.protected_hardlinks`
+= 1: a uid may link only files it owns or may read and write). A link to such a file gives
+nothing a plain file would not: the judge's files, under the judge's uid, cannot be linked.
+glibc's `sem_open`, and so every `multiprocessing` lock, queue and pool, makes a named
+semaphore by linking a file into /dev/shm; with the kernel unprotected they do not work in
+the candidate's process.
 """
 
 import ctypes
@@ -21,6 +28,7 @@ _ARCHES = {
     "aarch64": (0xC00000B7, {36: "symlinkat", 37: "linkat", 33: "mknodat", 117: "ptrace",
                              270: "process_vm_readv", 271: "process_vm_writev"}),
 }
+_HARD_LINKS = frozenset({"link", "linkat"})
 _X32_SYSCALL_BIT = 0x40000000
 _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
 _RET_ALLOW, _RET_ERRNO_EPERM = 0x7FFF0000, 0x00050000 | 1
@@ -50,12 +58,25 @@ def _program(arch, denied):
     return code
 
 
+def kernel_protects_hard_links():
+    """Whether fs.protected_hardlinks is on (read as the filter is installed, before any
+    candidate code runs)."""
+    try:
+        with open("/proc/sys/fs/protected_hardlinks") as handle:
+            return handle.read().strip() == "1"
+    except (OSError, ValueError):
+        return False
+
+
 def install():
     """Install the filter in this process and its future children. True when installed."""
     entry = _ARCHES.get(platform.machine())
     if entry is None:
         return False
-    code = _program(*entry)
+    arch, denied = entry
+    if kernel_protects_hard_links():
+        denied = {number: name for number, name in denied.items() if name not in _HARD_LINKS}
+    code = _program(arch, denied)
     raw = b"".join(struct.pack("HBBI", *instruction) for instruction in code)
     buffer = ctypes.create_string_buffer(raw, len(raw))
     program = _Filter(len(code), ctypes.cast(buffer, ctypes.c_void_p))
