@@ -37,6 +37,7 @@ from knowbench.builders.repository import (
     Symbol,
     decorator_name,
     resolve_relative,
+    top_level_statements,
 )
 from knowbench.execution.sandbox import RUNNER_DIR
 
@@ -263,6 +264,11 @@ class SpecBuilder:
                 needed.names |= free_names(enclosing)
             else:
                 self._follow_import(module, enclosing, {name})
+        for statement in _mutations(module).get(name, []):
+            enclosing = _enclosing(module, statement)
+            if id(enclosing) not in needed.statements:
+                needed.statements[id(enclosing)] = enclosing
+                needed.names |= free_names(enclosing)
 
     def _follow_import(self, module: Module, statement: ast.Import | ast.ImportFrom, names: set[str]) -> None:
         """Imports from test helpers that are not installed pull in the helper's definitions."""
@@ -518,6 +524,48 @@ def _enclosing(module: Module, statement: ast.stmt) -> ast.stmt:
         if top is statement or any(inner is statement for inner in ast.walk(top)):
             return top
     return statement
+
+
+def _mutations(module: Module) -> dict[str, list[ast.stmt]]:
+    """Module-level statements that change what a name holds without rebinding it, by name:
+    `Foo.attr = ...`, `TABLE[key] = ...`, `x += ...` on an attribute or item, `del Foo.attr`,
+    `setattr(Foo, ...)` and method calls on it (`REGISTRY.update(...)`, `Foo.register(f)`).
+    A test using the name needs them too. Statements under `if __name__ == "__main__":` never
+    run on import and are left out."""
+    cached = getattr(module, "_kb_mutations", None)
+    if cached is not None:
+        return cached
+    found: dict[str, list[ast.stmt]] = {}
+    main_guarded = {id(inner) for top in module.tree.body if isinstance(top, ast.If) and _is_main_guard(top.test)
+                    for inner in ast.walk(top)}
+    for statement in top_level_statements(module.tree):
+        if id(statement) in main_guarded:
+            continue
+        roots: list[ast.expr] = []
+        if isinstance(statement, ast.Assign):
+            roots = [t for t in statement.targets if isinstance(t, ast.Attribute | ast.Subscript)]
+        elif isinstance(statement, ast.AugAssign | ast.AnnAssign) and \
+                isinstance(statement.target, ast.Attribute | ast.Subscript):
+            roots = [statement.target]
+        elif isinstance(statement, ast.Delete):
+            roots = [t for t in statement.targets if isinstance(t, ast.Attribute | ast.Subscript)]
+        elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+            func = statement.value.func
+            if isinstance(func, ast.Name) and func.id in ("setattr", "delattr") and statement.value.args:
+                roots = [statement.value.args[0]]
+            elif isinstance(func, ast.Attribute):
+                roots = [func.value]
+        for root in roots:
+            while isinstance(root, ast.Attribute | ast.Subscript | ast.Call):
+                root = root.func if isinstance(root, ast.Call) else root.value
+            if isinstance(root, ast.Name):
+                found.setdefault(root.id, []).append(statement)
+    module._kb_mutations = found  # type: ignore[attr-defined]
+    return found
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    return isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
 
 
 def _in_source_order(module: Module, statements: dict[int, ast.stmt]) -> list[ast.stmt]:
