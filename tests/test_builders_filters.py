@@ -38,6 +38,36 @@ def test_banned_operations_are_found(code: str) -> None:
     assert banned_keywords(code)
 
 
+@pytest.mark.parametrize(("code", "expected"), [
+    ("from subprocess import run\nrun(['ls'])", ["subprocess."]),  # through the import
+    ("import shutil as sh\nsh.copy(a, b)", ["shutil."]),
+    ("import os\nos.path.join(a, b)", ["os.path."]),
+    ("from os import path\npath.exists(a)", ["os.path."]),
+    ("os.execv(a, b)", ["os.exec"]),  # a prefix, as DomainEval's substring match had it
+    ("handle.seek(0)", [".seek("]),
+    ("data = json.load(handle)", [".load("]),
+    ("proc.terminate()", ["terminate"]),
+    ("import socket\nsocket.create_connection(a)", ["socket."]),
+    ("import smtplib", ["smtplib"]),
+])
+def test_real_uses_of_banned_modules_and_calls_are_found(code: str, expected: list[str]) -> None:
+    assert banned_keywords(code) == expected
+
+
+@pytest.mark.parametrize("code", [
+    "result = empty.copy()",  # not `pty.`
+    "self.websocket.send(message)",  # not `socket.`
+    "reopen(x)",  # not `open(`
+    "value = self.read_only",  # not `.read(`
+    "undetermined = indeterminate(x)",  # not `terminate`
+    "message = 'call os.system or open(path)'",  # a string, not a call
+    "def json_loads(text):\n    return parse(text)",  # not `.load(`
+    "self.requests_made += 1",  # not `requests.`
+])
+def test_names_that_merely_contain_a_keyword_are_not_banned(code: str) -> None:
+    assert banned_keywords(code) == []
+
+
 def test_comments_and_docstrings_do_not_count() -> None:
     code = 'def f(path):\n    """Never calls os.system or open(path)."""\n    return path  # not os.remove\n'
     assert banned_keywords(code) == []

@@ -12,6 +12,7 @@ stages need to rebuild them.
 from __future__ import annotations
 
 import ast
+import textwrap
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -108,7 +109,8 @@ def _draft(symbol: Symbol, units: list[TestUnit], repository: Repository, resolv
         return record.drop("prompt-too-long", f"{target.prompt_code.count(chr(10)) + 1} lines")
     usable: list[TestUnit] = []
     for unit in sorted(units, key=lambda u: u.id):
-        text = ast.get_source_segment(unit.module.source, unit.node()) or ""
+        # padded and dedented, so that a method parses and is matched by its AST
+        text = textwrap.dedent(ast.get_source_segment(unit.module.source, unit.node(), padded=True) or "")
         hits = banned_keywords(text, options.banned)
         if hits:
             record.drop_test(unit.id, "banned-keyword", ", ".join(hits))
