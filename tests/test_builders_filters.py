@@ -96,6 +96,16 @@ def test_triviality(code: str, reason: str | None) -> None:
     assert triviality_reason(_function(code)) == reason
 
 
+@pytest.mark.parametrize(("code", "reason"), [
+    ('def check(x):\n    """Either."""\n    return helper_a(x) or helper_b(x)', "trivial-context-delegation"),
+    ("def check(x, y):\n    return not helper_a(helper_b(x), y=y)", "trivial-context-delegation"),
+    ("def check(x):\n    return helper_a(x) and len(x) > 2", None),  # computes something itself
+    ("def check(x):\n    return other(x) or helper_b(x)", None),  # `other` is not supplied
+])
+def test_delegation_to_context_names(code: str, reason: str | None) -> None:
+    assert triviality_reason(_function(code), context_names={"helper_a", "helper_b"}) == reason
+
+
 REFERENCE = '''
 def grade(score):
     """Letter grade."""

@@ -24,7 +24,15 @@ from knowbench.builders.discover import TestUnit, discover_units, test_modules
 from knowbench.builders.filters import banned_keywords, size_reason, triviality_reason
 from knowbench.builders.harness import SpecBuilder
 from knowbench.builders.options import MineOptions
-from knowbench.builders.repository import Module, Repository, Resolver, Symbol, find_node
+from knowbench.builders.repository import (
+    Module,
+    Repository,
+    Resolver,
+    Symbol,
+    bound_names,
+    find_node,
+    top_level_statements,
+)
 from knowbench.builders.requirements import requirement_name
 from knowbench.builders.source import Source
 
@@ -79,6 +87,15 @@ def find_candidates(source: Source, domain: str, options: MineOptions, source_re
     return drafts
 
 
+def _context_names(target: TargetCode) -> set[str]:
+    """Names the context binds at its top level: imports, copies, imports from the library."""
+    try:
+        tree = ast.parse(target.context)
+    except SyntaxError:
+        tree = ast.Module(body=[], type_ignores=[])
+    return {n for s in top_level_statements(tree) for n in bound_names(s)} | set(target.copied) | set(target.imported)
+
+
 def _task_id(source: Source, symbol: Symbol) -> str:
     return f"{requirement_name(source.name)}/{symbol.dotted}"
 
@@ -98,6 +115,10 @@ def _draft(symbol: Symbol, units: list[TestUnit], repository: Repository, resolv
         target = cut_target(module, symbol, options.max_prompt_lines)
     except ContextError as error:
         return record.drop("cut-failed", str(error))
+    supplied = _context_names(target)
+    if triviality_reason(node, supplied):
+        return record.drop("trivial-context-delegation",
+                           "the body only calls names the context supplies: " + ", ".join(sorted(supplied)))
     record.body_lines = target.body_lines
     reason = size_reason(target.body_lines, options.min_lines, options.max_lines)
     if reason:

@@ -204,9 +204,11 @@ def size_reason(body_lines: int, minimum: int = MIN_LINES, maximum: int = MAX_LI
     return None
 
 
-def triviality_reason(node: _FunctionNode) -> str | None:
+def triviality_reason(node: _FunctionNode, context_names: set[str] | frozenset[str] = frozenset()) -> str | None:
     """Why a definition is not worth a task: a constructor, a property getter, a pure
-    delegation to another callable, or an abstract stub. None when it is significant."""
+    delegation to another callable, a body that only combines calls of names the context
+    supplies (`context_names`: `return helper_a(x) or helper_b(x)`), or an abstract stub.
+    None when it is significant."""
     if node.name in _CONSTRUCTORS:
         return "trivial-constructor"
     names = [decorator_name(d) for d in node.decorator_list]
@@ -219,7 +221,42 @@ def triviality_reason(node: _FunctionNode) -> str | None:
         return "trivial-abstract"
     if len(body) == 1 and _is_delegation(body[0], node):
         return "trivial-delegation"
+    if len(body) == 1 and context_names and isinstance(body[0], ast.Return | ast.Expr) and \
+            body[0].value is not None and _only_delegates(body[0].value, _parameters(node), set(context_names)):
+        return "trivial-context-delegation"
     return None
+
+
+def _parameters(node: _FunctionNode) -> set[str]:
+    names = {a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs}
+    names |= {a.arg for a in (node.args.vararg, node.args.kwarg) if a is not None}
+    return names
+
+
+def _only_delegates(expr: ast.expr, parameters: set[str], supplied: set[str]) -> bool:
+    """Whether `expr` is calls of supplied names (on parameters, literals or such calls),
+    joined by `and` / `or` / `not`, with at least one call."""
+    calls = 0
+
+    def delegates(node: ast.expr) -> bool:
+        nonlocal calls
+        if isinstance(node, ast.BoolOp):
+            return all(delegates(value) for value in node.values)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return delegates(node.operand)
+        if isinstance(node, ast.Call):
+            root = node.func
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if not (isinstance(root, ast.Name) and root.id in supplied):
+                return False
+            calls += 1
+            arguments = [*node.args, *(k.value for k in node.keywords)]
+            return all(_is_passthrough(a, parameters) or delegates(a) or
+                       (isinstance(a, ast.Name) and a.id in supplied) for a in arguments)
+        return _is_passthrough(node, parameters)
+
+    return delegates(expr) and calls > 0
 
 
 def _has_docstring(node: _FunctionNode) -> bool:
