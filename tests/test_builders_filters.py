@@ -87,6 +87,8 @@ def _function(code: str) -> ast.FunctionDef:
 @pytest.mark.parametrize(("code", "reason"), [
     ("def __init__(self, x):\n    self.x = x\n    self.y = 2\n    self.z = 3", "trivial-constructor"),
     ("@property\ndef size(self):\n    '''Size.'''\n    return len(self.items)", "trivial-property"),
+    # a getter that computes something is a task like any method (tracing sees `obj.area`)
+    ("@property\ndef area(self):\n    w = abs(self.w)\n    h = abs(self.h)\n    return w * h", None),
     ("def total(self, a, b=1):\n    '''Sum.'''\n    return self._impl.total(a, b=b)", "trivial-delegation"),
     ("def run(self):\n    raise NotImplementedError", "trivial-abstract"),
     ("def total(self, a):\n    return sum(x * 2 for x in a)", None),

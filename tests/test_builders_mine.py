@@ -25,7 +25,8 @@ from knowbench.run import run_benchmark
 
 PUBLISHED = {"minilib.textutil.slug", "minilib.textutil.normalise_case", "minilib.mathutil.clamp",
              "minilib.mathutil.Stats.mean", "minilib.geometry.shapes.Rect.area",
-             "minilib.geometry.shapes.Rect.scale"}
+             "minilib.geometry.shapes.Rect.scale", "minilib.geometry.shapes.Rect.perimeter",
+             "minilib.geometry.shapes.Rect.__add__"}  # a property, an operator
 
 
 @pytest.fixture(scope="module")

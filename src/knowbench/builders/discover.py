@@ -236,9 +236,17 @@ class _ModuleTracer:
                  found: set[Symbol], depth: int) -> None:
         local_types = self._local_types(node, attributes)
         for inner in ast.walk(node):
+            for operand, names, unless in _implicit_calls(inner):
+                # a reflected method runs only when the left operand does not handle it
+                if unless is None or not self._add_special(*unless, local_types, attributes, set()):
+                    self._add_special(operand, names, local_types, attributes, found)
+            if isinstance(inner, ast.Attribute) and isinstance(inner.ctx, ast.Load):
+                self._add_property(inner, local_types, attributes, found)
             if not isinstance(inner, ast.Call):
                 continue
             called = self._resolve(inner.func, local_types, attributes)
+            if isinstance(called, Instance):  # calling an instance runs its __call__
+                self._add_special(inner.func, ("__call__",), local_types, attributes, found)
             if isinstance(called, Symbol):
                 found.add(called)
                 if called.kind == "class":  # constructing: __init__ runs, record it as well
@@ -254,6 +262,35 @@ class _ModuleTracer:
             if depth < _HELPER_DEPTH and helper is not None and helper is not node and \
                     id(helper) not in self.foreign_helpers:
                 self._collect(helper, cls, attributes, found, depth + 1)
+
+    def _add_special(self, operand: ast.expr, names: tuple[str, ...], local_types: dict[str, Symbol | Instance],
+                     attributes: dict[str, Symbol | Instance], found: set[Symbol]) -> bool:
+        """Add the first of `names` (a special method and its fallbacks) that the class of
+        `operand` defines, when `operand` is known to be an instance; whether one was."""
+        value = self._resolve(operand, local_types, attributes)
+        if not isinstance(value, Instance):
+            return False
+        for name in names:
+            member = self.resolver.member(value.cls, name)
+            if member is not None and member.kind == "method":
+                found.add(member)
+                return True
+        return False
+
+    def _add_property(self, node: ast.Attribute, local_types: dict[str, Symbol | Instance],
+                      attributes: dict[str, Symbol | Instance], found: set[Symbol]) -> None:
+        """`obj.attr` read on a known instance runs the getter when `attr` is a plain
+        `@property` (one definition: a getter sharing its name with a setter is ambiguous)."""
+        owner = self._resolve(node.value, local_types, attributes)
+        if not isinstance(owner, Instance):
+            return
+        member = self.resolver.member(owner.cls, node.attr)
+        if member is None or member.kind != "method":
+            return
+        cls = self.resolver.class_node(Symbol(member.module, member.qualname.rpartition(".")[0], "class"))
+        definitions = [m for m in cls.body if isinstance(m, _FunctionNode) and m.name == node.attr] if cls else []
+        if len(definitions) == 1 and any(decorator_name(d) == "property" for d in definitions[0].decorator_list):
+            found.add(member)
 
     def _resolve(self, expr: ast.expr, local_types: dict[str, Symbol | Instance],
                  attributes: dict[str, Symbol | Instance]) -> Symbol | Instance | None:
@@ -340,6 +377,74 @@ class _ModuleTracer:
                 if resolved is not None:
                     types[attr] = resolved
         return types
+
+
+_BINARY = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.MatMult: "matmul", ast.Div: "truediv",
+           ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.LShift: "lshift",
+           ast.RShift: "rshift", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor"}
+_UNARY = {ast.USub: ("__neg__",), ast.UAdd: ("__pos__",), ast.Invert: ("__invert__",),
+          ast.Not: ("__bool__", "__len__")}
+_COMPARE = {ast.Eq: ("__eq__", "__eq__"), ast.NotEq: ("__ne__", "__ne__"), ast.Lt: ("__lt__", "__gt__"),
+            ast.LtE: ("__le__", "__ge__"), ast.Gt: ("__gt__", "__lt__"), ast.GtE: ("__ge__", "__le__")}
+_ITERATION = ("__iter__", "__getitem__")
+# builtins that run a special method of their (first) argument
+_BUILTINS: dict[str, tuple[str, ...]] = {
+    "len": ("__len__",), "repr": ("__repr__",), "str": ("__str__", "__repr__"), "bool": ("__bool__", "__len__"),
+    "hash": ("__hash__",), "abs": ("__abs__",), "int": ("__int__", "__index__"), "float": ("__float__",),
+    "complex": ("__complex__",), "bytes": ("__bytes__",), "round": ("__round__",), "format": ("__format__",),
+    "reversed": ("__reversed__", "__len__"), "next": ("__next__",), "divmod": ("__divmod__",),
+    "iter": _ITERATION, "list": _ITERATION, "tuple": _ITERATION, "set": _ITERATION, "frozenset": _ITERATION,
+    "sorted": _ITERATION, "enumerate": _ITERATION, "sum": _ITERATION, "min": _ITERATION, "max": _ITERATION,
+    "any": _ITERATION, "all": _ITERATION, "dict": ("keys", "__iter__"),
+}
+_ASSERT_EQUAL = ("assertEqual", "assertEquals", "assertNotEqual", "assertListEqual", "assertTupleEqual",
+                 "assertDictEqual", "assertSetEqual", "assertSequenceEqual")
+
+
+_Implicit = tuple[ast.expr, tuple[str, ...], tuple[ast.expr, tuple[str, ...]] | None]
+
+
+def _implicit_calls(node: ast.AST) -> Iterator[_Implicit]:
+    """(operand, special methods it may run (the first defined wins), unless) for the special
+    methods Python calls implicitly at `node`: operators, comparisons, membership, items,
+    iteration, `with`, builtins such as `len` and `repr`, and unittest's equality checks.
+    `unless` is the (operand, methods) whose presence means this one does not run: a
+    reflected `__radd__` runs only when the left operand has no `__add__`."""
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        name = _BINARY[type(node.op)]
+        yield node.left, (f"__{name}__",), None
+        yield node.right, (f"__r{name}__",), (node.left, (f"__{name}__",))
+    elif isinstance(node, ast.AugAssign) and type(node.op) in _BINARY:
+        name = _BINARY[type(node.op)]
+        yield node.target, (f"__i{name}__", f"__{name}__"), None
+    elif isinstance(node, ast.UnaryOp):
+        yield node.operand, _UNARY[type(node.op)], None
+    elif isinstance(node, ast.Compare):
+        left = node.left
+        for op, right in zip(node.ops, node.comparators, strict=True):
+            if type(op) in _COMPARE:
+                forward, reflected = _COMPARE[type(op)]
+                yield left, (forward,), None
+                yield right, (reflected,), (left, (forward,))
+            elif isinstance(op, ast.In | ast.NotIn):
+                yield right, ("__contains__", *_ITERATION), None
+            left = right
+    elif isinstance(node, ast.Subscript):
+        special = {ast.Load: "__getitem__", ast.Store: "__setitem__", ast.Del: "__delitem__"}[type(node.ctx)]
+        yield node.value, (special,), None
+    elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+        yield node.iter, _ITERATION, None
+    elif isinstance(node, ast.With | ast.AsyncWith):
+        for item in node.items:
+            yield item.context_expr, ("__enter__",), None
+            yield item.context_expr, ("__exit__",), None
+    elif isinstance(node, ast.Call) and node.args:
+        name = decorator_name(node.func)
+        if name in _BUILTINS:
+            yield node.args[0], _BUILTINS[name], None
+        elif name.rsplit(".", 1)[-1] in _ASSERT_EQUAL and len(node.args) >= 2:
+            yield node.args[0], ("__eq__",), None
+            yield node.args[1], ("__eq__",), (node.args[0], ("__eq__",))
 
 
 def _self_attribute(target: ast.expr) -> str | None:

@@ -212,11 +212,11 @@ def triviality_reason(node: _FunctionNode, context_names: set[str] | frozenset[s
     if node.name in _CONSTRUCTORS:
         return "trivial-constructor"
     names = [decorator_name(d) for d in node.decorator_list]
-    if any(name in _GETTER_DECORATORS or name.endswith(".getter") for name in names):
-        return "trivial-property"
     if any(name.endswith(("abstractmethod", "abstractproperty", "overload")) for name in names):
         return "trivial-abstract"
     body = node.body[1:] if _has_docstring(node) else node.body
+    if any(name in _GETTER_DECORATORS or name.endswith(".getter") for name in names) and len(body) <= 1:
+        return "trivial-property"  # a one-statement getter; one that computes is a method like others
     if not body or all(_is_stub_statement(s) for s in body):
         return "trivial-abstract"
     if len(body) == 1 and _is_delegation(body[0], node):
