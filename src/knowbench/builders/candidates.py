@@ -117,8 +117,9 @@ def _draft(symbol: Symbol, units: list[TestUnit], repository: Repository, resolv
         return record.drop("cut-failed", str(error))
     supplied = _context_names(target)
     if triviality_reason(node, supplied):
+        used = sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & supplied)
         return record.drop("trivial-context-delegation",
-                           "the body only calls names the context supplies: " + ", ".join(sorted(supplied)))
+                           "the body only calls what the context supplies: " + ", ".join(used))
     record.body_lines = target.body_lines
     reason = size_reason(target.body_lines, options.min_lines, options.max_lines)
     if reason:
