@@ -207,3 +207,17 @@ def test_operators_iteration_context_managers_and_properties_are_traced(tmp_path
         # a getter and its setter share one name: which one a task would pose is ambiguous
         "test_property_with_a_setter_is_not_a_target": set(),
     }
+
+
+def test_generic_alias_constructors_and_classes_held_by_the_test_class_are_traced(tmp_path: Path) -> None:
+    (tmp_path / "lib.py").write_text(OPERATOR_LIBRARY)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_vec.py").write_text(
+        "import unittest\nfrom lib import Vec\n\n\nclass VecTest(unittest.TestCase):\n    Kind = Vec\n\n"
+        "    def test_generic(self):\n        v = Vec[int](3)\n        self.assertEqual(len(v), 3)\n\n"
+        "    def test_class_attribute(self):\n        v = self.Kind(2)\n        self.assertEqual(v.double, 4)\n")
+    repository = Repository(tmp_path)
+    units = discover_units(repository, Resolver(repository))
+    traced = {unit.function: {s.qualname for s in unit.targets} for unit in units}
+    assert traced == {"test_generic": {"Vec.__init__", "Vec.__len__"},
+                      "test_class_attribute": {"Vec.__init__", "Vec.double"}}

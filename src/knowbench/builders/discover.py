@@ -298,6 +298,12 @@ class _ModuleTracer:
                 isinstance(expr.value.value, ast.Name) and expr.value.value.id in ("self", "cls"):
             owner = attributes.get(expr.value.attr)
             return self.resolver.attribute(owner, expr.attr) if owner is not None else None
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id in ("self", "cls"):
+            return attributes.get(expr.attr)
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
+                isinstance(expr.func.value, ast.Name) and expr.func.value.id in ("self", "cls"):
+            held = attributes.get(expr.func.attr)  # `self.Cache(...)` with `Cache = LRUCache` in the class
+            return Instance(held) if isinstance(held, Symbol) and held.kind == "class" else None
         return self.resolver.expression(self.module, expr, local_types)
 
     def _local_types(self, node: _FunctionNode, attributes: dict[str, Symbol | Instance]
