@@ -249,3 +249,35 @@ def test_module_statements_the_tests_depend_on_are_carried_in_order(tmp_path: Pa
     assert len(execution.tests) == 6
     for outcome in execution.tests:
         assert (outcome.status, outcome.called) == ("pass", True), outcome.message
+
+
+def test_tests_inherited_from_a_mixin_in_another_test_module_are_units_and_run(
+        tmp_path: Path, engine: SubprocessEngine) -> None:
+    (tmp_path / "lib").mkdir()  # a package: a loose module beside a tests package is not the library
+    (tmp_path / "lib" / "__init__.py").write_text(textwrap.dedent(LIBRARY))
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text(
+        "import lib\n\nFACTOR = 2\n\n\nclass DoubleMixin:\n    def test_double(self):\n"
+        "        self.assertEqual(self.function(3), 3 * FACTOR)\n\n"
+        "    def test_module_function(self):\n        self.assertEqual(lib.double(1), 2)\n")
+    (tmp_path / "tests" / "test_lib.py").write_text(
+        "import unittest\nfrom lib import double\n\nfrom . import DoubleMixin\n\n\n"
+        "class DoubleTest(unittest.TestCase, DoubleMixin):\n    function = staticmethod(double)\n\n"
+        "    def test_own(self):\n        self.assertEqual(double(0), 0)\n")
+    repository = Repository(tmp_path)
+    resolver = Resolver(repository)
+    units = discover_units(repository, resolver)
+    assert sorted(unit.id for unit in units) == ["tests/test_lib.py::DoubleTest::test_double",
+                                                 "tests/test_lib.py::DoubleTest::test_module_function",
+                                                 "tests/test_lib.py::DoubleTest::test_own"]
+    symbol = Symbol("lib", "double", "function")
+    assert all(symbol in unit.targets for unit in units if unit.function != "test_double")
+    target = cut_target(repository.module("lib"), symbol)
+    built = SpecBuilder(repository, resolver, target).build(units[0].module, units)
+    program = assemble(target.context, target.prompt_code, target.entry_point, target.reference).program
+    execution = engine.execute(ExecutionRequest(program=program, tests=[TestSpec(name=built.name, code=built.code)],
+                                                entry_point="double", limits=Limits(wall_s=30)))
+    outcomes = {outcome.id.rsplit("::", 1)[-1]: outcome for outcome in execution.tests}
+    assert set(outcomes) == {"test_double", "test_module_function", "test_own"}, built.code
+    for outcome in outcomes.values():
+        assert (outcome.status, outcome.called) == ("pass", True), outcome.message + built.code

@@ -132,7 +132,7 @@ def _draft(symbol: Symbol, units: list[TestUnit], repository: Repository, resolv
     usable: list[TestUnit] = []
     for unit in sorted(units, key=lambda u: u.id):
         # padded and dedented, so that a method parses and is matched by its AST
-        text = textwrap.dedent(ast.get_source_segment(unit.module.source, unit.node(), padded=True) or "")
+        text = textwrap.dedent(ast.get_source_segment(unit.source_module.source, unit.node(), padded=True) or "")
         hits = banned_keywords(text, options.banned)
         if hits:
             record.drop_test(unit.id, "banned-keyword", ", ".join(hits))

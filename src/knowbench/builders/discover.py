@@ -54,16 +54,25 @@ class TestUnit:
     kind: UnitKind
     relpath: str
     targets: set[Symbol] = field(default_factory=set)
+    # a test method inherited from a base class of `cls` (a mixin, maybe in another test
+    # module): the module and class that define it
+    defined_in: tuple[Module, str] | None = None
 
     @property
     def id(self) -> str:
         parts = [self.relpath, self.cls, self.function]
         return "::".join(part for part in parts if part)
 
+    @property
+    def source_module(self) -> Module:
+        """The module whose source holds the test's definition."""
+        return self.defined_in[0] if self.defined_in is not None else self.module
+
     def node(self) -> _FunctionNode:
-        body = self.module.tree.body
-        if self.cls:
-            owner = next(n for n in body if isinstance(n, ast.ClassDef) and n.name == self.cls)
+        module, cls = self.defined_in if self.defined_in is not None else (self.module, self.cls)
+        body = module.tree.body
+        if cls:
+            owner = next(n for n in body if isinstance(n, ast.ClassDef) and n.name == cls)
             body = owner.body
         return next(n for n in body if isinstance(n, _FunctionNode) and n.name == self.function)
 
@@ -76,11 +85,25 @@ def test_modules(repository: Repository) -> list[Module]:
 def discover_units(repository: Repository, resolver: Resolver) -> list[TestUnit]:
     """Every test unit of the repository that checks something, with its traced targets."""
     units: list[TestUnit] = []
+    tracers: dict[int, _ModuleTracer] = {}
+
+    def tracer_of(module: Module) -> _ModuleTracer:
+        if id(module) not in tracers:
+            tracers[id(module)] = _ModuleTracer(module, resolver, repository)
+        return tracers[id(module)]
+
     for module in test_modules(repository):
-        tracer = _ModuleTracer(module, resolver, repository)
+        tracer = tracer_of(module)
         for unit in _units_of(module, resolver, repository):
-            if tracer.asserts(unit.node(), unit.cls):
-                unit.targets = tracer.targets(unit)
+            if unit.defined_in is None:
+                if tracer.asserts(unit.node(), unit.cls):
+                    unit.targets = tracer.targets(unit)
+                    units.append(unit)
+                continue
+            # inherited: names resolve in the base's module, `self.x` from the subclass
+            base = tracer_of(unit.defined_in[0])
+            if base.asserts(unit.node(), unit.defined_in[1]):
+                unit.targets = base.trace(unit.node(), unit.defined_in[1], tracer.class_attributes(unit.cls))
                 units.append(unit)
     return units
 
@@ -98,9 +121,39 @@ def _units_of(module: Module, resolver: Resolver, repository: Repository) -> Ite
                 kind = "class"
             if kind is None:
                 continue
+            own = set()
             for member in node.body:
                 if isinstance(member, _FunctionNode) and member.name.startswith("test"):
+                    own.add(member.name)
                     yield TestUnit(module, member.name, node.name, kind, relpath)
+            for name, (base_module, base) in inherited_tests(node, module, resolver).items():
+                if name not in own:
+                    yield TestUnit(module, name, node.name, kind, relpath, defined_in=(base_module, base.name))
+
+
+def inherited_tests(node: ast.ClassDef, module: Module, resolver: Resolver
+                    ) -> dict[str, tuple[Module, ast.ClassDef]]:
+    """`test*` methods a test class inherits from base classes defined in test modules of the
+    repository (mixins), each with the module and class defining it; nearest base first."""
+    found: dict[str, tuple[Module, ast.ClassDef]] = {}
+    pending: list[tuple[Module, ast.ClassDef, int]] = [(module, node, 0)]
+    seen: set[int] = {id(node)}
+    while pending:
+        current_module, current, depth = pending.pop(0)
+        for base in current.bases:
+            resolved = resolver.expression(current_module, base, {})
+            if not (isinstance(resolved, Symbol) and resolved.kind == "class") or depth > 8:
+                continue
+            base_module = resolver.repo.module(resolved.module)
+            base_node = resolver.class_node(resolved)
+            if base_module is None or base_node is None or id(base_node) in seen or not is_test_module(base_module):
+                continue
+            seen.add(id(base_node))
+            for member in base_node.body:
+                if isinstance(member, _FunctionNode) and member.name.startswith("test"):
+                    found.setdefault(member.name, (base_module, base_node))
+            pending.append((base_module, base_node, depth + 1))
+    return found
 
 
 def is_testcase_class(node: ast.ClassDef, module: Module, resolver: Resolver, depth: int = 0) -> bool:
@@ -220,11 +273,18 @@ class _ModuleTracer:
     # -- what a test calls
 
     def targets(self, unit: TestUnit) -> set[Symbol]:
-        if unit.cls and unit.cls not in self._class_types:
-            self._class_types[unit.cls] = self._self_types(unit.cls)
-        attributes = self._class_types.get(unit.cls, {}) if unit.cls else {}
+        return self.trace(unit.node(), unit.cls, self.class_attributes(unit.cls))
+
+    def class_attributes(self, cls: str | None) -> dict[str, Symbol | Instance]:
+        """What `self.<attr>` holds in test class `cls` of this module."""
+        if cls and cls not in self._class_types:
+            self._class_types[cls] = self._self_types(cls)
+        return self._class_types.get(cls, {}) if cls else {}
+
+    def trace(self, node: _FunctionNode, cls: str | None, attributes: dict[str, Symbol | Instance]) -> set[Symbol]:
+        """The library functions a test (a function of this module) calls."""
         found: set[Symbol] = set()
-        self._collect(unit.node(), unit.cls, attributes, found, 0)
+        self._collect(node, cls, attributes, found, 0)
         return {symbol for symbol in found if self._is_library(symbol)}
 
     def _is_library(self, symbol: Symbol) -> bool:

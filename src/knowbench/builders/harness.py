@@ -117,8 +117,11 @@ class SpecBuilder:
         self.wrapped = False
         self.needs_unittest = False
         selected: dict[str | None, list[str]] = {}
+        self.inherited: dict[tuple[str, str], TestUnit] = {}
         for unit in units:
             selected.setdefault(unit.cls, []).append(unit.function)
+            if unit.cls and unit.defined_in is not None:
+                self.inherited[(unit.cls, unit.function)] = unit
         own = self._need(module)
         units_code: list[ast.stmt] = []
         item_of_unit: dict[str, str] = {}
@@ -179,6 +182,15 @@ class SpecBuilder:
         cls = copy.deepcopy(node)
         cls.body = [member for member in cls.body if not (
             isinstance(member, _FunctionNode) and member.name.startswith("test") and member.name not in selected)]
+        for name in selected:  # inherited from a mixin: copied into the class (the copied base has none)
+            unit = self.inherited.get((node.name, name))
+            if unit is None or unit.defined_in is None:
+                continue
+            base_module = unit.defined_in[0]
+            method = self._rewire(base_module, unit.node())
+            cls.body.append(method)
+            if base_module is not module:
+                self._need(base_module).names |= free_names(method) - {"self", "cls"}
         named_testcase = any(decorator_name(base).endswith("TestCase") for base in node.bases)
         if named_testcase or is_testcase_class(node, module, self.resolver):
             if not named_testcase:
