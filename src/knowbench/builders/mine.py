@@ -7,8 +7,8 @@ Stages, each counted in `build_report.json`, and the module that does each:
 2. **discover**: find test units and trace each to the library functions it calls
    (`knowbench.builders.discover`); every traced function is a candidate target and all the
    tests that call it form its suite.
-3. **static filters**: not trivial (constructors, property getters, pure delegation,
-   abstract stubs), body of `min_lines`..`max_lines` lines, no banned keyword in the
+3. **static filters**: not trivial (constructors, one-statement property getters, pure
+   delegation, bodies that only call what the context supplies, abstract stubs), body of `min_lines`..`max_lines` lines, no banned keyword in the
    reference or its context, a prompt of at most `max_prompt_lines`; tests holding a banned
    keyword leave the suite.
 4. **assemble**: cut prompt, reference and context (`knowbench.builders.context`); rewrite the
