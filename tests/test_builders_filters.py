@@ -135,3 +135,25 @@ def test_mutants_are_deterministic_distinct_and_parse() -> None:
 def test_no_mutants_for_code_without_a_function() -> None:
     assert mutants("x = 1", 3) == []
     assert mutants(REFERENCE, 0) == []
+
+
+def test_test_methods_are_matched_by_their_ast(tmp_path: Path) -> None:
+    from knowbench.builders.build_log import BuildReport, SourceReport
+    from knowbench.builders.candidates import find_candidates
+    from knowbench.builders.options import MineOptions
+    from knowbench.builders.source import fetch_source
+
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "__init__.py").write_text(
+        "def double(x):\n    '''Twice.'''\n    y = x\n    y = y * 2\n    return y\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_lib.py").write_text(
+        "import subprocess\nimport unittest\nfrom lib import double\n\n\nclass DoubleTest(unittest.TestCase):\n"
+        "    def test_copy_is_not_pty(self):\n        empty = []\n        self.assertEqual(double(empty.copy()), [])\n\n"
+        "    def test_spawns(self):\n        subprocess.run(['true'])\n        self.assertEqual(double(1), 2)\n")
+    source = fetch_source(str(tmp_path), tmp_path / "work")
+    report = BuildReport(tool="knowbench", created="now")
+    drafts = find_candidates(source, "text", MineOptions(), SourceReport(**source.describe(), domain="text"), report)
+    assert [d.record.target for d in drafts] == ["lib.double"]
+    dropped = {entry["test"].rsplit("::", 1)[-1]: entry.get("detail") for entry in drafts[0].record.dropped_tests}
+    assert dropped == {"test_spawns": "subprocess."}
