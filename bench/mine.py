@@ -1,57 +1,114 @@
-"""Mining throughput: tasks certified per minute for one mid-size library.
+"""Mining yield and throughput: one row per library (and engine) mined end to end.
 
-Mines a PyPI requirement (default `arrow==1.3.0`, a date/time library whose sdist ships
-~650 tests) end to end, once per engine, into throw-away directories, and prints one table:
-candidates, tasks certified, seconds per stage, and certified tasks per minute of the whole
-build (download and environment included; the environment is cached by knowbench, so the
-first run of a requirement also pays for installing it: run twice for the steady state).
-This is a report, not a test: nothing is asserted about times.
+Mines each PyPI requirement (default `arrow==1.3.0`, a date/time library whose sdist ships
+~650 tests) into a throw-away directory, one library at a time, and prints one table: test
+units, traced targets, candidates, tasks certified, the targets dropped by reason, the mean
+mutation score of the certified tasks (with `--mutants`), the wall time of the whole build
+(download and environment included; the environment is cached by knowbench, so the first run
+of a requirement also pays for installing it: run twice for the steady state), certified tasks
+per minute and per 100 test units. `--json FILE` also writes the rows (with every drop reason
+of tasks and tests) for later comparison. This is a report, not a test: nothing is asserted.
 
-    .venv/bin/python bench/mine.py                          # arrow==1.3.0, both engines
-    .venv/bin/python bench/mine.py isodate==0.7.2 --engine forkserver --mutants 5
+    .venv/bin/python bench/mine.py                          # arrow==1.3.0, fork-server engine
+    .venv/bin/python bench/mine.py isodate==0.7.2 --engine forkserver --engine subprocess
+    .venv/bin/python bench/mine.py humanize==4.17.0=text parse==1.22.4=text --mutants 5
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import tempfile
 import time
 from pathlib import Path
+from statistics import mean
 
 from knowbench.builders.mine import MineOptions, SourceRequest, mine
+from knowbench.errors import UserError
+
+
+def _row(requirement: str, engine: str, report: dict, wall: float) -> dict:
+    counts = report.get("counts", {})
+    scores = [t["mutation_score"] for t in report.get("tasks", [])
+              if t.get("status") == "published" and t.get("mutation_score") is not None]
+    units = counts.get("test_units", 0)
+    certified = counts.get("published", 0)
+    return {"requirement": requirement, "engine": engine, "test_units": units,
+            "targets_traced": counts.get("targets_traced", 0), "candidates": counts.get("candidates", 0),
+            "certified": certified, "dropped_tasks": report.get("dropped_tasks", {}),
+            "dropped_tests": report.get("dropped_tests", {}),
+            "mean_mutation_score": round(mean(scores), 2) if scores else None,
+            "wall_s": round(wall, 1), "seconds": report.get("seconds", {}),
+            "per_minute": round(60 * certified / wall, 1) if wall else 0.0,
+            "per_100_units": round(100 * certified / units, 1) if units else 0.0}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("requirement", nargs="?", default="arrow==1.3.0")
+    parser.add_argument("requirement", nargs="*", default=["arrow==1.3.0"],
+                        help="REQUIREMENT or REQUIREMENT=DOMAIN (domain default: --domain)")
     parser.add_argument("--domain", default="time")
     parser.add_argument("--engine", action="append", choices=["forkserver", "subprocess"],
-                        help="repeatable; default: both")
+                        help="repeatable; default: forkserver")
     parser.add_argument("--mutants", type=int, default=0)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
+    parser.add_argument("--processes", type=int, default=64,
+                        help="processes and threads a sample may add (Limits.processes, default 64); "
+                             "RLIMIT_NPROC counts every process of the uid, so where other work under the same "
+                             "uid starts processes while mining, samples fail with \"can't start new thread\" "
+                             "unless this leaves room for it")
     args = parser.parse_args()
-    engines = args.engine or ["forkserver", "subprocess"]
+    if args.processes != 64:
+        import knowbench.builders.mine as pipeline
+        from knowbench.records import Limits
+
+        headroom = args.processes
+
+        def limits(**fields: object) -> Limits:
+            return Limits(**{"processes": headroom, **fields})
+
+        pipeline.Limits = limits  # type: ignore[assignment,attr-defined]
+    engines = args.engine or ["forkserver"]
     rows = []
-    for engine in engines:
-        with tempfile.TemporaryDirectory(prefix="knowbench-bench-mine-") as scratch:
-            options = MineOptions(engine=engine, mutants=args.mutants, workers=args.workers)
-            started = time.monotonic()
-            report = mine([SourceRequest(args.requirement, args.domain)], Path(scratch) / "bench", options)
-            wall = time.monotonic() - started
-        certified = report.counts["published"]
-        rows.append((engine, report.counts["test_units"], report.counts["candidates"], certified, wall,
-                     report.seconds, 60 * certified / wall))
-    print(f"{args.requirement} · {args.workers} workers · {os.cpu_count()} cores · {platform.processor() or platform.machine()}"
+    for spec in args.requirement:
+        requirement, _, domain = spec.partition("=") if "==" not in spec else _split(spec)
+        for engine in engines:
+            with tempfile.TemporaryDirectory(prefix="knowbench-bench-mine-") as scratch:
+                options = MineOptions(engine=engine, mutants=args.mutants, workers=args.workers)
+                started = time.monotonic()
+                try:
+                    mine([SourceRequest(requirement, domain or args.domain)], Path(scratch) / "bench", options)
+                except UserError as error:  # no task at all: the report says why
+                    print(f"{requirement}: {str(error).splitlines()[0]}")
+                wall = time.monotonic() - started
+                path = Path(scratch) / "bench" / "build_report.json"
+                report = json.loads(path.read_text()) if path.is_file() else {}
+            rows.append(_row(requirement, engine, report, wall))
+            if args.json:
+                args.json.write_text(json.dumps(rows, indent=2) + "\n")
+    print(f"{os.cpu_count()} cores · {platform.processor() or platform.machine()} · {args.workers} workers"
           f" · mutants {args.mutants}")
-    header = f"{'engine':<11} {'tests':>6} {'candidates':>10} {'certified':>9} {'wall s':>7} " \
-             f"{'prune s':>7} {'certify s':>9} {'tasks/min':>9}"
+    header = (f"{'library':<22} {'engine':<11} {'units':>6} {'traced':>6} {'cand.':>6} {'cert.':>6} "
+              f"{'mut.':>5} {'wall s':>7} {'/min':>6} {'/100u':>6}  dropped targets")
     print(header)
     print("-" * len(header))
-    for engine, tests, candidates, certified, wall, seconds, rate in rows:
-        print(f"{engine:<11} {tests:>6} {candidates:>10} {certified:>9} {wall:>7.1f} "
-              f"{seconds.get('prune', 0):>7.1f} {seconds.get('certify', 0):>9.1f} {rate:>9.1f}")
+    for row in rows:
+        score = "-" if row["mean_mutation_score"] is None else f"{row['mean_mutation_score']:.2f}"
+        reasons = ", ".join(f"{k} {v}" for k, v in row["dropped_tasks"].items())
+        print(f"{row['requirement']:<22} {row['engine']:<11} {row['test_units']:>6} {row['targets_traced']:>6} "
+              f"{row['candidates']:>6} {row['certified']:>6} {score:>5} {row['wall_s']:>7.1f} "
+              f"{row['per_minute']:>6.1f} {row['per_100_units']:>6.1f}  {reasons}")
+
+
+def _split(spec: str) -> tuple[str, str, str]:
+    """`name==1.0=domain` -> (`name==1.0`, `=`, `domain`); `name==1.0` has no domain."""
+    head, sep, tail = spec.rpartition("=")
+    if head.endswith("=") or "==" not in head:
+        return spec, "", ""
+    return head, sep, tail
 
 
 if __name__ == "__main__":

@@ -38,6 +38,36 @@ def test_banned_operations_are_found(code: str) -> None:
     assert banned_keywords(code)
 
 
+@pytest.mark.parametrize(("code", "expected"), [
+    ("from subprocess import run\nrun(['ls'])", ["subprocess."]),  # through the import
+    ("import shutil as sh\nsh.copy(a, b)", ["shutil."]),
+    ("import os\nos.path.join(a, b)", ["os.path."]),
+    ("from os import path\npath.exists(a)", ["os.path."]),
+    ("os.execv(a, b)", ["os.exec"]),  # a prefix, as DomainEval's substring match had it
+    ("handle.seek(0)", [".seek("]),
+    ("data = json.load(handle)", [".load("]),
+    ("proc.terminate()", ["terminate"]),
+    ("import socket\nsocket.create_connection(a)", ["socket."]),
+    ("import smtplib", ["smtplib"]),
+])
+def test_real_uses_of_banned_modules_and_calls_are_found(code: str, expected: list[str]) -> None:
+    assert banned_keywords(code) == expected
+
+
+@pytest.mark.parametrize("code", [
+    "result = empty.copy()",  # not `pty.`
+    "self.websocket.send(message)",  # not `socket.`
+    "reopen(x)",  # not `open(`
+    "value = self.read_only",  # not `.read(`
+    "undetermined = indeterminate(x)",  # not `terminate`
+    "message = 'call os.system or open(path)'",  # a string, not a call
+    "def json_loads(text):\n    return parse(text)",  # not `.load(`
+    "self.requests_made += 1",  # not `requests.`
+])
+def test_names_that_merely_contain_a_keyword_are_not_banned(code: str) -> None:
+    assert banned_keywords(code) == []
+
+
 def test_comments_and_docstrings_do_not_count() -> None:
     code = 'def f(path):\n    """Never calls os.system or open(path)."""\n    return path  # not os.remove\n'
     assert banned_keywords(code) == []
@@ -57,6 +87,8 @@ def _function(code: str) -> ast.FunctionDef:
 @pytest.mark.parametrize(("code", "reason"), [
     ("def __init__(self, x):\n    self.x = x\n    self.y = 2\n    self.z = 3", "trivial-constructor"),
     ("@property\ndef size(self):\n    '''Size.'''\n    return len(self.items)", "trivial-property"),
+    # a getter that computes something is a task like any method (tracing sees `obj.area`)
+    ("@property\ndef area(self):\n    w = abs(self.w)\n    h = abs(self.h)\n    return w * h", None),
     ("def total(self, a, b=1):\n    '''Sum.'''\n    return self._impl.total(a, b=b)", "trivial-delegation"),
     ("def run(self):\n    raise NotImplementedError", "trivial-abstract"),
     ("def total(self, a):\n    return sum(x * 2 for x in a)", None),
@@ -64,6 +96,16 @@ def _function(code: str) -> ast.FunctionDef:
 ])
 def test_triviality(code: str, reason: str | None) -> None:
     assert triviality_reason(_function(code)) == reason
+
+
+@pytest.mark.parametrize(("code", "reason"), [
+    ('def check(x):\n    """Either."""\n    return helper_a(x) or helper_b(x)', "trivial-context-delegation"),
+    ("def check(x, y):\n    return not helper_a(helper_b(x), y=y)", "trivial-context-delegation"),
+    ("def check(x):\n    return helper_a(x) and len(x) > 2", None),  # computes something itself
+    ("def check(x):\n    return other(x) or helper_b(x)", None),  # `other` is not supplied
+])
+def test_delegation_to_context_names(code: str, reason: str | None) -> None:
+    assert triviality_reason(_function(code), context_names={"helper_a", "helper_b"}) == reason
 
 
 REFERENCE = '''
@@ -93,3 +135,25 @@ def test_mutants_are_deterministic_distinct_and_parse() -> None:
 def test_no_mutants_for_code_without_a_function() -> None:
     assert mutants("x = 1", 3) == []
     assert mutants(REFERENCE, 0) == []
+
+
+def test_test_methods_are_matched_by_their_ast(tmp_path: Path) -> None:
+    from knowbench.builders.build_log import BuildReport, SourceReport
+    from knowbench.builders.candidates import find_candidates
+    from knowbench.builders.options import MineOptions
+    from knowbench.builders.source import fetch_source
+
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "__init__.py").write_text(
+        "def double(x):\n    '''Twice.'''\n    y = x\n    y = y * 2\n    return y\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_lib.py").write_text(
+        "import subprocess\nimport unittest\nfrom lib import double\n\n\nclass DoubleTest(unittest.TestCase):\n"
+        "    def test_copy_is_not_pty(self):\n        empty = []\n        self.assertEqual(double(empty.copy()), [])\n\n"
+        "    def test_spawns(self):\n        subprocess.run(['true'])\n        self.assertEqual(double(1), 2)\n")
+    source = fetch_source(str(tmp_path), tmp_path / "work")
+    report = BuildReport(tool="knowbench", created="now")
+    drafts = find_candidates(source, "text", MineOptions(), SourceReport(**source.describe(), domain="text"), report)
+    assert [d.record.target for d in drafts] == ["lib.double"]
+    dropped = {entry["test"].rsplit("::", 1)[-1]: entry.get("detail") for entry in drafts[0].record.dropped_tests}
+    assert dropped == {"test_spawns": "subprocess."}

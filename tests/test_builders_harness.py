@@ -169,3 +169,115 @@ def test_a_testcase_through_a_helper_base_class_is_found_by_the_runner(tmp_path:
     assert "class BaseTest(unittest.TestCase):" in built.code  # copied from the helper module
     items = TestSpec(name=built.name, code=built.code).items()
     assert [(item.kind, item.cls, item.function) for item in items] == [("unittest", "DoubleTest", "test_double")]
+
+
+MUTATING_TESTS = '''
+import unittest
+from lib import double
+
+
+class Helper:
+    pass
+
+
+Helper.factor = 2
+SCALE = Helper.factor * 3
+
+
+def make():
+    return 1
+
+
+make.extra = 3
+REGISTRY = {}
+REGISTRY["a"] = 5
+setattr(Helper, "other", 7)
+UNUSED = {}
+UNUSED["x"] = undefined_name
+
+
+class Base(unittest.TestCase):
+    pass
+
+
+Base.value = 4
+
+
+class DoubleTest(Base):
+    def test_class_attribute_set_after_the_class(self):
+        self.assertEqual(double(Helper.factor), 4)
+
+    def test_function_attribute(self):
+        self.assertEqual(double(make.extra), 6)
+
+    def test_item_set_after_the_dict(self):
+        self.assertEqual(double(REGISTRY["a"]), 10)
+
+    def test_setattr(self):
+        self.assertEqual(double(Helper.other), 14)
+
+    def test_attribute_of_the_base_class(self):
+        self.assertEqual(double(self.value), 8)
+
+    def test_constant_using_a_carried_attribute(self):
+        self.assertEqual(double(SCALE), 12)
+
+
+if __name__ == "__main__":
+    unittest.main()
+'''
+
+
+def test_module_statements_the_tests_depend_on_are_carried_in_order(tmp_path: Path,
+                                                                    engine: SubprocessEngine) -> None:
+    (tmp_path / "lib.py").write_text(textwrap.dedent(LIBRARY))
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_lib.py").write_text(MUTATING_TESTS)
+    repository = Repository(tmp_path)
+    resolver = Resolver(repository)
+    units = discover_units(repository, resolver)
+    target = cut_target(repository.module("lib"), Symbol("lib", "double", "function"))
+    built = SpecBuilder(repository, resolver, target).build(units[0].module, units)
+    code = built.code
+    assert code.index("class Helper") < code.index("Helper.factor = 2") < code.index("SCALE =")
+    assert "make.extra = 3" in code and "REGISTRY['a'] = 5" in code and "Base.value = 4" in code
+    assert "setattr(Helper, 'other', 7)" in code
+    assert "UNUSED" not in code and "unittest.main()" not in code  # not needed: left out
+    program = assemble(target.context, target.prompt_code, target.entry_point, target.reference).program
+    execution = engine.execute(ExecutionRequest(program=program, tests=[TestSpec(name=built.name, code=code)],
+                                                entry_point="double", limits=Limits(wall_s=30)))
+    assert len(execution.tests) == 6
+    for outcome in execution.tests:
+        assert (outcome.status, outcome.called) == ("pass", True), outcome.message
+
+
+def test_tests_inherited_from_a_mixin_in_another_test_module_are_units_and_run(
+        tmp_path: Path, engine: SubprocessEngine) -> None:
+    (tmp_path / "lib").mkdir()  # a package: a loose module beside a tests package is not the library
+    (tmp_path / "lib" / "__init__.py").write_text(textwrap.dedent(LIBRARY))
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text(
+        "import lib\n\nFACTOR = 2\n\n\nclass DoubleMixin:\n    def test_double(self):\n"
+        "        self.assertEqual(self.function(3), 3 * FACTOR)\n\n"
+        "    def test_module_function(self):\n        self.assertEqual(lib.double(1), 2)\n")
+    (tmp_path / "tests" / "test_lib.py").write_text(
+        "import unittest\nfrom lib import double\n\nfrom . import DoubleMixin\n\n\n"
+        "class DoubleTest(unittest.TestCase, DoubleMixin):\n    function = staticmethod(double)\n\n"
+        "    def test_own(self):\n        self.assertEqual(double(0), 0)\n")
+    repository = Repository(tmp_path)
+    resolver = Resolver(repository)
+    units = discover_units(repository, resolver)
+    assert sorted(unit.id for unit in units) == ["tests/test_lib.py::DoubleTest::test_double",
+                                                 "tests/test_lib.py::DoubleTest::test_module_function",
+                                                 "tests/test_lib.py::DoubleTest::test_own"]
+    symbol = Symbol("lib", "double", "function")
+    assert all(symbol in unit.targets for unit in units if unit.function != "test_double")
+    target = cut_target(repository.module("lib"), symbol)
+    built = SpecBuilder(repository, resolver, target).build(units[0].module, units)
+    program = assemble(target.context, target.prompt_code, target.entry_point, target.reference).program
+    execution = engine.execute(ExecutionRequest(program=program, tests=[TestSpec(name=built.name, code=built.code)],
+                                                entry_point="double", limits=Limits(wall_s=30)))
+    outcomes = {outcome.id.rsplit("::", 1)[-1]: outcome for outcome in execution.tests}
+    assert set(outcomes) == {"test_double", "test_module_function", "test_own"}, built.code
+    for outcome in outcomes.values():
+        assert (outcome.status, outcome.called) == ("pass", True), outcome.message + built.code

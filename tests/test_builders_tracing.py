@@ -77,3 +77,147 @@ def test_tests_without_checks_are_not_units(tmp_path: Path) -> None:
     repository = Repository(tmp_path)
     units = discover_units(repository, Resolver(repository))
     assert [unit.id for unit in units] == ["tests/test_f.py::test_checks"]
+
+
+OPERATOR_LIBRARY = '''
+class Vec:
+    def __init__(self, x):
+        self.x = x
+
+    def __add__(self, other):
+        return Vec(self.x + other.x)
+
+    def __radd__(self, other):
+        return Vec(self.x + other)
+
+    def __eq__(self, other):
+        return self.x == other.x
+
+    def __len__(self):
+        return abs(self.x)
+
+    def __getitem__(self, index):
+        return self.x * index
+
+    def __setitem__(self, index, value):
+        self.x = value
+
+    def __iter__(self):
+        return iter(range(self.x))
+
+    def __contains__(self, item):
+        return 0 <= item < self.x
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __neg__(self):
+        return Vec(-self.x)
+
+    def __call__(self, y):
+        return self.x * y
+
+    def __repr__(self):
+        return f"Vec({self.x})"
+
+    @property
+    def double(self):
+        return self.x * 2
+
+    @property
+    def settable(self):
+        return self.x
+
+    @settable.setter
+    def settable(self, value):
+        self.x = value
+'''
+
+OPERATOR_TESTS = '''
+from lib import Vec
+
+
+def test_add():
+    v = Vec(1)
+    assert v + Vec(2) == Vec(3)
+
+
+def test_radd():
+    assert (1 + Vec(2)).x == 3
+
+
+def test_len_and_repr():
+    v = Vec(-2)
+    assert len(v) == 2 and repr(v) == "Vec(-2)"
+
+
+def test_items():
+    v = Vec(3)
+    v[0] = 4
+    assert v[2] == 8
+
+
+def test_iteration_and_membership():
+    v = Vec(3)
+    assert [i for i in v] == [0, 1, 2]
+    assert 2 in v
+
+
+def test_context_manager():
+    with Vec(1) as v:
+        assert v.x == 1
+
+
+def test_unary_and_call():
+    v = Vec(2)
+    assert (-v).x == -2 and v(3) == 6
+
+
+def test_property():
+    v = Vec(2)
+    assert v.double == 4
+
+
+def test_property_with_a_setter_is_not_a_target():
+    v = Vec(2)
+    assert v.settable == 2
+'''
+
+
+def test_operators_iteration_context_managers_and_properties_are_traced(tmp_path: Path) -> None:
+    (tmp_path / "lib.py").write_text(OPERATOR_LIBRARY)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_vec.py").write_text(OPERATOR_TESTS)
+    repository = Repository(tmp_path)
+    units = discover_units(repository, Resolver(repository))
+    traced = {unit.function: {s.qualname.removeprefix("Vec.") for s in unit.targets} - {"__init__"}
+              for unit in units}
+    assert traced == {
+        "test_add": {"__add__", "__eq__"},
+        "test_radd": {"__radd__"},
+        "test_len_and_repr": {"__len__", "__repr__"},
+        "test_items": {"__setitem__", "__getitem__"},
+        "test_iteration_and_membership": {"__iter__", "__contains__"},
+        "test_context_manager": {"__enter__", "__exit__"},
+        "test_unary_and_call": {"__neg__", "__call__"},
+        "test_property": {"double"},
+        # a getter and its setter share one name: which one a task would pose is ambiguous
+        "test_property_with_a_setter_is_not_a_target": set(),
+    }
+
+
+def test_generic_alias_constructors_and_classes_held_by_the_test_class_are_traced(tmp_path: Path) -> None:
+    (tmp_path / "lib.py").write_text(OPERATOR_LIBRARY)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_vec.py").write_text(
+        "import unittest\nfrom lib import Vec\n\n\nclass VecTest(unittest.TestCase):\n    Kind = Vec\n\n"
+        "    def test_generic(self):\n        v = Vec[int](3)\n        self.assertEqual(len(v), 3)\n\n"
+        "    def test_class_attribute(self):\n        v = self.Kind(2)\n        self.assertEqual(v.double, 4)\n")
+    repository = Repository(tmp_path)
+    units = discover_units(repository, Resolver(repository))
+    traced = {unit.function: {s.qualname for s in unit.targets} for unit in units}
+    assert traced == {"test_generic": {"Vec.__init__", "Vec.__len__"},
+                      "test_class_attribute": {"Vec.__init__", "Vec.double"}}

@@ -12,6 +12,7 @@ stages need to rebuild them.
 from __future__ import annotations
 
 import ast
+import textwrap
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -23,7 +24,15 @@ from knowbench.builders.discover import TestUnit, discover_units, test_modules
 from knowbench.builders.filters import banned_keywords, size_reason, triviality_reason
 from knowbench.builders.harness import SpecBuilder
 from knowbench.builders.options import MineOptions
-from knowbench.builders.repository import Module, Repository, Resolver, Symbol, find_node
+from knowbench.builders.repository import (
+    Module,
+    Repository,
+    Resolver,
+    Symbol,
+    bound_names,
+    find_node,
+    top_level_statements,
+)
 from knowbench.builders.requirements import requirement_name
 from knowbench.builders.source import Source
 
@@ -78,6 +87,15 @@ def find_candidates(source: Source, domain: str, options: MineOptions, source_re
     return drafts
 
 
+def _context_names(target: TargetCode) -> set[str]:
+    """Names the context binds at its top level: imports, copies, imports from the library."""
+    try:
+        tree = ast.parse(target.context)
+    except SyntaxError:
+        tree = ast.Module(body=[], type_ignores=[])
+    return {n for s in top_level_statements(tree) for n in bound_names(s)} | set(target.copied) | set(target.imported)
+
+
 def _task_id(source: Source, symbol: Symbol) -> str:
     return f"{requirement_name(source.name)}/{symbol.dotted}"
 
@@ -97,6 +115,11 @@ def _draft(symbol: Symbol, units: list[TestUnit], repository: Repository, resolv
         target = cut_target(module, symbol, options.max_prompt_lines)
     except ContextError as error:
         return record.drop("cut-failed", str(error))
+    supplied = _context_names(target)
+    if triviality_reason(node, supplied):
+        used = sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & supplied)
+        return record.drop("trivial-context-delegation",
+                           "the body only calls what the context supplies: " + ", ".join(used))
     record.body_lines = target.body_lines
     reason = size_reason(target.body_lines, options.min_lines, options.max_lines)
     if reason:
@@ -108,7 +131,8 @@ def _draft(symbol: Symbol, units: list[TestUnit], repository: Repository, resolv
         return record.drop("prompt-too-long", f"{target.prompt_code.count(chr(10)) + 1} lines")
     usable: list[TestUnit] = []
     for unit in sorted(units, key=lambda u: u.id):
-        text = ast.get_source_segment(unit.module.source, unit.node()) or ""
+        # padded and dedented, so that a method parses and is matched by its AST
+        text = textwrap.dedent(ast.get_source_segment(unit.source_module.source, unit.node(), padded=True) or "")
         hits = banned_keywords(text, options.banned)
         if hits:
             record.drop_test(unit.id, "banned-keyword", ", ".join(hits))

@@ -54,16 +54,25 @@ class TestUnit:
     kind: UnitKind
     relpath: str
     targets: set[Symbol] = field(default_factory=set)
+    # a test method inherited from a base class of `cls` (a mixin, maybe in another test
+    # module): the module and class that define it
+    defined_in: tuple[Module, str] | None = None
 
     @property
     def id(self) -> str:
         parts = [self.relpath, self.cls, self.function]
         return "::".join(part for part in parts if part)
 
+    @property
+    def source_module(self) -> Module:
+        """The module whose source holds the test's definition."""
+        return self.defined_in[0] if self.defined_in is not None else self.module
+
     def node(self) -> _FunctionNode:
-        body = self.module.tree.body
-        if self.cls:
-            owner = next(n for n in body if isinstance(n, ast.ClassDef) and n.name == self.cls)
+        module, cls = self.defined_in if self.defined_in is not None else (self.module, self.cls)
+        body = module.tree.body
+        if cls:
+            owner = next(n for n in body if isinstance(n, ast.ClassDef) and n.name == cls)
             body = owner.body
         return next(n for n in body if isinstance(n, _FunctionNode) and n.name == self.function)
 
@@ -76,11 +85,25 @@ def test_modules(repository: Repository) -> list[Module]:
 def discover_units(repository: Repository, resolver: Resolver) -> list[TestUnit]:
     """Every test unit of the repository that checks something, with its traced targets."""
     units: list[TestUnit] = []
+    tracers: dict[int, _ModuleTracer] = {}
+
+    def tracer_of(module: Module) -> _ModuleTracer:
+        if id(module) not in tracers:
+            tracers[id(module)] = _ModuleTracer(module, resolver, repository)
+        return tracers[id(module)]
+
     for module in test_modules(repository):
-        tracer = _ModuleTracer(module, resolver, repository)
+        tracer = tracer_of(module)
         for unit in _units_of(module, resolver, repository):
-            if tracer.asserts(unit.node(), unit.cls):
-                unit.targets = tracer.targets(unit)
+            if unit.defined_in is None:
+                if tracer.asserts(unit.node(), unit.cls):
+                    unit.targets = tracer.targets(unit)
+                    units.append(unit)
+                continue
+            # inherited: names resolve in the base's module, `self.x` from the subclass
+            base = tracer_of(unit.defined_in[0])
+            if base.asserts(unit.node(), unit.defined_in[1]):
+                unit.targets = base.trace(unit.node(), unit.defined_in[1], tracer.class_attributes(unit.cls))
                 units.append(unit)
     return units
 
@@ -98,9 +121,39 @@ def _units_of(module: Module, resolver: Resolver, repository: Repository) -> Ite
                 kind = "class"
             if kind is None:
                 continue
+            own = set()
             for member in node.body:
                 if isinstance(member, _FunctionNode) and member.name.startswith("test"):
+                    own.add(member.name)
                     yield TestUnit(module, member.name, node.name, kind, relpath)
+            for name, (base_module, base) in inherited_tests(node, module, resolver).items():
+                if name not in own:
+                    yield TestUnit(module, name, node.name, kind, relpath, defined_in=(base_module, base.name))
+
+
+def inherited_tests(node: ast.ClassDef, module: Module, resolver: Resolver
+                    ) -> dict[str, tuple[Module, ast.ClassDef]]:
+    """`test*` methods a test class inherits from base classes defined in test modules of the
+    repository (mixins), each with the module and class defining it; nearest base first."""
+    found: dict[str, tuple[Module, ast.ClassDef]] = {}
+    pending: list[tuple[Module, ast.ClassDef, int]] = [(module, node, 0)]
+    seen: set[int] = {id(node)}
+    while pending:
+        current_module, current, depth = pending.pop(0)
+        for base in current.bases:
+            resolved = resolver.expression(current_module, base, {})
+            if not (isinstance(resolved, Symbol) and resolved.kind == "class") or depth > 8:
+                continue
+            base_module = resolver.repo.module(resolved.module)
+            base_node = resolver.class_node(resolved)
+            if base_module is None or base_node is None or id(base_node) in seen or not is_test_module(base_module):
+                continue
+            seen.add(id(base_node))
+            for member in base_node.body:
+                if isinstance(member, _FunctionNode) and member.name.startswith("test"):
+                    found.setdefault(member.name, (base_module, base_node))
+            pending.append((base_module, base_node, depth + 1))
+    return found
 
 
 def is_testcase_class(node: ast.ClassDef, module: Module, resolver: Resolver, depth: int = 0) -> bool:
@@ -220,11 +273,18 @@ class _ModuleTracer:
     # -- what a test calls
 
     def targets(self, unit: TestUnit) -> set[Symbol]:
-        if unit.cls and unit.cls not in self._class_types:
-            self._class_types[unit.cls] = self._self_types(unit.cls)
-        attributes = self._class_types.get(unit.cls, {}) if unit.cls else {}
+        return self.trace(unit.node(), unit.cls, self.class_attributes(unit.cls))
+
+    def class_attributes(self, cls: str | None) -> dict[str, Symbol | Instance]:
+        """What `self.<attr>` holds in test class `cls` of this module."""
+        if cls and cls not in self._class_types:
+            self._class_types[cls] = self._self_types(cls)
+        return self._class_types.get(cls, {}) if cls else {}
+
+    def trace(self, node: _FunctionNode, cls: str | None, attributes: dict[str, Symbol | Instance]) -> set[Symbol]:
+        """The library functions a test (a function of this module) calls."""
         found: set[Symbol] = set()
-        self._collect(unit.node(), unit.cls, attributes, found, 0)
+        self._collect(node, cls, attributes, found, 0)
         return {symbol for symbol in found if self._is_library(symbol)}
 
     def _is_library(self, symbol: Symbol) -> bool:
@@ -236,9 +296,17 @@ class _ModuleTracer:
                  found: set[Symbol], depth: int) -> None:
         local_types = self._local_types(node, attributes)
         for inner in ast.walk(node):
+            for operand, names, unless in _implicit_calls(inner):
+                # a reflected method runs only when the left operand does not handle it
+                if unless is None or not self._add_special(*unless, local_types, attributes, set()):
+                    self._add_special(operand, names, local_types, attributes, found)
+            if isinstance(inner, ast.Attribute) and isinstance(inner.ctx, ast.Load):
+                self._add_property(inner, local_types, attributes, found)
             if not isinstance(inner, ast.Call):
                 continue
             called = self._resolve(inner.func, local_types, attributes)
+            if isinstance(called, Instance):  # calling an instance runs its __call__
+                self._add_special(inner.func, ("__call__",), local_types, attributes, found)
             if isinstance(called, Symbol):
                 found.add(called)
                 if called.kind == "class":  # constructing: __init__ runs, record it as well
@@ -255,12 +323,47 @@ class _ModuleTracer:
                     id(helper) not in self.foreign_helpers:
                 self._collect(helper, cls, attributes, found, depth + 1)
 
+    def _add_special(self, operand: ast.expr, names: tuple[str, ...], local_types: dict[str, Symbol | Instance],
+                     attributes: dict[str, Symbol | Instance], found: set[Symbol]) -> bool:
+        """Add the first of `names` (a special method and its fallbacks) that the class of
+        `operand` defines, when `operand` is known to be an instance; whether one was."""
+        value = self._resolve(operand, local_types, attributes)
+        if not isinstance(value, Instance):
+            return False
+        for name in names:
+            member = self.resolver.member(value.cls, name)
+            if member is not None and member.kind == "method":
+                found.add(member)
+                return True
+        return False
+
+    def _add_property(self, node: ast.Attribute, local_types: dict[str, Symbol | Instance],
+                      attributes: dict[str, Symbol | Instance], found: set[Symbol]) -> None:
+        """`obj.attr` read on a known instance runs the getter when `attr` is a plain
+        `@property` (one definition: a getter sharing its name with a setter is ambiguous)."""
+        owner = self._resolve(node.value, local_types, attributes)
+        if not isinstance(owner, Instance):
+            return
+        member = self.resolver.member(owner.cls, node.attr)
+        if member is None or member.kind != "method":
+            return
+        cls = self.resolver.class_node(Symbol(member.module, member.qualname.rpartition(".")[0], "class"))
+        definitions = [m for m in cls.body if isinstance(m, _FunctionNode) and m.name == node.attr] if cls else []
+        if len(definitions) == 1 and any(decorator_name(d) == "property" for d in definitions[0].decorator_list):
+            found.add(member)
+
     def _resolve(self, expr: ast.expr, local_types: dict[str, Symbol | Instance],
                  attributes: dict[str, Symbol | Instance]) -> Symbol | Instance | None:
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Attribute) and \
                 isinstance(expr.value.value, ast.Name) and expr.value.value.id in ("self", "cls"):
             owner = attributes.get(expr.value.attr)
             return self.resolver.attribute(owner, expr.attr) if owner is not None else None
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id in ("self", "cls"):
+            return attributes.get(expr.attr)
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
+                isinstance(expr.func.value, ast.Name) and expr.func.value.id in ("self", "cls"):
+            held = attributes.get(expr.func.attr)  # `self.Cache(...)` with `Cache = LRUCache` in the class
+            return Instance(held) if isinstance(held, Symbol) and held.kind == "class" else None
         return self.resolver.expression(self.module, expr, local_types)
 
     def _local_types(self, node: _FunctionNode, attributes: dict[str, Symbol | Instance]
@@ -340,6 +443,74 @@ class _ModuleTracer:
                 if resolved is not None:
                     types[attr] = resolved
         return types
+
+
+_BINARY = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.MatMult: "matmul", ast.Div: "truediv",
+           ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.LShift: "lshift",
+           ast.RShift: "rshift", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor"}
+_UNARY = {ast.USub: ("__neg__",), ast.UAdd: ("__pos__",), ast.Invert: ("__invert__",),
+          ast.Not: ("__bool__", "__len__")}
+_COMPARE = {ast.Eq: ("__eq__", "__eq__"), ast.NotEq: ("__ne__", "__ne__"), ast.Lt: ("__lt__", "__gt__"),
+            ast.LtE: ("__le__", "__ge__"), ast.Gt: ("__gt__", "__lt__"), ast.GtE: ("__ge__", "__le__")}
+_ITERATION = ("__iter__", "__getitem__")
+# builtins that run a special method of their (first) argument
+_BUILTINS: dict[str, tuple[str, ...]] = {
+    "len": ("__len__",), "repr": ("__repr__",), "str": ("__str__", "__repr__"), "bool": ("__bool__", "__len__"),
+    "hash": ("__hash__",), "abs": ("__abs__",), "int": ("__int__", "__index__"), "float": ("__float__",),
+    "complex": ("__complex__",), "bytes": ("__bytes__",), "round": ("__round__",), "format": ("__format__",),
+    "reversed": ("__reversed__", "__len__"), "next": ("__next__",), "divmod": ("__divmod__",),
+    "iter": _ITERATION, "list": _ITERATION, "tuple": _ITERATION, "set": _ITERATION, "frozenset": _ITERATION,
+    "sorted": _ITERATION, "enumerate": _ITERATION, "sum": _ITERATION, "min": _ITERATION, "max": _ITERATION,
+    "any": _ITERATION, "all": _ITERATION, "dict": ("keys", "__iter__"),
+}
+_ASSERT_EQUAL = ("assertEqual", "assertEquals", "assertNotEqual", "assertListEqual", "assertTupleEqual",
+                 "assertDictEqual", "assertSetEqual", "assertSequenceEqual")
+
+
+_Implicit = tuple[ast.expr, tuple[str, ...], tuple[ast.expr, tuple[str, ...]] | None]
+
+
+def _implicit_calls(node: ast.AST) -> Iterator[_Implicit]:
+    """(operand, special methods it may run (the first defined wins), unless) for the special
+    methods Python calls implicitly at `node`: operators, comparisons, membership, items,
+    iteration, `with`, builtins such as `len` and `repr`, and unittest's equality checks.
+    `unless` is the (operand, methods) whose presence means this one does not run: a
+    reflected `__radd__` runs only when the left operand has no `__add__`."""
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        name = _BINARY[type(node.op)]
+        yield node.left, (f"__{name}__",), None
+        yield node.right, (f"__r{name}__",), (node.left, (f"__{name}__",))
+    elif isinstance(node, ast.AugAssign) and type(node.op) in _BINARY:
+        name = _BINARY[type(node.op)]
+        yield node.target, (f"__i{name}__", f"__{name}__"), None
+    elif isinstance(node, ast.UnaryOp):
+        yield node.operand, _UNARY[type(node.op)], None
+    elif isinstance(node, ast.Compare):
+        left = node.left
+        for op, right in zip(node.ops, node.comparators, strict=True):
+            if type(op) in _COMPARE:
+                forward, reflected = _COMPARE[type(op)]
+                yield left, (forward,), None
+                yield right, (reflected,), (left, (forward,))
+            elif isinstance(op, ast.In | ast.NotIn):
+                yield right, ("__contains__", *_ITERATION), None
+            left = right
+    elif isinstance(node, ast.Subscript):
+        special = {ast.Load: "__getitem__", ast.Store: "__setitem__", ast.Del: "__delitem__"}[type(node.ctx)]
+        yield node.value, (special,), None
+    elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+        yield node.iter, _ITERATION, None
+    elif isinstance(node, ast.With | ast.AsyncWith):
+        for item in node.items:
+            yield item.context_expr, ("__enter__",), None
+            yield item.context_expr, ("__exit__",), None
+    elif isinstance(node, ast.Call) and node.args:
+        name = decorator_name(node.func)
+        if name in _BUILTINS:
+            yield node.args[0], _BUILTINS[name], None
+        elif name.rsplit(".", 1)[-1] in _ASSERT_EQUAL and len(node.args) >= 2:
+            yield node.args[0], ("__eq__",), None
+            yield node.args[1], ("__eq__",), (node.args[0], ("__eq__",))
 
 
 def _self_attribute(target: ast.expr) -> str | None:

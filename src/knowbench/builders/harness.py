@@ -37,6 +37,7 @@ from knowbench.builders.repository import (
     Symbol,
     decorator_name,
     resolve_relative,
+    top_level_statements,
 )
 from knowbench.execution.sandbox import RUNNER_DIR
 
@@ -116,8 +117,11 @@ class SpecBuilder:
         self.wrapped = False
         self.needs_unittest = False
         selected: dict[str | None, list[str]] = {}
+        self.inherited: dict[tuple[str, str], TestUnit] = {}
         for unit in units:
             selected.setdefault(unit.cls, []).append(unit.function)
+            if unit.cls and unit.defined_in is not None:
+                self.inherited[(unit.cls, unit.function)] = unit
         own = self._need(module)
         units_code: list[ast.stmt] = []
         item_of_unit: dict[str, str] = {}
@@ -178,6 +182,15 @@ class SpecBuilder:
         cls = copy.deepcopy(node)
         cls.body = [member for member in cls.body if not (
             isinstance(member, _FunctionNode) and member.name.startswith("test") and member.name not in selected)]
+        for name in selected:  # inherited from a mixin: copied into the class (the copied base has none)
+            unit = self.inherited.get((node.name, name))
+            if unit is None or unit.defined_in is None:
+                continue
+            base_module = unit.defined_in[0]
+            method = self._rewire(base_module, unit.node())
+            cls.body.append(method)
+            if base_module is not module:
+                self._need(base_module).names |= free_names(method) - {"self", "cls"}
         named_testcase = any(decorator_name(base).endswith("TestCase") for base in node.bases)
         if named_testcase or is_testcase_class(node, module, self.resolver):
             if not named_testcase:
@@ -263,6 +276,11 @@ class SpecBuilder:
                 needed.names |= free_names(enclosing)
             else:
                 self._follow_import(module, enclosing, {name})
+        for statement in _mutations(module).get(name, []):
+            enclosing = _enclosing(module, statement)
+            if id(enclosing) not in needed.statements:
+                needed.statements[id(enclosing)] = enclosing
+                needed.names |= free_names(enclosing)
 
     def _follow_import(self, module: Module, statement: ast.Import | ast.ImportFrom, names: set[str]) -> None:
         """Imports from test helpers that are not installed pull in the helper's definitions."""
@@ -518,6 +536,48 @@ def _enclosing(module: Module, statement: ast.stmt) -> ast.stmt:
         if top is statement or any(inner is statement for inner in ast.walk(top)):
             return top
     return statement
+
+
+def _mutations(module: Module) -> dict[str, list[ast.stmt]]:
+    """Module-level statements that change what a name holds without rebinding it, by name:
+    `Foo.attr = ...`, `TABLE[key] = ...`, `x += ...` on an attribute or item, `del Foo.attr`,
+    `setattr(Foo, ...)` and method calls on it (`REGISTRY.update(...)`, `Foo.register(f)`).
+    A test using the name needs them too. Statements under `if __name__ == "__main__":` never
+    run on import and are left out."""
+    cached = getattr(module, "_kb_mutations", None)
+    if cached is not None:
+        return cached
+    found: dict[str, list[ast.stmt]] = {}
+    main_guarded = {id(inner) for top in module.tree.body if isinstance(top, ast.If) and _is_main_guard(top.test)
+                    for inner in ast.walk(top)}
+    for statement in top_level_statements(module.tree):
+        if id(statement) in main_guarded:
+            continue
+        roots: list[ast.expr] = []
+        if isinstance(statement, ast.Assign):
+            roots = [t for t in statement.targets if isinstance(t, ast.Attribute | ast.Subscript)]
+        elif isinstance(statement, ast.AugAssign | ast.AnnAssign) and \
+                isinstance(statement.target, ast.Attribute | ast.Subscript):
+            roots = [statement.target]
+        elif isinstance(statement, ast.Delete):
+            roots = [t for t in statement.targets if isinstance(t, ast.Attribute | ast.Subscript)]
+        elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+            func = statement.value.func
+            if isinstance(func, ast.Name) and func.id in ("setattr", "delattr") and statement.value.args:
+                roots = [statement.value.args[0]]
+            elif isinstance(func, ast.Attribute):
+                roots = [func.value]
+        for root in roots:
+            while isinstance(root, ast.Attribute | ast.Subscript | ast.Call):
+                root = root.func if isinstance(root, ast.Call) else root.value
+            if isinstance(root, ast.Name):
+                found.setdefault(root.id, []).append(statement)
+    module._kb_mutations = found  # type: ignore[attr-defined]
+    return found
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    return isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
 
 
 def _in_source_order(module: Module, statements: dict[int, ast.stmt]) -> list[ast.stmt]:

@@ -7,8 +7,8 @@ Stages, each counted in `build_report.json`, and the module that does each:
 2. **discover**: find test units and trace each to the library functions it calls
    (`knowbench.builders.discover`); every traced function is a candidate target and all the
    tests that call it form its suite.
-3. **static filters**: not trivial (constructors, property getters, pure delegation,
-   abstract stubs), body of `min_lines`..`max_lines` lines, no banned keyword in the
+3. **static filters**: not trivial (constructors, one-statement property getters, pure
+   delegation, bodies that only call what the context supplies, abstract stubs), body of `min_lines`..`max_lines` lines, no banned keyword in the
    reference or its context, a prompt of at most `max_prompt_lines`; tests holding a banned
    keyword leave the suite.
 4. **assemble**: cut prompt, reference and context (`knowbench.builders.context`); rewrite the
@@ -21,7 +21,8 @@ Stages, each counted in `build_report.json`, and the module that does each:
    (NameError -> import from the installed module, a bounded number of rounds); keep the
    tests that pass on the reference, run the target, fail on both stubs and are not slow.
 7. **certify**: re-run the pruned suites (reference, stubs, optional mutants); only certified
-   tasks are published. Stages 6 and 7: `knowbench.builders.selection`, on the executions
+   tasks are published, and with mutants only those whose tests kill at least
+   `min_mutation_score` of them. Stages 6 and 7: `knowbench.builders.selection`, on the executions
    of `knowbench.builders.certify`.
 8. **instruct**: Functionality / Inputs / Outputs from the docstring, or from a model.
 
@@ -151,7 +152,9 @@ def _now() -> str:
 
 
 def _options_record(options: MineOptions) -> dict[str, Any]:
-    return {"engine": options.engine, "mutants": options.mutants, "min_lines": options.min_lines,
+    return {"engine": options.engine, "mutants": options.mutants,
+            "min_mutation_score": options.min_mutation_score if options.mutants else None,
+            "min_lines": options.min_lines,
             "max_lines": options.max_lines,
             "max_prompt_lines": options.max_prompt_lines, "max_tests": options.max_tests,
             "time_limit_s": options.time_limit_s, "max_tasks": options.max_tasks,
@@ -190,13 +193,20 @@ def _execute_stages(drafts: list[_Draft], env: BenchEnv, out: Path, options: Min
         if options.mutants and published:
             say(f"scoring {options.mutants} mutants of each of {len(published)} tasks …")
             runs = checker.executions([d.task for d in published], mutants=options.mutants, known=runs)
+        kept = []
         for draft in published:
             check = evaluate(draft.task, runs[draft.task.task_id])
             draft.record.certification = certification_record(check)
-            draft.record.status = "published"
             draft.record.mutation_score = check.mutants.score if check.mutants else None
+            score = check.mutants
+            if score is not None and score.total and score.score < options.min_mutation_score:
+                draft.record.drop("low-mutation-score", f"the tests kill {score.killed} of {score.total} mutants "
+                                  f"(minimum share {options.min_mutation_score})")
+                continue
+            draft.record.status = "published"
+            kept.append(draft)
         report.seconds["certify"] = round(time.monotonic() - clock, 2)
-        return published
+        return kept
     finally:
         engine.close()
 

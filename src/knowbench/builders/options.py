@@ -16,6 +16,7 @@ class MineOptions:
     """Knobs of the pipeline; the defaults follow DomainEval where it has one."""
 
     mutants: int = 0
+    min_mutation_score: float = 0.5  # applies when mutants are scored
     min_lines: int = 3
     max_lines: int = 100
     max_prompt_lines: int = 400

@@ -431,6 +431,9 @@ class Resolver:
         if isinstance(expr, ast.Attribute):
             owner = self.expression(module, expr.value, local_types, depth + 1)
             return self.attribute(owner, expr.attr, depth + 1) if owner is not None else None
+        if isinstance(expr, ast.Subscript):  # `Cache[int, str]`: a generic alias is its class
+            owner = self.expression(module, expr.value, local_types, depth + 1)
+            return owner if isinstance(owner, Symbol) and owner.kind == "class" else None
         if isinstance(expr, ast.Call):
             called = self.expression(module, expr.func, local_types, depth + 1)
             if isinstance(called, Symbol) and called.kind == "class":

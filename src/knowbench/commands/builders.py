@@ -45,6 +45,9 @@ def mine(
     name: Annotated[str | None, typer.Option(help="Benchmark name (default: the --out directory's name).")]
     = None,
     mutants: Annotated[int, typer.Option(min=0, help="AST mutants per task to score each suite with.")] = 0,
+    min_mutation_score: Annotated[float, typer.Option(
+        min=0.0, max=1.0, help="With --mutants: drop a task whose tests kill a smaller share of its mutants.")]
+    = 0.5,
     min_lines: Annotated[int, typer.Option(min=1, help="Fewest body lines a target may have.")] = 3,
     max_lines: Annotated[int, typer.Option(min=1, help="Most body lines a target may have.")] = 100,
     max_prompt_lines: Annotated[int, typer.Option(
@@ -77,7 +80,7 @@ def mine(
 
         backend = create_backend(llm, BackendOptions(base_url=base_url, api_key=api_key, concurrency=4,
                                                      max_retries=4))
-    options = MineOptions(mutants=mutants, min_lines=min_lines, max_lines=max_lines,
+    options = MineOptions(mutants=mutants, min_mutation_score=min_mutation_score, min_lines=min_lines, max_lines=max_lines,
                           max_prompt_lines=max_prompt_lines, max_tests=max_tests, max_tasks=max_tasks,
                           time_limit_s=time_limit, sandbox=sandbox, workers=workers, llm=backend,
                           engine=engine)
