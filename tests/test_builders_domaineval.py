@@ -16,6 +16,14 @@ from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import FunctionTask
 from knowbench.builders.certify import CertifyReport, certify_benchmark
 from knowbench.builders.domaineval import (
+    CAUSES,
+    DATED,
+    DOMAINEVAL_HARNESS,
+    INCOMPLETE,
+    KNOWBENCH_HARNESS,
+    SHADOWED,
+    VERSION,
+    _cause,
     compare_with_recorded,
     convert_responses,
     import_subjects,
@@ -231,3 +239,30 @@ def test_identical_subjects_get_distinct_ids_and_keep_their_own_verdicts(tmp_pat
     comparison = compare_with_recorded(run_dir, tmp_path / "results")
     assert comparison["subjects"] == 2 and comparison["agreement"] == 1.0
     assert comparison["matrix"]["both_pass"] == 1 and comparison["matrix"]["both_fail"] == 1
+
+
+def _reference_failing(message: str) -> dict[str, object]:
+    return {"failed_checks": ["reference-fails"], "reference": [{"status": "fail", "message": message}]}
+
+
+@pytest.mark.parametrize(("check", "sample", "domaineval", "ours", "cause"), [
+    ({"failed_checks": ["not-called"], "not_called": ["t"]}, {"status": "fail"}, "passed", False, SHADOWED),
+    (_reference_failing("NameError: name 'ceil_div' is not defined"), {"status": "fail"}, "passed", False,
+     INCOMPLETE),
+    (_reference_failing("AssertionError: no data for 2025-01-01 (today)"), {"status": "fail"}, "passed", False,
+     DATED),
+    (_reference_failing("AttributeError: module 'numpy' has no attribute 'float'"), {"status": "fail"}, "passed",
+     False, VERSION),
+    (_reference_failing("PermissionError: [Errno 13] Permission denied: '/home'"), {"status": "fail"}, "passed",
+     False, KNOWBENCH_HARNESS),
+    (None, {"status": "fail", "extra": {"assembly_error": "no definition of f"}}, "passed", False, KNOWBENCH_HARNESS),
+    ({}, {"status": "pass"}, "timed out", True, DOMAINEVAL_HARNESS),
+    ({}, {"status": "pass"}, "failed: No module named 'mpmath.libmpf'", True, DOMAINEVAL_HARNESS),
+    ({}, {"status": "timeout"}, "passed", False, KNOWBENCH_HARNESS),
+    ({}, {"status": "fail"}, "passed", False, KNOWBENCH_HARNESS),
+])
+def test_every_disagreement_is_attributed_to_one_cause(check, sample, domaineval: str, ours: bool,
+                                                       cause: str) -> None:
+    entry = {"domaineval": domaineval, "knowbench_error": ""}
+    assert _cause(entry, check, sample, ours) == cause
+    assert cause in CAUSES
