@@ -72,6 +72,7 @@ class Resolution:
     conflicts: list[str]  # uv's accounts of the conflicts met on the way
     date: str
     python: str
+    unused_overrides: list[str] = field(default_factory=list)
 
     def report(self) -> dict[str, Any]:
         return {"date": self.date, "python": self.python,
@@ -80,7 +81,8 @@ class Resolution:
                         f"last release before {self.date} installing on Python {self.python}",
                 "modules": {m: {k: v for k, v in asdict(c).items() if v not in (None, "", [])}
                             for m, c in sorted(self.choices.items())},
-                "refused": dict(sorted(self.refused.items())), "conflicts": self.conflicts, "lock": self.lock}
+                "refused": dict(sorted(self.refused.items())), "conflicts": self.conflicts,
+                "unused_overrides": self.unused_overrides, "lock": self.lock}
 
 
 def read_pins(path: Path, what: str) -> dict[str, str | None]:
@@ -216,8 +218,12 @@ def choose_versions(modules: dict[str, set[str]], *, overrides: dict[str, str | 
     for choice in choices.values():  # what the date rule chose, as resolved
         if choice.distribution and choice.version is None and choice.module not in refused:
             choice.version = pinned.get(requirement_name(choice.distribution))
+    used = {key for c in choices.values() for key in (c.module.lower(), requirement_name(c.distribution or ""))}
+    unused = sorted({key for key in overrides if key not in used and requirement_name(key) not in used})
+    if unused:
+        say(f"overrides naming no imported module nor chosen distribution (ignored): {', '.join(unused)}")
     return Resolution(choices=choices, lock=lock, refused=refused, conflicts=conflicts, date=resolver.date,
-                      python=resolver.python)
+                      python=resolver.python, unused_overrides=unused)
 
 
 def _choose_one(module: str, dotted: set[str], overrides: dict[str, str | None], recorded: dict[str, str | None],
