@@ -594,11 +594,17 @@ def compare_with_recorded(run_dir: Path, results_path: Path, certify_report: Pat
 
 
 def _sample_error(sample: dict[str, Any]) -> str:
+    """The line that says why the sample failed; when the process died before reporting,
+    with the last line it wrote to stderr (`can't start new thread` …)."""
     execution = sample.get("execution") or {}
     for test in execution.get("tests", []):
         if test.get("status") != "pass":
             lines = [line for line in test.get("message", "").splitlines() if line.strip()]
-            return lines[-1].strip()[:200] if lines else test.get("status", "")
+            said = lines[-1].strip()[:200] if lines else test.get("status", "")
+            stderr = [line for line in str(execution.get("stderr") or "").splitlines() if line.strip()]
+            if said.startswith("not run") and stderr:
+                said = f"{said}; stderr: {stderr[-1].strip()[:200]}"
+            return said
     extra = sample.get("extra") or {}
     return str(extra.get("assembly_error", ""))[:200]
 
