@@ -97,9 +97,10 @@ def test_recorded_pins_are_used_where_they_install_and_their_series_where_not(re
 
 def test_overrides_win_by_import_name_or_distribution(resolver: Resolver) -> None:
     result = choose_versions({"yaml": {"yaml"}, "rsa": {"rsa"}},
-                             overrides={"yaml": "6.0", "rsa": "4.7.2", "not-imported": "1.0"},
+                             overrides={"yaml": "6.0", "rsa": "4.7.2", "pyasn1": "0.5.1", "not-imported": None},
                              recorded={"rsa": "4.8"}, resolver=resolver)
     assert result.unused_overrides == ["not-imported"]
+    assert result.extra_pins == ["pyasn1==0.5.1"] and "pyasn1==0.5.1" in result.lock  # rsa's dependency
     assert (result.choices["yaml"].distribution, result.choices["yaml"].version) == ("PyYAML", "6.0")
     assert (result.choices["rsa"].source, result.choices["rsa"].version) == ("override", "4.7.2")
 

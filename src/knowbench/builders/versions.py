@@ -73,6 +73,7 @@ class Resolution:
     date: str
     python: str
     unused_overrides: list[str] = field(default_factory=list)
+    extra_pins: list[str] = field(default_factory=list)  # overrides of dependencies, not of imports
 
     def report(self) -> dict[str, Any]:
         return {"date": self.date, "python": self.python,
@@ -82,7 +83,8 @@ class Resolution:
                 "modules": {m: {k: v for k, v in asdict(c).items() if v not in (None, "", [])}
                             for m, c in sorted(self.choices.items())},
                 "refused": dict(sorted(self.refused.items())), "conflicts": self.conflicts,
-                "unused_overrides": self.unused_overrides, "lock": self.lock}
+                "unused_overrides": self.unused_overrides, "dependency_overrides": self.extra_pins,
+                "lock": self.lock}
 
 
 def read_pins(path: Path, what: str) -> dict[str, str | None]:
@@ -213,17 +215,21 @@ def choose_versions(modules: dict[str, set[str]], *, overrides: dict[str, str | 
             choices[choice.module] = choice
             if choice.distribution is None and choice.how != "interpreter":
                 refused[choice.module] = choice.note
-    lock = _resolve_jointly(choices, resolver, refused, conflicts, say)
+    used = {key for c in choices.values() for key in (c.module.lower(), requirement_name(c.distribution or ""))}
+    unused = sorted({key for key in overrides if key not in used and requirement_name(key) not in used})
+    # a pinned override of a distribution no import chose constrains the environment (a dependency)
+    extra = sorted({f"{requirement_name(key)}=={overrides[key]}" for key in unused if overrides[key]})
+    unused = sorted({key for key in unused if not overrides[key]})
+    if unused:
+        say(f"overrides without a version naming no imported module nor chosen distribution (ignored): "
+            f"{', '.join(unused)}")
+    lock = _resolve_jointly(choices, resolver, refused, conflicts, say, extra)
     pinned = {requirement_name(line.split("==")[0]): line.split("==")[1] for line in lock if "==" in line}
     for choice in choices.values():  # what the date rule chose, as resolved
         if choice.distribution and choice.version is None and choice.module not in refused:
             choice.version = pinned.get(requirement_name(choice.distribution))
-    used = {key for c in choices.values() for key in (c.module.lower(), requirement_name(c.distribution or ""))}
-    unused = sorted({key for key in overrides if key not in used and requirement_name(key) not in used})
-    if unused:
-        say(f"overrides naming no imported module nor chosen distribution (ignored): {', '.join(unused)}")
     return Resolution(choices=choices, lock=lock, refused=refused, conflicts=conflicts, date=resolver.date,
-                      python=resolver.python, unused_overrides=unused)
+                      python=resolver.python, unused_overrides=unused, extra_pins=extra)
 
 
 def _choose_one(module: str, dotted: set[str], overrides: dict[str, str | None], recorded: dict[str, str | None],
@@ -286,12 +292,15 @@ def _same_series(distribution: str, version: str) -> str:
 
 
 def _resolve_jointly(choices: dict[str, Choice], resolver: Resolver, refused: dict[str, str],
-                     conflicts: list[str], say: Any) -> list[str]:
+                     conflicts: list[str], say: Any, extra: list[str] | None = None) -> list[str]:
     def active() -> dict[str, Choice]:
         return {m: c for m, c in choices.items() if c.distribution and m not in refused}
 
+    extra = extra or []
+
     def wanted() -> tuple[list[str], list[str]]:
-        requirements = sorted({c.requirement for c in active().values() if c.requirement}, key=str.lower)
+        requirements = sorted({*extra, *(c.requirement for c in active().values() if c.requirement)},
+                              key=str.lower)
         binary = sorted({c.distribution for c in active().values()
                          if c.distribution and resolver.has_wheels(c.distribution)}, key=str.lower)
         return requirements, binary
@@ -318,7 +327,7 @@ def _resolve_jointly(choices: dict[str, Choice], resolver: Resolver, refused: di
     kept: list[Choice] = []
     for module, choice in sorted(active().items()):
         trial = [*kept, choice]
-        requirements = sorted({c.requirement for c in trial if c.requirement}, key=str.lower)
+        requirements = sorted({*extra, *(c.requirement for c in trial if c.requirement)}, key=str.lower)
         binary = sorted({c.distribution for c in trial if c.distribution and resolver.has_wheels(c.distribution)})
         ok, text = resolver.compile(requirements, binary)
         if ok:
@@ -326,7 +335,7 @@ def _resolve_jointly(choices: dict[str, Choice], resolver: Resolver, refused: di
         else:
             refused[module] = f"{choice.requirement} conflicts with the other requirements:\n{text}"
             choice.note = refused[module]
-    requirements = sorted({c.requirement for c in kept if c.requirement}, key=str.lower)
+    requirements = sorted({*extra, *(c.requirement for c in kept if c.requirement)}, key=str.lower)
     binary = sorted({c.distribution for c in kept if c.distribution and resolver.has_wheels(c.distribution)})
     ok, text = resolver.compile(requirements, binary) if requirements else (True, "")
     return lock_lines(text) if ok else []
