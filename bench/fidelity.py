@@ -80,6 +80,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds per replayed sample (generous: a loaded machine must not turn a correct "
                              "response into a time-out that DomainEval never saw)")
+    parser.add_argument("--isolation", default="auto", choices=["auto", "in-process", "require"],
+                        help="how the replay judges (knowbench run --isolation); in-process is how DomainEval ran "
+                             "its tests, and needs no calibration")
     parser.add_argument("--fresh", action="store_true", help="start over, even where outputs exist")
     args = parser.parse_args()
     work = args.out or Path(tempfile.mkdtemp(prefix="knowbench-fidelity-"))
@@ -104,8 +107,9 @@ def main() -> None:
     if not (work / "samples.jsonl").is_file():
         knowbench("import", "domaineval-responses", str(responses), "--benchmark", str(bench),
                   "--out", str(work / "samples.jsonl"))
+    judged = ["--isolation", args.isolation] + (["--no-calibrate"] if args.isolation == "in-process" else [])
     knowbench("run", str(bench), "--model", f"replay:{work / 'samples.jsonl'}", "--out", str(work / "run"),
-              "--timeout", str(args.timeout), *workers)  # resumes by itself
+              "--timeout", str(args.timeout), *judged, *workers)  # resumes by itself
     knowbench("import", "domaineval-compare", str(work / "run"), str(results), "--certify",
               str(work / "certify.json"), "--report", str(work / "compare.json"))
     summary = summarise(work)
