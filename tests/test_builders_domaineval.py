@@ -260,9 +260,12 @@ def _reference_failing(message: str) -> dict[str, object]:
     ({}, {"status": "pass"}, "failed: No module named 'mpmath.libmpf'", True, DOMAINEVAL_HARNESS),
     ({}, {"status": "timeout"}, "passed", False, KNOWBENCH_HARNESS),
     ({}, {"status": "fail"}, "passed", False, KNOWBENCH_HARNESS),
+    ({"failed_checks": ["not-called"], "not_called": ["t"]}, {"status": "error"}, "passed", False, KNOWBENCH_HARNESS),
 ])
 def test_every_disagreement_is_attributed_to_one_cause(check, sample, domaineval: str, ours: bool,
                                                        cause: str) -> None:
-    entry = {"domaineval": domaineval, "knowbench_error": ""}
+    died = sample["status"] == "error"  # the sample process died before the tests ran
+    entry = {"domaineval": domaineval,
+             "knowbench_error": "not run: the sample process ended early (exit code 70)" if died else ""}
     assert _cause(entry, check, sample, ours) == cause
     assert cause in CAUSES

@@ -620,6 +620,8 @@ CAUSES = (SHADOWED, INCOMPLETE, DATED, VERSION, DOMAINEVAL_HARNESS, KNOWBENCH_HA
 
 _DATED = re.compile(r"\b(20[12]\d|19\d\d)-\d\d|\bdatetime\.date\(20|\b(today|now|utcnow|expired?|not yet valid|"
                     r"year|weekday|holiday|timezone|tzinfo|clock)\b", re.IGNORECASE)
+_HARNESS = re.compile(r"^not run: the sample process ended|can't start new thread|tampering detected|"
+                      r"Permission denied: '/tmp/sample", re.IGNORECASE)
 _VERSIONED = re.compile(r"has no attribute|cannot import name|No module named|unexpected keyword argument|"
                         r"got an unexpected|takes \d+ positional|missing \d+ required positional|"
                         r"DeprecationWarning|FutureWarning|is deprecated|was removed|no longer|"
@@ -640,12 +642,16 @@ def _cause(entry: dict[str, Any], check: dict[str, Any] | None, sample: dict[str
     failed for no reason of its own."""
     if not ours and (sample.get("extra") or {}).get("assembly_error"):
         return KNOWBENCH_HARNESS  # the response could not be spliced into the prompt
+    if not ours and _HARNESS.search(entry.get("knowbench_error", "")):
+        return KNOWBENCH_HARNESS  # the sample never ran to the end: whatever the tests are, the harness failed
     domaineval = entry["domaineval"]
     if check is not None:
         failed = check.get("failed_checks", [])
         if "reference-fails" in failed or "program-error" in failed:
             messages = " ".join(item.get("message", "") for item in check.get("reference", []) if
                                 item.get("status") != "pass") + " " + check.get("note", "")
+            if _HARNESS.search(messages.strip()):
+                return KNOWBENCH_HARNESS
             if "NameError" in messages:
                 return INCOMPLETE
             if _DATED.search(messages):
