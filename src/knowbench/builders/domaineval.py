@@ -650,16 +650,15 @@ def _cause(entry: dict[str, Any], check: dict[str, Any] | None, sample: dict[str
         if "reference-fails" in failed or "program-error" in failed:
             messages = " ".join(item.get("message", "") for item in check.get("reference", []) if
                                 item.get("status") != "pass") + " " + check.get("note", "")
-            if _HARNESS.search(messages.strip()):
+            if not _HARNESS.search(messages.strip()):  # a reference that never ran tells nothing: go on
+                if "NameError" in messages:
+                    return INCOMPLETE
+                if _DATED.search(messages):
+                    return DATED
+                if _VERSIONED.search(messages):
+                    return VERSION
                 return KNOWBENCH_HARNESS
-            if "NameError" in messages:
-                return INCOMPLETE
-            if _DATED.search(messages):
-                return DATED
-            if _VERSIONED.search(messages):
-                return VERSION
-            return KNOWBENCH_HARNESS
-        if check.get("not_called"):
+        elif check.get("not_called"):
             return SHADOWED
     if ours:
         if "timed out" in domaineval or "No module named" in domaineval:
