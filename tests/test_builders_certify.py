@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,18 @@ def test_a_reference_that_fails_to_load_is_noted_by_its_reason(reason: Reason, n
     assert "reference-fails" in check.failed_checks
     assert (check.note == "ValueError: x") is noted
     assert check.reference[0].reason == reason
+
+
+def test_the_time_per_task_leaves_out_the_time_it_waited_for_a_worker(best_sandbox) -> None:
+    # One worker and twelve tasks: most of each task's wait is behind the others. Counted from
+    # the moment the task was queued, the times would add up to several times the whole run.
+    single = SubprocessEngine(best_sandbox, workers=1)
+    try:
+        began = time.monotonic()
+        report = certify_benchmark(load_benchmark(ROOT / "examples" / "basic"), single)
+        whole = time.monotonic() - began
+    finally:
+        single.close()
+    seconds = [check.seconds for check in report.tasks if check.applicable]
+    assert len(seconds) == 12 and all(s > 0 for s in seconds)
+    assert sum(seconds) <= whole

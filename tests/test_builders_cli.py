@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_knowbench
+from helpers import ROOT, run_knowbench
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -38,3 +38,14 @@ def test_an_existing_directory_that_is_not_a_benchmark_is_refused(tmp_path: Path
     done = run_knowbench("mine", "rsa==4.9", "--domain", "crypto", "--out", str(tmp_path))
     assert done.returncode == 2 and "is not a benchmark directory" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_bad_versions_file_is_refused_with_its_line(tmp_path: Path) -> None:
+    subjects = ROOT / "examples"  # never read: the versions file is checked first
+    pins = tmp_path / "versions.txt"
+    pins.write_text("numpy==1.26.4\nnumpy >= 1\n")
+    done = run_knowbench("import", "domaineval", str(subjects), "--out", str(tmp_path / "out"), "--versions", str(pins))
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "versions.txt:2" in done.stderr + done.stdout and "Traceback" not in done.stderr
+    done = run_knowbench("import", "domaineval", str(subjects), "--out", str(tmp_path / "out"), "--date", "July 2024")
+    assert done.returncode == 2 and "expected YYYY-MM-DD" in done.stderr + done.stdout

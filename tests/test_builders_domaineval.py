@@ -16,6 +16,15 @@ from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import FunctionTask
 from knowbench.builders.certify import CertifyReport, certify_benchmark
 from knowbench.builders.domaineval import (
+    CAUSES,
+    DATED,
+    DOMAINEVAL_HARNESS,
+    INCOMPLETE,
+    KNOWBENCH_HARNESS,
+    SHADOWED,
+    VERSION,
+    _cause,
+    compare_with_recorded,
     convert_responses,
     import_subjects,
     strip_trailing_call,
@@ -179,3 +188,84 @@ def test_replay_agrees_with_domaineval_on_python_rsa(anchors: Path,
     comparison = json.loads(compare.read_text())
     assert comparison["subjects"] == 11
     assert comparison["agreement"] == 1.0
+
+
+@pytest.mark.parametrize("mask", ["[MASK]", "[ MASK ]", "[\n    MASK]", "[M\n    ASK]", "[MA\nSK]", "[MASK\n]"])
+def test_a_mask_is_found_however_the_formatter_wrapped_it(mask: str) -> None:
+    row = _subject("def double(x):\n    return 2 * x\n", "double",
+                   "def test_double():\n    assert double(2) == 4\n\ntest_double()\n")
+    row["method_code_mask"] = f"def double(x):\n    {mask}\n"
+    task = subject_to_task(row, "Basic", "toy", "t")
+    assert task.prompt_code.rstrip().endswith("...") and "M" not in task.prompt_code.replace("def", "")
+
+
+def _subject(code: str, name: str, test: str) -> dict[str, object]:
+    return {"full_method_name": name, "method_name": name, "method_path": f"srcdata/Basic/toy/{name}.py",
+            "method_code": code, "method_code_mask": code.split("\n    ", 1)[0] + "\n    [MASK]\n",
+            "instruction": f"Functionality: {name}", "test_code_list": [
+                {"test_code": test, "code_start": "", "test_path": "srcdata/Basic/toy/test_toy.py"}]}
+
+
+def test_identical_subjects_get_distinct_ids_and_keep_their_own_verdicts(tmp_path: Path) -> None:
+    # DomainEval's files hold subjects with the same method name and the same mask (one method
+    # defined in two modules, each with its own tests); each must stay a task of its own, and
+    # responses and recorded results must join to the right one, in file order.
+    first = _subject("def double(x):\n    return 2 * x\n", "double",
+                     "def test_double():\n    assert double(2) == 4\n\ntest_double()\n")
+    second = _subject("def double(x):\n    return 2 * x\n", "double",
+                      "def test_double():\n    assert double(3) == 6\n\ntest_double()\n")
+    subjects = tmp_path / "subjects" / "Basic"
+    subjects.mkdir(parents=True)
+    (subjects / "toy.jsonl").write_text(json.dumps(first) + "\n" + json.dumps(second) + "\n")
+    bench = tmp_path / "bench"
+    import_subjects(tmp_path / "subjects", bench)
+    tasks = load_benchmark(bench).tasks
+    assert [t.task_id for t in tasks] == ["Basic/toy/double", "Basic/toy/double@2"]
+    assert len({t.metadata["key"] for t in tasks if isinstance(t, FunctionTask)}) == 2
+    # the first response is right, the second wrong; DomainEval recorded exactly that
+    replies = [("def double(x):\n    return x + x\n", "passed"), ("def double(x):\n    return 5\n", "failed: x")]
+    for kind in ("responses", "results"):
+        folder = tmp_path / kind / "Basic"
+        folder.mkdir(parents=True)
+        folder.joinpath("toy.jsonl").write_text("".join(
+            json.dumps({"repository": "toy", "full_method_name": "double", "method_code_mask": row["method_code_mask"],
+                        "response": response, "result": result}) + "\n"
+            for row, (response, result) in zip((first, second), replies, strict=True)))
+    samples = tmp_path / "samples.jsonl"
+    assert convert_responses(tmp_path / "responses", bench, samples) == {"written": 2, "unmatched": []}
+    run_dir = tmp_path / "run"
+    done = run_knowbench("run", str(bench), "--model", f"replay:{samples}", "--out", str(run_dir), "--workers", "1")
+    assert done.returncode == 0, done.stderr
+    comparison = compare_with_recorded(run_dir, tmp_path / "results")
+    assert comparison["subjects"] == 2 and comparison["agreement"] == 1.0
+    assert comparison["matrix"]["both_pass"] == 1 and comparison["matrix"]["both_fail"] == 1
+
+
+def _reference_failing(message: str) -> dict[str, object]:
+    return {"failed_checks": ["reference-fails"], "reference": [{"status": "fail", "message": message}]}
+
+
+@pytest.mark.parametrize(("check", "sample", "domaineval", "ours", "cause"), [
+    ({"failed_checks": ["not-called"], "not_called": ["t"]}, {"status": "fail"}, "passed", False, SHADOWED),
+    (_reference_failing("NameError: name 'ceil_div' is not defined"), {"status": "fail"}, "passed", False,
+     INCOMPLETE),
+    (_reference_failing("AssertionError: no data for 2025-01-01 (today)"), {"status": "fail"}, "passed", False,
+     DATED),
+    (_reference_failing("AttributeError: module 'numpy' has no attribute 'float'"), {"status": "fail"}, "passed",
+     False, VERSION),
+    (_reference_failing("PermissionError: [Errno 13] Permission denied: '/home'"), {"status": "fail"}, "passed",
+     False, KNOWBENCH_HARNESS),
+    (None, {"status": "fail", "extra": {"assembly_error": "no definition of f"}}, "passed", False, KNOWBENCH_HARNESS),
+    ({}, {"status": "pass"}, "timed out", True, DOMAINEVAL_HARNESS),
+    ({}, {"status": "pass"}, "failed: No module named 'mpmath.libmpf'", True, DOMAINEVAL_HARNESS),
+    ({}, {"status": "timeout"}, "passed", False, KNOWBENCH_HARNESS),
+    ({}, {"status": "fail"}, "passed", False, KNOWBENCH_HARNESS),
+    ({"failed_checks": ["not-called"], "not_called": ["t"]}, {"status": "error"}, "passed", False, KNOWBENCH_HARNESS),
+])
+def test_every_disagreement_is_attributed_to_one_cause(check, sample, domaineval: str, ours: bool,
+                                                       cause: str) -> None:
+    died = sample["status"] == "error"  # the sample process died before the tests ran
+    entry = {"domaineval": domaineval,
+             "knowbench_error": "not run: the sample process ended early (exit code 70)" if died else ""}
+    assert _cause(entry, check, sample, ours) == cause
+    assert cause in CAUSES

@@ -20,6 +20,7 @@ as a whole while some of its items measure nothing).
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -88,7 +89,8 @@ class TaskCheck(BaseModel):
         "passes split (tests in a process the candidate cannot reach), else in-process.")
     isolation_note: str = Field(default="", description="Why the task cannot run split.")
     note: str = ""
-    seconds: float = 0.0
+    seconds: float = Field(default=0.0, description="How long the task's executions ran, added up; time "
+                                                    "spent waiting for a worker is not counted.")
 
 
 class CertifyReport(BaseModel):
@@ -211,13 +213,22 @@ class Checker:
         runs = {task.task_id: known[task.task_id].copy() if task.task_id in known else TaskRuns()
                 for task in tasks}
         pending = {task.task_id: 0 for task in tasks}
-        started = {task.task_id: time.monotonic() for task in tasks}
+        busy = {task.task_id: 0.0 for task in tasks}  # seconds its executions ran, queueing excluded
+        busy_lock = threading.Lock()
         with ThreadPoolExecutor(max_workers=max(1, self.engine.workers)) as pool:
             running: dict[Future[Execution | str], tuple[str, str]] = {}
 
+            def timed(task: FunctionTask, completion: str, wall: float | None, isolation: Isolation) -> Execution | str:
+                begun = time.monotonic()  # on the worker: the job has left the queue
+                try:
+                    return self.execute(task, completion, wall, isolation)
+                finally:
+                    with busy_lock:
+                        busy[task.task_id] += time.monotonic() - begun
+
             def submit(task: FunctionTask, variant: str, completion: str, wall: float | None = None) -> None:
                 isolation: Isolation = "split" if variant == SPLIT_PROBE else "in-process"
-                running[pool.submit(self.execute, task, completion, wall, isolation)] = (task.task_id, variant)
+                running[pool.submit(timed, task, completion, wall, isolation)] = (task.task_id, variant)
                 pending[task.task_id] += 1
 
             def advance(task_id: str, variant: str) -> None:
@@ -230,7 +241,9 @@ class Checker:
                     for index, (_, code) in enumerate(made):
                         submit(task, f"mutant-{index}", code, wall)
                 if pending[task_id] == 0:
-                    run.seconds += time.monotonic() - started[task_id]
+                    with busy_lock:
+                        run.seconds += busy[task_id]
+                        busy[task_id] = 0.0
                     if on_task_done:
                         on_task_done(task, run)
 

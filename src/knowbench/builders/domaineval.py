@@ -12,9 +12,11 @@ otherwise, and the spec stays one plain block, exactly as DomainEval ran it). Th
 are otherwise imported as released: a test that rebinds the target by importing the
 library's own function is *not* repaired, so that `knowbench certify` can show it.
 
-The libraries the subjects import were not versioned by the release; `LIBRARY_VERSIONS`
-records the choice made here: for each, the last release before the dataset's date
-(2024-07-11) that installs on CPython 3.11.
+The libraries the subjects import were not versioned by the release. Their versions are
+chosen by `knowbench.builders.versions` (an override file, else the source's recorded pins
+where they install on this Python, else the last release before the dataset's date, 2024-07-11,
+that installs on it); a library counts as available only when it really imports in the built
+environment. Every decision is in `import_report.json` and the manifest's provenance.
 """
 
 from __future__ import annotations
@@ -22,11 +24,14 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 import re
 import subprocess
+import tempfile
 import textwrap
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -35,35 +40,23 @@ from pydantic import ValidationError
 from knowbench import __version__
 from knowbench.benchmark.load import load_benchmark, sha256_bytes, write_benchmark
 from knowbench.benchmark.schema import FunctionTask, Manifest, Provenance, TestSpec, find_definition
-from knowbench.builders.requirements import import_roots, installable_subset, resolves, third_party
+from knowbench.builders.requirements import imported_modules, third_party
+from knowbench.builders.versions import (
+    DEFAULT_DATE,
+    Resolution,
+    Resolver,
+    choose_versions,
+    read_pins,
+)
 from knowbench.errors import UserError
 from knowbench.execution.environments import BenchEnv, ensure_env
 from knowbench.jsonl import read_objects
 
 DATASET_VERSION = "domaineval_20240711"
-MASK = re.compile(r"\[\s*MASK\s*\]")  # DomainEval's formatter sometimes wrapped it: "[\n    MASK]"
+MASK = re.compile(r"\[\s*M\s*A\s*S\s*K\s*\]")  # DomainEval's formatter wrapped it anywhere: "[\n    MASK]", "[MA\nSK]"
 IMPORT_REPORT = "import_report.json"
 TIME_LIMIT_S = 30.0  # xarray-level imports take seconds on a slow core; DomainEval recorded none
 
-LIBRARY_VERSIONS: dict[str, str] = {
-    "Crypto": "pycryptodome==3.20.0", "OpenSSL": "pyOpenSSL==24.1.0", "PIL": "Pillow==10.4.0",
-    "absl": "absl-py==2.1.0", "aiohttp": "aiohttp==3.9.5", "aiostream": "aiostream==0.4.5",
-    "arrow": "arrow==1.3.0", "asn1crypto": "asn1crypto==1.5.1", "blake3": "blake3==0.4.1",
-    "bottleneck": "Bottleneck==1.4.0", "charset_normalizer": "charset-normalizer==3.3.2",
-    "chinese_calendar": "chinesecalendar==1.9.1", "click": "click==8.1.7", "colorama": "colorama==0.4.6",
-    "cryptography": "cryptography==42.0.8", "cv2": "opencv-python-headless==4.10.0.84",
-    "dask": "dask==2024.6.2", "dateutil": "python-dateutil==2.9.0.post0", "faker": "Faker==26.0.0",
-    "flask": "Flask==3.0.3", "fsspec": "fsspec==2024.6.1", "gmpy2": "gmpy2==2.1.5",
-    "holidays": "holidays==0.52", "jinja2": "Jinja2==3.1.4", "joblib": "joblib==1.4.2",
-    "matplotlib": "matplotlib==3.9.1", "mpl_toolkits": "matplotlib==3.9.1", "numpy": "numpy==1.26.4",
-    "opt_einsum": "opt-einsum==3.3.0", "packaging": "packaging==24.1", "pandas": "pandas==2.2.2",
-    "pkg_resources": "setuptools==70.3.0", "pooch": "pooch==1.8.2", "prettytable": "prettytable==3.10.0",
-    "pyarrow": "pyarrow==16.1.0", "pyasn1": "pyasn1==0.6.0", "pytz": "pytz==2024.1",
-    "requests": "requests==2.32.3", "rsa": "rsa==4.9", "scipy": "scipy==1.14.0", "seaborn": "seaborn==0.13.2",
-    "setuptools": "setuptools==70.3.0", "six": "six==1.16.0", "sqlalchemy": "SQLAlchemy==2.0.31",
-    "typing_extensions": "typing_extensions==4.12.2", "vdirsyncer": "vdirsyncer==0.19.3",
-    "xarray": "xarray==2024.6.0", "ecdsa": "ecdsa==0.19.0", "pytest": "pytest",
-}
 Progress = Callable[[str], None]
 
 
@@ -88,7 +81,10 @@ def _rows(file: Path) -> list[dict[str, Any]]:
 
 
 def subject_key(domain: str, repository: str, full_method_name: str, masked: str) -> str:
-    """What identifies a subject across DomainEval's files (subjects, responses, results)."""
+    """What identifies a subject across DomainEval's files (subjects, responses, results).
+
+    Two subjects may share it (the same method and mask in two modules): the n-th of them in
+    file order gets `@n` appended (`_unique`), in the subjects and in the files joined to them."""
     digest = hashlib.sha256(masked.encode()).hexdigest()[:16]
     return f"{domain}/{repository}/{full_method_name}/{digest}"
 
@@ -280,73 +276,89 @@ def _called_test(call: ast.Call) -> tuple[str | None, str] | None:
 
 
 def import_subjects(path: Path, out: Path, name: str = "domaineval", check_env: bool = True,
-                    unshadow: bool = False, progress: Progress | None = None) -> dict[str, Any]:
+                    unshadow: bool = False, progress: Progress | None = None, versions: Path | None = None,
+                    recorded_requirements: Path | None = None, date: str = DEFAULT_DATE) -> dict[str, Any]:
     """Convert DomainEval subject files under `path` into a benchmark at `out`.
 
-    With `check_env`, the benchmark's environment is built and subjects whose libraries do
-    not install or import are left out; every left-out subject is listed with its reason in
-    the returned report (also written to `out/import_report.json`).
+    Library versions are chosen for the running Python (`knowbench.builders.versions`):
+    `versions` is a file of `import_name_or_distribution==version` overrides,
+    `recorded_requirements` the source's own pins (used where they install here), `date` the
+    cut-off of the date rule. With `check_env`, the benchmark's environment is built and
+    every imported module is really imported in it (in a subprocess, with a time limit);
+    subjects needing a module that has no installable distribution or does not import are
+    left out. Every left-out subject is listed with its reason in the returned report (also
+    written to `out/import_report.json`), with every version decision.
     """
     say = progress or (lambda message: None)
     files = subject_files(path)
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} is a file; give a directory")
+    overrides = read_pins(versions, "--versions") if versions else {}
+    recorded = read_pins(recorded_requirements, "--recorded-requirements") if recorded_requirements else {}
     tasks: list[FunctionTask] = []
-    roots_of: dict[str, set[str]] = {}
+    modules_of: dict[str, set[str]] = {}
     left_out: list[dict[str, str]] = []
     hashes: dict[str, str] = {}
     seen: Counter[str] = Counter()
+    keys: Counter[str] = Counter()
     subjects = 0
     for file in files:
         domain, repository = file.parent.name, file.stem
         hashes[f"{domain}/{file.name}"] = sha256_bytes(file.read_bytes())
         for row in _rows(file):
             subjects += 1
-            base = _identifier(f"{domain}/{repository}/{row.get('full_method_name', 'unknown')}")
-            seen[base] += 1
-            task_id = base if seen[base] == 1 else f"{base}@{seen[base]}"
+            task_id = _unique(_identifier(f"{domain}/{repository}/{row.get('full_method_name', 'unknown')}"), seen)
             try:
                 task = subject_to_task(row, domain, repository, task_id, unshadow)
             except (ValueError, SyntaxError, ValidationError) as error:
                 left_out.append({"task_id": task_id, "reason": f"not convertible: {error}"[:300]})
                 continue
+            task.metadata["key"] = _unique(task.metadata["key"], keys)
             tasks.append(task)
-            roots: set[str] = set()
+            names: set[str] = set()
             for code in (task.context, task.prompt_code, task.reference, *(s.code for s in task.tests)):
-                roots |= import_roots(code)
-            roots_of[task_id] = third_party(roots)
-    unknown = {root for roots in roots_of.values() for root in roots if root not in LIBRARY_VERSIONS}
-    for task_id, roots in roots_of.items():
-        missing = sorted(roots & unknown)
-        if missing:
-            left_out.append({"task_id": task_id, "reason": f"imports {', '.join(missing)}: no known PyPI "
-                                                           "distribution (add it to LIBRARY_VERSIONS)"})
-    kept = [t for t in tasks if not (roots_of[t.task_id] & unknown)]
-    requirements = sorted({LIBRARY_VERSIONS[r] for t in kept for r in roots_of[t.task_id]} - {"pytest"},
-                          key=str.lower)
+                names |= imported_modules(code, required_only=True)
+            roots = third_party({n.split(".")[0] for n in names})
+            modules_of[task_id] = {n for n in names if n.split(".")[0] in roots}
+    wanted: dict[str, set[str]] = {}
+    for names in modules_of.values():
+        for module in names:
+            wanted.setdefault(module.split(".")[0], set()).add(module)
+    resolver = Resolver(date=date)
+    say(f"choosing versions for {len(wanted)} libraries (Python {resolver.python}, releases before {date}) …")
+    resolution = choose_versions(wanted, overrides=overrides, recorded=recorded, resolver=resolver, say=say)
+    unavailable: dict[str, str] = {m: why for m, why in resolution.refused.items()}
     environment: dict[str, Any] = {}
-    if check_env and kept:
-        say(f"building the environment for {len(requirements)} requirements …")
-        env, failed = _install(requirements, say)
-        requirements = [r for r in requirements if r not in failed]
-        not_importable = _not_importable(env, {r for t in kept for r in roots_of[t.task_id]})
-        survivors = []
-        for task in kept:
-            bad = sorted(root for root in roots_of[task.task_id]
-                         if root in not_importable or LIBRARY_VERSIONS.get(root) in failed)
-            if bad:
-                left_out.append({"task_id": task.task_id,
-                                 "reason": f"cannot import {', '.join(bad)} in the environment"
-                                           + (f" ({', '.join(sorted(failed))} did not install)" if failed else "")})
-            else:
-                survivors.append(task)
-        kept = survivors
-        environment = {"key": env.key, "installed": env.info()["installed"], "not_installable": sorted(failed)}
+    import_failures: dict[str, str] = {}
+    if check_env and tasks:
+        env, resolution = _build_env(resolution, wanted, overrides, recorded, resolver, say)
+        unavailable = dict(resolution.refused)
+        say(f"importing {sum(map(len, wanted.values()))} modules in the environment …")
+        import_failures = not_importable(env, {m: n for m, n in wanted.items() if m not in unavailable and
+                                               resolution.choices[m].how != "interpreter"})
+        environment = {"key": env.key, "installed": env.info()["installed"]}
+    kept = []
+    for task in tasks:
+        names = modules_of[task.task_id]
+        refused = sorted({n.split(".")[0] for n in names} & set(unavailable))
+        broken = sorted(n for n in names if n in import_failures)
+        if refused:
+            left_out.append({"task_id": task.task_id, "reason": "; ".join(
+                f"imports {m}: {unavailable[m]}" for m in refused)[:2000]})
+        elif broken:
+            left_out.append({"task_id": task.task_id, "reason": "; ".join(
+                f"cannot import {n} in the environment: {import_failures[n]}" for n in broken)[:2000]})
+        else:
+            kept.append(task)
     if not kept:
-        raise UserError(f"no DomainEval subject could be imported from {path}")
+        raise UserError(f"no DomainEval subject could be imported from {path}"
+                        + (f" ({left_out[0]['task_id']}: {left_out[0]['reason'][:300]})" if left_out else ""))
+    requirements = resolution.lock
     domains = list(dict.fromkeys(t.domain for t in kept))
-    versions = {"domaineval": DATASET_VERSION, "knowbench": __version__}
-    versions.update({r.split("==")[0]: r.split("==")[1] for r in requirements if "==" in r})
+    provenance_versions = {"domaineval": DATASET_VERSION, "knowbench": __version__,
+                           "version-rule": resolution.report()["rule"]}
+    provenance_versions.update({r.split("==")[0]: r.split("==")[1] for r in requirements if "==" in r})
+    provenance_versions.update({f"import:{m}": _describe(c) for m, c in sorted(resolution.choices.items())})
     manifest = Manifest(
         name=name, description=f"DomainEval ({DATASET_VERSION}) subjects of {', '.join(domains)}, imported by "
                                f"knowbench {__version__}; tests "
@@ -354,13 +366,13 @@ def import_subjects(path: Path, out: Path, name: str = "domaineval", check_env: 
                                + " (see import_report.json).",
         domains=domains, requirements=requirements, time_limit_s=TIME_LIMIT_S,
         provenance=Provenance(source=str(path), tool=f"knowbench {__version__} import domaineval",
-                              versions=versions, hashes=hashes),
+                              versions=provenance_versions, hashes=hashes),
     )
     write_benchmark(out, manifest, kept)
     per_domain = dict(Counter(t.domain for t in kept))
     report = {"subjects": subjects, "imported": len(kept), "per_domain": per_domain,
               "left_out": left_out, "requirements": requirements, "environment": environment,
-              "library_versions": "the last release before 2024-07-11 installing on CPython 3.11",
+              "versions": resolution.report(), "not_importable": import_failures,
               "anomalies": {t.task_id: t.metadata["anomalies"] for t in kept if t.metadata["anomalies"]},
               "trailing_calls_removed": sum(t.metadata["trailing_calls_removed"] for t in kept),
               "unshadowed": {t.task_id: t.metadata["unshadowed_references"] for t in kept
@@ -369,28 +381,100 @@ def import_subjects(path: Path, out: Path, name: str = "domaineval", check_env: 
     return report
 
 
-def _install(requirements: list[str], say: Progress) -> tuple[BenchEnv, set[str]]:
-    """The environment of every requirement that installs; and the ones that do not."""
-    ok, why = resolves(requirements)
-    failed: set[str] = set()
-    if not ok:
-        say(f"the requirements do not resolve together:\n{why}\nfinding the ones that do …")
-        kept, refused = installable_subset(requirements)
-        for requirement, reason in refused.items():
-            say(f"  left out {requirement}: {reason.splitlines()[-1] if reason else ''}")
-        failed = set(refused)
-        requirements = kept
-    return ensure_env(requirements), failed
+def _unique(base: str, seen: Counter[str]) -> str:
+    """`base` the first time, then `base@2`, `base@3` …: unique by construction, in file order."""
+    seen[base] += 1
+    return base if seen[base] == 1 else f"{base}@{seen[base]}"
 
 
-def _not_importable(env: BenchEnv, roots: set[str]) -> set[str]:
-    probe = ("import importlib.util, json, sys; roots = json.loads(sys.argv[1]); "
-             "print(json.dumps([r for r in roots if importlib.util.find_spec(r) is None]))")
-    done = subprocess.run([env.python, "-c", probe, json.dumps(sorted(roots))], capture_output=True, text=True,
-                          timeout=120)
-    if done.returncode != 0:
-        return set(roots)
-    return set(json.loads(done.stdout))
+def _describe(choice: Any) -> str:
+    if choice.how == "interpreter":
+        return "provided by the interpreter"
+    if choice.distribution is None:
+        return f"none ({choice.note[:200]})"
+    return f"{choice.requirement} (distribution by {choice.how}; version by {choice.source})"
+
+
+def _build_env(resolution: Resolution, wanted: dict[str, set[str]], overrides: dict[str, str | None],
+               recorded: dict[str, str | None], resolver: Resolver, say: Progress) -> tuple[BenchEnv, Resolution]:
+    """The environment of `resolution.lock`. A distribution that fails to install (a source
+    build that breaks) is taken from wheels only, or, being chosen directly, left out with
+    the installer's message; then the versions are chosen again."""
+    for _ in range(8):
+        say(f"building the environment ({len(resolution.lock)} pinned distributions) …")
+        try:
+            return ensure_env(resolution.lock), resolution
+        except UserError as error:
+            message = str(error)
+            failing = _failing_distributions(message)
+            if not failing:
+                raise
+            say(f"  {', '.join(sorted(failing))} did not install; choosing again …")
+            refused = dict(resolution.refused)
+            for module, choice in resolution.choices.items():
+                if not choice.distribution or _norm(choice.distribution) not in failing:
+                    continue
+                if choice.source in ("recorded", "recorded series"):  # the recorded pin yields to the date rule
+                    recorded = {k: v for k, v in recorded.items() if _norm(k) != _norm(choice.distribution)}
+                else:
+                    wanted = {m: n for m, n in wanted.items() if m != module}
+                    refused[module] = f"{choice.requirement} does not install:\n{message[-1500:]}"
+            resolver.binary_only |= failing  # dependencies that failed to build: wheels only
+            resolution = choose_versions(wanted, overrides=overrides, recorded=recorded, resolver=resolver, say=say)
+            resolution.refused.update(refused)
+    raise UserError("the environment could not be built after 8 attempts; see the messages above")
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _failing_distributions(message: str) -> set[str]:
+    """Distribution names that an installer's message says failed to build or install."""
+    found = set()
+    for match in re.finditer(r"(?:build|install|download|prepare)[^`\n]*`([A-Za-z0-9._-]+)(?:==|`| @)", message,
+                             re.IGNORECASE):
+        found.add(_norm(match.group(1)))
+    return found
+
+
+IMPORT_TIMEOUT_S = 180.0
+
+
+def not_importable(env: BenchEnv, modules: dict[str, set[str]]) -> dict[str, str]:
+    """Dotted module names (of `modules`: top-level name -> dotted names) that do not import
+    in `env`, each with the last line of its error. Each top-level name is imported in its
+    own subprocess, with a time limit; a module whose import hangs counts as not importable."""
+    probe = ("import importlib, json, sys, traceback\nfailed = {}\n"
+             "for name in json.loads(sys.argv[1]):\n"
+             "    try:\n        importlib.import_module(name)\n"
+             "    except BaseException as error:\n"
+             "        failed[name] = (type(error).__name__ + ': ' + str(error)).splitlines()[0][:300] "
+             "if str(error) else type(error).__name__\n"
+             "print('\\n' + json.dumps(failed))\n")
+
+    def check(item: tuple[str, set[str]]) -> dict[str, str]:
+        _, names = item
+        ordered = sorted(names, key=lambda n: (n.count("."), n))
+        with tempfile.TemporaryDirectory(prefix="knowbench-import-") as home:
+            variables = {**os.environ, "HOME": home, "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1"}
+            try:
+                done = subprocess.run([env.python, "-c", probe, json.dumps(ordered)], capture_output=True, text=True,
+                                      timeout=IMPORT_TIMEOUT_S, cwd=home, env=variables, stdin=subprocess.DEVNULL)
+            except subprocess.TimeoutExpired:
+                return {n: f"importing took more than {IMPORT_TIMEOUT_S:.0f} s" for n in ordered}
+        try:
+            return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+        except (ValueError, IndexError):
+            tail = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+            return {n: f"the interpreter died importing it (exit {done.returncode}): {tail[-1] if tail else ''}"[:300]
+                    for n in ordered}
+
+    failures: dict[str, str] = {}
+    with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
+        for result in pool.map(check, sorted(modules.items())):
+            failures.update(result)
+    return failures
 
 
 # ------------------------------------------------------------------------ replay samples
@@ -417,6 +501,7 @@ def convert_responses(path: Path, benchmark: Path, out_file: Path) -> dict[str, 
     """
     by_key = _tasks_by_key(benchmark)
     written, unmatched = 0, []
+    seen: Counter[str] = Counter()
     out_file.parent.mkdir(parents=True, exist_ok=True)
     with out_file.open("w") as handle:
         for file in subject_files(path):
@@ -425,7 +510,8 @@ def convert_responses(path: Path, benchmark: Path, out_file: Path) -> dict[str, 
                 for required in ("repository", "full_method_name", "method_code_mask", "response"):
                     if required not in row:
                         raise UserError(f"{file}: a row lacks '{required}'; is this a responses file?")
-                key = subject_key(domain, row["repository"], row["full_method_name"], row["method_code_mask"])
+                key = _unique(subject_key(domain, row["repository"], row["full_method_name"],
+                                          row["method_code_mask"]), seen)
                 task_id = by_key.get(key)
                 if task_id is None:
                     unmatched.append(f"{domain}/{row['repository']}/{row['full_method_name']}")
@@ -463,10 +549,12 @@ def compare_with_recorded(run_dir: Path, results_path: Path, certify_report: Pat
     matrix = Counter()
     rows = []
     disagreements: dict[str, list[dict[str, Any]]] = {}
+    seen: Counter[str] = Counter()
     for file in subject_files(results_path):
         domain = file.parent.name
         for row in _rows(file):
-            key = subject_key(domain, row["repository"], row["full_method_name"], row["method_code_mask"])
+            key = _unique(subject_key(domain, row["repository"], row["full_method_name"], row["method_code_mask"]),
+                          seen)
             task_id = by_key.get(key)
             sample = samples.get(task_id) if task_id else None
             if sample is None:
@@ -480,7 +568,14 @@ def compare_with_recorded(run_dir: Path, results_path: Path, certify_report: Pat
                      "domaineval": row.get("result", "")[:200], "knowbench_error": _sample_error(sample)}
             rows.append(entry)
             if ours != theirs:
-                cause = _cause(entry, checks.get(task_id), sample, ours)
+                check = checks.get(task_id)
+                if check is not None and any(i.get("status") != "pass" for i in check.get("reference", [])):
+                    failing = next(i for i in check["reference"] if i.get("status") != "pass")
+                    lines = [line for line in failing.get("message", "").splitlines() if line.strip()]
+                    entry["reference_error"] = (lines[-1].strip() if lines else failing.get("status", ""))[:200]
+                elif check is not None and check.get("note"):
+                    entry["reference_error"] = check["note"][:200]
+                cause = _cause(entry, check, sample, ours)
                 entry["cause"] = cause
                 disagreements.setdefault(cause, []).append(entry)
     for cell in ("both_pass", "both_fail", "knowbench_only", "domaineval_only"):
@@ -499,33 +594,85 @@ def compare_with_recorded(run_dir: Path, results_path: Path, certify_report: Pat
 
 
 def _sample_error(sample: dict[str, Any]) -> str:
+    """The line that says why the sample failed; when the process died before reporting,
+    with the last line it wrote to stderr (`can't start new thread` …)."""
     execution = sample.get("execution") or {}
     for test in execution.get("tests", []):
         if test.get("status") != "pass":
             lines = [line for line in test.get("message", "").splitlines() if line.strip()]
-            return lines[-1].strip()[:200] if lines else test.get("status", "")
+            said = lines[-1].strip()[:200] if lines else test.get("status", "")
+            stderr = [line for line in str(execution.get("stderr") or "").splitlines() if line.strip()]
+            if said.startswith("not run") and stderr:
+                said = f"{said}; stderr: {stderr[-1].strip()[:200]}"
+            return said
     extra = sample.get("extra") or {}
     return str(extra.get("assembly_error", ""))[:200]
 
 
+# Each disagreement is attributed to one of these (the part before ":" is the family).
+SHADOWED = "benchmark defect: tests never run the candidate (shadowed)"
+INCOMPLETE = "benchmark defect: incomplete reference (its context lacks a name it uses)"
+DATED = "benchmark defect: date-dependent (the test or the reference reads the clock)"
+VERSION = "environment: library version (an API that changed between the two environments)"
+DOMAINEVAL_HARNESS = "DomainEval's harness"
+KNOWBENCH_HARNESS = "knowbench's harness"
+CAUSES = (SHADOWED, INCOMPLETE, DATED, VERSION, DOMAINEVAL_HARNESS, KNOWBENCH_HARNESS)
+
+_DATED = re.compile(r"\b(20[12]\d|19\d\d)-\d\d|\bdatetime\.date\(20|\b(today|now|utcnow|expired?|not yet valid|"
+                    r"year|weekday|holiday|timezone|tzinfo|clock)\b", re.IGNORECASE)
+_HARNESS = re.compile(r"^not run: the sample process ended|can't start new thread|tampering detected|"
+                      r"Permission denied: '/tmp/sample", re.IGNORECASE)
+_VERSIONED = re.compile(r"has no attribute|cannot import name|No module named|unexpected keyword argument|"
+                        r"got an unexpected|takes \d+ positional|missing \d+ required positional|"
+                        r"DeprecationWarning|FutureWarning|is deprecated|was removed|no longer|"
+                        r"not supported between instances|object is not subscriptable|"
+                        r"binary incompatib|compiled (against|using)", re.IGNORECASE)
+
+
 def _cause(entry: dict[str, Any], check: dict[str, Any] | None, sample: dict[str, Any], ours: bool) -> str:
+    """Which of `CAUSES` explains a disagreement (`ours`: knowbench passed it).
+
+    The certification of the subject decides first: tests that never run the candidate,
+    a reference that fails here (a NameError: incomplete; a clock-reading failure:
+    date-dependent; an API change: the environment; anything else: knowbench's harness,
+    as DomainEval ran the same reference). Then DomainEval's own failures that no response
+    can cause (a time-out, a missing module) are its harness's; a response that fails here
+    only fails by the clock, by an API change, or by knowbench's harness (splicing,
+    time-outs, the sandbox), which is also blamed when knowbench passes what DomainEval
+    failed for no reason of its own."""
     if not ours and (sample.get("extra") or {}).get("assembly_error"):
-        return "response cannot be spliced into the prompt"
-    if check is not None:
-        if "reference-fails" in check.get("failed_checks", []) or "program-error" in check.get("failed_checks", []):
-            messages = " ".join(item.get("message", "") for item in check.get("reference", []))
-            if "NameError" in messages:
-                return "reference is incomplete: its context lacks a name it uses"
-            return "reference fails in this environment (library version, clock or runner)"
-        if check.get("not_called"):
-            return "tests never run the candidate (shadowed)"
+        return KNOWBENCH_HARNESS  # the response could not be spliced into the prompt
+    if not ours and _HARNESS.search(entry.get("knowbench_error", "")):
+        return KNOWBENCH_HARNESS  # the sample never ran to the end: whatever the tests are, the harness failed
     domaineval = entry["domaineval"]
+    if check is not None:
+        failed = check.get("failed_checks", [])
+        if "reference-fails" in failed or "program-error" in failed:
+            messages = " ".join(item.get("message", "") for item in check.get("reference", []) if
+                                item.get("status") != "pass") + " " + check.get("note", "")
+            if not _HARNESS.search(messages.strip()):  # a reference that never ran tells nothing: go on
+                if "NameError" in messages:
+                    return INCOMPLETE
+                if _DATED.search(messages):
+                    return DATED
+                if _VERSIONED.search(messages):
+                    return VERSION
+                return KNOWBENCH_HARNESS
+        elif check.get("not_called"):
+            return SHADOWED
     if ours:
-        if "timed out" in domaineval:
-            return "DomainEval timed out"
-        if "No module named" in domaineval:
-            return "DomainEval's environment lacked a module"
-        return "passes here, failed in DomainEval"
-    if "timeout" in sample.get("status", ""):
-        return "times out here"
-    return "fails here, passed in DomainEval"
+        if "timed out" in domaineval or "No module named" in domaineval:
+            return DOMAINEVAL_HARNESS
+        if _DATED.search(domaineval):
+            return DATED
+        if _VERSIONED.search(domaineval):
+            return VERSION
+        return KNOWBENCH_HARNESS
+    error = entry.get("knowbench_error", "")
+    if "timeout" in sample.get("status", "") or "timed out" in error.lower():
+        return KNOWBENCH_HARNESS
+    if _DATED.search(error):
+        return DATED
+    if _VERSIONED.search(error):
+        return VERSION
+    return KNOWBENCH_HARNESS

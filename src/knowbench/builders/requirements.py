@@ -8,6 +8,7 @@ distribution. The standard library never needs installing.
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,12 @@ IMPORT_TO_DISTRIBUTION = {
     "chinese_calendar": "chinesecalendar", "holidays": "holidays", "faker": "Faker",
     "typing_extensions": "typing_extensions", "backports": "backports.zoneinfo",
     "freezegun": "freezegun", "hypothesis": "hypothesis", "_pytest": "pytest", "py": "py",
+    "skimage": "scikit-image", "docx": "python-docx", "pptx": "python-pptx", "fontTools": "fonttools",
+    "apiclient": "google-api-python-client", "googleapiclient": "google-api-python-client",
+    "google.auth": "google-auth", "google.oauth2": "google-auth", "google.cloud.storage": "google-cloud-storage",
+    "Bio": "biopython", "MySQLdb": "mysqlclient", "psycopg2": "psycopg2-binary", "socks": "PySocks",
+    "jose": "python-jose", "win32api": "pywin32", "win32con": "pywin32", "IPython": "ipython",
+    "osgeo": "GDAL", "markdown": "Markdown",
 }
 _NOT_INSTALLABLE = frozenset({"__main__", "conftest", "solution", "knowbench_test"})
 
@@ -32,30 +39,199 @@ _NOT_INSTALLABLE = frozenset({"__main__", "conftest", "solution", "knowbench_tes
 def import_roots(code: str, required_only: bool = False) -> set[str]:
     """Top-level module names imported (absolutely) anywhere in `code`.
 
-    With `required_only`, imports guarded by `try: ... except ImportError` (optional
-    dependencies, such as `gmpy` in ecdsa's tests) are left out."""
+    With `required_only`, only the imports that execute are kept (see `imported_modules`)."""
+    return {name.split(".")[0] for name in imported_modules(code, required_only)}
+
+
+def imported_modules(code: str, required_only: bool = False) -> set[str]:
+    """Dotted module names imported (absolutely) anywhere in `code`.
+
+    With `required_only`, imports that never execute or need no installing are left out:
+    imports guarded by `try: ... except ImportError` (optional dependencies, such as `gmpy`
+    in ecdsa's tests); branches that are dead on this interpreter (`if False:`, `if
+    TYPE_CHECKING:`, `if sys.version_info < (3,):`, `if PY2:` where `PY2` is assigned such a
+    test or follows the compat modules' `PY2`/`PY3` naming, `sys.platform`/`os.name` tests); and modules the code creates itself (a test that
+    writes `foo.py` or `foo/__init__.py` and imports `foo`, or puts `foo` in `sys.modules`)."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
         return set()
-    optional: set[int] = set()
+    skipped: set[int] = set()
     if required_only:
+        constants = _static_names(tree)
         for node in ast.walk(tree):
             if isinstance(node, ast.Try) and any(_catches_import_error(h) for h in node.handlers):
-                optional |= {id(inner) for statement in node.body for inner in ast.walk(statement)}
-    roots: set[str] = set()
+                skipped |= {id(inner) for statement in node.body for inner in ast.walk(statement)}
+            elif isinstance(node, ast.If | ast.IfExp):
+                value = static_truth(node.test, constants)
+                dead = node.body if value is False else node.orelse if value is True else []
+                dead = dead if isinstance(dead, list) else [dead]
+                skipped |= {id(inner) for statement in dead for inner in ast.walk(statement)}
+    names: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in optional:
+        if id(node) in skipped:
             continue
         if isinstance(node, ast.Import):
-            roots |= {alias.name.split(".")[0] for alias in node.names}
+            names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            roots.add(node.module.split(".")[0])
+            names.add(node.module)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                 node.func.attr in ("importorskip", "import_module") and node.args and \
                 isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-            roots.add(node.args[0].value.split(".")[0])  # pytest.importorskip("dateparser")
-    return roots
+            names.add(node.args[0].value)  # pytest.importorskip("dateparser")
+    if required_only:
+        created = created_modules(tree)
+        names = {name for name in names if name.split(".")[0] not in created}
+    return names
+
+
+def created_modules(tree: ast.AST) -> set[str]:
+    """Top-level module names that the code makes itself: string constants naming a file
+    `NAME.py` (or `NAME.pyc`, `NAME/__init__.py`, any path ending so), modules built with
+    `ModuleType("NAME")`, and `sys.modules["NAME"] = ...` assignments."""
+    made: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 500:
+            parts = [p for p in re.split(r"[\\/]", node.value.strip()) if p]
+            if not parts:
+                continue
+            last = parts[-1]
+            if last in ("__init__.py", "__init__.pyc") and len(parts) > 1 and parts[-2].isidentifier():
+                made.add(parts[-2])
+            elif re.fullmatch(r"[A-Za-z_]\w*\.pyc?", last):
+                made.add(last.rsplit(".", 1)[0])
+        elif isinstance(node, ast.Call | ast.BinOp) and _path_pieces(node)[-2:-1] and \
+                _path_pieces(node)[-1] in ("__init__.py", "__init__.pyc") and _path_pieces(node)[-2].isidentifier():
+            made.add(_path_pieces(node)[-2])  # os.path.join(d, "pkg", "__init__.py"), d / "pkg" / "__init__.py"
+        elif isinstance(node, ast.Call) and _callee(node.func) == "ModuleType" and node.args and \
+                isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            made.add(node.args[0].value.split(".")[0])
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript) and _dotted_name(target.value) == "sys.modules" and \
+                        isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
+                    made.add(target.slice.value.split(".")[0])
+    return made
+
+
+def _path_pieces(node: ast.expr) -> list[str]:
+    """The string constants joined into a path by `os.path.join(...)` or `a / "b" / "c"`."""
+    if isinstance(node, ast.Call):
+        items: list[ast.expr] = list(node.args)
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        items = []
+        while isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            items.insert(0, node.right)
+            node = node.left
+        items.insert(0, node)
+    else:
+        return []
+    return [i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)]
+
+
+def _callee(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _dotted_name(expr: ast.expr) -> str:
+    parts = []
+    while isinstance(expr, ast.Attribute):
+        parts.insert(0, expr.attr)
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        parts.insert(0, expr.id)
+        return ".".join(parts)
+    return ""
+
+
+_UNKNOWN = object()
+
+
+def _static_names(tree: ast.Module) -> dict[str, object]:
+    """Module-level names assigned exactly once to a test this interpreter can decide
+    (`PY3 = sys.version_info[0] == 3`), with their values."""
+    counts: dict[str, int] = {}
+    values: dict[str, object] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            counts[node.id] = counts.get(node.id, 0) + 1
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = _static_value(node.value, values)
+            if value is not _UNKNOWN and counts.get(node.targets[0].id) == 1:
+                values[node.targets[0].id] = value
+    return values
+
+
+def static_truth(test: ast.expr, names: dict[str, object] | None = None) -> bool | None:
+    """The truth of `test` on this interpreter when it can be known without running code
+    (constants, `TYPE_CHECKING`, `sys.version_info`, `sys.platform`, `os.name`), else None."""
+    value = _static_value(test, names or {})
+    return None if value is _UNKNOWN else bool(value)
+
+
+def _static_value(node: ast.expr, names: dict[str, object]) -> object:
+    import os
+
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Tuple):
+        items = [_static_value(e, names) for e in node.elts]
+        return _UNKNOWN if any(i is _UNKNOWN for i in items) else tuple(items)
+    dotted = _dotted_name(node) if isinstance(node, ast.Name | ast.Attribute) else ""
+    known: dict[str, object] = {"TYPE_CHECKING": False, "typing.TYPE_CHECKING": False,
+                                "sys.version_info": tuple(sys.version_info), "sys.platform": sys.platform,
+                                "os.name": os.name, "sys.maxsize": sys.maxsize}
+    if dotted in known:
+        return known[dotted]
+    if isinstance(node, ast.Name) and node.id in names:
+        return names[node.id]
+    flag = re.fullmatch(r"(?:IS_)?PY(?:THON)?_?([23])K?", dotted.rsplit(".", 1)[-1]) if dotted else None
+    if flag:  # the compat modules' convention (six.PY2, psutil._compat.PY3, PY3K …)
+        return sys.version_info[0] == int(flag.group(1))
+    if isinstance(node, ast.Subscript):
+        base, index = _static_value(node.value, names), node.slice
+        if isinstance(base, tuple | str):
+            if isinstance(index, ast.Slice):
+                bounds = [_static_value(b, names) if b is not None else None
+                          for b in (index.lower, index.upper, index.step)]
+                if all(b is None or isinstance(b, int) for b in bounds):
+                    return base[slice(*bounds)]  # type: ignore[misc]
+                return _UNKNOWN
+            position = _static_value(index, names)
+            if isinstance(position, int) and -len(base) <= position < len(base):
+                return base[position]
+        return _UNKNOWN
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner = _static_value(node.operand, names)
+        return _UNKNOWN if inner is _UNKNOWN else not inner
+    if isinstance(node, ast.BoolOp):
+        values = [_static_value(v, names) for v in node.values]
+        if isinstance(node.op, ast.And):
+            if any(v is not _UNKNOWN and not v for v in values):
+                return False
+            return _UNKNOWN if any(v is _UNKNOWN for v in values) else values[-1]
+        if any(v is not _UNKNOWN and v for v in values):
+            return True
+        return _UNKNOWN if any(v is _UNKNOWN for v in values) else values[-1]
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        left, right = _static_value(node.left, names), _static_value(node.comparators[0], names)
+        if left is _UNKNOWN or right is _UNKNOWN:
+            return _UNKNOWN
+        operations = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+                      ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
+                      ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+        operation = operations.get(type(node.ops[0]))
+        try:
+            return operation(left, right) if operation else _UNKNOWN
+        except TypeError:
+            return _UNKNOWN
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr in ("startswith", "endswith") and len(node.args) == 1:
+        base, argument = _static_value(node.func.value, names), _static_value(node.args[0], names)
+        if isinstance(base, str) and isinstance(argument, str | tuple):
+            return getattr(base, node.func.attr)(argument)
+    return _UNKNOWN
 
 
 def _catches_import_error(handler: ast.ExceptHandler) -> bool:

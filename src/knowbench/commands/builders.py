@@ -256,16 +256,34 @@ def import_domaineval(
     unshadow: Annotated[bool, typer.Option(
         "--unshadow", help="Rewire tests that import the library's own target (or call it through its "
                            "module) to call the candidate instead. Default: tests as released.")] = False,
+    versions: Annotated[Path | None, typer.Option(
+        "--versions", help="Overrides, one `import_name_or_distribution==version` per line (a bare name: "
+                           "that distribution, version by the rules). They win over every other rule.")]
+    = None,
+    recorded: Annotated[Path | None, typer.Option(
+        "--recorded-requirements", help="The source benchmark's own recorded pins (a requirements.txt, e.g. "
+                                        "DomainEval's setup/requirements_py39.txt): a pin is used where it "
+                                        "installs on this Python, the date rule otherwise.")] = None,
+    date: Annotated[str, typer.Option(
+        help="The date rule: the last release before this date (YYYY-MM-DD) that installs on this "
+             "Python.")] = "2024-07-11",
 ) -> None:
-    """Import DomainEval subjects; domain and repository come from each file's path."""
+    """Import DomainEval subjects; domain and repository come from each file's path. Library
+    versions are chosen automatically (overrides, recorded pins, the date rule); see
+    import_report.json for every decision."""
+    import re
+
     from knowbench.builders import IMPORTERS
 
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
+        raise UserError(f"--date {date!r}: expected YYYY-MM-DD, e.g. --date 2024-07-11")
     result = IMPORTERS.get("domaineval")(path, out_dir, name=name, check_env=check_env, unshadow=unshadow,
-                                         progress=lambda m: console.print(m, highlight=False))
+                                         progress=lambda m: console.print(m, highlight=False),
+                                         versions=versions, recorded_requirements=recorded, date=date)
     out.print(f"imported {result['imported']} of {result['subjects']} subjects into {out_dir} "
               f"({', '.join(f'{d} {n}' for d, n in result['per_domain'].items())})")
     for row in result["left_out"]:
-        out.print(f"  left out {row['task_id']}: {row['reason']}")
+        out.print(f"  left out {row['task_id']}: {row['reason'].splitlines()[0][:300]}")
     out.print(f"import report: {out_dir / 'import_report.json'}")
 
 
