@@ -371,3 +371,135 @@ def test_a_class_whose_base_is_only_named_testcase_runs_like_a_pytest_class(engi
     execution = engine.execute(make_request("def add(a, b):\n    return a + b\n", tests, "add"))
     assert [(t.id, t.status) for t in execution.tests] == [("t::TestPlot::test_ok", "pass"),
                                                          ("t::TestPlot::test_bad", "fail")]
+
+
+def test_unittest_items_run_as_unittest_runs_them(engine: Engine) -> None:
+    """Module and class set-up once, tear-down after the last test, cleanups, skips,
+    expected failures and sub-tests: unittest's own semantics."""
+    program = "LOG = []\n\ndef add(a, b):\n    return a + b\n"
+    tests = code("""
+        import unittest
+
+        def setUpModule():
+            LOG.append("module")
+
+        def tearDownModule():
+            LOG.append("module-down")
+
+        class TestAdd(unittest.TestCase):
+            @classmethod
+            def setUpClass(cls):
+                LOG.append("class")
+
+            @classmethod
+            def tearDownClass(cls):
+                LOG.append("class-down")
+
+            def setUp(self):
+                self.addCleanup(LOG.append, "cleanup")
+
+            def test_a(self):
+                self.assertEqual(add(1, 1), 2)
+
+            @unittest.expectedFailure
+            def test_expected(self):
+                self.assertEqual(add(1, 1), 3)
+
+            @unittest.skip("not today")
+            def test_skipped(self):
+                pass
+
+            def test_sub(self):
+                for n in range(3):
+                    with self.subTest(n=n):
+                        self.assertEqual(add(n, 0), 0)
+    """)
+    later = "def test_order():\n    assert LOG == ['module', 'class', 'cleanup', 'cleanup', 'cleanup', " \
+            "'class-down', 'module-down']\n"
+    execution = engine.execute(make_request(program, {"t": tests, "u": later}, "add"))
+    assert statuses(execution) == {"t::TestAdd::test_a": "pass", "t::TestAdd::test_expected": "pass",
+                                   "t::TestAdd::test_skipped": "error", "t::TestAdd::test_sub": "fail",
+                                   "u::test_order": "pass"}, execution.tests
+    assert execution.tests[2].reason == "skipped"
+    assert "n=1" in execution.tests[3].message
+
+
+def test_unexpected_success_fails(engine: Engine) -> None:
+    tests = code("""
+        import unittest
+
+        class TestAdd(unittest.TestCase):
+            @unittest.expectedFailure
+            def test_a(self):
+                self.assertEqual(add(1, 1), 2)
+    """)
+    execution = engine.execute(make_request(ADD, tests, "add"))
+    assert execution.tests[0].status == "fail"
+
+
+DIRECT_TESTS = code("""
+    import unittest
+
+    SEEN = []
+
+    class TestAdd(unittest.TestCase):
+        def setUp(self):
+            raise RuntimeError("a script that calls the test never runs setUp")
+
+        def test_a(self):
+            SEEN.append("a")
+            STATE.append("a")
+            self.assertEqual((add(1, 1), STATE, SEEN), (2, ["a"], ["a"]))
+
+        def test_b(self):
+            SEEN.append("b")
+            STATE.append("b")
+            self.assertEqual((add(1, 1), STATE, SEEN), (2, ["b"], ["b"]))
+
+    def test_c():
+        STATE.append("c")
+        assert STATE == ["c"]
+""")
+DIRECT_PROGRAM = "STATE = []\n\ndef add(a, b):\n    return a + b\n"
+
+
+def test_direct_invocation_calls_the_test_alone_in_a_fresh_process(engine: Engine) -> None:
+    """As DomainEval's scripts did: `TestAdd().test_a()`, no set-up, nothing shared with the
+    task's other items (the program's module state included)."""
+    execution = engine.execute(make_request(DIRECT_PROGRAM, DIRECT_TESTS, "add", invocation="direct"))
+    assert statuses(execution) == {"t::TestAdd::test_a": "pass", "t::TestAdd::test_b": "pass",
+                                   "t::test_c": "pass"}, execution.tests
+    assert [test.called for test in execution.tests] == [True, True, False]
+
+
+def test_framework_invocation_runs_set_up_and_shares_the_process(engine: Engine) -> None:
+    execution = engine.execute(make_request(DIRECT_PROGRAM, DIRECT_TESTS, "add"))
+    assert statuses(execution) == {"t::TestAdd::test_a": "error", "t::TestAdd::test_b": "error",
+                                   "t::test_c": "pass"}
+    assert "never runs setUp" in execution.tests[0].message
+
+
+def test_direct_invocation_reports_a_test_that_kills_its_process_and_goes_on(engine: Engine) -> None:
+    tests = code("""
+        import os
+
+        def test_dies():
+            os._exit(3)
+
+        def test_after():
+            assert add(1, 1) == 2
+    """)
+    execution = engine.execute(make_request(ADD, tests, "add", invocation="direct"))
+    assert [(t.status, t.reason) for t in execution.tests] == [("error", "exited-early"), ("pass", None)]
+    assert "exit code 3" in execution.tests[0].message
+
+
+def test_direct_invocation_keeps_the_cpu_limit_per_sample(engine: Engine) -> None:
+    """Each item's process gets what is left of the sample's CPU time, not a fresh budget."""
+    spin = "def test_{n}():\n    import time\n    end = time.process_time() + 0.7\n" \
+           "    while time.process_time() < end:\n        pass\n\n\n"
+    tests = "".join(spin.format(n=n) for n in range(3))
+    execution = engine.execute(make_request(ADD, tests, "add", invocation="direct", cpu_s=1, wall_s=30))
+    first, *rest = (t.status for t in execution.tests)
+    assert first == "pass"
+    assert "timeout" in rest, execution.tests

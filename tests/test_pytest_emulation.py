@@ -209,6 +209,10 @@ def test_run_unittest_sets_the_class_up_once_and_cleans_up_each_case() -> None:
         def setUpClass(cls):
             calls.append("setUpClass")
 
+        @classmethod
+        def tearDownClass(cls):
+            calls.append("tearDownClass")
+
         def setUp(self):
             calls.append("setUp")
             self.addCleanup(calls.append, "cleanup")
@@ -219,10 +223,68 @@ def test_run_unittest_sets_the_class_up_once_and_cleans_up_each_case() -> None:
         def test_one(self):
             calls.append("test")
 
-    ready: dict[type, bool] = {}
-    emulation.run_unittest(Case, "test_one", ready)
-    emulation.run_unittest(Case, "test_one", ready)
-    assert calls == ["setUpClass", *["setUp", "test", "tearDown", "cleanup"] * 2]
+    namespace, ready = {"Case": Case}, {}
+    for last in (False, True):
+        item = {"spec": "t", "cls": "Case", "function": "test_one"}
+        emulation.enter_scopes(namespace, item, ready)
+        emulation.run_unittest(Case, "test_one")
+        emulation.leave_scopes(namespace, item, ready, last_of_class=last, last_of_spec=last)
+    assert calls == ["setUpClass", *["setUp", "test", "tearDown", "cleanup"] * 2, "tearDownClass"]
+
+
+def test_a_failing_class_set_up_errors_every_test_of_the_class() -> None:
+    class Case(unittest.TestCase):
+        @classmethod
+        def setUpClass(cls):
+            raise RuntimeError("no database")
+
+        def test_one(self):
+            pass
+
+    namespace, ready = {"Case": Case}, {}
+    item = {"spec": "t", "cls": "Case", "function": "test_one"}
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="no database"):
+            emulation.enter_scopes(namespace, item, ready)
+
+
+def test_run_unittest_reports_skips_subtests_and_expected_failures() -> None:
+    class Case(unittest.TestCase):
+        @unittest.skip("later")
+        def test_skip(self):
+            pass
+
+        def test_sub(self):
+            for n in range(2):
+                with self.subTest(n=n):
+                    self.assertEqual(n, 0)
+
+        @unittest.expectedFailure
+        def test_expected(self):
+            self.assertEqual(1, 2)
+
+        @unittest.expectedFailure
+        def test_unexpected(self):
+            pass
+
+    with pytest.raises(unittest.SkipTest, match="later"):
+        emulation.run_unittest(Case, "test_skip")
+    with pytest.raises(AssertionError, match="1 != 0"):
+        emulation.run_unittest(Case, "test_sub")
+    emulation.run_unittest(Case, "test_expected")
+    with pytest.raises(AssertionError, match="unexpected success"):
+        emulation.run_unittest(Case, "test_unexpected")
+
+
+def test_run_direct_calls_the_test_without_set_up() -> None:
+    class Case(unittest.TestCase):
+        def setUp(self):
+            raise RuntimeError("never")
+
+        def test_one(self):
+            self.ran = True
+
+    emulation.run_direct({"Case": Case}, {"kind": "unittest", "cls": "Case", "function": "test_one"})
 
 
 # ------------------------------------------------------------------------------ spec harness

@@ -170,21 +170,132 @@ def run_test_class(cls, method, new_tmp_dir, fixtures):
             teardown(bound)
 
 
-def run_unittest(cls, method, class_ready):
-    """One method of a `unittest.TestCase`: `setUpClass` once per class (`class_ready`
-    remembers), then `setUp`, the test, `tearDown` and the cleanups."""
-    if cls not in class_ready:
-        class_ready[cls] = True
-        cls.setUpClass()
-    case = cls(method)
-    try:
-        case.setUp()
+class _UnittestOutcome(__import__("unittest").TestResult):
+    """What unittest's own `TestCase.run` found: the first problem, a skip, an unexpected
+    success; passes and expected failures leave it empty."""
+
+    def __init__(self):
+        super().__init__()
+        self.problem, self.skip, self.unexpected = None, None, False
+
+    def _keep(self, err, subtest=None):
+        if self.problem is None:
+            self.problem = err[1]
+            if subtest is not None and hasattr(self.problem, "add_note"):
+                self.problem.add_note(f"in sub-test {subtest._subDescription()}")
+
+    def addError(self, test, err):
+        self._keep(err)
+
+    def addFailure(self, test, err):
+        self._keep(err)
+
+    def addSubTest(self, test, subtest, err):
+        if err is not None:
+            self._keep(err, subtest)
+
+    def addSkip(self, test, reason):
+        self.skip = reason
+
+    def addUnexpectedSuccess(self, test):
+        self.unexpected = True
+
+
+def run_unittest(cls, method):
+    """One method of a `unittest.TestCase`, run by unittest itself (`TestCase.run`): `setUp`,
+    the test, `tearDown`, cleanups, skip decorators, `expectedFailure`, `subTest`. Raises
+    what made it fail, `unittest.SkipTest` when it was skipped, AssertionError for an
+    unexpected success. Class and module set-up are the caller's (see `enter_scopes`)."""
+    import unittest
+
+    outcome = _UnittestOutcome()
+    cls(method).run(outcome)
+    if outcome.problem is not None:
+        raise outcome.problem
+    if outcome.skip is not None:
+        raise unittest.SkipTest(outcome.skip)
+    if outcome.unexpected:
+        raise AssertionError("unexpected success: the test is marked expectedFailure but passed")
+
+
+def run_direct(namespace, item):
+    """Call the test the way a script that names it does: `test_x()` or `Cls().test_x()`;
+    no fixtures, no set-up or tear-down, a returned coroutine left unawaited."""
+    if item["kind"] == "function":
+        namespace[item["function"]]()
+    else:
+        getattr(namespace[item["cls"]](), item["function"])()
+
+
+_MODULE_HOOKS = (("setUpModule", "setup_module"), ("tearDownModule", "teardown_module"))
+_CLASS_HOOKS = (("setUpClass", "setup_class"), ("tearDownClass", "teardown_class"))
+
+
+def _hook(owner, names):
+    for name in names:
+        hook = owner.get(name) if isinstance(owner, dict) else getattr(owner, name, None)
+        if callable(hook):
+            return hook
+    return None
+
+
+def _class_of(namespace, item):
+    cls = namespace.get(item["cls"]) if item.get("cls") else None
+    if not isinstance(cls, type) or getattr(cls, "__unittest_skip__", False):
+        return None  # unittest never sets up a skipped class
+    return cls
+
+
+def enter_scopes(namespace, item, ready):
+    """Module then class set-up, once each, as unittest and pytest run them before the
+    first test of a module or class. `ready` remembers each scope: None once set up, the
+    error when its set-up failed (raised again for every later test of that scope)."""
+    keys = [(("module", item["spec"]), namespace, _MODULE_HOOKS[0])]
+    cls = _class_of(namespace, item)
+    if cls is not None:
+        keys.append((("class", item["spec"], item["cls"]), cls, _CLASS_HOOKS[0]))
+    for key, owner, names in keys:
+        if key in ready:
+            if ready[key] is not None:
+                raise ready[key]
+            continue
+        hook = _hook(owner, names)
         try:
-            getattr(case, method)()
-        finally:
-            case.tearDown()
-    finally:
-        case.doCleanups()
+            if hook is not None:
+                hook()
+        except BaseException as error:
+            ready[key] = error
+            raise
+        ready[key] = None
+
+
+def leave_scopes(namespace, item, ready, last_of_class, last_of_spec):
+    """Class then module tear-down after the last test of each scope that was set up.
+    Raises the first tear-down error (pytest reports it on that last test)."""
+    scopes = []
+    cls = _class_of(namespace, item)
+    if last_of_class and cls is not None:
+        scopes.append((("class", item["spec"], item["cls"]), cls, _CLASS_HOOKS[1]))
+    if last_of_spec:
+        scopes.append((("module", item["spec"]), namespace, _MODULE_HOOKS[1]))
+    first = None
+    for key, owner, names in scopes:
+        if key not in ready or ready.pop(key) is not None:
+            continue
+        hook = _hook(owner, names)
+        try:
+            if hook is not None:
+                hook()
+            if key[0] == "class" and hasattr(owner, "doClassCleanups"):
+                owner.doClassCleanups()
+                errors = getattr(owner, "tearDown_exceptions", None)
+                if errors:
+                    raise errors[0][1]
+        except BaseException as error:
+            if first is None:
+                first = error
+    if first is not None:
+        raise first
 
 
 # --- spec harness begins: copied into test specs; standard library only, names `_kb_*`

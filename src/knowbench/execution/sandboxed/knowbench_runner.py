@@ -24,6 +24,7 @@ import linecache
 import operator
 import os
 import resource
+import signal
 import sys
 import tempfile
 import time
@@ -34,7 +35,15 @@ import knowbench_memory
 import knowbench_seccomp
 import knowbench_split
 import knowbench_wire
-from knowbench_pytest import UnsupportedFixture, run_function, run_test_class, run_unittest
+from knowbench_pytest import (
+    UnsupportedFixture,
+    enter_scopes,
+    leave_scopes,
+    run_direct,
+    run_function,
+    run_test_class,
+    run_unittest,
+)
 
 _MESSAGE_CAP = 4000
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -74,6 +83,40 @@ def _set_limits(limits, nproc_base):
             hard = min(hard, current_hard)
             soft = min(soft, hard)
         resource.setrlimit(kind, (soft, hard))
+
+
+def _cpu_used():
+    """CPU seconds this process and its finished children have used."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _limit_cpu(seconds):
+    """In a process forked for one item: what is left of the sample's CPU time. A profiling
+    timer ends it at the exact budget; RLIMIT_CPU (whole seconds) holds if the item disarms it."""
+    seconds = max(seconds, 0.001)
+    hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+    whole = -(-int(seconds * 1000) // 1000) + 1
+    if hard == resource.RLIM_INFINITY or whole < hard:
+        resource.setrlimit(resource.RLIMIT_CPU, (whole, hard))
+    signal.signal(signal.SIGPROF, signal.SIG_DFL)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+
+
+def _exit_code(wait_status):
+    """A waitpid status as an exit code: negative for a signal."""
+    if os.WIFSIGNALED(wait_status):
+        return -os.WTERMSIG(wait_status)
+    return os.WEXITSTATUS(wait_status)
+
+
+def _ending(code):
+    if code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
 
 
 def _drop_privileges(uid, gid):
@@ -304,7 +347,7 @@ def _run_item(item, tests, module, target_codes, state, box):
         if frame.f_code in target_codes:
             called[0] = True
 
-    namespaces, spec_errors, class_ready, tmp_root, channel = state
+    namespaces, spec_errors, scopes, tmp_root, channel, invocation = state
 
     def new_tmp_dir():
         return _shared_dir(tmp_root)
@@ -314,17 +357,23 @@ def _run_item(item, tests, module, target_codes, state, box):
     sys.settrace(tracer)
     try:
         namespace = _load_spec(item["spec"], tests, module, namespaces, spec_errors)
-        if item["kind"] == "function":
-            run_function(namespace[item["function"]], new_tmp_dir, fixtures)
-        elif item["kind"] == "class":
-            run_test_class(namespace[item["cls"]], item["function"], new_tmp_dir, fixtures)
-        elif item["kind"] == "unittest":
-            cls = namespace[item["cls"]]
-            if isinstance(cls, type) and issubclass(cls, unittest.TestCase):
-                failure_types = (AssertionError, cls.failureException)
-                run_unittest(cls, item["function"], class_ready)
-            else:  # a base merely named *TestCase: run it the way pytest runs a Test* class
-                run_test_class(cls, item["function"], new_tmp_dir, fixtures)
+        cls = namespace.get(item["cls"]) if item["kind"] in ("class", "unittest") else None
+        if isinstance(cls, type) and issubclass(cls, unittest.TestCase):
+            failure_types = (AssertionError, cls.failureException)
+        # A block ran when its spec loaded.
+        if item["kind"] in ("function", "class", "unittest") and invocation == "direct":
+            run_direct(namespace, item)
+        elif item["kind"] in ("function", "class", "unittest"):
+            enter_scopes(namespace, item, scopes)
+            try:
+                if item["kind"] == "function":
+                    run_function(namespace[item["function"]], new_tmp_dir, fixtures)
+                elif isinstance(cls, type) and issubclass(cls, unittest.TestCase):
+                    run_unittest(cls, item["function"])
+                else:  # a `class Test*`, or a base merely named *TestCase: as pytest runs it
+                    run_test_class(cls, item["function"], new_tmp_dir, fixtures)
+            finally:
+                leave_scopes(namespace, item, scopes, item["last_of_class"], item["last_of_spec"])
         for undo in fixtures:
             undo()
     except BaseException as error:
@@ -410,6 +459,8 @@ def execute_sample(config, result_fd):
         if event in _GUARDED_AUDIT_EVENTS:
             raise RuntimeError(f"{event} is not allowed inside the knowbench sandbox")
 
+    fork, wait_for, exit_code_of, cpu_used, limit_cpu = os.fork, os.waitpid, _exit_code, _cpu_used, _limit_cpu
+    SIGXCPU, SIGPROF = signal.SIGXCPU, signal.SIGPROF
     split = _SPLIT[0] = config.get("channel_fd") is not None
     # Split, no candidate code runs in this process: there is nothing to watch. In-process,
     # a fork server took the snapshot before forking (same objects, same ids in the child).
@@ -472,8 +523,10 @@ def execute_sample(config, result_fd):
         fail_all(0, "error", "the program tampered with the runner while loading", "tampering")
         finish()
     module, target_codes = loaded[2]
-    state = ({}, {}, {}, tmp_root, channel)
-    for index, item in enumerate(items):
+    state = ({}, {}, {}, tmp_root, channel, config.get("invocation", "framework"))
+
+    def run_here(index, item):
+        """Run one item in this process and report it; False when it tampered (the run stops)."""
         report({"start": item["id"]})
         started = monotonic()
         outcome = in_worker(_run_item, dict(item), tests, module, target_codes, state)
@@ -481,8 +534,7 @@ def execute_sample(config, result_fd):
         if problem is not None:
             report({"item": item["id"], "status": "error", "duration_s": monotonic() - started,
                     "message": f"tampering detected: {problem}", "reason": "tampering"})
-            fail_all(index + 1, "error", "not run: an earlier test tampered with the runner", "not-run")
-            break
+            return False
         status, message, called, reason = outcome if outcome is not None else (None, None, None, None)
         # A pass carries no reason; anything else one of the worker's reasons.
         if (type_of(status) is not str_type or status not in statuses
@@ -492,6 +544,46 @@ def execute_sample(config, result_fd):
             status, message, called, reason = "error", "the test tampered with its own outcome", None, "tampering"
         report({"item": item["id"], "status": status, "message": message,
                 "duration_s": monotonic() - started, "called": called, "reason": reason})
+        return True
+
+    def run_alone(index, item):
+        """Run one item in a fresh copy of this process (forked: the program stays loaded),
+        within what is left of the sample's CPU time. False when the run must stop."""
+        started = monotonic()
+        cpu_left = config["limits"]["cpu_s"] - cpu_used()
+        pid = fork()
+        if pid == 0:
+            try:
+                limit_cpu(cpu_left)
+                run_here(index, item)
+                stdout.flush()
+                stderr.flush()
+            finally:
+                exit_now(0)
+        code = exit_code_of(wait_for(pid, 0)[1])
+        if code == 0:
+            return True
+        out_of_cpu = code in (-SIGXCPU, -SIGPROF)
+        report({"item": item["id"], "status": "timeout" if out_of_cpu else "error",
+                "duration_s": monotonic() - started, "reason": "cpu-time" if out_of_cpu else "exited-early",
+                "message": "the sample's CPU time ran out during this test" if out_of_cpu
+                else f"the test's process ended during this test ({_ending(code)})"})
+        if split:  # it may have left a reply of the candidate unread on the channel
+            fail_all(index + 1, "error", "not run: an earlier test's process ended while the "
+                     "candidate may have been answering it", "not-run")
+            return False
+        return True
+
+    for index, item in enumerate(items):
+        following = items[index + 1] if index + 1 < length(items) else {}
+        item["last_of_spec"] = following.get("spec") != item["spec"]
+        item["last_of_class"] = item["last_of_spec"] or following.get("cls") != item["cls"]
+        if state[5] == "direct":
+            if not run_alone(index, item):
+                break
+        elif not run_here(index, item):
+            fail_all(index + 1, "error", "not run: an earlier test tampered with the runner", "not-run")
+            break
     finish()
 
 
