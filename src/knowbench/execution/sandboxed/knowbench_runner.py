@@ -284,6 +284,38 @@ def _preload(modules):
             pass
 
 
+def _import_test_modules(tests):
+    """Import what the test code imports, before any sample code runs.
+
+    The integrity baseline is taken after this, so a library whose test utilities patch
+    `unittest` or `pytest` on import (psutil.tests replaces `unittest.TestCase`) is part of
+    the baseline rather than an attack, and a testing module the tests use is watched even
+    when nothing loaded it before the sample did. A module that fails to import is left to
+    fail where the test imports it. Returns True when anything new was imported.
+    """
+    import ast
+
+    before = len(sys.modules)
+    for code in tests.values():
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                wanted = [(alias.name, ()) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                wanted = [(node.module, tuple(a.name for a in node.names if a.name != "*"))]
+            else:
+                continue
+            for module, names in wanted:
+                try:
+                    __import__(module, fromlist=names)
+                except BaseException:  # the test's own import reports it, under its limits
+                    pass
+    return len(sys.modules) != before
+
+
 _STATUSES = frozenset({"pass", "fail", "error", "timeout", "memory", "infrastructure"})
 # The reasons a worker may give for a non-pass outcome: a subset of knowbench.records.Reason
 # (this file cannot import knowbench; a test checks that the two agree).
@@ -464,9 +496,11 @@ def execute_sample(config, result_fd):
     split = _SPLIT[0] = config.get("channel_fd") is not None
     # Split, no candidate code runs in this process: there is nothing to watch. In-process,
     # a fork server took the snapshot before forking (same objects, same ids in the child).
+    imported = _import_test_modules(tests)
     taken = _SERVER_SNAPSHOT[0]
-    if taken is not None and set(taken[2]) != {m for m in _WATCHED_MODULES if m in sys.modules}:
-        taken = None  # the sample's own preload brought in more to watch
+    if imported or (taken is not None
+                    and set(taken[2]) != {m for m in _WATCHED_MODULES if m in sys.modules}):
+        taken = None  # the tests' imports or the sample's own preload changed what to watch
     snapshot, spaces, modules = ({}, {}, {}) if split else (taken or _snapshot())
     runner_helpers = {name: (id(value), id(getattr(value, "__code__", None)))
                       for name, value in runner_globals.items()}
