@@ -401,3 +401,26 @@ def test_a_returned_decorator_can_decorate_a_method(split_engine: Engine) -> Non
     """
     result = run(split_engine, program, tests)
     assert result.status == "pass", result.tests[0].message
+
+
+def test_direct_invocation_gives_each_test_a_fresh_judge(split_engine: Engine) -> None:
+    """Each item runs in its own fork of the judge; the candidate's process answers them all."""
+    tests = """
+        import unittest
+
+        SEEN = []
+
+        class TestAdd(unittest.TestCase):
+            def setUp(self):
+                raise RuntimeError("a script that calls the test never runs setUp")
+
+            def test_a(self):
+                SEEN.append("a")
+                self.assertEqual((add(1, 1), SEEN), (2, ["a"]))
+
+            def test_b(self):
+                SEEN.append("b")
+                self.assertEqual((add(2, 2), SEEN), (4, ["b"]))
+    """
+    result = run(split_engine, ADD, tests, invocation="direct")
+    assert [(t.status, t.called) for t in result.tests] == [("pass", True), ("pass", True)], result.tests

@@ -219,6 +219,13 @@ def _status_of(error, failure_types):
     return "error", "exception"
 
 
+def _is_pytest_skip(error):
+    """`pytest.skip()` (and `importorskip`) raise pytest's own Skipped, not unittest's."""
+    outcomes = sys.modules.get("_pytest.outcomes")
+    skipped = getattr(outcomes, "Skipped", None)
+    return isinstance(skipped, type) and isinstance(error, skipped)
+
+
 def _target_codes(namespace, entry_point):
     """Code objects of the entry point, to record whether a test ran it."""
     if not entry_point:
@@ -415,7 +422,7 @@ def _run_item(item, tests, module, target_codes, state, box):
             except BaseException:
                 pass
         try:
-            if isinstance(error, unittest.SkipTest):
+            if isinstance(error, unittest.SkipTest) or _is_pytest_skip(error):
                 status, message, reason = "error", f"skipped: {error}", "skipped"
             else:
                 (status, reason), message = _status_of(error, failure_types), _describe(error)
