@@ -503,3 +503,29 @@ def test_direct_invocation_keeps_the_cpu_limit_per_sample(engine: Engine) -> Non
     first, *rest = (t.status for t in execution.tests)
     assert first == "pass"
     assert "timeout" in rest, execution.tests
+
+
+WARNS = code("""
+    import warnings
+
+    def old(x):
+        warnings.warn("old is deprecated", DeprecationWarning, stacklevel={level})
+        return x
+""")
+CHECKS_STACKLEVEL = code("""
+    import warnings
+
+    def test_the_warning_points_at_the_caller():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            old(1)
+        assert caught[0].filename == __file__
+""")
+
+
+def test_a_specs_file_is_its_own_so_stacklevel_checks_work(engine: Engine) -> None:
+    """As under pytest: `__file__` in a test is the test's file, so a warning raised with the
+    right stacklevel points at it, and one raised with the wrong one does not."""
+    right = engine.execute(make_request(WARNS.format(level=2), CHECKS_STACKLEVEL, "old"))
+    wrong = engine.execute(make_request(WARNS.format(level=1), CHECKS_STACKLEVEL, "old"))
+    assert (right.tests[0].status, wrong.tests[0].status) == ("pass", "fail"), (right.tests, wrong.tests)

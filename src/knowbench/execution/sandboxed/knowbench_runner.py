@@ -261,6 +261,7 @@ def _load_spec(name, tests, module, namespaces, spec_errors):
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         namespace = dict(module.__dict__)
         namespace["__name__"] = "knowbench_test"
+        namespace["__file__"] = filename  # the test's own, as pytest's module has (warnings point here)
         namespace["__builtins__"] = builtins  # never the program's own (it may rebind them)
         try:
             exec(compile(code, filename, "exec"), namespace)
