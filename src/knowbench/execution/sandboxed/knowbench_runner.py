@@ -597,7 +597,11 @@ def execute_sample(config, result_fd):
         if pid == 0:
             try:
                 limit_cpu(cpu_left)
+                if channel is not None:
+                    channel.fork_candidate()
                 run_here(index, item)
+                if channel is not None:
+                    channel.end_candidate()
                 stdout.flush()
                 stderr.flush()
             finally:
@@ -667,7 +671,9 @@ def run_candidate(config, channel_fd):
         finally:
             _flush_and_exit()
     knowbench_split.send_frame(channel_fd, knowbench_wire.dumps(("loaded",)))
-    knowbench_split.serve_calls(module, channel_fd, config["limits"]["output_bytes"])
+    cpu_s = config["limits"]["cpu_s"]
+    knowbench_split.serve_calls(module, channel_fd, config["limits"]["output_bytes"],
+                                fork_limits=(lambda: cpu_s - _cpu_used(), _limit_cpu))
     _flush_and_exit()
 
 
