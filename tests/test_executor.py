@@ -529,3 +529,44 @@ def test_a_specs_file_is_its_own_so_stacklevel_checks_work(engine: Engine) -> No
     right = engine.execute(make_request(WARNS.format(level=2), CHECKS_STACKLEVEL, "old"))
     wrong = engine.execute(make_request(WARNS.format(level=1), CHECKS_STACKLEVEL, "old"))
     assert (right.tests[0].status, wrong.tests[0].status) == ("pass", "fail"), (right.tests, wrong.tests)
+
+
+PANDAS_WARNS = code("""
+    import warnings
+
+    from pandas.util._exceptions import find_stack_level
+
+    def rename_axis(x):
+        warnings.warn("rename_axis is deprecated", FutureWarning, stacklevel=find_stack_level())
+        return x
+""")
+PANDAS_CHECKS_STACKLEVEL = code("""
+    import pandas._testing as tm
+
+    def test_warns():
+        with tm.assert_produces_warning(FutureWarning, match="deprecated"):
+            assert rename_axis(1) == 1
+""")
+
+
+def test_direct_invocation_runs_program_and_test_as_one_script(engine: Engine) -> None:
+    """DomainEval ran `program + test` as one script: a warning pandas attributes to the first
+    frame outside pandas (here the target's) is in the test's file too, so pandas' stacklevel
+    check passes there and must under direct invocation; the test also shares the program's
+    globals, as in that script."""
+    shares = code("""
+        def test_shares_the_programs_globals():
+            global LIMIT
+            LIMIT = 10
+            assert limit() == 10
+    """)
+    program = PANDAS_WARNS + "\nLIMIT = 1\n\ndef limit():\n    return LIMIT\n"
+    execution = engine.execute(make_request(program, {"t": PANDAS_CHECKS_STACKLEVEL, "u": shares},
+                                            "rename_axis", invocation="direct"))
+    assert [t.status for t in execution.tests] == ["pass", "pass"], execution.tests
+
+
+def test_a_failure_in_a_direct_item_points_at_the_tests_own_lines(engine: Engine) -> None:
+    tests = "def test_wrong():\n    total = add(1, 2)\n    assert total == 4\n"
+    execution = engine.execute(make_request(ADD, tests, "add", invocation="direct"))
+    assert "assert total == 4" in execution.tests[0].message, execution.tests[0].message

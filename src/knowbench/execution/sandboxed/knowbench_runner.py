@@ -248,23 +248,41 @@ class _SpecFailed(Exception):
     """The test code itself failed to run, so none of its items can pass."""
 
 
-def _load_spec(name, tests, module, namespaces, spec_errors):
+def _load_spec(name, tests, module, namespaces, spec_errors, as_script=False):
     """The namespace a test spec's code ran in; runs it on first use.
 
     A plain-block spec is its own test, so its failure propagates as the test's failure.
+    `as_script` (direct invocation) runs it the way DomainEval ran a test: appended to the
+    program as one script, in the program's own globals, its lines numbered after the
+    program's in one file (`solution.py`), so warnings and frames of the program and of the
+    test name the same file and module. Only for a process that runs one item: the spec
+    changes the program's globals.
     """
     if name in spec_errors:
         raise _SpecFailed(spec_errors[name])
     if name not in namespaces:
         code = tests[name]
-        filename = f"test:{name}"
-        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-        namespace = dict(module.__dict__)
-        namespace["__name__"] = "knowbench_test"
-        namespace["__file__"] = filename  # the test's own, as pytest's module has (warnings point here)
+        if as_script:
+            import ast
+
+            filename, namespace = "solution.py", module.__dict__
+            program = "".join(linecache.cache[filename][2])
+            if program and not program.endswith("\n"):
+                program += "\n"
+            tree = ast.parse(code, filename)
+            ast.increment_lineno(tree, program.count("\n"))
+            script = program + code
+            linecache.cache[filename] = (len(script), None, script.splitlines(True), filename)
+            compiled = compile(tree, filename, "exec")
+        else:
+            filename, namespace = f"test:{name}", dict(module.__dict__)
+            linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+            namespace["__name__"] = "knowbench_test"
+            namespace["__file__"] = filename  # the test's own, as pytest's module has (warnings point here)
+            compiled = compile(code, filename, "exec")
         namespace["__builtins__"] = builtins  # never the program's own (it may rebind them)
         try:
-            exec(compile(code, filename, "exec"), namespace)
+            exec(compiled, namespace)
         except BaseException as error:
             spec_errors[name] = "the test code failed to run:\n" + _describe(error)
             raise
@@ -396,7 +414,7 @@ def _run_item(item, tests, module, target_codes, state, box):
     failure_types = (AssertionError,)
     sys.settrace(tracer)
     try:
-        namespace = _load_spec(item["spec"], tests, module, namespaces, spec_errors)
+        namespace = _load_spec(item["spec"], tests, module, namespaces, spec_errors, invocation == "direct")
         cls = namespace.get(item["cls"]) if item["kind"] in ("class", "unittest") else None
         if isinstance(cls, type) and issubclass(cls, unittest.TestCase):
             failure_types = (AssertionError, cls.failureException)
