@@ -4,8 +4,8 @@ A direct task runs each item in its own fork of the process that loaded the prog
 DomainEval ran each test as its own script); a framework task runs all items in that one
 process. Both are measured here in the same run, on the same samples and engines, for a
 light task and for tasks whose program imports numpy / pandas (preloaded by the fork
-server), each with ITEMS test items. Prints ms per sample, the ratio direct/framework and
-the extra cost per item.
+server), each with ITEMS test items. Prints the median ms per sample (the two styles run
+alternately), the ratio direct/framework and the extra cost per item.
 
     python bench/invocation.py [--samples 30] [--items 5] [--sandbox auto]
 """
@@ -41,16 +41,19 @@ def request(task: str, items: int, invocation: str, isolation: str) -> Execution
                             trusted_program=trusted, invocation=invocation)  # type: ignore[arg-type]
 
 
-def timed(engine: Engine, made: ExecutionRequest, samples: int) -> float:
-    """Mean ms per sample, after one warm-up; every sample must pass."""
-    engine.execute(made)
-    times = []
-    for _ in range(samples):
-        started = time.perf_counter()
-        execution = engine.execute(made)
-        times.append(time.perf_counter() - started)
-        assert execution.status == "pass", execution.tests
-    return statistics.mean(times) * 1000
+def paired(engine: Engine, framework: ExecutionRequest, direct: ExecutionRequest,
+           samples: int) -> tuple[float, float]:
+    """Median ms per sample of each request, run alternately (so a change in the machine's
+    load hits both alike), after one warm-up each; every sample must pass."""
+    times: dict[int, list[float]] = {0: [], 1: []}
+    for round_ in range(samples + 1):
+        for index, made in enumerate((framework, direct)):
+            started = time.perf_counter()
+            execution = engine.execute(made)
+            if round_:
+                times[index].append(time.perf_counter() - started)
+            assert execution.status == "pass", execution.tests
+    return statistics.median(times[0]) * 1000, statistics.median(times[1]) * 1000
 
 
 def main() -> None:
@@ -69,8 +72,8 @@ def main() -> None:
             ("subprocess", SubprocessEngine(sandbox, workers=1))]
         for name, engine in engines:
             for isolation in ("in-process", "split"):
-                framework = timed(engine, request(task, options.items, "framework", isolation), options.samples)
-                direct = timed(engine, request(task, options.items, "direct", isolation), options.samples)
+                framework, direct = paired(engine, request(task, options.items, "framework", isolation),
+                                           request(task, options.items, "direct", isolation), options.samples)
                 print(f"{name:<12} {task:<7} {isolation:<11} {framework:>12.1f} {direct:>10.1f} "
                       f"{direct / framework:>6.2f} {(direct - framework) / options.items:>9.2f}", flush=True)
             engine.close()

@@ -570,3 +570,35 @@ def test_a_failure_in_a_direct_item_points_at_the_tests_own_lines(engine: Engine
     tests = "def test_wrong():\n    total = add(1, 2)\n    assert total == 4\n"
     execution = engine.execute(make_request(ADD, tests, "add", invocation="direct"))
     assert "assert total == 4" in execution.tests[0].message, execution.tests[0].message
+
+
+def test_direct_invocation_reports_a_test_that_cannot_get_a_process(engine: Engine) -> None:
+    """A test that leaves processes behind can spend the sample's process budget: the later
+    items then fail (no process, or no thread, for them), and the run still finishes."""
+    tests = code("""
+        import os
+        import time
+
+        def fill():
+            # Every process left behind takes any slot that frees up, for 30 s.
+            end = time.monotonic() + 30
+            while time.monotonic() < end:
+                try:
+                    if os.fork() == 0:
+                        continue
+                except OSError:
+                    time.sleep(0.001)
+
+        def test_fills_the_process_budget():
+            if os.fork() == 0:
+                fill()
+                os._exit(0)
+            time.sleep(0.5)
+
+        def test_after():
+            assert add(1, 1) == 2
+    """)
+    execution = engine.execute(make_request(ADD, tests, "add", invocation="direct", processes=16, wall_s=20))
+    assert [(t.status, t.reason) for t in execution.tests] == [("pass", None), ("error", "exited-early")], \
+        execution.tests
+    assert "runner did not finish" not in execution.note

@@ -611,7 +611,12 @@ def execute_sample(config, result_fd):
         within what is left of the sample's CPU time. False when the run must stop."""
         started = monotonic()
         cpu_left = config["limits"]["cpu_s"] - cpu_used()
-        pid = fork()
+        try:
+            pid = fork()
+        except OSError as error:  # the sample's process budget is spent (it left processes behind)
+            report({"item": item["id"], "status": "error", "duration_s": monotonic() - started,
+                    "reason": "exited-early", "message": f"no process could be started for this test ({error})"})
+            return True
         if pid == 0:
             try:
                 limit_cpu(cpu_left)
@@ -622,8 +627,9 @@ def execute_sample(config, result_fd):
                     channel.end_candidate()
                 stdout.flush()
                 stderr.flush()
+                exit_now(0)  # reported
             finally:
-                exit_now(0)
+                exit_now(70)  # could not run or report it (no thread could be started, ...)
         code = exit_code_of(wait_for(pid, 0)[1])
         if code == 0:
             return True
