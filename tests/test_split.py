@@ -464,3 +464,4 @@ def test_direct_invocation_reports_a_candidate_copy_that_exits_cleanly(split_eng
     result = run(split_engine, program, tests, invocation="direct", wall_s=20)
     assert [(t.status, t.reason) for t in result.tests] == [("error", "candidate-died"), ("pass", None)], \
         result.tests
+

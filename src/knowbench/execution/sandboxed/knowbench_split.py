@@ -300,6 +300,9 @@ class Channel(Peer):
                 reply = wire.loads(recv_frame(self.fd), self.resolver)
                 if type(reply) is tuple and len(reply) == 1 and reply[0] == "forked":
                     return
+                if type(reply) is tuple and len(reply) == 2 and reply[0] == "unforked" and type(reply[1]) is str:
+                    self.gone = f"the candidate's process could not answer this test: {reply[1]}"
+                    return
                 if not (type(reply) is tuple and len(reply) == 2 and reply[0] == "died"):
                     self.gone = "the candidate's process broke the protocol"
                     return
@@ -440,7 +443,11 @@ def _fork_for_item(fd, fork_limits):
     cpu_left = fork_limits[0]() if fork_limits is not None else None
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as error:  # its process budget is spent: this item gets no copy
+        send_frame(fd, wire.dumps(("unforked", f"no process could be started for it ({error})")))
+        return False
     if pid == 0:
         if cpu_left is not None:
             fork_limits[1](cpu_left)
