@@ -10,8 +10,11 @@ and reports one record per item on the result pipe, each carrying the session no
 
 The engine trusts nothing else: not the exit code, not stdout. An item with no valid
 record did not pass. After every item the runner checks that the testing machinery
-(builtins, unittest, pytest, its own helpers) is unchanged; when it is not, the item and
-all later ones are reported as errors and the run stops.
+(builtins, unittest, pytest, its own helpers) is unchanged since the tests' own imports
+(done before any sample code runs); when it is not, the item and all later ones are
+reported as errors and the run stops. Under direct invocation (`config["invocation"]`)
+each item runs in its own fork of the process that loaded the program, so a tampered item
+ends with its process and the later items start from the untouched parent.
 
 This file must not import knowbench: it runs in whatever environment the benchmark's
 tests need.
