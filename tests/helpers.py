@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import knowbench
-from knowbench.benchmark.schema import TestSpec
+from knowbench.benchmark.schema import Invocation, TestSpec
 from knowbench.execution.engine import ExecutionRequest, Isolation
 from knowbench.records import Limits
 
@@ -49,7 +49,8 @@ def run_knowbench(*args: str, cwd: Path | None = None, env: Mapping[str, str] | 
 
 def make_request(program: str, tests: Mapping[str, str] | str, entry_point: str | None = None,
                  *, preload: Iterable[str] = (), isolation: Isolation = "in-process",
-                 trusted_program: str | None = None, **limits: Any) -> ExecutionRequest:
+                 trusted_program: str | None = None, invocation: Invocation = "framework",
+                 **limits: Any) -> ExecutionRequest:
     """An ExecutionRequest; `tests` maps spec name -> code (a bare string is the spec 't').
 
     `isolation="split"` runs `program` (the candidate) in its own untrusted process and the
@@ -69,6 +70,7 @@ def make_request(program: str, tests: Mapping[str, str] | str, entry_point: str 
         preload=list(preload),
         isolation=isolation,
         trusted_program=trusted_program,
+        invocation=invocation,
     )
 
 

@@ -31,6 +31,7 @@ from knowbench.builders.domaineval import (
     subject_to_task,
     unshadow_test,
 )
+from knowbench.execution.engine import Engine, ExecutionRequest
 
 SHADOWED_RSA = {"bit_size", "_markers", "byte_size", "inverse", "int2bytes"}
 
@@ -71,6 +72,28 @@ def test_domain_and_repository_come_from_the_path(everything: Path) -> None:
     assert task.prompt_code.rstrip().endswith("def is_prime(number: int) ->bool: ...")
     assert task.reference.startswith("def is_prime(number: int) ->bool:")
     assert task.instruction.startswith("Functionality:")
+
+
+def test_imported_tasks_call_each_test_as_domaineval_s_script_did(everything: Path) -> None:
+    assert {task.invocation for task in load_benchmark(everything).tasks} == {"direct"}
+
+
+def test_a_subject_whose_set_up_domaineval_never_ran_passes_on_its_reference(engine: Engine) -> None:
+    """DomainEval's script calls `PrimeTest().test_is_prime()`: setUp never runs, so a test
+    that would fail after it (here: setUp breaks the target) passes there, and must here."""
+    test_code = ("import unittest\n\nclass PrimeTest(unittest.TestCase):\n    def setUp(self):\n"
+                 "        raise unittest.SkipTest('needs a fixture file')\n\n"
+                 "    def test_is_prime(self):\n        self.assertTrue(is_prime(7))\n\n"
+                 "PrimeTest().test_is_prime()\n")
+    row = {"full_method_name": "is_prime", "method_name": "is_prime", "instruction": "Is it prime?",
+           "method_code": "def is_prime(n):\n    return n > 1 and all(n % d for d in range(2, n))\n",
+           "method_code_mask": "def is_prime(n):\n    [MASK]\n",
+           "test_code_list": [{"code_start": "", "test_code": test_code, "test_path": "tests/test_prime.py"}]}
+    task = subject_to_task(row, "Basic", "primes", "Basic/primes/is_prime")
+    request = ExecutionRequest(program=task.reference, tests=task.tests, entry_point=task.entry_point,
+                               invocation=task.invocation)
+    execution = engine.execute(request)
+    assert [(test.status, test.called) for test in execution.tests] == [("pass", True)], execution.tests
 
 
 def test_wrapped_masks_are_understood(anchors: Path) -> None:

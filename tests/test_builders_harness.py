@@ -83,7 +83,7 @@ def test_skipped():
     assert twice(1) == 2
 
 
-def test_plugin_fixture(mocker):
+def test_plugin_fixture(benchmark):
     assert twice(1) == 2
 
 
@@ -138,7 +138,7 @@ def test_harness_runs_pytest_features_in_the_real_runner(spec_and_program: tuple
     assert (status["test_skipped"].status, status["test_skipped"].reason) == ("error", "skipped")
     # The harness raises the runner's own exception, so the reason (not the wording) says it.
     assert status["test_plugin_fixture"].reason == "unsupported-fixture"
-    assert "fixture 'mocker' is not available" in status["test_plugin_fixture"].message
+    assert "fixture 'benchmark' is not available" in status["test_plugin_fixture"].message
 
 
 def test_a_broken_candidate_fails_the_wrapped_tests(spec_and_program: tuple[TestSpec, str],

@@ -632,3 +632,234 @@ def test_an_engine_refuses_to_start_when_every_sandbox_uid_is_leased(best_sandbo
     finally:
         for lease in leases:
             lease.close()
+
+
+def test_unittest_items_run_as_unittest_runs_them(engine: Engine) -> None:
+    """Module and class set-up once, tear-down after the last test, cleanups, skips,
+    expected failures and sub-tests: unittest's own semantics."""
+    program = "LOG = []\n\ndef add(a, b):\n    return a + b\n"
+    tests = code("""
+        import unittest
+
+        def setUpModule():
+            LOG.append("module")
+
+        def tearDownModule():
+            LOG.append("module-down")
+
+        class TestAdd(unittest.TestCase):
+            @classmethod
+            def setUpClass(cls):
+                LOG.append("class")
+
+            @classmethod
+            def tearDownClass(cls):
+                LOG.append("class-down")
+
+            def setUp(self):
+                self.addCleanup(LOG.append, "cleanup")
+
+            def test_a(self):
+                self.assertEqual(add(1, 1), 2)
+
+            @unittest.expectedFailure
+            def test_expected(self):
+                self.assertEqual(add(1, 1), 3)
+
+            @unittest.skip("not today")
+            def test_skipped(self):
+                pass
+
+            def test_sub(self):
+                for n in range(3):
+                    with self.subTest(n=n):
+                        self.assertEqual(add(n, 0), 0)
+    """)
+    later = "def test_order():\n    assert LOG == ['module', 'class', 'cleanup', 'cleanup', 'cleanup', " \
+            "'class-down', 'module-down']\n"
+    execution = engine.execute(make_request(program, {"t": tests, "u": later}, "add"))
+    assert statuses(execution) == {"t::TestAdd::test_a": "pass", "t::TestAdd::test_expected": "pass",
+                                   "t::TestAdd::test_skipped": "error", "t::TestAdd::test_sub": "fail",
+                                   "u::test_order": "pass"}, execution.tests
+    assert execution.tests[2].reason == "skipped"
+    assert "n=1" in execution.tests[3].message
+
+
+def test_unexpected_success_fails(engine: Engine) -> None:
+    tests = code("""
+        import unittest
+
+        class TestAdd(unittest.TestCase):
+            @unittest.expectedFailure
+            def test_a(self):
+                self.assertEqual(add(1, 1), 2)
+    """)
+    execution = engine.execute(make_request(ADD, tests, "add"))
+    assert execution.tests[0].status == "fail"
+
+
+DIRECT_TESTS = code("""
+    import unittest
+
+    SEEN = []
+
+    class TestAdd(unittest.TestCase):
+        def setUp(self):
+            raise RuntimeError("a script that calls the test never runs setUp")
+
+        def test_a(self):
+            SEEN.append("a")
+            STATE.append("a")
+            self.assertEqual((add(1, 1), STATE, SEEN), (2, ["a"], ["a"]))
+
+        def test_b(self):
+            SEEN.append("b")
+            STATE.append("b")
+            self.assertEqual((add(1, 1), STATE, SEEN), (2, ["b"], ["b"]))
+
+    def test_c():
+        STATE.append("c")
+        assert STATE == ["c"]
+""")
+DIRECT_PROGRAM = "STATE = []\n\ndef add(a, b):\n    return a + b\n"
+
+
+def test_direct_invocation_calls_the_test_alone_in_a_fresh_process(engine: Engine) -> None:
+    """As DomainEval's scripts did: `TestAdd().test_a()`, no set-up, nothing shared with the
+    task's other items (the program's module state included)."""
+    execution = engine.execute(make_request(DIRECT_PROGRAM, DIRECT_TESTS, "add", invocation="direct"))
+    assert statuses(execution) == {"t::TestAdd::test_a": "pass", "t::TestAdd::test_b": "pass",
+                                   "t::test_c": "pass"}, execution.tests
+    assert [test.called for test in execution.tests] == [True, True, False]
+
+
+def test_framework_invocation_runs_set_up_and_shares_the_process(engine: Engine) -> None:
+    execution = engine.execute(make_request(DIRECT_PROGRAM, DIRECT_TESTS, "add"))
+    assert statuses(execution) == {"t::TestAdd::test_a": "error", "t::TestAdd::test_b": "error",
+                                   "t::test_c": "pass"}
+    assert "never runs setUp" in execution.tests[0].message
+
+
+def test_direct_invocation_reports_a_test_that_kills_its_process_and_goes_on(engine: Engine) -> None:
+    tests = code("""
+        import os
+
+        def test_dies():
+            os._exit(3)
+
+        def test_after():
+            assert add(1, 1) == 2
+    """)
+    execution = engine.execute(make_request(ADD, tests, "add", invocation="direct"))
+    assert [(t.status, t.reason) for t in execution.tests] == [("error", "exited-early"), ("pass", None)]
+    assert "exit code 3" in execution.tests[0].message
+
+
+def test_direct_invocation_keeps_the_cpu_limit_per_sample(engine: Engine) -> None:
+    """Each item's process gets what is left of the sample's CPU time, not a fresh budget."""
+    spin = "def test_{n}():\n    import time\n    end = time.process_time() + 0.7\n" \
+           "    while time.process_time() < end:\n        pass\n\n\n"
+    tests = "".join(spin.format(n=n) for n in range(3))
+    execution = engine.execute(make_request(ADD, tests, "add", invocation="direct", cpu_s=1, wall_s=30))
+    first, *rest = (t.status for t in execution.tests)
+    assert first == "pass"
+    assert "timeout" in rest, execution.tests
+
+
+WARNS = code("""
+    import warnings
+
+    def old(x):
+        warnings.warn("old is deprecated", DeprecationWarning, stacklevel={level})
+        return x
+""")
+CHECKS_STACKLEVEL = code("""
+    import warnings
+
+    def test_the_warning_points_at_the_caller():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            old(1)
+        assert caught[0].filename == __file__
+""")
+
+
+def test_a_specs_file_is_its_own_so_stacklevel_checks_work(engine: Engine) -> None:
+    """As under pytest: `__file__` in a test is the test's file, so a warning raised with the
+    right stacklevel points at it, and one raised with the wrong one does not."""
+    right = engine.execute(make_request(WARNS.format(level=2), CHECKS_STACKLEVEL, "old"))
+    wrong = engine.execute(make_request(WARNS.format(level=1), CHECKS_STACKLEVEL, "old"))
+    assert (right.tests[0].status, wrong.tests[0].status) == ("pass", "fail"), (right.tests, wrong.tests)
+
+
+PANDAS_WARNS = code("""
+    import warnings
+
+    from pandas.util._exceptions import find_stack_level
+
+    def rename_axis(x):
+        warnings.warn("rename_axis is deprecated", FutureWarning, stacklevel=find_stack_level())
+        return x
+""")
+PANDAS_CHECKS_STACKLEVEL = code("""
+    import pandas._testing as tm
+
+    def test_warns():
+        with tm.assert_produces_warning(FutureWarning, match="deprecated"):
+            assert rename_axis(1) == 1
+""")
+
+
+def test_direct_invocation_runs_program_and_test_as_one_script(engine: Engine) -> None:
+    """DomainEval ran `program + test` as one script: a warning pandas attributes to the first
+    frame outside pandas (here the target's) is in the test's file too, so pandas' stacklevel
+    check passes there and must under direct invocation; the test also shares the program's
+    globals, as in that script."""
+    shares = code("""
+        def test_shares_the_programs_globals():
+            global LIMIT
+            LIMIT = 10
+            assert limit() == 10
+    """)
+    program = PANDAS_WARNS + "\nLIMIT = 1\n\ndef limit():\n    return LIMIT\n"
+    execution = engine.execute(make_request(program, {"t": PANDAS_CHECKS_STACKLEVEL, "u": shares},
+                                            "rename_axis", invocation="direct"))
+    assert [t.status for t in execution.tests] == ["pass", "pass"], execution.tests
+
+
+def test_a_failure_in_a_direct_item_points_at_the_tests_own_lines(engine: Engine) -> None:
+    tests = "def test_wrong():\n    total = add(1, 2)\n    assert total == 4\n"
+    execution = engine.execute(make_request(ADD, tests, "add", invocation="direct"))
+    assert "assert total == 4" in execution.tests[0].message, execution.tests[0].message
+
+
+def test_direct_invocation_reports_a_test_that_cannot_get_a_process(engine: Engine) -> None:
+    """A test that leaves processes behind can spend the sample's process budget: the later
+    items then fail (no process, or no thread, for them), and the run still finishes."""
+    tests = code("""
+        import os
+        import time
+
+        def fill():
+            # Every process left behind takes any slot that frees up, for 30 s.
+            end = time.monotonic() + 30
+            while time.monotonic() < end:
+                try:
+                    if os.fork() == 0:
+                        continue
+                except OSError:
+                    time.sleep(0.001)
+
+        def test_fills_the_process_budget():
+            if os.fork() == 0:
+                fill()
+                os._exit(0)
+            time.sleep(0.5)
+
+        def test_after():
+            assert add(1, 1) == 2
+    """)
+    execution = engine.execute(make_request(ADD, tests, "add", invocation="direct", processes=16, wall_s=20))
+    assert [(t.status, t.reason) for t in execution.tests] == [("pass", None), ("error", "exited-early")], \
+        execution.tests
+    assert "runner did not finish" not in execution.note

@@ -1648,3 +1648,60 @@ def test_host_dir_is_as_exposed_as_intended(host: Host) -> None:
     """The canary dir must be writable by anyone, or the write cases would prove nothing."""
     mode = host.dir.stat().st_mode
     assert mode & stat.S_IWOTH and host.canary.stat().st_mode & stat.S_IWOTH
+
+
+# -- the integrity check's baseline: the tests' own imports ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def psutil_python() -> str:
+    """psutil 5.9 (DomainEval pins 5.9.5): `psutil.tests` replaces `unittest.TestCase` with
+    its own subclass when imported, as some libraries' test utilities do."""
+    from knowbench.execution.environments import ensure_env
+
+    return str(ensure_env(["psutil==5.9.8"]).python)
+
+
+@pytest.mark.parametrize("engine_name", ["subprocess", "forkserver"])
+def test_a_library_that_patches_unittest_when_the_tests_import_it_is_not_tampering(
+        engine_name: str, psutil_python: str) -> None:
+    sandbox = resolve_sandbox("auto", hidden=[REPO])
+    engine: Engine = (SubprocessEngine(sandbox, workers=1, python=psutil_python) if engine_name == "subprocess"
+                      else ForkServerEngine(sandbox, workers=1, python=psutil_python, preload=["unittest"]))
+    tests = dedent("""
+        import unittest
+        from psutil.tests import PsutilTestCase
+
+        class TestAdd(PsutilTestCase):
+            def test_a(self):
+                self.assertEqual(add(1, 2), 3)
+    """)
+    try:
+        execution = engine.execute(make_request("def add(a, b):\n    return a + b\n", tests, "add"))
+    finally:
+        engine.close()
+    assert [(test.status, test.reason) for test in execution.tests] == [("pass", None)], execution.tests
+
+
+@pytest.mark.parametrize("engine_name", ["subprocess", "forkserver"])
+def test_a_sample_that_patches_a_module_the_tests_import_is_caught(engine_name: str) -> None:
+    """The baseline holds the tests' imports, so a testing module loaded for them is watched
+    even when nothing had loaded it before the sample's code ran."""
+    sandbox = resolve_sandbox("auto", hidden=[REPO])
+    engine: Engine = (SubprocessEngine(sandbox, workers=1) if engine_name == "subprocess"
+                      else ForkServerEngine(sandbox, workers=1, preload=["unittest"]))
+    program = dedent("""
+        import numpy.testing
+
+        numpy.testing.assert_allclose = lambda *args, **kwargs: None
+
+
+        def add(a, b):
+            return a - b
+    """)
+    tests = "from numpy.testing import assert_allclose\n\n\ndef test_a():\n    assert_allclose(add(1, 2), 3)\n"
+    try:
+        execution = engine.execute(make_request(program, tests, "add"))
+    finally:
+        engine.close()
+    assert [(test.status, test.reason) for test in execution.tests] == [("error", "tampering")], execution.tests

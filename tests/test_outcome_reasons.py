@@ -78,11 +78,17 @@ CASES: dict[str, tuple[str, str, dict[str, Any], list[Reason | None]]] = {
             def test_skips_itself(self):
                 self.skipTest("no GPU")
     """), {}, ["assertion", "skipped", "skipped"]),
+    "pytest-skip": (ADD, code("""
+        import pytest
+
+        def test_skips_itself():
+            pytest.skip("no GPU")
+    """), {}, ["skipped"]),
     "program-fails-to-load": ("raise ValueError('cannot load')\n" + ADD, TWO_TESTS, {},
                               ["program-failed-to-load", "program-failed-to-load"]),
     "program-syntax-error": ("def add(a, b)\n    return a + b\n", TWO_TESTS, {},
                              ["program-failed-to-load", "program-failed-to-load"]),
-    "unsupported-fixture": (ADD, "def test_a(mocker):\n    assert add(1, 2) == 3\n", {},
+    "unsupported-fixture": (ADD, "def test_a(benchmark):\n    assert add(1, 2) == 3\n", {},
                             ["unsupported-fixture"]),
     "test-code-fails": (ADD, "import knowbench_no_such_module\n\n" + TWO_TESTS, {},
                         ["exception", "test-code-failed"]),

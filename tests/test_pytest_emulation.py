@@ -162,11 +162,30 @@ def test_run_function_gives_the_fixtures_a_test_names(tmp_path: Path) -> None:
 
 
 def test_run_function_refuses_a_fixture_it_does_not_provide() -> None:
-    def test_it(mocker):
+    def test_it(benchmark):
         raise AssertionError("must not run")
 
-    with pytest.raises(emulation.UnsupportedFixture, match="'mocker'"):
+    with pytest.raises(emulation.UnsupportedFixture, match="'benchmark'"):
         emulation.run_function(test_it, lambda: "", [])
+
+
+def test_run_function_gives_mocker_caplog_and_capfd() -> None:
+    import logging
+
+    seen = []
+
+    def test_it(mocker, caplog, capfd):
+        mocker.patch.object(_Greeter, "greet", return_value="patched")
+        logging.getLogger("kb").warning("logged")
+        print("out")
+        seen.append((_Greeter().greet("x"), caplog.messages, capfd.readouterr().out))
+
+    undo: list[Callable[[], None]] = []
+    emulation.run_function(test_it, lambda: "", undo)
+    for step in undo:
+        step()
+    assert seen == [("patched", ["logged"], "out\n")]
+    assert _Greeter().greet("x") == "hello x"
 
 
 def test_run_function_awaits_a_coroutine_test() -> None:
@@ -209,6 +228,10 @@ def test_run_unittest_sets_the_class_up_once_and_cleans_up_each_case() -> None:
         def setUpClass(cls):
             calls.append("setUpClass")
 
+        @classmethod
+        def tearDownClass(cls):
+            calls.append("tearDownClass")
+
         def setUp(self):
             calls.append("setUp")
             self.addCleanup(calls.append, "cleanup")
@@ -219,10 +242,68 @@ def test_run_unittest_sets_the_class_up_once_and_cleans_up_each_case() -> None:
         def test_one(self):
             calls.append("test")
 
-    ready: dict[type, bool] = {}
-    emulation.run_unittest(Case, "test_one", ready)
-    emulation.run_unittest(Case, "test_one", ready)
-    assert calls == ["setUpClass", *["setUp", "test", "tearDown", "cleanup"] * 2]
+    namespace, ready = {"Case": Case}, {}
+    for last in (False, True):
+        item = {"spec": "t", "cls": "Case", "function": "test_one"}
+        emulation.enter_scopes(namespace, item, ready)
+        emulation.run_unittest(Case, "test_one")
+        emulation.leave_scopes(namespace, item, ready, last_of_class=last, last_of_spec=last)
+    assert calls == ["setUpClass", *["setUp", "test", "tearDown", "cleanup"] * 2, "tearDownClass"]
+
+
+def test_a_failing_class_set_up_errors_every_test_of_the_class() -> None:
+    class Case(unittest.TestCase):
+        @classmethod
+        def setUpClass(cls):
+            raise RuntimeError("no database")
+
+        def test_one(self):
+            pass
+
+    namespace, ready = {"Case": Case}, {}
+    item = {"spec": "t", "cls": "Case", "function": "test_one"}
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="no database"):
+            emulation.enter_scopes(namespace, item, ready)
+
+
+def test_run_unittest_reports_skips_subtests_and_expected_failures() -> None:
+    class Case(unittest.TestCase):
+        @unittest.skip("later")
+        def test_skip(self):
+            pass
+
+        def test_sub(self):
+            for n in range(2):
+                with self.subTest(n=n):
+                    self.assertEqual(n, 0)
+
+        @unittest.expectedFailure
+        def test_expected(self):
+            self.assertEqual(1, 2)
+
+        @unittest.expectedFailure
+        def test_unexpected(self):
+            pass
+
+    with pytest.raises(unittest.SkipTest, match="later"):
+        emulation.run_unittest(Case, "test_skip")
+    with pytest.raises(AssertionError, match="1 != 0"):
+        emulation.run_unittest(Case, "test_sub")
+    emulation.run_unittest(Case, "test_expected")
+    with pytest.raises(AssertionError, match="unexpected success"):
+        emulation.run_unittest(Case, "test_unexpected")
+
+
+def test_run_direct_calls_the_test_without_set_up() -> None:
+    class Case(unittest.TestCase):
+        def setUp(self):
+            raise RuntimeError("never")
+
+        def test_one(self):
+            self.ran = True
+
+    emulation.run_direct({"Case": Case}, {"kind": "unittest", "cls": "Case", "function": "test_one"})
 
 
 # ------------------------------------------------------------------------------ spec harness
@@ -241,7 +322,7 @@ def test_the_harness_runs_every_parametrize_combination(tmp_path: Path) -> None:
     assert sorted(seen) == [(1, 3, 4), (2, 3, 4)]
 
 
-@pytest.mark.parametrize("mark", [pytest.mark.skip, pytest.mark.xfail, pytest.mark.skipif(True, reason=""),
+@pytest.mark.parametrize("mark", [pytest.mark.skip, pytest.mark.xfail(run=False), pytest.mark.skipif(True, reason=""),
                                   pytest.mark.skipif("FLAG", reason="")])
 def test_the_harness_skips_marked_tests(mark: pytest.MarkDecorator, tmp_path: Path) -> None:
     spec = spec_namespace(FLAG=True)  # a string condition is evaluated in the spec's globals
@@ -322,11 +403,123 @@ def test_the_harness_runs_autouse_and_usefixtures_fixtures(tmp_path: Path) -> No
 def test_the_harness_raises_the_runners_error_for_an_unknown_fixture(tmp_path: Path) -> None:
     spec = spec_namespace()
 
-    def test_it(mocker):
+    def test_it(benchmark):
         raise AssertionError("must not run")
 
-    with pytest.raises(emulation.UnsupportedFixture, match="'mocker'"):
+    with pytest.raises(emulation.UnsupportedFixture, match="'benchmark'"):
         spec["_kb_call"](test_it, **builtin_fixtures(tmp_path))
+
+
+def test_the_harness_runs_xfail_tests_as_pytest_does(tmp_path: Path) -> None:
+    """xfailed: passes; XPASS: passes unless strict; a failure other than `raises`: fails."""
+    spec = spec_namespace()
+
+    @pytest.mark.xfail(reason="known bug")
+    def test_fails():
+        raise AssertionError("expected")
+
+    @pytest.mark.xfail(reason="fixed since")
+    def test_passes():
+        pass
+
+    @pytest.mark.xfail(strict=True, reason="must fail")
+    def test_passes_strictly():
+        pass
+
+    @pytest.mark.xfail(raises=ZeroDivisionError, reason="only that")
+    def test_other_error():
+        raise KeyError("not the expected one")
+
+    @pytest.mark.xfail(False, reason="condition false: an ordinary test")
+    def test_not_expected():
+        raise AssertionError("real")
+
+    spec["_kb_call"](test_fails, **builtin_fixtures(tmp_path))
+    spec["_kb_call"](test_passes, **builtin_fixtures(tmp_path))
+    with pytest.raises(AssertionError, match="XPASS"):
+        spec["_kb_call"](test_passes_strictly, **builtin_fixtures(tmp_path))
+    with pytest.raises(KeyError):
+        spec["_kb_call"](test_other_error, **builtin_fixtures(tmp_path))
+    with pytest.raises(AssertionError, match="real"):
+        spec["_kb_call"](test_not_expected, **builtin_fixtures(tmp_path))
+
+
+class _Greeter:
+    def greet(self, name):
+        return f"hello {name}"
+
+
+def test_the_harness_gives_mocker_with_patches_undone_after_the_test(tmp_path: Path) -> None:
+    spec = spec_namespace()
+    seen = []
+
+    def test_it(mocker):
+        mocker.patch("os.getcwd", return_value="/nowhere")
+        mocker.patch.object(_Greeter, "greet", return_value="patched")
+        mocker.patch.dict(os.environ, {"KB_MOCKER": "1"})
+        seen.append((os.getcwd(), _Greeter().greet("x"), os.environ.get("KB_MOCKER"),
+                     isinstance(mocker.MagicMock(), unittest.mock.MagicMock), mocker.ANY == 3))
+
+    spec["_kb_call"](test_it, **builtin_fixtures(tmp_path))
+    assert seen == [("/nowhere", "patched", "1", True, True)]
+    assert os.getcwd() != "/nowhere" and _Greeter().greet("x") == "hello x" and "KB_MOCKER" not in os.environ
+
+
+def test_the_harness_mocker_spy_calls_the_original(tmp_path: Path) -> None:
+    spec = spec_namespace()
+    seen = []
+
+    def test_it(mocker):
+        spy = mocker.spy(_Greeter, "greet")
+        seen.append((_Greeter().greet("ann"), spy.call_count, spy.spy_return))
+        stub = mocker.stub(name="callback")
+        stub(1)
+        stub.assert_called_once_with(1)
+
+    spec["_kb_call"](test_it, **builtin_fixtures(tmp_path))
+    assert seen == [("hello ann", 1, "hello ann")]
+    assert not isinstance(_Greeter.greet, unittest.mock.Mock)
+
+
+def test_the_harness_gives_caplog(tmp_path: Path) -> None:
+    import logging
+
+    spec = spec_namespace()
+    seen = []
+
+    def test_it(caplog):
+        logging.getLogger("kb.test").warning("careful %s", "now")
+        with caplog.at_level(logging.DEBUG, logger="kb.test"):
+            logging.getLogger("kb.test").debug("details")
+        seen.append((caplog.messages, caplog.record_tuples[0], "careful now" in caplog.text))
+        caplog.clear()
+        seen.append(caplog.records)
+
+    spec["_kb_call"](test_it, **builtin_fixtures(tmp_path))
+    assert seen == [(["careful now", "details"], ("kb.test", logging.WARNING, "careful now"), True), []]
+    assert not [h for h in logging.getLogger().handlers if type(h).__name__ == "Handler"]
+
+
+def test_the_harness_sets_a_wider_scoped_fixture_up_once(tmp_path: Path) -> None:
+    spec = spec_namespace()
+    made = []
+
+    def database():
+        made.append("db")
+        return object()
+
+    def per_test():
+        made.append("per test")
+
+    spec["_kb_FIXTURES"].update(database=(database, None, "module"), per_test=(per_test, None))
+
+    def test_it(database, per_test):
+        made.append(database)
+
+    spec["_kb_call"](test_it, **builtin_fixtures(tmp_path))
+    spec["_kb_call"](test_it, **builtin_fixtures(tmp_path))
+    assert made[0] == "db" and made.count("db") == 1 and made.count("per test") == 2
+    assert made[2] is made[4]
 
 
 def test_the_harness_leaves_mock_patch_arguments_to_mock(tmp_path: Path) -> None:

@@ -426,3 +426,67 @@ def test_a_returned_decorator_can_decorate_a_method(split_engine: Engine) -> Non
     """
     result = run(split_engine, program, tests)
     assert result.status == "pass", result.tests[0].message
+
+
+def test_direct_invocation_gives_each_test_a_fresh_judge(split_engine: Engine) -> None:
+    """Each item runs in its own fork of the judge; the candidate's process answers them all."""
+    tests = """
+        import unittest
+
+        SEEN = []
+
+        class TestAdd(unittest.TestCase):
+            def setUp(self):
+                raise RuntimeError("a script that calls the test never runs setUp")
+
+            def test_a(self):
+                SEEN.append("a")
+                self.assertEqual((add(1, 1), SEEN), (2, ["a"]))
+
+            def test_b(self):
+                SEEN.append("b")
+                self.assertEqual((add(2, 2), SEEN), (4, ["b"]))
+    """
+    result = run(split_engine, ADD, tests, invocation="direct")
+    assert [(t.status, t.called) for t in result.tests] == [("pass", True), ("pass", True)], result.tests
+
+
+COUNTING_ADD = dedent("""
+    import os
+
+    CALLS = []
+
+
+    def add(a, b):
+        if a < 0:
+            os._exit(3)
+        CALLS.append(1)
+        return a + b + len(CALLS) - 1  # right only on the first call of a fresh process
+""")
+
+
+def test_direct_invocation_gives_each_test_a_fresh_candidate(split_engine: Engine) -> None:
+    """As DomainEval loaded the candidate's code again for every test script."""
+    tests = "def test_a():\n    assert add(1, 1) == 2\n\n\ndef test_b():\n    assert add(2, 2) == 4\n"
+    direct = run(split_engine, COUNTING_ADD, tests, invocation="direct")
+    assert [t.status for t in direct.tests] == ["pass", "pass"], direct.tests
+    shared = run(split_engine, COUNTING_ADD, tests)
+    assert [t.status for t in shared.tests] == ["pass", "fail"], shared.tests
+
+
+def test_direct_invocation_survives_a_candidate_that_dies_in_one_test(split_engine: Engine) -> None:
+    tests = ("def test_dies():\n    assert add(-1, 1) == 0\n\n\n"
+             "def test_after():\n    assert add(2, 2) == 4\n")
+    result = run(split_engine, COUNTING_ADD, tests, invocation="direct")
+    assert [(t.status, t.reason) for t in result.tests] == [("error", "candidate-died"), ("pass", None)], \
+        result.tests
+    assert "exit code 3" in result.tests[0].message
+
+
+def test_direct_invocation_reports_a_candidate_copy_that_exits_cleanly(split_engine: Engine) -> None:
+    program = "import os\n\n\ndef add(a, b):\n    if a < 0:\n        os._exit(0)\n    return a + b\n"
+    tests = "def test_exits():\n    assert add(-1, 1) == 0\n\n\ndef test_after():\n    assert add(2, 2) == 4\n"
+    result = run(split_engine, program, tests, invocation="direct", wall_s=20)
+    assert [(t.status, t.reason) for t in result.tests] == [("error", "candidate-died"), ("pass", None)], \
+        result.tests
+

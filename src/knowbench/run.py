@@ -385,7 +385,7 @@ def evaluate_function(task: FunctionTask, generation: Generation, engine: Engine
         request = ExecutionRequest(program=assembly.program, tests=task.tests,
                                    entry_point=task.entry_point, limits=limits,
                                    preload=preload or [], isolation=isolation,
-                                   trusted_program=trusted)
+                                   trusted_program=trusted, invocation=task.invocation)
         execution = engine.execute(request)
     passed_count = sum(outcome.status == "pass" for outcome in execution.tests)
     passed = passed_count == len(items) and len(execution.tests) == len(items)

@@ -151,6 +151,10 @@ def _looks_like_testcase(node: ast.ClassDef) -> bool:
     return False
 
 
+Invocation = Literal["framework", "direct"]
+"""How a test item is called; see `FunctionTask.invocation`."""
+
+
 class _TaskBase(_Record):
     task_id: str = Field(min_length=1)
     domain: str = Field(min_length=1)
@@ -226,6 +230,11 @@ class FunctionTask(_TaskBase):
     isolation: Literal["split", "in-process"] | None = Field(
         default=None, description="How samples are judged: split (tests in a process the "
         "candidate cannot reach), in-process, or None to decide by running the reference split.")
+    invocation: Invocation = Field(
+        default="framework", description="How each test item is called: 'framework' (as pytest "
+        "or unittest runs it: fixtures, set-up and tear-down, items of a task in one process) or "
+        "'direct' (as a script that calls it: `Cls().test_x()` or `test_x()`, nothing else, "
+        "each item in a fresh copy of the process that loaded the program).")
 
     @field_validator("entry_point")
     @classmethod

@@ -99,7 +99,10 @@ def subject_to_task(row: dict[str, Any], domain: str, repository: str, task_id: 
 
     With `unshadow`, test code that rebinds the target's name (importing the library's own
     function) or reaches it through its module (`rsa.common.byte_size(...)`) is rewritten
-    to call the candidate (see `unshadow_test`)."""
+    to call the candidate (see `unshadow_test`).
+
+    DomainEval ran each test code as its own script ending in `Cls().test_x()`: the task
+    records that invocation (`direct`: no set-up, a fresh process per test)."""
     for required in ("full_method_name", "method_code", "method_code_mask", "test_code_list", "instruction"):
         if required not in row:
             raise ValueError(f"field '{required}' is missing")
@@ -145,7 +148,7 @@ def subject_to_task(row: dict[str, Any], domain: str, repository: str, task_id: 
     }
     return FunctionTask(task_id=task_id, domain=domain, framework=repository, instruction=row["instruction"],
                         prompt_code=prompt_code, entry_point=entry_point, context=context, reference=reference,
-                        tests=tests, metadata=metadata)
+                        tests=tests, metadata=metadata, invocation="direct")
 
 
 def _module_of(method_path: str, repository: str) -> str:

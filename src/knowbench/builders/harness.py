@@ -200,7 +200,7 @@ class SpecBuilder:
                 self.needs_unittest = True
             _set_origin(cls, node.name)
             return [cls]
-        fixtures, autouse, params = _class_fixtures(cls)
+        fixtures, autouse, params, scopes = _class_fixtures(cls)
         plain_bases = all(decorator_name(b) == "object" for b in cls.bases)
         needs = (not plain_bases or cls.decorator_list or fixtures or self.autouse or
                  any(isinstance(m, _FunctionNode) and m.name in ("setup_class", "teardown_class", "setup",
@@ -216,6 +216,9 @@ class SpecBuilder:
         cls.name = f"_kb_{node.name}"
         if autouse:
             cls.body.append(ast.parse(f"_kb_autouse = {autouse!r}").body[0])
+        if scopes:
+            cls.body.append(ast.parse("_kb_fixture_scopes = {" + ", ".join(
+                f"{name!r}: {ast.unparse(value)}" for name, value in scopes.items()) + "}").body[0])
         if params:
             cls.body.append(ast.parse("_kb_fixture_params = {" + ", ".join(
                 f"{name!r}: {ast.unparse(value)}" for name, value in params.items()) + "}").body[0])
@@ -373,9 +376,10 @@ class SpecBuilder:
         function.decorator_list = [d for d in function.decorator_list
                                    if decorator_name(d).split(".")[-1] not in ("fixture", "yield_fixture")]
         function.name = f"_kb_fixture_{name}"
-        params = _fixture_keyword(node, "params")
+        params, scope = _fixture_keyword(node, "params"), _fixture_keyword(node, "scope")
+        wider = f", {ast.unparse(scope)}" if scope is not None else ""  # pytest's default: function
         registry = ast.parse(f"_kb_FIXTURES[{name!r}] = ({function.name}, "
-                             f"{ast.unparse(params) if params is not None else 'None'})").body[0]
+                             f"{ast.unparse(params) if params is not None else 'None'}{wider})").body[0]
         self.wrapped = True
         return [self._rewire(module, function), registry]
 
@@ -482,9 +486,9 @@ def _fixture_keyword(node: _FunctionNode, keyword: str) -> ast.expr | None:
     return None
 
 
-def _class_fixtures(cls: ast.ClassDef) -> tuple[list[str], list[str], dict[str, ast.expr]]:
-    """Rename the class's own fixtures to `_kb_fixture_<name>`; (names, autouse, params)."""
-    names, autouse, params = [], [], {}
+def _class_fixtures(cls: ast.ClassDef) -> tuple[list[str], list[str], dict[str, ast.expr], dict[str, ast.expr]]:
+    """Rename the class's own fixtures to `_kb_fixture_<name>`; (names, autouse, params, scopes)."""
+    names, autouse, params, scopes = [], [], {}, {}
     for member in cls.body:
         if isinstance(member, _FunctionNode):
             name = fixture_name(member)
@@ -496,10 +500,13 @@ def _class_fixtures(cls: ast.ClassDef) -> tuple[list[str], list[str], dict[str, 
             value = _fixture_keyword(member, "params")
             if value is not None:
                 params[name] = value
+            scope = _fixture_keyword(member, "scope")
+            if scope is not None:
+                scopes[name] = scope
             member.decorator_list = [d for d in member.decorator_list
                                      if decorator_name(d).split(".")[-1] not in ("fixture", "yield_fixture")]
             member.name = f"_kb_fixture_{name}"
-    return names, autouse, params
+    return names, autouse, params, scopes
 
 
 def _requested_fixtures(node: ast.AST) -> set[str]:

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from knowbench.benchmark.schema import TestItem, TestSpec
+from knowbench.benchmark.schema import Invocation, TestItem, TestSpec
 from knowbench.errors import UserError
 from knowbench.execution.sandbox import RUNNER_DIR, Sandbox
 from knowbench.records import Execution, Limits, Reason, Status, TestOutcome
@@ -105,6 +105,8 @@ class ExecutionRequest(BaseModel):
     trusted_program: str | None = Field(
         default=None, description="split only: the benchmark's own program (target stubbed) that "
         "the tests import; calls to the entry point are answered by the candidate's process.")
+    invocation: Invocation = Field(
+        default="framework", description="How each item is called (see FunctionTask.invocation).")
     _items: list[TestItem] | None = PrivateAttr(default=None)
 
     def items(self) -> list[TestItem]:
@@ -351,6 +353,7 @@ def runner_config(request: ExecutionRequest, uid: int | None) -> dict[str, Any]:
         "entry_point": request.entry_point,
         "tests": {spec.name: spec.code for spec in request.tests},
         "items": [item.model_dump() for item in request.items()],
+        "invocation": request.invocation,
         "limits": request.limits.model_dump(),
         "preload": request.preload,
         "uid": uid,

@@ -144,9 +144,13 @@ def run_function(function, new_tmp_dir, fixtures, skip_self=False):
         elif parameter == "monkeypatch":
             kwargs[parameter] = MonkeyPatch()
             fixtures.append(kwargs[parameter].undo)
-        elif parameter == "capsys":
+        elif parameter in ("capsys", "capfd"):
             kwargs[parameter] = Capsys()
             fixtures.append(kwargs[parameter].close)
+        elif parameter in ("mocker", "caplog"):
+            made, teardown = _kb_BUILTIN_FIXTURES[parameter]
+            kwargs[parameter] = made()
+            fixtures.append(getattr(kwargs[parameter], teardown))
         else:
             raise UnsupportedFixture(f"fixture '{parameter}' is not supported by the knowbench runner")
     outcome = function(**kwargs)
@@ -170,21 +174,132 @@ def run_test_class(cls, method, new_tmp_dir, fixtures):
             teardown(bound)
 
 
-def run_unittest(cls, method, class_ready):
-    """One method of a `unittest.TestCase`: `setUpClass` once per class (`class_ready`
-    remembers), then `setUp`, the test, `tearDown` and the cleanups."""
-    if cls not in class_ready:
-        class_ready[cls] = True
-        cls.setUpClass()
-    case = cls(method)
-    try:
-        case.setUp()
+class _UnittestOutcome(__import__("unittest").TestResult):
+    """What unittest's own `TestCase.run` found: the first problem, a skip, an unexpected
+    success; passes and expected failures leave it empty."""
+
+    def __init__(self):
+        super().__init__()
+        self.problem, self.skip, self.unexpected = None, None, False
+
+    def _keep(self, err, subtest=None):
+        if self.problem is None:
+            self.problem = err[1]
+            if subtest is not None and hasattr(self.problem, "add_note"):
+                self.problem.add_note(f"in sub-test {subtest._subDescription()}")
+
+    def addError(self, test, err):
+        self._keep(err)
+
+    def addFailure(self, test, err):
+        self._keep(err)
+
+    def addSubTest(self, test, subtest, err):
+        if err is not None:
+            self._keep(err, subtest)
+
+    def addSkip(self, test, reason):
+        self.skip = reason
+
+    def addUnexpectedSuccess(self, test):
+        self.unexpected = True
+
+
+def run_unittest(cls, method):
+    """One method of a `unittest.TestCase`, run by unittest itself (`TestCase.run`): `setUp`,
+    the test, `tearDown`, cleanups, skip decorators, `expectedFailure`, `subTest`. Raises
+    what made it fail, `unittest.SkipTest` when it was skipped, AssertionError for an
+    unexpected success. Class and module set-up are the caller's (see `enter_scopes`)."""
+    import unittest
+
+    outcome = _UnittestOutcome()
+    cls(method).run(outcome)
+    if outcome.problem is not None:
+        raise outcome.problem
+    if outcome.skip is not None:
+        raise unittest.SkipTest(outcome.skip)
+    if outcome.unexpected:
+        raise AssertionError("unexpected success: the test is marked expectedFailure but passed")
+
+
+def run_direct(namespace, item):
+    """Call the test the way a script that names it does: `test_x()` or `Cls().test_x()`;
+    no fixtures, no set-up or tear-down, a returned coroutine left unawaited."""
+    if item["kind"] == "function":
+        namespace[item["function"]]()
+    else:
+        getattr(namespace[item["cls"]](), item["function"])()
+
+
+_MODULE_HOOKS = (("setUpModule", "setup_module"), ("tearDownModule", "teardown_module"))
+_CLASS_HOOKS = (("setUpClass", "setup_class"), ("tearDownClass", "teardown_class"))
+
+
+def _hook(owner, names):
+    for name in names:
+        hook = owner.get(name) if isinstance(owner, dict) else getattr(owner, name, None)
+        if callable(hook):
+            return hook
+    return None
+
+
+def _class_of(namespace, item):
+    cls = namespace.get(item["cls"]) if item.get("cls") else None
+    if not isinstance(cls, type) or getattr(cls, "__unittest_skip__", False):
+        return None  # unittest never sets up a skipped class
+    return cls
+
+
+def enter_scopes(namespace, item, ready):
+    """Module then class set-up, once each, as unittest and pytest run them before the
+    first test of a module or class. `ready` remembers each scope: None once set up, the
+    error when its set-up failed (raised again for every later test of that scope)."""
+    keys = [(("module", item["spec"]), namespace, _MODULE_HOOKS[0])]
+    cls = _class_of(namespace, item)
+    if cls is not None:
+        keys.append((("class", item["spec"], item["cls"]), cls, _CLASS_HOOKS[0]))
+    for key, owner, names in keys:
+        if key in ready:
+            if ready[key] is not None:
+                raise ready[key]
+            continue
+        hook = _hook(owner, names)
         try:
-            getattr(case, method)()
-        finally:
-            case.tearDown()
-    finally:
-        case.doCleanups()
+            if hook is not None:
+                hook()
+        except BaseException as error:
+            ready[key] = error
+            raise
+        ready[key] = None
+
+
+def leave_scopes(namespace, item, ready, last_of_class, last_of_spec):
+    """Class then module tear-down after the last test of each scope that was set up.
+    Raises the first tear-down error (pytest reports it on that last test)."""
+    scopes = []
+    cls = _class_of(namespace, item)
+    if last_of_class and cls is not None:
+        scopes.append((("class", item["spec"], item["cls"]), cls, _CLASS_HOOKS[1]))
+    if last_of_spec:
+        scopes.append((("module", item["spec"]), namespace, _MODULE_HOOKS[1]))
+    first = None
+    for key, owner, names in scopes:
+        if key not in ready or ready.pop(key) is not None:
+            continue
+        hook = _hook(owner, names)
+        try:
+            if hook is not None:
+                hook()
+            if key[0] == "class" and hasattr(owner, "doClassCleanups"):
+                owner.doClassCleanups()
+                errors = getattr(owner, "tearDown_exceptions", None)
+                if errors:
+                    raise errors[0][1]
+        except BaseException as error:
+            if first is None:
+                first = error
+    if first is not None:
+        raise first
 
 
 # --- spec harness begins: copied into test specs; standard library only, names `_kb_*`
@@ -243,21 +358,42 @@ def _kb_marks(function, owner):
     return [getattr(mark, "mark", mark) for mark in found]
 
 
+def _kb_condition(mark, default):
+    """Whether a skipif/xfail mark applies: any of its conditions holds (strings evaluated in
+    the spec's globals, as pytest does), or `default` when it has none."""
+    conditions = list(mark.args) or ([mark.kwargs["condition"]] if "condition" in mark.kwargs else [])
+    if not conditions:
+        return default
+    for condition in conditions:
+        if isinstance(condition, str):
+            condition = eval(condition, globals())
+        if condition:
+            return True
+    return False
+
+
 def _kb_skip_reason(marks):
     for mark in marks:
-        if mark.name in ("skip", "xfail"):
+        if mark.name == "skip":
             return mark.name
-        if mark.name == "skipif":
-            for condition in list(mark.args) or [mark.kwargs.get("condition", False)]:
-                if isinstance(condition, str):
-                    condition = eval(condition, globals())
-                if condition:
-                    return "skipif"
+        if mark.name == "skipif" and _kb_condition(mark, False):
+            return "skipif"
+        if mark.name == "xfail" and mark.kwargs.get("run", True) is False and _kb_condition(mark, True):
+            return "xfail(run=False)"
+    return None
+
+
+def _kb_xfail(marks):
+    """The xfail mark that applies to a test, or None."""
+    for mark in marks:
+        if mark.name == "xfail" and _kb_condition(mark, True):
+            return mark
     return None
 
 
 def _kb_cases(marks):
-    """Every combination of the test's parametrize cases (one empty case without any)."""
+    """Every combination of the test's parametrize cases, with the marks of the cases
+    (one empty case without any)."""
     grids = []
     for mark in marks:
         if mark.name != "parametrize":
@@ -271,27 +407,197 @@ def _kb_cases(marks):
             names = [name.strip() for name in names.split(",") if name.strip()]
         cases = []
         for case in values:
+            case_marks = []
             if type(case).__name__ == "ParameterSet":
-                if _kb_skip_reason([getattr(m, "mark", m) for m in case.marks]):
+                case_marks = [getattr(m, "mark", m) for m in case.marks]
+                if _kb_skip_reason(case_marks):
                     continue
                 case = case.values
             elif single:
                 case = (case,)
-            cases.append(dict(zip(names, case)))  # noqa: B905 (specs may run on Python < 3.10)
+            cases.append((dict(zip(names, case)), case_marks))  # noqa: B905 (specs may run on Python < 3.10)
         grids.append(cases)
     for combination in _kb_itertools.product(*grids):
-        merged = {}
-        for part in combination:
+        merged, case_marks = {}, []
+        for part, part_marks in combination:
             merged.update(part)
-        yield merged
+            case_marks += part_marks
+        yield merged, case_marks
 
 
 def _kb_lookup(name, owner):
+    """(fixture, params, scope) of the fixture `name` a test of `owner` (or a function) sees."""
     if owner is not None:
         method = getattr(owner, "_kb_fixture_" + name, None)
         if method is not None:
-            return method, getattr(type(owner), "_kb_fixture_params", {}).get(name)
-    return _kb_FIXTURES.get(name)
+            return (method, getattr(type(owner), "_kb_fixture_params", {}).get(name),
+                    getattr(type(owner), "_kb_fixture_scopes", {}).get(name, "function"))
+    entry = _kb_FIXTURES.get(name)
+    if entry is None:
+        return None
+    return (*entry, "function")[:3]  # specs mined before scopes were recorded give two
+
+
+class _KbMockerPatch:
+    """`mocker.patch`, `.object`, `.dict`, `.multiple`: unittest.mock's patchers, started now
+    and stopped when the test ends."""
+
+    def __init__(self, mocker):
+        self._mocker = mocker
+
+    def __call__(self, target, *args, **kwargs):
+        return self._mocker._start(self._mocker._mock.patch(target, *args, **kwargs))
+
+    def object(self, target, attribute, *args, **kwargs):
+        return self._mocker._start(self._mocker._mock.patch.object(target, attribute, *args, **kwargs))
+
+    def dict(self, in_dict, values=(), clear=False, **kwargs):
+        return self._mocker._start(self._mocker._mock.patch.dict(in_dict, values, clear, **kwargs))
+
+    def multiple(self, target, *args, **kwargs):
+        return self._mocker._start(self._mocker._mock.patch.multiple(target, *args, **kwargs))
+
+
+class _KbMocker:
+    """pytest-mock's `mocker` fixture, built on unittest.mock as pytest-mock is."""
+
+    def __init__(self):
+        import unittest.mock as mock
+
+        self._mock, self._patchers, self._mocks = mock, [], []
+        for name in ("Mock", "MagicMock", "NonCallableMock", "NonCallableMagicMock", "PropertyMock",
+                     "AsyncMock", "ANY", "DEFAULT", "call", "sentinel", "mock_open", "seal"):
+            if hasattr(mock, name):
+                setattr(self, name, getattr(mock, name))
+        self.patch = _KbMockerPatch(self)
+
+    def _start(self, patcher):
+        value = patcher.start()
+        patcher._kb_started = value
+        self._patchers.append(patcher)
+        if isinstance(value, self._mock.NonCallableMock):
+            self._mocks.append(value)
+        return value
+
+    def spy(self, obj, name):
+        """Patch `obj.name` with a mock that calls the original and records its result."""
+        import functools
+
+        method = getattr(obj, name)
+        autospec = _kb_inspect.ismethod(method) or _kb_inspect.isfunction(method)
+
+        def wrapper(*args, **kwargs):
+            spy_obj.spy_return, spy_obj.spy_exception = None, None
+            try:
+                result = method(*args, **kwargs)
+            except BaseException as error:
+                spy_obj.spy_exception = error
+                raise
+            spy_obj.spy_return = result
+            return result
+
+        spy_obj = self.patch.object(obj, name, side_effect=functools.update_wrapper(wrapper, method),
+                                    autospec=autospec)
+        spy_obj.spy_return, spy_obj.spy_exception = None, None
+        return spy_obj
+
+    def stub(self, name=None):
+        return self._mock.MagicMock(spec=lambda *args, **kwargs: None, name=name)
+
+    def resetall(self, return_value=False, side_effect=False):
+        for mock in self._mocks:
+            mock.reset_mock(return_value=return_value, side_effect=side_effect)
+
+    def stopall(self):
+        while self._patchers:
+            self._patchers.pop().stop()
+        self._mocks.clear()
+
+    def stop(self, mock):
+        for patcher in list(self._patchers):
+            if getattr(patcher, "_kb_started", None) is mock:
+                patcher.stop()
+                self._patchers.remove(patcher)
+                return
+        raise ValueError("This mock object is not registered")
+
+
+class _KbCaplog:
+    """pytest's `caplog` fixture: a handler on the root logger for the test's duration."""
+
+    def __init__(self):
+        import logging
+
+        class Handler(logging.Handler):
+            def __init__(self):
+                super().__init__(0)
+                self.records = []
+                self.setFormatter(logging.Formatter(
+                    "%(levelname)-8s %(name)s:%(filename)s:%(lineno)d %(message)s"))
+
+            def emit(self, record):
+                self.records.append(record)
+
+        self._logging, self.handler, self._restore = logging, Handler(), []
+        logging.getLogger().addHandler(self.handler)
+
+    @property
+    def records(self):
+        return self.handler.records
+
+    @property
+    def messages(self):
+        return [record.getMessage() for record in self.records]
+
+    @property
+    def record_tuples(self):
+        return [(record.name, record.levelno, record.getMessage()) for record in self.records]
+
+    @property
+    def text(self):
+        return "".join(self.handler.format(record) + "\n" for record in self.records)
+
+    def get_records(self, when="call"):
+        return list(self.records) if when == "call" else []
+
+    def clear(self):
+        self.handler.records = []
+
+    def set_level(self, level, logger=None):
+        target = self._logging.getLogger(logger)
+        self._restore.append((target, target.level, self.handler.level))
+        target.setLevel(level)
+        self.handler.setLevel(level)
+
+    def at_level(self, level, logger=None):
+        import contextlib
+
+        @contextlib.contextmanager
+        def scope():
+            target = self._logging.getLogger(logger)
+            saved = target.level, self.handler.level
+            target.setLevel(level)
+            self.handler.setLevel(level)
+            try:
+                yield
+            finally:
+                target.setLevel(saved[0])
+                self.handler.setLevel(saved[1])
+
+        return scope()
+
+    def close(self):
+        while self._restore:
+            target, level, handler_level = self._restore.pop()
+            target.setLevel(level)
+            self.handler.setLevel(handler_level)
+        self._logging.getLogger().removeHandler(self.handler)
+
+
+# Built-in fixtures the harness makes itself: name -> (class, its tear-down method).
+_kb_BUILTIN_FIXTURES = {"mocker": (_KbMocker, "stopall"), "caplog": (_KbCaplog, "close")}
+# Fixtures wider than a function, set up once: (name, param) -> value.
+_kb_SCOPED = {}
 
 
 def _kb_autouse(owner):
@@ -309,7 +615,7 @@ def _kb_fixture_cases(function, owner, used, case):
         entry = _kb_lookup(name, owner)
         if entry is None:
             continue
-        fixture, params = entry
+        fixture, params = entry[:2]
         if params is not None:
             parametrized.append((name, list(params)))
         pending += _kb_arguments(fixture)
@@ -337,16 +643,28 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params):
         if name == "capfd" and "capsys" in builtins:
             return builtins["capsys"]
         entry = _kb_lookup(name, owner)
+        if entry is None and name in _kb_BUILTIN_FIXTURES:
+            made, teardown = _kb_BUILTIN_FIXTURES[name]
+            values[name] = made()
+            finalizers.append(getattr(values[name], teardown))
+            return values[name]
         if entry is None:
             raise _KbUnsupportedFixture(f"fixture '{name}' is not available in the knowbench harness")
-        fixture = entry[0]
+        fixture, _, scope = entry
+        key = (name, repr(fixture_params.get(name)))
+        if scope != "function" and key in _kb_SCOPED:
+            values[name] = _kb_SCOPED[key]
+            return values[name]
         arguments = {argument: request(fixture_params.get(name)) if argument == "request"
                      else resolve(argument) for argument in _kb_arguments(fixture)}
         value = fixture(**arguments)
         if _kb_inspect.isgenerator(value):
             generator = value
             value = next(generator)
-            finalizers.append(lambda: next(generator, None))
+            if scope == "function":
+                finalizers.append(lambda: next(generator, None))
+        if scope != "function":  # kept for the process, as pytest keeps it for its scope
+            _kb_SCOPED[key] = value
         values[name] = value
         return value
 
@@ -369,9 +687,23 @@ def _kb_call(function, owner=None, **builtins):
     if reason:
         raise _kb_unittest.SkipTest(f"marked {reason}")
     used = [name for mark in marks if mark.name == "usefixtures" for name in mark.args]
-    for case in _kb_cases(marks):
+    for case, case_marks in _kb_cases(marks):
+        xfail = _kb_xfail(case_marks + marks)
         for fixture_params in _kb_fixture_cases(function, owner, used, case):
-            _kb_run_case(function, owner, case, used, builtins, fixture_params)
+            if xfail is None:
+                _kb_run_case(function, owner, case, used, builtins, fixture_params)
+                continue
+            # pytest: a failure is expected (xfailed); a pass is XPASS, a failure only when
+            # strict; an exception other than `raises` is a real failure.
+            expected = xfail.kwargs.get("raises") or Exception
+            try:
+                _kb_run_case(function, owner, case, used, builtins, fixture_params)
+            except _kb_unittest.SkipTest:
+                raise
+            except expected:
+                continue
+            if xfail.kwargs.get("strict", False):
+                raise AssertionError("[XPASS(strict)] the test is marked xfail(strict=True) but passed")
 
 
 def _kb_call_method(cls, name, **builtins):

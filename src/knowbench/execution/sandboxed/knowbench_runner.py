@@ -10,8 +10,11 @@ and reports one record per item on the result pipe, each carrying the session no
 
 The engine trusts nothing else: not the exit code, not stdout. An item with no valid
 record did not pass. After every item the runner checks that the testing machinery
-(builtins, unittest, pytest, its own helpers) is unchanged; when it is not, the item and
-all later ones are reported as errors and the run stops.
+(builtins, unittest, pytest, its own helpers) is unchanged since the tests' own imports
+(done before any sample code runs); when it is not, the item and all later ones are
+reported as errors and the run stops. Under direct invocation (`config["invocation"]`)
+each item runs in its own fork of the process that loaded the program, so a tampered item
+ends with its process and the later items start from the untouched parent.
 
 This file must not import knowbench: it runs in whatever environment the benchmark's
 tests need.
@@ -24,6 +27,7 @@ import linecache
 import operator
 import os
 import resource
+import signal
 import sys
 import tempfile
 import time
@@ -34,7 +38,15 @@ import knowbench_memory
 import knowbench_seccomp
 import knowbench_split
 import knowbench_wire
-from knowbench_pytest import UnsupportedFixture, run_function, run_test_class, run_unittest
+from knowbench_pytest import (
+    UnsupportedFixture,
+    enter_scopes,
+    leave_scopes,
+    run_direct,
+    run_function,
+    run_test_class,
+    run_unittest,
+)
 
 _MESSAGE_CAP = 4000
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -76,6 +88,40 @@ def _set_limits(limits, nproc_base):
             hard = min(hard, current_hard)
             soft = min(soft, hard)
         resource.setrlimit(kind, (soft, hard))
+
+
+def _cpu_used():
+    """CPU seconds this process and its finished children have used."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _limit_cpu(seconds):
+    """In a process forked for one item: what is left of the sample's CPU time. A profiling
+    timer ends it at the exact budget; RLIMIT_CPU (whole seconds) holds if the item disarms it."""
+    seconds = max(seconds, 0.001)
+    hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+    whole = -(-int(seconds * 1000) // 1000) + 1
+    if hard == resource.RLIM_INFINITY or whole < hard:
+        resource.setrlimit(resource.RLIMIT_CPU, (whole, hard))
+    signal.signal(signal.SIGPROF, signal.SIG_DFL)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+
+
+def _exit_code(wait_status):
+    """A waitpid status as an exit code: negative for a signal."""
+    if os.WIFSIGNALED(wait_status):
+        return -os.WTERMSIG(wait_status)
+    return os.WEXITSTATUS(wait_status)
+
+
+def _ending(code):
+    if code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
 
 
 def _drop_privileges(uid, gid):
@@ -178,6 +224,13 @@ def _status_of(error, failure_types):
     return "error", "exception"
 
 
+def _is_pytest_skip(error):
+    """`pytest.skip()` (and `importorskip`) raise pytest's own Skipped, not unittest's."""
+    outcomes = sys.modules.get("_pytest.outcomes")
+    skipped = getattr(outcomes, "Skipped", None)
+    return isinstance(skipped, type) and isinstance(error, skipped)
+
+
 def _target_codes(namespace, entry_point):
     """Code objects of the entry point, to record whether a test ran it."""
     if not entry_point:
@@ -200,22 +253,41 @@ class _SpecFailed(Exception):
     """The test code itself failed to run, so none of its items can pass."""
 
 
-def _load_spec(name, tests, module, namespaces, spec_errors):
+def _load_spec(name, tests, module, namespaces, spec_errors, as_script=False):
     """The namespace a test spec's code ran in; runs it on first use.
 
     A plain-block spec is its own test, so its failure propagates as the test's failure.
+    `as_script` (direct invocation) runs it the way DomainEval ran a test: appended to the
+    program as one script, in the program's own globals, its lines numbered after the
+    program's in one file (`solution.py`), so warnings and frames of the program and of the
+    test name the same file and module. Only for a process that runs one item: the spec
+    changes the program's globals.
     """
     if name in spec_errors:
         raise _SpecFailed(spec_errors[name])
     if name not in namespaces:
         code = tests[name]
-        filename = f"test:{name}"
-        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-        namespace = dict(module.__dict__)
-        namespace["__name__"] = "knowbench_test"
+        if as_script:
+            import ast
+
+            filename, namespace = "solution.py", module.__dict__
+            program = "".join(linecache.cache[filename][2])
+            if program and not program.endswith("\n"):
+                program += "\n"
+            tree = ast.parse(code, filename)
+            ast.increment_lineno(tree, program.count("\n"))
+            script = program + code
+            linecache.cache[filename] = (len(script), None, script.splitlines(True), filename)
+            compiled = compile(tree, filename, "exec")
+        else:
+            filename, namespace = f"test:{name}", dict(module.__dict__)
+            linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+            namespace["__name__"] = "knowbench_test"
+            namespace["__file__"] = filename  # the test's own, as pytest's module has (warnings point here)
+            compiled = compile(code, filename, "exec")
         namespace["__builtins__"] = builtins  # never the program's own (it may rebind them)
         try:
-            exec(compile(code, filename, "exec"), namespace)
+            exec(compiled, namespace)
         except BaseException as error:
             spec_errors[name] = "the test code failed to run:\n" + _describe(error)
             raise
@@ -241,6 +313,38 @@ def _preload(modules):
             __import__(module)
         except Exception:  # a missing optional import is the tests' business, not the runner's
             pass
+
+
+def _import_test_modules(tests):
+    """Import what the test code imports, before any sample code runs.
+
+    The integrity baseline is taken after this, so a library whose test utilities patch
+    `unittest` or `pytest` on import (psutil.tests replaces `unittest.TestCase`) is part of
+    the baseline rather than an attack, and a testing module the tests use is watched even
+    when nothing loaded it before the sample did. A module that fails to import is left to
+    fail where the test imports it. Returns True when anything new was imported.
+    """
+    import ast
+
+    before = len(sys.modules)
+    for code in tests.values():
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                wanted = [(alias.name, ()) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                wanted = [(node.module, tuple(a.name for a in node.names if a.name != "*"))]
+            else:
+                continue
+            for module, names in wanted:
+                try:
+                    __import__(module, fromlist=names)
+                except BaseException:  # the test's own import reports it, under its limits
+                    pass
+    return len(sys.modules) != before
 
 
 _STATUSES = frozenset({"pass", "fail", "error", "timeout", "memory", "infrastructure"})
@@ -306,7 +410,7 @@ def _run_item(item, tests, module, target_codes, state, box):
         if frame.f_code in target_codes:
             called[0] = True
 
-    namespaces, spec_errors, class_ready, tmp_root, channel = state
+    namespaces, spec_errors, scopes, tmp_root, channel, invocation = state
 
     def new_tmp_dir():
         return _shared_dir(tmp_root)
@@ -315,18 +419,24 @@ def _run_item(item, tests, module, target_codes, state, box):
     failure_types = (AssertionError,)
     sys.settrace(tracer)
     try:
-        namespace = _load_spec(item["spec"], tests, module, namespaces, spec_errors)
-        if item["kind"] == "function":
-            run_function(namespace[item["function"]], new_tmp_dir, fixtures)
-        elif item["kind"] == "class":
-            run_test_class(namespace[item["cls"]], item["function"], new_tmp_dir, fixtures)
-        elif item["kind"] == "unittest":
-            cls = namespace[item["cls"]]
-            if isinstance(cls, type) and issubclass(cls, unittest.TestCase):
-                failure_types = (AssertionError, cls.failureException)
-                run_unittest(cls, item["function"], class_ready)
-            else:  # a base merely named *TestCase: run it the way pytest runs a Test* class
-                run_test_class(cls, item["function"], new_tmp_dir, fixtures)
+        namespace = _load_spec(item["spec"], tests, module, namespaces, spec_errors, invocation == "direct")
+        cls = namespace.get(item["cls"]) if item["kind"] in ("class", "unittest") else None
+        if isinstance(cls, type) and issubclass(cls, unittest.TestCase):
+            failure_types = (AssertionError, cls.failureException)
+        # A block ran when its spec loaded.
+        if item["kind"] in ("function", "class", "unittest") and invocation == "direct":
+            run_direct(namespace, item)
+        elif item["kind"] in ("function", "class", "unittest"):
+            enter_scopes(namespace, item, scopes)
+            try:
+                if item["kind"] == "function":
+                    run_function(namespace[item["function"]], new_tmp_dir, fixtures)
+                elif isinstance(cls, type) and issubclass(cls, unittest.TestCase):
+                    run_unittest(cls, item["function"])
+                else:  # a `class Test*`, or a base merely named *TestCase: as pytest runs it
+                    run_test_class(cls, item["function"], new_tmp_dir, fixtures)
+            finally:
+                leave_scopes(namespace, item, scopes, item["last_of_class"], item["last_of_spec"])
         for undo in fixtures:
             undo()
     except BaseException as error:
@@ -336,7 +446,7 @@ def _run_item(item, tests, module, target_codes, state, box):
             except BaseException:
                 pass
         try:
-            if isinstance(error, unittest.SkipTest):
+            if isinstance(error, unittest.SkipTest) or _is_pytest_skip(error):
                 status, message, reason = "error", f"skipped: {error}", "skipped"
             else:
                 (status, reason), message = _status_of(error, failure_types), _describe(error)
@@ -412,12 +522,16 @@ def execute_sample(config, result_fd):
         if event in _GUARDED_AUDIT_EVENTS:
             raise RuntimeError(f"{event} is not allowed inside the knowbench sandbox")
 
+    fork, wait_for, exit_code_of, cpu_used, limit_cpu = os.fork, os.waitpid, _exit_code, _cpu_used, _limit_cpu
+    SIGXCPU, SIGPROF = signal.SIGXCPU, signal.SIGPROF
     split = _SPLIT[0] = config.get("channel_fd") is not None
     # Split, no candidate code runs in this process: there is nothing to watch. In-process,
     # a fork server took the snapshot before forking (same objects, same ids in the child).
+    imported = _import_test_modules(tests)
     taken = _SERVER_SNAPSHOT[0]
-    if taken is not None and set(taken[2]) != {m for m in _WATCHED_MODULES if m in sys.modules}:
-        taken = None  # the sample's own preload brought in more to watch
+    if imported or (taken is not None
+                    and set(taken[2]) != {m for m in _WATCHED_MODULES if m in sys.modules}):
+        taken = None  # the tests' imports or the sample's own preload changed what to watch
     snapshot, spaces, modules = ({}, {}, {}) if split else (taken or _snapshot())
     runner_helpers = {name: (id(value), id(getattr(value, "__code__", None)))
                       for name, value in runner_globals.items()}
@@ -474,8 +588,10 @@ def execute_sample(config, result_fd):
         fail_all(0, "error", "the program tampered with the runner while loading", "tampering")
         finish()
     module, target_codes = loaded[2]
-    state = ({}, {}, {}, tmp_root, channel)
-    for index, item in enumerate(items):
+    state = ({}, {}, {}, tmp_root, channel, config.get("invocation", "framework"))
+
+    def run_here(index, item):
+        """Run one item in this process and report it; False when it tampered (the run stops)."""
         report({"start": item["id"]})
         started = monotonic()
         outcome = in_worker(_run_item, dict(item), tests, module, target_codes, state)
@@ -483,8 +599,7 @@ def execute_sample(config, result_fd):
         if problem is not None:
             report({"item": item["id"], "status": "error", "duration_s": monotonic() - started,
                     "message": f"tampering detected: {problem}", "reason": "tampering"})
-            fail_all(index + 1, "error", "not run: an earlier test tampered with the runner", "not-run")
-            break
+            return False
         status, message, called, reason = outcome if outcome is not None else (None, None, None, None)
         # A pass carries no reason; anything else one of the worker's reasons.
         if (type_of(status) is not str_type or status not in statuses
@@ -494,6 +609,56 @@ def execute_sample(config, result_fd):
             status, message, called, reason = "error", "the test tampered with its own outcome", None, "tampering"
         report({"item": item["id"], "status": status, "message": message,
                 "duration_s": monotonic() - started, "called": called, "reason": reason})
+        return True
+
+    def run_alone(index, item):
+        """Run one item in a fresh copy of this process (forked: the program stays loaded),
+        within what is left of the sample's CPU time. False when the run must stop."""
+        started = monotonic()
+        cpu_left = config["limits"]["cpu_s"] - cpu_used()
+        try:
+            pid = fork()
+        except OSError as error:  # the sample's process budget is spent (it left processes behind)
+            report({"item": item["id"], "status": "error", "duration_s": monotonic() - started,
+                    "reason": "exited-early", "message": f"no process could be started for this test ({error})"})
+            return True
+        if pid == 0:
+            try:
+                limit_cpu(cpu_left)
+                if channel is not None:
+                    channel.fork_candidate()
+                run_here(index, item)
+                if channel is not None:
+                    channel.end_candidate()
+                stdout.flush()
+                stderr.flush()
+                exit_now(0)  # reported
+            finally:
+                exit_now(70)  # could not run or report it (no thread could be started, ...)
+        code = exit_code_of(wait_for(pid, 0)[1])
+        if code == 0:
+            return True
+        out_of_cpu = code in (-SIGXCPU, -SIGPROF)
+        report({"item": item["id"], "status": "timeout" if out_of_cpu else "error",
+                "duration_s": monotonic() - started, "reason": "cpu-time" if out_of_cpu else "exited-early",
+                "message": "the sample's CPU time ran out during this test" if out_of_cpu
+                else f"the test's process ended during this test ({_ending(code)})"})
+        if split:  # it may have left a reply of the candidate unread on the channel
+            fail_all(index + 1, "error", "not run: an earlier test's process ended while the "
+                     "candidate may have been answering it", "not-run")
+            return False
+        return True
+
+    for index, item in enumerate(items):
+        following = items[index + 1] if index + 1 < length(items) else {}
+        item["last_of_spec"] = following.get("spec") != item["spec"]
+        item["last_of_class"] = item["last_of_spec"] or following.get("cls") != item["cls"]
+        if state[5] == "direct":
+            if not run_alone(index, item):
+                break
+        elif not run_here(index, item):
+            fail_all(index + 1, "error", "not run: an earlier test tampered with the runner", "not-run")
+            break
     finish()
 
 
@@ -535,7 +700,9 @@ def run_candidate(config, channel_fd):
         finally:
             _flush_and_exit()
     knowbench_split.send_frame(channel_fd, knowbench_wire.dumps(("loaded",)))
-    knowbench_split.serve_calls(module, channel_fd, config["limits"]["output_bytes"])
+    cpu_s = config["limits"]["cpu_s"]
+    knowbench_split.serve_calls(module, channel_fd, config["limits"]["output_bytes"],
+                                fork_limits=(lambda: cpu_s - _cpu_used(), _limit_cpu))
     _flush_and_exit()
 
 

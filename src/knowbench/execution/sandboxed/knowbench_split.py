@@ -15,6 +15,7 @@ import functools
 import inspect
 import io
 import os
+import signal
 import struct
 import sys
 import traceback
@@ -288,6 +289,34 @@ class Channel(Peer):
         self.gone = "the candidate's process broke the protocol while loading"
         return "error", self.gone
 
+    def fork_candidate(self):
+        """Ask the candidate's process for a fresh copy of itself to answer this test item's
+        calls (direct invocation); a report that an earlier copy died is passed over."""
+        if self.gone is not None:
+            return
+        try:
+            send_frame(self.fd, wire.dumps(("fork",)))
+            while True:
+                reply = wire.loads(recv_frame(self.fd), self.resolver)
+                if type(reply) is tuple and len(reply) == 1 and reply[0] == "forked":
+                    return
+                if type(reply) is tuple and len(reply) == 2 and reply[0] == "unforked" and type(reply[1]) is str:
+                    self.gone = f"the candidate's process could not answer this test: {reply[1]}"
+                    return
+                if not (type(reply) is tuple and len(reply) == 2 and reply[0] == "died"):
+                    self.gone = "the candidate's process broke the protocol"
+                    return
+        except (OSError, EOFError, ValueError, wire.WireError) as error:
+            self.gone = f"the candidate's process ended ({error})"
+
+    def end_candidate(self):
+        """This item is done: its copy of the candidate's process may end."""
+        if self.gone is None:
+            try:
+                send_frame(self.fd, wire.dumps(("end",)))
+            except OSError:
+                pass
+
     def call_entry(self, target, args, kwargs, awaited=False):
         """Call the entry point in the candidate's process; return or raise what it did there."""
         return self._across("call", (target, awaited), args, kwargs, target)
@@ -310,6 +339,9 @@ class Channel(Peer):
             self._fail(CandidateGone, self.gone)
         except wire.WireError as error:
             self._fail(CrossingFailed, f"the candidate's reply cannot be rebuilt here: {error}")
+        if type(reply) is tuple and len(reply) == 2 and reply[0] == "died" and type(reply[1]) is str:
+            self.gone = f"the candidate's process for this test ended during a call of {what} ({reply[1]})"
+            self._fail(CandidateGone, self.gone)
         return settle(self, reply, args, kwargs, self._fail)
 
 
@@ -373,11 +405,18 @@ def remote_frames(error):
 # ------------------------------------------------------------------------- candidate side
 
 
-def serve_calls(module, fd, output_cap):
-    """Answer the judge's calls until it closes the channel. Runs in the candidate's process."""
+def serve_calls(module, fd, output_cap, fork_limits=None):
+    """Answer the judge's calls until it closes the channel. Runs in the candidate's process.
+
+    A `("fork",)` from the judge (direct invocation: one fresh process per test item) makes a
+    copy of this process that answers that item's calls until `("end",)`; this process waits
+    for it and, when it ended any other way, tells the judge `("died", how)`. `fork_limits`
+    is (seconds of CPU time left, the function that limits a copy to them).
+    """
     peer = Peer(fd, wire.Resolver(allowed_modules=_loaded_packages(), import_missing=True),
                 capture_output=True, output_cap=output_cap)
     peer.entry = module
+    copy = False
     while True:
         try:
             message = peer.loads(recv_frame(fd))
@@ -388,8 +427,49 @@ def serve_calls(module, fd, output_cap):
             continue
         if type(message) is tuple and len(message) == 5 and message[0] == "request":
             send_frame(fd, peer.answer(*message[1:]))
+        elif type(message) is tuple and message == ("end",):
+            if copy:
+                for stream in (sys.stdout, sys.stderr):
+                    stream.flush()
+                os._exit(_COPY_ENDED)
+        elif type(message) is tuple and message == ("fork",) and not copy:
+            copy = _fork_for_item(fd, fork_limits)
         else:
             send_frame(fd, wire.dumps(("cannot-cross", "not a request")))
+
+
+def _fork_for_item(fd, fork_limits):
+    """In the copy: acknowledge and return True. Here: wait for it, report how it ended."""
+    cpu_left = fork_limits[0]() if fork_limits is not None else None
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    try:
+        pid = os.fork()
+    except OSError as error:  # its process budget is spent: this item gets no copy
+        send_frame(fd, wire.dumps(("unforked", f"no process could be started for it ({error})")))
+        return False
+    if pid == 0:
+        if cpu_left is not None:
+            fork_limits[1](cpu_left)
+        send_frame(fd, wire.dumps(("forked",)))
+        return True
+    status = os.waitpid(pid, 0)[1]
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            how = signal.Signals(number).name
+        except ValueError:
+            how = f"signal {number}"
+    elif os.WEXITSTATUS(status) == _COPY_ENDED:
+        return False
+    else:  # even 0: a copy that exits by itself may leave a call of the judge unanswered
+        how = f"exit code {os.WEXITSTATUS(status)}"
+    send_frame(fd, wire.dumps(("died", how)))
+    return False
+
+
+# How a copy of the candidate's process ends when the judge says its item is done.
+_COPY_ENDED = 86
 
 
 def _answer(peer, function, args, kwargs):
