@@ -834,8 +834,9 @@ def test_a_failure_in_a_direct_item_points_at_the_tests_own_lines(engine: Engine
 
 
 def test_direct_invocation_reports_a_test_that_cannot_get_a_process(engine: Engine) -> None:
-    """A test that leaves processes behind can spend the sample's process budget: the later
-    items then fail (no process, or no thread, for them), and the run still finishes."""
+    """A test that leaves processes behind can spend the sample's task budget (`threads`,
+    below the `processes` count that would end the sample): the later items then fail (no
+    process, or no thread, for them), and the run still finishes."""
     tests = code("""
         import os
         import time
@@ -859,7 +860,7 @@ def test_direct_invocation_reports_a_test_that_cannot_get_a_process(engine: Engi
         def test_after():
             assert add(1, 1) == 2
     """)
-    execution = engine.execute(make_request(ADD, tests, "add", invocation="direct", processes=16, wall_s=20))
+    execution = engine.execute(make_request(ADD, tests, "add", invocation="direct", threads=16, processes=64, wall_s=20))
     assert [(t.status, t.reason) for t in execution.tests] == [("pass", None), ("error", "exited-early")], \
         execution.tests
     assert "runner did not finish" not in execution.note
