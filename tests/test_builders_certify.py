@@ -66,6 +66,8 @@ def test_cli_writes_the_report_and_exits_1_when_a_task_fails(tmp_path: Path) -> 
     done = run_knowbench("certify", str(HANDMADE), "--report", str(report), "--engine", "subprocess")
     assert done.returncode == 1, done.stderr
     assert "certified 1 of 3" in done.stdout and "failed certification" in done.stderr
+    # Progress goes to stderr even when it is not a terminal; the last task always shows.
+    assert "3/3 checked, 1 certified" in done.stderr
     written = json.loads(report.read_text())
     assert written["summary"]["shadowed_or_not_called"] == 1
     assert [t["task_id"] for t in written["tasks"] if t["certified"]] == ["good/word_count"]

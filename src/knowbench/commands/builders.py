@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -178,7 +180,8 @@ def certify(
     console.print(f"certifying {len(bench.tasks)} tasks of {bench.name} (engine {engine}, "
                   f"{chosen.workers} workers{f', {mutants} mutants each' if mutants else ''}) …")
     try:
-        result = certify_benchmark(bench, chosen, mutants=mutants, environment=env_info)
+        result = certify_benchmark(bench, chosen, mutants=mutants, environment=env_info,
+                                   on_done=_certify_progress(sum(t.kind == "function" for t in bench.tasks)))
     finally:
         chosen.close()
     report_file.parent.mkdir(parents=True, exist_ok=True)
@@ -189,6 +192,22 @@ def certify(
     if failed:
         raise CertificationFailed(f"{failed} of {result.summary['function_tasks']} function tasks failed "
                                   f"certification; {report_file} says which check each failed")
+
+
+def _certify_progress(total: int) -> Callable[[TaskCheck], None]:
+    """A line per finished task at most every few seconds (and for the last), so that a long
+    certification shows it is moving, also when its output goes to a file."""
+    state = {"done": 0, "certified": 0, "shown": 0.0}
+
+    def on_done(check: TaskCheck) -> None:
+        state["done"] += 1
+        state["certified"] += bool(check.certified)
+        now = time.monotonic()
+        if now - state["shown"] >= 5 or state["done"] == total:
+            state["shown"] = now
+            console.print(f"  {state['done']}/{total} checked, {state['certified']} certified "
+                          f"(last: {check.task_id})", highlight=False, soft_wrap=True)
+    return on_done
 
 
 _SHORT = {"reference-fails": "reference fails", "not-called": "target not run",
