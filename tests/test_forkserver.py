@@ -159,3 +159,30 @@ def test_a_run_records_calibration_and_uses_it_for_every_sample(forkserver: Fork
             reference_s = calibration[result.task_id][0]
             assert reference_s is not None
             assert result.execution.limits.wall_s == round(max(1.5, 20.0 * reference_s), 3)
+
+
+def test_a_warning_registry_the_tests_reset_is_not_tampering(best_sandbox: Sandbox) -> None:
+    """A preloaded module that warns on import leaves a (empty) `__warningregistry__` in the
+    runner's globals; a warning attributed to a runner frame fills it, and unittest's
+    `assertWarns` then replaces every non-empty registry. That is the interpreter's own cache,
+    not tampering (Django's tests did exactly this)."""
+    program = "def add(a, b):\n    return a + b\n"
+    tests = (
+        "import unittest\nimport warnings\n\n"
+        "class T(unittest.TestCase):\n"
+        "    def test_warns(self):\n"
+        "        with warnings.catch_warnings():\n"
+        "            warnings.simplefilter('default')\n"
+        "            for level in range(1, 40):\n"
+        "                warnings.warn('anywhere', UserWarning, stacklevel=level)\n"
+        "        with self.assertWarns(UserWarning):\n"
+        "            warnings.warn('w', UserWarning)\n"
+        "        self.assertEqual(add(1, 2), 3)\n")
+    engine = ForkServerEngine(best_sandbox, workers=1, preload=["imp"])  # `imp` warns on import
+    try:
+        for invocation in ("framework", "direct"):
+            execution = engine.execute(make_request(program, tests, "add", isolation="in-process",
+                                                    invocation=invocation))
+            assert [(t.status, t.reason) for t in execution.tests] == [("pass", None)], execution.tests
+    finally:
+        engine.close()

@@ -533,8 +533,10 @@ def execute_sample(config, result_fd):
                     and set(taken[2]) != {m for m in _WATCHED_MODULES if m in sys.modules}):
         taken = None  # the tests' imports or the sample's own preload changed what to watch
     snapshot, spaces, modules = ({}, {}, {}) if split else (taken or _snapshot())
+    # Volatile names (the warnings registry that a warning attributed to a runner frame
+    # fills in) are caches the interpreter itself rebinds, not machinery.
     runner_helpers = {name: (id(value), id(getattr(value, "__code__", None)))
-                      for name, value in runner_globals.items()}
+                      for name, value in runner_globals.items() if name not in _VOLATILE}
     get_code = operator.attrgetter("__code__")
     _set_limits(config["limits"], config.get("nproc_base"))
     _drop_privileges(config.get("uid"), config.get("gid"))
