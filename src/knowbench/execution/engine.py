@@ -387,6 +387,8 @@ def build_execution(request: ExecutionRequest, nonce: str, collected: Collected,
                     sandbox_kind: str, engine_name: str, note: str = "") -> Execution:
     """Turn the raw result records into per-test outcomes; only nonce-bearing records count."""
     outcomes, problem = _outcomes(request.items(), collected, nonce, collected.exit_code)
+    if collected.over_processes:
+        _void_passes(outcomes)
     return Execution(
         status=_summary_status(outcomes), tests=outcomes,
         stdout=collected.stdout.decode(errors="replace"),
@@ -420,6 +422,8 @@ def build_split_execution(request: ExecutionRequest, nonce: str, judge: Collecte
         if outcome.reason == "candidate-died" and candidate.exit_code not in (None, 0):
             outcome.exit_code = candidate.exit_code
             outcome.message += f" (the candidate's process: {died}){last_words}"
+    if candidate.over_processes:
+        _void_passes(execution.tests)
     if limit is not None:
         for outcome in execution.tests:
             if outcome.reason == "candidate-died":
@@ -596,6 +600,16 @@ def _outcomes(items: list[TestItem], collected: Collected, nonce: str,
     if forged:
         note = "forged or corrupt result records"
     return outcomes, note
+
+
+def _void_passes(outcomes: list[TestOutcome]) -> None:
+    """A sample found over its process limit fails the items it passed too: the count is
+    polled, so a test can fork past the limit and pass before the next poll sees it."""
+    for index, outcome in enumerate(outcomes):
+        if outcome.status == "pass":
+            outcomes[index] = _failed(outcome.id, "error", "process-limit",
+                                      "passed while the sample went over its process limit (counted "
+                                      "every 50 ms, so the extra processes may have started in this test)")
 
 
 def last_stderr_lines(collected: Collected) -> str:
