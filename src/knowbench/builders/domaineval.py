@@ -617,14 +617,20 @@ SHADOWED = "benchmark defect: tests never run the candidate (shadowed)"
 INCOMPLETE = "benchmark defect: incomplete reference (its context lacks a name it uses)"
 DATED = "benchmark defect: date-dependent (the test or the reference reads the clock)"
 VERSION = "environment: library version (an API that changed between the two environments)"
+MACHINE = ("environment: the machine (the sandbox gives no network, display, devices or extra fonts, "
+           "and caps memory; DomainEval's machine had them)")
 DOMAINEVAL_HARNESS = "DomainEval's harness"
 KNOWBENCH_HARNESS = "knowbench's harness"
-CAUSES = (SHADOWED, INCOMPLETE, DATED, VERSION, DOMAINEVAL_HARNESS, KNOWBENCH_HARNESS)
+CAUSES = (SHADOWED, INCOMPLETE, DATED, VERSION, MACHINE, DOMAINEVAL_HARNESS, KNOWBENCH_HARNESS)
 
 _DATED = re.compile(r"\b(20[12]\d|19\d\d)-\d\d|\bdatetime\.date\(20|\b(today|now|utcnow|expired?|not yet valid|"
                     r"year|weekday|holiday|timezone|tzinfo|clock)\b", re.IGNORECASE)
 _HARNESS = re.compile(r"^not run: the sample process ended|can't start new thread|tampering detected|"
                       r"Permission denied: '/tmp/sample", re.IGNORECASE)
+_MACHINE = re.compile(r"name resolution|urlopen error|Unable to download|Network is unreachable|"
+                      r"Connection refused|not import any of the backends|cannot connect to (X|display)|"
+                      r"no disks or NICs|cannot open resource|MemoryError|Could not find '\w+' line|"
+                      r"No such file or directory: '(sysctl|free|lsblk|ifconfig|ip)'", re.IGNORECASE)
 _VERSIONED = re.compile(r"has no attribute|cannot import name|No module named|unexpected keyword argument|"
                         r"got an unexpected|takes \d+ positional|missing \d+ required positional|"
                         r"DeprecationWarning|FutureWarning|is deprecated|was removed|no longer|"
@@ -660,6 +666,8 @@ def _cause(entry: dict[str, Any], check: dict[str, Any] | None, sample: dict[str
                     return DATED
                 if _VERSIONED.search(messages):
                     return VERSION
+                if _MACHINE.search(messages):
+                    return MACHINE
                 return KNOWBENCH_HARNESS
         elif check.get("not_called"):
             return SHADOWED
@@ -670,6 +678,8 @@ def _cause(entry: dict[str, Any], check: dict[str, Any] | None, sample: dict[str
             return DATED
         if _VERSIONED.search(domaineval):
             return VERSION
+        if _MACHINE.search(domaineval):
+            return MACHINE
         return KNOWBENCH_HARNESS
     error = entry.get("knowbench_error", "")
     if "timeout" in sample.get("status", "") or "timed out" in error.lower():
@@ -678,4 +688,6 @@ def _cause(entry: dict[str, Any], check: dict[str, Any] | None, sample: dict[str
         return DATED
     if _VERSIONED.search(error):
         return VERSION
+    if _MACHINE.search(error):
+        return MACHINE
     return KNOWBENCH_HARNESS
