@@ -55,22 +55,7 @@ def main() -> None:
     parser.add_argument("--mutants", type=int, default=0)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
-    parser.add_argument("--processes", type=int, default=64,
-                        help="processes and threads a sample may add (Limits.processes, default 64); "
-                             "RLIMIT_NPROC counts every process of the uid, so where other work under the same "
-                             "uid starts processes while mining, samples fail with \"can't start new thread\" "
-                             "unless this leaves room for it")
     args = parser.parse_args()
-    if args.processes != 64:
-        import knowbench.builders.mine as pipeline
-        from knowbench.records import Limits
-
-        headroom = args.processes
-
-        def limits(**fields: object) -> Limits:
-            return Limits(**{"processes": headroom, **fields})
-
-        pipeline.Limits = limits  # type: ignore[assignment,attr-defined]
     engines = args.engine or ["forkserver"]
     rows = []
     for spec in args.requirement:
