@@ -660,34 +660,23 @@ def _cause(entry: dict[str, Any], check: dict[str, Any] | None, sample: dict[str
             messages = " ".join(item.get("message", "") for item in check.get("reference", []) if
                                 item.get("status") != "pass") + " " + check.get("note", "")
             if not _HARNESS.search(messages.strip()):  # a reference that never ran tells nothing: go on
-                if "NameError" in messages:
-                    return INCOMPLETE
-                if _DATED.search(messages):
-                    return DATED
-                if _VERSIONED.search(messages):
-                    return VERSION
-                if _MACHINE.search(messages):
-                    return MACHINE
-                return KNOWBENCH_HARNESS
+                return INCOMPLETE if "NameError" in messages else _cause_named_by(messages)
         elif check.get("not_called"):
             return SHADOWED
     if ours:
         if "timed out" in domaineval or "No module named" in domaineval:
             return DOMAINEVAL_HARNESS
-        if _DATED.search(domaineval):
-            return DATED
-        if _VERSIONED.search(domaineval):
-            return VERSION
-        if _MACHINE.search(domaineval):
-            return MACHINE
-        return KNOWBENCH_HARNESS
+        return _cause_named_by(domaineval)
     error = entry.get("knowbench_error", "")
     if "timeout" in sample.get("status", "") or "timed out" in error.lower():
         return KNOWBENCH_HARNESS
-    if _DATED.search(error):
-        return DATED
-    if _VERSIONED.search(error):
-        return VERSION
-    if _MACHINE.search(error):
-        return MACHINE
+    return _cause_named_by(error)
+
+
+def _cause_named_by(message: str) -> str:
+    """The cause an error message names (the clock, an API change, the machine), else
+    knowbench's harness, so that nothing unexplained is blamed on the benchmark."""
+    for pattern, cause in ((_DATED, DATED), (_VERSIONED, VERSION), (_MACHINE, MACHINE)):
+        if pattern.search(message):
+            return cause
     return KNOWBENCH_HARNESS
