@@ -484,12 +484,16 @@ def _flatten(body: list[ast.stmt]) -> Iterator[ast.stmt]:
 
 def decorator_name(decorator: ast.expr) -> str:
     """'classmethod', 'pytest.fixture', 'pytest.mark.parametrize', ... ('' when not a name)."""
-    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return dotted_name(decorator.func if isinstance(decorator, ast.Call) else decorator)
+
+
+def dotted_name(expr: ast.expr) -> str:
+    """'sys.modules' for `sys.modules`, 'x' for `x`; '' for anything else."""
     parts: list[str] = []
-    while isinstance(target, ast.Attribute):
-        parts.insert(0, target.attr)
-        target = target.value
-    if isinstance(target, ast.Name):
-        parts.insert(0, target.id)
+    while isinstance(expr, ast.Attribute):
+        parts.insert(0, expr.attr)
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        parts.insert(0, expr.id)
         return ".".join(parts)
     return ""

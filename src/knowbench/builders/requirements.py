@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from knowbench.builders.repository import dotted_name
+
 IMPORT_TO_DISTRIBUTION = {
     "Crypto": "pycryptodome", "Cryptodome": "pycryptodomex", "OpenSSL": "pyOpenSSL",
     "PIL": "Pillow", "attr": "attrs", "bs4": "beautifulsoup4", "cv2": "opencv-python-headless",
@@ -108,7 +110,7 @@ def created_modules(tree: ast.AST) -> set[str]:
             made.add(node.args[0].value.split(".")[0])
         elif isinstance(node, ast.Assign):
             for target in node.targets:
-                if isinstance(target, ast.Subscript) and _dotted_name(target.value) == "sys.modules" and \
+                if isinstance(target, ast.Subscript) and dotted_name(target.value) == "sys.modules" and \
                         isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
                     made.add(target.slice.value.split(".")[0])
     return made
@@ -131,17 +133,6 @@ def _path_pieces(node: ast.expr) -> list[str]:
 
 def _callee(func: ast.expr) -> str:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-
-
-def _dotted_name(expr: ast.expr) -> str:
-    parts = []
-    while isinstance(expr, ast.Attribute):
-        parts.insert(0, expr.attr)
-        expr = expr.value
-    if isinstance(expr, ast.Name):
-        parts.insert(0, expr.id)
-        return ".".join(parts)
-    return ""
 
 
 _UNKNOWN = object()
@@ -178,7 +169,7 @@ def _static_value(node: ast.expr, names: dict[str, object]) -> object:
     if isinstance(node, ast.Tuple):
         items = [_static_value(e, names) for e in node.elts]
         return _UNKNOWN if any(i is _UNKNOWN for i in items) else tuple(items)
-    dotted = _dotted_name(node) if isinstance(node, ast.Name | ast.Attribute) else ""
+    dotted = dotted_name(node) if isinstance(node, ast.Name | ast.Attribute) else ""
     known: dict[str, object] = {"TYPE_CHECKING": False, "typing.TYPE_CHECKING": False,
                                 "sys.version_info": tuple(sys.version_info), "sys.platform": sys.platform,
                                 "os.name": os.name, "sys.maxsize": sys.maxsize}
