@@ -179,6 +179,18 @@ def test_files_the_candidate_writes_are_visible_to_the_tests(split_engine: Engin
     assert result.status == "pass", result.tests[0].message
 
 
+# The tests write the expected value into a file and read back, through the path the
+# candidate made, what `add` linked there.
+LINK_TESTS = """
+    def test_link(tmp_path):
+        secret = tmp_path / "expected.txt"
+        secret.write_text("42")
+        out = tmp_path / "out.txt"
+        add(str(out), str(secret))
+        assert out.read_text() == "42"
+"""
+
+
 def test_the_candidate_cannot_plant_links_for_the_tests(split_engine: Engine) -> None:
     program = """
         import os
@@ -187,15 +199,7 @@ def test_the_candidate_cannot_plant_links_for_the_tests(split_engine: Engine) ->
         def add(path, target):
             os.symlink(target, path)
     """
-    tests = """
-        def test_link(tmp_path):
-            secret = tmp_path / "expected.txt"
-            secret.write_text("42")
-            out = tmp_path / "out.txt"
-            add(str(out), str(secret))
-            assert out.read_text() == "42"
-    """
-    result = run(split_engine, program, tests)
+    result = run(split_engine, program, LINK_TESTS)
     assert result.tests[0].status == "error"
     assert "PermissionError" in result.tests[0].message
 
@@ -212,15 +216,7 @@ def test_the_candidate_cannot_hard_link_the_tests_files(split_engine: Engine) ->
         def add(path, target):
             os.link(target, path)
     """
-    tests = """
-        def test_link(tmp_path):
-            secret = tmp_path / "expected.txt"
-            secret.write_text("42")
-            out = tmp_path / "out.txt"
-            add(str(out), str(secret))
-            assert out.read_text() == "42"
-    """
-    result = run(split_engine, program, tests)
+    result = run(split_engine, program, LINK_TESTS)
     assert result.tests[0].status == "error"
     assert "PermissionError" in result.tests[0].message
 
