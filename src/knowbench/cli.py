@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_args
 
 import typer
 from rich.console import Console
@@ -21,7 +21,7 @@ from knowbench.execution import ENGINES, SANDBOXES, create_engine, resolve_sandb
 from knowbench.execution.engine import default_workers
 from knowbench.methods import METHODS, get_method
 from knowbench.models import BackendOptions, create_backend
-from knowbench.records import Limits, SampleResult, SamplingParams
+from knowbench.records import Limits, SampleResult, SampleStatus, SamplingParams
 from knowbench.report.table import print_scores
 
 app = typer.Typer(
@@ -181,7 +181,7 @@ def run(
         def on_result(result: SampleResult) -> None:
             counts[result.status] += 1
             shown = " · ".join(f"{status} {counts[status]}" for status in
-                               ("pass", "fail", "error", "timeout", "memory", "infrastructure")
+                               get_args(SampleStatus)
                                if counts[status] or status in ("pass", "fail"))
             progress.update(bar, advance=1, counts=shown)
 

@@ -40,6 +40,7 @@ from knowbench.records import (
     Generation,
     Limits,
     SampleResult,
+    SampleStatus,
     SamplingParams,
     Status,
     TestOutcome,
@@ -375,9 +376,9 @@ def evaluate_function(task: FunctionTask, generation: Generation, engine: Engine
     items = task.test_items()
     common = _common(task, generation)
     if assembly.program is None:
-        return SampleResult(**common, code=assembly.code, passed=False, tests_passed=0,
-                            tests_total=len(items), status="error",
-                            extra={"assembly_error": assembly.error})
+        return reply_status(SampleResult(**common, code=assembly.code, passed=False,
+                                         tests_passed=0, tests_total=len(items), status="error",
+                                         extra={"assembly_error": assembly.error}))
     if isolation == "split" and trusted is None:
         execution = _not_run(task, limits, "infrastructure", "infrastructure",
                              "the benchmark's prompt code has no target to stub for split execution")
@@ -389,10 +390,10 @@ def evaluate_function(task: FunctionTask, generation: Generation, engine: Engine
         execution = engine.execute(request)
     passed_count = sum(outcome.status == "pass" for outcome in execution.tests)
     passed = passed_count == len(items) and len(execution.tests) == len(items)
-    return SampleResult(**common, code=assembly.code, program=assembly.program, passed=passed,
-                        tests_passed=passed_count, tests_total=len(items),
-                        status="pass" if passed else _failed_status(execution.status),
-                        execution=execution)
+    return reply_status(SampleResult(
+        **common, code=assembly.code, program=assembly.program, passed=passed,
+        tests_passed=passed_count, tests_total=len(items),
+        status="pass" if passed else _failed_status(execution.status), execution=execution))
 
 
 _TRUSTED: dict[tuple[str, str, str], str | None] = {}
@@ -424,14 +425,38 @@ def _failed_status(status: Status) -> Status:
 def score_choice(task: ChoiceTask, generation: Generation) -> SampleResult:
     chosen = parse_choice(generation.completion, list(task.options), task.multiple)
     passed = sorted(chosen) == sorted(task.answer)
-    return SampleResult(**_common(task, generation), chosen=chosen, passed=passed,
-                        tests_passed=int(passed), tests_total=1, status="pass" if passed else "fail")
+    return reply_status(SampleResult(**_common(task, generation), chosen=chosen, passed=passed,
+                                     tests_passed=int(passed), tests_total=1,
+                                     status="pass" if passed else "fail"))
+
+
+def reply_status(result: SampleResult) -> SampleResult:
+    """`result` with the status naming a failure of the reply itself, when there is one.
+
+    A sample that did not pass is `truncated` when the model was cut off at its token limit
+    (raise max_tokens: nothing else about it can be judged), else `no-code` when a function
+    reply holds no code, or `no-answer` when a choice reply names no option. A sample that
+    passed keeps `pass` however its reply ended (a reply cut off after complete code can
+    pass). The program of a no-code sample still ran (the masked body), so a benchmark whose
+    tests pass on the stub shows up in the `null` self-check.
+    """
+    status: SampleStatus | None = None
+    if result.passed:
+        return result
+    if result.finish_reason == "length":
+        status = "truncated"
+    elif result.kind == "function" and result.code is not None and not result.code.strip():
+        status = "no-code"
+    elif result.kind == "choice" and not result.chosen:
+        status = "no-answer"
+    return result if status is None else result.model_copy(update={"status": status})
 
 
 def _common(task: FunctionTask | ChoiceTask, generation: Generation) -> dict[str, Any]:
     return {"task_id": task.task_id, "sample_idx": generation.sample_idx, "kind": task.kind,
             "domain": task.domain, "framework": task.framework, "difficulty": task.difficulty,
-            "completion": generation.completion, "usage": generation.usage}
+            "completion": generation.completion, "usage": generation.usage,
+            "finish_reason": generation.finish_reason}
 
 
 def _self_check(backend_name: str, results: list[SampleResult]) -> dict[str, Any]:

@@ -29,7 +29,8 @@ PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F
            "#000000", "#999999", "#666666")
 LABEL_COLOURS = dict(zip(("pass", *LABELS), ("#2ca02c", "#7f7f7f", "#d62728", "#ff7f0e",
                                               "#9467bd", "#8c564b", "#1f77b4", "#e377c2",
-                                              "#bcbd22", "#17becf"), strict=True))
+                                              "#bcbd22", "#17becf", "#c7c7c7", "#393b79"),
+                         strict=True))
 _RC = {"svg.fonttype": "none", "svg.hashsalt": "knowbench", "font.size": 9,
        "axes.spines.top": False, "axes.spines.right": False, "font.family": "sans-serif"}
 

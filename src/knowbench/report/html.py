@@ -174,7 +174,8 @@ def _failure_table(views: list[RunView]) -> str:
         judged = sum(d.source == "judge" for d in view.diagnoses)
         rows.append(_row([view.name, *(str(counts.get(k, 0)) for k in ("pass", *LABELS)), str(judged)]))
     note = ('<p class="muted">Function samples only. Labels: NovelAPIBench\'s six classes plus '
-            "Timeout, Resource and Infrastructure (docs/diagnosis.md). \"judged\": labels decided "
+            "Timeout, Resource and Infrastructure, and NoCode / Truncated for replies that hold no "
+            "code or were cut off at the token limit (docs/diagnosis.md). \"judged\": labels decided "
             "by an LLM judge (knowbench diagnose --judge); the others come from rules.</p>")
     return f"<div class=\"wide\"><table>{header}{''.join(rows)}</table></div>{note}"
 
