@@ -128,3 +128,18 @@ def test_the_report_counts_reply_failures(run_dir: Path, tmp_path: Path) -> None
     assert made.returncode == 0, made.stderr
     html = report.read_text()
     assert "Truncated" in html and "NoCode" in html
+
+
+def test_replaying_a_runs_samples_keeps_its_reply_statuses(run_dir: Path, tmp_path: Path) -> None:
+    from knowbench.models.offline import ReplayBackend
+
+    samples = _samples(run_dir)
+    engine = SubprocessEngine(resolve_sandbox("auto"), workers=2)
+    try:
+        summary = run_benchmark(BENCH, ReplayBackend(run_dir / "samples.jsonl"), get_method("none"),
+                                engine, tmp_path / "replayed", SamplingParams(), Limits(),
+                                task_ids=sorted(samples))
+    finally:
+        engine.close()
+    assert {r.task_id: r.status for r in summary.results} == {
+        task_id: row["status"] for task_id, row in samples.items()}
