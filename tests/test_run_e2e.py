@@ -322,6 +322,14 @@ def test_replay_scores_a_samples_file(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert _passed_tasks(tmp_path / "r") == SOLVED
 
+    # Other replies in the same file are another run, not a resume of this one.
+    rows = [json.loads(line) for line in samples.read_text().splitlines()]
+    rows[0]["completion"] = "I do not know."
+    samples.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    changed = run_knowbench("run", str(EXAMPLE), "--model", f"replay:{samples}", "--out",
+                            str(tmp_path / "r"))
+    assert changed.returncode == 2 and "different settings" in changed.stderr, changed.stderr
+
 
 def _prompt_key(task: FunctionTask | ChoiceTask) -> str:
     if isinstance(task, FunctionTask):

@@ -6,6 +6,7 @@ check itself. `replay` scores completions produced elsewhere.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,9 @@ class ReplayBackend(ModelBackend):
         self._completions = load_samples(self.path)
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "path": str(self.path)}
+        """The file and a digest of its content: a run resumes only on the same replies."""
+        digest = hashlib.sha256(self.path.read_bytes()).hexdigest()
+        return {"backend": self.name, "path": str(self.path), "sha256": digest}
 
     def samples_for(self, task_id: str) -> int:
         return sum(1 for key in self._completions if key[0] == task_id)
