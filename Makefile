@@ -1,5 +1,6 @@
-# knowbench: `make demo` installs everything and self-checks the built-in benchmark;
-# `make test` runs the whole test suite (what CI runs).
+# knowbench: `make demo` installs everything, self-checks the built-in benchmark, then shows
+# the whole job on a real library (examples/demo/demo.py); `make test` runs the whole test
+# suite (what CI runs).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -30,9 +31,7 @@ browser:
 	@$(call need,chromium,chromium,the report test opens reports in it)
 
 demo: install
-	$(BIN)/knowbench validate examples/basic
-	$(BIN)/knowbench run examples/basic --model reference --out runs/demo-reference --overwrite
-	$(BIN)/knowbench run examples/basic --model null --out runs/demo-null --overwrite
+	$(BIN)/python examples/demo/demo.py --out runs/demo
 
 test: install browser
 	$(BIN)/ruff check .
