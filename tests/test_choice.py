@@ -294,3 +294,10 @@ def test_answer_stated_in_the_form_of_the_template_counts() -> None:
     reply = "Based on the reasoning, the final answer is: \\boxed{A, C} for single-choice or " \
             "\\boxed{A, C} for multiple-choice."
     assert several(reply) == ["A", "C"]
+
+
+def test_long_lines_of_spaced_letters_do_not_backtrack() -> None:
+    """A line of letters separated by runs of spaces that ends in a word made the previous
+    lone-letter pattern backtrack exponentially (48 characters: about a minute)."""
+    assert several("A  B  " * 40 + "x") == []
+    assert several("Reasoning.\n" + "A  B  " * 40 + "\nAnswer: C") == ["C"]

@@ -19,7 +19,7 @@ letters rather than a guess from letters mentioned in the reasoning. The steps:
    for single-choice or \\boxed{A,B} for multiple-choice") and a quoted marker ("a line
    'Answer: X'") are skipped.
 4. **Lone-letter lines** ("B", "**D**", "(A)", "A, C"), the last first, and
-5. **a choice stated in prose** in the last paragraph ("option C is correct", "A good choice
+5. **a choice stated in prose** in the last paragraph (its last 4000 characters) ("option C is correct", "A good choice
    is B", "B. Because ..." at the very start) -- both only when the reply is complete: its last
    line ends a sentence (or is itself a lone-letter line), or the reply is a single line.
    Letters merely mentioned in reasoning ("Analyze Option (B)", "as mentioned in E", the
@@ -43,12 +43,13 @@ options ("\\boxed{C} and \\boxed{D}") gives the last one, whatever it says about
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 _REGION = 1000  # how far an answer marker's text is read
 _BRACED = 500  # how far the closing brace of \boxed{ is looked for
 _LONE_LINE = 200  # longest line read as a lone-letter line
 _LABEL_INDENT = 80  # how far into its line a letter may stand and still be a label
+_PARAGRAPH = 4000  # how much of the last paragraph is read for a choice stated in prose
 
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
 _BOXED = re.compile(r"\\boxed\s*\{")
@@ -131,21 +132,25 @@ def parse_choice(reply: str, letters: Sequence[str], multiple: bool) -> list[str
             return []
         return sorted(set(found)) if multiple else [found[-1]]
 
-    answers = [(end, chosen) for end, region in _explicit_answers(text)
-               if (chosen := pick(_standalone(region)))]
-    lone = [(end, chosen) for end, line in _lone_letter_lines(text)
-            if (chosen := pick(_standalone(line)))]
-    first = min([end for end, _ in answers[:1]] + [end for end, _ in lone[:1]], default=None)
-    cut = len(text) if first is None else _run_on_start(text, first)
-    answers = [chosen for end, chosen in answers if end <= cut]
-    if answers:
-        return answers[-1]
-    text = text[:cut]
+    # The first answer (explicit, or a line of letters) decides where a run-on starts;
+    # every search below stops at the first hit, so each line and marker is read at most twice.
+    spans = _answer_spans(text)
+    firsts = [next((end for end, region in _regions(text, spans) if pick(_standalone(region))),
+                   None),
+              next((end for end, line in _lone_letter_lines(text) if pick(_standalone(line))),
+                   None)]
+    found = [end for end in firsts if end is not None]
+    if found:
+        text = text[: _run_on_start(text, min(found))]
+    last = (pick(_standalone(region)) for end, region in _regions(text, reversed(spans))
+            if end <= len(text))
+    if chosen := next((letters for letters in last if letters), []):
+        return chosen
     if not _is_complete(text):
         return []
-    lone = [chosen for end, chosen in lone if end <= cut]
-    if lone:
-        return lone[-1]
+    lone = (pick(_standalone(line)) for _, line in _lone_letter_lines(text, backward=True))
+    if chosen := next((letters for letters in lone if letters), []):
+        return chosen
     return pick(_stated_choice(text))
 
 
@@ -165,22 +170,25 @@ def _run_on_start(text: str, after: int) -> int:
     return len(text) if boundary is None else boundary.start()
 
 
-def _explicit_answers(text: str) -> Iterator[tuple[int, str]]:
-    """(end, text) of every boxed answer and answer marker, in order of position."""
-    boxes = ((match.start(), match.end(), True) for match in _BOXED.finditer(text))
-    markers = ((match.start(), match.end(), False) for match in _MARKER.finditer(text))
-    for start, end, boxed in sorted([*boxes, *markers]):
+def _answer_spans(text: str) -> list[tuple[int, int, bool]]:
+    """(start, end, is_box) of every `\\boxed{` and answer marker, in order of position."""
+    boxes = [(match.start(), match.end(), True) for match in _BOXED.finditer(text)]
+    markers = [(match.start(), match.end(), False) for match in _MARKER.finditer(text)]
+    return sorted(boxes + markers)
+
+
+def _regions(text: str, spans: Iterable[tuple[int, int, bool]]) -> Iterator[tuple[int, str]]:
+    """(end, answer text) of each span in turn, skipping echoed answer forms."""
+    for start, end, boxed in spans:
+        if end > len(text):
+            continue
         if boxed:
             region = _braced(text, end)
             after = end + len(region) + 1
-            if _FORM_DESCRIPTION.match(text, after):
-                continue
-            yield after, region
-        else:
-            if _QUOTE_BEFORE.search(text, max(0, start - 3), start):
-                continue
-            region = _sentence_after(text, end)
-            yield end, region
+            if not _FORM_DESCRIPTION.match(text, after):
+                yield after, region
+        elif not _QUOTE_BEFORE.search(text, max(0, start - 3), start):
+            yield end, _sentence_after(text, end)
 
 
 def _braced(text: str, start: int) -> str:
@@ -220,17 +228,32 @@ def _is_blank(text: str) -> bool:
     return not text.strip(" \t*_:#>`")
 
 
-def _lone_letter_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(end, line) of every line that holds nothing but option letters, in order."""
-    start = 0
-    while start <= len(text):
-        end = text.find("\n", start)
-        end = len(text) if end < 0 else end
+def _lone_letter_lines(text: str, backward: bool = False) -> Iterator[tuple[int, str]]:
+    """(end, line) of each line that holds nothing but option letters, in order (or last
+    first)."""
+    bounds = _lines_backward(text) if backward else _lines_forward(text)
+    for start, end in bounds:
         if end - start <= _LONE_LINE:
             line = _LATEX_COMMAND.sub(" ", text[start:end])
             if line.strip() and _LONE_LETTERS.fullmatch(line):
                 yield end, line
+
+
+def _lines_forward(text: str) -> Iterator[tuple[int, int]]:
+    start = 0
+    while start <= len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        yield start, end
         start = end + 1
+
+
+def _lines_backward(text: str) -> Iterator[tuple[int, int]]:
+    end = len(text)
+    while end >= 0:
+        start = text.rfind("\n", 0, end) + 1
+        yield start, end
+        end = start - 1
 
 
 def _is_complete(text: str) -> bool:
@@ -249,8 +272,9 @@ def _is_complete(text: str) -> bool:
 def _stated_choice(text: str) -> list[str]:
     """Letters the last paragraph states as the choice, or the letter the reply opens with."""
     stripped = text.rstrip()
-    last_break = max(stripped.rfind("\n\n"), stripped.rfind("\n \n"))
-    paragraph = _LATEX_COMMAND.sub(" ", stripped[last_break + 1 :])
+    tail = stripped[-_PARAGRAPH:]
+    last_break = max(tail.rfind("\n\n"), tail.rfind("\n \n"))
+    paragraph = _LATEX_COMMAND.sub(" ", tail[last_break + 1 :])
     labels = _label_spans(paragraph)
     letters: list[str] = []
     for match in _CHOICE_STATED.finditer(paragraph):
