@@ -19,9 +19,10 @@ letters rather than a guess from letters mentioned in the reasoning. The steps:
    for single-choice or \\boxed{A,B} for multiple-choice") and a quoted marker ("a line
    'Answer: X'") are skipped.
 4. **Lone-letter lines** ("B", "**D**", "(A)", "A, C"), the last first, and
-5. **a choice stated in prose** in the last paragraph (its last 4000 characters) ("option C is correct", "A good choice
-   is B", "B. Because ..." at the very start) -- both only when the reply is complete: its last
-   line ends a sentence (or is itself a lone-letter line), or the reply is a single line.
+5. **a choice stated in prose** in the last paragraph, its last 4000 characters ("option C
+   is correct", "A good choice is B"), or the letter the reply opens with ("B. Because ...")
+   -- steps 4 and 5 only when the reply is complete: its last line ends a sentence (or is
+   itself a lone-letter line), or the reply is a single line.
    Letters merely mentioned in reasoning ("Analyze Option (B)", "as mentioned in E", the
    article "A") are never read.
 
@@ -30,8 +31,10 @@ A letter counts only when it stands alone: capital, not part of a word or identi
 English article "A" or pronoun "I" before a lowercase word ("A good choice is B" gives B).
 With `multiple` False the last letter of the answer found is returned.
 
-Every step is linear in the length of the reply: each pass scans it once, every region read
-around a match is bounded, and the patterns have no nested unbounded repetition.
+Every step is linear in the length of the reply: each pass scans it at most twice (the first
+answer forward, the last one backward from the run-on), every region read around a match is
+bounded, and no pattern nests unbounded repetitions (a line of letters separated by runs of
+spaces once made the lone-letter pattern backtrack exponentially).
 
 What does not hold: a cut-off reply that had already written an explicit answer marker ("the
 answer is B", then more checking that was cut off) gives that answer; a run-on that uses none
