@@ -97,7 +97,7 @@ _CHOICE_STATED = re.compile(
     re.MULTILINE,
 )
 _OPENING_ANSWER = re.compile(r"[ \t\n*_#>]*\(?([A-Z])[).:][ \t]")
-_COMPLETE_END = re.compile(r"[.!?)\]*_`\"'\u201d][ \t]*$")
+_SENTENCE_CLOSERS = frozenset(".!?)]*_`\"'\u201d")
 # What may stand before a label at the start of its line: "2. **Analyze Option (B):**",
 # "*   **Step 2: Evaluate option (A).**", "(C) Using ...".
 _LINE_START = re.compile(
@@ -261,15 +261,18 @@ def _lines_backward(text: str) -> Iterator[tuple[int, int]]:
 
 def _is_complete(text: str) -> bool:
     """Whether the reply reached its end rather than being cut off mid-sentence: its last line
-    ends a sentence or holds only letters, or the whole reply is one line."""
+    ends a sentence, holds only letters or ends stating a choice ("so option C is correct"),
+    or the whole reply is one line."""
     stripped = text.rstrip()
     if not stripped:
         return False
     last_line = stripped[stripped.rfind("\n") + 1 :]
-    if "\n" not in stripped or _COMPLETE_END.search(last_line):
+    if "\n" not in stripped or last_line[-1] in _SENTENCE_CLOSERS:
         return True
-    return len(last_line) <= _LONE_LINE and bool(
-        _LONE_LETTERS.fullmatch(_LATEX_COMMAND.sub(" ", last_line)))
+    if len(last_line) <= _LONE_LINE and _LONE_LETTERS.fullmatch(_LATEX_COMMAND.sub(" ", last_line)):
+        return True
+    tail = last_line[-_PARAGRAPH:]
+    return any(match.end() == len(tail) for match in _CHOICE_STATED.finditer(tail))
 
 
 def _stated_choice(text: str) -> list[str]:
