@@ -308,3 +308,9 @@ def test_long_lines_of_spaced_letters_do_not_backtrack() -> None:
 def test_reply_ending_in_a_stated_choice_is_complete() -> None:
     assert several("Weighing both.\nSo options A and C are correct") == ["A", "C"]
     assert several("Weighing both.\n2. (B) is correct as well, and the") == []
+
+
+def test_short_conclusions_in_prose() -> None:
+    assert several("Both A and C.") == ["A", "C"]
+    assert single("B, because the cache is flushed.") == ["B"]
+    assert single("Step by step.\n\n1. A is wrong.\n2. B is right.\n\nSo B.") == ["B"]

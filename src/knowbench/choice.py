@@ -20,7 +20,8 @@ letters rather than a guess from letters mentioned in the reasoning. The steps:
    'Answer: X'") are skipped.
 4. **Lone-letter lines** ("B", "**D**", "(A)", "A, C"), the last first, and
 5. **a choice stated in prose** in the last paragraph, its last 4000 characters ("option C
-   is correct", "A good choice is B"), or the letter the reply opens with ("B. Because ...")
+   is correct", "A good choice is B", "So B.", "Both A and C."), or the letter the reply opens
+   with ("B. Because ...", "B, because ...")
    -- steps 4 and 5 only when the reply is complete: its last line ends a sentence (or is
    itself a lone-letter line), or the reply is a single line.
    Letters merely mentioned in reasoning ("Analyze Option (B)", "as mentioned in E", the
@@ -91,12 +92,13 @@ _CHOICE_STATED = re.compile(
     r"(?:\b(?i:options?|choices?)[ \t]+)?(?P<a>" + _LETTER_LIST + r")[ \t*_]+"
     r"(?i:is|are|seems|appears|would[ \t]+be|must[ \t]+be)[ \t]+(?i:the[ \t]+)?(?i:most[ \t]+)?"
     r"(?i:correct|right|best|true|valid|accurate|answer)\b"
-    r"|\b(?i:is|are|be|choose|chose|select|pick|go[ \t]+with|answer)[ \t]*:?[ \t]+"
+    r"|\b(?i:is|are|be|choose|chose|select|pick|go[ \t]+with|answer|so|thus|hence|therefore"
+    r"|both)[ \t]*[:,]?[ \t]+"
     r"(?i:options?[ \t]+)?(?P<b>" + _LETTER_LIST + r")[ \t*_]*(?=[.!;,]|$)"
     r"|:[ \t*_]*(?P<c>" + _LETTER_LIST + r")[ \t*_.!]*$",
     re.MULTILINE,
 )
-_OPENING_ANSWER = re.compile(r"[ \t\n*_#>]*\(?([A-Z])[).:][ \t]")
+_OPENING_ANSWER = re.compile(r"[ \t\n*_#>]*\(?([A-Z])\)?[).:,][ \t]")
 _SENTENCE_CLOSERS = frozenset(".!?)]*_`\"'\u201d")
 # What may stand before a label at the start of its line: "2. **Analyze Option (B):**",
 # "*   **Step 2: Evaluate option (A).**", "(C) Using ...".
