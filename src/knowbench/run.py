@@ -256,7 +256,7 @@ async def _run_all(tasks: list[FunctionTask | ChoiceTask], backend: ModelBackend
                                     cached=reply.cached, latency_s=round(time.monotonic() - started, 4))
             store.put_generation(generation)
         if isinstance(task, ChoiceTask):
-            result = score_choice(task, generation)
+            result = await asyncio.to_thread(score_choice, task, generation)
         else:
             async with executing:
                 result = await asyncio.to_thread(evaluate_planned, task, generation, engine,
