@@ -13,8 +13,12 @@ returns None. The rules, each applied when the task carries what it needs:
   inside documentation) containing the reference's normalised body;
 - target file (opt-in, `exclude_file=True`, as KOCO-Bench did): any chunk of the target's file.
 
-A rule that cannot apply (no reference, no metadata) simply does not fire; the source rule
-needs only the task's `reference`, so it protects tasks that say nothing about their origin.
+The location comes from `schema.source_location` (the keys `source_path`, `source_span`,
+`module`, or the names older builds wrote). A rule that cannot apply (no reference, no
+location) does not fire, and `unmet()` says which requested rule could not (the target-file
+rule on a task without a file): methods report that rather than do nothing silently. The
+source rule needs only the task's `reference`, so it protects tasks that say nothing about
+their origin.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
-from knowbench.benchmark.schema import ChoiceTask, FunctionTask, find_definition
+from knowbench.benchmark.schema import ChoiceTask, FunctionTask, find_definition, source_location
 from knowbench.knowledge.corpus import Chunk
 
 # Shorter normalised bodies ('return None', 'pass') occur everywhere: match those by the whole
@@ -177,11 +181,10 @@ class LeakageGuard:
 
     def __init__(self, task: FunctionTask | ChoiceTask, *, exclude_file: bool = False,
                  normaliser: SourceNormaliser | None = None) -> None:
-        metadata = task.metadata
-        self.source_path = _clean_path(metadata.get("source_path"))
-        self.span = _span(metadata.get("source_span"))
-        module = metadata.get("module")
-        self.module = module if isinstance(module, str) and module else None
+        location = source_location(task.metadata)
+        self.source_path = _clean_path(location.path)
+        self.span = location.span
+        self.module = location.module
         self.exclude_file = exclude_file
         self.normaliser = normaliser or SourceNormaliser()
         self.entry_point: str | None = None
@@ -210,6 +213,12 @@ class LeakageGuard:
             active.append("target source")
         return active
 
+    def unmet(self) -> list[str]:
+        """Requested rules this task gives nothing to apply to."""
+        if self.exclude_file and not self.source_path:
+            return ["target file: the task's metadata names no source file (source_path)"]
+        return []
+
     def reason(self, position: int, chunk: Chunk) -> str | None:
         """Why `chunk` must be withheld from this task, or None to allow it."""
         del position  # the rules look at the chunk itself
@@ -231,8 +240,11 @@ class LeakageGuard:
         return None
 
     def describe(self) -> dict[str, Any]:
-        return {"rules": self.rules(), "source_path": self.source_path,
-                "source_span": list(self.span) if self.span else None}
+        described: dict[str, Any] = {"rules": self.rules(), "source_path": self.source_path,
+                                     "source_span": list(self.span) if self.span else None}
+        if self.unmet():
+            described["unmet"] = self.unmet()
+        return described
 
 
 def paths_match(chunk_path: str, target_path: str) -> bool:
@@ -249,10 +261,3 @@ def _clean_path(value: object) -> str | None:
     while path.startswith("./"):
         path = path[2:]
     return path.strip("/") or None
-
-
-def _span(value: object) -> tuple[int, int] | None:
-    if isinstance(value, list | tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
-        start, end = value
-        return (min(start, end), max(start, end))
-    return None
