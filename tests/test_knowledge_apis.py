@@ -233,3 +233,19 @@ def test_exclude_file_on_tasks_without_a_source_file_is_an_error_not_a_silent_no
                          "--corpus", str(corpus.directory), "--exclude-file", "--out", str(tmp_path / "run"))
     assert done.returncode == 2, done.stdout + done.stderr
     assert "--exclude-file" in done.stdout + done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_the_outline_of_a_method_targets_class_is_retrievable_and_its_body_is_not(isodate) -> None:
+    """`Duration.__add__` constructs a `Duration`: the class outline (signatures, docstring) is
+    knowledge it may be given, though its lines enclose the target's; the method is not."""
+    tasks, corpus = isodate
+    add = next(t for t in tasks if t.entry_point == "Duration.__add__")
+    assert "isodate.duration.Duration" in add.knowledge_apis
+    trace = _rag(corpus, top_k=len(corpus.chunks)).prompt(add).trace
+    retrieved = {item["name"] for item in trace["retrieved"]}
+    excluded = {item["name"]: item["reason"] for item in trace["excluded"]}
+    assert "isodate.duration.Duration" in retrieved
+    assert trace["api_ranks"]["isodate.duration.Duration"] is not None and trace["hit_at_k"]
+    assert excluded["isodate.duration.Duration.__add__"] == "target span"
+    assert "isodate.duration.Duration.__add__" not in retrieved

@@ -4,7 +4,8 @@ For one task, `LeakageGuard.reason(position, chunk)` names why a chunk must be w
 returns None. The rules, each applied when the task carries what it needs:
 
 - target span: the chunk lies in the target's file (`metadata["source_path"]`) and its lines
-  overlap the target's (`metadata["source_span"] = [start, end]`);
+  overlap the target's (`metadata["source_span"] = [start, end]`), except the outline of the
+  class that encloses a method target (its signature, not its body);
 - target name: the chunk is the entry point itself (same qualified name) in the target's module
   (same file as `source_path`, or `metadata["module"]`);
 - target source: the chunk holds the target's code, compared after normalising both with `ast`
@@ -226,7 +227,8 @@ class LeakageGuard:
         if same_file and self.exclude_file:
             return "target file"
         if same_file and self.span and chunk.kind != "notebook" \
-                and chunk.start_line <= self.span[1] and self.span[0] <= chunk.end_line:
+                and chunk.start_line <= self.span[1] and self.span[0] <= chunk.end_line \
+                and not self._encloses(chunk):
             return "target span"
         if self.entry_point and chunk.qualname == self.entry_point and chunk.kind == "function" \
                 and (same_file or (self.module is not None and chunk.module == self.module)):
@@ -238,6 +240,14 @@ class LeakageGuard:
             if self.body and self.body in normalised.squashed:
                 return "target source"
         return None
+
+    def _encloses(self, chunk: Chunk) -> bool:
+        """A class chunk around the target's span: the outline of the class that owns the
+        target (header, docstring, attributes, method signatures), which shows the target's
+        signature, as the prompt does, and not its body (the source rule still looks)."""
+        assert self.span is not None
+        return chunk.kind == "class" and chunk.start_line <= self.span[0] and self.span[1] <= chunk.end_line \
+            and (chunk.start_line, chunk.end_line) != self.span
 
     def describe(self) -> dict[str, Any]:
         described: dict[str, Any] = {"rules": self.rules(), "source_path": self.source_path,
