@@ -58,7 +58,6 @@ class RagMethod(Method):
         self.exclude_file = exclude_file
         self.normaliser = SourceNormaliser()
         self.matcher = ApiMatcher(self.corpus)
-        self._unmet_warned = False
 
     def check(self, tasks: Sequence[FunctionTask | ChoiceTask]) -> list[str]:
         """Warnings about options that cannot apply to `tasks`; raises `UserError` when an
