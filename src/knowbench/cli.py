@@ -150,6 +150,8 @@ def run(
                                                    no_cache=no_cache))
     knowledge = get_method(method, corpus=corpus, top_k=top_k, budget=budget, query=query,
                            exclude_file=exclude_file)
+    for warning in knowledge.check(bench.tasks):
+        console.print(f"[yellow]warning:[/] {warning}")
     def label(text: str) -> str:
         return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -44,6 +45,12 @@ class Method(ABC):
     @abstractmethod
     def prompt(self, task: FunctionTask | ChoiceTask) -> Prompt:
         """The prompt to send for `task`."""
+
+    def check(self, tasks: Sequence[FunctionTask | ChoiceTask]) -> list[str]:
+        """Before a run: warnings about options that cannot apply to these tasks (raise
+        `UserError` when an option would do nothing at all)."""
+        del tasks
+        return []
 
     def describe(self) -> dict[str, Any]:
         """Identity written into run.json; include every option that changes prompts."""
