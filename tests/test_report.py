@@ -129,10 +129,135 @@ def test_table_formats_carry_the_same_scores(fixture_runs: list[Path]) -> None:
     assert [run["name"] for run in document["runs"]] == ["scripted · none", "reference · none"]
     overall = document["runs"][1]["scores"]["overall"]
     assert overall["pass_at"]["1"] == 1.0
-    assert "| reference · none | all (micro) |" in markdown and "WrongImport" in markdown
+    assert "| reference · none | n=1, T=0.0 | all (micro) |" in markdown and "WrongImport" in markdown
     assert document["runs"][0]["failures"]["pass"] == 0
     assert sum(document["runs"][0]["failures"].values()) == sum(
         1 for r in views[0].results if r.kind == "function")
+
+
+# ---------------------------------------------------------------------------- what a reader sees
+
+
+def _cells(page: str, section: str) -> list[list[str]]:
+    """The text of every row of a section's first table (tags removed)."""
+    block = page[page.index(f'<section id="{section}">'):]
+    block = block[:block.index("</table>")]
+    return [[re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", block)]
+
+
+def _replay_settings(file: str, **extra: object) -> dict:
+    run_settings = settings(**extra)
+    run_settings["model"] = {"backend": "replay", "path": f"/data/samples/{file}"}
+    return run_settings
+
+
+def test_runs_are_named_by_their_label_else_by_model_method_and_replay_file(tmp_path: Path) -> None:
+    results = [sample("a", True), sample("b", False)]
+    first = store_run(tmp_path / "one", results, _replay_settings("gpt-4o-mini.jsonl"))
+    second = store_run(tmp_path / "two", results, _replay_settings("qwen-7b.jsonl"))
+    labelled = store_run(tmp_path / "three", results, _replay_settings("qwen-7b.jsonl"))
+    document = json.loads((labelled / "run.json").read_text())
+    (labelled / "run.json").write_text(json.dumps({**document, "label": "Qwen 7B, RAG off"}))
+    views = load_views([first, second, labelled])
+    assert [view.name for view in views] == [
+        "replay:gpt-4o-mini.jsonl · none", "replay:qwen-7b.jsonl · none", "Qwen 7B, RAG off"]
+    page = build_report(views)
+    assert [row[0] for row in _cells(page, "runs")[1:]] == [view.name for view in views]
+    assert "replay · none" not in page
+
+
+def _noisy_run(base: Path, name: str, flip: bool = False) -> Path:
+    from test_metrics import NOISY_COUNTS
+
+    results = [sample(f"t{i:03d}", j < c if not (flip and i == 0) else j >= c, idx=j)
+               for i, c in enumerate(NOISY_COUNTS) for j in range(3)]
+    return store_run(base / name, results, settings(model=name))
+
+
+def test_a_score_prints_the_same_in_the_headline_the_comparison_the_leaderboard_and_the_cli(
+        tmp_path: Path) -> None:
+    from helpers import run_knowbench
+
+    runs = [_noisy_run(tmp_path, "a"), _noisy_run(tmp_path, "b", flip=True)]
+    page = build_report(load_views(runs))
+    headline = _cells(page, "headline")
+    assert headline[1][0] == "a · none" and headline[1][5] == "53.8"  # pass@1 of run a
+    compared = _cells(page, "compare")[1]
+    assert compared[3] == "53.8"  # pass@1 A, summed by numpy on the paired tasks
+    board = run_knowbench("leaderboard", str(runs[0]), "--out", str(tmp_path / "board.json"))
+    assert board.returncode == 0, board.stderr
+    assert "53.8" in board.stdout and "53.7" not in board.stdout
+    compared_cli = run_knowbench("compare", str(runs[0]), str(runs[1]), "--resamples", "200")
+    assert compared_cli.returncode == 0, compared_cli.stderr
+    assert "53.8" in compared_cli.stdout and "53.7" not in compared_cli.stdout
+    scored = run_knowbench("score", str(runs[0]))
+    assert scored.returncode == 0, scored.stderr
+    assert "53.8" in scored.stdout and "53.7" not in scored.stdout
+    assert "95% CI (tasks)" in scored.stdout  # the CLI shows the headline interval too
+
+
+def test_headline_scores_carry_their_bootstrap_interval(fixture_runs: list[Path], page: str) -> None:
+    views = load_views(fixture_runs)
+    header, failing = _cells(page, "headline")[:2]
+    interval = views[0].scores.ci["pass@1"]
+    assert "pass@1 95% CI" in header and "ACC 95% CI" in header
+    expected = f"[{100 * interval.low:.1f}, {100 * interval.high:.1f}]"
+    assert failing[header.index("pass@1 95% CI")] == expected
+    assert "1,000 resamples, seed 0" in page
+
+
+def _executed(task_id: str, wall_s: float, passed: bool = True) -> SampleResult:
+    from knowbench.records import Execution
+
+    return sample(task_id, passed, execution=Execution(status="pass" if passed else "fail", tests=[],
+                                                       sandbox="bwrap", limits=Limits(wall_s=wall_s)))
+
+
+def test_the_runs_table_shows_the_limits_the_samples_ran_under(tmp_path: Path) -> None:
+    calibrated = settings(time_policy={"mode": "calibrated", "floor_s": 3.0, "factor": 10.0})
+    run = store_run(tmp_path / "calibrated", [_executed("a", 3.0), _executed("b", 3.0),
+                                              _executed("c", 7.5)], calibrated)
+    fixed = settings(time_policy={"mode": "fixed", "fixed_s": 2.0, "floor_s": 3.0, "factor": 10.0})
+    other = store_run(tmp_path / "fixed", [_executed("a", 2.0), _executed("b", 2.0)], fixed)
+    rows = _cells(build_report(load_views([run, other])), "runs")
+    limits = rows[0].index("limits applied")
+    assert rows[1][limits] == ("3–7.5 s (median 3 s), 1024 MB over 3 executed samples "
+                               "(calibrated: max(3 s, 10 × the reference&#x27;s runtime))")
+    assert rows[2][limits] == "2 s, 1024 MB over 2 executed samples (fixed by --timeout 2 s)"
+    assert "10 s" not in rows[1][limits]  # the configured limit no sample ran under
+
+
+def test_the_reference_diff_ignores_docstrings_and_comments(tmp_path: Path) -> None:
+    from knowbench.report.html import without_docstrings
+
+    reference = ('def area(r):\n    """The area of a circle.\n\n    Args:\n        r: radius\n    """\n'
+                 "    # pi times r squared\n    return 3.14159 * r * r  # close enough\n")
+    assert without_docstrings(reference) == "def area(r):\n    return 3.14159 * r * r"
+    assert without_docstrings('class A:\n    """Doc."""\n') == "class A:\n    ..."
+    assert without_docstrings("def broken(:\n") == "def broken(:\n"
+    assert without_docstrings("x = '# not a comment'\n") == "x = '# not a comment'"
+
+    task = next(t for t in BENCH.tasks if isinstance(t, FunctionTask) and '"""' in t.reference)
+    wrong = without_docstrings(task.reference).replace("return", "return None or", 1)
+    result = sample(task.task_id, False, domain=task.domain, code=wrong)
+    run = store_run(tmp_path / "run", [result], _example_settings("m"))
+    page = build_report(load_views([run]))
+    diff = page[page.index('<pre class="diff">'):]
+    diff = diff[:diff.index("</pre>")]
+    changed = [line for line in re.findall(r'<span class="(?:add|del)">(.*?)</span>', diff)]
+    assert len(changed) == 2 and all("return" in line for line in changed), changed
+    assert "docstrings and comments omitted" in page
+
+
+def test_runs_sharing_no_task_are_not_compared_in_the_report(tmp_path: Path) -> None:
+    one = store_run(tmp_path / "one", [sample("a", True)], settings(model="x"))
+    other = store_run(tmp_path / "other", [sample("z", True)],
+                      settings(model="y", benchmark_hash="sha256:def"))
+    page = build_report(load_views([one, other]))
+    row = _cells(page, "compare")[1]
+    assert row[2] == "0" and row[-1] == "not compared: no function task in common"
+    assert "compare runs of the same benchmark" in page
 
 
 # ---------------------------------------------------------------------------- real runs

@@ -48,7 +48,7 @@ class ReplayBackend(ModelBackend):
         self._completions = load_samples(self.path)
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "path": str(self.path)}
+        return {"backend": self.name, "path": str(self.path), "file": self.path.name}
 
     def samples_for(self, task_id: str) -> int:
         return sum(1 for key in self._completions if key[0] == task_id)
