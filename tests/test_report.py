@@ -10,9 +10,9 @@ headless Chromium.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,12 +34,16 @@ from knowbench.run import TimePolicy, run_benchmark
 from knowbench.scoring.taxonomy import sample_digest
 from knowbench.store import RunDirectory
 from openai_server import ScriptedOpenAIServer, last_user_message
+from report_runs import MODELS, SCRIPTED_FAILURES, four_replay_runs, measure, screenshot
+from report_runs import chromium as _chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "basic"
 BENCH = load_benchmark(EXAMPLE)
 ARTIFACTS = ROOT / "runs" / "test-report"
 CHROMIUM = Path("/usr/bin/chromium")
+# Where the four-run browser check writes its screenshots (default: the test's tmp_path).
+SHOTS_ENV = "KNOWBENCH_REPORT_SHOTS"
 SECTIONS = ("runs", "headline", "domains", "failures", "passk", "cost", "compare", "tasks")
 # Attributes through which a page loads something; only same-document "#..." links may appear.
 _LOADING_ATTRIBUTE = re.compile(r"\b(src|href|xlink:href|srcset|action|poster|data|background)"
@@ -263,26 +267,6 @@ def test_runs_sharing_no_task_are_not_compared_in_the_report(tmp_path: Path) -> 
 # ---------------------------------------------------------------------------- real runs
 
 # Replies of the scripted model: sample 0 fails in a known way, sample 1 is the gold code.
-SCRIPTED_FAILURES = {
-    "text/slugify": ("WrongImport", "from unidecode import unidecode\n\ndef slugify(text, separator='-'):\n"
-                     "    return re.sub(r'[^a-z0-9]+', separator, unidecode(text).lower()).strip(separator)\n"),
-    "text/wrap_paragraphs": ("WrongParam", "def wrap_paragraphs(text, width=40):\n"
-                             "    return textwrap.fill(text, width=width, break_long=False)\n"),
-    "text/TemplateRenderer.render": ("WrongAPISelection", "def render(self, template, **values):\n"
-                                     "    return string.Template(template).substitute({**self.defaults, **values})\n"),
-    "datetime/to_utc": ("WrongShapeDtype", "def to_utc(stamp, offset_minutes=None):\n"
-                        "    moment = datetime.strptime(stamp, '%Y-%m-%dT%H:%M:%S')\n"
-                        "    if offset_minutes is None:\n        raise ValueError('naive')\n"
-                        "    moment = moment.replace(tzinfo=timezone(timedelta(minutes=offset_minutes)))\n"
-                        "    return moment.astimezone(timezone.utc).replace(tzinfo=None).isoformat() + 'Z'\n"),
-    "datetime/add_business_days": ("WrongLogic", "def add_business_days(start, days, holidays=()):\n"
-                                   "    return start + timedelta(days=days)\n"),
-    "data/Settings.to_json": ("WrongSyntax", "def to_json(self):\n    return json.dumps(self.data,\n"),
-    "algorithms/grade": ("Timeout", "def grade(score, breakpoints=(60, 70, 80, 90), grades='FDCBA'):\n"
-                         "    index = 0\n    while index < len(breakpoints) and score >= breakpoints[index]:\n"
-                         "        continue\n    return grades[bisect.bisect_right(breakpoints, score)]\n"),
-    "data/Inventory.top": ("WrongAPISelection", "def top(self, n):\n    return self._counts.top_items(n)\n"),
-}
 
 
 def _scripted_reply(body: dict) -> str:
@@ -335,13 +319,6 @@ def test_real_runs_are_diagnosed_as_their_failures_were_scripted(real_runs: tupl
     assert "Paired comparison" in page and "scripted · none" in page
 
 
-def _chromium(*arguments: str, profile: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    command = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-               "--no-first-run", "--disable-background-networking", "--disable-component-update",
-               "--disable-sync", f"--user-data-dir={profile}", *arguments]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-
-
 def _page_requests(net_log: Path) -> list[str]:
     """http(s) URLs the page asked for, from Chromium's NetLog. Requests the browser makes
     for itself (update checks, time sync) carry the initiator "not an origin"; a page opened
@@ -370,11 +347,11 @@ def test_report_renders_in_headless_chromium_and_fetches_nothing(
     assert dom.count('<details id="task-') == len(BENCH.tasks)
     assert _page_requests(net_log) == []
 
-    screenshot = ARTIFACTS / "report.png"
-    shot = _chromium(f"--screenshot={screenshot}", "--window-size=1280,2000", report.as_uri(),
+    shot_path = ARTIFACTS / "report.png"
+    shot = _chromium(f"--screenshot={shot_path}", "--window-size=1280,2000", report.as_uri(),
                      profile=tmp_path / "p2")
     assert shot.returncode == 0, shot.stderr[-2000:]
-    data = screenshot.read_bytes()
+    data = shot_path.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000
 
     # The network check itself works: a page that does fetch something is caught.
@@ -383,3 +360,34 @@ def test_report_renders_in_headless_chromium_and_fetches_nothing(
     control_log = tmp_path / "control.json"
     _chromium(f"--log-net-log={control_log}", "--dump-dom", control.as_uri(), profile=tmp_path / "p3")
     assert _page_requests(control_log) == ["http://127.0.0.1:9/x.png"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is missing: install the Debian "
+                                                  "package 'chromium' (the Makefile's test set-up does)")
+def test_a_report_of_four_runs_fits_1400_pixels_in_chromium(tmp_path: Path) -> None:
+    """Four real replay runs with long labels: at 1400 CSS pixels neither the page nor any
+    table's container scrolls sideways and no chart text (legends, labels) is cut off."""
+    runs = four_replay_runs(tmp_path / "runs")
+    report = write_report(runs, tmp_path / "report.html")
+    page = report.read_text()
+    assert all(f"<td class=text>{_html_text(label)}</td>" in page for _, label, _, _ in MODELS)
+    shots = Path(os.environ.get(SHOTS_ENV) or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    for height in (2400, 5200):
+        png = screenshot(report, shots / f"report-1400x{height}.png", tmp_path, height=height)
+        assert png.read_bytes().startswith(b"\x89PNG")
+        print(f"screenshot: {png}")
+    measured = measure(report, tmp_path, width=1400)
+    assert measured["page"]["scroll"] <= measured["page"]["client"], measured["page"]
+    sections = {box["section"] for box in measured["containers"]}
+    assert {"runs", "headline", "domains", "failures", "cost", "compare"} <= sections
+    too_wide = [box for box in measured["containers"] if box["scroll"] > box["client"]]
+    assert too_wide == []
+    assert measured["clipped"] == []
+
+
+def _html_text(text: str) -> str:
+    import html
+
+    return html.escape(text, quote=True)

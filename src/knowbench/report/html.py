@@ -109,7 +109,7 @@ def _runs_section(views: list[RunView]) -> str:
                          text=range(9)))
     header = _header(["run", "directory", "benchmark", "model", "method", "sampling", "sandbox",
                       "limits applied", "judged split", "samples"])
-    widths = (12, 14, 11, 8, 7, 7, 6, 19, 9, 7)
+    widths = (12, 13, 11, 8, 7, 7, 7, 19, 9, 7)
     note = ('<p class="muted">limits applied: the wall-clock limit the executed samples ran under '
             "(one value, or the range and median over samples when the time policy set it per "
             "task), their memory limit, and the time policy that chose them.</p>")
@@ -127,7 +127,9 @@ def _split_share(results: list[SampleResult]) -> str:
 
 
 def _headline_section(views: list[RunView]) -> str:
-    ks = sorted({k for view in views for k in view.scores.ks})
+    # pass@k columns that some run has a value for (pass@1 always): n=1 runs have no pass@5.
+    ks = sorted({k for view in views for k in view.scores.ks
+                 if k == 1 or view.scores.overall.pass_at.get(k) is not None})
     metrics = [*(f"pass@{k}" for k in ks), "apr", "pass_any", "accuracy"]
     header = _header(["run", "sampling", "scope", "tasks", "samples", *(f"pass@{k}" for k in ks),
                       "pass@1 95% CI", "APR", "Pass@any", "ACC", "ACC 95% CI"])
@@ -182,7 +184,9 @@ def _domain_table(views: list[RunView]) -> str:
 
 
 def _failure_table(views: list[RunView]) -> str:
-    header = _header(["run", "pass", *LABELS, "judged"])
+    # Label headers may break between words of their CamelCase (a zero-width space), not inside one.
+    header = _header(["run", "pass", *(re.sub(r"(?<=[a-z])(?=[A-Z])", "\u200b", label) for label in LABELS),
+                      "judged"])
     rows = []
     for view in views:
         counts = view.failure_counts()

@@ -120,14 +120,14 @@ def applied_limits(results: list[SampleResult], settings: dict[str, Any]) -> str
     walls = sorted(limit.wall_s for limit in limits)
     median = statistics.median(walls)
     wall = (_seconds(walls[0]) if walls[0] == walls[-1] else
-            f"{walls[0]:g}–{_seconds(walls[-1])} (median {_seconds(median)})")
+            f"{walls[0]:.3g}–{_seconds(walls[-1])} (median {_seconds(median)})")
     memory = sorted({limit.memory_mb for limit in limits})
     memory_text = (f"{memory[0]} MB" if len(memory) == 1 else f"{memory[0]}–{memory[-1]} MB")
     return f"{wall}, {memory_text} over {len(limits)} executed samples ({why})"
 
 
 def _seconds(value: Any) -> str:
-    return "? s" if value is None else f"{float(value):g} s"
+    return "? s" if value is None else f"{float(value):.3g} s"
 
 
 def tokens_per_sample(results: list[SampleResult]) -> float | None:
