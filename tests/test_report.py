@@ -391,3 +391,27 @@ def _html_text(text: str) -> str:
     import html
 
     return html.escape(text, quote=True)
+
+
+@pytest.mark.slow
+def test_run_label_is_stored_beside_the_settings_and_a_resumed_run_can_be_relabelled(tmp_path: Path) -> None:
+    from helpers import run_knowbench
+
+    task = next(t for t in BENCH.tasks if isinstance(t, FunctionTask))
+    samples = tmp_path / "model-x.jsonl"
+    samples.write_text(json.dumps({"task_id": task.task_id, "completion": task.reference}) + "\n")
+    out = tmp_path / "run"
+    command = ("run", str(EXAMPLE), "--model", f"replay:{samples}", "--task", task.task_id,
+               "--out", str(out), "--engine", "subprocess", "--workers", "1")
+    first = run_knowbench(*command)
+    assert first.returncode == 0, first.stderr
+    document = json.loads((out / "run.json").read_text())
+    assert document["label"] == "replay:model-x.jsonl · none" and "label" not in document["settings"]
+    relabelled = run_knowbench(*command, "--label", "Model X, no knowledge")
+    assert relabelled.returncode == 0, relabelled.stderr  # not "different settings"
+    resumed = run_knowbench(*command)  # without --label the run keeps the label it has
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads((out / "run.json").read_text())["label"] == "Model X, no knowledge"
+    assert load_views([out])[0].name == "Model X, no knowledge"
+    empty = run_knowbench(*command, "--label", " ")
+    assert empty.returncode == 2 and "--label must be one non-empty line" in empty.stderr
