@@ -423,3 +423,14 @@ def test_headline_intervals_exist_only_for_kinds_the_run_has() -> None:
     assert set(scores.ci) == {"pass@1"}
     assert (scores.ci["pass@1"].low, scores.ci["pass@1"].high) == (1.0, 1.0)
     assert score([]).ci == {}
+
+
+def test_the_split_share_is_rounded_like_every_other_percentage() -> None:
+    from knowbench.records import Execution, Limits
+    from knowbench.scoring.metrics import isolation_share, percent
+
+    results = [sample(f"t{i}", 0, True).model_copy(update={"execution": Execution(
+        status="pass", tests=[], sandbox="bwrap", isolation="split" if i == 0 else "in-process",
+        limits=Limits())}) for i in range(16)]
+    share = isolation_share(results)
+    assert share["split_share"] == 6.3 and percent(1 / 16) == "6.3"  # round(6.25, 1) gives 6.2

@@ -392,5 +392,5 @@ def isolation_share(results: list[SampleResult]) -> dict[str, Any]:
     in_process = sorted({result.task_id for result in executed
                          if result.execution.isolation != "split"})  # type: ignore[union-attr]
     return {"split": split, "in_process": len(executed) - split,
-            "split_share": round(100.0 * split / len(executed), 1) if executed else None,
+            "split_share": float(percent(split / len(executed))) if executed else None,
             "in_process_tasks": in_process}
