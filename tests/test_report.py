@@ -241,6 +241,7 @@ def test_the_reference_diff_ignores_docstrings_and_comments(tmp_path: Path) -> N
     assert without_docstrings('class A:\n    """Doc."""\n') == "class A:\n    ..."
     assert without_docstrings("def broken(:\n") == "def broken(:\n"
     assert without_docstrings("x = '# not a comment'\n") == "x = '# not a comment'"
+    assert without_docstrings('def f(): "doc"\n') == 'def f(): "doc"'  # on the def line: kept
 
     task = next(t for t in BENCH.tasks if isinstance(t, FunctionTask) and '"""' in t.reference)
     wrong = without_docstrings(task.reference).replace("return", "return None or", 1)

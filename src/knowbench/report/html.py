@@ -366,6 +366,10 @@ def without_docstrings(code: str) -> str:
             continue
         docstring = body[0]
         end = docstring.end_lineno or docstring.lineno
+        before = lines[docstring.lineno - 1][:docstring.col_offset]
+        after = lines[end - 1][docstring.end_col_offset or 0:].strip()
+        if before.strip() or (after and not after.startswith("#")):
+            continue  # shares its line with other code (`def f(): "doc"`): keep it
         if len(body) == 1 and not isinstance(node, ast.Module):
             # The body is only the docstring: keep a statement so the code stays Python.
             lines[docstring.lineno - 1] = (lines[docstring.lineno - 1][:docstring.col_offset] + "...")
