@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install sandbox browser demo test test-quick lint bench clean
+.PHONY: install sandbox browser demo test test-quick lint bench report-screenshot clean
 
 install: $(VENV)/.installed sandbox
 
@@ -48,6 +48,10 @@ bench: install
 	$(BIN)/python bench/executor_overhead.py
 	$(BIN)/python bench/retrieval.py
 	$(BIN)/python bench/mine.py
+
+# docs/images/report-1400.png: the report of four replay runs at 1400 px (docs/diagnosis.md).
+report-screenshot: install browser
+	$(BIN)/python bench/report_screenshot.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

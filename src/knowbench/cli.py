@@ -122,6 +122,10 @@ def run(
     k: Annotated[list[int] | None, typer.Option("--k", help="k values for pass@k (repeatable).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Discard an existing run in --out and start over.")]
     = False,
+    run_label: Annotated[str | None, typer.Option(
+        "--label", help="Name of the run in reports, leaderboards and comparisons (stored in "
+                        "run.json; not a setting, so a resumed run may be relabelled). Default: "
+                        "model (with the samples file name for replay) · method.")] = None,
 ) -> None:
     """Evaluate a model on a benchmark. Kill it at any time; the same command resumes."""
     from knowbench.benchmark.preload import preload_modules
@@ -131,6 +135,8 @@ def run(
         raise UserError(f"--env must be 'auto' or 'self', not '{environment}'")
     if isolation not in ("auto", "require", "in-process"):
         raise UserError(f"--isolation must be 'auto', 'require' or 'in-process', not '{isolation}'")
+    if run_label is not None and (not run_label.strip() or "\n" in run_label):
+        raise UserError("--label must be one non-empty line\n  fix: pass e.g. --label 'gpt-4o-mini, rag'")
     bench = load_benchmark(benchmark)
     for warning in bench.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
@@ -196,7 +202,9 @@ def run(
                                     ks=tuple(k or (1, 5, 10)), overwrite=overwrite,
                                     on_start=on_start, on_result=on_result,
                                     isolation=isolation,  # type: ignore[arg-type]
-                                    recalibrate=recalibrate)
+                                    recalibrate=recalibrate,
+
+                                    label=run_label.strip() if run_label else None)
         finally:
             engine.close()
     print_scores(out, summary.scores, title=f"{bench.name} · {model} · {method}")

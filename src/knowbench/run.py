@@ -47,7 +47,7 @@ from knowbench.records import (
     TestOutcome,
 )
 from knowbench.scoring.metrics import Scores, isolation_share, score
-from knowbench.store import RunDirectory, RunStore
+from knowbench.store import RunDirectory, RunStore, default_label
 from knowbench.store.calibration import CalibrationCache, ReferenceCheck, calibration_key
 
 _PACKAGES = ("knowbench", "pydantic", "httpx", "typer", "rich", "pytest", "numpy", "bm25s",
@@ -128,7 +128,7 @@ def run_benchmark(
     benchmark: Benchmark, backend: ModelBackend, method: Method, engine: Engine, run_dir: Path,
     params: SamplingParams, limits: Limits, *, time_policy: TimePolicy | None = None,
     task_ids: list[str] | None = None, ks: tuple[int, ...] = (1, 5, 10), overwrite: bool = False,
-    isolation: IsolationPolicy = "auto", recalibrate: bool = False,
+    isolation: IsolationPolicy = "auto", recalibrate: bool = False, label: str | None = None,
     on_start: Callable[[int, int], None] | None = None, on_result: ProgressCallback | None = None,
 ) -> RunSummary:
     """Run (or resume) a benchmark and score it.
@@ -144,6 +144,9 @@ def run_benchmark(
     are hidden from the samples through `engine.hide`, whatever engine the caller built;
     a sandbox without mount isolation (`unshare`, `none`) cannot hide them, and the run
     records which sandbox it used.
+
+    `label` names the run in reports (run.json "label", not a setting: a resumed run may
+    change it); without one a resumed run keeps its label, a new one gets `default_label`.
     """
     tasks = _select(benchmark, task_ids)
     time_policy = time_policy or TimePolicy()
@@ -156,7 +159,9 @@ def run_benchmark(
     )
     run = RunDirectory.prepare(run_dir, settings.model_dump(mode="json"), overwrite=overwrite)
     engine.hide([benchmark.path, run.path])
-    document = _run_document(settings, engine)
+    if label is None and run.run_file.is_file():
+        label = run.document().get("label")
+    document = _run_document(settings, engine, label)
     run.write_document(document)
     shared = CalibrationCache(knowbench_home(), calibration_key({
         "benchmark": benchmark.content_hash, "engine": document["engine"],
@@ -200,8 +205,9 @@ def _select(benchmark: Benchmark, task_ids: list[str] | None) -> list[FunctionTa
     return [task for task in benchmark.tasks if task.task_id in wanted]
 
 
-def _run_document(settings: RunSettings, engine: Engine) -> dict[str, Any]:
-    """What run.json records: the settings and everything else that can change scores."""
+def _run_document(settings: RunSettings, engine: Engine, label: str | None) -> dict[str, Any]:
+    """What run.json records: the run's label, the settings and everything else that can
+    change scores."""
     packages = {}
     for name in _PACKAGES:
         try:
@@ -210,6 +216,7 @@ def _run_document(settings: RunSettings, engine: Engine) -> dict[str, Any]:
             continue
     document = {
         "knowbench": __version__,
+        "label": label or default_label(settings.model_dump(mode="json")),
         "settings": settings.model_dump(mode="json"),
         "engine": engine.describe(),
         "python": sys.version.split()[0],

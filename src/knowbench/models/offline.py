@@ -53,7 +53,8 @@ class ReplayBackend(ModelBackend):
     def describe(self) -> dict[str, Any]:
         """The file and a digest of its content: a run resumes only on the same replies."""
         digest = hashlib.sha256(self.path.read_bytes()).hexdigest()
-        return {"backend": self.name, "path": str(self.path), "sha256": digest}
+        return {"backend": self.name, "path": str(self.path), "file": self.path.name,
+                "sha256": digest}
 
     def samples_for(self, task_id: str) -> int:
         return sum(1 for key in self._completions if key[0] == task_id)
