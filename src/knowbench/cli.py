@@ -203,7 +203,6 @@ def run(
                                     on_start=on_start, on_result=on_result,
                                     isolation=isolation,  # type: ignore[arg-type]
                                     recalibrate=recalibrate,
-
                                     label=run_label.strip() if run_label else None)
         finally:
             engine.close()
