@@ -91,7 +91,7 @@ def run_demo(out: Path, knowbench: Sequence[str], *, echo: bool = True) -> dict[
             label = f"{'replayed model' if model.startswith('replay') else model} · {method}"
             run_dir = out / "runs" / name
             step(f"run {label}", "run", str(benchmark), "--model", model, *knowledge,
-                 *selection, "--out", str(run_dir), log=f"run-{name}")
+                 *selection, "--label", label, "--out", str(run_dir), log=f"run-{name}")
             runs[name] = run_dir
     for name, run_dir in runs.items():
         step(f"diagnose {name}", "diagnose", str(run_dir), log=f"diagnose-{name}")
