@@ -35,6 +35,7 @@ def main() -> int:
     parser.add_argument("--height", type=int, default=2300, help="CSS pixels of the page kept")
     parser.add_argument("--report", type=Path, help="an existing report to check and photograph")
     arguments = parser.parse_args()
+    arguments.work = arguments.work.resolve()
     arguments.work.mkdir(parents=True, exist_ok=True)
     if arguments.report is not None:
         report = arguments.report.resolve()
