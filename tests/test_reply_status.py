@@ -119,11 +119,22 @@ def test_diagnosis_labels_reply_failures_apart_from_code_failures(run_dir: Path)
 
 
 def test_the_report_counts_reply_failures(run_dir: Path, tmp_path: Path) -> None:
+    import re
+
     from helpers import run_knowbench
+
+    report = tmp_path / "report.html"
+    made = run_knowbench("report", str(run_dir), "--out", str(report))
+    assert made.returncode == 0, made.stderr
+    # Before any diagnosis, from the samples alone, every task kind: 6 samples, 2 cut off,
+    # 1 without code, 1 naming no option.
+    html = report.read_text()
+    assert "cut off at max_tokens" in html
+    cells = [re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", html)]
+    assert any(row[1:] == ["6", "2", "1", "1"] for row in cells if len(row) == 5), cells
 
     diagnosed = run_knowbench("diagnose", str(run_dir))
     assert diagnosed.returncode == 0, diagnosed.stderr
-    report = tmp_path / "report.html"
     made = run_knowbench("report", str(run_dir), "--out", str(report))
     assert made.returncode == 0, made.stderr
     html = report.read_text()

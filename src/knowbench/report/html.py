@@ -19,6 +19,7 @@ import io
 import json
 import re
 import tokenize
+from collections import Counter
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
@@ -78,7 +79,8 @@ def build_report(views: list[RunView]) -> str:
         _headline_section(views),
         _section("domains", "pass@1 by domain", charts.domain_bars(series), _domain_table(views)),
         _section("failures", "Why samples failed",
-                 charts.failure_stacks(series), charts.koco_stacks(series), _failure_table(views)),
+                 charts.failure_stacks(series), charts.koco_stacks(series), _failure_table(views),
+                 _reply_table(views)),
         _section("passk", "pass@k", charts.pass_at_k_curves(series)),
         _section("cost", "Performance against cost", charts.cost_scatter(series), _cost_table(views)),
         _compare_section(views),
@@ -197,6 +199,26 @@ def _failure_table(views: list[RunView]) -> str:
             "code or were cut off at the token limit (docs/diagnosis.md). \"judged\": labels decided "
             "by an LLM judge (knowbench diagnose --judge); the others come from rules.</p>")
     return f"{_wide(_table(header, rows, (16, *([7] * (len(LABELS) + 2)))))}{note}"
+
+
+_REPLY_STATUSES = ("truncated", "no-code", "no-answer")
+
+
+def _reply_table(views: list[RunView]) -> str:
+    """Samples that failed as replies, every task kind, read from the samples themselves (no
+    diagnosis needed): the fix for these is in the generation settings or the prompt."""
+    header = _header(["run", "samples", "cut off at max_tokens (truncated)", "no code (no-code)",
+                      "no option named (no-answer)"])
+    rows = []
+    for view in views:
+        counts = Counter(result.status for result in view.results)
+        rows.append(_row([view.name, str(len(view.results)),
+                          *(str(counts.get(status, 0)) for status in _REPLY_STATUSES)]))
+    note = ('<p class="muted">Samples that did not pass because of the reply itself, of every task '
+            "kind: cut off at the token limit (raise --max-tokens), a function reply with no code, "
+            "a multiple-choice reply that names no option. Each is also counted in the scores as "
+            "a failure.</p>")
+    return f"{_wide(_table(header, rows))}{note}"
 
 
 def _cost_table(views: list[RunView]) -> str:
