@@ -154,3 +154,27 @@ def test_replaying_a_runs_samples_keeps_its_reply_statuses(run_dir: Path, tmp_pa
         engine.close()
     assert {r.task_id: r.status for r in summary.results} == {
         task_id: row["status"] for task_id, row in samples.items()}
+
+
+def test_the_cli_says_how_many_replies_were_cut_off_and_what_to_do(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from helpers import run_knowbench
+
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps(_replies()))
+    server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "openai_server.py"),
+                               "--replies", str(replies)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        port = server.stdout.readline().split()[1]
+        done = run_knowbench("run", str(ROOT / "examples" / "basic"), "--model", "scripted",
+                             "--base-url", f"http://127.0.0.1:{port}/v1", "--max-tokens",
+                             str(MAX_TOKENS), "--task", "text/wrap_paragraphs", "--task",
+                             "datetime/to_utc", "--out", str(tmp_path / "run"))
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert done.returncode == 0, done.stderr
+    assert f"1 of 2 replies were cut off at --max-tokens {MAX_TOKENS}" in " ".join(done.stderr.split())

@@ -209,6 +209,11 @@ def run(
     print_scores(out, summary.scores, title=f"{bench.name} · {model} · {method}")
     statuses = ", ".join(f"{name} {count}" for name, count in sorted(summary.status_counts.items()))
     out.print(f"samples: {len(summary.results)} ({statuses}) · results in {run_dir}")
+    truncated = summary.status_counts.get("truncated", 0)
+    if truncated:
+        console.print(f"[yellow]warning:[/] {truncated} of {len(summary.results)} replies were cut "
+                      f"off at --max-tokens {max_tokens} (status truncated): their code or answer "
+                      "was never judged; raise --max-tokens and run again into a new --out")
     _print_isolation(summary.isolation)
     _print_self_check(summary.self_check, model)
 
