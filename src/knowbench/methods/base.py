@@ -48,3 +48,9 @@ class Method(ABC):
     def describe(self) -> dict[str, Any]:
         """Identity written into run.json; include every option that changes prompts."""
         return {"method": self.name}
+
+    def check_tasks(self, tasks: list[FunctionTask | ChoiceTask]) -> list[str]:
+        """Called once before a run starts: warnings about `tasks` (e.g. tasks the method
+        adds nothing to), or `UserError` when the method cannot do anything on them."""
+        del tasks
+        return []
