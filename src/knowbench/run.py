@@ -180,12 +180,12 @@ def run_benchmark(
             asyncio.run(_run_all(tasks, backend, method, engine, store, params, plans, on_start,
                                  on_result))
             stored = store.results()
+        order = {task.task_id: index for index, task in enumerate(tasks)}
+        results = sorted((r for r in stored.values() if r.task_id in order),
+                         key=lambda r: (order[r.task_id], r.sample_idx))
+        return write_outputs(run_dir, results, backend.name, ks)
     finally:
         run.release()
-    order = {task.task_id: index for index, task in enumerate(tasks)}
-    results = sorted((r for r in stored.values() if r.task_id in order),
-                     key=lambda r: (order[r.task_id], r.sample_idx))
-    return write_outputs(run_dir, results, backend.name, ks)
 
 
 class RunWarning(UserWarning):
@@ -348,10 +348,13 @@ def plan_tasks(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, eng
 
         if on_references:
             on_references(0, len(missing))
-        with ThreadPoolExecutor(max_workers=engine.workers) as pool:
+        pool = ThreadPoolExecutor(max_workers=engine.workers)
+        try:
             for done, _ in enumerate(pool.map(check_reference, missing), start=1):
                 if on_references:
                     on_references(done, len(missing))
+        finally:  # on Ctrl-C: finish the references under way, start no more
+            pool.shutdown(wait=True, cancel_futures=True)
         measured, decided = store.calibration(), store.isolation()
     plans = {}
     for task in functions:
