@@ -421,7 +421,8 @@ def _wait_for(check: Callable[[], bool], what: str, timeout: float = 120) -> Non
 
 
 def test_a_second_run_in_the_same_directory_is_refused_at_once(tmp_path: Path) -> None:
-    server, url, log = _start_server(tmp_path, delay=0.3)
+    # Each reply held 2 s, one at a time: the first run is still working when the second starts.
+    server, url, log = _start_server(tmp_path, delay=2.0)
     run_dir = tmp_path / "run"
     env = {**os.environ, "KNOWBENCH_CACHE_DIR": str(tmp_path / "cache")}
     command = _run_command(EXAMPLE, url, run_dir)
@@ -432,8 +433,8 @@ def test_a_second_run_in_the_same_directory_is_refused_at_once(tmp_path: Path) -
         requests_before = len(log.read_text().splitlines())
         second = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
                                 timeout=120)
-        assert first.poll() is None, "the first run ended before the second started"
         assert second.returncode == 2, second.stderr
+        assert first.poll() is None, "the first run ended before the second started"
         assert f"in use by another knowbench run (pid {first.pid})" in second.stderr
         assert "run the same command to resume" in second.stderr and "--out" in second.stderr
         assert "Traceback" not in second.stderr
@@ -445,8 +446,11 @@ def test_a_second_run_in_the_same_directory_is_refused_at_once(tmp_path: Path) -
         first.wait()
         killed = _state(run_dir)
         done = killed.results
-        resumed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
-                                 timeout=300)
+        server.terminate()
+        server.wait()
+        server, url, log = _start_server(tmp_path, delay=0.0)  # the same log, no delay
+        resumed = subprocess.run(_run_command(EXAMPLE, url, run_dir), cwd=ROOT, env=env,
+                                 capture_output=True, text=True, timeout=300)
     finally:
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGKILL)
@@ -504,7 +508,7 @@ def test_a_run_resumes_after_the_endpoint_moved(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_exits_130_saying_what_is_stored_and_the_rerun_resumes(tmp_path: Path) -> None:
-    server, url, _ = _start_server(tmp_path, delay=0.3)
+    server, url, _ = _start_server(tmp_path, delay=0.5)
     run_dir = tmp_path / "run"
     env = {**os.environ, "KNOWBENCH_CACHE_DIR": str(tmp_path / "cache")}
     command = _run_command(EXAMPLE, url, run_dir)
