@@ -362,6 +362,10 @@ def test_a_closed_port_fails_after_two_attempts_saying_so_at_once(tmp_path: Path
     done = run_knowbench("run", str(EXAMPLE), "--model", "m", "--base-url", url, "--out",
                          str(tmp_path / "run"), "--no-cache")  # the default: 6 retries
     assert done.returncode == 1, done.stderr
+    # Said before the reference checks, which on a large benchmark take minutes.
+    probe = f"warning: nothing answers at {url} (connection refused)"
+    assert probe in done.stderr
+    assert done.stderr.index(probe) < done.stderr.index("checking ")
     notices = [line for line in done.stderr.splitlines() if "a model request failed" in line]
     assert len(notices) == 1, done.stderr  # reported once, not once per request
     assert f"cannot reach {url}/chat/completions: connection refused" in notices[0]

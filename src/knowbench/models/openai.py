@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import socket
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -116,6 +117,25 @@ class OpenAIBackend(ModelBackend):
         return {"base_url": self.base_url, "api_key": self._api_key is not None,
                 "concurrency": self.concurrency, "timeout_s": self.timeout_s,
                 "max_retries": self.max_retries}
+
+    def check_tasks(self, task_ids: list[str], known_ids: list[str]) -> list[str]:
+        """Before any work (the reference checks can take minutes): whether anything accepts
+        connections at the endpoint's host and port. Only a warning, since replies already in
+        the cache need no server; skipped when a proxy is configured."""
+        del task_ids, known_ids
+        if any(os.environ.get(name) for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+                                                 "http_proxy", "https_proxy", "all_proxy")):
+            return []
+        parts = urlsplit(self.base_url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            with socket.create_connection((parts.hostname or "", port), timeout=5):
+                return []
+        except OSError as error:
+            cause = ("connection refused" if isinstance(error, ConnectionRefusedError)
+                     else getattr(error, "strerror", None) or str(error) or type(error).__name__)
+            return [f"nothing answers at {self.base_url} ({cause}): every request not in the "
+                    "cache will fail; check --base-url and that the server is running"]
 
     async def generate(self, task: FunctionTask | ChoiceTask, messages: list[Message],
                        params: SamplingParams, sample_idx: int) -> Reply:
