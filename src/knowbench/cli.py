@@ -47,6 +47,7 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version, 
 
 @app.command()
 def run(
+    ctx: typer.Context,
     benchmark: Annotated[Path, typer.Argument(help="Benchmark directory (benchmark.json + tasks.jsonl).")],
     model: Annotated[str, typer.Option(
         "--model", "-m",
@@ -159,14 +160,11 @@ def run(
             knowledge = get_method(method, **method_options)
     else:
         knowledge = get_method(method, **method_options)
-    given = {"--base-url": base_url, "--api-key": api_key, "--concurrency": concurrency != 8,
-             "--request-timeout": request_timeout != 120.0, "--max-retries": max_retries != 6,
-             "--no-cache": no_cache, "--temperature": temperature != 0.0, "--top-p": top_p != 1.0,
-             "--max-tokens": max_tokens != 1024, "--seed": seed is not None, "--n": n != 1,
-             "--corpus": corpus, "--top-k": top_k != 5, "--budget": budget != 2000,
-             "--query": query != "signature+instruction", "--exclude-file": exclude_file,
-             "--ray-address": ray_address, "--time-floor": time_floor != 3.0,
-             "--time-factor": time_factor != 10.0, "--no-calibrate": not calibrate}
+    # Options typed on the command line (typer bundles its own click: compare by name).
+    given = {"--" + name.replace("_", "-") for name in ctx.params
+             if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"}
+    if "--calibrate" in given and not calibrate:
+        given.add("--no-calibrate")
     for warning in _ignored_options(given, backend, knowledge, engine_name, timeout, calibrate):
         console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     def label(text: str) -> str:
@@ -221,15 +219,15 @@ def run(
     _print_self_check(summary.self_check, model)
 
 
-def _ignored_options(given: dict[str, object], backend: ModelBackend, method: Method,
+def _ignored_options(given: set[str], backend: ModelBackend, method: Method,
                      engine_name: str, timeout: float | None, calibrate: bool) -> list[str]:
-    """One warning per option given (not at its default) that does nothing in this run:
+    """One warning per option given on the command line that does nothing in this run:
     method options the method does not use (those missing from its `describe()`), endpoint
     and sampling options with a backend that calls no model, and so on."""
     used = set(method.describe())
     ignored: list[tuple[str, str]] = []
     for option in ("--corpus", "--top-k", "--budget", "--query", "--exclude-file"):
-        if given[option] and option.removeprefix("--").replace("-", "_") not in used:
+        if option in given and option.removeprefix("--").replace("-", "_") not in used:
             ignored.append((option, f"--method {method.describe().get('method', method.name)} "
                                     "does not use it (only rag-* methods do)"))
     calls_a_model = bool(backend.connection())
@@ -237,17 +235,17 @@ def _ignored_options(given: dict[str, object], backend: ModelBackend, method: Me
         for option in ("--base-url", "--api-key", "--concurrency", "--request-timeout",
                        "--max-retries", "--no-cache", "--temperature", "--top-p", "--max-tokens",
                        "--seed"):
-            if given[option]:
+            if option in given:
                 ignored.append((option, f"--model {backend.name} calls no model"))
-    if given["--n"] and hasattr(backend, "samples_for"):
+    if "--n" in given and hasattr(backend, "samples_for"):
         ignored.append(("--n", f"--model {backend.name} takes as many samples per task as its "
                                "file holds"))
-    if given["--ray-address"] and engine_name != "ray":
+    if "--ray-address" in given and engine_name != "ray":
         ignored.append(("--ray-address", "it applies only to --engine ray"))
     for option in ("--time-floor", "--time-factor"):
-        if given[option] and (timeout is not None or not calibrate):
+        if option in given and (timeout is not None or not calibrate):
             ignored.append((option, "calibration is off (--timeout or --no-calibrate)"))
-    if given["--no-calibrate"] and timeout is not None:
+    if "--no-calibrate" in given and timeout is not None:
         ignored.append(("--no-calibrate", "--timeout sets every limit anyway"))
     return [f"{option} is ignored: {why}" for option, why in ignored]
 
