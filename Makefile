@@ -1,10 +1,11 @@
-# knowbench: `make demo` installs everything and self-checks the built-in benchmark;
-# `make test` runs the whole test suite (what CI runs).
+# knowbench: `make demo` installs everything, self-checks the built-in benchmark, then shows
+# the whole job on a real library (examples/demo/demo.py); `make test` runs the whole test
+# suite (what CI runs).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install sandbox browser demo test test-quick lint bench clean
+.PHONY: install sandbox browser demo test test-quick lint bench report-screenshot clean
 
 install: $(VENV)/.installed sandbox
 
@@ -30,9 +31,7 @@ browser:
 	@$(call need,chromium,chromium,the report test opens reports in it)
 
 demo: install
-	$(BIN)/knowbench validate examples/basic
-	$(BIN)/knowbench run examples/basic --model reference --out runs/demo-reference --overwrite
-	$(BIN)/knowbench run examples/basic --model null --out runs/demo-null --overwrite
+	$(BIN)/python examples/demo/demo.py --out runs/demo
 
 test: install browser
 	$(BIN)/ruff check .
@@ -49,6 +48,10 @@ bench: install
 	$(BIN)/python bench/executor_overhead.py
 	$(BIN)/python bench/retrieval.py
 	$(BIN)/python bench/mine.py
+
+# docs/images/report-1400.png: the report of four replay runs at 1400 px (docs/diagnosis.md).
+report-screenshot: install browser
+	$(BIN)/python bench/report_screenshot.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

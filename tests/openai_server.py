@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import signal
 import sys
 import threading
@@ -86,11 +87,25 @@ def _count_tokens(text: str) -> int:
     return len(text.split())
 
 
+def _limited(text: str | None, max_tokens: object) -> tuple[str | None, str]:
+    if text is None or not isinstance(max_tokens, int):
+        return text, "stop"
+    tokens = list(re.finditer(r"\S+", text))
+    if len(tokens) <= max_tokens:
+        return text, "stop"
+    return text[: tokens[max_tokens - 1].end()] if max_tokens > 0 else "", "length"
+
+
 def completion_json(body: dict[str, Any], text: str | None,
                     include_usage: bool = True) -> dict[str, Any]:
-    """A valid OpenAI chat.completion object answering `body` with `text`."""
+    """A valid OpenAI chat.completion object answering `body` with `text`.
+
+    Like a real server, a reply longer than the request's `max_tokens` (a token here is a
+    run of non-space characters) is cut after that many tokens, with finish_reason "length".
+    """
     prompt = " ".join(str(m.get("content") or "") for m in body.get("messages") or []
                       if isinstance(m, dict))
+    text, finish_reason = _limited(text, body.get("max_tokens"))
     prompt_tokens, completion_tokens = _count_tokens(prompt), _count_tokens(text or "")
     completion: dict[str, Any] = {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
@@ -100,7 +115,7 @@ def completion_json(body: dict[str, Any], text: str | None,
         "choices": [{
             "index": 0,
             "message": {"role": "assistant", "content": text},
-            "finish_reason": "stop",
+            "finish_reason": finish_reason,
         }],
         "usage": {
             "prompt_tokens": prompt_tokens,

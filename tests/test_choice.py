@@ -214,10 +214,12 @@ def test_koco_agreement_and_their_parser_mistakes(koco_rows: list[dict[str, Any]
     assert not any(_ours(row) == sorted(row["gt_letters"]) for row in unboxed)
 
 
-def test_koco_unanswered_replies_mostly_give_no_letters(koco_rows: list[dict[str, Any]]) -> None:
+def test_koco_unanswered_replies_give_no_letters(koco_rows: list[dict[str, Any]]) -> None:
+    """Every released reply without a box is cut off before it answers (see
+    tests/fixtures/koco_choice_verdicts.jsonl): none may yield a letter."""
     unboxed = [row for row in koco_rows if "\\boxed{" not in row["pred_raw"]]
-    empty = Counter(not _ours(row) for row in unboxed)
-    assert empty[True] > empty[False]
+    assert unboxed
+    assert Counter(bool(_ours(row)) for row in unboxed) == Counter({False: len(unboxed)})
 
 
 def test_koco_boxed_text_answers_parse_like_plain_boxed(koco_rows: list[dict[str, Any]]) -> None:
@@ -232,3 +234,83 @@ def test_koco_boxed_text_answers_parse_like_plain_boxed(koco_rows: list[dict[str
         assert _ours(row, rewritten) == _ours(row)
         if row["is_correct"]:
             assert _ours(row, rewritten) == sorted(row["gt_letters"])
+
+
+# ------------------------------------------------- unanswered, run-on, echoed
+
+
+def test_cut_off_reasoning_gives_no_letters() -> None:
+    cut = ("1. **Analyze Option (A):** This is a fundamental component. Therefore, this statement "
+           "is correct.\n\n2. **Analyze Option (B):** A common approach (like data shape, as "
+           "mentioned in E) is to remove the distortion from")
+    assert several(cut) == []
+    assert several("*   **Step 2: Analyze Option (B).** The flag is for correctness, and (C) is "
+                   "about memory. A policy trained in IsaacLab expects the") == []
+    assert single("The frame (B) is distinct from the sensor frame (S), and A transform") == []
+
+
+def test_cut_off_after_an_intermediate_verdict_gives_no_letters() -> None:
+    reply = ("Let me go through each option.\n\n1. (A) is correct: it bridges dispatch.\n"
+             "2. (B) is correct as well.\n3. (C) Using the allocator reuses memory, hence")
+    assert several(reply) == []
+
+
+def test_unclosed_think_block_is_unanswered() -> None:
+    reply = "<think>\nOption A looks right. The answer is likely A, B. But let me check again"
+    assert several(reply) == []
+    assert several("<think>\nThe answer is A.\n</think>\n\nFinal answer: \\boxed{B, C}") == ["B", "C"]
+
+
+def test_answer_then_invented_follow_up_keeps_the_first_answer() -> None:
+    assert single("Reasoning.\n\\boxed{B}\n\nHuman: next question? ...\n\\boxed{C}") == ["B"]
+    assert single("So the answer is \\boxed{A}.\nUser: and this one?\nAnswer: D") == ["A"]
+    assert single("Answer: B<|im_start|>user\nWhy?<|im_end|>\nAnswer: C") == ["B"]
+    follow_up = ("The final answer is \\boxed{A,B}.\n\nInstruction: choose MULTIPLE options\n\n"
+                 "Which of the following are true?\n\n- (A) one\n- (B) two\n- (C) three\n\n"
+                 "Therefore, the final answer is \\boxed{C}.")
+    assert several(follow_up) == ["A", "B"]
+    stem = ("Answer: C\n\n### Question 2\nWhich cache is used?\n- (A) L1\n- (B) L2\n\nAnswer: A")
+    assert single(stem) == ["C"]
+    new_stem = "\\boxed{D}\n\nWhat does the scheduler do?\n\n- (A) x\n- (B) y\n\n\\boxed{A}"
+    assert single(new_stem) == ["D"]
+
+
+def test_run_on_markers_before_any_answer_are_kept() -> None:
+    reply = "Question: which one?\n- (A) x\n- (B) y\n\nReasoning...\n\nAnswer: B"
+    assert single(reply) == ["B"]
+
+
+def test_echoed_answer_form_is_not_an_answer() -> None:
+    echo = ("After your reasoning, provide the final answer ONLY in the following exact format "
+            "on its own line: \\boxed{LETTER} for single-choice or \\boxed{A,B} for "
+            "multiple-choice.\n\nInstruction: choose MULTIPLE options\n\nWhich ones?\n\n- (A) x\n"
+            "- (B) y\n- (C) z\n\nNow provide reasoning, then the final answer in the boxed "
+            "format:")
+    assert several(echo) == []
+    assert several(echo + " \\boxed{A,C}\n") == ["A", "C"]
+    assert single("Choose exactly ONE option. End your reply with a line 'Answer: X' (letters "
+                  "separated by commas).", letters="ABCDEFGHIJKLMNOPQRSTUVWXYZ") == []
+
+
+def test_answer_stated_in_the_form_of_the_template_counts() -> None:
+    reply = "Based on the reasoning, the final answer is: \\boxed{A, C} for single-choice or " \
+            "\\boxed{A, C} for multiple-choice."
+    assert several(reply) == ["A", "C"]
+
+
+def test_long_lines_of_spaced_letters_do_not_backtrack() -> None:
+    """A line of letters separated by runs of spaces that ends in a word made the previous
+    lone-letter pattern backtrack exponentially (48 characters: about a minute)."""
+    assert several("A  B  " * 40 + "x") == []
+    assert several("Reasoning.\n" + "A  B  " * 40 + "\nAnswer: C") == ["C"]
+
+
+def test_reply_ending_in_a_stated_choice_is_complete() -> None:
+    assert several("Weighing both.\nSo options A and C are correct") == ["A", "C"]
+    assert several("Weighing both.\n2. (B) is correct as well, and the") == []
+
+
+def test_short_conclusions_in_prose() -> None:
+    assert several("Both A and C.") == ["A", "C"]
+    assert single("B, because the cache is flushed.") == ["B"]
+    assert single("Step by step.\n\n1. A is wrong.\n2. B is right.\n\nSo B.") == ["B"]

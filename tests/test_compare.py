@@ -109,3 +109,35 @@ def test_compare_without_shared_tasks_has_no_statistics() -> None:
     result = compare([sample("a", True)], [sample("b", True)])
     assert result.shared_tasks == 0 and result.difference is None and result.ci_low is None
     assert result.mcnemar.p_value == 1.0 and result.flipped == []
+
+
+def test_the_compare_command_refuses_runs_that_share_no_task(tmp_path) -> None:
+    from diagnosis_helpers import settings, store_run
+    from helpers import run_knowbench
+
+    domaineval = settings(model="a", benchmark_hash="sha256:1111")
+    domaineval["benchmark"]["name"] = "domaineval-basic"
+    koco = settings(model="b", benchmark_hash="sha256:2222")
+    koco["benchmark"]["name"] = "koco-bench"
+    one = store_run(tmp_path / "one", [sample("crypto/1", True)], domaineval)
+    other = store_run(tmp_path / "other", [sample("koco/1", False)], koco)
+    for extra in ((), ("--json",)):
+        refused = run_knowbench("compare", str(one), str(other), *extra)
+        assert refused.returncode == 2, refused.stdout
+        assert "Traceback" not in refused.stderr and refused.stdout == ""
+        assert "domaineval-basic" in refused.stderr and "koco-bench" in refused.stderr
+        assert "different benchmarks" in refused.stderr and "fix:" in refused.stderr
+
+
+def test_the_compare_command_warns_when_runs_share_only_some_tasks(tmp_path) -> None:
+    from diagnosis_helpers import settings, store_run
+    from helpers import run_knowbench
+
+    one = store_run(tmp_path / "one", [sample("a", True), sample("b", True), sample("c", True)],
+                    settings(model="a"))
+    other = store_run(tmp_path / "other", [sample("a", False), sample("b", True)], settings(model="b"))
+    done = run_knowbench("compare", str(one), str(other), "--resamples", "100")
+    assert done.returncode == 0, done.stderr
+    assert "warning" in done.stderr and "share 2 function tasks" in done.stderr
+    assert "1 only in A" in done.stderr
+    assert "b · none" in done.stdout and "a · none" in done.stdout  # the runs' labels

@@ -152,12 +152,14 @@ def test_trace_records_hit_at_k_and_the_targets_rank(corpus: Corpus) -> None:
     method = _rag("rag-bm25", corpus)
     grade = method.prompt(BENCH.task("algorithms/grade")).trace
     assert grade["target_api"] == "bisect.bisect_right"
-    assert grade["hit_at_k"] is True and grade["target_rank"] == 1 and grade["target_in_prompt"]
+    assert grade["knowledge_apis"] == ["bisect.bisect_right"]
+    assert grade["hit_at_k"] is True and grade["hit_rank"] == 1 and grade["hit_in_prompt"]
+    assert grade["api_ranks"] == {"bisect.bisect_right": 1}
     assert grade["retrieved"][0]["name"] == "bisect.bisect_right"
     missing = method.prompt(BENCH.task("datetime/to_utc")).trace
-    assert missing["hit_at_k"] is False and missing["target_rank"] is None
+    assert missing["hit_at_k"] is False and missing["hit_rank"] is None
     choice = method.prompt(BENCH.task("text/re-match-vs-search")).trace
-    assert "hit_at_k" not in choice and "target_rank" not in choice
+    assert "hit_at_k" not in choice and "hit_rank" not in choice
     json.dumps(grade)  # stored in SampleResult.extra: must be plain JSON
 
 

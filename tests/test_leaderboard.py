@@ -72,3 +72,48 @@ def test_a_file_that_is_not_a_board_is_refused(tmp_path: Path) -> None:
         update_board(other, [])
     with pytest.raises(UserError, match=r"\.json or \.csv"):
         update_board(tmp_path / "board.txt", [])
+
+
+def test_only_runs_sampled_alike_are_ranked_and_the_others_say_why(tmp_path: Path) -> None:
+    greedy = settings(model="lucky-greedy")
+    sampled = settings(model="steady")
+    sampled["params"].update({"n": 3, "temperature": 0.8})
+    other = settings(model="other")
+    other["params"].update({"n": 3, "temperature": 0.8})
+    runs = [
+        store_run(tmp_path / "greedy", [sample("a", True), sample("b", True)], greedy),
+        store_run(tmp_path / "steady", [sample(t, i < 2, idx=i) for t in "ab" for i in range(3)], sampled),
+        store_run(tmp_path / "other", [sample(t, i < 1, idx=i) for t in "ab" for i in range(3)], other),
+    ]
+    board = update_board(tmp_path / "board.json", [_entry(run) for run in runs])
+    assert [(e.model, e.n, e.temperature, e.rank) for e in board] == [
+        ("steady", 3, 0.8, 1), ("other", 3, 0.8, 2), ("lucky-greedy", 1, 0.0, None)]
+    assert "sampled with n=1, T=0" in board[2].unranked and "n=3, T=0.8" in board[2].unranked
+    assert read_board(tmp_path / "board.json") == board
+    assert update_board(tmp_path / "board.csv", board) == board
+
+
+def test_replay_runs_keep_their_labels_and_separate_identities(tmp_path: Path) -> None:
+    entries = []
+    for name in ("gpt-4o-mini.jsonl", "qwen-7b.jsonl"):
+        replay = settings()
+        replay["model"] = {"backend": "replay", "path": f"/samples/{name}", "file": name}
+        entries.append(_entry(store_run(tmp_path / name, [sample("a", True)], replay)))
+    board = update_board(tmp_path / "board.json", entries)
+    assert sorted(e.label for e in board) == ["replay:gpt-4o-mini.jsonl · none", "replay:qwen-7b.jsonl · none"]
+
+
+def test_the_leaderboard_command_shows_sampling_intervals_and_unranked_runs(tmp_path: Path) -> None:
+    import os
+
+    from helpers import run_knowbench
+
+    sampled = settings(model="steady")
+    sampled["params"].update({"n": 2, "temperature": 0.8})
+    runs = [store_run(tmp_path / "greedy", [sample("a", True), sample("b", False)], settings(model="g")),
+            store_run(tmp_path / "s1", [sample(t, True, idx=i) for t in "ab" for i in range(2)], sampled)]
+    done = run_knowbench("leaderboard", *map(str, runs), "--out", str(tmp_path / "board.json"),
+                         env={**os.environ, "COLUMNS": "250"})
+    assert done.returncode == 0, done.stderr
+    assert "n=2, T=0.8" in done.stdout and "[100.0, 100.0]" in done.stdout
+    assert "not ranked: g · none" in done.stdout and "sampled with n=1, T=0" in done.stdout

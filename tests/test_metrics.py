@@ -388,3 +388,66 @@ def test_k_shortfalls_name_each_k_that_too_few_samples_leave_out() -> None:
     ]
     assert scores.overall.pass_at[10] is None
     assert k_shortfalls(scores, (1, 2)) == []
+
+
+# ---------------------------------------------------------------------------- rounding and intervals
+
+# 80 tasks of 3 samples: pass@1 = 0.5375 by math.fsum, 0.5374999999999999 by numpy.mean; the
+# one-decimal f-string gives 53.8 and 53.7 for the same score.
+NOISY_COUNTS = [2, 3, 0, 3, 0, 0, 2, 3, 3, 1, 0, 3, 0, 3, 2, 0, 3, 0, 2, 3, 1, 3, 1, 0, 3, 1, 0,
+                2, 3, 1, 2, 3, 0, 2, 1, 0, 0, 2, 3, 2, 3, 3, 2, 1, 2, 0, 1, 3, 1, 3, 3, 2, 2, 0, 3,
+                3, 2, 3, 2, 0, 3, 3, 1, 0, 1, 1, 2, 2, 1, 3, 1, 0, 2, 3, 3, 0, 0, 1, 0, 0]
+
+
+def test_percent_prints_a_score_the_same_whichever_way_it_was_summed() -> None:
+    from knowbench.scoring.metrics import percent, percent_interval
+
+    rates = [c / 3 for c in NOISY_COUNTS]
+    by_fsum, by_numpy = math.fsum(rates) / len(rates), float(__import__("numpy").mean(rates))
+    assert by_fsum != by_numpy  # the two paths really differ
+    assert percent(by_fsum) == percent(by_numpy) == "53.8"
+    assert percent(0.4875) == "48.8" and percent(0.48749999999) == "48.7"  # real differences stay
+    assert percent(None) == "—" and percent(-1e-15, signed=True) == "0.0"
+    assert percent(0.012, signed=True) == "+1.2" and percent(-0.012, signed=True) == "-1.2"
+    assert percent_interval(-0.05, 0.1, signed=True) == "[-5.0, +10.0]"
+
+
+def test_headline_intervals_equal_scipy_percentile_bootstrap_over_tasks() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    np = pytest.importorskip("numpy")
+    from knowbench.scoring.metrics import CI_RESAMPLES, CI_SEED
+
+    results = [s for i, c in enumerate(NOISY_COUNTS)
+               for s in task(f"t{i}", [j < c for j in range(3)])]
+    results += [sample(f"q{i}", 0, i % 3 != 0, kind="choice") for i in range(30)]
+    scores = score(results)
+    for name, values in (("pass@1", [c / 3 for c in NOISY_COUNTS]),
+                         ("accuracy", [float(i % 3 != 0) for i in range(30)])):
+        reference = stats.bootstrap((np.asarray(values),), np.mean, n_resamples=CI_RESAMPLES,
+                                    method="percentile", confidence_level=0.95, vectorized=True,
+                                    random_state=np.random.default_rng(CI_SEED))
+        interval = scores.ci[name]
+        assert (interval.low, interval.high) == pytest.approx(
+            (reference.confidence_interval.low, reference.confidence_interval.high), abs=1e-12)
+        assert interval.low < (scores.overall.pass_at[1] if name == "pass@1"
+                               else scores.overall.accuracy) < interval.high
+        assert (interval.resamples, interval.seed, interval.confidence) == (1000, 0, 0.95)
+    assert score(results).ci == scores.ci  # a fixed seed: the same report every time
+
+
+def test_headline_intervals_exist_only_for_kinds_the_run_has() -> None:
+    scores = score(task("a", [True]) + task("b", [True]))
+    assert set(scores.ci) == {"pass@1"}
+    assert (scores.ci["pass@1"].low, scores.ci["pass@1"].high) == (1.0, 1.0)
+    assert score([]).ci == {}
+
+
+def test_the_split_share_is_rounded_like_every_other_percentage() -> None:
+    from knowbench.records import Execution, Limits
+    from knowbench.scoring.metrics import isolation_share, percent
+
+    results = [sample(f"t{i}", 0, True).model_copy(update={"execution": Execution(
+        status="pass", tests=[], sandbox="bwrap", isolation="split" if i == 0 else "in-process",
+        limits=Limits())}) for i in range(16)]
+    share = isolation_share(results)
+    assert share["split_share"] == 6.3 and percent(1 / 16) == "6.3"  # round(6.25, 1) gives 6.2

@@ -10,9 +10,9 @@ headless Chromium.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,12 +34,16 @@ from knowbench.run import TimePolicy, run_benchmark
 from knowbench.scoring.taxonomy import sample_digest
 from knowbench.store import RunDirectory
 from openai_server import ScriptedOpenAIServer, last_user_message
+from report_runs import MODELS, SCRIPTED_FAILURES, four_replay_runs, measure, screenshot
+from report_runs import chromium as _chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "basic"
 BENCH = load_benchmark(EXAMPLE)
 ARTIFACTS = ROOT / "runs" / "test-report"
 CHROMIUM = Path("/usr/bin/chromium")
+# Where the four-run browser check writes its screenshots (default: the test's tmp_path).
+SHOTS_ENV = "KNOWBENCH_REPORT_SHOTS"
 SECTIONS = ("runs", "headline", "domains", "failures", "passk", "cost", "compare", "tasks")
 # Attributes through which a page loads something; only same-document "#..." links may appear.
 _LOADING_ATTRIBUTE = re.compile(r"\b(src|href|xlink:href|srcset|action|poster|data|background)"
@@ -129,35 +133,141 @@ def test_table_formats_carry_the_same_scores(fixture_runs: list[Path]) -> None:
     assert [run["name"] for run in document["runs"]] == ["scripted · none", "reference · none"]
     overall = document["runs"][1]["scores"]["overall"]
     assert overall["pass_at"]["1"] == 1.0
-    assert "| reference · none | all (micro) |" in markdown and "WrongImport" in markdown
+    assert "| reference · none | n=1, T=0.0 | all (micro) |" in markdown and "WrongImport" in markdown
     assert document["runs"][0]["failures"]["pass"] == 0
     assert sum(document["runs"][0]["failures"].values()) == sum(
         1 for r in views[0].results if r.kind == "function")
 
 
+# ---------------------------------------------------------------------------- what a reader sees
+
+
+def _cells(page: str, section: str) -> list[list[str]]:
+    """The text of every row of a section's first table (tags removed)."""
+    block = page[page.index(f'<section id="{section}">'):]
+    block = block[:block.index("</table>")]
+    return [[re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", block)]
+
+
+def _replay_settings(file: str, **extra: object) -> dict:
+    run_settings = settings(**extra)
+    run_settings["model"] = {"backend": "replay", "path": f"/data/samples/{file}"}
+    return run_settings
+
+
+def test_runs_are_named_by_their_label_else_by_model_method_and_replay_file(tmp_path: Path) -> None:
+    results = [sample("a", True), sample("b", False)]
+    first = store_run(tmp_path / "one", results, _replay_settings("gpt-4o-mini.jsonl"))
+    second = store_run(tmp_path / "two", results, _replay_settings("qwen-7b.jsonl"))
+    labelled = store_run(tmp_path / "three", results, _replay_settings("qwen-7b.jsonl"))
+    document = json.loads((labelled / "run.json").read_text())
+    (labelled / "run.json").write_text(json.dumps({**document, "label": "Qwen 7B, RAG off"}))
+    views = load_views([first, second, labelled])
+    assert [view.name for view in views] == [
+        "replay:gpt-4o-mini.jsonl · none", "replay:qwen-7b.jsonl · none", "Qwen 7B, RAG off"]
+    page = build_report(views)
+    assert [row[0] for row in _cells(page, "runs")[1:]] == [view.name for view in views]
+    assert "replay · none" not in page
+
+
+def _noisy_run(base: Path, name: str, flip: bool = False) -> Path:
+    from test_metrics import NOISY_COUNTS
+
+    results = [sample(f"t{i:03d}", j < c if not (flip and i == 0) else j >= c, idx=j)
+               for i, c in enumerate(NOISY_COUNTS) for j in range(3)]
+    return store_run(base / name, results, settings(model=name))
+
+
+def test_a_score_prints_the_same_in_the_headline_the_comparison_the_leaderboard_and_the_cli(
+        tmp_path: Path) -> None:
+    from helpers import run_knowbench
+
+    runs = [_noisy_run(tmp_path, "a"), _noisy_run(tmp_path, "b", flip=True)]
+    page = build_report(load_views(runs))
+    headline = _cells(page, "headline")
+    assert headline[1][0] == "a · none" and headline[1][5] == "53.8"  # pass@1 of run a
+    compared = _cells(page, "compare")[1]
+    assert compared[3] == "53.8"  # pass@1 A, summed by numpy on the paired tasks
+    board = run_knowbench("leaderboard", str(runs[0]), "--out", str(tmp_path / "board.json"))
+    assert board.returncode == 0, board.stderr
+    assert "53.8" in board.stdout and "53.7" not in board.stdout
+    compared_cli = run_knowbench("compare", str(runs[0]), str(runs[1]), "--resamples", "200")
+    assert compared_cli.returncode == 0, compared_cli.stderr
+    assert "53.8" in compared_cli.stdout and "53.7" not in compared_cli.stdout
+    scored = run_knowbench("score", str(runs[0]))
+    assert scored.returncode == 0, scored.stderr
+    assert "53.8" in scored.stdout and "53.7" not in scored.stdout
+    assert "95% CI (tasks)" in scored.stdout  # the CLI shows the headline interval too
+
+
+def test_headline_scores_carry_their_bootstrap_interval(fixture_runs: list[Path], page: str) -> None:
+    views = load_views(fixture_runs)
+    header, failing = _cells(page, "headline")[:2]
+    interval = views[0].scores.ci["pass@1"]
+    assert "pass@1 95% CI" in header and "ACC 95% CI" in header
+    expected = f"[{100 * interval.low:.1f}, {100 * interval.high:.1f}]"
+    assert failing[header.index("pass@1 95% CI")] == expected
+    assert "1,000 resamples, seed 0" in page
+
+
+def _executed(task_id: str, wall_s: float, passed: bool = True) -> SampleResult:
+    from knowbench.records import Execution
+
+    return sample(task_id, passed, execution=Execution(status="pass" if passed else "fail", tests=[],
+                                                       sandbox="bwrap", limits=Limits(wall_s=wall_s)))
+
+
+def test_the_runs_table_shows_the_limits_the_samples_ran_under(tmp_path: Path) -> None:
+    calibrated = settings(time_policy={"mode": "calibrated", "floor_s": 3.0, "factor": 10.0})
+    run = store_run(tmp_path / "calibrated", [_executed("a", 3.0), _executed("b", 3.0),
+                                              _executed("c", 7.5)], calibrated)
+    fixed = settings(time_policy={"mode": "fixed", "fixed_s": 2.0, "floor_s": 3.0, "factor": 10.0})
+    other = store_run(tmp_path / "fixed", [_executed("a", 2.0), _executed("b", 2.0)], fixed)
+    rows = _cells(build_report(load_views([run, other])), "runs")
+    limits = rows[0].index("limits applied")
+    assert rows[1][limits] == ("3–7.5 s (median 3 s), 1024 MB over 3 executed samples "
+                               "(calibrated: max(3 s, 10 × the reference&#x27;s runtime))")
+    assert rows[2][limits] == "2 s, 1024 MB over 2 executed samples (fixed by --timeout 2 s)"
+    assert "10 s" not in rows[1][limits]  # the configured limit no sample ran under
+
+
+def test_the_reference_diff_ignores_docstrings_and_comments(tmp_path: Path) -> None:
+    from knowbench.report.html import without_docstrings
+
+    reference = ('def area(r):\n    """The area of a circle.\n\n    Args:\n        r: radius\n    """\n'
+                 "    # pi times r squared\n    return 3.14159 * r * r  # close enough\n")
+    assert without_docstrings(reference) == "def area(r):\n    return 3.14159 * r * r"
+    assert without_docstrings('class A:\n    """Doc."""\n') == "class A:\n    ..."
+    assert without_docstrings("def broken(:\n") == "def broken(:\n"
+    assert without_docstrings("x = '# not a comment'\n") == "x = '# not a comment'"
+    assert without_docstrings('def f(): "doc"\n') == 'def f(): "doc"'  # on the def line: kept
+
+    task = next(t for t in BENCH.tasks if isinstance(t, FunctionTask) and '"""' in t.reference)
+    wrong = without_docstrings(task.reference).replace("return", "return None or", 1)
+    result = sample(task.task_id, False, domain=task.domain, code=wrong)
+    run = store_run(tmp_path / "run", [result], _example_settings("m"))
+    page = build_report(load_views([run]))
+    diff = page[page.index('<pre class="diff">'):]
+    diff = diff[:diff.index("</pre>")]
+    changed = [line for line in re.findall(r'<span class="(?:add|del)">(.*?)</span>', diff)]
+    assert len(changed) == 2 and all("return" in line for line in changed), changed
+    assert "docstrings and comments omitted" in page
+
+
+def test_runs_sharing_no_task_are_not_compared_in_the_report(tmp_path: Path) -> None:
+    one = store_run(tmp_path / "one", [sample("a", True)], settings(model="x"))
+    other = store_run(tmp_path / "other", [sample("z", True)],
+                      settings(model="y", benchmark_hash="sha256:def"))
+    page = build_report(load_views([one, other]))
+    row = _cells(page, "compare")[1]
+    assert row[2] == "0" and row[-1] == "not compared: no function task in common"
+    assert "compare runs of the same benchmark" in page
+
+
 # ---------------------------------------------------------------------------- real runs
 
 # Replies of the scripted model: sample 0 fails in a known way, sample 1 is the gold code.
-SCRIPTED_FAILURES = {
-    "text/slugify": ("WrongImport", "from unidecode import unidecode\n\ndef slugify(text, separator='-'):\n"
-                     "    return re.sub(r'[^a-z0-9]+', separator, unidecode(text).lower()).strip(separator)\n"),
-    "text/wrap_paragraphs": ("WrongParam", "def wrap_paragraphs(text, width=40):\n"
-                             "    return textwrap.fill(text, width=width, break_long=False)\n"),
-    "text/TemplateRenderer.render": ("WrongAPISelection", "def render(self, template, **values):\n"
-                                     "    return string.Template(template).substitute({**self.defaults, **values})\n"),
-    "datetime/to_utc": ("WrongShapeDtype", "def to_utc(stamp, offset_minutes=None):\n"
-                        "    moment = datetime.strptime(stamp, '%Y-%m-%dT%H:%M:%S')\n"
-                        "    if offset_minutes is None:\n        raise ValueError('naive')\n"
-                        "    moment = moment.replace(tzinfo=timezone(timedelta(minutes=offset_minutes)))\n"
-                        "    return moment.astimezone(timezone.utc).replace(tzinfo=None).isoformat() + 'Z'\n"),
-    "datetime/add_business_days": ("WrongLogic", "def add_business_days(start, days, holidays=()):\n"
-                                   "    return start + timedelta(days=days)\n"),
-    "data/Settings.to_json": ("WrongSyntax", "def to_json(self):\n    return json.dumps(self.data,\n"),
-    "algorithms/grade": ("Timeout", "def grade(score, breakpoints=(60, 70, 80, 90), grades='FDCBA'):\n"
-                         "    index = 0\n    while index < len(breakpoints) and score >= breakpoints[index]:\n"
-                         "        continue\n    return grades[bisect.bisect_right(breakpoints, score)]\n"),
-    "data/Inventory.top": ("WrongAPISelection", "def top(self, n):\n    return self._counts.top_items(n)\n"),
-}
 
 
 def _scripted_reply(body: dict) -> str:
@@ -210,13 +320,6 @@ def test_real_runs_are_diagnosed_as_their_failures_were_scripted(real_runs: tupl
     assert "Paired comparison" in page and "scripted · none" in page
 
 
-def _chromium(*arguments: str, profile: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    command = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-               "--no-first-run", "--disable-background-networking", "--disable-component-update",
-               "--disable-sync", f"--user-data-dir={profile}", *arguments]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-
-
 def _page_requests(net_log: Path) -> list[str]:
     """http(s) URLs the page asked for, from Chromium's NetLog. Requests the browser makes
     for itself (update checks, time sync) carry the initiator "not an origin"; a page opened
@@ -245,11 +348,11 @@ def test_report_renders_in_headless_chromium_and_fetches_nothing(
     assert dom.count('<details id="task-') == len(BENCH.tasks)
     assert _page_requests(net_log) == []
 
-    screenshot = ARTIFACTS / "report.png"
-    shot = _chromium(f"--screenshot={screenshot}", "--window-size=1280,2000", report.as_uri(),
+    shot_path = ARTIFACTS / "report.png"
+    shot = _chromium(f"--screenshot={shot_path}", "--window-size=1280,2000", report.as_uri(),
                      profile=tmp_path / "p2")
     assert shot.returncode == 0, shot.stderr[-2000:]
-    data = screenshot.read_bytes()
+    data = shot_path.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000
 
     # The network check itself works: a page that does fetch something is caught.
@@ -258,3 +361,58 @@ def test_report_renders_in_headless_chromium_and_fetches_nothing(
     control_log = tmp_path / "control.json"
     _chromium(f"--log-net-log={control_log}", "--dump-dom", control.as_uri(), profile=tmp_path / "p3")
     assert _page_requests(control_log) == ["http://127.0.0.1:9/x.png"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is missing: install the Debian "
+                                                  "package 'chromium' (the Makefile's test set-up does)")
+def test_a_report_of_four_runs_fits_1400_pixels_in_chromium(tmp_path: Path) -> None:
+    """Four real replay runs with long labels: at 1400 CSS pixels neither the page nor any
+    table's container scrolls sideways and no chart text (legends, labels) is cut off."""
+    runs = four_replay_runs(tmp_path / "runs")
+    report = write_report(runs, tmp_path / "report.html")
+    page = report.read_text()
+    assert all(f"<td class=text>{_html_text(label)}</td>" in page for _, label, _, _ in MODELS)
+    shots = Path(os.environ.get(SHOTS_ENV) or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    for height in (2400, 5200):
+        png = screenshot(report, shots / f"report-1400x{height}.png", tmp_path, height=height)
+        assert png.read_bytes().startswith(b"\x89PNG")
+        print(f"screenshot: {png}")
+    measured = measure(report, tmp_path, width=1400)
+    assert measured["page"]["scroll"] <= measured["page"]["client"], measured["page"]
+    sections = {box["section"] for box in measured["containers"]}
+    assert {"runs", "headline", "domains", "failures", "cost", "compare"} <= sections
+    too_wide = [box for box in measured["containers"] if box["scroll"] > box["client"]]
+    assert too_wide == []
+    assert measured["clipped"] == []
+
+
+def _html_text(text: str) -> str:
+    import html
+
+    return html.escape(text, quote=True)
+
+
+@pytest.mark.slow
+def test_run_label_is_stored_beside_the_settings_and_a_resumed_run_can_be_relabelled(tmp_path: Path) -> None:
+    from helpers import run_knowbench
+
+    task = next(t for t in BENCH.tasks if isinstance(t, FunctionTask))
+    samples = tmp_path / "model-x.jsonl"
+    samples.write_text(json.dumps({"task_id": task.task_id, "completion": task.reference}) + "\n")
+    out = tmp_path / "run"
+    command = ("run", str(EXAMPLE), "--model", f"replay:{samples}", "--task", task.task_id,
+               "--out", str(out), "--engine", "subprocess", "--workers", "1")
+    first = run_knowbench(*command)
+    assert first.returncode == 0, first.stderr
+    document = json.loads((out / "run.json").read_text())
+    assert document["label"] == "replay:model-x.jsonl · none" and "label" not in document["settings"]
+    relabelled = run_knowbench(*command, "--label", "Model X, no knowledge")
+    assert relabelled.returncode == 0, relabelled.stderr  # not "different settings"
+    resumed = run_knowbench(*command)  # without --label the run keeps the label it has
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads((out / "run.json").read_text())["label"] == "Model X, no knowledge"
+    assert load_views([out])[0].name == "Model X, no knowledge"
+    empty = run_knowbench(*command, "--label", " ")
+    assert empty.returncode == 2 and "--label must be one non-empty line" in empty.stderr

@@ -324,6 +324,14 @@ def test_replay_scores_a_samples_file(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert _passed_tasks(tmp_path / "r") == SOLVED
 
+    # Other replies in the same file are another run, not a resume of this one.
+    rows = [json.loads(line) for line in samples.read_text().splitlines()]
+    rows[0]["completion"] = "I do not know."
+    samples.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    changed = run_knowbench("run", str(EXAMPLE), "--model", f"replay:{samples}", "--out",
+                            str(tmp_path / "r"))
+    assert changed.returncode == 2 and "different settings" in changed.stderr, changed.stderr
+
 
 def _prompt_key(task: FunctionTask | ChoiceTask) -> str:
     if isinstance(task, FunctionTask):
@@ -365,7 +373,7 @@ def test_a_closed_port_fails_after_two_attempts_saying_so_at_once(tmp_path: Path
     # Said before the reference checks, which on a large benchmark take minutes.
     probe = f"warning: nothing answers at {url} (connection refused)"
     assert probe in done.stderr
-    assert done.stderr.index(probe) < done.stderr.index("checking ")
+    assert done.stderr.index(probe) < done.stderr.index("samples: 16 to do")
     notices = [line for line in done.stderr.splitlines() if "a model request failed" in line]
     assert len(notices) == 1, done.stderr  # reported once, not once per request
     assert f"cannot reach {url}/chat/completions: connection refused" in notices[0]
@@ -545,7 +553,7 @@ def test_progress_lines_are_printed_when_stderr_is_not_a_terminal(tmp_path: Path
     env = {**os.environ, "KNOWBENCH_CACHE_DIR": str(tmp_path / "cache")}
     try:
         done = run_knowbench(*_run_command(EXAMPLE, url, tmp_path / "run")[3:],
-                             "--progress-every", "0.5", env=env)
+                             "--progress-every", "0.5", "--recalibrate", env=env)
     finally:
         server.terminate()
         server.wait()

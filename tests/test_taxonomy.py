@@ -39,7 +39,7 @@ from knowbench.scoring.tracebacks import parse_traceback
 # second case lost in any group is a regression to look at, not noise. Measured when these
 # floors were set: rule-case 51/51, real-default 63/63, real-other 22/27.
 GROUP_FLOORS: dict[str, tuple[int, int]] = {  # group -> (cases right at least, out of)
-    "rule-case": (50, 51),
+    "rule-case": (52, 53),
     "real-default": (62, 63),
     "real-other": (21, 27),
 }
@@ -201,7 +201,7 @@ def test_a_reply_that_holds_only_prose_is_no_code() -> None:
                          program=assembly.program).model_copy(update={"completion": reply})
         diagnosis = classify(result)
         assert diagnosis is not None and diagnosis.evidence.rule == "no-code", reply
-        assert diagnosis.label == "WrongSyntax"
+        assert diagnosis.label == "NoCode"
 
 
 def test_an_assertion_without_the_target_running_is_blamed_on_the_evaluation() -> None:

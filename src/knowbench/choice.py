@@ -1,49 +1,116 @@
 """Letters from a multiple-choice reply.
 
-The parser looks for the reply's final answer in this order, stopping at the first that
-yields letters:
+A reply answers only when it *states* a choice; a reply that never gets there (cut off by a
+token limit in the middle of its reasoning) answers nothing, and the parser returns no
+letters rather than a guess from letters mentioned in the reasoning. The steps:
 
-1. the last explicit answer marker: `\\boxed{...}`, "answer:", "the answer is", "final
-   answer", "the correct options are", ...; its letters are read up to the end of the
-   sentence (or from the next line when the marker ends its line);
-2. the last line that holds nothing but letters ("B", "**D**", "(A)", "A, C");
-3. the last paragraph that mentions option letters standing alone.
+1. **Reasoning blocks.** When the reply holds `</think>`, only the text after the last one is
+   read; a reply that opens `<think>` and never closes it is unanswered.
+2. **Run-on.** A model that answers and then keeps generating (a chat-template turn such as
+   "Human:", "User:", "Assistant:", a special token such as `<|im_start|>` or `<|file_sep|>`,
+   a new "Question"/"Instruction: choose" block, or a new question line followed by option
+   lines "- (A) ...") is cut at the first such boundary *after* its first answer; what follows
+   is not its reply to this question. Boundaries before any answer are kept (a reply may
+   restate the question first).
+3. **Explicit answers**, the last one wins: `\\boxed{...}`, "Answer:", "the answer is",
+   "final answer", "the correct options are", ...; the letters are read inside the braces, or
+   up to the end of the marker's sentence (from the next line when the marker ends its line).
+   Echoed instructions are not answers: a box that describes the answer form ("\\boxed{LETTER}
+   for single-choice or \\boxed{A,B} for multiple-choice") and a quoted marker ("a line
+   'Answer: X'") are skipped.
+4. **Lone-letter lines** ("B", "**D**", "(A)", "A, C"), the last first, and
+5. **a choice stated in prose** in the last paragraph, its last 4000 characters ("option C
+   is correct", "A good choice is B", "So B.", "Both A and C."), or the letter the reply opens
+   with ("B. Because ...", "B, because ...")
+   -- steps 4 and 5 only when the reply is complete: its last line ends a sentence (or is
+   itself a lone-letter line), or the reply is a single line.
+   Letters merely mentioned in reasoning ("Analyze Option (B)", "as mentioned in E", the
+   article "A") are never read.
 
 A letter counts only when it stands alone: capital, not part of a word or identifier
 (`T_BS`, `X-ray`), not the name of a LaTeX command (`\\text` yields nothing), and not the
 English article "A" or pronoun "I" before a lowercase word ("A good choice is B" gives B).
+With `multiple` False the last letter of the answer found is returned.
+
+Every step is linear in the length of the reply: each pass scans it at most twice (the first
+answer forward, the last one backward from the run-on), every region read around a match is
+bounded, and no pattern nests unbounded repetitions (a line of letters separated by runs of
+spaces once made the lone-letter pattern backtrack exponentially).
+
+What does not hold: a cut-off reply that had already written an explicit answer marker ("the
+answer is B", then more checking that was cut off) gives that answer; a run-on that uses none
+of the boundaries above is read as part of the reply; an echoed instruction in another wording
+than the forms above can be read as an answer; and a single-choice reply that names two
+options ("\\boxed{C} and \\boxed{D}") gives the last one, whatever it says about them.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+
+_REGION = 1000  # how far an answer marker's text is read
+_BRACED = 500  # how far the closing brace of \boxed{ is looked for
+_LONE_LINE = 200  # longest line read as a lone-letter line
+_LABEL_INDENT = 80  # how far into its line a letter may stand and still be a label
+_PARAGRAPH = 4000  # how much of the last paragraph is read for a choice stated in prose
 
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
 _BOXED = re.compile(r"\\boxed\s*\{")
 _MARKER = re.compile(
     r"\b(?:final\s+(?:answers?|choices?|selections?)|answers?(?:\s*\(s\))?"
     r"|correct\s+(?:options?|choices?|answers?|letters?)(?:\s*\(s\))?)"
-    r"[\s*_]*(?::|=|\bis\b|\bare\b|\bwould\s+be\b|\bshould\s+be\b)",
+    r"[ \t*_]*(?::|=|\bis\b|\bare\b|\bwould\s+be\b|\bshould\s+be\b)",
     re.IGNORECASE,
 )
+# A box that describes the answer form rather than giving an answer.
+_FORM_DESCRIPTION = re.compile(r"[ \t]*(?:for|in)\s+(?:a\s+)?(?:single|multiple|multi)[- ]?"
+                               r"(?:choice|select|answer|option)", re.IGNORECASE)
+_QUOTE_BEFORE = re.compile(r"['\"`\u2018\u201c][ \t*_]*$")
 _LETTER = re.compile(r"(?<![A-Za-z0-9_\\.-])[A-Z](?![A-Za-z0-9_]|-[A-Za-z])")
+_WORD_AFTER = re.compile(r"\s+([a-z][a-z-]*)")
 _SENTENCE_END = re.compile(
     r"[.;!?](?=\s|$)|\b(?:while|whereas|but|because|since|as|although|except|not|however)\b",
     re.IGNORECASE,
 )
+# Where a model's reply to this question ends and invented text begins.
+_RUN_ON = re.compile(
+    r"<\|[A-Za-z_]+\|>"
+    r"|^[ \t#*>]*(?:Human|User|Assistant|System)[ \t*]*:"
+    r"|^[ \t#*>]*(?:Question|Problem)(?:[ \t]*\d+)?[ \t*]*(?::|$)"
+    r"|^[ \t]*Instruction:[ \t]*choose\b"
+    r"|^[^\n]*\?[ \t*]*\n(?:[ \t]*\n){0,2}[ \t]*(?:[-*+][ \t]*)?\(?A[).][ \t]",
+    re.MULTILINE | re.IGNORECASE,
+)
+_SEP = r"(?:[ \t]*(?:,|&|/|\+)[ \t]*(?:and[ \t]+|or[ \t]+)?|[ \t]+(?:and|or)[ \t]+|[ \t]+)"
 _LONE_LETTERS = re.compile(
-    r"^[\s*_#>`.:-]*(?i:options?\s*)?\(?[A-Z]\)?"
-    r"(?:\s*(?:,|and|&|/|\+|or)?\s*\(?[A-Z]\)?)*[\s*_`.]*$",
+    r"[ \t*_#>`.:-]*(?i:options?[ \t]*)?\(?[A-Z]\)?(?:" + _SEP + r"\(?[A-Z]\)?){0,25}[ \t*_`.]*"
 )
-_LABEL_AFTER = re.compile(r"[)*\]]*\s*:")  # "B:", "(B):", "**B**:" anywhere
-_LINE_START = re.compile(  # what may precede a label at the start of a line
-    r"[ \t>]*(?:\d+[.)]|[-*+•])?[\s*_#]*"
-    r"(?i:(?:analy[sz]e|evaluate|evaluating|consider|check|review|examine)\s+)?"
-    r"(?i:(?:option|choice|statement)\s*)?[(\[]?"
+_LETTER_LIST = r"\(?[A-Z]\)?(?:(?:[ \t]*,[ \t]*(?:and[ \t]+)?|[ \t]+and[ \t]+)\(?[A-Z]\)?){0,25}"
+# Prose that states a choice: "option C is correct", "A and C are right", "the best is B".
+_CHOICE_STATED = re.compile(
+    r"(?:\b(?i:options?|choices?)[ \t]+)?(?P<a>" + _LETTER_LIST + r")[ \t*_]+"
+    r"(?i:is|are|seems|appears|would[ \t]+be|must[ \t]+be)[ \t]+(?i:the[ \t]+)?(?i:most[ \t]+)?"
+    r"(?i:correct|right|best|true|valid|accurate|answer)\b"
+    r"|\b(?i:is|are|be|choose|chose|select|pick|go[ \t]+with|answer|so|thus|hence|therefore"
+    r"|both)[ \t]*[:,]?[ \t]+"
+    r"(?i:options?[ \t]+)?(?P<b>" + _LETTER_LIST + r")[ \t*_]*(?=[.!;,]|$)"
+    r"|:[ \t*_]*(?P<c>" + _LETTER_LIST + r")[ \t*_.!]*$",
+    re.MULTILINE,
 )
-_OPENING_MARKUP = " \t\n*_#>(["
-_LABEL_END = re.compile(r"[)\].:]|[*_]+\s*[).:]")
+_OPENING_ANSWER = re.compile(r"[ \t\n*_#>]*\(?([A-Z])\)?[).:,][ \t]")
+_SENTENCE_CLOSERS = frozenset(".!?)]*_`\"'\u201d")
+# What may stand before a label at the start of its line: "2. **Analyze Option (B):**",
+# "*   **Step 2: Evaluate option (A).**", "(C) Using ...".
+_LINE_START = re.compile(
+    r"[ \t>]*(?:\d+[.)]|[-*+\u2022])?[ \t*_#]*"
+    r"(?i:step[ \t]*\d+[ \t]*[:.][ \t]*)?"
+    r"(?i:(?:analy[sz]e|evaluate|evaluating|consider|check|review|examine)[ \t]+)?"
+    r"(?i:(?:option|choice|statement)[ \t]*)?[(\[]?"
+)
+_LABEL_END = re.compile(r"[)\].:]|[*_]+[ \t]*[).:]")
+_LABEL_AFTER = re.compile(r"[)*\]]*[ \t]*:")
+_LABEL_WORD = re.compile(r"[ \t*_]*([A-Za-z]+)")
 # Words that follow a letter naming an option ("A is right") but never the article "A".
 _AFTER_OPTION = frozenset({
     "is", "are", "was", "were", "and", "or", "also", "alone", "only", "too", "seems",
@@ -57,48 +124,104 @@ def parse_choice(reply: str, letters: Sequence[str], multiple: bool) -> list[str
     """The option letters `reply` chooses: sorted, unique, each one of `letters`.
 
     With `multiple` False the result has at most one letter, the last one of the answer
-    found. An empty list means the reply names no option.
+    found. An empty list means the reply names no option (see the module docstring).
     """
     allowed = set(letters)
-    for region in _answer_regions(reply):
-        found = [letter for letter in _standalone(region) if letter in allowed]
-        if found:
-            return sorted(set(found)) if multiple else [found[-1]]
-    return []
+    text = _after_reasoning(reply)
+    if text is None:
+        return []
+
+    def pick(found: list[str]) -> list[str]:
+        found = [letter for letter in found if letter in allowed]
+        if not found:
+            return []
+        return sorted(set(found)) if multiple else [found[-1]]
+
+    # The first answer (explicit, or a line of letters) decides where a run-on starts;
+    # every search below stops at the first hit, so each line and marker is read at most twice.
+    spans = _answer_spans(text)
+    firsts = [next((end for end, region in _regions(text, spans) if pick(_standalone(region))),
+                   None),
+              next((end for end, line in _lone_letter_lines(text) if pick(_standalone(line))),
+                   None)]
+    found = [end for end in firsts if end is not None]
+    if found:
+        text = text[: _run_on_start(text, min(found))]
+    last = (pick(_standalone(region)) for end, region in _regions(text, reversed(spans))
+            if end <= len(text))
+    if chosen := next((letters for letters in last if letters), []):
+        return chosen
+    if not _is_complete(text):
+        return []
+    lone = (pick(_standalone(line)) for _, line in _lone_letter_lines(text, backward=True))
+    if chosen := next((letters for letters in lone if letters), []):
+        return chosen
+    return pick(_stated_choice(text))
 
 
-def _answer_regions(reply: str) -> list[str]:
-    """Candidate answer texts, most authoritative first (see the module docstring)."""
-    return [*_marker_regions(reply), *_lone_letter_lines(reply), *_paragraphs(reply)]
+def _after_reasoning(reply: str) -> str | None:
+    """The reply after its last `</think>`; None when a `<think>` block never closes."""
+    closing = reply.rfind("</think>")
+    if closing >= 0:
+        return reply[closing + len("</think>"):]
+    if "<think>" in reply:
+        return None
+    return reply
 
 
-def _marker_regions(reply: str) -> list[str]:
-    """The text each answer marker introduces, the last marker first."""
-    found: list[tuple[int, str]] = []
-    for match in _BOXED.finditer(reply):
-        found.append((match.start(), _braced(reply, match.end())))
-    for match in _MARKER.finditer(reply):
-        found.append((match.start(), _sentence_after(reply, match.end())))
-    return [text for _, text in sorted(found, key=lambda item: item[0], reverse=True)]
+def _run_on_start(text: str, after: int) -> int:
+    """Where the reply runs on into invented text after its first answer (ending at `after`)."""
+    boundary = _RUN_ON.search(text, after)
+    return len(text) if boundary is None else boundary.start()
+
+
+def _answer_spans(text: str) -> list[tuple[int, int, bool]]:
+    """(start, end, is_box) of every `\\boxed{` and answer marker, in order of position."""
+    boxes = [(match.start(), match.end(), True) for match in _BOXED.finditer(text)]
+    markers = [(match.start(), match.end(), False) for match in _MARKER.finditer(text)]
+    return sorted(boxes + markers)
+
+
+def _regions(text: str, spans: Iterable[tuple[int, int, bool]]) -> Iterator[tuple[int, str]]:
+    """(end, answer text) of each span in turn, skipping echoed answer forms."""
+    for start, end, boxed in spans:
+        if end > len(text):
+            continue
+        if boxed:
+            region = _braced(text, end)
+            after = end + len(region) + 1
+            if not _FORM_DESCRIPTION.match(text, after):
+                yield after, region
+        elif not _QUOTE_BEFORE.search(text, max(0, start - 3), start):
+            yield end, _sentence_after(text, end)
 
 
 def _braced(text: str, start: int) -> str:
     """The text from `start` up to the brace that closes the one just before `start`."""
     depth = 1
-    for index in range(start, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[index], 0)
-        if depth == 0:
-            return text[start:index]
-    return text[start:]
+    stop = min(len(text), start + _BRACED)
+    for index in range(start, stop):
+        char = text[index]
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:index]
+    return text[start:stop]
 
 
 def _sentence_after(text: str, start: int) -> str:
-    """The rest of the sentence after a marker, or the next non-empty line if none."""
-    lines = text[start:].split("\n")
-    if not _is_blank(lines[0]):
-        return _cut_sentence(lines[0])
-    following = next((line for line in lines[1:] if not _is_blank(line)), "")
-    return _cut_sentence(following)
+    """The rest of the sentence after a marker, or the next non-blank line if none."""
+    window = text[start : start + _REGION]
+    line_end = window.find("\n")
+    first = window if line_end < 0 else window[:line_end]
+    if not _is_blank(first) or line_end < 0:
+        return _cut_sentence(first)
+    for line in window[line_end + 1 :].split("\n"):
+        if not _is_blank(line):
+            return _cut_sentence(line)
+    return ""
 
 
 def _cut_sentence(line: str) -> str:
@@ -110,60 +233,111 @@ def _is_blank(text: str) -> bool:
     return not text.strip(" \t*_:#>`")
 
 
-def _lone_letter_lines(reply: str) -> list[str]:
-    """Lines that hold nothing but option letters, the last first."""
-    lines = [_LATEX_COMMAND.sub(" ", line) for line in reply.splitlines()]
-    return [line for line in reversed(lines) if line.strip() and _LONE_LETTERS.match(line)]
+def _lone_letter_lines(text: str, backward: bool = False) -> Iterator[tuple[int, str]]:
+    """(end, line) of each line that holds nothing but option letters, in order (or last
+    first)."""
+    bounds = _lines_backward(text) if backward else _lines_forward(text)
+    for start, end in bounds:
+        if end - start <= _LONE_LINE:
+            line = _LATEX_COMMAND.sub(" ", text[start:end])
+            if line.strip() and _LONE_LETTERS.fullmatch(line):
+                yield end, line
 
 
-def _paragraphs(reply: str) -> list[str]:
-    """The reply's paragraphs, the last first, without option-analysis headers."""
-    blocks = re.split(r"\n\s*\n", _drop_header_labels(reply))
-    return [block for block in reversed(blocks) if block.strip()]
+def _lines_forward(text: str) -> Iterator[tuple[int, int]]:
+    start = 0
+    while start <= len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        yield start, end
+        start = end + 1
 
 
-def _drop_header_labels(text: str) -> str:
-    """Blank out letters used as labels of an option's analysis ("2. **Option (B):**",
+def _lines_backward(text: str) -> Iterator[tuple[int, int]]:
+    end = len(text)
+    while end >= 0:
+        start = text.rfind("\n", 0, end) + 1
+        yield start, end
+        end = start - 1
+
+
+def _is_complete(text: str) -> bool:
+    """Whether the reply reached its end rather than being cut off mid-sentence: its last line
+    ends a sentence, holds only letters or ends stating a choice ("so option C is correct"),
+    or the whole reply is one line."""
+    stripped = text.rstrip()
+    if not stripped:
+        return False
+    last_line = stripped[stripped.rfind("\n") + 1 :]
+    if "\n" not in stripped or last_line[-1] in _SENTENCE_CLOSERS:
+        return True
+    if len(last_line) <= _LONE_LINE and _LONE_LETTERS.fullmatch(_LATEX_COMMAND.sub(" ", last_line)):
+        return True
+    tail = last_line[-_PARAGRAPH:]
+    return any(match.end() == len(tail) for match in _CHOICE_STATED.finditer(tail))
+
+
+def _stated_choice(text: str) -> list[str]:
+    """Letters the last paragraph states as the choice, or the letter the reply opens with."""
+    stripped = text.rstrip()
+    tail = stripped[-_PARAGRAPH:]
+    last_break = max(tail.rfind("\n\n"), tail.rfind("\n \n"))
+    paragraph = _LATEX_COMMAND.sub(" ", tail[last_break + 1 :])
+    labels = _label_spans(paragraph)
+    letters: list[str] = []
+    for match in _CHOICE_STATED.finditer(paragraph):
+        name = next(group for group in ("a", "b", "c") if match.group(group) is not None)
+        offset = match.start(name)
+        for letter in _LETTER.finditer(match.group(name)):
+            position = offset + letter.start()
+            if position not in labels and not _is_word_use(paragraph, position):
+                letters.append(letter.group())
+    if letters:
+        return letters
+    opening = _OPENING_ANSWER.match(text)
+    return [opening.group(1)] if opening else []
+
+
+def _label_spans(text: str) -> set[int]:
+    """Positions of letters used as labels of an option's analysis ("2. **Option (B):**",
     "(A) Fusion needs ...", "A. ..."): they say what is discussed, not what is chosen."""
-    cleaned = _LATEX_COMMAND.sub(" ", text)
-    opening = len(cleaned) - len(cleaned.lstrip(_OPENING_MARKUP))
-    spans = [m.span() for m in _LETTER.finditer(cleaned)
-             if m.start() > opening and _is_label(cleaned, m.start(), m.end())]
-    for start, end in spans:
-        cleaned = cleaned[:start] + " " * (end - start) + cleaned[end:]
-    return cleaned
+    labels: set[int] = set()
+    line_start = scanned = 0
+    for match in _LETTER.finditer(text):
+        start, end = match.span()
+        while (newline := text.find("\n", scanned, start)) >= 0:
+            line_start = scanned = newline + 1
+        scanned = start
+        if _is_label(text, line_start, start, end):
+            labels.add(start)
+    return labels
 
 
-def _is_label(text: str, start: int, end: int) -> bool:
-    """Whether the letter at text[start:end] labels a line or item rather than answers.
-    (A reply that opens with "B. Because ..." answers B, so its first letter is no label.)"""
+def _is_label(text: str, line_start: int, start: int, end: int) -> bool:
     if _LABEL_AFTER.match(text, end):
         return True
-    if not _LINE_START.fullmatch(text[text.rfind("\n", 0, start) + 1 : start]):
+    if start - line_start > _LABEL_INDENT or not _LINE_START.fullmatch(text, line_start, start):
         return False
     label_end = _LABEL_END.match(text, end)
     if label_end is None:
         return False
-    word = re.match(r"[\s*_]*([A-Za-z]+)", text[label_end.end() :])
+    word = _LABEL_WORD.match(text, label_end.end())
     return word is None or word.group(1).lower() not in _AFTER_OPTION
 
 
 def _standalone(text: str) -> list[str]:
-    """Capital letters standing alone in `text`, in order, skipping LaTeX command names and
-    the article "A" / pronoun "I" before a lowercase word."""
+    """Capital letters standing alone in `text` (a bounded region), in order, skipping LaTeX
+    command names and the article "A" / pronoun "I" before a lowercase word."""
     cleaned = _LATEX_COMMAND.sub(" ", text)
-    letters: list[str] = []
-    for match in _LETTER.finditer(cleaned):
-        if not _is_word_use(match.group(), cleaned[match.end():]):
-            letters.append(match.group())
-    return letters
+    return [match.group() for match in _LETTER.finditer(cleaned)
+            if not _is_word_use(cleaned, match.start())]
 
 
-def _is_word_use(letter: str, after: str) -> bool:
-    """Whether `letter` is the English word "A" or "I" here rather than an option."""
-    if letter not in {"A", "I"}:
+def _is_word_use(text: str, position: int) -> bool:
+    """Whether the letter at `position` is the English word "A" or "I" rather than an option."""
+    if text[position] not in {"A", "I"}:
         return False
-    if after.startswith("'"):
+    if text.startswith("'", position + 1):
         return True  # I'm, I've
-    word = re.match(r"\s+([a-z][a-z-]*)", after)
+    word = _WORD_AFTER.match(text, position + 1)
     return word is not None and word.group(1) not in _AFTER_OPTION

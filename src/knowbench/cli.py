@@ -106,6 +106,9 @@ def run(
     calibrate: Annotated[bool, typer.Option(
         help="Time limit per task = max(--time-floor, --time-factor × the reference's runtime on "
              "this host); --no-calibrate uses the benchmark's limits.")] = True,
+    recalibrate: Annotated[bool, typer.Option(
+        "--recalibrate", help="Run every reference check again instead of reusing those of earlier "
+        "runs of this benchmark under the same engine, environment, limits and host.")] = False,
     time_floor: Annotated[float, typer.Option(min=0.1, help="Smallest calibrated limit, seconds.")] = 3.0,
     time_factor: Annotated[float, typer.Option(min=1.0, help="Calibrated limit = factor × reference.")]
     = 10.0,
@@ -121,6 +124,10 @@ def run(
     k: Annotated[list[int] | None, typer.Option("--k", help="k values for pass@k (repeatable).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Discard an existing run in --out and start over.")]
     = False,
+    run_label: Annotated[str | None, typer.Option(
+        "--label", help="Name of the run in reports, leaderboards and comparisons (stored in "
+                        "run.json; not a setting, so a resumed run may be relabelled). Default: "
+                        "model (with the samples file name for replay) · method.")] = None,
     progress_every: Annotated[float, typer.Option(
         min=0.0, help="When stderr is not a terminal: print a progress line every this many "
                       "seconds (0: none).")] = 15.0,
@@ -133,6 +140,8 @@ def run(
         raise UserError(f"--env must be 'auto' or 'self', not '{environment}'")
     if isolation not in ("auto", "require", "in-process"):
         raise UserError(f"--isolation must be 'auto', 'require' or 'in-process', not '{isolation}'")
+    if run_label is not None and (not run_label.strip() or "\n" in run_label):
+        raise UserError("--label must be one non-empty line\n  fix: pass e.g. --label 'gpt-4o-mini, rag'")
     bench = load_benchmark(benchmark)
     for warning in bench.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
@@ -198,7 +207,9 @@ def run(
                                     on_references=progress.on_references,
                                     on_warning=lambda text: console.print(
                                         f"[yellow]warning:[/] {text}", highlight=False),
-                                    isolation=isolation)  # type: ignore[arg-type]
+                                    isolation=isolation,  # type: ignore[arg-type]
+                                    recalibrate=recalibrate,
+                                    label=run_label.strip() if run_label else None)
         except KeyboardInterrupt:
             interrupted = True
         else:

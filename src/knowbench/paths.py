@@ -1,4 +1,7 @@
-"""Which directories of a source tree knowbench never reads.
+"""Where knowbench keeps what it reuses, and which directories of a source tree it never reads.
+
+`knowbench_home()` holds what outlives one command: benchmark environments (`envs/`), knowledge
+corpora (`corpora/`) and reference checks shared between runs (`calibration.sqlite`).
 
 Mining a repository (`knowbench.builders.repository`) and building a knowledge corpus
 (`knowbench.knowledge.chunking`) both walk someone else's tree; both skip the same
@@ -7,6 +10,17 @@ build and documentation output. What is in them is a copy, a by-product or not t
 """
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
+
+HOME_ENV = "KNOWBENCH_HOME"
+
+
+def knowbench_home() -> Path:
+    """`$KNOWBENCH_HOME`, or `~/.cache/knowbench`."""
+    return Path(os.environ.get(HOME_ENV) or "~/.cache/knowbench").expanduser()
+
 
 SKIPPED_DIRS = frozenset({
     "__pycache__", "__pypackages__", "_build", "build", "dist", "env", "htmlcov", "node_modules",

@@ -18,6 +18,17 @@ sample that exits or tampers with the runner. timeout: the wall-clock or CPU lim
 memory: the memory limit hit. infrastructure: knowbench could not run the sample at all.
 """
 
+SampleStatus = Literal["pass", "fail", "error", "timeout", "memory", "infrastructure",
+                       "truncated", "no-code", "no-answer"]
+"""Outcome of one sample: a `Status` summarising its tests, or, for a sample that did not
+pass, a failure of the reply itself rather than of its code or answer:
+
+truncated: the reply was cut off at the token limit (`finish_reason` "length"), whatever its
+tests said. no-code: a function reply that holds no code (empty, prose only, or reasoning
+that never closed); its program still ran, with the target's masked body. no-answer: a
+multiple-choice reply that names no option.
+"""
+
 
 Reason = Literal[
     "assertion", "exception", "skipped", "test-code-failed", "unsupported-fixture",
@@ -143,7 +154,9 @@ class SampleResult(_Record):
     passed: bool
     tests_passed: int = 0
     tests_total: int = 0
-    status: Status
+    status: SampleStatus
+    finish_reason: str | None = Field(default=None, description="Why the model stopped: 'stop', "
+                                      "'length' (cut off at max_tokens), ...; None when unknown.")
     execution: Execution | None = None
     usage: Usage = Field(default_factory=Usage)
     extra: dict[str, Any] = Field(default_factory=dict)

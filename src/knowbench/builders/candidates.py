@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from knowbench.benchmark.schema import FunctionTask, TestSpec
+from knowbench.benchmark.schema import FunctionTask, TestSpec, source_metadata
+from knowbench.builders.apis import repository_apis
 from knowbench.builders.build_log import BuildReport, SourceReport, TaskRecord
 from knowbench.builders.context import ContextError, TargetCode, cut_target
 from knowbench.builders.discover import TestUnit, discover_units, test_modules
@@ -108,6 +109,7 @@ def _draft(symbol: Symbol, units: list[TestUnit], repository: Repository, resolv
         return record.drop("not-a-function")
     record.file = repository.relpath(module)
     record.line = node.lineno
+    first_line = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
     reason = triviality_reason(node)
     if reason:
         return record.drop(reason)
@@ -154,7 +156,9 @@ def _draft(symbol: Symbol, units: list[TestUnit], repository: Repository, resolv
         task = FunctionTask(
             task_id=record.task_id, domain=domain, framework=source.name, instruction="(pending)",
             prompt_code=target.prompt_code, entry_point=target.entry_point, context=target.context,
-            reference=target.reference, tests=specs, target_api=symbol.dotted,
+            reference=target.reference, tests=specs,
+            knowledge_apis=repository_apis(repository, resolver, module, symbol, node),
+            metadata=source_metadata(record.file, (first_line, node.end_lineno or node.lineno), module.name),
         )
     except ValidationError as error:
         return record.drop("invalid-task", str(error.errors()[0]["msg"]))

@@ -39,7 +39,15 @@ from pydantic import ValidationError
 
 from knowbench import __version__
 from knowbench.benchmark.load import load_benchmark, sha256_bytes, write_benchmark
-from knowbench.benchmark.schema import FunctionTask, Manifest, Provenance, TestSpec, find_definition
+from knowbench.benchmark.schema import (
+    FunctionTask,
+    Manifest,
+    Provenance,
+    TestSpec,
+    find_definition,
+    source_metadata,
+)
+from knowbench.builders.apis import code_apis
 from knowbench.builders.requirements import imported_modules, third_party
 from knowbench.builders.versions import (
     DEFAULT_DATE,
@@ -137,28 +145,37 @@ def subject_to_task(row: dict[str, Any], domain: str, repository: str, task_id: 
         futures.add(entry.get("code_start", "").strip())
         tests.append(TestSpec(name=f"test{index}-{Path(entry.get('test_path', 'test.py')).name}", code=code))
     context = "\n".join(sorted(f for f in futures if f))
+    source_path = _repository_path(row.get("method_path", ""), repository)
     metadata = {
+        **source_metadata(source_path, module=target_module),
         "dataset": DATASET_VERSION, "repository": repository, "method_name": row.get("method_name"),
         "full_method_name": row["full_method_name"],
         "method_path": _srcdata_path(row.get("method_path", "")),
         "test_paths": [_srcdata_path(e.get("test_path", "")) for e in row["test_code_list"]],
         "trailing_calls_removed": stripped, "anomalies": anomalies, "unshadowed_references": rewired,
-        "target_module": target_module,
         "key": subject_key(domain, repository, row["full_method_name"], masked),
     }
+    apis = code_apis(row["method_code"], entry_point, target_module or None,
+                     source_path.endswith("/__init__.py") or source_path == "__init__.py", node)
     return FunctionTask(task_id=task_id, domain=domain, framework=repository, instruction=row["instruction"],
                         prompt_code=prompt_code, entry_point=entry_point, context=context, reference=reference,
-                        tests=tests, metadata=metadata, invocation="direct")
+                        tests=tests, metadata=metadata, invocation="direct", knowledge_apis=apis)
+
+
+def _repository_path(method_path: str, repository: str) -> str:
+    """`.../srcdata/Cryptography/python-rsa/rsa/common.py` -> `rsa/common.py`: the path inside
+    the subject's repository, where a corpus built from that repository has it."""
+    relative = _srcdata_path(method_path)
+    marker = f"/{repository}/"
+    if marker in f"/{relative}":
+        relative = f"/{relative}".split(marker, 1)[1]
+    return relative
 
 
 def _module_of(method_path: str, repository: str) -> str:
     """`.../srcdata/Cryptography/python-rsa/rsa/common.py` -> `rsa.common` (src/ and lib/
     layouts, and packages' `__init__.py`, included)."""
-    relative = _srcdata_path(method_path)
-    marker = f"/{repository}/"
-    if marker in f"/{relative}":
-        relative = f"/{relative}".split(marker, 1)[1]
-    parts = relative.removesuffix(".py").split("/")
+    parts = _repository_path(method_path, repository).removesuffix(".py").split("/")
     if parts and parts[-1] == "__init__":
         parts.pop()
     if parts and parts[0] in ("src", "lib"):

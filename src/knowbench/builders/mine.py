@@ -229,8 +229,8 @@ def _instruct(drafts: list[_Draft], options: MineOptions, report: BuildReport, s
                 source += " (model reply lacked the sections)"
         draft.record.instruction_source = source
         metadata = {
-            "source": draft.source.name, "version": draft.source.version, "module": draft.module.name,
-            "file": draft.record.file, "line": draft.record.line, "instruction_source": source,
+            **draft.task.metadata,  # where the target lives (source_path, source_span, module)
+            "source": draft.source.name, "version": draft.source.version, "instruction_source": source,
             "tests": sorted(draft.item_of_unit), "context_copied": draft.target.copied,
             "context_imported": draft.target.imported, "context_repaired": draft.repairs,
             "class_subclassed": draft.target.subclassed,

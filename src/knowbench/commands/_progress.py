@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
+from typing import get_args
 
 from rich.console import Console
 from rich.progress import (
@@ -28,9 +29,9 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from knowbench.records import SampleResult
+from knowbench.records import SampleResult, SampleStatus
 
-_SHOWN_STATUSES = ("pass", "fail", "error", "timeout", "memory", "infrastructure")
+_SHOWN_STATUSES: tuple[str, ...] = get_args(SampleStatus)
 
 
 def _duration(seconds: float) -> str:

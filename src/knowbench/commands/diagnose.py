@@ -113,31 +113,46 @@ def compare(
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
 ) -> None:
     """Paired comparison on shared tasks: pass@1 difference with a bootstrap interval, exact
-    McNemar test, and the tasks that flipped."""
+    McNemar test, and the tasks that flipped. Refuses runs that share no task."""
     from knowbench.scoring.compare import compare as compare_runs
-    from knowbench.store import RunDirectory
+    from knowbench.scoring.metrics import percent, percent_interval
+    from knowbench.store import RunDirectory, run_label
 
     if kind not in ("function", "choice", "all"):
         raise UserError(f"unknown --kind '{kind}'\n  fix: pass function, choice or all")
-    results_a = RunDirectory.open(run_a).results()
-    results_b = RunDirectory.open(run_b).results()
+    runs = [RunDirectory.open(run_a), RunDirectory.open(run_b)]
+    documents = [run.document() for run in runs]
+    labels = [run_label(document) for document in documents]
+    results_a, results_b = runs[0].results(), runs[1].results()
     result = compare_runs(results_a, results_b, kind=kind, resamples=resamples, seed=seed,  # type: ignore[arg-type]
                           confidence=confidence)
+    benchmarks = [_benchmark_of(document) for document in documents]
+    if not result.shared_tasks:
+        same = benchmarks[0] == benchmarks[1]
+        raise UserError(
+            f"{run_a} ({labels[0]}, benchmark {benchmarks[0]}) and {run_b} ({labels[1]}, benchmark "
+            f"{benchmarks[1]}) share no {kind} task"
+            + (": they ran different task selections" if same else
+               ": they are runs of different benchmarks") + ", so there is nothing to pair\n"
+            "  fix: compare two runs of the same benchmark (and task selection); to show runs of "
+            "different benchmarks side by side, use `knowbench report RUN... --out report.html`")
+    if result.only_in_a or result.only_in_b:
+        console.print(f"[yellow]warning:[/] the runs share {result.shared_tasks} {kind} tasks; "
+                      f"{result.only_in_a} only in A and {result.only_in_b} only in B are left out"
+                      + ("" if benchmarks[0] == benchmarks[1] else
+                         f" (A ran {benchmarks[0]}, B ran {benchmarks[1]})"), highlight=False)
     if as_json:
         out.print(result.model_dump_json(indent=2), markup=False, highlight=False)
         return
-    if not result.shared_tasks:
-        raise UserError(f"{run_a} and {run_b} share no {kind} task\n"
-                        "  fix: compare runs of the same benchmark")
-    table = Table(title=f"B = {run_b}  vs  A = {run_a}", title_justify="left")
+    table = Table(title=f"B = {labels[1]} ({run_b})  vs  A = {labels[0]} ({run_a})", title_justify="left")
     table.add_column("")
     table.add_column("value", justify="right")
     table.add_row("shared tasks", f"{result.shared_tasks} (only A {result.only_in_a}, only B {result.only_in_b})")
-    table.add_row("pass@1 A", _pct(result.pass1_a))
-    table.add_row("pass@1 B", _pct(result.pass1_b))
-    table.add_row("B − A", f"{100 * (result.difference or 0):+.1f} points")
+    table.add_row("pass@1 A", percent(result.pass1_a))
+    table.add_row("pass@1 B", percent(result.pass1_b))
+    table.add_row("B − A", f"{percent(result.difference, signed=True)} points")
     table.add_row(f"{100 * confidence:g}% bootstrap CI",
-                  f"[{100 * (result.ci_low or 0):+.1f}, {100 * (result.ci_high or 0):+.1f}] "
+                  f"{percent_interval(result.ci_low, result.ci_high, signed=True)} "
                   f"({resamples} resamples, seed {seed})")
     test = result.mcnemar
     table.add_row("McNemar (exact)", f"p = {test.p_value:.4g} (only A {test.only_a}, only B {test.only_b})")
@@ -148,13 +163,21 @@ def compare(
             out.print(f"{sign} {direction} by B ({len(tasks)}): {', '.join(tasks)}")
 
 
+def _benchmark_of(document: dict) -> str:
+    benchmark = document.get("settings", {}).get("benchmark", {})
+    return (f"{benchmark.get('name', '?')} v{benchmark.get('version', '?')} "
+            f"{str(benchmark.get('content_hash', ''))[:19]}")
+
+
 def leaderboard(
     runs: Annotated[list[Path], typer.Argument(help="Run directories to add.")],
     out_path: Annotated[Path, typer.Option("--out", "-o", help="board.json or board.csv (created or "
                                                               "updated).")],
 ) -> None:
-    """Add runs to a leaderboard file; a run already on it (same identity) is updated."""
+    """Add runs to a leaderboard file; a run already on it (same identity) is updated. Only
+    runs of the same benchmark, n and temperature are ranked against each other."""
     from knowbench.report.leaderboard import entry_for, update_board
+    from knowbench.scoring.metrics import percent, percent_interval
     from knowbench.store import RunDirectory
 
     entries = []
@@ -163,14 +186,22 @@ def leaderboard(
         entries.append(entry_for(run.document(), run.results(), str(run_dir)))
     board = update_board(out_path, entries)
     table = Table(title=f"{out_path} · {len(board)} entries", title_justify="left")
-    for header in ("benchmark", "model", "method", "pass@1", "APR", "Pass@any", "ACC", "run"):
-        table.add_column(header, justify="left" if header in ("benchmark", "model", "method", "run")
+    for header in ("rank", "benchmark", "run", "sampling", "tasks", "pass@1", "95% CI", "APR",
+                   "Pass@any", "ACC", "95% CI", "id"):
+        table.add_column(header, justify="left" if header in ("benchmark", "run", "sampling", "id")
                          else "right")
+    unranked = []
     for entry in board:
-        table.add_row(entry.benchmark, entry.model, entry.method, _pct(entry.pass_at_1), _pct(entry.apr),
-                      _pct(entry.pass_any), _pct(entry.accuracy), entry.run_id)
+        if entry.rank is None:
+            unranked.append(entry)
+            continue
+        table.add_row(str(entry.rank), entry.benchmark, entry.label or f"{entry.model} · {entry.method}",
+                      entry.sampling, str(entry.tasks), percent(entry.pass_at_1),
+                      percent_interval(entry.pass_at_1_ci_low, entry.pass_at_1_ci_high),
+                      percent(entry.apr), percent(entry.pass_any), percent(entry.accuracy),
+                      percent_interval(entry.accuracy_ci_low, entry.accuracy_ci_high), entry.run_id)
     out.print(table)
-
-
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:.1f}"
+    for entry in unranked:
+        out.print(f"not ranked: {entry.label or entry.model} ({entry.benchmark}, {entry.sampling}, "
+                  f"pass@1 {percent(entry.pass_at_1)}, id {entry.run_id}): {entry.unranked}",
+                  markup=False, highlight=False, soft_wrap=True)

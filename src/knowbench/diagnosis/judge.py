@@ -19,7 +19,14 @@ from collections.abc import Mapping, Sequence
 from knowbench.benchmark.schema import FunctionTask, TestSpec
 from knowbench.models.base import Message, ModelBackend
 from knowbench.records import SampleResult, SamplingParams
-from knowbench.scoring.taxonomy import LABELS, Diagnosis, Label, TaskInfo, code_facts
+from knowbench.scoring.taxonomy import (
+    LABELS,
+    REPLY_LABELS,
+    Diagnosis,
+    Label,
+    TaskInfo,
+    code_facts,
+)
 
 JUDGE_PROMPT_VERSION = 1
 JUDGE_PARAMS = SamplingParams(n=1, temperature=0.0, max_tokens=300, seed=0)
@@ -70,7 +77,7 @@ def parse_judgement(text: str) -> tuple[Label, str] | None:
         except ValueError:
             continue
         label = data.get("label") if isinstance(data, dict) else None
-        if label in LABELS:
+        if label in LABELS and label not in REPLY_LABELS:  # those are decided from the reply
             return label, str(data.get("reason", ""))[:500]
     return None
 

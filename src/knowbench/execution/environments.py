@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from knowbench.errors import UserError
+from knowbench.paths import knowbench_home
 
 ENV_FILE = "knowbench-env.json"
 # The in-sandbox runner needs only the standard library; pytest is there because test code
@@ -42,10 +43,6 @@ class BenchEnv:
 
     def info(self) -> dict[str, object]:
         return json.loads((self.path / ENV_FILE).read_text())
-
-
-def knowbench_home() -> Path:
-    return Path(os.environ.get("KNOWBENCH_HOME", Path.home() / ".cache" / "knowbench"))
 
 
 def envs_root() -> Path:

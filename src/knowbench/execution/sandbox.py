@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Literal
 
 from knowbench.errors import UserError
+from knowbench.paths import knowbench_home
 from knowbench.registry import Registry
 
 RUNNER_DIR = Path(__file__).parent / "sandboxed"
@@ -301,7 +302,6 @@ def _synthetic_etc() -> Path:
     Not under /tmp, where another user could plant it first.
     """
     from knowbench.execution.engine import CANDIDATE_UID_BASE, SANDBOX_UID_BASE, UID_SLOTS
-    from knowbench.execution.environments import knowbench_home
 
     users = {0: "root", 65534: "nobody"}
     # Every uid a worker may lease, for judges and for split candidates.

@@ -25,10 +25,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from knowbench.errors import UserError
+from knowbench.paths import knowbench_home
 
 CORPUS_FORMAT = 1
 CORPUS_FILE = "corpus.sqlite"
-HOME_ENV = "KNOWBENCH_HOME"
 
 ChunkKind = Literal["function", "class", "module", "doc", "example", "notebook"]
 CHUNK_KINDS: tuple[ChunkKind, ...] = ("function", "class", "module", "doc", "example", "notebook")
@@ -131,11 +131,6 @@ class CorpusManifest(BaseModel):
     include_tests: bool = False
     created: str | None = None
     knowbench: str
-
-
-def knowbench_home() -> Path:
-    """`$KNOWBENCH_HOME`, or `~/.cache/knowbench`."""
-    return Path(os.environ.get(HOME_ENV) or "~/.cache/knowbench").expanduser()
 
 
 def default_corpus_dir(name: str) -> Path:

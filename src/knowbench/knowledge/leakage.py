@@ -4,7 +4,8 @@ For one task, `LeakageGuard.reason(position, chunk)` names why a chunk must be w
 returns None. The rules, each applied when the task carries what it needs:
 
 - target span: the chunk lies in the target's file (`metadata["source_path"]`) and its lines
-  overlap the target's (`metadata["source_span"] = [start, end]`);
+  overlap the target's (`metadata["source_span"] = [start, end]`), except the outline of the
+  class that encloses a method target (its signature, not its body);
 - target name: the chunk is the entry point itself (same qualified name) in the target's module
   (same file as `source_path`, or `metadata["module"]`);
 - target source: the chunk holds the target's code, compared after normalising both with `ast`
@@ -13,8 +14,12 @@ returns None. The rules, each applied when the task carries what it needs:
   inside documentation) containing the reference's normalised body;
 - target file (opt-in, `exclude_file=True`, as KOCO-Bench did): any chunk of the target's file.
 
-A rule that cannot apply (no reference, no metadata) simply does not fire; the source rule
-needs only the task's `reference`, so it protects tasks that say nothing about their origin.
+The location comes from `schema.source_location` (the keys `source_path`, `source_span`,
+`module`, or the names older builds wrote). A rule that cannot apply (no reference, no
+location) does not fire, and `unmet()` says which requested rule could not (the target-file
+rule on a task without a file): methods report that rather than do nothing silently. The
+source rule needs only the task's `reference`, so it protects tasks that say nothing about
+their origin.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
-from knowbench.benchmark.schema import ChoiceTask, FunctionTask, find_definition
+from knowbench.benchmark.schema import ChoiceTask, FunctionTask, find_definition, source_location
 from knowbench.knowledge.corpus import Chunk
 
 # Shorter normalised bodies ('return None', 'pass') occur everywhere: match those by the whole
@@ -177,11 +182,10 @@ class LeakageGuard:
 
     def __init__(self, task: FunctionTask | ChoiceTask, *, exclude_file: bool = False,
                  normaliser: SourceNormaliser | None = None) -> None:
-        metadata = task.metadata
-        self.source_path = _clean_path(metadata.get("source_path"))
-        self.span = _span(metadata.get("source_span"))
-        module = metadata.get("module")
-        self.module = module if isinstance(module, str) and module else None
+        location = source_location(task.metadata)
+        self.source_path = _clean_path(location.path)
+        self.span = location.span
+        self.module = location.module
         self.exclude_file = exclude_file
         self.normaliser = normaliser or SourceNormaliser()
         self.entry_point: str | None = None
@@ -210,6 +214,12 @@ class LeakageGuard:
             active.append("target source")
         return active
 
+    def unmet(self) -> list[str]:
+        """Requested rules this task gives nothing to apply to."""
+        if self.exclude_file and not self.source_path:
+            return ["target file: the task's metadata names no source file (source_path)"]
+        return []
+
     def reason(self, position: int, chunk: Chunk) -> str | None:
         """Why `chunk` must be withheld from this task, or None to allow it."""
         del position  # the rules look at the chunk itself
@@ -217,7 +227,8 @@ class LeakageGuard:
         if same_file and self.exclude_file:
             return "target file"
         if same_file and self.span and chunk.kind != "notebook" \
-                and chunk.start_line <= self.span[1] and self.span[0] <= chunk.end_line:
+                and chunk.start_line <= self.span[1] and self.span[0] <= chunk.end_line \
+                and not self._encloses(chunk):
             return "target span"
         if self.entry_point and chunk.qualname == self.entry_point and chunk.kind == "function" \
                 and (same_file or (self.module is not None and chunk.module == self.module)):
@@ -230,9 +241,20 @@ class LeakageGuard:
                 return "target source"
         return None
 
+    def _encloses(self, chunk: Chunk) -> bool:
+        """A class chunk around the target's span: the outline of the class that owns the
+        target (header, docstring, attributes, method signatures), which shows the target's
+        signature, as the prompt does, and not its body (the source rule still looks)."""
+        assert self.span is not None
+        return chunk.kind == "class" and chunk.start_line <= self.span[0] and self.span[1] <= chunk.end_line \
+            and (chunk.start_line, chunk.end_line) != self.span
+
     def describe(self) -> dict[str, Any]:
-        return {"rules": self.rules(), "source_path": self.source_path,
-                "source_span": list(self.span) if self.span else None}
+        described: dict[str, Any] = {"rules": self.rules(), "source_path": self.source_path,
+                                     "source_span": list(self.span) if self.span else None}
+        if self.unmet():
+            described["unmet"] = self.unmet()
+        return described
 
 
 def paths_match(chunk_path: str, target_path: str) -> bool:
@@ -249,10 +271,3 @@ def _clean_path(value: object) -> str | None:
     while path.startswith("./"):
         path = path[2:]
     return path.strip("/") or None
-
-
-def _span(value: object) -> tuple[int, int] | None:
-    if isinstance(value, list | tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
-        start, end = value
-        return (min(start, end), max(start, end))
-    return None

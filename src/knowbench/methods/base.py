@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -45,12 +46,12 @@ class Method(ABC):
     def prompt(self, task: FunctionTask | ChoiceTask) -> Prompt:
         """The prompt to send for `task`."""
 
+    def check(self, tasks: Sequence[FunctionTask | ChoiceTask]) -> list[str]:
+        """Before a run: warnings about options that cannot apply to these tasks (raise
+        `UserError` when an option would do nothing at all)."""
+        del tasks
+        return []
+
     def describe(self) -> dict[str, Any]:
         """Identity written into run.json; include every option that changes prompts."""
         return {"method": self.name}
-
-    def check_tasks(self, tasks: list[FunctionTask | ChoiceTask]) -> list[str]:
-        """Called once before a run starts: warnings about `tasks` (e.g. tasks the method
-        adds nothing to), or `UserError` when the method cannot do anything on them."""
-        del tasks
-        return []

@@ -8,6 +8,7 @@ knowledge; its trace says `"bundle": false`, so such samples can be told apart i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
@@ -47,7 +48,7 @@ class OracleMethod(Method):
     def describe(self) -> dict[str, Any]:
         return {"method": f"oracle:{self.cell}", "cell": self.cell}
 
-    def check_tasks(self, tasks: list[FunctionTask | ChoiceTask]) -> list[str]:
+    def check(self, tasks: Sequence[FunctionTask | ChoiceTask]) -> list[str]:
         """Refuses tasks none of which carry a bundle (the run would equal `--method none`);
         warns when only some do."""
         bare = [task.task_id for task in tasks

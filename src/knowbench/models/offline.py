@@ -6,6 +6,7 @@ check itself. `replay` scores completions produced elsewhere.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,9 @@ _SHOWN = 20  # missing task ids named in a message
 
 
 class ReplayBackend(ModelBackend):
-    """Replays a samples JSONL file: one `{task_id, completion, sample_idx}` object per line."""
+    """Replays a samples JSONL file: one `{task_id, completion, sample_idx}` object per line,
+    with an optional `finish_reason` ("length": the reply was cut off at its token limit), so
+    a run's own samples.jsonl replays as it was scored."""
 
     name = "replay"
 
@@ -51,7 +54,10 @@ class ReplayBackend(ModelBackend):
         self._completions = load_samples(self.path)
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "path": str(self.path)}
+        """The file and a digest of its content: a run resumes only on the same replies."""
+        digest = hashlib.sha256(self.path.read_bytes()).hexdigest()
+        return {"backend": self.name, "path": str(self.path), "file": self.path.name,
+                "sha256": digest}
 
     def samples_for(self, task_id: str) -> int:
         return sum(1 for key in self._completions if key[0] == task_id)
@@ -90,17 +96,18 @@ class ReplayBackend(ModelBackend):
     async def generate(self, task: FunctionTask | ChoiceTask, messages: list[Message],
                        params: SamplingParams, sample_idx: int) -> Reply:
         try:
-            return Reply(text=self._completions[(task.task_id, sample_idx)])
+            text, finish_reason = self._completions[(task.task_id, sample_idx)]
         except KeyError:
             raise BackendError(f"{self.path} has no completion for task '{task.task_id}' "
                                f"sample {sample_idx}") from None
+        return Reply(text=text, finish_reason=finish_reason)
 
 
-def load_samples(path: Path) -> dict[tuple[str, int], str]:
+def load_samples(path: Path) -> dict[tuple[str, int], tuple[str, str | None]]:
     """Read a samples JSONL file; errors name the line and field."""
     if not path.is_file():
         raise UserError(f"{path}: samples file not found")
-    completions: dict[tuple[str, int], str] = {}
+    completions: dict[tuple[str, int], tuple[str, str | None]] = {}
     for number, row in read_objects(path):
         for field, kind in (("task_id", str), ("completion", str)):
             if not isinstance(row.get(field), kind):
@@ -109,8 +116,11 @@ def load_samples(path: Path) -> dict[tuple[str, int], str]:
         sample_idx = row.get("sample_idx", 0)
         if not isinstance(sample_idx, int) or sample_idx < 0:
             raise UserError(f"{path}:{number}: field 'sample_idx' must be a non-negative integer")
+        finish_reason = row.get("finish_reason")
+        if finish_reason is not None and not isinstance(finish_reason, str):
+            raise UserError(f"{path}:{number}: field 'finish_reason' must be a string or null")
         key = (row["task_id"], sample_idx)
         if key in completions:
             raise UserError(f"{path}:{number}: task '{key[0]}' sample {sample_idx} appears twice")
-        completions[key] = row["completion"]
+        completions[key] = (row["completion"], finish_reason)
     return completions

@@ -13,6 +13,7 @@ import functools
 import io
 import math
 import re
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,8 @@ PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F
            "#000000", "#999999", "#666666")
 LABEL_COLOURS = dict(zip(("pass", *LABELS), ("#2ca02c", "#7f7f7f", "#d62728", "#ff7f0e",
                                               "#9467bd", "#8c564b", "#1f77b4", "#e377c2",
-                                              "#bcbd22", "#17becf"), strict=True))
+                                              "#bcbd22", "#17becf", "#c7c7c7", "#393b79"),
+                         strict=True))
 _RC = {"svg.fonttype": "none", "svg.hashsalt": "knowbench", "font.size": 9,
        "axes.spines.top": False, "axes.spines.right": False, "font.family": "sans-serif"}
 
@@ -68,12 +70,12 @@ def domain_bars(series: Sequence[Series], chart_id: str = "chart-domains") -> st
     for index, run in enumerate(series):
         values = [100 * (run.per_domain.get(d) or 0.0) for d in domains]
         positions = [i - 0.4 + width * (index + 0.5) for i in range(len(domains))]
-        axes.bar(positions, values, width, label=run.name, color=PALETTE[index % len(PALETTE)])
+        axes.bar(positions, values, width, label=_wrap(run.name), color=PALETTE[index % len(PALETTE)])
     axes.set_xticks(range(len(domains)), domains, rotation=20 if len(domains) > 6 else 0)
     axes.set_ylabel("pass@1 (%)")
     axes.set_ylim(0, 105)
     axes.set_title("pass@1 by domain")
-    _legend(axes, len(series))
+    _legend(figure, axes, len(series))
     return _svg(figure, chart_id, "pass@1 by domain, one bar per run")
 
 
@@ -105,14 +107,14 @@ def pass_at_k_curves(series: Sequence[Series], chart_id: str = "chart-passk") ->
         points = sorted(run.pass_at_k.items())
         ks |= {k for k, _ in points}
         axes.plot([k for k, _ in points], [100 * v for _, v in points], marker="o",
-                  label=run.name, color=PALETTE[index % len(PALETTE)])
+                  label=_wrap(run.name), color=PALETTE[index % len(PALETTE)])
     axes.set_xlabel("k (samples drawn per task)")
     axes.set_ylabel("pass@k (%)")
     axes.set_ylim(0, 105)
     if ks:
         axes.set_xticks(sorted(ks) if len(ks) <= 12 else _thin(sorted(ks)))
     axes.set_title("pass@k")
-    _legend(axes, len(series))
+    _legend(figure, axes, len(series))
     return _svg(figure, chart_id, "pass@k curves per run")
 
 
@@ -123,14 +125,18 @@ def cost_scatter(series: Sequence[Series], chart_id: str = "chart-cost") -> str:
     figure, axes = _figure(6.0, 3.8)
     plotted = [(run, run.tokens_per_sample, run.pass_at_1) for run in series
                if run.tokens_per_sample and run.pass_at_1 is not None]
+    low = min((t for _, t, _ in plotted), default=1.0)
+    high = max((t for _, t, _ in plotted), default=1.0)
     for index, (run, tokens, score) in enumerate(plotted):
         axes.scatter([tokens], [100 * score], s=60, color=PALETTE[index % len(PALETTE)], label=run.name,
                      zorder=3)
-        axes.annotate(run.name, (tokens, 100 * score), textcoords="offset points", xytext=(6, 6))
+        # Labels point into the plot: right of points in the left half, left of the others.
+        left_half = high == low or math.log10(tokens / low) <= math.log10(high / low) / 2
+        axes.annotate(_wrap(run.name, 24), (tokens, 100 * score), textcoords="offset points",
+                      xytext=(6 if left_half else -6, 6), ha="left" if left_half else "right",
+                      fontsize=7)
     if plotted:
         axes.set_xscale("log")
-        low = min(t for _, t, _ in plotted)
-        high = max(t for _, t, _ in plotted)
         axes.set_xlim(10 ** (math.log10(low) - 0.3), 10 ** (math.log10(high) + 0.3))
         # Plain numbers: matplotlib's default log labels go through mathtext, 3x slower.
         axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
@@ -148,8 +154,9 @@ def cost_scatter(series: Sequence[Series], chart_id: str = "chart-cost") -> str:
 def _stacks(series: Sequence[Series], keys: list[str],
             counts_of: Callable[[Series], Mapping[str, int]], colours: Mapping[str, str],
             chart_id: str, title: str, xlabel: str) -> str:
-    figure, axes = _figure(7.5, 0.9 + 0.55 * max(1, len(series)))
-    names = [run.name for run in series]
+    names = [_wrap(run.name, 28) for run in series]
+    lines = sum(name.count("\n") + 1 for name in names)
+    figure, axes = _figure(7.5, 1.2 + 0.3 * max(2, lines) + 0.2 * len(series))
     left = [0.0] * len(series)
     used = [key for key in keys if any(counts_of(run).get(key, 0) for run in series)]
     for key in used:
@@ -176,10 +183,28 @@ def _figure(width: float, height: float) -> tuple[Figure, Axes]:
     return figure, figure.add_subplot()
 
 
-def _legend(axes: Axes, runs: int) -> None:
-    if runs > 1:  # below the plot, where it cannot hide a bar or a point
-        axes.legend(frameon=False, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18),
-                    ncol=min(runs, 3))
+def _legend(figure: Figure, axes: Axes, runs: int) -> None:
+    """With two or more runs: the legend below the plot, where it cannot hide a bar or a
+    point, in as many columns as the figure's width holds (labels are wrapped by `_wrap`),
+    the figure grown by its rows so the plot keeps its height."""
+    if runs < 2:
+        return
+    handles, labels = axes.get_legend_handles_labels()
+    widest = max(len(line) for label in labels for line in label.splitlines())
+    entry_pt = 8 * 0.62 * widest + 34  # 8 pt text, marker and padding
+    width_pt = figure.get_figwidth() * 72
+    columns = max(1, min(runs, int(0.95 * width_pt // entry_pt)))
+    rows = math.ceil(runs / columns)
+    lines = sum(max(label.count("\n") + 1 for label in labels[r * columns:(r + 1) * columns])
+                for r in range(rows))
+    figure.set_figheight(figure.get_figheight() + 0.16 * lines + 0.1 * rows + 0.1)
+    figure.legend(handles, labels, loc="outside lower center", ncols=columns, frameon=False,
+                  fontsize=8)
+
+
+def _wrap(name: str, width: int = 34) -> str:
+    """A run name broken into lines of at most `width` characters (at spaces or " · ")."""
+    return "\n".join(textwrap.wrap(name, width, break_long_words=True, break_on_hyphens=False)) or name
 
 
 def _thin(ks: list[int]) -> list[int]:

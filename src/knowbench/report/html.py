@@ -12,10 +12,13 @@ traceback, the diagnosis and any retrieved knowledge).
 
 from __future__ import annotations
 
+import ast
 import difflib
 import html
+import io
 import json
 import re
+import tokenize
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
@@ -25,7 +28,7 @@ from knowbench.records import SampleResult
 from knowbench.report import charts
 from knowbench.report.runs import RunView, load_views, series_of, tokens_per_sample
 from knowbench.scoring.compare import compare
-from knowbench.scoring.metrics import isolation_share
+from knowbench.scoring.metrics import isolation_share, percent, percent_interval
 from knowbench.scoring.taxonomy import LABELS, Diagnosis
 
 CHART_IDS = ("chart-domains", "chart-failures", "chart-koco", "chart-passk", "chart-cost")
@@ -35,9 +38,10 @@ _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1200px;
 padding:1rem 2rem;color:#1b1b1b;line-height:1.45}
 h1{margin-bottom:.2rem}h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2rem}
-table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}
-th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:right}th{background:#f4f4f4;text-align:left}
-td:first-child,td.text{text-align:left}.wide{overflow-x:auto}
+table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem;table-layout:fixed;width:100%}
+th,td{border:1px solid #ddd;padding:.25rem .4rem;text-align:right;overflow-wrap:anywhere;vertical-align:top}
+th{background:#f4f4f4;text-align:left;font-size:.8rem}
+td:first-child,td.text{text-align:left}.wide{overflow-x:auto;max-width:100%}
 figure{margin:1rem 0}figure svg{max-width:100%;height:auto}
 pre{background:#f7f7f7;border:1px solid #e3e3e3;padding:.5rem;overflow-x:auto;font-size:.8rem;
 white-space:pre-wrap;word-break:break-word}
@@ -99,17 +103,18 @@ def _section(section_id: str, title: str, *blocks: str) -> str:
 def _runs_section(views: list[RunView]) -> str:
     rows = []
     for view in views:
-        settings = view.settings
-        limits = settings.get("limits", {})
-        params = settings.get("params", {})
         rows.append(_row([view.name, str(view.run_dir), view.benchmark, view.model, view.method,
-                          f"n={params.get('n', 1)}, T={params.get('temperature', 0)}",
-                          str(settings.get("sandbox", "?")),
-                          f"{limits.get('wall_s', '?')} s, {limits.get('memory_mb', '?')} MB",
-                          _split_share(view.results), str(len(view.results))], text=range(9)))
+                          view.sampling, str(view.settings.get("sandbox", "?")),
+                          view.applied_limits(), _split_share(view.results), str(len(view.results))],
+                         text=range(9)))
     header = _header(["run", "directory", "benchmark", "model", "method", "sampling", "sandbox",
-                      "limits", "judged split", "samples"])
-    return f'<section id="runs"><h2>Runs</h2><table>{header}{"".join(rows)}</table></section>'
+                      "limits applied", "judged split", "samples"])
+    widths = (12, 13, 11, 8, 7, 7, 7, 19, 9, 7)
+    note = ('<p class="muted">limits applied: the wall-clock limit the executed samples ran under '
+            "(one value, or the range and median over samples when the time policy set it per "
+            "task), their memory limit, and the time policy that chose them.</p>")
+    return (f'<section id="runs"><h2>Runs</h2>{_wide(_table(header, rows, widths))}{note}'
+            "</section>")
 
 
 def _split_share(results: list[SampleResult]) -> str:
@@ -118,34 +123,46 @@ def _split_share(results: list[SampleResult]) -> str:
     if share["split_share"] is None:
         return "—"
     total = share["split"] + share["in_process"]
-    return f"{share['split']}/{total} ({share['split_share']:.1f}%)"
+    return f"{share['split']}/{total} ({percent(share['split'] / total)}%)"
 
 
 def _headline_section(views: list[RunView]) -> str:
-    ks = sorted({k for view in views for k in view.scores.ks})
+    # pass@k columns that some run has a value for (pass@1 always): n=1 runs have no pass@5.
+    ks = sorted({k for view in views for k in view.scores.ks
+                 if k == 1 or view.scores.overall.pass_at.get(k) is not None})
     metrics = [*(f"pass@{k}" for k in ks), "apr", "pass_any", "accuracy"]
-    header = _header(["run", "scope", "tasks", "samples", *(f"pass@{k}" for k in ks), "APR",
-                      "Pass@any", "ACC"])
+    header = _header(["run", "sampling", "scope", "tasks", "samples", *(f"pass@{k}" for k in ks),
+                      "pass@1 95% CI", "APR", "Pass@any", "ACC", "ACC 95% CI"])
     rows = []
     for view in views:
         overall = view.scores.overall
-        values = [*(overall.pass_at.get(k) for k in ks), overall.apr, overall.pass_any, overall.accuracy]
-        rows.append(_row([view.name, "all (micro)", str(overall.tasks), str(overall.samples),
-                          *(_pct(v) for v in values)], text=(0, 1)))
+        cis = [percent_interval(i.low, i.high) if (i := view.scores.ci.get(key)) else "—"
+               for key in ("pass@1", "accuracy")]
+        rows.append(_row([view.name, view.sampling, "all (micro)", str(overall.tasks),
+                          str(overall.samples), *(percent(overall.pass_at.get(k)) for k in ks),
+                          cis[0], percent(overall.apr), percent(overall.pass_any),
+                          percent(overall.accuracy), cis[1]], text=(0, 1, 2)))
         macro = []
         for key in metrics:
             stat = view.scores.macro.get(key)
             if stat is None or stat.mean is None:
                 macro.append("—")
             else:
-                macro.append(_pct(stat.mean) + ("" if stat.std is None else f" ± {100 * stat.std:.1f}"))
-        rows.append(_row([view.name, f"macro ± std ({len(view.scores.by_domain)} domains)", "", "",
-                          *macro], text=(0, 1)))
+                macro.append(percent(stat.mean) + ("" if stat.std is None else f" ± {percent(stat.std)}"))
+        macro[len(ks):len(ks)] = [""]
+        macro.append("")
+        rows.append(_row([view.name, view.sampling, f"macro ± std ({len(view.scores.by_domain)} domains)",
+                          "", "", *macro], text=(0, 1, 2)))
+    widths = (16, 9, 11, 6, 7, *([7] * len(ks)), 11, 7, 7, 7, 11)
     note = ('<p class="muted">micro: every task weighs the same; macro: every domain weighs the '
             "same, ± the sample standard deviation across domains (DomainEval). pass@k is the "
-            "unbiased estimator; APR is the mean fraction of tests passed per sample.</p>")
-    return (f'<section id="headline"><h2>Headline scores</h2><table>{header}{"".join(rows)}'
-            f"</table>{note}</section>")
+            "unbiased estimator; APR is the mean fraction of tests passed per sample. 95% CI: "
+            "percentile bootstrap over the run's tasks (1,000 resamples, seed 0, so the same "
+            "results always give the same interval); it shows how much the score depends on "
+            "which tasks were drawn, not on which samples the model happened to produce. Scores "
+            "of runs with different n or temperature are not comparable.</p>")
+    return (f'<section id="headline"><h2>Headline scores</h2>{_wide(_table(header, rows, widths))}'
+            f"{note}</section>")
 
 
 def _domain_table(views: list[RunView]) -> str:
@@ -159,24 +176,27 @@ def _domain_table(views: list[RunView]) -> str:
             if metrics is None:
                 cells.append("—")
             elif metrics.function_tasks:
-                cells.append(_pct(metrics.pass_at.get(1)))
+                cells.append(percent(metrics.pass_at.get(1)))
             else:
-                cells.append(f"ACC {_pct(metrics.accuracy)}")
+                cells.append(f"ACC {percent(metrics.accuracy)}")
         rows.append(_row([domain, *cells]))
-    return f"<table>{header}{''.join(rows)}</table>"
+    return _wide(_table(header, rows))
 
 
 def _failure_table(views: list[RunView]) -> str:
-    header = _header(["run", "pass", *LABELS, "judged"])
+    # Label headers may break between words of their CamelCase (a zero-width space), not inside one.
+    header = _header(["run", "pass", *(re.sub(r"(?<=[a-z])(?=[A-Z])", "\u200b", label) for label in LABELS),
+                      "judged"])
     rows = []
     for view in views:
         counts = view.failure_counts()
         judged = sum(d.source == "judge" for d in view.diagnoses)
         rows.append(_row([view.name, *(str(counts.get(k, 0)) for k in ("pass", *LABELS)), str(judged)]))
     note = ('<p class="muted">Function samples only. Labels: NovelAPIBench\'s six classes plus '
-            "Timeout, Resource and Infrastructure (docs/diagnosis.md). \"judged\": labels decided "
+            "Timeout, Resource and Infrastructure, and NoCode / Truncated for replies that hold no "
+            "code or were cut off at the token limit (docs/diagnosis.md). \"judged\": labels decided "
             "by an LLM judge (knowbench diagnose --judge); the others come from rules.</p>")
-    return f"<div class=\"wide\"><table>{header}{''.join(rows)}</table></div>{note}"
+    return f"{_wide(_table(header, rows, (16, *([7] * (len(LABELS) + 2)))))}{note}"
 
 
 def _cost_table(views: list[RunView]) -> str:
@@ -187,11 +207,11 @@ def _cost_table(views: list[RunView]) -> str:
         completion = sum(r.usage.completion_tokens for r in view.results)
         tokens = tokens_per_sample(view.results)
         rows.append(_row([view.name, "—" if tokens is None else f"{tokens:.0f}", str(prompt),
-                          str(completion), _pct(view.scores.overall.pass_at.get(1))]))
+                          str(completion), percent(view.scores.overall.pass_at.get(1))]))
     note = ('<p class="muted">Tokens come from the usage the model reported; where a backend '
             "reports none (reference, replay) the prompt size is estimated at 4 characters per "
             "token.</p>")
-    return f"<table>{header}{''.join(rows)}</table>{note}"
+    return f"{_wide(_table(header, rows))}{note}"
 
 
 def _compare_section(views: list[RunView]) -> str:
@@ -200,22 +220,32 @@ def _compare_section(views: list[RunView]) -> str:
     base = views[0]
     header = _header(["run B", "against A", "shared tasks", "pass@1 A", "pass@1 B", "B − A",
                       "95% CI", "only A", "only B", "McNemar p", "flipped tasks"])
-    rows = []
+    rows, notes = [], []
     for view in views[1:]:
         result = compare(base.results, view.results)
-        ci = ("—" if result.ci_low is None else
-              f"[{100 * result.ci_low:+.1f}, {100 * result.ci_high:+.1f}]")
+        if not result.shared_tasks:
+            rows.append(_row([view.name, base.name, "0", "—", "—", "—", "—", "—", "—", "—",
+                              "not compared: no function task in common"], text=(0, 1, 10)))
+            notes.append(f"{view.name} ({view.benchmark}) shares no function task with "
+                         f"{base.name} ({base.benchmark}): compare runs of the same benchmark.")
+            continue
+        if result.only_in_a or result.only_in_b:
+            notes.append(f"{view.name} and {base.name} share {result.shared_tasks} function tasks; "
+                         f"{result.only_in_a} only in A and {result.only_in_b} only in B are left "
+                         "out of the comparison (but not out of the headline scores).")
         flipped = ", ".join(f"{f.task_id} ({'+' if f.passed_b else '−'})" for f in result.flipped) or "none"
-        rows.append(_row([view.name, base.name, str(result.shared_tasks), _pct(result.pass1_a),
-                          _pct(result.pass1_b),
-                          "—" if result.difference is None else f"{100 * result.difference:+.1f}",
-                          ci, str(result.mcnemar.only_a), str(result.mcnemar.only_b),
+        rows.append(_row([view.name, base.name, str(result.shared_tasks), percent(result.pass1_a),
+                          percent(result.pass1_b), percent(result.difference, signed=True),
+                          percent_interval(result.ci_low, result.ci_high, signed=True),
+                          str(result.mcnemar.only_a), str(result.mcnemar.only_b),
                           f"{result.mcnemar.p_value:.3g}", flipped], text=(0, 1, 10)))
+    widths = (13, 13, 6, 6, 6, 6, 11, 5, 5, 7, 22)
     note = ('<p class="muted">Paired on the function tasks both runs have: bootstrap percentile '
             "interval over tasks (10,000 resamples, seed 0) and exact McNemar test on each task's "
             "first sample. + : B passes where A failed; − : the reverse.</p>")
-    return (f'<section id="compare"><h2>Paired comparison</h2><table>{header}{"".join(rows)}</table>'
-            f"{note}</section>")
+    warnings = "".join(f'<p class="muted"><b>Note:</b> {_e(text)}</p>' for text in notes)
+    return (f'<section id="compare"><h2>Paired comparison</h2>{_wide(_table(header, rows, widths))}'
+            f"{warnings}{note}</section>")
 
 
 def _tasks_section(views: list[RunView]) -> str:
@@ -279,7 +309,8 @@ def _sample(sample: SampleResult, task: FunctionTask | ChoiceTask | None,
         parts.append(_diagnosis(diagnosis))
     parts.append(f"<details><summary>completion</summary><pre>{_e(sample.completion)}</pre></details>")
     if isinstance(task, FunctionTask) and sample.code is not None and not sample.passed:
-        parts.append(f'<details><summary>diff against the reference</summary>'
+        parts.append(f'<details><summary>diff against the reference <span class="muted">(docstrings '
+                     f'and comments omitted)</span></summary>'
                      f'<pre class="diff">{_diff(task.reference, sample.code)}</pre></details>')
     failing = next((t for t in (sample.execution.tests if sample.execution else []) if t.status != "pass"),
                    None)
@@ -317,8 +348,57 @@ def _diagnosis(diagnosis: Diagnosis) -> str:
 # ---------------------------------------------------------------------------- helpers
 
 
+def without_docstrings(code: str) -> str:
+    """`code` without its docstrings (module, class and function) and comments, so a diff
+    shows the code that differs. Code that does not parse comes back unchanged."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return code
+    lines = code.splitlines()
+    drop: set[int] = set()  # 0-based line numbers
+    cut: dict[int, int] = {}  # line -> column where a docstring or comment starts
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        body = node.body
+        if not (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            continue
+        docstring = body[0]
+        end = docstring.end_lineno or docstring.lineno
+        before = lines[docstring.lineno - 1][:docstring.col_offset]
+        after = lines[end - 1][docstring.end_col_offset or 0:].strip()
+        if before.strip() or (after and not after.startswith("#")):
+            continue  # shares its line with other code (`def f(): "doc"`): keep it
+        if len(body) == 1 and not isinstance(node, ast.Module):
+            # The body is only the docstring: keep a statement so the code stays Python.
+            lines[docstring.lineno - 1] = (lines[docstring.lineno - 1][:docstring.col_offset] + "...")
+            drop.update(range(docstring.lineno, end))
+        else:
+            drop.update(range(docstring.lineno - 1, end))
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type == tokenize.COMMENT:
+                row, column = token.start
+                cut[row - 1] = min(column, cut.get(row - 1, column))
+    except (tokenize.TokenError, SyntaxError):
+        cut = {}
+    kept = []
+    for number, line in enumerate(lines):
+        if number in drop:
+            continue
+        if number in cut:
+            line = line[:cut[number]].rstrip()
+            if not line.strip():
+                continue
+        kept.append(line)
+    return "\n".join(kept)
+
+
 def _diff(reference: str, code: str) -> str:
-    lines = difflib.unified_diff(reference.strip("\n").splitlines(), code.strip("\n").splitlines(),
+    lines = difflib.unified_diff(without_docstrings(reference).strip("\n").splitlines(),
+                                 without_docstrings(code).strip("\n").splitlines(),
                                  "reference", "candidate", lineterm="")
     out = []
     for line in lines:
@@ -327,6 +407,21 @@ def _diff(reference: str, code: str) -> str:
                "hunk" if line.startswith("@@") else "")
         out.append(f'<span class="{css}">{_e(line)}</span>' if css else _e(line))
     return "\n".join(out) or "(identical)"
+
+
+def _wide(table: str) -> str:
+    """A table in a container that scrolls rather than widen the page (it should not need to)."""
+    return f'<div class="wide">{table}</div>'
+
+
+def _table(header: str, rows: list[str], widths: Collection[int] = ()) -> str:
+    """A fixed-layout table as wide as the page; `widths` are column shares (any unit)."""
+    columns = ""
+    if widths:
+        total = sum(widths)
+        columns = "<colgroup>" + "".join(f'<col style="width:{100 * w / total:.1f}%">'
+                                         for w in widths) + "</colgroup>"
+    return f"<table>{columns}{header}{''.join(rows)}</table>"
 
 
 def _badge(name: str, samples: list[SampleResult]) -> str:
@@ -343,10 +438,6 @@ def _row(cells: list[str], text: Collection[int] = (0,)) -> str:
     """A table row; cells whose index is in `text` are left-aligned text, the rest numbers."""
     return "<tr>" + "".join(f'<td{" class=text" if i in text else ""}>{_e(c)}</td>'
                             for i, c in enumerate(cells)) + "</tr>"
-
-
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:.1f}"
 
 
 def _slug(text: str) -> str:

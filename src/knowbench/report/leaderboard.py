@@ -6,6 +6,14 @@ only says where it was served), the method with its options, the sampling parame
 the task selection. Adding a run whose identity is already on the board replaces that
 entry (a rerun updates its row); any other run is appended. The file format follows the
 file name: `.json` (an object with `entries`) or `.csv` (one row per entry).
+
+Ranking. Scores are comparable only between runs of the same benchmark (content hash) and
+task count, sampled alike: the same n (samples per task, as the run holds them) and
+temperature. On each benchmark the board ranks the runs of one such group, the one with the
+most runs (ties: the larger n, then the lower temperature), by pass@1 and then accuracy,
+best first; every other run of that benchmark is listed after them without a rank, its
+`unranked` field saying why. Each entry carries its label (`knowbench run --label`) and the
+95% bootstrap intervals of pass@1 and accuracy (knowbench.scoring.metrics).
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +31,7 @@ from pydantic import BaseModel, ConfigDict
 from knowbench.errors import UserError
 from knowbench.records import SampleResult
 from knowbench.scoring.metrics import score
+from knowbench.store import run_label
 
 BOARD_FORMAT = "knowbench-leaderboard"
 BOARD_VERSION = 1
@@ -54,6 +64,22 @@ class BoardEntry(BaseModel):
     macro_pass_at_1_std: float | None
     run_dir: str
     knowbench: str
+    label: str = ""
+    pass_at_1_ci_low: float | None = None
+    pass_at_1_ci_high: float | None = None
+    accuracy_ci_low: float | None = None
+    accuracy_ci_high: float | None = None
+    rank: int | None = None
+    unranked: str = ""
+
+    @property
+    def sampling(self) -> str:
+        return f"n={self.n}, T={self.temperature:g}"
+
+    @property
+    def group(self) -> tuple[str, int, float, int]:
+        """What must match for two entries to be ranked against each other."""
+        return (self.benchmark_hash, self.n, self.temperature, self.tasks)
 
 
 def run_identity(settings: Mapping[str, Any]) -> str:
@@ -74,25 +100,33 @@ def run_identity(settings: Mapping[str, Any]) -> str:
 def entry_for(run_json: Mapping[str, Any], results: Iterable[SampleResult], run_dir: str) -> BoardEntry:
     """The board entry of one stored run."""
     settings = run_json.get("settings", {})
-    scores = score(list(results), (1, 5, 10))
+    results = list(results)
+    scores = score(results, (1, 5, 10))
     overall, macro = scores.overall, scores.macro.get("pass@1")
     model = settings.get("model", {})
     method = dict(settings.get("method", {}))
     method_name = str(method.pop("method", "?"))
     benchmark = settings.get("benchmark", {})
     params = settings.get("params", {})
+    per_task = Counter(result.task_id for result in results).values()
+    pass_ci, accuracy_ci = scores.ci.get("pass@1"), scores.ci.get("accuracy")
     return BoardEntry(
         run_id=run_identity(settings), benchmark=str(benchmark.get("name", "?")),
         benchmark_version=str(benchmark.get("version", "")),
         benchmark_hash=str(benchmark.get("content_hash", "")),
         backend=str(model.get("backend", "?")), model=str(model.get("model", model.get("backend", "?"))),
         method=method_name, method_options=json.dumps(method, sort_keys=True) if method else "",
-        n=int(params.get("n", 1)), temperature=float(params.get("temperature", 0.0)),
+        n=min(per_task) if per_task else int(params.get("n", 1)),
+        temperature=float(params.get("temperature", 0.0)),
         tasks=overall.tasks, samples=overall.samples, pass_at_1=overall.pass_at.get(1),
         pass_at_5=overall.pass_at.get(5), pass_at_10=overall.pass_at.get(10), apr=overall.apr,
         pass_any=overall.pass_any, accuracy=overall.accuracy,
         macro_pass_at_1=macro.mean if macro else None, macro_pass_at_1_std=macro.std if macro else None,
-        run_dir=run_dir, knowbench=str(run_json.get("knowbench", "")))
+        run_dir=run_dir, knowbench=str(run_json.get("knowbench", "")), label=run_label(run_json),
+        pass_at_1_ci_low=pass_ci.low if pass_ci else None, pass_at_1_ci_high=pass_ci.high if pass_ci else None,
+        accuracy_ci_low=accuracy_ci.low if accuracy_ci else None,
+        accuracy_ci_high=accuracy_ci.high if accuracy_ci else None)
+
 
 
 def read_board(path: Path) -> list[BoardEntry]:
@@ -113,16 +147,39 @@ def read_board(path: Path) -> list[BoardEntry]:
                         "  fix: repair or remove the file, or choose another --out") from None
 
 
+def rank(entries: Iterable[BoardEntry]) -> list[BoardEntry]:
+    """The entries ranked as the module docstring says: per benchmark, the ranked group by
+    score, then the others unranked (with why); benchmarks by name."""
+    by_benchmark: dict[tuple[str, str], list[BoardEntry]] = {}
+    for entry in entries:
+        by_benchmark.setdefault((entry.benchmark, entry.benchmark_hash), []).append(entry)
+    ordered: list[BoardEntry] = []
+    for (name, _), members in sorted(by_benchmark.items()):
+        groups = Counter(entry.group for entry in members)
+        chosen = max(groups, key=lambda g: (groups[g], g[1], -g[2], g[3]))
+        ranked = sorted((e for e in members if e.group == chosen), key=_by_score)
+        ordered += [e.model_copy(update={"rank": index, "unranked": ""})
+                    for index, e in enumerate(ranked, 1)]
+        ranked_as = f"n={chosen[1]}, T={chosen[2]:g} on {chosen[3]} tasks"
+        for entry in sorted((e for e in members if e.group != chosen), key=_by_score):
+            why = f"sampled with {entry.sampling} on {entry.tasks} tasks; the ranked runs of {name} use {ranked_as}"
+            ordered.append(entry.model_copy(update={"rank": None, "unranked": why}))
+    return ordered
+
+
+def _by_score(entry: BoardEntry) -> tuple[float, float, str, str, str]:
+    return (-(entry.pass_at_1 if entry.pass_at_1 is not None else -1),
+            -(entry.accuracy if entry.accuracy is not None else -1), entry.label or entry.model,
+            entry.method, entry.run_id)
+
+
 def update_board(path: Path, entries: Iterable[BoardEntry]) -> list[BoardEntry]:
-    """Add `entries` to the board at `path` (replacing those with the same run_id), write it
-    back and return the board, sorted by benchmark and then by pass@1, best first."""
+    """Add `entries` to the board at `path` (replacing those with the same run_id), rank it
+    (`rank`), write it back and return it."""
     board = {entry.run_id: entry for entry in read_board(path)}
     for entry in entries:
         board[entry.run_id] = entry
-    ordered = sorted(board.values(), key=lambda e: (e.benchmark, e.benchmark_hash,
-                                                    -(e.pass_at_1 if e.pass_at_1 is not None else -1),
-                                                    -(e.accuracy if e.accuracy is not None else -1),
-                                                    e.model, e.method, e.run_id))
+    ordered = rank(board.values())
     path.parent.mkdir(parents=True, exist_ok=True)
     if _format(path) == "json":
         document = {"format": BOARD_FORMAT, "version": BOARD_VERSION,
@@ -148,5 +205,6 @@ def _format(path: Path) -> str:
 
 def _from_csv(row: Mapping[str, str]) -> dict[str, Any]:
     return {key: (None if value == "" and key not in ("method_options", "benchmark_version",
-                                                       "benchmark_hash", "knowbench") else value)
+                                                       "benchmark_hash", "knowbench", "label",
+                                                       "unranked") else value)
             for key, value in row.items()}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,9 +19,9 @@ from knowbench.benchmark.schema import ChoiceTask, FunctionTask
 from knowbench.diagnosis.runs import load_diagnoses, task_infos
 from knowbench.records import SampleResult
 from knowbench.report.charts import Series
-from knowbench.scoring.metrics import Scores, score
+from knowbench.scoring.metrics import Scores, percent, percent_interval, score
 from knowbench.scoring.taxonomy import KOCO_CATEGORIES, LABELS, Diagnosis
-from knowbench.store import RunDirectory
+from knowbench.store import RunDirectory, run_label
 
 TableFormat = Literal["md", "csv", "json"]
 
@@ -56,6 +57,21 @@ class RunView:
         digest = str(benchmark.get("content_hash", ""))
         return f"{benchmark.get('name', '?')} v{benchmark.get('version', '?')} ({digest[:19]})"
 
+    @property
+    def sampling(self) -> str:
+        """"n=<samples per task>, T=<temperature>"; n is what the run holds (a replay file
+        decides it), falling back to the requested n."""
+        per_task = Counter(r.task_id for r in self.results)
+        params = self.settings.get("params", {})
+        counts = sorted(set(per_task.values()))
+        n = (str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}") if counts \
+            else str(params.get("n", 1))
+        return f"n={n}, T={params.get('temperature', 0)}"
+
+    def applied_limits(self) -> str:
+        """The limits the samples ran under (their execution records), and the time policy."""
+        return applied_limits(self.results, self.settings)
+
     def failure_counts(self) -> Counter[str]:
         """'pass' and every label -> number of function samples."""
         counts: Counter[str] = Counter(d.label for d in self.diagnoses)
@@ -67,7 +83,8 @@ class RunView:
 
 
 def load_views(run_dirs: list[Path], ks: tuple[int, ...] = (1, 5, 10)) -> list[RunView]:
-    """Load every run; names are "<model> · <method>", made unique with the directory name."""
+    """Load every run; names are the runs' labels (knowbench.store.label), made unique with
+    the directory name."""
     views = []
     for run_dir in run_dirs:
         run = RunDirectory.open(run_dir)
@@ -76,13 +93,41 @@ def load_views(run_dirs: list[Path], ks: tuple[int, ...] = (1, 5, 10)) -> list[R
         diagnoses = load_diagnoses(run_dir, results, task_infos(tasks))
         view = RunView(name="", run_dir=run_dir, run_json=run.document(), results=results,
                        scores=score(results, ks), diagnoses=diagnoses, tasks=tasks)
-        view.name = f"{view.model} · {view.method}"
+        view.name = run_label(view.run_json)
         views.append(view)
     names = Counter(view.name for view in views)
     for view in views:
         if names[view.name] > 1:
             view.name = f"{view.name} ({view.run_dir.name})"
     return views
+
+
+def applied_limits(results: list[SampleResult], settings: dict[str, Any]) -> str:
+    """What limits the executed samples really had: the wall-clock limit as one value or
+    "low–high s (median m s)" over the samples' `execution.limits`, the memory limit, and the
+    time policy that chose them. Falls back to the configured limits when nothing ran."""
+    limits = [r.execution.limits for r in results if r.execution is not None]
+    policy = settings.get("time_policy", {})
+    mode = policy.get("mode", "")
+    configured = settings.get("limits", {})
+    why = {"calibrated": f"calibrated: max({_seconds(policy.get('floor_s', 3.0))}, "
+                         f"{policy.get('factor', 10.0):g} × the reference's runtime)",
+           "fixed": f"fixed by --timeout {_seconds(policy.get('fixed_s') or configured.get('wall_s'))}",
+           "benchmark": "the benchmark's limits"}.get(mode, "policy not recorded")
+    if not limits:
+        return (f"configured {_seconds(configured.get('wall_s'))}, "
+                f"{configured.get('memory_mb', '?')} MB ({why}; no sample was executed)")
+    walls = sorted(limit.wall_s for limit in limits)
+    median = statistics.median(walls)
+    wall = (_seconds(walls[0]) if walls[0] == walls[-1] else
+            f"{walls[0]:.3g}–{_seconds(walls[-1])} (median {_seconds(median)})")
+    memory = sorted({limit.memory_mb for limit in limits})
+    memory_text = (f"{memory[0]} MB" if len(memory) == 1 else f"{memory[0]}–{memory[-1]} MB")
+    return f"{wall}, {memory_text} over {len(limits)} executed samples ({why})"
+
+
+def _seconds(value: Any) -> str:
+    return "? s" if value is None else f"{float(value):.3g} s"
 
 
 def tokens_per_sample(results: list[SampleResult]) -> float | None:
@@ -121,12 +166,18 @@ def table_rows(views: list[RunView]) -> list[dict[str, Any]]:
     for view in views:
         ks = view.scores.ks
         base = {"run": view.name, "run_dir": str(view.run_dir), "model": view.model,
-                "method": view.method, "benchmark": view.benchmark}
+                "method": view.method, "benchmark": view.benchmark, "sampling": view.sampling,
+                "limits": view.applied_limits()}
         scopes = [("all (micro)", view.scores.overall), *view.scores.by_domain.items()]
         for scope, metrics in scopes:
             row = {**base, "scope": scope, "tasks": metrics.tasks, "samples": metrics.samples}
             row.update({f"pass@{k}": metrics.pass_at.get(k) for k in ks})
             row.update({"apr": metrics.apr, "pass_any": metrics.pass_any, "accuracy": metrics.accuracy})
+            if scope == "all (micro)":
+                for key in ("pass@1", "accuracy"):
+                    interval = view.scores.ci.get(key)
+                    row[f"{key}_ci_low"] = interval.low if interval else None
+                    row[f"{key}_ci_high"] = interval.high if interval else None
             rows.append(row)
             if scope == "all (micro)":
                 macro = {**base, "scope": "macro", "tasks": metrics.tasks, "samples": metrics.samples}
@@ -143,7 +194,8 @@ def render_table(views: list[RunView], fmt: TableFormat) -> str:
     if fmt == "json":
         document = {"runs": [{
             "name": view.name, "run_dir": str(view.run_dir), "model": view.model,
-            "method": view.method, "benchmark": view.benchmark,
+            "method": view.method, "benchmark": view.benchmark, "sampling": view.sampling,
+            "limits": view.applied_limits(),
             "scores": view.scores.model_dump(mode="json"),
             "failures": {label: view.failure_counts().get(label, 0) for label in ("pass", *LABELS)},
             "koco": {category: view.koco_counts().get(category, 0) for category in KOCO_CATEGORIES},
@@ -172,18 +224,20 @@ def _columns(rows: list[dict[str, Any]]) -> list[str]:
 def _markdown(views: list[RunView], rows: list[dict[str, Any]]) -> str:
     ks = sorted({k for view in views for k in view.scores.ks})
     metrics = [*(f"pass@{k}" for k in ks), "apr", "pass_any", "accuracy"]
-    lines = ["| run | scope | tasks | samples | " + " | ".join(metrics) + " |",
-             "|---|---|---:|---:|" + "---:|" * len(metrics)]
+    lines = ["| run | sampling | scope | tasks | samples | " + " | ".join(metrics) + " |",
+             "|---|---|---|---:|---:|" + "---:|" * len(metrics)]
     for row in rows:
         cells = []
         for key in metrics:
             value = row.get(key)
-            text = "—" if value is None else f"{100 * value:.1f}"
+            text = percent(value)
             std = row.get(f"{key}_std")
             if value is not None and std is not None:
-                text += f" ± {100 * std:.1f}"
+                text += f" ± {percent(std)}"
+            if value is not None and row.get(f"{key}_ci_low") is not None:
+                text += " " + percent_interval(row[f"{key}_ci_low"], row[f"{key}_ci_high"])
             cells.append(text)
-        lines.append(f"| {row['run']} | {row['scope']} | {row['tasks']} | {row['samples']} | "
+        lines.append(f"| {row['run']} | {row['sampling']} | {row['scope']} | {row['tasks']} | {row['samples']} | "
                      + " | ".join(cells) + " |")
     lines += ["", "| run | " + " | ".join(("pass", *LABELS)) + " |",
               "|---|" + "---:|" * (len(LABELS) + 1)]
@@ -191,4 +245,6 @@ def _markdown(views: list[RunView], rows: list[dict[str, Any]]) -> str:
         counts = view.failure_counts()
         lines.append(f"| {view.name} | " + " | ".join(str(counts.get(key, 0))
                                                        for key in ("pass", *LABELS)) + " |")
+    lines += ["", "pass@1 and ACC of the micro rows carry their 95% bootstrap interval over tasks "
+                  "(1,000 resamples, seed 0)."]
     return "\n".join(lines) + "\n"

@@ -5,21 +5,18 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from knowbench.scoring.metrics import MetricSet, Scores
-
-
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:.1f}"
+from knowbench.scoring.metrics import MetricSet, Scores, percent, percent_interval
 
 
 def _row(name: str, metrics: MetricSet, ks: list[int]) -> list[str]:
     return [name, str(metrics.tasks), str(metrics.samples),
-            *(_pct(metrics.pass_at.get(k)) for k in ks),
-            _pct(metrics.apr), _pct(metrics.pass_any), _pct(metrics.accuracy)]
+            *(percent(metrics.pass_at.get(k)) for k in ks),
+            percent(metrics.apr), percent(metrics.pass_any), percent(metrics.accuracy)]
 
 
 def scores_table(scores: Scores, title: str = "") -> Table:
-    """Overall (micro), per-domain and macro ± std rows; percentages."""
+    """Overall (micro), per-domain and macro ± std rows, and the 95% bootstrap interval of
+    the overall pass@1 and ACC; percentages."""
     ks = [k for k in scores.ks if scores.overall.pass_at.get(k) is not None] or scores.ks[:1]
     table = Table(title=title or None, title_justify="left")
     for header in ("", "tasks", "samples", *(f"pass@{k}" for k in ks), "APR", "Pass@any", "ACC"):
@@ -28,14 +25,20 @@ def scores_table(scores: Scores, title: str = "") -> Table:
         table.add_row(*_row(domain, metrics, ks))
     table.add_section()
     table.add_row(*_row("all (micro)", scores.overall, ks), style="bold")
+    intervals = ["95% CI (tasks)", "", ""]
+    for key in (*(f"pass@{k}" for k in ks), "apr", "pass_any", "accuracy"):
+        interval = scores.ci.get(key)
+        intervals.append(percent_interval(interval.low, interval.high) if interval else "")
+    if scores.ci:
+        table.add_row(*intervals, style="dim")
     macro = ["macro ± std", str(len(scores.by_domain)), ""]
     for key in (*(f"pass@{k}" for k in ks), "apr", "pass_any", "accuracy"):
         stat = scores.macro.get(key)
         if stat is None or stat.mean is None:
             macro.append("—")
         else:
-            std = "" if stat.std is None else f" ± {100 * stat.std:.1f}"
-            macro.append(f"{100 * stat.mean:.1f}{std}")
+            std = "" if stat.std is None else f" ± {percent(stat.std)}"
+            macro.append(f"{percent(stat.mean)}{std}")
     table.add_row(*macro)
     return table
 

@@ -96,9 +96,14 @@ def _whole_sample(context: RuleContext) -> Verdict | None:
     """Rules that decide from the sample alone, before any test is looked at."""
     result, facts = context.result, context.facts
     assembly_error = result.extra.get("assembly_error")
+    if result.finish_reason == "length":
+        return Verdict("Truncated", None, "cut-off",
+                        "the reply was cut off at the token limit (finish_reason 'length'); "
+                        "raise max_tokens to judge its code")
     if not (result.code if result.code is not None else result.completion).strip():
-        return Verdict("WrongSyntax", "syntax error", "no-code",
-                        "the reply holds no code (empty, or prose only), so the masked stub ran")
+        return Verdict("NoCode", None, "no-code",
+                        "the reply holds no code (empty, prose only, or reasoning that never "
+                        "closed), so the masked stub ran")
     if not facts.parses:
         return Verdict("WrongSyntax", "syntax error", "does-not-parse",
                         f"the candidate code does not parse: {facts.syntax_error}")

@@ -15,12 +15,18 @@ from pydantic import BaseModel, ConfigDict, Field
 from knowbench.records import SampleResult
 
 Label = Literal["WrongSyntax", "WrongAPISelection", "WrongImport", "WrongParam",
-                "WrongShapeDtype", "WrongLogic", "Timeout", "Resource", "Infrastructure"]
+                "WrongShapeDtype", "WrongLogic", "Timeout", "Resource", "Infrastructure",
+                "NoCode", "Truncated"]
 
 LABELS: tuple[Label, ...] = ("WrongSyntax", "WrongAPISelection", "WrongImport", "WrongParam",
                              "WrongShapeDtype", "WrongLogic", "Timeout", "Resource",
-                             "Infrastructure")
-"""All labels, in NovelAPIBench's pipeline order, then the evaluation failures."""
+                             "Infrastructure", "NoCode", "Truncated")
+"""All labels, in NovelAPIBench's pipeline order, then the evaluation failures, then the
+failures of the reply (`REPLY_LABELS`)."""
+
+REPLY_LABELS: tuple[Label, ...] = ("NoCode", "Truncated")
+"""Failures of the reply rather than of its code: it holds no code, or it was cut off at
+the token limit. They are decided from the sample alone, before any test is read."""
 
 KocoCategory = Literal["invalid API call", "invalid API arguments", "data constraint violation",
                        "attribute/key access error", "type error", "undefined variable",

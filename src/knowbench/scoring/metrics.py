@@ -26,6 +26,18 @@ deviation in Pass@5" quoted in the paper's text, while the population std would 
 same holds for every model checked (e.g. Llama-2-13b-chat Pass@1: 24.97 sample vs 22.80
 population). With fewer than two domains the std is undefined and reported as None.
 
+Confidence intervals. The headline pass@1 and accuracy carry a 95% percentile bootstrap
+interval (`Scores.ci`): the run's tasks of that kind are resampled with replacement 1,000
+times from numpy's PCG64 generator seeded with 0, the metric is recomputed on each resample
+(the mean of the per-task values c / n), and the 2.5th and 97.5th percentiles of those means
+(numpy's linear interpolation) are the bounds. The seed is fixed, so the same results give
+the same interval in every report. It measures how much the score depends on which tasks the
+benchmark happened to contain, not the sampling noise of the model within a task.
+
+Rounding. Every score shown to a reader goes through `percent`: 100 × the fraction, rounded
+half up to one decimal after dropping float noise below 1e-9 percentage points, so a value
+computed along two paths (0.5375 and 0.5374999999999999) prints the same everywhere.
+
 Everything here is pure: no I/O, no global state. NaN never appears in the pydantic models;
 a value that cannot be computed (no task of that kind, too few samples for k) is None, which
 serialises as JSON null.
@@ -36,13 +48,38 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Iterable, Sequence
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from knowbench.records import SampleResult
 
 DEFAULT_KS: tuple[int, ...] = (1, 5, 10)
+CI_RESAMPLES = 1000
+CI_SEED = 0
+CI_CONFIDENCE = 0.95
+
+
+def percent(value: float | None, digits: int = 1, *, signed: bool = False) -> str:
+    """A fraction as the percentage every knowbench output shows ("—" for None): 100 × value
+    rounded half up to `digits` decimals after float noise below 1e-9 points is dropped;
+    `signed` writes "+" before a positive result (differences)."""
+    if value is None or math.isnan(value):
+        return "—"
+    rounded = Decimal(repr(round(100 * value, 9))).quantize(Decimal(1).scaleb(-digits),
+                                                            rounding=ROUND_HALF_UP)
+    if rounded == 0:
+        rounded = abs(rounded)
+    return f"+{rounded}" if signed and rounded > 0 else str(rounded)
+
+
+def percent_interval(low: float | None, high: float | None, *, signed: bool = False) -> str:
+    """"[low, high]" in percent through `percent` ("—" when either bound is None)."""
+    if low is None or high is None:
+        return "—"
+    return f"[{percent(low, signed=signed)}, {percent(high, signed=signed)}]"
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -131,6 +168,17 @@ class MacroStat(_Model):
     groups: int
 
 
+class Interval(_Model):
+    """A percentile bootstrap confidence interval of a headline metric (fractions)."""
+
+    low: float
+    high: float
+    confidence: float
+    resamples: int
+    seed: int
+    tasks: int
+
+
 class Scores(_Model):
     """All scores of one run.
 
@@ -140,6 +188,8 @@ class Scores(_Model):
     framework (or difficulty) are left out of that breakdown.
     macro: for "pass@<k>" (each k in ks), "apr", "pass_any" and "accuracy", the mean and
     sample std across domains of the by_domain values.
+    ci: bootstrap intervals (module docstring) of the overall "pass@1" (function tasks) and
+    "accuracy" (choice tasks); a metric without tasks has no entry.
     """
 
     ks: list[int]
@@ -148,6 +198,38 @@ class Scores(_Model):
     by_framework: dict[str, MetricSet]
     by_difficulty: dict[str, MetricSet]
     macro: dict[str, MacroStat]
+    ci: dict[str, Interval] = {}
+
+
+def bootstrap_interval(values: Sequence[float], *, resamples: int = CI_RESAMPLES,
+                       seed: int = CI_SEED, confidence: float = CI_CONFIDENCE) -> Interval | None:
+    """Percentile bootstrap interval of the mean of per-task `values` (None when empty).
+
+    Draws `resamples` index vectors of len(values) with `numpy.random.default_rng(seed)`
+    and takes the (1 - confidence) / 2 and (1 + confidence) / 2 percentiles of the means.
+    """
+    if not values:
+        return None
+    if resamples < 1 or not 0 < confidence < 1:
+        raise ValueError("resamples must be >= 1 and confidence in (0, 1)")
+    data = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = np.empty(resamples)
+    batch = max(1, min(resamples, 10_000_000 // len(data)))  # bounded memory for large runs
+    for start in range(0, resamples, batch):
+        rows = min(batch, resamples - start)
+        means[start:start + rows] = data[rng.integers(0, len(data), size=(rows, len(data)))].mean(axis=1)
+    alpha = (1 - confidence) / 2
+    low, high = np.percentile(means, [100 * alpha, 100 * (1 - alpha)])
+    return Interval(low=float(low), high=float(high), confidence=confidence, resamples=resamples,
+                    seed=seed, tasks=len(data))
+
+
+def _headline_intervals(tasks: Sequence[TaskScore]) -> dict[str, Interval]:
+    per_metric = {"pass@1": [t.c / t.n for t in tasks if t.kind == "function"],
+                  "accuracy": [t.accuracy for t in tasks if t.accuracy is not None]}
+    intervals = {name: bootstrap_interval(values) for name, values in per_metric.items()}
+    return {name: interval for name, interval in intervals.items() if interval is not None}
 
 
 def _normalise_ks(ks: Iterable[int]) -> list[int]:
@@ -299,6 +381,7 @@ def score(results: Iterable[SampleResult], ks: Iterable[int] = DEFAULT_KS) -> Sc
         by_framework=_breakdown(tasks, lambda t: t.framework, ks_list),
         by_difficulty=_breakdown(tasks, lambda t: t.difficulty, ks_list),
         macro=_macro(by_domain, ks_list),
+        ci=_headline_intervals(tasks),
     )
 
 
@@ -327,5 +410,5 @@ def isolation_share(results: list[SampleResult]) -> dict[str, Any]:
     in_process = sorted({result.task_id for result in executed
                          if result.execution.isolation != "split"})  # type: ignore[union-attr]
     return {"split": split, "in_process": len(executed) - split,
-            "split_share": round(100.0 * split / len(executed), 1) if executed else None,
+            "split_share": float(percent(split / len(executed))) if executed else None,
             "in_process_tasks": in_process}

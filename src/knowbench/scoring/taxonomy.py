@@ -1,10 +1,10 @@
 """Failure taxonomy: why a `function` sample failed, with the evidence for it.
 
 Every failed function sample gets exactly one label. The first six are NovelAPIBench's
-classes, one per point of the API-invocation pipeline; the last three are failures of the
-evaluation rather than of the code:
+classes, one per point of the API-invocation pipeline; the next three are failures of the
+evaluation rather than of the code, and the last two failures of the reply itself:
 
-    WrongSyntax        the candidate is not valid Python (or holds no code)
+    WrongSyntax        the candidate is not valid Python
     WrongAPISelection  a hallucinated API is called, or the target API is never used
     WrongImport        the right symbol is used, but imported from a wrong place or not at all
     WrongParam         the right callable with the wrong arguments (the call cannot bind)
@@ -14,9 +14,11 @@ evaluation rather than of the code:
     Resource           the memory limit was hit, or the process was killed
     Infrastructure     the evaluation itself failed: a missing test dependency, task code
                        that does not load in this environment, a test that never ran the target
+    NoCode             the reply holds no code (empty, prose only, unclosed reasoning)
+    Truncated          the reply was cut off at the token limit (finish_reason "length")
 
 Each label also carries one of KOCO-Bench's error categories (`KOCO_CATEGORIES`; None for
-the last three). The mapping depends on the evidence, not only on the label: a NameError
+the last five). The mapping depends on the evidence, not only on the label: a NameError
 is an "undefined variable" whether it means a missing import (WrongImport) or a typo
 (WrongLogic). `docs/diagnosis.md` lists every rule.
 
@@ -47,6 +49,7 @@ from knowbench.scoring.failure_records import (
     KOCO_CATEGORIES,
     LABELS,
     PRECEDENCE,
+    REPLY_LABELS,
     Diagnosis,
     Evidence,
     KocoCategory,
@@ -57,7 +60,7 @@ from knowbench.scoring.failure_records import (
 from knowbench.scoring.reason_rules import REASON_RULES, TRACEBACK_REASONS
 
 __all__ = [
-    "KOCO_CATEGORIES", "LABELS", "PRECEDENCE", "REASON_RULES", "TRACEBACK_REASONS", "CodeFacts",
+    "KOCO_CATEGORIES", "LABELS", "PRECEDENCE", "REASON_RULES", "REPLY_LABELS", "TRACEBACK_REASONS", "CodeFacts",
     "Diagnosis", "Evidence", "KocoCategory", "Label", "TaskInfo", "classify", "classify_all",
     "code_facts", "sample_digest", "statement_calls",
 ]

@@ -8,5 +8,6 @@ through it, and nothing else knows the files' names or formats.
 
 from knowbench.store.database import STORE_FILE, RunStore
 from knowbench.store.directory import RunDirectory
+from knowbench.store.label import default_label, run_label
 
-__all__ = ["STORE_FILE", "RunDirectory", "RunStore"]
+__all__ = ["STORE_FILE", "RunDirectory", "RunStore", "default_label", "run_label"]
