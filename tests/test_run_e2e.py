@@ -176,8 +176,10 @@ def slow_bench(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run_command(bench: Path, url: str, run_dir: Path) -> list[str]:
+    # --recalibrate: reference checks shared from earlier runs would skip the checking stage.
     return knowbench_command("run", str(bench), "--model", "scripted", "--base-url", url, "--out",
-                             str(run_dir), "--concurrency", "1", "--workers", "2", "--no-cache")
+                             str(run_dir), "--concurrency", "1", "--workers", "2", "--no-cache",
+                             "--recalibrate")
 
 
 @pytest.fixture(scope="module")
