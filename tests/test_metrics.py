@@ -15,6 +15,7 @@ from knowbench.scoring.metrics import (
     MetricSet,
     Scores,
     TaskScore,
+    k_shortfalls,
     pass_at_k,
     score,
     score_tasks,
@@ -371,6 +372,22 @@ def test_models_forbid_extra_fields() -> None:
                 "bogus": 1,
             }
         )
+
+
+def test_k_shortfalls_name_each_k_that_too_few_samples_leave_out() -> None:
+    five = [sample("a", i, i == 0) for i in range(5)]
+    two = [sample("b", i, False) for i in range(2)]
+    choice = [sample("q", 0, True, kind="choice")]
+    scores = score([*five, *two, *choice], ks=(1, 2, 5, 10))
+    notes = k_shortfalls(scores, (1, 2, 5, 10))
+    assert notes == [
+        "pass@5 counts only 1 of 2 function tasks: the others have fewer than 5 samples "
+        "(pass@k needs n >= k)",
+        "pass@10 is left out: it needs n >= 10 samples per task, and no function task has "
+        "that many (sample more with --n 10)",
+    ]
+    assert scores.overall.pass_at[10] is None
+    assert k_shortfalls(scores, (1, 2)) == []
 
 
 # ---------------------------------------------------------------------------- rounding and intervals

@@ -20,7 +20,7 @@ from knowbench.benchmark.schema import ChoiceTask
 from knowbench.errors import UserError
 from knowbench.models.base import BackendError, Message, Reply
 from knowbench.models.cache import GenerationCache, default_cache_path
-from knowbench.models.openai import OpenAIBackend, normalise_base_url
+from knowbench.models.openai import OpenAIBackend, _Retry, normalise_base_url
 from knowbench.records import SamplingParams, Usage
 from openai_server import ScriptedOpenAIServer
 
@@ -199,6 +199,76 @@ def test_unreachable_server_names_the_url() -> None:
     assert f"cannot reach {url}/chat/completions" in message
     assert "connection refused" in message
     assert "--base-url" in message
+
+
+def test_the_first_failure_is_reported_at_once_with_the_retry_plan(
+        server: ScriptedOpenAIServer) -> None:
+    server.fail_next(500, times=10)
+    notices: list[str] = []
+    backend = backend_for(server, max_retries=3, backoff_s=0.5)
+    backend.notify = notices.append
+    backend.backoff_s = 0.01  # the plan was announced above; the test need not wait for it
+    with pytest.raises(BackendError, match=r"500.*gave up after 4 attempts"):
+        run(generate_once(backend))
+    assert len(server.requests) == 4
+    # One notice for the failure, not one per attempt, naming the endpoint and the plan.
+    assert len(notices) == 1, notices
+    assert f"{server.base_url}/chat/completions answered 500" in notices[0]
+    assert "retrying 3 more times over ~" in notices[0]
+
+
+def test_the_retry_plan_states_the_backoff_it_will_wait() -> None:
+    backend = OpenAIBackend(model="m", base_url="http://127.0.0.1:1/v1", max_retries=5,
+                            backoff_s=1.0)
+    notices: list[str] = []
+    backend.notify = notices.append
+    backend._announce(_Retry("x answered 500"), left=5, attempt=0)
+    backend._announce(_Retry("x answered 500"), left=4, attempt=1)  # the same failure: quiet
+    assert notices == ["a model request failed: x answered 500; retrying 5 more times over ~31 s"]
+
+
+def test_a_server_that_never_answered_is_given_up_on_after_two_attempts() -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    notices: list[str] = []
+    backend = OpenAIBackend(model="m", base_url=url, max_retries=6, backoff_s=0.01)
+    backend.notify = notices.append
+    with pytest.raises(BackendError) as caught:
+        run(generate_once(backend))
+    message = str(caught.value)
+    assert f"cannot reach {url}/chat/completions: connection refused" in message
+    assert f"gave up after 2 attempts: no request to {url} has succeeded yet" in message
+    assert "--base-url" in message
+    assert len(notices) == 1 and "connection refused" in notices[0]
+    assert "retrying once more" in notices[0]
+
+
+def test_a_name_that_does_not_resolve_is_given_up_on_after_two_attempts() -> None:
+    backend = OpenAIBackend(model="m", base_url="http://no-such-host.invalid/v1",
+                            max_retries=6, backoff_s=0.01)
+    backend.notify = lambda message: None
+    with pytest.raises(BackendError, match="gave up after 2 attempts"):
+        run(generate_once(backend))
+
+
+def test_after_a_success_a_refused_connection_gets_every_retry() -> None:
+    server = ScriptedOpenAIServer().start()
+    notices: list[str] = []
+    backend = OpenAIBackend(model="m", base_url=server.base_url, max_retries=3, backoff_s=0.01)
+    backend.notify = notices.append
+
+    async def answered_then_gone() -> None:
+        try:
+            await backend.generate(TASK, MESSAGES, GREEDY, 0)
+            server.stop()  # the server that answered goes away: a restart, a hiccup
+            await backend.aclose()  # and with it the kept-alive connection
+            await backend.generate(TASK, MESSAGES, GREEDY, 1)
+        finally:
+            await backend.aclose()
+
+    with pytest.raises(BackendError, match="gave up after 4 attempts"):
+        run(answered_then_gone())
+    assert len(server.requests) == 1
+    assert len(notices) == 1 and "retrying 3 more times" in notices[0]
 
 
 def test_a_slow_server_times_out_and_is_retried(server: ScriptedOpenAIServer) -> None:

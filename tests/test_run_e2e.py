@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from knowbench.execution.engine import SubprocessEngine
 from knowbench.execution.sandbox import resolve_sandbox
 from knowbench.methods import get_method
 from knowbench.models.openai import OpenAIBackend
-from knowbench.records import Limits, SamplingParams
+from knowbench.records import Limits, SampleResult, SamplingParams
 from knowbench.run import run_benchmark
 from openai_server import ScriptedOpenAIServer, last_user_message
 
@@ -85,8 +86,9 @@ def test_openai_backend_run_scores_exactly_the_solved_tasks_after_a_429(tmp_path
     assert summary.scores.overall.samples == len(BENCH.tasks)
     assert all(r.usage.completion_tokens > 0 for r in summary.results)
     run_json = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert run_json["settings"]["model"] == {"backend": "openai", "model": "scripted",
-                                             "base_url": server.base_url}
+    # The endpoint is recorded, but it is no part of the run's identity (settings).
+    assert run_json["settings"]["model"] == {"backend": "openai", "model": "scripted"}
+    assert run_json["connection"]["base_url"] == server.base_url
     assert run_json["settings"]["limits"]["wall_s"] == Limits().wall_s
     assert run_json["settings"]["sandbox"] in ("bwrap", "unshare")
 
@@ -174,8 +176,10 @@ def slow_bench(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run_command(bench: Path, url: str, run_dir: Path) -> list[str]:
+    # --recalibrate: reference checks shared from earlier runs would skip the checking stage.
     return knowbench_command("run", str(bench), "--model", "scripted", "--base-url", url, "--out",
-                             str(run_dir), "--concurrency", "1", "--workers", "2", "--no-cache")
+                             str(run_dir), "--concurrency", "1", "--workers", "2", "--no-cache",
+                             "--recalibrate")
 
 
 @pytest.fixture(scope="module")
@@ -357,8 +361,291 @@ def test_an_unreachable_endpoint_stops_the_run_with_advice(tmp_path: Path) -> No
     assert "Traceback" not in done.stderr
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_closed_port_fails_after_two_attempts_saying_so_at_once(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    done = run_knowbench("run", str(EXAMPLE), "--model", "m", "--base-url", url, "--out",
+                         str(tmp_path / "run"), "--no-cache")  # the default: 6 retries
+    assert done.returncode == 1, done.stderr
+    # Said before the reference checks, which on a large benchmark take minutes.
+    probe = f"warning: nothing answers at {url} (connection refused)"
+    assert probe in done.stderr
+    assert done.stderr.index(probe) < done.stderr.index("samples: 16 to do")
+    notices = [line for line in done.stderr.splitlines() if "a model request failed" in line]
+    assert len(notices) == 1, done.stderr  # reported once, not once per request
+    assert f"cannot reach {url}/chat/completions: connection refused" in notices[0]
+    assert "retrying once more" in notices[0]
+    assert f"gave up after 2 attempts: no request to {url} has succeeded yet" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_an_endpoint_answering_500_is_reported_with_the_retry_plan(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer() as server:
+        server.fail_next(500, times=1000)
+        done = run_knowbench("run", str(EXAMPLE), "--model", "m", "--base-url", server.base_url,
+                             "--out", str(tmp_path / "run"), "--no-cache", "--concurrency", "1",
+                             "--max-retries", "2")
+    assert done.returncode == 1, done.stderr
+    notices = [line for line in done.stderr.splitlines() if "a model request failed" in line]
+    assert len(notices) == 1, done.stderr
+    assert "answered 500: scripted failure with status 500" in notices[0]
+    assert "retrying 2 more times over ~3 s" in notices[0]
+    assert "gave up after 3 attempts" in done.stderr
+    assert "run the same command again to resume" in done.stderr
+
+
+def test_the_terminal_progress_bar_shows_the_time_left() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from knowbench.commands._progress import RunProgress
+
+    screen = StringIO()
+    with RunProgress(Console(file=screen, force_terminal=True, width=150)) as progress:
+        progress.on_start(TOTAL, 0)
+        for task in BENCH.tasks[:4]:
+            progress.on_result(SampleResult(task_id=task.task_id, sample_idx=0, kind=task.kind,
+                                            domain=task.domain, completion="", passed=True,
+                                            status="pass"))
+    assert "ETA" in screen.getvalue() and f"4/{TOTAL}" in screen.getvalue()
+    assert progress.stored == 4
+
+
 def test_usage_errors_exit_2_without_a_traceback() -> None:
     for args in (("run",), ("run", str(EXAMPLE), "--model", "reference", "--n", "0")):
         done = run_knowbench(*args)
         assert done.returncode == 2, args
         assert "Traceback" not in done.stderr and "Error" in done.stderr
+
+
+# Safety: one run per directory, resuming after the endpoint moved, interrupting, progress.
+
+def _wait_for(check: Callable[[], bool], what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_a_second_run_in_the_same_directory_is_refused_at_once(tmp_path: Path) -> None:
+    # Each reply held 2 s, one at a time: the first run is still working when the second starts.
+    server, url, log = _start_server(tmp_path, delay=2.0)
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "KNOWBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    command = _run_command(EXAMPLE, url, run_dir)
+    first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_for(lambda: len(_state(run_dir).generations) >= 1, "the first run's requests")
+        requests_before = len(log.read_text().splitlines())
+        second = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                                timeout=120)
+        assert second.returncode == 2, second.stderr
+        assert first.poll() is None, "the first run ended before the second started"
+        assert f"in use by another knowbench run (pid {first.pid})" in second.stderr
+        assert "run the same command to resume" in second.stderr and "--out" in second.stderr
+        assert "Traceback" not in second.stderr
+        # The refused run sent nothing: every request in the log is the first run's.
+        assert len(set(_requested_tasks(log))) == len(_requested_tasks(log))
+        assert requests_before <= len(log.read_text().splitlines()) <= TOTAL
+
+        os.killpg(first.pid, signal.SIGKILL)  # its lock goes with it
+        first.wait()
+        killed = _state(run_dir)
+        done = killed.results
+        server.terminate()
+        server.wait()
+        server, url, log = _start_server(tmp_path, delay=0.0)  # the same log, no delay
+        resumed = subprocess.run(_run_command(EXAMPLE, url, run_dir), cwd=ROOT, env=env,
+                                 capture_output=True, text=True, timeout=300)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait()
+        server.terminate()
+        server.wait()
+    assert resumed.returncode == 0, resumed.stderr
+    if done:
+        assert f"resuming: {len(done)} of {TOTAL}" in resumed.stderr
+    assert _passed_tasks(run_dir) == SOLVED
+    requested = _requested_tasks(log)
+    for task_id in killed.generations:  # one answered request each, whichever run sent it
+        assert requested.count(task_id) == 1, f"{task_id} was requested twice"
+
+
+def test_a_run_resumes_after_the_endpoint_moved(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "KNOWBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    picked = ["text/slugify", "text/re-match-vs-search"]
+    selection = [arg for task_id in picked for arg in ("--task", task_id)]
+    server, url, _ = _start_server(tmp_path, delay=0.0)
+    try:
+        first = run_knowbench(*_run_command(EXAMPLE, url, run_dir)[3:], *selection, env=env)
+    finally:
+        server.terminate()
+        server.wait()
+    assert first.returncode == 0, first.stderr
+    moved_dir = tmp_path / "moved"
+    moved_dir.mkdir()
+    server, moved, moved_log = _start_server(moved_dir, delay=0.0)
+    try:
+        assert moved != url
+        again = run_knowbench(*_run_command(EXAMPLE, moved, run_dir)[3:], *selection,
+                              "--request-timeout", "30", "--concurrency", "4", env=env)
+        assert again.returncode == 0, again.stderr
+        assert f"resuming: {len(picked)} of {len(picked)}" in again.stderr
+        # A run directory written by an older knowbench kept the address in "model".
+        document = json.loads((run_dir / "run.json").read_text())
+        assert document["connection"]["base_url"] == moved
+        assert document["connection"]["concurrency"] == 4
+        document["settings"]["model"]["base_url"] = url
+        del document["connection"]
+        (run_dir / "run.json").write_text(json.dumps(document))
+        old = run_knowbench(*_run_command(EXAMPLE, moved, run_dir)[3:], *selection, env=env)
+        assert old.returncode == 0, old.stderr
+        assert f"resuming: {len(picked)} of {len(picked)}" in old.stderr
+        # Another model is another run.
+        other = run_knowbench(*_run_command(EXAMPLE, moved, run_dir)[3:], *selection,
+                              "--model", "other", env=env)
+        assert other.returncode == 2 and "different settings" in other.stderr
+    finally:
+        server.terminate()
+        server.wait()
+    assert not moved_log.exists() or moved_log.read_text() == ""
+
+
+def test_ctrl_c_exits_130_saying_what_is_stored_and_the_rerun_resumes(tmp_path: Path) -> None:
+    server, url, _ = _start_server(tmp_path, delay=0.5)
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "KNOWBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    command = _run_command(EXAMPLE, url, run_dir)
+    victim = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _wait_for(lambda: len(_state(run_dir).results) >= 3, "three stored samples")
+        victim.send_signal(signal.SIGINT)
+        _, stderr = victim.communicate(timeout=120)
+        stored = len(_state(run_dir).results)
+        resumed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                                 timeout=300)
+    finally:
+        if victim.poll() is None:
+            os.killpg(victim.pid, signal.SIGKILL)
+            victim.wait()
+        server.terminate()
+        server.wait()
+    assert victim.returncode == 130, stderr
+    assert f"interrupted; {stored} samples stored in {run_dir}; rerun the same command" in stderr
+    assert "Traceback" not in stderr
+    assert 3 <= stored < TOTAL
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming: {stored} of {TOTAL}" in resumed.stderr
+    assert _passed_tasks(run_dir) == SOLVED
+
+
+def test_progress_lines_are_printed_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    server, url, _ = _start_server(tmp_path, delay=0.2)
+    env = {**os.environ, "KNOWBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    try:
+        done = run_knowbench(*_run_command(EXAMPLE, url, tmp_path / "run")[3:],
+                             "--progress-every", "0.5", "--recalibrate", env=env)
+    finally:
+        server.terminate()
+        server.wait()
+    assert done.returncode == 0, done.stderr
+    assert f"checking {FUNCTIONS} reference solution(s)" in done.stderr
+    assert f"samples: {TOTAL} to do of {TOTAL}" in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("progress: samples ")]
+    assert lines, done.stderr
+    assert all(f"/{TOTAL}" in line and "pass " in line and "ETA " in line for line in lines)
+
+
+def _replay_file(path: Path, task_ids: list[str], extra: list[str] | None = None) -> Path:
+    with path.open("w") as handle:
+        for task_id in [*task_ids, *(extra or [])]:
+            handle.write(json.dumps({"task_id": task_id, "sample_idx": 0, "completion": ""}) + "\n")
+    return path
+
+
+def test_replay_missing_tasks_are_all_named_before_any_work(tmp_path: Path) -> None:
+    ids = [task.task_id for task in BENCH.tasks]
+    samples = _replay_file(tmp_path / "samples.jsonl", ids[:10], extra=["nowhere/x"])
+    done = run_knowbench("run", str(EXAMPLE), "--model", f"replay:{samples}", "--out",
+                         str(tmp_path / "r"))
+    assert done.returncode == 2, done.stderr
+    assert f"lacks completions for {len(ids) - 10} of the {len(ids)} selected tasks" in done.stderr
+    for task_id in ids[10:]:
+        assert task_id in done.stderr
+    assert "--task" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "r").exists(), "work started before the check"
+
+
+def test_replay_ids_the_benchmark_does_not_have_are_warned_about(tmp_path: Path) -> None:
+    ids = [task.task_id for task in BENCH.tasks]
+    samples = _replay_file(tmp_path / "samples.jsonl", ids, extra=["nowhere/x", "nowhere/y"])
+    done = run_knowbench("run", str(EXAMPLE), "--model", f"replay:{samples}", "--out",
+                         str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr
+    assert "2 task id(s) the benchmark does not have are ignored: nowhere/x, nowhere/y" in done.stderr
+
+
+def test_options_that_do_nothing_are_warned_about(tmp_path: Path) -> None:
+    done = run_knowbench("run", str(EXAMPLE), "--model", "reference", "--out", str(tmp_path / "r"),
+                         "--method", "none", "--corpus", "somecorpus", "--top-k", "3",
+                         "--base-url", "http://127.0.0.1:9/v1", "--temperature", "0.5",
+                         "--ray-address", "auto", "--k", "1", "--k", "5")
+    assert done.returncode == 0, done.stderr
+    for option, why in (("--corpus", "--method none does not use it"), ("--top-k", "rag-*"),
+                        ("--base-url", "--model reference calls no model"),
+                        ("--temperature", "calls no model"), ("--ray-address", "--engine ray")):
+        assert f"warning: {option} is ignored: " in done.stderr, option
+        assert why in done.stderr
+    assert "pass@5 is left out: it needs n >= 5 samples per task" in done.stderr
+    plain = run_knowbench("run", str(EXAMPLE), "--model", "reference", "--out", str(tmp_path / "p"))
+    assert "warning" not in plain.stderr, plain.stderr
+
+
+def test_score_says_why_a_requested_pass_at_k_is_missing(tmp_path: Path) -> None:
+    run_dir = tmp_path / "r"
+    assert run_knowbench("run", str(EXAMPLE), "--model", "reference", "--n", "2", "--out",
+                         str(run_dir)).returncode == 0
+    done = run_knowbench("score", str(run_dir), "--k", "1", "--k", "2", "--k", "10")
+    assert done.returncode == 0, done.stderr
+    assert "pass@10 is left out: it needs n >= 10 samples per task" in done.stderr
+    assert "pass@1 " not in done.stderr and "pass@2 " not in done.stderr
+
+
+def test_oracle_on_tasks_without_bundles_is_refused(tmp_path: Path) -> None:
+    done = run_knowbench("run", str(EXAMPLE), "--model", "reference", "--method", "oracle:S+E",
+                         "--out", str(tmp_path / "r"))
+    assert done.returncode == 2, done.stderr
+    assert f"none of the {TOTAL} selected tasks carries a knowledge bundle" in done.stderr
+    assert "--method none" in done.stderr
+
+
+def test_replay_check_names_the_first_twenty_missing_and_counts_the_rest(tmp_path: Path) -> None:
+    from knowbench.errors import UserError
+    from knowbench.models.offline import ReplayBackend
+
+    wanted = [f"t{number:02d}" for number in range(40)]
+    samples = tmp_path / "samples.jsonl"
+    with samples.open("w") as handle:
+        for task_id in wanted[:8]:  # t00..t07 present; t07 lacks its sample 1
+            for idx in ((0, 2) if task_id == "t07" else (0, 1)):
+                handle.write(json.dumps({"task_id": task_id, "sample_idx": idx,
+                                         "completion": "x"}) + "\n")
+    with pytest.raises(UserError) as caught:
+        ReplayBackend(samples).check_tasks(wanted, wanted)
+    message = str(caught.value)
+    assert "lacks completions for 33 of the 40 selected tasks" in message
+    assert "t07 (sample 1)" in message
+    named = [task_id for task_id in wanted[8:] if task_id in message]
+    assert named == wanted[8:27] and "(13 more)" in message
+    assert "run only the 7 task(s) it covers with --task" in message

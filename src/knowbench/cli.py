@@ -3,26 +3,27 @@
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from pathlib import Path
-from typing import Annotated, get_args
+from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from knowbench import __version__
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import FunctionTask
 from knowbench.commands._console import engine_notices
+from knowbench.commands._progress import RunProgress
 from knowbench.errors import UserError
 from knowbench.execution import ENGINES, SANDBOXES, create_engine, resolve_sandbox
 from knowbench.execution.engine import default_workers
-from knowbench.methods import METHODS, get_method
+from knowbench.methods import METHODS, Method, get_method
 from knowbench.models import BackendOptions, create_backend
-from knowbench.records import Limits, SampleResult, SampleStatus, SamplingParams
+from knowbench.models.base import ModelBackend
+from knowbench.records import Limits, SamplingParams
 from knowbench.report.table import print_scores
+from knowbench.scoring.metrics import k_shortfalls
 
 app = typer.Typer(
     name="knowbench", no_args_is_help=True, add_completion=False, rich_markup_mode=None,
@@ -46,6 +47,7 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version, 
 
 @app.command()
 def run(
+    ctx: typer.Context,
     benchmark: Annotated[Path, typer.Argument(help="Benchmark directory (benchmark.json + tasks.jsonl).")],
     model: Annotated[str, typer.Option(
         "--model", "-m",
@@ -126,6 +128,9 @@ def run(
         "--label", help="Name of the run in reports, leaderboards and comparisons (stored in "
                         "run.json; not a setting, so a resumed run may be relabelled). Default: "
                         "model (with the samples file name for replay) · method.")] = None,
+    progress_every: Annotated[float, typer.Option(
+        min=0.0, help="When stderr is not a terminal: print a progress line every this many "
+                      "seconds (0: none).")] = 15.0,
 ) -> None:
     """Evaluate a model on a benchmark. Kill it at any time; the same command resumes."""
     from knowbench.benchmark.preload import preload_modules
@@ -154,10 +159,23 @@ def run(
     backend = create_backend(model, BackendOptions(base_url=base_url, api_key=api_key, concurrency=concurrency,
                                                    request_timeout=request_timeout, max_retries=max_retries,
                                                    no_cache=no_cache))
-    knowledge = get_method(method, corpus=corpus, top_k=top_k, budget=budget, query=query,
-                           exclude_file=exclude_file)
-    for warning in knowledge.check(bench.tasks):
-        console.print(f"[yellow]warning:[/] {warning}")
+    backend.notify = lambda message: console.print(f"[yellow]warning:[/] {message}", highlight=False)
+    progress = RunProgress(console, progress_every)
+    method_options = {"corpus": corpus, "top_k": top_k, "budget": budget, "query": query,
+                      "exclude_file": exclude_file}
+    if method.startswith("rag-") and corpus:
+        with progress.step(f"opening corpus {corpus} for {method} (loading its index; a dense "
+                           "index is embedded on first use)"):
+            knowledge = get_method(method, **method_options)
+    else:
+        knowledge = get_method(method, **method_options)
+    # Options typed on the command line (typer bundles its own click: compare by name).
+    given = {"--" + name.replace("_", "-") for name in ctx.params
+             if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"}
+    if "--calibrate" in given and not calibrate:
+        given.add("--no-calibrate")
+    for warning in _ignored_options(given, backend, knowledge, engine_name, timeout, calibrate):
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     def label(text: str) -> str:
         return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
 
@@ -166,8 +184,9 @@ def run(
     if environment == "auto" and bench.manifest.requirements:
         from knowbench.execution.environments import ensure_env
 
-        console.print(f"environment for {', '.join(bench.manifest.requirements)} …")
-        python = ensure_env(bench.manifest.requirements).python
+        with progress.step(f"environment for {', '.join(bench.manifest.requirements)} (built "
+                           "once, then cached)"):
+            python = ensure_env(bench.manifest.requirements).python
     with engine_notices(console):
         engine = create_engine(engine_name, resolve_sandbox(sandbox, python=python), workers, python,
                                preload_modules(bench.tasks, bench.manifest.preload),
@@ -178,34 +197,32 @@ def run(
     console.print(f"knowbench {__version__}: {bench.name} ({len(bench.tasks)} tasks) · model {model} · "
                   f"method {method} · {engine.name} engine · sandbox {sandbox_kind} · {engine.workers} workers "
                   f"→ {run_dir}")
-    counts: Counter[str] = Counter()
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), console=console,
-                  transient=False) as progress:
-        bar = progress.add_task("samples", total=None, counts="")
-
-        def on_start(total: int, done: int) -> None:
-            progress.update(bar, total=total, completed=done)
-            if done:
-                console.print(f"resuming: {done} of {total} samples already done")
-
-        def on_result(result: SampleResult) -> None:
-            counts[result.status] += 1
-            shown = " · ".join(f"{status} {counts[status]}" for status in
-                               get_args(SampleStatus)
-                               if counts[status] or status in ("pass", "fail"))
-            progress.update(bar, advance=1, counts=shown)
-
+    ks = tuple(k or (1, 5, 10))
+    with progress:
         try:
             summary = run_benchmark(bench, backend, knowledge, engine, run_dir, params, limits,
-                                    time_policy=policy, task_ids=task or None,
-                                    ks=tuple(k or (1, 5, 10)), overwrite=overwrite,
-                                    on_start=on_start, on_result=on_result,
+                                    time_policy=policy, task_ids=task or None, ks=ks,
+                                    overwrite=overwrite, on_start=progress.on_start,
+                                    on_result=progress.on_result,
+                                    on_references=progress.on_references,
+                                    on_warning=lambda text: console.print(
+                                        f"[yellow]warning:[/] {text}", highlight=False),
                                     isolation=isolation,  # type: ignore[arg-type]
                                     recalibrate=recalibrate,
                                     label=run_label.strip() if run_label else None)
+        except KeyboardInterrupt:
+            interrupted = True
+        else:
+            interrupted = False
         finally:
             engine.close()
+    if interrupted:
+        console.print(f"interrupted; {progress.stored} samples stored in {run_dir}; rerun the "
+                      "same command to resume", highlight=False)
+        raise typer.Exit(130)
+    if k:
+        for note in k_shortfalls(summary.scores, k):
+            console.print(f"[yellow]warning:[/] {note}", highlight=False)
     print_scores(out, summary.scores, title=f"{bench.name} · {model} · {method}")
     statuses = ", ".join(f"{name} {count}" for name, count in sorted(summary.status_counts.items()))
     out.print(f"samples: {len(summary.results)} ({statuses}) · results in {run_dir}")
@@ -216,6 +233,37 @@ def run(
                       "was never judged; raise --max-tokens and run again into a new --out")
     _print_isolation(summary.isolation)
     _print_self_check(summary.self_check, model)
+
+
+def _ignored_options(given: set[str], backend: ModelBackend, method: Method,
+                     engine_name: str, timeout: float | None, calibrate: bool) -> list[str]:
+    """One warning per option given on the command line that does nothing in this run:
+    method options the method does not use (those missing from its `describe()`), endpoint
+    and sampling options with a backend that calls no model, and so on."""
+    used = set(method.describe())
+    ignored: list[tuple[str, str]] = []
+    for option in ("--corpus", "--top-k", "--budget", "--query", "--exclude-file"):
+        if option in given and option.removeprefix("--").replace("-", "_") not in used:
+            ignored.append((option, f"--method {method.describe().get('method', method.name)} "
+                                    "does not use it (only rag-* methods do)"))
+    calls_a_model = bool(backend.connection())
+    if not calls_a_model:
+        for option in ("--base-url", "--api-key", "--concurrency", "--request-timeout",
+                       "--max-retries", "--no-cache", "--temperature", "--top-p", "--max-tokens",
+                       "--seed"):
+            if option in given:
+                ignored.append((option, f"--model {backend.name} calls no model"))
+    if "--n" in given and hasattr(backend, "samples_for"):
+        ignored.append(("--n", f"--model {backend.name} takes as many samples per task as its "
+                               "file holds"))
+    if "--ray-address" in given and engine_name != "ray":
+        ignored.append(("--ray-address", "it applies only to --engine ray"))
+    for option in ("--time-floor", "--time-factor"):
+        if option in given and (timeout is not None or not calibrate):
+            ignored.append((option, "calibration is off (--timeout or --no-calibrate)"))
+    if "--no-calibrate" in given and timeout is not None:
+        ignored.append(("--no-calibrate", "--timeout sets every limit anyway"))
+    return [f"{option} is ignored: {why}" for option, why in ignored]
 
 
 def _print_isolation(share: dict[str, object]) -> None:
@@ -282,6 +330,8 @@ def score(
     settings = run.settings()
     backend = settings.get("model", {}).get("backend", "")
     summary = write_outputs(run_dir, run.results(), backend, tuple(k or (1, 5, 10)))
+    for note in k_shortfalls(summary.scores, k or ()):
+        console.print(f"[yellow]warning:[/] {note}", highlight=False)
     print_scores(out, summary.scores, title=f"{settings.get('benchmark', {}).get('name', run_dir)}")
     _print_self_check(summary.self_check, backend)
 

@@ -94,7 +94,12 @@ class TaskPlan:
 
 
 class RunSettings(BaseModel):
-    """What determines a run's results; a resumed run must match it exactly."""
+    """What determines a run's results; a resumed run must match it exactly.
+
+    `model` is the backend's identity (backend, model name) without how it is reached: the
+    endpoint's address, concurrency and timeouts are recorded in run.json ("connection") but a
+    run resumes when they change, e.g. after the server moved to another port.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -130,15 +135,22 @@ def run_benchmark(
     task_ids: list[str] | None = None, ks: tuple[int, ...] = (1, 5, 10), overwrite: bool = False,
     isolation: IsolationPolicy = "auto", recalibrate: bool = False, label: str | None = None,
     on_start: Callable[[int, int], None] | None = None, on_result: ProgressCallback | None = None,
+    on_references: Callable[[int, int], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> RunSummary:
     """Run (or resume) a benchmark and score it.
 
     `on_start(total, already_done)` is called once before work starts and `on_result` after
-    each newly scored sample, for progress displays. Reference checks are reused from
-    earlier runs under the same conditions (`knowbench.store.calibration`) unless
-    `recalibrate`, which measures them again. Raises `UserError` when `run_dir`
-    holds a run with different settings and `overwrite` is false, and `RunAborted` when the
-    model backend fails (finished samples stay stored; rerunning resumes).
+    each newly scored sample, for progress displays; `on_references(done, total)` while the
+    tasks' reference solutions are checked (calibration, before any sample). Reference checks
+    are reused from earlier runs under the same conditions (`knowbench.store.calibration`)
+    unless `recalibrate`, which measures them again. `on_warning` receives what the backend
+    and method find questionable before work starts (default: Python warnings, category
+    `RunWarning`). Raises `UserError` when `run_dir` holds a run with different settings and
+    `overwrite` is false, when another process is running in `run_dir` (the directory is
+    locked for the whole run), or when the backend or method refuses the selected tasks;
+    `RunAborted` when the model backend fails (finished samples stay stored; rerunning
+    resumes).
 
     The benchmark directory (reference solutions) and `run_dir` (every stored completion)
     are hidden from the samples through `engine.hide`, whatever engine the caller built;
@@ -149,33 +161,57 @@ def run_benchmark(
     change it); without one a resumed run keeps its label, a new one gets `default_label`.
     """
     tasks = _select(benchmark, task_ids)
+    warn = on_warning or _python_warning
+    for warning in [*backend.check_tasks([task.task_id for task in tasks],
+                                         [task.task_id for task in benchmark.tasks]),
+                    *method.check(tasks)]:
+        warn(warning)
     time_policy = time_policy or TimePolicy()
+    connection = backend.connection()
     settings = RunSettings(
         benchmark={"name": benchmark.name, "version": benchmark.manifest.version,
                    "path": str(benchmark.path), "content_hash": benchmark.content_hash},
-        model=backend.describe(), method=method.describe(), params=params, limits=limits,
+        model={key: value for key, value in backend.describe().items() if key not in connection},
+        method=method.describe(), params=params, limits=limits,
         time_policy=time_policy, sandbox=str(engine.describe().get("sandbox", "none")),
         isolation=isolation, tasks=task_ids,
     )
-    run = RunDirectory.prepare(run_dir, settings.model_dump(mode="json"), overwrite=overwrite)
-    engine.hide([benchmark.path, run.path])
-    if label is None and run.run_file.is_file():
-        label = run.document().get("label")
-    document = _run_document(settings, engine, label)
-    run.write_document(document)
-    shared = CalibrationCache(knowbench_home(), calibration_key({
-        "benchmark": benchmark.content_hash, "engine": document["engine"],
-        "environment": document.get("environment"), "limits": limits.model_dump(mode="json"),
-        "isolation": isolation}), reuse=not recalibrate)
-    with run.store() as store:
-        plans = plan_tasks(tasks, benchmark, engine, store, limits, time_policy, isolation, shared)
-        asyncio.run(_run_all(tasks, backend, method, engine, store, params, plans, on_start,
-                             on_result))
-        stored = store.results()
-    order = {task.task_id: index for index, task in enumerate(tasks)}
-    results = sorted((r for r in stored.values() if r.task_id in order),
-                     key=lambda r: (order[r.task_id], r.sample_idx))
-    return write_outputs(run_dir, results, backend.name, ks)
+    # Older versions kept the endpoint's address in "model"; such runs resume too.
+    run = RunDirectory.prepare(run_dir, settings.model_dump(mode="json"), overwrite=overwrite,
+                               not_identity={"model": list(connection)})
+    try:
+        engine.hide([benchmark.path, run.path])
+        if label is None and run.run_file.is_file():
+            label = run.document().get("label")
+        document = {**_run_document(settings, engine, label), "connection": connection}
+        run.write_document(document)
+        shared = CalibrationCache(knowbench_home(), calibration_key({
+            "benchmark": benchmark.content_hash, "engine": document["engine"],
+            "environment": document.get("environment"), "limits": limits.model_dump(mode="json"),
+            "isolation": isolation}), reuse=not recalibrate)
+        with run.store() as store:
+            plans = plan_tasks(tasks, benchmark, engine, store, limits, time_policy, isolation,
+                               shared, on_references)
+            asyncio.run(_run_all(tasks, backend, method, engine, store, params, plans, on_start,
+                                 on_result))
+            stored = store.results()
+        order = {task.task_id: index for index, task in enumerate(tasks)}
+        results = sorted((r for r in stored.values() if r.task_id in order),
+                         key=lambda r: (order[r.task_id], r.sample_idx))
+        return write_outputs(run_dir, results, backend.name, ks)
+    finally:
+        run.release()
+
+
+class RunWarning(UserWarning):
+    """Something in a run's options that is probably not what was meant (an option that
+    does nothing here, tasks a replay file does not know); the run goes on."""
+
+
+def _python_warning(message: str) -> None:
+    import warnings
+
+    warnings.warn(message, RunWarning, stacklevel=3)
 
 
 def write_outputs(run_dir: Path, results: list[SampleResult], backend_name: str,
@@ -303,7 +339,8 @@ def limits_for(task: FunctionTask, benchmark: Benchmark, limits: Limits, policy:
 def plan_tasks(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, engine: Engine,
                store: RunStore, limits: Limits, policy: TimePolicy,
                isolation: IsolationPolicy = "auto",
-               shared: CalibrationCache | None = None) -> dict[str, TaskPlan]:
+               shared: CalibrationCache | None = None,
+               on_references: Callable[[int, int], None] | None = None) -> dict[str, TaskPlan]:
     """Per task: its limits and how its samples are judged, decided once and stored.
 
     Each task's reference runs once before any sample: split first (unless the policy is
@@ -311,7 +348,8 @@ def plan_tasks(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, eng
     the task is judged in-process and the reason is kept. The passing run's duration
     calibrates the time limit under the calibrated policy. With `shared`, checks made
     earlier under the same key (same benchmark, engine, environment, limits, policy, code
-    and host) are reused instead of run, and new ones are added to it.
+    and host) are reused instead of run, and new ones are added to it. `on_references(done,
+    total)` is called before the first and after each reference checked.
     """
     functions = [task for task in tasks if isinstance(task, FunctionTask)]
     measured, decided = store.calibration(), store.isolation()
@@ -334,8 +372,15 @@ def plan_tasks(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, eng
             if shared and result.status != "infrastructure":  # a broken run is not a fact
                 shared.put(task.task_id, check)
 
-        with ThreadPoolExecutor(max_workers=engine.workers) as pool:
-            list(pool.map(check_reference, missing))
+        if on_references:
+            on_references(0, len(missing))
+        pool = ThreadPoolExecutor(max_workers=engine.workers)
+        try:
+            for done, _ in enumerate(pool.map(check_reference, missing), start=1):
+                if on_references:
+                    on_references(done, len(missing))
+        finally:  # on Ctrl-C: finish the references under way, start no more
+            pool.shutdown(wait=True, cancel_futures=True)
     if reused or missing:
         measured, decided = store.calibration(), store.isolation()
     plans = {}

@@ -8,6 +8,7 @@ knowledge; its trace says `"bundle": false`, so such samples can be told apart i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
@@ -46,3 +47,19 @@ class OracleMethod(Method):
 
     def describe(self) -> dict[str, Any]:
         return {"method": f"oracle:{self.cell}", "cell": self.cell}
+
+    def check(self, tasks: Sequence[FunctionTask | ChoiceTask]) -> list[str]:
+        """Refuses tasks none of which carry a bundle (the run would equal `--method none`);
+        warns when only some do."""
+        bare = [task.task_id for task in tasks
+                if not isinstance(task, FunctionTask) or task.bundle is None]
+        if tasks and len(bare) == len(tasks):
+            raise UserError(f"--method oracle:{self.cell}: none of the {len(tasks)} selected tasks "
+                            "carries a knowledge bundle, so every prompt would be the same as "
+                            "with --method none\n  fix: use --method none, or a benchmark built "
+                            "with knowledge bundles (NovelAPIBench; see docs/knowledge.md)")
+        if bare:
+            shown = ", ".join(bare[:5]) + (" …" if len(bare) > 5 else "")
+            return [f"--method oracle:{self.cell}: {len(bare)} of {len(tasks)} tasks carry no "
+                    f"knowledge bundle and get no knowledge (as with --method none): {shown}"]
+        return []

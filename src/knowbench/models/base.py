@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -37,6 +39,15 @@ class ModelBackend(ABC):
     """
 
     name: str = "abstract"
+    # Where the backend reports what the user should see while a run goes on (a failing
+    # endpoint being retried); None: one "warning:" line on stderr. The CLI sets its console.
+    notify: Callable[[str], None] | None = None
+
+    def notice(self, message: str) -> None:
+        if self.notify is not None:
+            self.notify(message)
+        else:
+            print(f"warning: {message}", file=sys.stderr, flush=True)
 
     @abstractmethod
     async def generate(self, task: FunctionTask | ChoiceTask, messages: list[Message],
@@ -46,6 +57,20 @@ class ModelBackend(ABC):
     def describe(self) -> dict[str, Any]:
         """Identity written into run.json and used in cache keys (no secrets)."""
         return {"backend": self.name}
+
+    def connection(self) -> dict[str, Any]:
+        """How the backend reaches its model (address, concurrency, timeouts): recorded in
+        run.json but no part of a run's identity, since none of it changes replies. The keys
+        that `describe` shares with it are left out of the run's identity too."""
+        return {}
+
+    def check_tasks(self, task_ids: list[str], known_ids: list[str]) -> list[str]:
+        """Called once before a run starts work on the selected `task_ids` (of the benchmark's
+        `known_ids`): warnings to show, or `UserError` when the backend cannot answer some of
+        them (e.g. a replay file that lacks them), so a run never fails half way for a reason
+        known up front."""
+        del task_ids, known_ids
+        return []
 
     async def aclose(self) -> None:  # noqa: B027 (optional hook: most backends hold nothing)
         """Release connections; called once at the end of a run."""

@@ -39,6 +39,9 @@ class NullBackend(ModelBackend):
         return Reply(text="")
 
 
+_SHOWN = 20  # missing task ids named in a message
+
+
 class ReplayBackend(ModelBackend):
     """Replays a samples JSONL file: one `{task_id, completion, sample_idx}` object per line,
     with an optional `finish_reason` ("length": the reply was cut off at its token limit), so
@@ -58,6 +61,37 @@ class ReplayBackend(ModelBackend):
 
     def samples_for(self, task_id: str) -> int:
         return sum(1 for key in self._completions if key[0] == task_id)
+
+    def check_tasks(self, task_ids: list[str], known_ids: list[str]) -> list[str]:
+        """Refuses a run when the file lacks completions for selected tasks (all of them are
+        named up front, not one per attempt); warns about task ids the benchmark does not have.
+        A task's samples must be numbered 0, 1, 2, ... without gaps."""
+        indices: dict[str, set[int]] = {}
+        for task_id, sample_idx in self._completions:
+            indices.setdefault(task_id, set()).add(sample_idx)
+        missing = []
+        for task_id in task_ids:
+            have = indices.get(task_id, set())
+            gaps = sorted(set(range(max(have, default=-1) + 1)) - have)
+            if not have:
+                missing.append(task_id)
+            elif gaps:
+                missing.append(f"{task_id} (sample {', '.join(map(str, gaps[:5]))})")
+        if missing:
+            shown = ", ".join(missing[:_SHOWN]) + (f", … ({len(missing) - _SHOWN} more)"
+                                                   if len(missing) > _SHOWN else "")
+            present = len(task_ids) - len(missing)
+            raise UserError(
+                f"{self.path} lacks completions for {len(missing)} of the {len(task_ids)} "
+                f"selected tasks: {shown}\n  fix: add them to the file, or run only the "
+                f"{present} task(s) it covers with --task ID (repeatable)")
+        known = set(known_ids)
+        unknown = sorted({task_id for task_id in indices if task_id not in known})
+        if not unknown:
+            return []
+        shown = ", ".join(unknown[:5]) + (" …" if len(unknown) > 5 else "")
+        return [f"{self.path}: {len(unknown)} task id(s) the benchmark does not have are "
+                f"ignored: {shown}"]
 
     async def generate(self, task: FunctionTask | ChoiceTask, messages: list[Message],
                        params: SamplingParams, sample_idx: int) -> Reply:

@@ -3,7 +3,11 @@
 Each sample is one request with `n: 1`, so samples can be cached, retried and resumed one
 at a time. Transient failures (429, 5xx, 408, timeouts, dropped connections) are retried
 with exponential backoff and jitter, honouring a numeric `Retry-After`; any other 4xx
-fails at once, because repeating a bad request cannot fix it.
+fails at once, because repeating a bad request cannot fix it. The first failure of each kind
+is reported at once through `notice` (what failed, and the retries left), so a failing
+endpoint is visible long before the retries run out. Until one request has succeeded, an
+endpoint that refuses connections or whose name does not resolve is tried only
+`UNREACHABLE_ATTEMPTS` times: that is a wrong URL or a server not started, not a hiccup.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import socket
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,6 +32,7 @@ API_KEY_ENVS = ("KNOWBENCH_API_KEY", "OPENAI_API_KEY")
 RETRY_AFTER_CAP_S = 60.0
 _BACKOFF_CAP_S = 60.0
 _COMPLETIONS_SUFFIX = "/chat/completions"
+UNREACHABLE_ATTEMPTS = 2
 
 
 def normalise_base_url(base_url: str) -> str:
@@ -64,6 +70,7 @@ class _Retry:
 
     reason: str
     wait_s: float | None = None  # the server's Retry-After, when it gave one
+    unreachable: bool = False  # no connection could be made (refused, name not resolved)
 
 
 class OpenAIBackend(ModelBackend):
@@ -97,10 +104,38 @@ class OpenAIBackend(ModelBackend):
         self._client: httpx.AsyncClient | None = None
         self._semaphore: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._succeeded = False  # some request has been answered: the endpoint exists
+        self._announced: set[str] = set()  # failures already reported since the last success
 
     def describe(self) -> dict[str, Any]:
         """Backend, model and normalised base URL; never the API key."""
         return {"backend": self.name, "model": self.model, "base_url": self.base_url}
+
+    def connection(self) -> dict[str, Any]:
+        """How the endpoint is reached: no part of a run's identity (replies do not depend on
+        it); whether an API key is used, never the key."""
+        return {"base_url": self.base_url, "api_key": self._api_key is not None,
+                "concurrency": self.concurrency, "timeout_s": self.timeout_s,
+                "max_retries": self.max_retries}
+
+    def check_tasks(self, task_ids: list[str], known_ids: list[str]) -> list[str]:
+        """Before any work (the reference checks can take minutes): whether anything accepts
+        connections at the endpoint's host and port. Only a warning, since replies already in
+        the cache need no server; skipped when a proxy is configured."""
+        del task_ids, known_ids
+        if any(os.environ.get(name) for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+                                                 "http_proxy", "https_proxy", "all_proxy")):
+            return []
+        parts = urlsplit(self.base_url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            with socket.create_connection((parts.hostname or "", port), timeout=5):
+                return []
+        except OSError as error:
+            cause = ("connection refused" if isinstance(error, ConnectionRefusedError)
+                     else getattr(error, "strerror", None) or str(error) or type(error).__name__)
+            return [f"nothing answers at {self.base_url} ({cause}): every request not in the "
+                    "cache will fail; check --base-url and that the server is running"]
 
     async def generate(self, task: FunctionTask | ChoiceTask, messages: list[Message],
                        params: SamplingParams, sample_idx: int) -> Reply:
@@ -160,9 +195,34 @@ class OpenAIBackend(ModelBackend):
                 await asyncio.sleep(self._delay(attempt - 1, retry.wait_s))
             outcome = await self._attempt(payload)
             if isinstance(outcome, Reply):
+                self._succeeded = True
+                self._announced.clear()
                 return outcome
             retry = outcome
+            tried = attempt + 1
+            if retry.unreachable and not self._succeeded and tried >= UNREACHABLE_ATTEMPTS:
+                raise BackendError(f"{retry.reason} (gave up after {tried} attempts: no request "
+                                   f"to {self.base_url} has succeeded yet)")
+            left = attempts - tried
+            if retry.unreachable and not self._succeeded:
+                left = min(left, UNREACHABLE_ATTEMPTS - tried)
+            if left:
+                self._announce(retry, left, attempt)
         raise BackendError(f"{retry.reason} (gave up after {attempts} attempts)")
+
+    def _announce(self, retry: _Retry, left: int, attempt: int) -> None:
+        """Report a failure the first time it is seen (since the last success), with the
+        retry plan: how many more attempts and about how long they take."""
+        if retry.reason in self._announced:
+            return
+        self._announced.add(retry.reason)
+        if retry.wait_s is not None:
+            span = min(retry.wait_s, RETRY_AFTER_CAP_S) * left
+        else:
+            span = sum(min(self.backoff_s * 2**step, _BACKOFF_CAP_S)
+                       for step in range(attempt, attempt + left))
+        times = "once more" if left == 1 else f"{left} more times"
+        self.notice(f"a model request failed: {retry.reason}; retrying {times} over ~{span:.0f} s")
 
     def _delay(self, attempt: int, retry_after_s: float | None) -> float:
         if retry_after_s is not None:
@@ -184,7 +244,8 @@ class OpenAIBackend(ModelBackend):
         except httpx.TransportError as error:
             return _Retry(
                 f"cannot reach {self.endpoint}: {_describe_transport_error(error)}; "
-                "is the server running? check --base-url"
+                "is the server running? check --base-url",
+                unreachable=isinstance(error, httpx.ConnectError),
             )
         return self._interpret(response)
 

@@ -385,6 +385,24 @@ def score(results: Iterable[SampleResult], ks: Iterable[int] = DEFAULT_KS) -> Sc
     )
 
 
+def k_shortfalls(scores: Scores, ks: Iterable[int]) -> list[str]:
+    """For each k in `ks` that some function tasks cannot be scored at (pass@k needs n >= k
+    samples of a task), one sentence saying so: pass@k left out, or counted over fewer tasks."""
+    overall = scores.overall
+    notes = []
+    for k in sorted(set(ks)):
+        counted, total = overall.pass_at_tasks.get(k, 0), overall.function_tasks
+        if counted == total:
+            continue
+        if counted == 0:
+            notes.append(f"pass@{k} is left out: it needs n >= {k} samples per task, and no "
+                         f"function task has that many (sample more with --n {k})")
+        else:
+            notes.append(f"pass@{k} counts only {counted} of {total} function tasks: the others "
+                         f"have fewer than {k} samples (pass@k needs n >= k)")
+    return notes
+
+
 def isolation_share(results: list[SampleResult]) -> dict[str, Any]:
     """How many executed samples were judged split, and which tasks ran in-process."""
     executed = [result for result in results if result.execution is not None]

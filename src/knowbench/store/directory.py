@@ -1,6 +1,8 @@
 """A run directory and every file in it.
 
-    run.json          settings (what determines the results), versions, engine, environment
+    run.json          settings (what determines the results), the endpoint and other details
+                      that do not, versions, engine, environment
+    run.lock          held (flock) by the process running in the directory; holds its pid
     run.sqlite        generations, scored samples, calibration and isolation decisions
                       (`RunStore`), committed as they happen
     samples.jsonl     one scored sample per line, written from the database at the end
@@ -13,8 +15,10 @@ through it, and diagnosis, reports, comparisons and leaderboards read through it
 
 from __future__ import annotations
 
+import fcntl
 import json
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +35,7 @@ RUN_FILE = "run.json"
 SAMPLES_FILE = "samples.jsonl"
 SUMMARY_FILE = "summary.json"
 DIAGNOSES_FILE = "diagnoses.jsonl"
+LOCK_FILE = "run.lock"
 _RUN_FILES = (RUN_FILE, SAMPLES_FILE, SUMMARY_FILE, DIAGNOSES_FILE,
               STORE_FILE, STORE_FILE + "-wal", STORE_FILE + "-shm")
 
@@ -44,6 +49,7 @@ class RunDirectory:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        self._lock: int | None = None  # the locked file's descriptor, while this object holds it
 
     def __repr__(self) -> str:
         return f"RunDirectory({str(self.path)!r})"
@@ -59,30 +65,73 @@ class RunDirectory:
         return run
 
     @classmethod
-    def prepare(cls, path: Path, settings: Mapping[str, Any], *, overwrite: bool = False) -> RunDirectory:
-        """A directory ready for a run with `settings` (JSON-ready, as `run.json` stores them).
+    def prepare(cls, path: Path, settings: Mapping[str, Any], *, overwrite: bool = False,
+                not_identity: Mapping[str, Collection[str]] | None = None) -> RunDirectory:
+        """A directory ready for a run with `settings` (JSON-ready, as `run.json` stores them),
+        locked for this process until `release()` (see `lock`).
 
         A new or empty directory is created; one holding a run with the same settings is kept
         as it is, so the run resumes; `overwrite` first deletes every run file in it. Raises
-        `UserError` when the directory holds a run with other settings, or files that are not
-        a run's, and `overwrite` is false.
+        `UserError` when another process holds the directory, when it holds a run with other
+        settings, or files that are not a run's, and `overwrite` is false. `not_identity` maps
+        a settings key to fields that older versions stored inside it but that no longer
+        decide whether a run resumes (e.g. {"model": ["base_url"]}); they are left out of the
+        comparison.
         """
         run = cls(path)
-        if overwrite and run.path.exists():
-            for name in _RUN_FILES:
-                (run.path / name).unlink(missing_ok=True)
-        if run.run_file.is_file():
-            previous = run.settings()
-            differences = [key for key in settings if previous.get(key) != settings[key]]
-            if differences:
-                detail = "; ".join(f"{key}: {previous.get(key)} -> {settings[key]}" for key in differences)
-                raise UserError(f"{run.path} holds a run with different settings ({detail})\n"
-                                "  fix: pass --overwrite to start over, or choose another --out")
-        elif run.path.exists() and any(run.path.iterdir()) and not overwrite:
+        if (run.path.exists() and not run.run_file.is_file() and not overwrite
+                and any(entry.name != LOCK_FILE for entry in run.path.iterdir())):
             raise UserError(f"{run.path} exists and is not a knowbench run directory\n"
                             "  fix: choose an empty or new --out directory")
         run.path.mkdir(parents=True, exist_ok=True)
+        run.lock()
+        try:
+            if overwrite:
+                for name in _RUN_FILES:
+                    (run.path / name).unlink(missing_ok=True)
+            if run.run_file.is_file():
+                previous = run.settings()
+                for key, fields in (not_identity or {}).items():
+                    if isinstance(previous.get(key), dict):
+                        previous[key] = {name: value for name, value in previous[key].items()
+                                         if name not in fields}
+                differences = [key for key in settings if previous.get(key) != settings[key]]
+                if differences:
+                    detail = "; ".join(f"{key}: {previous.get(key)} -> {settings[key]}"
+                                       for key in differences)
+                    raise UserError(f"{run.path} holds a run with different settings ({detail})\n"
+                                    "  fix: pass --overwrite to start over, or choose another --out")
+        except BaseException:
+            run.release()
+            raise
         return run
+
+    def lock(self) -> None:
+        """Take the directory for this process (an exclusive flock on `run.lock`, holding the
+        pid), so that two runs never work in one directory at once. Raises `UserError` at once,
+        naming the holder's pid, when another process holds it. The kernel drops the lock when
+        its holder exits, however it exits, so a killed run never blocks the next one."""
+        if self._lock is not None:
+            return
+        descriptor = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(descriptor, 64).decode(errors="replace").strip() or "unknown"
+            os.close(descriptor)
+            raise UserError(f"{self.path} is in use by another knowbench run (pid {holder})\n"
+                            "  fix: wait for it to finish (or stop it, e.g. `kill "
+                            f"{holder}`), then run the same command to resume; to run "
+                            "something else now, choose another --out") from None
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, f"{os.getpid()}\n".encode(), 0)
+        self._lock = descriptor
+
+    def release(self) -> None:
+        """Give up the lock taken by `lock` (or `prepare`); nothing when not held."""
+        if self._lock is not None:
+            os.close(self._lock)  # closing the last descriptor drops the flock
+            self._lock = None
 
     # ------------------------------------------------------------------ files
 
