@@ -241,6 +241,41 @@ def test_reference_passes_and_null_fails_every_imported_task(tmp_path: Path) -> 
         assert summary["self_check"]["ok"] is True
 
 
+@pytest.mark.slow
+def test_replies_in_the_release_styles_are_judged_as_the_release_judges_them(tmp_path: Path) -> None:
+    """Bare missing lines, a whole `def solution()` that rebinds a context name, and code that
+    computes the answer without the target API (passes every scenario assertion, fails the monitor)."""
+    source = _write_release(tmp_path / "release", ROWS)
+    IMPORTERS.get("novelapibench")(source, tmp_path / "bench")
+    replies = {
+        "llm_000000000001": "Here it is:\n```python\nshort = textwrap.shorten(text, width=20)\n```",
+        "llm_000000000002": "```python\ndef solution():\n    values = [v * 3 for v in values]\n"
+                            "    average = sum(values) / len(values)\n    st.fmean([1.0])\n```",
+        "llm_000000000003": "```python\ncounts = {w: words.count(w) for w in words}\ntop = ('a', 3)\n```",
+    }
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text("".join(json.dumps({"task_id": task_id, "sample_idx": 0, "completion": reply}) + "\n"
+                               for task_id, reply in replies.items()))
+    done = run_knowbench("run", str(tmp_path / "bench"), "--model", f"replay:{samples}", "--out", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr
+    rows = {row["task_id"]: row for row in map(json.loads, (tmp_path / "r" / "samples.jsonl").read_text().splitlines())}
+    assert {task_id for task_id, row in rows.items() if row["passed"]} == {"llm_000000000001", "llm_000000000002"}
+    assert "did not call the target API collections.Counter" in json.dumps(rows["llm_000000000003"])
+
+
+@pytest.mark.slow
+def test_certify_sees_the_target_run_unless_the_body_rebinds_a_context_name(tmp_path: Path) -> None:
+    source = _write_release(tmp_path / "release", ROWS)
+    IMPORTERS.get("novelapibench")(source, tmp_path / "bench")
+    done = run_knowbench("certify", str(tmp_path / "bench"), "--report", str(tmp_path / "c.json"))
+    checks = {row["task_id"]: row for row in json.loads((tmp_path / "c.json").read_text())["tasks"]}
+    assert all(row["stub_suite_fails"] == {"stub-raise": True, "stub-none": True} for row in checks.values())
+    assert checks["llm_000000000001"]["certified"] and checks["llm_000000000003"]["certified"]
+    # task 2 rebinds `values`: its body runs as module-level code, which `called` cannot see
+    assert checks["llm_000000000002"]["failed_checks"] == ["not-called"]
+    assert done.returncode == 1
+
+
 def test_export_gives_the_release_records_back(release: Path, tmp_path: Path) -> None:
     """Tasks carrying the two real httpx bundles export them as the release wrote them."""
     rows = [dict(ROWS[0], task_id=f"llm_00000000001{i}", api_name=api, library="httpx",

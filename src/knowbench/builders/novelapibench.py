@@ -25,10 +25,12 @@ name, a reset of the call counter, the completion of the masked region, and `exe
 - `reference` = `def solution():` around `masked_region`;
 - one test spec, `execution_test`, a plain block that installs knowbench's own target monitor
   (same behaviour and the same names `_target_api_call_count` / `_target_api_spy_installed`
-  that the release's `execution_test` reads, so that text runs unchanged), then runs the body
-  of `solution` as module-level code in the test's namespace (the release's flat-script
-  semantics: names the completion assigns are visible to the test, and it may rebind names of
-  the context), asserts the target was called, and runs `execution_test` verbatim, after the
+  that the release's `execution_test` reads, so that text runs unchanged), then runs the
+  completion with the release's flat-script semantics: it calls `solution()` and makes the
+  names its body assigned module-level names of the test; when the body assigns a name the
+  program already defines (`df = df.dropna()` after a context that made `df`) or declares a
+  name global, a call would differ (UnboundLocalError), so the body runs as module-level code
+  instead. Then it asserts the target was called and runs `execution_test` verbatim, after the
   release's two rewrites (a `test_execution()` defined but never called is called; a top-level
   `try` whose handlers only assert gets an `else` that fails).
 
@@ -429,6 +431,7 @@ _RUNNER = '''\
 import ast as _kb_ast
 import importlib as _kb_importlib
 import inspect as _kb_inspect
+import symtable as _kb_symtable
 import sys as _kb_sys
 import textwrap as _kb_textwrap
 
@@ -498,12 +501,33 @@ except Exception:
     _target_api_spy_installed = False
 assert _target_api_spy_installed, "target-API monitor failed to install for " + _kb_api
 
-_kb_definition = _kb_ast.parse(_kb_textwrap.dedent(_kb_inspect.getsource({entry}))).body[0]
-_kb_body = list(_kb_definition.body)
-if _kb_body and isinstance(_kb_body[-1], _kb_ast.Return):
-    _kb_body[-1] = _kb_ast.Expr(_kb_body[-1].value or _kb_ast.Constant(None))
-_kb_module = _kb_ast.fix_missing_locations(_kb_ast.Module(body=_kb_body, type_ignores=[]))
-exec(compile(_kb_module, "<completion>", "exec"), globals())
+_kb_source = _kb_textwrap.dedent(_kb_inspect.getsource({entry}))
+_kb_function = _kb_symtable.symtable(_kb_source, "<completion>", "exec").get_children()[0]
+_kb_shadowing = any(symbol.is_declared_global() or (symbol.is_local() and symbol.get_name() in globals())
+                    for symbol in _kb_function.get_symbols())
+if _kb_shadowing:
+    # it rebinds a name the program defined (or declares one global): run the body as
+    # module-level code, as the release's flat script does (a call would raise UnboundLocalError)
+    _kb_body = list(_kb_ast.parse(_kb_source).body[0].body)
+    if _kb_body and isinstance(_kb_body[-1], _kb_ast.Return):
+        _kb_body[-1] = _kb_ast.Expr(_kb_body[-1].value or _kb_ast.Constant(None))
+    _kb_module = _kb_ast.fix_missing_locations(_kb_ast.Module(body=_kb_body, type_ignores=[]))
+    exec(compile(_kb_module, "<completion>", "exec"), globals())
+else:
+    # call it, and make the names it assigned module-level names, as the flat script has them
+    _kb_names = {{}}
+    _kb_code = {entry}.__code__
+
+    def _kb_keep(frame, event, arg):
+        if event == "return" and frame.f_code is _kb_code:
+            _kb_names.update(frame.f_locals)
+
+    _kb_sys.setprofile(_kb_keep)
+    try:
+        {entry}()
+    finally:
+        _kb_sys.setprofile(None)
+    globals().update(_kb_names)
 
 assert _target_api_call_count[0] > 0, "the completion did not call the target API " + _kb_api
 exec(compile({test!r}, "<execution_test>", "exec"), globals())
