@@ -287,3 +287,21 @@ def test_export_gives_the_release_records_back(release: Path, tmp_path: Path) ->
     done = run_knowbench("export", "novelapibench", str(tmp_path / "bench"), "--out", str(tmp_path / "b.jsonl"))
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "b.jsonl").read_text() == (release / "data/benchmark/bundles.jsonl").read_text()
+
+
+@pytest.mark.slow
+def test_an_httpx_task_runs_in_the_environment_pinned_by_the_release_lock(release: Path, tmp_path: Path) -> None:
+    row = _row("llm_0000000000aa", "httpx.QueryParams", "import httpx as hx\nbase = {'q': 'novel apis'}",
+               "params = hx.QueryParams(base).merge({'page': '2'})",
+               "assert str(params) == 'q=novel+apis&page=2', str(params)\n")
+    row.update(library="httpx", domain="swe")
+    source = _write_release(tmp_path / "release", [row])
+    shutil.copytree(release / "envs", source / "envs")
+    shutil.copy(release / "data/benchmark/manifest.json", source / "data/benchmark/manifest.json")
+    IMPORTERS.get("novelapibench")(source, tmp_path / "bench")
+    assert load_benchmark(tmp_path / "bench").manifest.requirements == ["httpx==0.28.1"]
+    for model, expected in (("reference", 1.0), ("null", 0.0)):
+        done = run_knowbench("run", str(tmp_path / "bench"), "--model", model, "--out", str(tmp_path / model))
+        assert done.returncode == 0, done.stderr
+        summary = json.loads((tmp_path / model / "summary.json").read_text())
+        assert summary["scores"]["overall"]["pass_at"]["1"] == expected, (model, done.stdout)
