@@ -143,6 +143,11 @@ ROWS = [
     _row("llm_000000000003", "collections.Counter", "from collections import Counter\nwords = 'a b a c a b'.split()",
          "counts = Counter(words)\ntop = counts.most_common(1)[0]",
          "def test_execution():\n    assert top == ('a', 3)\n    assert counts['b'] == 2\n", "hard"),
+    # run as a script: the test's and the completion's main guards hold
+    _row("llm_000000000004", "json.dumps", "import json\nrecord = {'b': 1, 'a': [1, 2]}",
+         "if __name__ == '__main__':\n    text = json.dumps(record, sort_keys=True)",
+         "def test_execution():\n    assert text == '{\"a\": [1, 2], \"b\": 1}'\n\n\n"
+         "if __name__ == '__main__':\n    test_execution()\n"),
 ]
 
 
@@ -189,7 +194,7 @@ def _write_release(root: Path, rows: list[dict]) -> Path:
 def test_tasks_in_the_release_schema_import_with_bundles_filters_and_instance(tmp_path: Path) -> None:
     source = _write_release(tmp_path / "release", ROWS)
     report = IMPORTERS.get("novelapibench")(source, tmp_path / "bench")
-    assert report["imported"] == 3 and report["left_out"] == [] and report["models"] == ["m1"]
+    assert report["imported"] == 4 and report["left_out"] == [] and report["models"] == ["m1"]
     bench = load_benchmark(tmp_path / "bench")
     tasks = {task.task_id: task for task in bench.tasks}
     first = tasks["llm_000000000001"]
@@ -252,6 +257,8 @@ def test_replies_in_the_release_styles_are_judged_as_the_release_judges_them(tmp
         "llm_000000000002": "```python\ndef solution():\n    values = [v * 3 for v in values]\n"
                             "    average = sum(values) / len(values)\n    st.fmean([1.0])\n```",
         "llm_000000000003": "```python\ncounts = {w: words.count(w) for w in words}\ntop = ('a', 3)\n```",
+        "llm_000000000004": "```python\nimport json\n\nif __name__ == '__main__':\n"
+                            "    text = json.dumps(record, sort_keys=True)\n```",
     }
     samples = tmp_path / "samples.jsonl"
     samples.write_text("".join(json.dumps({"task_id": task_id, "sample_idx": 0, "completion": reply}) + "\n"
@@ -259,7 +266,8 @@ def test_replies_in_the_release_styles_are_judged_as_the_release_judges_them(tmp
     done = run_knowbench("run", str(tmp_path / "bench"), "--model", f"replay:{samples}", "--out", str(tmp_path / "r"))
     assert done.returncode == 0, done.stderr
     rows = {row["task_id"]: row for row in map(json.loads, (tmp_path / "r" / "samples.jsonl").read_text().splitlines())}
-    assert {task_id for task_id, row in rows.items() if row["passed"]} == {"llm_000000000001", "llm_000000000002"}
+    assert {task_id for task_id, row in rows.items() if row["passed"]} == \
+        {"llm_000000000001", "llm_000000000002", "llm_000000000004"}
     assert "did not call the target API collections.Counter" in json.dumps(rows["llm_000000000003"])
 
 
@@ -270,7 +278,7 @@ def test_certify_sees_the_target_run_unless_the_body_rebinds_a_context_name(tmp_
     done = run_knowbench("certify", str(tmp_path / "bench"), "--report", str(tmp_path / "c.json"))
     checks = {row["task_id"]: row for row in json.loads((tmp_path / "c.json").read_text())["tasks"]}
     assert all(row["stub_suite_fails"] == {"stub-raise": True, "stub-none": True} for row in checks.values())
-    assert checks["llm_000000000001"]["certified"] and checks["llm_000000000003"]["certified"]
+    assert all(checks[t]["certified"] for t in ("llm_000000000001", "llm_000000000003", "llm_000000000004"))
     # task 2 rebinds `values`: its body runs as module-level code, which `called` cannot see
     assert checks["llm_000000000002"]["failed_checks"] == ["not-called"]
     assert done.returncode == 1

@@ -501,6 +501,10 @@ except Exception:
     _target_api_spy_installed = False
 assert _target_api_spy_installed, "target-API monitor failed to install for " + _kb_api
 
+# the release runs its script as a file: `__name__` is "__main__" for the completion and the test
+_kb_program = {entry}.__globals__
+_kb_names_before = (_kb_program.get("__name__"), globals().get("__name__"))
+_kb_program["__name__"] = globals()["__name__"] = "__main__"
 _kb_source = _kb_textwrap.dedent(_kb_inspect.getsource({entry}))
 _kb_function = _kb_symtable.symtable(_kb_source, "<completion>", "exec").get_children()[0]
 _kb_shadowing = any(symbol.is_declared_global() or (symbol.is_local() and symbol.get_name() in globals())
@@ -528,9 +532,13 @@ else:
     finally:
         _kb_sys.setprofile(None)
     globals().update(_kb_names)
+    globals()["__name__"] = "__main__"
 
 assert _target_api_call_count[0] > 0, "the completion did not call the target API " + _kb_api
-exec(compile({test!r}, "<execution_test>", "exec"), globals())
+try:
+    exec(compile({test!r}, "<execution_test>", "exec"), globals())
+finally:
+    _kb_program["__name__"], globals()["__name__"] = _kb_names_before
 '''
 
 
