@@ -206,6 +206,13 @@ def test_tasks_in_the_release_schema_import_with_bundles_filters_and_instance(tm
     assert tasks["llm_000000000002"].metadata["filters"]["m1"]["excluded"] == "evaluation_unsafe"
     assert tasks["llm_000000000003"].metadata["filters"]["m1"]["instance"] is False
     assert bench.manifest.requirements == []  # standard library: nothing to pin
+    from knowbench.methods import get_method
+
+    for cell in CELLS:  # every oracle cell shows the imported bundle
+        prompt = get_method(f"oracle:{cell}").prompt(first)
+        assert prompt.trace["bundle"] is True and all(prompt.trace["components"].values()), cell
+        assert render_cell(first.bundle, cell)[0] in prompt.messages[-1].content
+    assert "Collapses whitespace" in get_method("oracle:M").prompt(first).messages[-1].content
     only = IMPORTERS.get("novelapibench")(source, tmp_path / "instance", model="m1", instance=True)
     assert only["imported"] == 1
     assert [t.task_id for t in load_benchmark(tmp_path / "instance").tasks] == ["llm_000000000001"]
