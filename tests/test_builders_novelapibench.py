@@ -66,6 +66,9 @@ def test_import_without_tasks_writes_filters_bundles_and_says_what_is_missing(re
     assert report["missing"] == ["data/benchmark/tasks.jsonl"] and report["tasks"] is None
     assert report["instances"][MODEL]["equal_to_released"] is True
     assert not (tmp_path / "out" / "benchmark.json").exists()
+    rebuilt = (tmp_path / "out" / "instances" / f"{MODEL}.txt").read_text().split()
+    assert len(rebuilt) == 312
+    assert set(rebuilt) == set((release / f"data/benchmark/instances/{MODEL}.txt").read_text().split())
     rows = [json.loads(line) for line in (tmp_path / "out" / "filters.jsonl").read_text().splitlines()]
     assert len(rows) == 481
     assert sum(row["filters"][MODEL]["instance"] for row in rows) == 312
@@ -320,3 +323,18 @@ def test_an_httpx_task_runs_in_the_environment_pinned_by_the_release_lock(releas
         assert done.returncode == 0, done.stderr
         summary = json.loads((tmp_path / model / "summary.json").read_text())
         assert summary["scores"]["overall"]["pass_at"]["1"] == expected, (model, done.stdout)
+
+
+def test_the_release_evaluators_rewrites_of_an_execution_test() -> None:
+    from knowbench.builders.novelapibench import release_test_rewrites
+
+    never_called = "def test_execution():\n    assert x == 1\n"
+    assert release_test_rewrites(never_called).rstrip().endswith("test_execution()")
+    called = never_called + "\n\ntest_execution()\n"
+    assert release_test_rewrites(called) == called
+    expects_error = "try:\n    f()\nexcept ValueError as error:\n    assert 'bad' in str(error)\n"
+    namespace = {"f": lambda: None}
+    with pytest.raises(AssertionError, match="expected exception was not raised"):
+        exec(release_test_rewrites(expects_error), namespace)
+    handles = "try:\n    f()\nexcept ValueError:\n    result = None\n"
+    assert release_test_rewrites(handles) == handles

@@ -598,8 +598,9 @@ def import_release(source: Path, out: Path, *, model: str | None = None, instanc
 
     Writes a benchmark (`benchmark.json`, `tasks.jsonl`) when `tasks.jsonl` is there, and always
     `import_report.json` (what was read, left out and missing), `filters.jsonl` (per task and
-    backbone, what C1/C2/C3 and the exclusions said) and `bundles.jsonl` (the release's bundles,
-    as knowbench `KnowledgeBundle` records keyed by api_name). `model` restricts the filters to
+    backbone, what C1/C2/C3 and the exclusions said), `instances/<model>.txt` (each backbone's
+    instance rebuilt from the filter records, in C1 order) and `bundles.jsonl` (the release's
+    bundles, as knowbench `KnowledgeBundle` records keyed by api_name). `model` restricts the filters to
     one backbone (default: every backbone with C2 records); `instance` keeps only the tasks of
     that backbone's instance. Raises `UserError` when the release holds nothing usable."""
     release = locate(source)
@@ -624,6 +625,8 @@ def import_release(source: Path, out: Path, *, model: str | None = None, instanc
     instances: dict[str, Any] = {}
     for m, chosen in filters.items():
         rebuilt, released = chosen.instance(), released_instance(release, m)
+        (out / "instances").mkdir(exist_ok=True)
+        (out / "instances" / f"{m}.txt").write_text("".join(f"{task_id}\n" for task_id in rebuilt))
         instances[m] = {
             "c1_passed": sum(r.get("passed") is True for r in chosen.c1.values()),
             "c2_novel": sum(r.get("novel") is True for t, r in chosen.c2.items()
