@@ -151,6 +151,12 @@ ROWS = [
          "if __name__ == '__main__':\n    text = json.dumps(record, sort_keys=True)",
          "def test_execution():\n    assert text == '{\"a\": [1, 2], \"b\": 1}'\n\n\n"
          "if __name__ == '__main__':\n    test_execution()\n"),
+    # a command-line script: the release passes the argv its test parses to the whole script
+    # (the target is the Namespace parse_args makes: a monitored ArgumentParser would recurse, since
+    # argparse's own methods name it, and the release's monitor replaces it there too)
+    _row("llm_000000000005", "argparse.Namespace", "import argparse",
+         "parser = argparse.ArgumentParser()\nparser.add_argument('--n', type=int)\nargs = parser.parse_args()",
+         "assert args.n == 3\nassert parser.parse_args(['--n', '3']).n == 3\n"),
 ]
 
 
@@ -197,7 +203,7 @@ def _write_release(root: Path, rows: list[dict]) -> Path:
 def test_tasks_in_the_release_schema_import_with_bundles_filters_and_instance(tmp_path: Path) -> None:
     source = _write_release(tmp_path / "release", ROWS)
     report = IMPORTERS.get("novelapibench")(source, tmp_path / "bench")
-    assert report["imported"] == 4 and report["left_out"] == [] and report["models"] == ["m1"]
+    assert report["imported"] == 5 and report["left_out"] == [] and report["models"] == ["m1"]
     bench = load_benchmark(tmp_path / "bench")
     tasks = {task.task_id: task for task in bench.tasks}
     first = tasks["llm_000000000001"]
@@ -269,6 +275,8 @@ def test_replies_in_the_release_styles_are_judged_as_the_release_judges_them(tmp
         "llm_000000000003": "```python\ncounts = {w: words.count(w) for w in words}\ntop = ('a', 3)\n```",
         "llm_000000000004": "```python\nimport json\n\nif __name__ == '__main__':\n"
                             "    text = json.dumps(record, sort_keys=True)\n```",
+        "llm_000000000005": "```python\nimport sys\nparser = argparse.ArgumentParser()\n"
+                            "parser.add_argument('--n', type=int)\nargs = parser.parse_args(sys.argv[1:])\n```",
     }
     samples = tmp_path / "samples.jsonl"
     samples.write_text("".join(json.dumps({"task_id": task_id, "sample_idx": 0, "completion": reply}) + "\n"
@@ -277,7 +285,7 @@ def test_replies_in_the_release_styles_are_judged_as_the_release_judges_them(tmp
     assert done.returncode == 0, done.stderr
     rows = {row["task_id"]: row for row in map(json.loads, (tmp_path / "r" / "samples.jsonl").read_text().splitlines())}
     assert {task_id for task_id, row in rows.items() if row["passed"]} == \
-        {"llm_000000000001", "llm_000000000002", "llm_000000000004"}
+        {"llm_000000000001", "llm_000000000002", "llm_000000000004", "llm_000000000005"}
     assert "did not call the target API collections.Counter" in json.dumps(rows["llm_000000000003"])
 
 
@@ -288,7 +296,8 @@ def test_certify_sees_the_target_run_unless_the_body_rebinds_a_context_name(tmp_
     done = run_knowbench("certify", str(tmp_path / "bench"), "--report", str(tmp_path / "c.json"))
     checks = {row["task_id"]: row for row in json.loads((tmp_path / "c.json").read_text())["tasks"]}
     assert all(row["stub_suite_fails"] == {"stub-raise": True, "stub-none": True} for row in checks.values())
-    assert all(checks[t]["certified"] for t in ("llm_000000000001", "llm_000000000003", "llm_000000000004"))
+    assert all(checks[t]["certified"] for t in ("llm_000000000001", "llm_000000000003", "llm_000000000004",
+                                                 "llm_000000000005"))
     # task 2 rebinds `values`: its body runs as module-level code, which `called` cannot see
     assert checks["llm_000000000002"]["failed_checks"] == ["not-called"]
     assert done.returncode == 1
@@ -338,3 +347,18 @@ def test_the_release_evaluators_rewrites_of_an_execution_test() -> None:
         exec(release_test_rewrites(expects_error), namespace)
     handles = "try:\n    f()\nexcept ValueError:\n    result = None\n"
     assert release_test_rewrites(handles) == handles
+    # as the release's code does it: an assert anywhere in the try counts, a bare except does not
+    assert "raise AssertionError" in release_test_rewrites("try:\n    assert f()\nexcept KeyError:\n    pass\n")
+    bare = "try:\n    f()\nexcept:\n    assert False\n"
+    assert release_test_rewrites(bare) == bare
+    guarded = "def test_execution():\n    pass\n\n\nif __name__ == '__main__':\n    test_execution()\n"
+    assert release_test_rewrites(guarded).rstrip().endswith("\ntest_execution()")
+
+
+def test_the_argv_the_release_gives_a_script() -> None:
+    from knowbench.builders.novelapibench import cli_argv
+
+    assert cli_argv("ns = parser.parse_args(['--n', '3'])") == ["--n", "3"]
+    assert cli_argv("ns = p.parse_args_into_dataclasses(args=('a',))") == ["a"]
+    assert cli_argv("ns = parser.parse_args([name])") is None
+    assert cli_argv("assert x == 1") is None

@@ -401,26 +401,52 @@ def _leaf_binding(api_name: str) -> str:
 
 
 def release_test_rewrites(code: str) -> str:
-    """The release evaluator's two rewrites of an `execution_test`: a top-level
-    `def test_execution()` that the script never calls is called at the end, and a top-level
-    `try` whose `except` handlers only assert (and that has no `else`) gets an `else` that
-    fails (the exception it expected was not raised)."""
+    """The release evaluator's two rewrites of an `execution_test`, as its code applies them
+    (its README summarises the second more narrowly):
+
+    - `def test_execution(` defined, and no top-level statement calls `test_execution()`
+      (a call inside `if __name__ == "__main__":` does not count): the call is appended;
+    - a top-level `try` with a typed `except` (a bare `except:` does not count), an `assert`
+      anywhere in the statement and no `else`: an `else` that fails is added (the exception
+      it expected was not raised). Not added to a `try` that has a `finally`."""
     tree = ast.parse(code)
     changed = False
     for node in tree.body:
-        if isinstance(node, ast.Try) and node.handlers and not node.orelse and all(
-                all(isinstance(stmt, ast.Assert | ast.Pass) for stmt in handler.body) for handler in node.handlers) \
-                and any(isinstance(stmt, ast.Assert) for handler in node.handlers for stmt in handler.body):
+        if isinstance(node, ast.Try) and not node.orelse and not node.finalbody \
+                and any(handler.type is not None for handler in node.handlers) \
+                and any(isinstance(inner, ast.Assert) for inner in ast.walk(node)):
             node.orelse = ast.parse("raise AssertionError('the expected exception was not raised')").body
             changed = True
-    defined = any(isinstance(n, ast.FunctionDef) and n.name == "test_execution" for n in tree.body)
-    called = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "test_execution"
-                 for top in tree.body if not isinstance(top, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-                 for n in ast.walk(top))
+    defined = any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == "test_execution"
+                  for n in ast.walk(tree))
+    called = any(isinstance(top, ast.Expr) and isinstance(top.value, ast.Call) and not top.value.args
+                 and not top.value.keywords and isinstance(top.value.func, ast.Name)
+                 and top.value.func.id == "test_execution" for top in tree.body)
     if defined and not called:
         tree.body.append(ast.parse("test_execution()").body[0])
         changed = True
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n" if changed else code
+
+
+def cli_argv(code: str) -> list[str] | None:
+    """The command-line arguments the release gives a task's script: the first literal list of
+    strings passed to a `parse_args(...)` / `parse_args_into_dataclasses(...)` call (positionally
+    or as `args=`) in its `execution_test`; None when there is none."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+        if name not in ("parse_args", "parse_args_into_dataclasses"):
+            continue
+        for value in [*node.args[:1], *(k.value for k in node.keywords if k.arg == "args")]:
+            if isinstance(value, ast.List | ast.Tuple) and all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts):
+                return [e.value for e in value.elts]
+    return None
 
 
 # The test block: knowbench's own target monitor, the completion run as module-level code, the
@@ -505,6 +531,8 @@ assert _target_api_spy_installed, "target-API monitor failed to install for " + 
 _kb_program = {entry}.__globals__
 _kb_names_before = (_kb_program.get("__name__"), globals().get("__name__"))
 _kb_program["__name__"] = globals()["__name__"] = "__main__"
+_kb_argv_before = list(_kb_sys.argv)
+_kb_sys.argv = ["solution.py", *{argv!r}]
 _kb_source = _kb_textwrap.dedent(_kb_inspect.getsource({entry}))
 _kb_function = _kb_symtable.symtable(_kb_source, "<completion>", "exec").get_children()[0]
 _kb_shadowing = any(symbol.is_declared_global() or (symbol.is_local() and symbol.get_name() in globals())
@@ -539,12 +567,14 @@ try:
     exec(compile({test!r}, "<execution_test>", "exec"), globals())
 finally:
     _kb_program["__name__"], globals()["__name__"] = _kb_names_before
+    _kb_sys.argv = _kb_argv_before
 '''
 
 
 def test_block(api_name: str, execution_test: str) -> str:
     """The code of a task's one test spec (see the module docstring)."""
-    return _RUNNER.format(api=api_name, entry=ENTRY_POINT, test=release_test_rewrites(execution_test))
+    return _RUNNER.format(api=api_name, entry=ENTRY_POINT, test=release_test_rewrites(execution_test),
+                          argv=cli_argv(execution_test) or [])
 
 
 def task_from_row(row: dict[str, Any], bundle: KnowledgeBundle | None = None) -> FunctionTask:
