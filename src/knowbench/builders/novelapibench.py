@@ -128,15 +128,16 @@ def filter_models(release: Release) -> list[str]:
                   if not p.name.endswith(".completions.jsonl")) if folder.is_dir() else []
 
 
-def _records(path: Path, required: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-    """Records by task_id, in file order; `UserError` naming the line of a bad one."""
+def _records(path: Path, required: tuple[str, ...], unique: bool = True) -> dict[str, dict[str, Any]]:
+    """Records by task_id, in file order; `UserError` naming the line of a bad one (and of a
+    repeated task_id when `unique`; otherwise the last record wins)."""
     rows: dict[str, dict[str, Any]] = {}
     for number, row in read_objects(path):
         absent = [name for name in required if name not in row]
         if absent:
             raise UserError(f"{path}:{number}: field '{absent[0]}' is missing\n  fix: each record needs "
                             + ", ".join(required))
-        if row["task_id"] in rows:
+        if unique and row["task_id"] in rows:
             raise UserError(f"{path}:{number}: task_id {row['task_id']!r} appears twice")
         rows[row["task_id"]] = row
     return rows
@@ -645,7 +646,7 @@ def import_release(source: Path, out: Path, *, model: str | None = None, instanc
         raise UserError(f"{release.path('filters/c1.jsonl')}: missing, so the filters of {model!r} cannot be read")
     bundles, bad_bundles = read_bundles(release.found["bundles.jsonl"]) if "bundles.jsonl" in release.found \
         else ({}, [])
-    calls = _records(release.found["expected_calls.jsonl"], ("task_id",)) \
+    calls = _records(release.found["expected_calls.jsonl"], ("task_id",), unique=False) \
         if "expected_calls.jsonl" in release.found else {}
     if not filters and not bundles and "tasks.jsonl" not in release.found:
         raise UserError(f"{release.root}: nothing usable: no tasks.jsonl, no bundles.jsonl, no filter records\n"
