@@ -316,17 +316,28 @@ def test_export_gives_the_release_records_back(release: Path, tmp_path: Path) ->
     assert (tmp_path / "b.jsonl").read_text() == (release / "data/benchmark/bundles.jsonl").read_text()
 
 
+PINNED = [
+    (_row("llm_0000000000aa", "httpx.QueryParams", "import httpx as hx\nbase = {'q': 'novel apis'}",
+          "params = hx.QueryParams(base).merge({'page': '2'})",
+          "assert str(params) == 'q=novel+apis&page=2', str(params)\n"), "swe", "httpx==0.28.1"),
+    # an API new in scipy 1.15, one of the release's own targets, reached through `from scipy import stats`
+    (_row("llm_0000000000bb", "scipy.stats.quantile",
+          "import numpy as np\nfrom scipy import stats\nx = np.arange(11.0)",
+          "q = stats.quantile(x, [0.25, 0.5])",
+          "assert np.allclose(q, [2.5, 5.0]), q\n"), "data_science", "scipy==1.17.1"),
+]
+
+
 @pytest.mark.slow
-def test_an_httpx_task_runs_in_the_environment_pinned_by_the_release_lock(release: Path, tmp_path: Path) -> None:
-    row = _row("llm_0000000000aa", "httpx.QueryParams", "import httpx as hx\nbase = {'q': 'novel apis'}",
-               "params = hx.QueryParams(base).merge({'page': '2'})",
-               "assert str(params) == 'q=novel+apis&page=2', str(params)\n")
-    row.update(library="httpx", domain="swe")
+@pytest.mark.parametrize(("row", "domain", "pin"), PINNED, ids=["httpx", "scipy"])
+def test_a_library_task_runs_in_the_environment_pinned_by_the_release(
+        release: Path, tmp_path: Path, row: dict, domain: str, pin: str) -> None:
+    row = dict(row, library=row["api_name"].split(".")[0], domain=domain)
     source = _write_release(tmp_path / "release", [row])
     shutil.copytree(release / "envs", source / "envs")
     shutil.copy(release / "data/benchmark/manifest.json", source / "data/benchmark/manifest.json")
     IMPORTERS.get("novelapibench")(source, tmp_path / "bench")
-    assert load_benchmark(tmp_path / "bench").manifest.requirements == ["httpx==0.28.1"]
+    assert load_benchmark(tmp_path / "bench").manifest.requirements == [pin]
     for model, expected in (("reference", 1.0), ("null", 0.0)):
         done = run_knowbench("run", str(tmp_path / "bench"), "--model", model, "--out", str(tmp_path / model))
         assert done.returncode == 0, done.stderr
