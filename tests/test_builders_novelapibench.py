@@ -232,11 +232,13 @@ def test_tasks_in_the_release_schema_import_with_bundles_filters_and_instance(tm
 def test_a_bad_row_is_left_out_with_its_line_and_reason(tmp_path: Path) -> None:
     broken = dict(ROWS[0], task_id="llm_00000000000b", masked_region="from os import *")
     absent = {k: v for k, v in ROWS[1].items() if k != "test_harness"}
-    source = _write_release(tmp_path / "release", [ROWS[0], broken, absent])
+    not_text = dict(ROWS[2], description=["a", "list"])
+    source = _write_release(tmp_path / "release", [ROWS[0], broken, absent, not_text])
     report = IMPORTERS.get("novelapibench")(source, tmp_path / "bench")
     assert report["imported"] == 1
     assert [(row["line"], row["reason"].split(":")[0]) for row in report["left_out"]] == \
-        [(2, "masked_region is not a valid block"), (3, "field 'test_harness' is missing")]
+        [(2, "masked_region is not a valid block"), (3, "field 'test_harness' is missing"),
+         (4, "field 'description' must be a string")]
 
 
 def test_the_library_requirement_is_pinned_from_its_lock(release: Path, tmp_path: Path) -> None:

@@ -583,6 +583,10 @@ def task_from_row(row: dict[str, Any], bundle: KnowledgeBundle | None = None) ->
     for required in _TASK_FIELDS:
         if required not in row:
             raise ValueError(f"field '{required}' is missing")
+    wrong = [key for key in ("task_id", "api_name", "library", "domain", "description", "masked_region")
+             if not isinstance(row[key], str)]
+    if wrong or not isinstance(row["context_code"], str | None):
+        raise ValueError(f"field '{(wrong or ['context_code'])[0]}' must be a string")
     harness = row["test_harness"]
     if not isinstance(harness, dict) or not isinstance(harness.get("execution_test"), str) \
             or not harness["execution_test"].strip():
@@ -609,7 +613,7 @@ def task_from_row(row: dict[str, Any], bundle: KnowledgeBundle | None = None) ->
                    "tests check.")
     metadata = {
         "dataset": "NovelAPIBench", "api_name": api, "library": row["library"],
-        "release_fields": {key: row[key] for key in ("reference_solution",) if key in row},
+        "reference_solution": row.get("reference_solution"),
         "harness": {key: value for key, value in harness.items() if key not in ("execution_test",)},
     }
     return FunctionTask(
