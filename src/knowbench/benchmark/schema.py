@@ -239,6 +239,9 @@ class BundleParameter(_Record):
     default: str | None = Field(
         default=None, description="The default as source text (e.g. 'None'); null when required.")
     description: str = ""
+    constraints: Any = Field(
+        default=None, description="Constraints on the value, as the bundle's source recorded them "
+        "(NovelAPIBench's `constraints`); not shown in prompts.")
 
 
 class BundleSignature(_Record):
@@ -263,6 +266,8 @@ class BundleExample(_Record):
     status: Literal["passed", "failed", "not_run"] = Field(
         default="not_run", description="Outcome of executing the example; 'failed' ones are never shown.")
     source: str | None = Field(default=None, description="Where the example came from (URL, path).")
+    note: str | None = Field(default=None, description="Why it has its status (NovelAPIBench's `reason`, "
+                             "e.g. 'runs cleanly').")
 
 
 class KnowledgeBundle(_Record):
@@ -272,6 +277,10 @@ class KnowledgeBundle(_Record):
     examples: list[BundleExample] = Field(default_factory=list, description="E: usage examples.")
     mechanism: str = Field(default="", description="M: how the API works, in prose.")
     source: str = Field(default="", description="C: the API's implementation, docstrings stripped.")
+    extra: dict[str, Any] = Field(
+        default_factory=dict, description="Fields of the bundle's source record that knowbench does not "
+        "interpret (NovelAPIBench: library, domain, the mechanism's grounding/references/changelog notes, "
+        "is_modified, old_signature, ...), kept so that exporting gives the record back.")
 
 
 class FunctionTask(_TaskBase):

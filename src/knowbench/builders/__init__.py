@@ -17,6 +17,7 @@ The stages, in the order data flows through them:
     options.py       the knobs of mining
     mine.py          the pipeline end to end, writing the benchmark and build_report.json
     domaineval.py    DomainEval's subjects and released responses, and a verdict comparison
+    novelapibench.py NovelAPIBench's tasks, bundles (both ways), filters and instances
 
 `IMPORTERS` names every importer of a public benchmark's files (`knowbench import NAME`).
 An importer is called as `importer(source, out, **options)`: it reads `source` (a file or a
@@ -34,6 +35,12 @@ from knowbench.builders.build_log import BuildReport
 from knowbench.builders.certify import CertifyReport, TaskCheck, certify_benchmark
 from knowbench.builders.domaineval import compare_with_recorded, convert_responses, import_subjects
 from knowbench.builders.mine import MineOptions, SourceRequest, mine
+from knowbench.builders.novelapibench import (
+    bundle_from_record,
+    bundle_to_record,
+    export_bundles,
+    import_release,
+)
 from knowbench.registry import Registry
 
 Importer = Callable[..., dict[str, Any]]
@@ -42,6 +49,7 @@ Importer = Callable[..., dict[str, Any]]
 
 IMPORTERS: Registry[Importer] = Registry("importer")
 IMPORTERS.register("domaineval", import_subjects)
+IMPORTERS.register("novelapibench", import_release)
 
 
 @IMPORTERS.register("domaineval-responses")
@@ -59,9 +67,13 @@ __all__ = [
     "MineOptions",
     "SourceRequest",
     "TaskCheck",
+    "bundle_from_record",
+    "bundle_to_record",
     "certify_benchmark",
     "compare_with_recorded",
     "convert_responses",
+    "export_bundles",
+    "import_release",
     "import_subjects",
     "mine",
 ]

@@ -1,4 +1,5 @@
-"""`knowbench mine`, `knowbench certify` and `knowbench import domaineval*`: building
+"""`knowbench mine`, `knowbench certify`, `knowbench import domaineval*|novelapibench` and
+`knowbench export novelapibench`: building
 benchmarks from repositories and public releases, and checking that any benchmark's tests
 measure what they claim to."""
 
@@ -357,8 +358,68 @@ def import_domaineval_compare(
         out.print(f"comparison: {report_path}")
 
 
+@import_app.command("novelapibench")
+def import_novelapibench(
+    release: Annotated[Path, typer.Argument(help="The NovelAPIBench release's root (holding data/benchmark/ "
+                                                 "and envs/locks/), as published.")],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Directory to write (a benchmark when the "
+                                                              "release has tasks.jsonl).")],
+    model: Annotated[str | None, typer.Option(
+        help="Backbone whose C2/C3 filter records to read, e.g. qwen2.5-coder-7b (default: every backbone "
+             "with records).")] = None,
+    instance: Annotated[bool, typer.Option(
+        "--instance", help="Keep only the tasks of --model's instance (C1 passed, C2 novel, C3 passed, "
+                           "not excluded).")] = False,
+    name: Annotated[str, typer.Option(help="Benchmark name.")] = "novelapibench",
+) -> None:
+    """Import NovelAPIBench: its tasks (with their knowledge bundles and pinned library) as a
+    benchmark, and per task what the filters C1/C2/C3 and the exclusions said; reports what the
+    release folder lacks."""
+    from knowbench.builders import IMPORTERS
+
+    result = IMPORTERS.get("novelapibench")(release, out_dir, model=model, instance=instance, name=name)
+    for backbone, counts in result["instances"].items():
+        same = counts["equal_to_released"]
+        out.print(f"{backbone}: {counts['c1_passed']} C1 passed -> {counts['c2_novel']} novel -> "
+                  f"{counts['c3_passed']} C3 passed -> instance {counts['rebuilt']}"
+                  + ("" if same is None else " (equal to the released list)" if same
+                     else f" (released list: {counts['released']}; they differ, see import_report.json)"))
+    out.print(f"bundles: {result['bundles']}" + (f" ({len(result['bundles_left_out'])} unreadable)"
+                                                  if result["bundles_left_out"] else "")
+              + f" · filter records: {result['filter_records']} tasks · call records: {result['expected_calls']}")
+    if result["tasks"] is None:
+        out.print("[yellow]tasks.jsonl is absent: no benchmark written[/] (bundles.jsonl, filters.jsonl and "
+                  "import_report.json only)")
+    else:
+        out.print(f"imported {result['imported']} of {result['tasks']} tasks into {out_dir}"
+                  + (f" (the instance of {result['instance_of']})" if result.get("instance_of") else "")
+                  + f"; requirements: {', '.join(result['requirements']) or 'none'}")
+        for row in result["left_out"][:20]:
+            out.print(f"  left out line {row['line']} ({row['task_id']}): {row['reason'].splitlines()[0][:300]}")
+    if result["missing"]:
+        out.print("missing from the release folder: " + ", ".join(result["missing"]))
+    out.print(f"import report: {out_dir / 'import_report.json'}")
+
+
+export_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                         help="Write a knowbench benchmark's data in a public benchmark's format.")
+
+
+@export_app.command("novelapibench")
+def export_novelapibench(
+    benchmark: Annotated[Path, typer.Argument(help="A benchmark whose tasks carry knowledge bundles.")],
+    out_file: Annotated[Path, typer.Option("--out", "-o", help="bundles.jsonl to write (release records).")],
+) -> None:
+    """Write the tasks' knowledge bundles as NovelAPIBench bundles.jsonl records, one per target API."""
+    from knowbench.builders.novelapibench import export_bundles
+
+    result = export_bundles(benchmark, out_file)
+    out.print(f"wrote {result['written']} bundles to {out_file}"
+              + (f" ({result['tasks_without_bundle']} tasks carry none)" if result["tasks_without_bundle"] else ""))
+
+
 def register(app: typer.Typer) -> None:
-    """Add `mine`, `certify` and the `import` group (shared with other importers) to the app.
+    """Add `mine`, `certify` and the `import` and `export` groups (shared with other modules) to the app.
 
     Registering into the same app again adds nothing: a second `import` group would shadow
     the first, and merging the group into itself would never end."""
@@ -366,11 +427,12 @@ def register(app: typer.Typer) -> None:
     for command in (mine, certify):
         if command not in present:
             app.command()(command)
-    existing = next((group for group in app.registered_groups if group.name == "import"), None)
-    if existing is None or existing.typer_instance is None:
-        app.add_typer(import_app, name="import")
-    elif existing.typer_instance is not import_app:
-        group = existing.typer_instance
-        known = {command.name for command in group.registered_commands}
-        group.registered_commands.extend(command for command in import_app.registered_commands
-                                         if command.name not in known)
+    for group_name, mine_app in (("import", import_app), ("export", export_app)):
+        existing = next((group for group in app.registered_groups if group.name == group_name), None)
+        if existing is None or existing.typer_instance is None:
+            app.add_typer(mine_app, name=group_name)
+        elif existing.typer_instance is not mine_app:
+            group = existing.typer_instance
+            known = {command.name for command in group.registered_commands}
+            group.registered_commands.extend(command for command in mine_app.registered_commands
+                                             if command.name not in known)
