@@ -86,3 +86,25 @@ def test_the_cli_takes_recalibrate(home: Path, tmp_path: Path) -> None:
 
 def _env() -> dict[str, str]:
     return dict(os.environ)
+
+
+def test_a_failing_reference_is_checked_again_by_every_run(home: Path, engine: SubprocessEngine,
+                                                           tmp_path: Path) -> None:
+    """A reference that fails may have failed because of the moment (a busy host): it is not
+    a fact to reuse."""
+    from knowbench.benchmark.load import write_benchmark
+    from knowbench.benchmark.schema import FunctionTask, TestSpec
+
+    broken = FunctionTask(task_id="broken", domain="text", instruction="Return 2.",
+                          prompt_code="def two():\n    ...", entry_point="two",
+                          reference="def two():\n    return 3",
+                          tests=[TestSpec(name="t", code="def test_two():\n    assert two() == 2")])
+    manifest = BENCH.manifest.model_copy(update={"name": "broken"})
+    bench = write_benchmark(tmp_path / "bench", manifest, [broken])
+    run_benchmark(bench, ReferenceBackend(), get_method("none"), engine, tmp_path / "a",
+                  SamplingParams(), Limits())
+    assert RunDirectory(tmp_path / "a").calibration()["broken"][1] != "pass"
+    shared = home / "calibration.sqlite"
+    if shared.exists():
+        with closing(sqlite3.connect(shared)) as db:
+            assert db.execute("SELECT COUNT(*) FROM checks").fetchone()[0] == 0

@@ -369,7 +369,7 @@ def plan_tasks(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, eng
             runtime = result.execution.duration_s if result.execution and result.passed else None
             check = ReferenceCheck(runtime, result.status, mode, why)
             _keep_check(store, task.task_id, check)
-            if shared and result.status != "infrastructure":  # a broken run is not a fact
+            if shared and _shareable(check, result):
                 shared.put(task.task_id, check)
 
         if on_references:
@@ -391,6 +391,16 @@ def plan_tasks(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, eng
                                        "split" if mode == "split" else "in-process", why,
                                        refused=isolation == "require" and mode != "split")
     return plans
+
+
+_LIMIT_REASONS = ("timeout", "cpu-time", "memory", "process-limit", "output-limit")
+
+
+def _shareable(check: ReferenceCheck, result: SampleResult) -> bool:
+    """Whether later runs may reuse a check: only a reference that passed, and not one moved
+    in-process because split hit a limit (a busy host may have caused it). A failing
+    reference is checked again by every run, as before."""
+    return result.passed and not check.why.startswith(_LIMIT_REASONS)
 
 
 def _keep_check(store: RunStore, task_id: str, check: ReferenceCheck) -> None:
