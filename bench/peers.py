@@ -20,8 +20,9 @@ Workloads (generated here, no data set is downloaded):
 
 Each (harness, workload, workers) cell runs in a fresh interpreter that imports only what that
 harness needs, so no harness inherits another's imports. The peers fork every sample from that
-interpreter: by default it holds numpy, pandas and matplotlib.pyplot ("warm", as knowbench's
-fork server preloads the benchmark's imports); `--cold-peers` imports numpy only, as their
+interpreter: by default it holds numpy, for heavy samples pandas, for bigcodebench
+matplotlib.pyplot ("warm", as knowbench's fork server preloads the workload's imports: numpy and
+pandas for heavy samples, nothing for light ones); `--cold-peers` imports numpy only, as their
 command lines run (then each sample imports pandas itself, bigcodebench's guard imports
 matplotlib.pyplot in every sample, and evalplus's guard, which sets `builtins.open = None`,
 makes pandas fail to import). "total s" is the cell's whole wall time (start-up, engine start,
@@ -215,10 +216,13 @@ def run_cell(harness: str, workload: Path, heavy: bool, workers: int) -> dict:
     import numpy  # noqa: F401  (the peers' command lines import it; so does knowbench's)
 
     if harness in PEERS and not os.environ.get("PEERS_COLD"):
-        # Warm peers: their parent holds what the samples import (as knowbench's fork server
-        # preloads it), and what bigcodebench's guard imports in every sample's process.
-        import matplotlib.pyplot  # noqa: F401
-        import pandas  # noqa: F401
+        # Warm peers: their parent holds what the workload's samples import, as knowbench's
+        # fork server preloads it (and no more: a larger parent forks more slowly), and
+        # bigcodebench's parent what its guard imports in every sample's process.
+        if heavy:
+            import pandas  # noqa: F401
+        if harness == "bigcodebench":
+            import matplotlib.pyplot  # noqa: F401
     samples = json.loads(workload.read_text())
     if harness == "subprocess":
         samples = samples[:int(os.environ.get("PEERS_SUBPROCESS_SAMPLES", len(samples)))]
@@ -266,7 +270,8 @@ def main() -> None:
                              "(default 16: a fresh sandboxed interpreter per sample is slow)")
     parser.add_argument("--cold-peers", action="store_true",
                         help="the peers' parent imports numpy only, as their command lines do "
-                             "(default: also pandas and matplotlib.pyplot, like knowbench's preload)")
+                             "(default: also the workload's imports, like knowbench's preload, and "
+                             "for bigcodebench matplotlib.pyplot, which its guard imports)")
     parser.add_argument("--cell", nargs=4, metavar=("HARNESS", "WORKLOAD", "KIND", "WORKERS"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
