@@ -328,6 +328,10 @@ def _import_test_modules(tests):
 
     before = len(sys.modules)
     for code in tests.values():
+        # An import statement spells the ASCII keyword `import`; code without it has none,
+        # and parsing it costs about a millisecond per sample on the fork server's hot path.
+        if "import" not in code:
+            continue
         try:
             tree = ast.parse(code)
         except (SyntaxError, ValueError):
