@@ -65,13 +65,13 @@ def test_every_concept_has_a_registry_with_its_built_in_parts() -> None:
     assert METHODS.names() == ["none", "rag-bm25", "rag-dense", "rag-hybrid", "oracle"]
     assert ENGINES.names() == ["forkserver", "subprocess", "ray"]
     assert SANDBOXES.names() == ["auto", "bwrap", "unshare", "none"]
-    assert IMPORTERS.names() == ["domaineval", "domaineval-responses", "novelapibench"]
+    assert IMPORTERS.names() == ["domaineval", "novelapibench", "domaineval-responses"]
 
 
 @pytest.mark.parametrize(("registry", "message"), [
     (ENGINES, "unknown engine 'warp'; choose one of forkserver, subprocess, ray"),
     (SANDBOXES, "unknown sandbox 'warp'; choose one of auto, bwrap, unshare, none"),
-    (IMPORTERS, "unknown importer 'warp'; choose one of domaineval, domaineval-responses, novelapibench"),
+    (IMPORTERS, "unknown importer 'warp'; choose one of domaineval, novelapibench, domaineval-responses"),
     (METHODS, "unknown method 'warp'; choose one of none, rag-bm25, rag-dense, rag-hybrid, oracle:<cell>"),
 ])
 def test_each_registry_names_its_choices_when_a_name_is_unknown(registry: Registry[object], message: str) -> None:
