@@ -28,9 +28,13 @@ def _demo() -> ModuleType:
 
 
 @pytest.mark.slow
-def test_the_demo_builds_runs_diagnoses_and_reports(tmp_path: Path) -> None:
+def test_the_demo_builds_runs_diagnoses_and_reports(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
     demo = _demo()
-    result = demo.run_demo(tmp_path / "demo", knowbench_command(), echo=False)
+    result = demo.run_demo(tmp_path / "demo", knowbench_command())
+    shown = capsys.readouterr().out
+    assert "$ knowbench mine cachetools==8.0.1" in shown
+    assert "      fetching cachetools==8.0.1" in shown  # mining's progress, as it comes
 
     assert result["self_check"] == {"reference": 1.0, "null": 0.0}, result
     assert result["tasks"] >= 8, result  # most replied tasks are certified on any machine

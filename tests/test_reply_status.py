@@ -178,3 +178,16 @@ def test_the_cli_says_how_many_replies_were_cut_off_and_what_to_do(tmp_path: Pat
         server.wait(timeout=10)
     assert done.returncode == 0, done.stderr
     assert f"1 of 2 replies were cut off at --max-tokens {MAX_TOKENS}" in " ".join(done.stderr.split())
+
+
+def test_a_replayed_cut_off_reply_is_not_blamed_on_this_runs_max_tokens(
+        run_dir: Path, tmp_path: Path) -> None:
+    from helpers import run_knowbench
+
+    done = run_knowbench("run", str(ROOT / "examples" / "basic"), "--model",
+                         f"replay:{run_dir / 'samples.jsonl'}", "--task", "text/wrap_paragraphs",
+                         "--out", str(tmp_path / "replayed"))
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert "1 of 1 replies were cut off at the token limit they were generated with" in said, said
+    assert "--max-tokens" not in said

@@ -25,6 +25,7 @@ import json
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -115,20 +116,45 @@ def _run(step: Step, out: Path, knowbench: Sequence[str], echo: bool) -> str:
         print(f"· {step.title}\n    $ {_shown(step.args)}", flush=True)
     log = out / "logs" / f"{step.log}.log"
     began = time.monotonic()
-    done = subprocess.run(command, capture_output=True, text=True)
-    if step.args[0] == "run" and done.returncode == 2 and "different settings" in done.stderr:
+    live = echo and step.args[0] in _LONG_STEPS
+    code, stdout, stderr = _execute(command, live)
+    if step.args[0] == "run" and code == 2 and "different settings" in stderr:
         # The demo owns its runs: one left by another knowbench version or other shipped
         # files is redone rather than resumed.
         if echo:
             print("    (an earlier demo's run has other settings: starting it over)", flush=True)
         command.append("--overwrite")
-        done = subprocess.run(command, capture_output=True, text=True)
-    log.write_text(f"$ {shlex.join(command)}\n{done.stdout}\n{done.stderr}")
-    if done.returncode != 0:
-        raise DemoFailed(step, done.returncode, "\n".join(log.read_text().splitlines()[-25:]))
+        code, stdout, stderr = _execute(command, live)
+    log.write_text(f"$ {shlex.join(command)}\n{stdout}\n{stderr}")
+    if code != 0:
+        raise DemoFailed(step, code, "\n".join(log.read_text().splitlines()[-25:]))
     if echo:
         print(f"    done in {time.monotonic() - began:.0f} s (log: {log})", flush=True)
-    return done.stdout
+    return stdout
+
+
+_LONG_STEPS = ("mine", "corpus")  # their progress lines are shown as they come
+
+
+def _execute(command: list[str], live: bool) -> tuple[int, str, str]:
+    """Run `command`: (exit code, stdout, stderr); with `live`, stderr's lines are also
+    printed, indented, as they arrive (knowbench writes progress there)."""
+    if not live:
+        done = subprocess.run(command, capture_output=True, text=True)
+        return done.returncode, done.stdout, done.stderr
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as process:
+        assert process.stdout is not None and process.stderr is not None
+        stdout: list[str] = []
+        reader = threading.Thread(target=lambda: stdout.append(process.stdout.read()))  # type: ignore[union-attr]
+        reader.start()
+        lines = []
+        for line in process.stderr:
+            lines.append(line)
+            if line.strip():
+                print(f"      {line.rstrip()}", flush=True)
+        reader.join()
+        return process.wait(), "".join(stdout), "".join(lines)
 
 
 def _shown(args: Sequence[str]) -> str:

@@ -228,9 +228,13 @@ def run(
     out.print(f"samples: {len(summary.results)} ({statuses}) · results in {run_dir}")
     truncated = summary.status_counts.get("truncated", 0)
     if truncated:
+        limit, fix = ((f"--max-tokens {max_tokens}", "raise --max-tokens and run again into a new --out")
+                      if backend.name != "replay" else
+                      ("the token limit they were generated with",
+                       "generate them again with a larger limit"))
         console.print(f"[yellow]warning:[/] {truncated} of {len(summary.results)} replies were cut "
-                      f"off at --max-tokens {max_tokens} (status truncated): their code or answer "
-                      "was never judged; raise --max-tokens and run again into a new --out")
+                      f"off at {limit} (status truncated): their code or answer was never judged; "
+                      f"{fix}")
     _print_isolation(summary.isolation)
     _print_self_check(summary.self_check, model)
 
