@@ -649,3 +649,21 @@ def test_replay_check_names_the_first_twenty_missing_and_counts_the_rest(tmp_pat
     named = [task_id for task_id in wanted[8:] if task_id in message]
     assert named == wanted[8:27] and "(13 more)" in message
     assert "run only the 7 task(s) it covers with --task" in message
+
+
+def test_score_refuses_while_a_run_holds_the_directory(tmp_path: Path) -> None:
+    """`score` rewrites samples.jsonl and summary.json, as the run in the directory will."""
+    from knowbench.store import RunDirectory
+
+    run_dir = tmp_path / "run"
+    assert run_knowbench("run", str(EXAMPLE), "--model", "reference", "--task", "text/slugify",
+                         "--out", str(run_dir)).returncode == 0
+    holder = RunDirectory(run_dir)
+    holder.lock()
+    try:
+        refused = run_knowbench("score", str(run_dir))
+    finally:
+        holder.release()
+    assert refused.returncode == 2, refused.stderr
+    assert f"in use by another knowbench run (pid {os.getpid()})" in " ".join(refused.stderr.split())
+    assert run_knowbench("score", str(run_dir)).returncode == 0

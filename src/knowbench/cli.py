@@ -333,7 +333,11 @@ def score(
     run = RunDirectory.open(run_dir)
     settings = run.settings()
     backend = settings.get("model", {}).get("backend", "")
-    summary = write_outputs(run_dir, run.results(), backend, tuple(k or (1, 5, 10)))
+    run.lock()  # a run still working here rewrites the same files: wait for it
+    try:
+        summary = write_outputs(run_dir, run.results(), backend, tuple(k or (1, 5, 10)))
+    finally:
+        run.release()
     for note in k_shortfalls(summary.scores, k or ()):
         console.print(f"[yellow]warning:[/] {note}", highlight=False)
     print_scores(out, summary.scores, title=f"{settings.get('benchmark', {}).get('name', run_dir)}")
