@@ -32,9 +32,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from knowbench.choice import parse_choice
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from knowbench.choice import parse_choice  # noqa: E402
+from koco_replies import koco_replies  # noqa: E402
+
 DEFAULT_KOCO = ROOT.parent / "shared" / "anchors" / "koco-qa"
 VERDICTS = ROOT / "tests" / "fixtures" / "koco_choice_verdicts.jsonl"
 SIZES = {"10 KB": 10_000, "100 KB": 100_000, "1 MB": 1_000_000}
@@ -42,19 +45,7 @@ Parser = Callable[[str, list[str], bool], list[str]]
 
 
 def load_rows(koco: Path) -> list[dict[str, Any]]:
-    problems: dict[tuple[str, int], dict[str, Any]] = {}
-    for path in koco.glob("problems/problems_*_EN.json"):
-        framework = path.name.removeprefix("problems_").removesuffix("_EN.json")
-        for problem in json.loads(path.read_text())["problems"]:
-            problems[(framework, problem["id"])] = problem
-    rows = []
-    for path in sorted(koco.glob("results/*/results_*.json")):
-        framework = path.stem.removeprefix("results_")
-        for result in json.loads(path.read_text())["results"]:
-            problem = problems[(framework, result["id"])]
-            rows.append({**result, "model": path.parent.name, "framework": framework,
-                         "options": re.findall(r"^- \(([A-Z])\)", problem["stem"], re.MULTILINE),
-                         "multiple": "MULTIPLE" in problem["instruction"]})
+    rows = koco_replies(koco)
     if not rows:
         sys.exit(f"no KOCO-Bench results under {koco} (expected results/<model>/results_*.json)")
     return rows

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import re
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +10,7 @@ from typing import Any
 import pytest
 
 from knowbench.choice import parse_choice
+from koco_replies import koco_replies
 
 FOUR = "ABCD"
 SIX = "ABCDEF"
@@ -157,25 +156,7 @@ def test_empty_and_letterless_replies_give_nothing() -> None:
 @pytest.fixture(scope="module")
 def koco_rows(shared_data: Callable[..., Path]) -> list[dict[str, Any]]:
     """KOCO results joined to their problems by (framework, id), with options and mode."""
-    koco = shared_data("anchors/koco-qa")
-    problems: dict[tuple[str, int], dict[str, Any]] = {}
-    for path in koco.glob("problems/problems_*_EN.json"):
-        framework = path.name.removeprefix("problems_").removesuffix("_EN.json")
-        for problem in json.loads(path.read_text())["problems"]:
-            problems[(framework, problem["id"])] = problem
-    rows = []
-    for path in sorted(koco.glob("results/*/results_*.json")):
-        framework = path.stem.removeprefix("results_")
-        for result in json.loads(path.read_text())["results"]:
-            problem = problems[(framework, result["id"])]
-            assert problem["stem"] == result["stem"] and problem["gt"] == result["gt_letters"]
-            rows.append({
-                **result,
-                "model": path.parent.name,
-                "options": re.findall(r"^- \(([A-Z])\)", problem["stem"], re.MULTILINE),
-                "multiple": "MULTIPLE" in problem["instruction"],
-            })
-    return rows
+    return koco_replies(shared_data("anchors/koco-qa"))
 
 
 def _ours(row: dict[str, Any], reply: str | None = None) -> list[str]:

@@ -11,7 +11,6 @@ the release, and every verdict for a reply they hold is checked here.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 from knowbench.choice import parse_choice
+from koco_replies import koco_replies
 
 VERDICTS = Path(__file__).parent / "fixtures" / "koco_choice_verdicts.jsonl"
 Key = tuple[str, str, int]
@@ -32,23 +32,8 @@ def _verdicts() -> dict[Key, dict[str, Any]]:
 @pytest.fixture(scope="module")
 def anchor_rows(shared_data: Callable[..., Path]) -> dict[Key, dict[str, Any]]:
     """Every released reply the anchors hold, with its options and mode, by identity."""
-    koco = shared_data("anchors/koco-qa")
-    problems: dict[tuple[str, int], dict[str, Any]] = {}
-    for path in koco.glob("problems/problems_*_EN.json"):
-        framework = path.name.removeprefix("problems_").removesuffix("_EN.json")
-        for problem in json.loads(path.read_text())["problems"]:
-            problems[(framework, problem["id"])] = problem
-    rows = {}
-    for path in sorted(koco.glob("results/*/results_*.json")):
-        framework = path.stem.removeprefix("results_")
-        for result in json.loads(path.read_text())["results"]:
-            problem = problems[(framework, result["id"])]
-            rows[(path.parent.name, framework, result["id"])] = {
-                **result,
-                "options": re.findall(r"^- \(([A-Z])\)", problem["stem"], re.MULTILINE),
-                "multiple": "MULTIPLE" in problem["instruction"],
-            }
-    return rows
+    return {(row["model"], row["framework"], row["id"]): row
+            for row in koco_replies(shared_data("anchors/koco-qa"))}
 
 
 def _ours(row: dict[str, Any]) -> list[str]:
