@@ -564,31 +564,16 @@ def _outcomes(items: list[TestItem], collected: Collected, nonce: str,
             outcome = _failed(item.id, "error", "forged-record",
                               "the result channel carried records knowbench did not write")
         elif outcome is None:
-            if item.id == running and collected.over_budget:
-                outcome = _failed(item.id, "memory", "memory",
-                                  "the sample's processes and files passed its memory budget "
-                                  "during this test")
-            elif collected.over_budget:
-                outcome = _failed(item.id, "memory", "not-run",
-                                  "not run: the memory budget was passed earlier")
-            elif item.id == running and collected.over_processes:
-                outcome = _failed(item.id, "error", "process-limit",
-                                  "the sample started more processes than its limit allows "
-                                  "during this test")
-            elif collected.over_processes:
-                outcome = _failed(item.id, "error", "not-run",
-                                  "not run: the process limit was passed earlier")
-            elif item.id == running and collected.timed_out:
-                outcome = _failed(item.id, "timeout", "timeout",
-                                  "the wall-clock limit was reached during this test")
+            hit = next((limit for limit in _LIMITS_HIT if getattr(collected, limit.flag)), None)
+            if hit is not None:
+                outcome = (_failed(item.id, hit.status, hit.reason, hit.during)
+                           if item.id == running else
+                           _failed(item.id, hit.status, "not-run", hit.earlier))
             elif item.id == running:
                 status, reason = _DEATHS.get(died, ("error", "exited-early"))
                 outcome = _failed(item.id, status, reason,
                                   f"the sample process ended during this test ({died}){last_words}")
                 outcome.exit_code = exit_code
-            elif collected.timed_out:
-                outcome = _failed(item.id, "timeout", "not-run",
-                                  "not run: the wall-clock limit was reached earlier")
             else:
                 outcome = _failed(item.id, "error", "not-run",
                                   f"not run: the sample process ended early ({died}){last_words}")
@@ -624,6 +609,31 @@ def last_stderr_lines(collected: Collected) -> str:
 # Deaths that are a limit being hit rather than the sample ending itself: the kernel sends
 # SIGXCPU at RLIMIT_CPU and SIGXFSZ at RLIMIT_FSIZE (when the sample restored its default
 # action; Python ignores it, and a write past the limit then raises OSError instead).
+@dataclass(frozen=True)
+class _LimitHit:
+    """A limit the engine saw passed (`flag`, an attribute of what it collected): the status
+    and reason of the test running then, and what it and the tests after it say."""
+
+    flag: str
+    status: Status
+    reason: Reason
+    during: str
+    earlier: str
+
+
+# Checked in this order: the first limit passed decides every test that did not report.
+_LIMITS_HIT = (
+    _LimitHit("over_budget", "memory", "memory",
+              "the sample's processes and files passed its memory budget during this test",
+              "not run: the memory budget was passed earlier"),
+    _LimitHit("over_processes", "error", "process-limit",
+              "the sample started more processes than its limit allows during this test",
+              "not run: the process limit was passed earlier"),
+    _LimitHit("timed_out", "timeout", "timeout",
+              "the wall-clock limit was reached during this test",
+              "not run: the wall-clock limit was reached earlier"),
+)
+
 _DEATHS: dict[str, tuple[Status, Reason]] = {"SIGXCPU": ("timeout", "cpu-time"),
                                              "SIGXFSZ": ("error", "output-limit")}
 
