@@ -231,7 +231,8 @@ def test_std_none_with_single_domain() -> None:
 
 def test_macro_has_every_metric_name() -> None:
     scores = score(_three_domains())
-    assert set(scores.macro) == {"pass@1", "pass@5", "pass@10", "apr", "pass_any", "accuracy"}
+    assert set(scores.macro) == {"pass@1", "pass@5", "pass@10", "apr", "pass_any", "accuracy",
+                                   "unanswered", "jaccard"}
     assert scores.macro["pass@5"].groups == 0
     assert scores.macro["pass@5"].mean is None
     assert scores.macro["accuracy"].groups == 0
@@ -451,3 +452,53 @@ def test_the_split_share_is_rounded_like_every_other_percentage() -> None:
         limits=Limits())}) for i in range(16)]
     share = isolation_share(results)
     assert share["split_share"] == 6.3 and percent(1 / 16) == "6.3"  # round(6.25, 1) gives 6.2
+
+
+# --- multiple choice: unanswered rate and partial credit ------------------------------------
+
+
+def _reply(task_id: str, idx: int, chosen: list[str], answer: list[str], *,
+           framework: str = "fw", domain: str = "dom") -> SampleResult:
+    """A choice sample scored the way a run scores it (knowbench.run.score_choice)."""
+    from knowbench.benchmark.schema import ChoiceTask
+    from knowbench.records import Generation
+    from knowbench.run import score_choice
+
+    options = {letter: f"option {letter}" for letter in "ABCDE"}
+    choice = ChoiceTask(task_id=task_id, domain=domain, framework=framework, question="Which?",
+                        options=options, answer=answer, multiple=len(answer) > 1 or len(chosen) > 1)
+    reply = ("Answer: " + ", ".join(chosen)) if chosen else "I am not sure."
+    return score_choice(choice, Generation(task_id=task_id, sample_idx=idx, completion=reply))
+
+
+def test_jaccard_partial_credit_and_unanswered_rate_per_task_and_group() -> None:
+    results = [
+        _reply("q1", 0, ["A", "B"], ["A", "B", "E"], framework="x"),  # 2/3
+        _reply("q1", 1, [], ["A", "B", "E"], framework="x"),  # unanswered: 0
+        _reply("q2", 0, ["C"], ["C"], framework="x"),  # exact: 1
+        _reply("q3", 0, ["A", "D"], ["B", "D"], framework="y"),  # 1/3
+    ]
+    assert [r.chosen for r in results] == [["A", "B"], [], ["C"], ["A", "D"]]
+    assert [r.jaccard for r in results] == pytest.approx([2 / 3, 0.0, 1.0, 1 / 3])
+    tasks = {t.task_id: t for t in score_tasks(results)}
+    assert tasks["q1"].jaccard == pytest.approx(1 / 3)
+    assert tasks["q1"].unanswered == 0.5
+    assert tasks["q2"].unanswered == 0.0
+    scores = score(results)
+    assert scores.overall.accuracy == pytest.approx(1 / 3)
+    assert scores.overall.jaccard == pytest.approx((1 / 3 + 1 + 1 / 3) / 3)
+    assert scores.overall.unanswered == pytest.approx(0.5 / 3)
+    assert scores.by_framework["x"].jaccard == pytest.approx((1 / 3 + 1) / 2)
+    assert scores.by_framework["y"].unanswered == 0.0
+    assert scores.macro["jaccard"].groups == 1
+    assert "unanswered" in scores.macro
+
+
+def test_function_tasks_have_no_choice_metrics_and_old_choice_samples_no_credit() -> None:
+    scores = score(task("f", [True]) + task("q", [True], kind="choice"), ks=(1,))
+    # a choice sample that records neither its letters nor its credit (stored before partial
+    # credit existed): both metrics are unknown, not zero
+    assert scores.overall.jaccard is None
+    assert scores.overall.unanswered is None
+    assert scores.overall.accuracy == 1.0
+    assert score(task("f", [True]), ks=(1,)).overall.unanswered is None

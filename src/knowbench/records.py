@@ -151,6 +151,8 @@ class SampleResult(_Record):
     code: str | None = Field(default=None, description="Code extracted from the completion.")
     program: str | None = Field(default=None, description="The full program that was executed.")
     chosen: list[str] | None = Field(default=None, description="Letters extracted (choice tasks).")
+    jaccard: float | None = Field(default=None, description="Partial credit of a choice sample: "
+                                  "|chosen ∩ answer| / |chosen ∪ answer| (0 when nothing is chosen).")
     passed: bool
     tests_passed: int = 0
     tests_total: int = 0

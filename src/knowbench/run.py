@@ -46,7 +46,7 @@ from knowbench.records import (
     Status,
     TestOutcome,
 )
-from knowbench.scoring.metrics import Scores, isolation_share, score
+from knowbench.scoring.metrics import Scores, isolation_share, jaccard, score
 from knowbench.store import RunDirectory, RunStore, default_label
 from knowbench.store.calibration import CalibrationCache, ReferenceCheck, calibration_key
 
@@ -512,6 +512,7 @@ def score_choice(task: ChoiceTask, generation: Generation) -> SampleResult:
     chosen = parse_choice(generation.completion, list(task.options), task.multiple)
     passed = sorted(chosen) == sorted(task.answer)
     return reply_status(SampleResult(**_common(task, generation), chosen=chosen, passed=passed,
+                                     jaccard=jaccard(chosen, task.answer),
                                      tests_passed=int(passed), tests_total=1,
                                      status="pass" if passed else "fail"))
 

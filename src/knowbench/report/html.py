@@ -28,6 +28,7 @@ from knowbench.benchmark.schema import ChoiceTask, FunctionTask
 from knowbench.records import SampleResult
 from knowbench.report import charts
 from knowbench.report.runs import RunView, load_views, series_of, tokens_per_sample
+from knowbench.report.table import choice_rows
 from knowbench.scoring.compare import compare
 from knowbench.scoring.metrics import isolation_share, percent, percent_interval
 from knowbench.scoring.taxonomy import LABELS, Diagnosis
@@ -78,6 +79,7 @@ def build_report(views: list[RunView]) -> str:
         _runs_section(views),
         _headline_section(views),
         _section("domains", "pass@1 by domain", charts.domain_bars(series), _domain_table(views)),
+        _choice_section(views),
         _section("failures", "Why samples failed",
                  charts.failure_stacks(series), charts.koco_stacks(series), _failure_table(views),
                  _reply_table(views)),
@@ -183,6 +185,28 @@ def _domain_table(views: list[RunView]) -> str:
                 cells.append(f"ACC {percent(metrics.accuracy)}")
         rows.append(_row([domain, *cells]))
     return _wide(_table(header, rows))
+
+
+def _choice_section(views: list[RunView]) -> str:
+    """Multiple-choice scores per framework and domain (only when some run has choice tasks)."""
+    rows = []
+    for view in views:
+        for group, name, metrics in choice_rows(view.scores):
+            rows.append(_row([view.name, group, name, str(metrics.choice_tasks), str(metrics.samples),
+                              percent(metrics.accuracy), percent(metrics.unanswered),
+                              percent(metrics.jaccard)], text=(0, 1, 2)))
+    if not rows:
+        return ""
+    header = _header(["run", "group", "name", "choice tasks", "samples", "ACC", "unanswered",
+                      "Jaccard"])
+    note = ('<p class="muted">ACC: a sample is right only when it names exactly the correct '
+            "letters (KOCO-Bench's accuracy). unanswered: share of samples whose reply names no "
+            "offered letter (cut off, refused, or an answer form the parser does not read); they "
+            "count as wrong in ACC. Jaccard: partial credit |chosen ∩ correct| / |chosen ∪ "
+            "correct| per sample, a secondary figure that ACC never includes. Each is a mean over "
+            "tasks of the per-task mean over samples.</p>")
+    return (f'<section id="choice"><h2>Multiple choice by framework and domain</h2>'
+            f"{_wide(_table(header, rows, (16, 8, 16, 7, 7, 7, 8, 7)))}{note}</section>")
 
 
 def _failure_table(views: list[RunView]) -> str:

@@ -172,7 +172,8 @@ def table_rows(views: list[RunView]) -> list[dict[str, Any]]:
         for scope, metrics in scopes:
             row = {**base, "scope": scope, "tasks": metrics.tasks, "samples": metrics.samples}
             row.update({f"pass@{k}": metrics.pass_at.get(k) for k in ks})
-            row.update({"apr": metrics.apr, "pass_any": metrics.pass_any, "accuracy": metrics.accuracy})
+            row.update({"apr": metrics.apr, "pass_any": metrics.pass_any, "accuracy": metrics.accuracy,
+                        "unanswered": metrics.unanswered, "jaccard": metrics.jaccard})
             if scope == "all (micro)":
                 for key in ("pass@1", "accuracy"):
                     interval = view.scores.ci.get(key)

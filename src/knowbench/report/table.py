@@ -43,5 +43,33 @@ def scores_table(scores: Scores, title: str = "") -> Table:
     return table
 
 
+def choice_rows(scores: Scores) -> list[tuple[str, str, MetricSet]]:
+    """(group kind, name, metrics) of every framework and domain that has choice tasks, then
+    the overall row: what the multiple-choice tables show (terminal and HTML report)."""
+    rows = [("framework", name, metrics) for name, metrics in scores.by_framework.items()
+            if metrics.choice_tasks]
+    rows += [("domain", name, metrics) for name, metrics in scores.by_domain.items()
+             if metrics.choice_tasks]
+    return [*rows, ("all", "all (micro)", scores.overall)] if scores.overall.choice_tasks else []
+
+
+def choice_table(scores: Scores, title: str = "") -> Table:
+    """Multiple-choice scores per framework and domain: ACC (exact set), the unanswered rate
+    and partial credit (Jaccard), percentages."""
+    table = Table(title=title or None, title_justify="left")
+    for header in ("", "", "choice tasks", "samples", "ACC", "unanswered", "Jaccard"):
+        table.add_column(header, justify="left" if header in ("", ) else "right")
+    for group, name, metrics in choice_rows(scores):
+        if group == "all":
+            table.add_section()
+        table.add_row(group if group != "all" else "", name, str(metrics.choice_tasks),
+                      str(metrics.samples), percent(metrics.accuracy), percent(metrics.unanswered),
+                      percent(metrics.jaccard), style="bold" if group == "all" else None)
+    return table
+
+
 def print_scores(console: Console, scores: Scores, title: str = "") -> None:
     console.print(scores_table(scores, title))
+    if scores.overall.choice_tasks:
+        console.print(choice_table(scores, "multiple choice: ACC = exact set; unanswered = no "
+                                           "letter named; Jaccard = partial credit"))

@@ -9,7 +9,14 @@ Definitions follow the two papers this project reproduces:
 * AvgPassRate, APR (KOCO-Bench) is "the average proportion of test cases passed per sample":
   a sample passing 2 of 4 tests counts 0.5 (SampleResult.pass_fraction).
 * Pass@any (KOCO-Bench) counts a task as solved if at least one of its samples passes.
-* ACC (KOCO-Bench) is the accuracy on multiple-choice ("choice") tasks.
+* ACC (KOCO-Bench) is the accuracy on multiple-choice ("choice") tasks: a sample is right only
+  when it names exactly the correct letters (the exact set), as KOCO-Bench scores it.
+* Two secondary multiple-choice figures, never folded into ACC: the unanswered rate (the share
+  of samples whose reply names no offered letter: cut off, refused, or an answer in a form the
+  parser does not read) and partial credit, the Jaccard index |chosen ∩ answer| /
+  |chosen ∪ answer| of a sample's letters and the correct ones (0 for an unanswered sample; 1
+  exactly when the sample is right). Both are per task means over its samples, then averaged
+  over tasks like ACC.
 
 Aggregation. Every metric is first computed per task, then averaged with each task weighted
 equally ("micro" average over tasks: a domain with more tasks weighs more). DomainEval also
@@ -82,6 +89,14 @@ def percent_interval(low: float | None, high: float | None, *, signed: bool = Fa
     return f"[{percent(low, signed=signed)}, {percent(high, signed=signed)}]"
 
 
+def jaccard(chosen: Iterable[str], answer: Iterable[str]) -> float:
+    """Partial credit of a multiple-choice sample: |chosen ∩ answer| / |chosen ∪ answer|
+    (0.0 when both are empty)."""
+    picked, right = set(chosen), set(answer)
+    union = picked | right
+    return len(picked & right) / len(union) if union else 0.0
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k estimate for one task with ``n`` samples of which ``c`` are correct.
 
@@ -118,7 +133,10 @@ class TaskScore(_Model):
     pass_at maps every requested k to pass_at_k(n, c, k), or None when n < k.
     apr is the mean SampleResult.pass_fraction over the task's samples.
     pass_any is True when at least one sample passed (c >= 1).
-    accuracy is the fraction of samples that passed (c / n) for choice tasks, None otherwise.
+    accuracy is the fraction of samples that passed (c / n) for choice tasks, None otherwise;
+    unanswered the fraction of its samples that name no letter, and jaccard the mean partial
+    credit of its samples (None for function tasks, and None when a sample does not record its
+    letters or credit, e.g. one stored before partial credit existed).
     """
 
     task_id: str
@@ -132,6 +150,8 @@ class TaskScore(_Model):
     apr: float
     pass_any: bool
     accuracy: float | None = None
+    unanswered: float | None = None
+    jaccard: float | None = None
 
 
 class MetricSet(_Model):
@@ -141,7 +161,8 @@ class MetricSet(_Model):
     pass_at[k] is the mean of pass@k over function tasks with n >= k (None when there are none);
     pass_at_tasks[k] is how many function tasks contributed to pass_at[k].
     apr and pass_any (fraction of tasks with at least one passing sample) are over function
-    tasks, accuracy over choice tasks; each is None when there is no task of that kind.
+    tasks, accuracy, unanswered and jaccard over choice tasks; each is None when there is no
+    task of that kind (jaccard also when a choice task has none).
     """
 
     tasks: int
@@ -153,6 +174,8 @@ class MetricSet(_Model):
     apr: float | None = None
     pass_any: float | None = None
     accuracy: float | None = None
+    unanswered: float | None = None
+    jaccard: float | None = None
 
 
 class MacroStat(_Model):
@@ -186,7 +209,8 @@ class Scores(_Model):
     overall: micro average over all tasks.
     by_domain, by_framework, by_difficulty: the same metrics per group; tasks without a
     framework (or difficulty) are left out of that breakdown.
-    macro: for "pass@<k>" (each k in ks), "apr", "pass_any" and "accuracy", the mean and
+    macro: for "pass@<k>" (each k in ks), "apr", "pass_any", "accuracy", "unanswered" and
+    "jaccard", the mean and
     sample std across domains of the by_domain values.
     ci: bootstrap intervals (module docstring) of the overall "pass@1" (function tasks) and
     "accuracy" (choice tasks); a metric without tasks has no entry.
@@ -259,6 +283,8 @@ def _score_one_task(samples: list[SampleResult], ks: list[int]) -> TaskScore:
         value = pass_at_k(n, c, k)
         pass_at[k] = None if math.isnan(value) else value
     apr = math.fsum(s.pass_fraction for s in samples) / n
+    choice = first.kind == "choice"
+    credits = [s.jaccard for s in samples]
     return TaskScore(
         task_id=first.task_id,
         kind=first.kind,
@@ -270,7 +296,11 @@ def _score_one_task(samples: list[SampleResult], ks: list[int]) -> TaskScore:
         pass_at=pass_at,
         apr=apr,
         pass_any=c >= 1,
-        accuracy=c / n if first.kind == "choice" else None,
+        accuracy=c / n if choice else None,
+        unanswered=(sum(not s.chosen for s in samples) / n
+                    if choice and all(s.chosen is not None for s in samples) else None),
+        jaccard=(math.fsum(credits) / n  # type: ignore[arg-type]
+                 if choice and all(value is not None for value in credits) else None),
     )
 
 
@@ -322,6 +352,10 @@ def _metric_set(tasks: Sequence[TaskScore], ks: list[int]) -> MetricSet:
         apr=_mean([t.apr for t in function]),
         pass_any=_mean([1.0 if t.pass_any else 0.0 for t in function]),
         accuracy=_mean([t.accuracy for t in choice if t.accuracy is not None]),
+        unanswered=(_mean([t.unanswered for t in choice])  # type: ignore[misc]
+                    if all(t.unanswered is not None for t in choice) else None),
+        jaccard=(_mean([t.jaccard for t in choice])  # type: ignore[misc]
+                 if all(t.jaccard is not None for t in choice) else None),
     )
 
 
@@ -349,7 +383,7 @@ def _macro_stat(values: Sequence[float]) -> MacroStat:
 def _macro(by_domain: dict[str, MetricSet], ks: list[int]) -> dict[str, MacroStat]:
     """Macro average and sample std across domains for every metric name."""
     per_metric: dict[str, list[float]] = {f"pass@{k}": [] for k in ks}
-    per_metric.update({"apr": [], "pass_any": [], "accuracy": []})
+    per_metric.update({"apr": [], "pass_any": [], "accuracy": [], "unanswered": [], "jaccard": []})
     for metrics in by_domain.values():
         for k in ks:
             value = metrics.pass_at[k]
@@ -359,6 +393,8 @@ def _macro(by_domain: dict[str, MetricSet], ks: list[int]) -> dict[str, MacroSta
             ("apr", metrics.apr),
             ("pass_any", metrics.pass_any),
             ("accuracy", metrics.accuracy),
+            ("unanswered", metrics.unanswered),
+            ("jaccard", metrics.jaccard),
         ):
             if value is not None:
                 per_metric[name].append(value)
