@@ -18,6 +18,7 @@ The stages, in the order data flows through them:
     mine.py          the pipeline end to end, writing the benchmark and build_report.json
     domaineval.py    DomainEval's subjects and released responses, and a verdict comparison
     novelapibench.py NovelAPIBench's tasks, bundles (both ways), filters and instances
+    koco_qa.py       KOCO-Bench's knowledge Q&A problems, released replies, verdict comparison
 
 `IMPORTERS` names every importer of a public benchmark's files (`knowbench import NAME`).
 An importer is called as `importer(source, out, **options)`: it reads `source` (a file or a
@@ -34,6 +35,7 @@ from typing import Any
 from knowbench.builders.build_log import BuildReport
 from knowbench.builders.certify import CertifyReport, TaskCheck, certify_benchmark
 from knowbench.builders.domaineval import compare_with_recorded, convert_responses, import_subjects
+from knowbench.builders.koco_qa import convert_replies, import_problems
 from knowbench.builders.mine import MineOptions, SourceRequest, mine
 from knowbench.builders.novelapibench import (
     bundle_from_record,
@@ -50,6 +52,14 @@ Importer = Callable[..., dict[str, Any]]
 IMPORTERS: Registry[Importer] = Registry("importer")
 IMPORTERS.register("domaineval", import_subjects)
 IMPORTERS.register("novelapibench", import_release)
+IMPORTERS.register("koco-qa", import_problems)
+
+
+@IMPORTERS.register("koco-qa-replies")
+def _koco_qa_replies(source: Path, out: Path, /, *, benchmark: Path) -> dict[str, Any]:
+    """KOCO-Bench's released replies under `source` as replay samples, one file per model in
+    `out`, for the tasks of `benchmark` (made by the `koco-qa` importer)."""
+    return convert_replies(source, benchmark, out)
 
 
 @IMPORTERS.register("domaineval-responses")

@@ -1,4 +1,4 @@
-"""`knowbench mine`, `knowbench certify`, `knowbench import domaineval*|novelapibench` and
+"""`knowbench mine`, `knowbench certify`, `knowbench import domaineval*|novelapibench|koco-qa*` and
 `knowbench export novelapibench`: building
 benchmarks from repositories and public releases, and checking that any benchmark's tests
 measure what they claim to."""
@@ -399,6 +399,70 @@ def import_novelapibench(
     if result["missing"]:
         out.print("missing from the release folder: " + ", ".join(result["missing"]))
     out.print(f"import report: {out_dir / 'import_report.json'}")
+
+
+@import_app.command("koco-qa")
+def import_koco_qa(
+    path: Annotated[Path, typer.Argument(help="KOCO-Bench Q&A problems: a problems_<framework>_EN.json "
+                                              "file, or the folder holding problems/ (and results/).")],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Benchmark directory to write.")],
+    name: Annotated[str, typer.Option(help="Benchmark name.")] = "koco-qa",
+    replies: Annotated[Path | None, typer.Option(
+        "--replies", help="Also convert the released replies (results/<model>/results_<framework>.json "
+                          "under this folder) into replay samples, one <model>.jsonl per model, in "
+                          "OUT/replies/.")] = None,
+) -> None:
+    """Import KOCO-Bench's multiple-choice knowledge questions as choice tasks, and optionally its
+    released model replies (`pred_raw`) as replay samples; `knowbench import koco-qa-compare`
+    then sets knowbench's verdicts on them beside KOCO's."""
+    from knowbench.builders import IMPORTERS
+
+    result = IMPORTERS.get("koco-qa")(path, out_dir, name=name)
+    out.print(f"imported {result['imported']} of {result['problems']} problems into {out_dir} ("
+              + ", ".join(f"{f} {n}" for f, n in result["per_framework"].items())
+              + f"; {result['multiple']} multiple-answer)")
+    for row in result["left_out"][:20]:
+        out.print(f"  left out {row['file']} problem {row['index']} (id {row['id']}): {row['reason']}")
+    if replies is not None:
+        converted = IMPORTERS.get("koco-qa-replies")(replies, out_dir / "replies", benchmark=out_dir)
+        for model, info in converted["models"].items():
+            out.print(f"  {model}: {info['samples']} replies → {info['file']}; score them with "
+                      f"`knowbench run {out_dir} --model replay:{info['file']}`")
+        for line in converted["unmatched"][:20]:
+            out.print(f"  not converted: {line}")
+    out.print(f"import report: {out_dir / 'import_report.json'}")
+
+
+@import_app.command("koco-qa-compare")
+def import_koco_qa_compare(
+    run_dir: Annotated[Path, typer.Argument(help="A `knowbench run` directory of replayed KOCO replies.")],
+    samples: Annotated[Path, typer.Argument(help="The replay file it ran (OUT/replies/<model>.jsonl).")],
+    report_path: Annotated[Path | None, typer.Option("--report", help="Write the comparison as JSON.")] = None,
+) -> None:
+    """knowbench's accuracy on replayed KOCO-Bench replies beside KOCO's recorded one, per
+    framework, and every reply whose letters the two parsers read differently, with why."""
+    from knowbench.builders.koco_qa import compare_replay
+
+    comparison = compare_replay(run_dir, samples)
+    table = Table(title=f"knowbench vs KOCO-Bench · {samples.stem}", title_justify="left")
+    for header in ("framework", "tasks", "knowbench ACC", "unanswered", "Jaccard", "KOCO ACC",
+                   "letters differ"):
+        table.add_column(header, justify="left" if header == "framework" else "right")
+    from knowbench.scoring.metrics import percent
+
+    rows = [*comparison["frameworks"].items(), ("all", comparison["overall"])]
+    for framework, entry in rows:
+        table.add_row(framework, str(entry["tasks"]), percent(entry["accuracy"]),
+                      percent(entry["unanswered"]), percent(entry["jaccard"]),
+                      percent(entry["koco_accuracy"]), str(entry["disagree"]))
+    out.print(table)
+    for row in comparison["disagreements"]:
+        out.print(f"  {row['task_id']}: knowbench {','.join(row['knowbench']) or '-'} · KOCO "
+                  f"{','.join(row['koco']) or '-'} · answer {','.join(row['answer'])}: {row['reason']}",
+                  highlight=False)
+    if report_path:
+        report_path.write_text(json.dumps(comparison, indent=2) + "\n")
+        out.print(f"comparison: {report_path}")
 
 
 export_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
