@@ -27,7 +27,9 @@ DirOption = Annotated[Path | None, typer.Option(
 def build(
     source: Annotated[str | None, typer.Argument(
         help="A directory, an sdist/wheel file, a PyPI requirement ('click==8.1.8'), or an "
-             "importable package name (ingests the installed package).")] = None,
+             "importable package name (ingests the installed package). A KOCO-Bench "
+             "knowledge_corpus folder (metadata.json beside the framework's tree) is taken as it "
+             "is, named by its framework unless --name is given.")] = None,
     name: Annotated[str, typer.Option("--name", help="Corpus name (how methods refer to it).")] = "",
     installed: Annotated[str | None, typer.Option(
         "--installed", help="Ingest this installed package (an import name).")] = None,
@@ -43,8 +45,9 @@ def build(
     from knowbench.knowledge.ingest import build_corpus
 
     corpus_name = name or installed or ""
-    if not corpus_name:
-        raise UserError("give the corpus a name with --name NAME")
+    if not corpus_name and not (source and (Path(source) / "metadata.json").is_file()):
+        raise UserError("give the corpus a name with --name NAME (a KOCO-Bench knowledge-corpus "
+                        "folder is named by its metadata.json)")
     started = time.monotonic()
     corpus = build_corpus(source, corpus_name, directory=directory, installed=installed, pypi=pypi,
                           include_tests=include_tests)
@@ -101,6 +104,8 @@ def _print_stats(corpus: Corpus) -> None:
         ("source", manifest.source),
         ("source kind", manifest.source_kind),
         ("version", manifest.version or "-"),
+        *((("framework", manifest.framework),) if manifest.framework else ()),
+        *((("description", manifest.description),) if manifest.description else ()),
         ("source sha256", manifest.sha256),
         ("content hash", manifest.content_hash),
         ("files", str(manifest.files)),

@@ -122,6 +122,10 @@ class CorpusManifest(BaseModel):
     source: str = Field(description="What was ingested: a path, a requirement, 'installed:pkg'.")
     source_kind: Literal["directory", "archive", "pypi", "installed"]
     version: str | None = Field(default=None, description="Version of the ingested package.")
+    framework: str | None = Field(default=None, description="The framework a KOCO-Bench knowledge-"
+                                  "corpus folder names in its metadata.json ('framework_name').")
+    description: str = Field(default="", description="What the framework is ('framework_"
+                             "description' of a KOCO-Bench corpus; KOCO puts it in the prompt).")
     sha256: str = Field(description="'sha256:<hex>' of the source archive, or of the file tree.")
     content_hash: str = Field(description="'sha256:<hex>' over all chunk ids, in order.")
     chunks: int

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import re
 import subprocess
 import sys
 import tempfile
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -60,6 +61,62 @@ class TreeChunks:
     tree_sha256: str
 
 
+@dataclass(frozen=True)
+class KocoCorpus:
+    """What a KOCO-Bench knowledge-corpus folder says about itself."""
+
+    framework: str
+    description: str
+    version: str | None
+
+
+def koco_corpus_metadata(folder: Path) -> KocoCorpus | None:
+    """The framework of a KOCO-Bench knowledge-corpus folder (`<framework>/knowledge_corpus/`:
+    `metadata.json` with `framework_name` and `framework_description`, beside the framework's
+    upstream tree), or None when `folder` has no `metadata.json`.
+
+    The version is read from the upstream tree, the first one found of: a static `version` in
+    a `pyproject.toml`, a `version = {file = "..."}` it names, or a literal `__version__ =
+    "..."` in a package's `__init__.py` (at the tree's top or under `src/`)."""
+    path = folder / "metadata.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserError(f"{path}: not readable JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected an object with 'framework_name'")
+    name = data.get("framework_name")
+    if not isinstance(name, str) or not name.strip():
+        raise UserError(f"{path}: 'framework_name' must be a non-empty string\n  fix: name the "
+                        "framework, e.g. {\"framework_name\": \"verl\", \"framework_description\": \"...\"}")
+    description = data.get("framework_description")
+    return KocoCorpus(name.strip(), description.strip() if isinstance(description, str) else "",
+                      _tree_version(folder))
+
+
+_STATIC_VERSION = re.compile(r'^version\s*=\s*["\']([^"\']+)["\']', re.MULTILINE)
+_FILE_VERSION = re.compile(r'^version\s*=\s*\{\s*file\s*=\s*["\']([^"\']+)["\']', re.MULTILINE)
+_DUNDER_VERSION = re.compile(r'^__version__\s*=\s*["\']([^"\']+)["\']', re.MULTILINE)
+
+
+def _tree_version(folder: Path) -> str | None:
+    projects = [folder, *sorted(p for p in folder.iterdir() if p.is_dir())]
+    for project in projects:
+        pyproject = project / "pyproject.toml"
+        text = pyproject.read_text(errors="replace") if pyproject.is_file() else ""
+        if match := _STATIC_VERSION.search(text):
+            return match.group(1)
+        if (match := _FILE_VERSION.search(text)) and (project / match.group(1)).is_file():
+            return (project / match.group(1)).read_text(errors="replace").strip() or None
+    for project in projects:
+        for init in sorted([*project.glob("*/__init__.py"), *project.glob("src/*/__init__.py")]):
+            if match := _DUNDER_VERSION.search(init.read_text(errors="replace")):
+                return match.group(1)
+    return None
+
+
 def build_corpus(source: str | None, name: str, *, directory: Path | None = None,
                  installed: str | None = None, pypi: bool = False,
                  include_tests: bool = False) -> Corpus:
@@ -68,12 +125,21 @@ def build_corpus(source: str | None, name: str, *, directory: Path | None = None
     `source` may be a directory, an sdist/wheel file, a PyPI requirement ('click==8.1.7'), or
     an importable name (taken as the installed package unless `pypi` is set). The corpus goes
     to `directory`, default `$KNOWBENCH_HOME/corpora/NAME/`, replacing any corpus there.
+    A KOCO-Bench knowledge-corpus folder (`koco_corpus_metadata`) is ingested as it is, with
+    its framework's name (the corpus name when `name` is empty), description and version.
     Raises `UserError` when the source cannot be found, downloaded or read.
     """
+    koco = None
+    if source and not installed and Path(source).expanduser().is_dir():
+        koco = koco_corpus_metadata(Path(source).expanduser())
+    if not name and koco is not None:
+        name = re.sub(r"[^A-Za-z0-9_.+-]+", "-", koco.framework).strip("-")
     if not re.match(r"^[A-Za-z0-9_.+-]+$", name):
         raise UserError(f"corpus name '{name}' may hold letters, digits and _ . + - only")
     with tempfile.TemporaryDirectory(prefix="knowbench-ingest-") as work:
         resolved = resolve_source(source, installed=installed, pypi=pypi, workdir=Path(work))
+        if koco is not None and resolved.version is None:
+            resolved = replace(resolved, version=koco.version)
         tree = chunk_tree(resolved.root, resolved.base, include_tests=include_tests)
     if not tree.chunks:
         raise UserError(f"{resolved.label}: no Python, Markdown, reStructuredText or notebook "
@@ -84,6 +150,7 @@ def build_corpus(source: str | None, name: str, *, directory: Path | None = None
         sha256=resolved.sha256 or tree.tree_sha256, content_hash=content_hash(tree.chunks),
         chunks=len(tree.chunks), counts={kind: counts.get(kind, 0) for kind in CHUNK_KINDS},
         files=tree.files, skipped=tree.skipped, include_tests=include_tests,
+        framework=koco.framework if koco else None, description=koco.description if koco else "",
         created=datetime.now(UTC).isoformat(timespec="seconds"), knowbench=__version__,
     )
     return write_corpus(directory or default_corpus_dir(name), manifest, tree.chunks)
