@@ -465,6 +465,59 @@ def import_koco_qa_compare(
         out.print(f"comparison: {report_path}")
 
 
+build_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                        help="Build benchmarks from knowledge corpora.")
+
+
+@build_app.command("qa")
+def build_qa_command(
+    corpus: Annotated[str, typer.Option("--corpus", help="Corpus name or directory (`knowbench corpus build`).")],
+    llm: Annotated[str, typer.Option("--llm", help="The model that writes the questions.")],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Benchmark directory to write.")],
+    filter_model: Annotated[list[str] | None, typer.Option(
+        "--filter-model", help="A weak model for the trivial-case filter (repeatable; KOCO-Bench "
+                               "used three): questions all of them answer right are dropped.")] = None,
+    questions: Annotated[int, typer.Option(min=1, help="Chunks to ask about (one question each).")] = 20,
+    min_chars: Annotated[int, typer.Option(min=1, help="Shortest chunk asked about.")] = 200,
+    duplicate_threshold: Annotated[float, typer.Option(
+        min=0.0, max=1.0, help="Word-set Jaccard at which a question is a duplicate of an earlier one.")] = 0.8,
+    examples: Annotated[Path | None, typer.Option(
+        "--examples", help="A benchmark whose choice tasks are shown as examples (e.g. imported "
+                           "KOCO Q&A).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the chunk order and of the model requests.")] = 0,
+    name: Annotated[str | None, typer.Option(help="Benchmark name (default: the --out directory's name).")]
+    = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint for every model.")] = None,
+    api_key: Annotated[str | None, typer.Option(help="API key (env: OPENAI_API_KEY).")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not reuse cached replies.")] = False,
+) -> None:
+    """Generate multiple-choice questions grounded in a corpus's chunks (one knowledge point
+    each, single or multiple answers), drop duplicates and the questions every --filter-model
+    answers right (KOCO-Bench's trivial-case filter); the report says why each candidate left."""
+    from knowbench.builders.qa import QAOptions, build_qa, example_questions
+    from knowbench.knowledge.corpus import open_corpus
+    from knowbench.models import BackendOptions, create_backend
+
+    opened = open_corpus(corpus)
+    options_for = BackendOptions(base_url=base_url, api_key=api_key, concurrency=4, max_retries=4,
+                                 no_cache=no_cache)
+    generator = create_backend(llm, options_for)
+    filters = [create_backend(model, options_for) for model in filter_model or []]
+    options = QAOptions(questions=questions, filter_models=filters, min_chars=min_chars, seed=seed,
+                        duplicate_threshold=duplicate_threshold,
+                        examples=example_questions(examples) if examples else ())
+    report = build_qa(opened, generator, out_dir, options, name=name,
+                      progress=lambda m: console.print(m, highlight=False))
+    counts = report["counts"]
+    out.print(f"{report['chunks_asked']} chunks asked · published {counts['published']} "
+              f"({counts['single']} single, {counts['multiple']} multiple) · invalid {counts['invalid']} · "
+              f"duplicate {counts['duplicate']} · trivial {counts['trivial']}"
+              + ("" if report["filter_applied"] else " (no --filter-model: trivial-case filter not applied)"))
+    out.print(f"build report: {out_dir / 'build_report.json'}")
+    if not counts["published"]:
+        raise UserError(f"no question survived; {out_dir / 'build_report.json'} says why each left")
+
+
 export_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                          help="Write a knowbench benchmark's data in a public benchmark's format.")
 
@@ -491,7 +544,7 @@ def register(app: typer.Typer) -> None:
     for command in (mine, certify):
         if command not in present:
             app.command()(command)
-    for group_name, mine_app in (("import", import_app), ("export", export_app)):
+    for group_name, mine_app in (("import", import_app), ("export", export_app), ("build", build_app)):
         existing = next((group for group in app.registered_groups if group.name == group_name), None)
         if existing is None or existing.typer_instance is None:
             app.add_typer(mine_app, name=group_name)
