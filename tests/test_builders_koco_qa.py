@@ -125,3 +125,13 @@ def test_replayed_replies_reproduce_kocos_recorded_accuracy_where_the_parsers_ag
     for framework in ("VSLAM-LAB", "cosmos-rl", "trackerLab"):
         assert f"<td class=text>{framework}</td>" in section
     assert "unanswered" in section and "Jaccard" in section
+
+
+def test_disagreement_reasons_name_kocos_misreadings() -> None:
+    from knowbench.builders.koco_qa import disagreement_reason
+
+    boxed = "The option that holds is A.\n\n\\boxed{\\text{A}}"
+    assert "LaTeX command" in disagreement_reason(boxed, ["A"], ["A", "E", "T", "X"], list("ABCD"))
+    cut = "1. **Evaluate Option (A):** The flag is"
+    assert "states no answer" in disagreement_reason(cut, [], ["A"], list("ABCD"))
+    assert "not options" in disagreement_reason("Answer: B", ["B"], ["B", "Q"], list("ABCD"))
