@@ -292,10 +292,13 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 def disagreement_reason(reply: str, ours: list[str], theirs: list[str], options: list[str]) -> str:
     """Why knowbench's letters (`ours`) and KOCO's (`theirs`) differ on `reply`, by rule."""
     foreign = sorted(set(theirs) - set(options))
-    if re.search(r"\\(?:text|mathrm|textbf|mathbf)\s*\{", reply) and set(theirs) - set(ours) \
-            and set(theirs) & set("TEXMRHBF"):
-        return ("KOCO reads the letters of a LaTeX command (\\text{...}) as options: "
-                + ", ".join(sorted(set(theirs) - set(ours))))
+    extra = set(theirs) - set(ours)
+    commands = set(re.findall(r"\\([A-Za-z]+)\s*\{", reply))
+    command_letters = {letter.upper() for name in commands for letter in name}
+    if extra and ours and extra <= command_letters:
+        return ("KOCO reads the letters of a LaTeX command's name as options ("
+                + ", ".join(f"\\{name}" for name in sorted(commands)) + "): "
+                + ", ".join(sorted(extra)))
     if not ours and theirs:
         return ("the reply states no answer (cut off or still reasoning); KOCO takes letters "
                 "mentioned in the reasoning" + (f", some not options at all ({', '.join(foreign)})"

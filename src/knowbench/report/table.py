@@ -46,10 +46,13 @@ def scores_table(scores: Scores, title: str = "") -> Table:
 def choice_rows(scores: Scores) -> list[tuple[str, str, MetricSet]]:
     """(group kind, name, metrics) of every framework and domain that has choice tasks, then
     the overall row: what the multiple-choice tables show (terminal and HTML report)."""
-    rows = [("framework", name, metrics) for name, metrics in scores.by_framework.items()
-            if metrics.choice_tasks]
-    rows += [("domain", name, metrics) for name, metrics in scores.by_domain.items()
-             if metrics.choice_tasks]
+    frameworks = {name: metrics for name, metrics in scores.by_framework.items() if metrics.choice_tasks}
+    domains = {name: metrics for name, metrics in scores.by_domain.items() if metrics.choice_tasks}
+    if frameworks == domains:  # every framework is its own domain (KOCO-Bench): one row each
+        return [*(("framework = domain", name, m) for name, m in frameworks.items()),
+                ("all", "all (micro)", scores.overall)] if scores.overall.choice_tasks else []
+    rows = [("framework", name, metrics) for name, metrics in frameworks.items()]
+    rows += [("domain", name, metrics) for name, metrics in domains.items()]
     return [*rows, ("all", "all (micro)", scores.overall)] if scores.overall.choice_tasks else []
 
 
