@@ -135,3 +135,16 @@ def test_disagreement_reasons_name_kocos_misreadings() -> None:
     cut = "1. **Evaluate Option (A):** The flag is"
     assert "states no answer" in disagreement_reason(cut, [], ["A"], list("ABCD"))
     assert "not options" in disagreement_reason("Answer: B", ["B"], ["B", "Q"], list("ABCD"))
+
+
+def test_imported_questions_check_themselves_with_reference_and_null(
+        imported: Path, engine: SubprocessEngine, tmp_path: Path) -> None:
+    from knowbench.models.offline import NullBackend, ReferenceBackend
+
+    bench = load_benchmark(imported)
+    for backend, passing in ((ReferenceBackend(), True), (NullBackend(), False)):
+        summary = run_benchmark(bench, backend, get_method("none"), engine, tmp_path / backend.name,
+                                SamplingParams(), Limits(), ks=(1,))
+        assert summary.self_check["ok"]
+        assert {result.passed for result in summary.results} == {passing}
+        assert summary.scores.overall.unanswered == (0.0 if passing else 1.0)
