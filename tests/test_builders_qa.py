@@ -145,3 +145,17 @@ def test_cli_build_qa(corpus: Any, tmp_path: Path) -> None:
     missing = run_knowbench("build", "qa", "--corpus", str(tmp_path / "nope"), "--llm", "gen",
                             "--out", str(tmp_path / "x"))
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
+
+
+def test_options_given_as_a_list_and_an_answer_as_a_string_are_read(corpus: Any) -> None:
+    from knowbench.builders.qa import candidate_task
+
+    chunk = next(c for c in corpus.chunks if "def drain" in c.text)
+    reply = json.dumps({**DRAIN_QUESTION, "options": ["(A) it pops at most limit items",
+                                                      "B. it returns oldest first",
+                                                      "it blocks when empty", "D) it sorts"],
+                        "answer": "A, B", "cited_chunks": [chunk.id]})
+    task = candidate_task(reply, chunk, "qa/flow", "flow", "flow", "gen")
+    assert task.options == {"A": "it pops at most limit items", "B": "it returns oldest first",
+                            "C": "it blocks when empty", "D": "it sorts"}
+    assert task.answer == ["A", "B"] and task.multiple

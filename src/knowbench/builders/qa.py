@@ -12,7 +12,8 @@ Steps, each recorded in `build_report.json`:
    chunk with its id and location, optional example questions, and the rules (domain knowledge
    only, one knowledge point, one unambiguous solution, 4-6 options, one or several right) and
    answers with one JSON object: question, options, answer, multiple, knowledge_point,
-   cited_chunks, evidence.
+   cited_chunks, evidence (options may also come as a list, labelled A, B, ... in order, and
+   the answer as a string of letters).
 3. **Checks.** A reply is kept only when it parses, its letters and answer agree (one letter
    exactly when `multiple` is false), its options differ, the question asks one thing (one
    question mark at most) and names a knowledge point, and it is *grounded*: it cites the
@@ -63,6 +64,7 @@ QA_KINDS = ("function", "class", "module", "doc", "example")
 MIN_EVIDENCE = 20
 _MAX_CHUNK_CHARS = 6000
 _WORD = re.compile(r"[a-z0-9_]+")
+_LABEL = re.compile(r"^\s*\(?[A-Z][).:]\s+")
 
 
 @dataclass
@@ -155,6 +157,11 @@ def candidate_task(reply: str, chunk: Chunk, task_prefix: str, domain: str, fram
                    generator: str) -> ChoiceTask:
     """The choice task a generation reply describes. Raises ValueError naming what is wrong."""
     data = _json_object(reply)
+    if isinstance(data.get("options"), list):  # ["(A) text", "B. text", "text", ...]
+        data["options"] = {chr(ord("A") + index): _LABEL.sub("", str(text), count=1)
+                           for index, text in enumerate(data["options"])}
+    if isinstance(data.get("answer"), str):  # "A, C"
+        data["answer"] = re.findall(r"\b[A-Z]\b", data["answer"])
     for name, kind in (("question", str), ("options", dict), ("answer", list),
                        ("knowledge_point", str), ("evidence", str), ("cited_chunks", list)):
         if not isinstance(data.get(name), kind):
