@@ -114,6 +114,11 @@ class TestSpec(_Record):
         """The tests this spec holds, found statically so every sample has the same list."""
         return list(_spec_items(self.name, self.code))
 
+    def imports(self) -> list[tuple[str, tuple[str, ...]]]:
+        """What the code imports, anywhere in it: (module, names from it), absolute imports
+        only. The runner imports these before any sample code runs (see docs/execution.md)."""
+        return list(_spec_imports(self.code))
+
 
 # CPython before 3.11.8 / 3.12.1 can raise "SystemError: AST constructor recursion depth
 # mismatch" when threads parse at the same time (cpython#106905). Evaluation, certification and
@@ -141,6 +146,22 @@ def _spec_items(spec: str, code: str) -> tuple[TestItem, ...]:
                     found.append(TestItem(id=f"{spec}::{node.name}::{member.name}", spec=spec,
                                           kind=kind, cls=node.name, function=member.name))
     return tuple(found) or (TestItem(id=spec, spec=spec, kind="block"),)
+
+
+@functools.lru_cache(maxsize=65536)
+def _spec_imports(code: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    # An import statement spells the ASCII keyword `import`: code without it has none.
+    if "import" not in code:
+        return ()
+    with PARSE_LOCK:
+        tree = ast.parse(code)
+    found: list[tuple[str, tuple[str, ...]]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, ()) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.append((node.module, tuple(alias.name for alias in node.names if alias.name != "*")))
+    return tuple(dict.fromkeys(found))
 
 
 def _looks_like_testcase(node: ast.ClassDef) -> bool:

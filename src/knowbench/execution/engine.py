@@ -352,6 +352,7 @@ def runner_config(request: ExecutionRequest, uid: int | None) -> dict[str, Any]:
         "program": request.program,
         "entry_point": request.entry_point,
         "tests": {spec.name: spec.code for spec in request.tests},
+        "test_imports": list(dict.fromkeys(found for spec in request.tests for found in spec.imports())),
         "items": [item.model_dump() for item in request.items()],
         "invocation": request.invocation,
         "limits": request.limits.model_dump(),
