@@ -467,6 +467,7 @@ def evaluate_function(task: FunctionTask, generation: Generation, engine: Engine
     if assembly.program is None:
         return reply_status(SampleResult(**common, code=assembly.code, passed=False,
                                          tests_passed=0, tests_total=len(items), status="error",
+                                         **api_metrics([], checked=task.api_check is not None),
                                          extra={"assembly_error": assembly.error}))
     if isolation == "split" and trusted is None:
         execution = _not_run(task, limits, "infrastructure", "infrastructure",
@@ -485,17 +486,20 @@ def evaluate_function(task: FunctionTask, generation: Generation, engine: Engine
         **common, code=assembly.code, program=assembly.program, passed=passed,
         tests_passed=passed_count, tests_total=len(items),
         status="pass" if passed else _failed_status(execution.status), execution=execution,
-        **api_metrics(execution.tests)))
+        **api_metrics(execution.tests, checked=task.api_check is not None)))
 
 
-def api_metrics(outcomes: list[TestOutcome]) -> dict[str, bool | None]:
+def api_metrics(outcomes: list[TestOutcome], checked: bool = True) -> dict[str, bool | None]:
     """A sample's API selection and parameter correctness from its tests' spy counts
     (docs/novel.md, "Metrics"): `api_called` when any test called the target;
-    `params_correct` when it was called and every call bound to its signature. Both None when
-    no test carries a count (no spy, a sample judged split, no test reported)."""
+    `params_correct` when it was called and every call bound to its signature (None when the
+    signature cannot be read). A `checked` task (one with `api_check`) none of whose tests
+    reported a count (its program did not load, the time ran out) did not show a call: both
+    False; an unchecked one gets None for both."""
     counted = [outcome for outcome in outcomes if outcome.api_calls is not None]
     if not counted:
-        return {"api_called": None, "params_correct": None}
+        return {"api_called": False, "params_correct": False} if checked else \
+            {"api_called": None, "params_correct": None}
     calls = sum(outcome.api_calls or 0 for outcome in counted)
     if any(outcome.api_bound is None for outcome in counted):
         return {"api_called": calls > 0, "params_correct": None}

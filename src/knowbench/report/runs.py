@@ -173,6 +173,8 @@ def table_rows(views: list[RunView]) -> list[dict[str, Any]]:
             row = {**base, "scope": scope, "tasks": metrics.tasks, "samples": metrics.samples}
             row.update({f"pass@{k}": metrics.pass_at.get(k) for k in ks})
             row.update({"apr": metrics.apr, "pass_any": metrics.pass_any, "accuracy": metrics.accuracy})
+            if metrics.api_tasks:
+                row.update({"api_acc": metrics.api_acc, "param_corr": metrics.param_corr})
             if scope == "all (micro)":
                 for key in ("pass@1", "accuracy"):
                     interval = view.scores.ci.get(key)

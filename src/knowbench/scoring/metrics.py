@@ -10,6 +10,12 @@ Definitions follow the two papers this project reproduces:
   a sample passing 2 of 4 tests counts 0.5 (SampleResult.pass_fraction).
 * Pass@any (KOCO-Bench) counts a task as solved if at least one of its samples passes.
 * ACC (KOCO-Bench) is the accuracy on multiple-choice ("choice") tasks.
+* API_acc and Param_corr (NovelAPIBench's companion metrics, defined here since its code
+  computes neither; docs/novel.md): for tasks whose target API is spied on (`api_check`),
+  the fraction of a task's samples that called the target API in a test
+  (`SampleResult.api_called`), and the fraction whose calls of it all bound to its signature
+  (`params_correct`; samples whose signature could not be read are left out); each averaged
+  over such tasks like pass@1. Tasks without a spy count in neither.
 
 Aggregation. Every metric is first computed per task, then averaged with each task weighted
 equally ("micro" average over tasks: a domain with more tasks weighs more). DomainEval also
@@ -132,6 +138,8 @@ class TaskScore(_Model):
     apr: float
     pass_any: bool
     accuracy: float | None = None
+    api_acc: float | None = None
+    param_corr: float | None = None
 
 
 class MetricSet(_Model):
@@ -153,6 +161,9 @@ class MetricSet(_Model):
     apr: float | None = None
     pass_any: float | None = None
     accuracy: float | None = None
+    api_acc: float | None = None
+    param_corr: float | None = None
+    api_tasks: int = 0
 
 
 class MacroStat(_Model):
@@ -259,7 +270,11 @@ def _score_one_task(samples: list[SampleResult], ks: list[int]) -> TaskScore:
         value = pass_at_k(n, c, k)
         pass_at[k] = None if math.isnan(value) else value
     apr = math.fsum(s.pass_fraction for s in samples) / n
+    called = [s.api_called for s in samples if s.api_called is not None]
+    bound = [s.params_correct for s in samples if s.params_correct is not None]
     return TaskScore(
+        api_acc=sum(called) / len(called) if called else None,
+        param_corr=sum(bound) / len(bound) if bound else None,
         task_id=first.task_id,
         kind=first.kind,
         domain=first.domain,
@@ -322,6 +337,9 @@ def _metric_set(tasks: Sequence[TaskScore], ks: list[int]) -> MetricSet:
         apr=_mean([t.apr for t in function]),
         pass_any=_mean([1.0 if t.pass_any else 0.0 for t in function]),
         accuracy=_mean([t.accuracy for t in choice if t.accuracy is not None]),
+        api_acc=_mean([t.api_acc for t in function if t.api_acc is not None]),
+        param_corr=_mean([t.param_corr for t in function if t.param_corr is not None]),
+        api_tasks=sum(t.api_acc is not None for t in function),
     )
 
 
