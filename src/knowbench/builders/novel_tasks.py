@@ -30,14 +30,20 @@ import hashlib
 import json
 import re
 import textwrap
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from knowbench.benchmark.schema import FunctionTask, KnowledgeBundle, TestSpec
+from knowbench import __version__
+from knowbench.benchmark.load import write_benchmark
+from knowbench.benchmark.schema import FunctionTask, KnowledgeBundle, Manifest, Provenance, TestSpec
+from knowbench.errors import UserError
 from knowbench.execution.engine import Engine, ExecutionRequest
+from knowbench.models.base import ModelBackend
 from knowbench.program import assemble
-from knowbench.records import Execution, Limits
+from knowbench.records import Execution, Limits, SamplingParams
 
 ENTRY = "solution"
 RECORD_MARK = "KNOWBENCH-NOVEL-RECORD "
@@ -514,6 +520,10 @@ class Built:
 
 def _task(draft: Draft, bundle: KnowledgeBundle | None, tests: list[TestSpec]) -> FunctionTask:
     instruction = draft.description
+    if draft.origin == "example" and bundle is not None:
+        # the example the task was masked from would hand the answer to oracle cells with E
+        source = draft.notes.get("example")
+        bundle = bundle.model_copy(update={"examples": [e for i, e in enumerate(bundle.examples) if i != source]})
     if draft.origin == "example":
         instruction += "\n\nThe context's names are module-level names your function can use."
     return FunctionTask(
@@ -571,3 +581,79 @@ def build_tasks(drafts: list[Draft], bundles: dict[str, KnowledgeBundle], engine
         made = build_harness(draft, bundles.get(draft.api), engine, limits)
         (dropped if isinstance(made, Dropped) else tasks).append(made)  # type: ignore[arg-type]
     return Built(tasks, dropped, {"drafts": len(drafts), "tasks": len(tasks), "dropped": len(dropped)})
+
+
+# ------------------------------------------------------------------------------ the stage
+
+
+def llm_drafts(pool: dict[str, KnowledgeBundle], backend: ModelBackend,
+               max_tokens: int = 4096) -> tuple[list[Draft], list[Dropped]]:
+    """Three drafts per bundle from `backend` (greedy, one request per bundle)."""
+    import asyncio
+
+    from knowbench.knowledge.bundles import render_cell
+    from knowbench.models.base import Message
+
+    params = SamplingParams(n=1, temperature=0.0, max_tokens=max_tokens, seed=0)
+    apis = sorted(pool)
+
+    async def ask() -> list[str]:
+        try:
+            replies = await asyncio.gather(*(backend.generate(
+                _placeholder(api), [Message(role="user", content=llm_prompt(api, render_cell(pool[api], "Full")[0]))],
+                params, 0) for api in apis))
+        finally:
+            await backend.aclose()
+        return [reply.text for reply in replies]
+
+    drafts: list[Draft] = []
+    dropped: list[Dropped] = []
+    for api, text in zip(apis, asyncio.run(ask()), strict=True):
+        made, bad = drafts_from_reply(api, text)
+        drafts.extend(made)
+        dropped.extend(bad)
+    return drafts, dropped
+
+
+def _placeholder(api: str) -> FunctionTask:
+    """Backends take the task being answered; here the question is about a bundle."""
+    return FunctionTask(task_id=f"novel-tasks:{api}", domain="novel", instruction="Write tasks.",
+                        prompt_code=f"def {ENTRY}():\n    ...\n", entry_point=ENTRY,
+                        reference=f"def {ENTRY}():\n    ...\n", tests=[TestSpec(name="none", code="pass")])
+
+
+def build_benchmark(pool: dict[str, KnowledgeBundle], out: Path, engine: Engine, limits: Limits, *,
+                    llm: ModelBackend | None = None, name: str = "novel", requirements: list[str] | None = None,
+                    source: str = "") -> dict[str, Any]:
+    """Drafts (offline from examples, or from `llm`), harnesses, and the benchmark under `out`
+    with `tasks_report.json` (every dropped draft or task with its reason). `UserError` when
+    no task survives."""
+    if llm is None:
+        drafts: list[Draft] = []
+        dropped: list[Dropped] = []
+        for api in sorted(pool):
+            made, bad = drafts_from_bundle(api, pool[api])
+            drafts.extend(made)
+            dropped.extend(bad)
+    else:
+        drafts, dropped = llm_drafts(pool, llm)
+    built = build_tasks(drafts, pool, engine, limits)
+    dropped.extend(built.dropped)
+    report = {"bundles": len(pool), "drafts": len(drafts), "tasks": len(built.tasks),
+              "mode": "llm" if llm is not None else "examples",
+              "dropped_by_reason": dict(Counter(d.reason for d in dropped).most_common()),
+              "dropped": [d.__dict__ for d in dropped],
+              "per_api": dict(Counter(task.target_api or "" for task in built.tasks))}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tasks_report.json").write_text(json.dumps(report, indent=2) + "\n")
+    if not built.tasks:
+        first = dropped[0] if dropped else None
+        raise UserError(f"no task could be built from {len(pool)} bundles ({len(drafts)} drafts)"
+                        + (f"; first reason: {first.api} {first.where}: {first.reason}" if first else "")
+                        + f"\n  see {out / 'tasks_report.json'}")
+    manifest = Manifest(name=name, description=f"novel-API tasks built by knowbench from {source or 'bundles'}",
+                        domains=sorted({task.domain for task in built.tasks}), requirements=requirements or [],
+                        time_limit_s=limits.wall_s,
+                        provenance=Provenance(source=source or "bundles", tool=f"knowbench {__version__}"))
+    write_benchmark(out, manifest, built.tasks)
+    return report

@@ -120,7 +120,7 @@ class CorpusManifest(BaseModel):
     format_version: int = CORPUS_FORMAT
     name: str
     source: str = Field(description="What was ingested: a path, a requirement, 'installed:pkg'.")
-    source_kind: Literal["directory", "archive", "pypi", "installed"]
+    source_kind: Literal["directory", "archive", "pypi", "installed", "bundles"]
     version: str | None = Field(default=None, description="Version of the ingested package.")
     sha256: str = Field(description="'sha256:<hex>' of the source archive, or of the file tree.")
     content_hash: str = Field(description="'sha256:<hex>' over all chunk ids, in order.")
