@@ -83,6 +83,18 @@ def test_offline_tasks_get_a_harness_and_pass_their_reference(tmp_path: Path, fo
         result = evaluate_function(task, Generation(task_id=task.task_id, sample_idx=0, completion=task.reference),
                                    fork_engine, LIMITS)
         assert result.passed and result.api_called and result.params_correct, result.execution
+    # retrieval over the same pool withholds the example a task was masked from, as the oracle does
+    corpus = build_bundle_corpus({API: fftfreq_bundle()}, "pool", tmp_path / "corpus", "test")
+    rag = RagBM25(corpus=str(corpus.directory), top_k=10)
+    withheld_any = False
+    for task in bench.tasks:
+        trace = rag.prompt(task).trace
+        source = f"fftfreq example {task.metadata['novel']['example']}"
+        withheld = [item["name"] for item in trace["excluded"] if item["reason"] == "target span"]
+        assert withheld in ([], [source]) and source not in [hit["name"] for hit in trace["retrieved"]]
+        withheld_any = withheld_any or bool(withheld)
+        assert trace["hit_at_k"] is True
+    assert withheld_any  # the query of the first task does reach its source example
 
 
 def llm_reply() -> str:
@@ -213,7 +225,7 @@ def test_a_corpus_over_the_release_bundles_finds_the_target(shared_data, tmp_pat
         reference="def solution(url, data):\n    import httpx\n    return httpx.put(url, json=data).status_code\n",
         tests=[{"name": "t", "code": "def test_t():\n    pass\n"}], target_api="httpx.put",
         knowledge_apis=["httpx.put"], bundle=pool["httpx.put"])
-    trace = RagBM25(retriever=None, corpus=str(tmp_path / "corpus"), top_k=5).prompt(task).trace
+    trace = RagBM25(corpus=str(tmp_path / "corpus"), top_k=5).prompt(task).trace
     assert trace["hit_at_k"] is True, trace["retrieved"]
     oracle = OracleMethod(cell="Full").prompt(task)
     assert "httpx.put" in oracle.messages[-1].content

@@ -524,8 +524,13 @@ def _task(draft: Draft, bundle: KnowledgeBundle | None, tests: list[TestSpec]) -
         # the example the task was masked from would hand the answer to oracle cells with E
         source = draft.notes.get("example")
         bundle = bundle.model_copy(update={"examples": [e for i, e in enumerate(bundle.examples) if i != source]})
+    location: dict[str, Any] = {}
     if draft.origin == "example":
         instruction += "\n\nThe context's names are module-level names your function can use."
+        # where a bundle corpus (builders.novel_corpus) keeps that example: retrieval's leakage
+        # control withholds it, as the oracle's bundle leaves it out
+        location = {"source_path": f"bundles/{draft.api}/example_{draft.notes.get('example')}.py",
+                    "source_span": [1, 1]}
     return FunctionTask(
         task_id=draft.task_id, domain=draft.api.split(".")[0], framework=draft.api.split(".")[0],
         difficulty=draft.difficulty, instruction=instruction,
@@ -533,7 +538,7 @@ def _task(draft: Draft, bundle: KnowledgeBundle | None, tests: list[TestSpec]) -
         reference=draft.reference, tests=tests, target_api=draft.api, knowledge_apis=[draft.api],
         bundle=bundle, isolation="in-process", api_check="require",
         metadata={"novel": {"origin": draft.origin, "scenarios": [s.__dict__ for s in draft.scenarios],
-                            **draft.notes}})
+                            **draft.notes}, **location})
 
 
 def _execute(engine: Engine, task: FunctionTask, program: str, spy: bool, limits: Limits) -> Execution:
