@@ -414,7 +414,7 @@ def _judge_reference(task: FunctionTask, generation: Generation, engine: Engine,
     if policy == "in-process":
         return "in-process", "the run asked for in-process", evaluate_function(
             task, generation, engine, limits, preload, "in-process")
-    if task.api_check is not None and policy != "require":
+    if task.api_check is not None:  # split cannot spy: under --isolation require the task is refused
         return "in-process", "the task's target-API spy runs in the sample's process", evaluate_function(
             task, generation, engine, limits, preload, "in-process")
     if task.isolation == "in-process" and policy == "auto":

@@ -167,7 +167,7 @@ def draft_from_example(api: str, code: str, index: int) -> Draft | Dropped:
                    and any(_binds(node, n.id) for node in context_nodes)} - set(names))
     body = [*moved, *(ast.unparse(node) for node in masked), f"return {returned}"]
     reference = f"def {ENTRY}():\n" + textwrap.indent("\n".join(body), "    ") + "\n"
-    description = (f"The code above stops before its key step. Write `{ENTRY}()` so that it performs "
+    description = (f"The code that runs before yours stops before its key step. Write `{ENTRY}()` so that it performs "
                    f"that step{' on ' + ', '.join(f'`{u}`' for u in uses) if uses else ''} and returns "
                    f"{what}.")
     digest = hashlib.sha256(f"{api}\0{code}".encode()).hexdigest()[:12]
