@@ -47,8 +47,14 @@ ALIASED = {
                          "def solution():\n    return m.parseaddr('A <a@b.c>')\n"),
     "module-level-alias": ("import statistics\n_middle = statistics.median\n\n"
                            "def solution():\n    return _middle([3, 1, 2])\n"),
+    "class-with-init": ("from argparse import ArgumentParser as AP\nimport argparse\n\n"
+                        "def solution():\n    parser = AP(prog='x')\n"
+                        "    return (parser.prog, isinstance(parser, argparse.ArgumentParser))\n"),
+    "class-with-new-only": ("import fractions as fr\n\ndef solution():\n    return str(fr.Fraction(3, 6))\n"),
 }
-APIS = {"from-import-as": ("colorsys.rgb_to_hsv", (0.0, 1.0, 1.0)),
+APIS = {"class-with-init": ("argparse.ArgumentParser", ("x", True)),
+        "class-with-new-only": ("fractions.Fraction", "1/2"),
+        "from-import-as": ("colorsys.rgb_to_hsv", (0.0, 1.0, 1.0)),
         "import-module-as": ("email.utils.parseaddr", ("A", "a@b.c")),
         "module-level-alias": ("statistics.median", 2)}
 
@@ -128,8 +134,8 @@ CALLS = [((1, 2, 3), {"d": 4}), ((1, 2), {"c": 3, "d": 4}), ((1,), {"b": 2}), ((
 
 @pytest.mark.parametrize("function", _examples(), ids=lambda f: f.__name__)
 def test_the_spy_binds_as_inspect_signature_bind_does(function) -> None:
-    hook, take, codes = knowbench_spy.recorder(function, knowbench_spy.parameters(function))
-    spy = knowbench_spy.make_spy(function, codes)
+    hook, take, accepted = knowbench_spy.recorder(knowbench_spy.parameters(function))
+    spy, _ = knowbench_spy.make_spy(function, accepted)
     sys.addaudithook(hook)  # stays for the test process; it answers only the spy's own frames
     for args, kwargs in CALLS:
         try:
@@ -141,3 +147,13 @@ def test_the_spy_binds_as_inspect_signature_bind_does(function) -> None:
         with contextlib.suppress(TypeError):
             spy(*args, **kwargs)
         assert take() == (1, expected), (function.__name__, args, kwargs)
+
+
+def test_a_copy_of_a_class_spy_with_a_fake_constructor_counts_nothing(engine: Engine) -> None:
+    program = ("import argparse, types\n\ndef solution():\n    spy = argparse.ArgumentParser.__init__\n"
+               "    cells = [types.CellType(c.cell_contents) for c in spy.__closure__]\n"
+               "    cells[spy.__code__.co_freevars.index('init')] = types.CellType(lambda *a, **k: None)\n"
+               "    fake = types.FunctionType(spy.__code__, {}, 'fake', None, tuple(cells))\n"
+               "    fake(object.__new__(argparse.ArgumentParser), prog='x')\n    return 'x'\n")
+    outcome = run(engine, program, "x", "argparse.ArgumentParser")
+    assert (outcome.status, outcome.api_calls) == ("fail", 0), outcome

@@ -534,7 +534,7 @@ def execute_sample(config, result_fd):
     # read now: sample code could later give the Spy class properties that answer otherwise
     spy_api, spy_required, take_calls = (spy.api, spy.required, spy.take) if spy is not None else (None, False, None)
     spy_targets, spy_install = ((spy.original, spy.replacement, spy.owner, spy.leaf), knowbench_spy.install) \
-        if spy is not None else ((), None)
+        if spy is not None and spy.rebind else ((), None)
     # Split, no candidate code runs in this process: there is nothing to watch. In-process,
     # a fork server took the snapshot before forking (same objects, same ids in the child).
     imported = _import_test_modules(tests)
@@ -603,7 +603,7 @@ def execute_sample(config, result_fd):
         fail_all(0, "error", "the program tampered with the runner while loading", "tampering")
         finish()
     module, target_codes = loaded[2]
-    if spy is not None:
+    if spy_install is not None:
         in_worker(spy_install, *spy_targets, module.__dict__)
     state = ({}, {}, {}, tmp_root, channel, config.get("invocation", "framework"))
 

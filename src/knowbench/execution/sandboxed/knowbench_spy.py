@@ -3,15 +3,18 @@
 A task that names a target API (`spy` in the runner's configuration) has that API replaced,
 after the program loaded and before its first test, by a spy in every loaded module that binds
 it (`from lib import f as g`, `import lib.mod as m` then `m.f`, `g = lib.f` at module level,
-re-exports): a function by a wrapper, a class by a subclass whose construction counts. Each
-call of the spy is counted, with whether its arguments bind to the target's signature.
+re-exports): a function by a wrapper. A class keeps its identity (isinstance and the library's
+own `super(Cls, self)` calls must keep working): its `__init__` (or, when it has none, its
+`__new__`) is wrapped in place, so constructing it or a subclass counts; a class that cannot be
+patched (a C type) is replaced by a counting subclass instead. Each call is counted, with
+whether its arguments bind to the target's signature.
 
 How a call is recorded, and why a sample cannot simply claim one. The count is not kept where
 sample code can reach it. The spy's code, once the real target returned or raised, raises an
 audit event; an audit hook installed by the runner before any sample code ran (hooks cannot be
 listed or removed from Python) accepts it only when the frame raising it runs the spy's own
 code object with the real target (resolved and held before any sample code existed) as its
-`original`. So the only way to add a call is to run the spy's code, which calls the real
+`original` (and, for a class, the real constructor it wraps as `init` / `new`). So the only way to add a call is to run the spy's code, which calls the real
 target. The hook keeps the counts in its closure; the runner's reporting thread reads them
 with `take()` and writes them into the test's result record, which carries the execution's
 key. Whether the arguments bind is decided in the hook from the number of positional
@@ -63,12 +66,14 @@ def parameters(target):
     return tuple((p.name, int(p.kind), p.default is not p.empty) for p in signature.parameters.values())
 
 
-def recorder(original, params):
-    """(hook, take, codes): the audit hook that counts the spy's calls of `original`, a
-    function returning (calls, bound calls or None when the signature is unknown) since the
-    last take, and the spy code objects the hook accepts (filled in by `make_spy`)."""
+def recorder(params):
+    """(hook, take, accepted): the audit hook that counts the spy's calls, a function returning
+    (calls, bound calls or None when the signature is unknown) since the last take, and the
+    list of (spy code object, ((local name, object it must be), ...)) the hook accepts (filled
+    in by `make_spy`): a frame counts only when it runs one of those codes with each named
+    local (closure variable) bound to exactly that object."""
     counts = [0, 0]
-    codes = []
+    accepted = []
     getframe, length, type_of, str_type, tuple_type, dict_type = \
         sys._getframe, len, type, str, tuple, dict
     positional_slots = tuple(p for p in params or () if p[1] in (_POSITIONAL_ONLY, _POSITIONAL_OR_KEYWORD))
@@ -101,11 +106,18 @@ def recorder(original, params):
         if event != EVENT:
             return
         frame = getframe(1)
-        if frame.f_code not in codes:
+        code = frame.f_code
+        expected = None
+        for accepted_code, bindings in accepted:
+            if accepted_code is code:
+                expected = bindings
+                break
+        if expected is None:
             return
         local = frame.f_locals
-        if local.get("original") is not original:
-            return
+        for name, value in expected:
+            if local.get(name) is not value:
+                return
         counts[0] += 1
         if params is None:
             return
@@ -125,11 +137,12 @@ def recorder(original, params):
         counts[0] = counts[1] = 0
         return calls, (None if params is None else bound)
 
-    return hook, take, codes
+    return hook, take, accepted
 
 
-def make_spy(original, codes):
-    """The spy that replaces `original`; adds its code objects to `codes`."""
+def make_spy(original, accepted):
+    """The spy of `original` and whether it must be bound in place of it (False: a class, whose
+    construction is patched in place); adds what the hook accepts to `accepted`."""
     audit, event = sys.audit, EVENT
     if not isinstance(original, type):
         def spy(*args, **kwargs):
@@ -137,32 +150,61 @@ def make_spy(original, codes):
                 return original(*args, **kwargs)
             finally:
                 audit(event)
-        codes.append(spy.__code__)
+        accepted.append((spy.__code__, (("original", original),)))
         for name in ("__name__", "__qualname__", "__module__", "__doc__"):
             try:
                 setattr(spy, name, getattr(original, name))
             except (AttributeError, TypeError):
                 pass
         spy.__wrapped__ = original
-        return spy
-    if original.__init__ is not object.__init__:
+        return spy, True
+    # A class: its own construction is wrapped in place, so identity, isinstance and
+    # `super(Cls, self)` inside the library stay as they were; constructing a subclass counts too.
+    if original.__init__ is not object.__init__ or original.__new__ is object.__new__:
+        init = original.__init__
+
         def __init__(self, *args, **kwargs):
             try:
-                return original.__init__(self, *args, **kwargs)
+                return init(self, *args, **kwargs)
             finally:
+                original  # noqa: B018 (a closure variable the hook checks)
                 audit(event)
-        spy = type(original)(original.__name__, (original,), {"__init__": __init__})
-        codes.append(__init__.__code__)
-    else:
-        def __new__(cls, *args, **kwargs):
-            try:
-                return original.__new__(cls, *args, **kwargs) if original.__new__ is not object.__new__ \
-                    else original.__new__(cls)
-            finally:
-                audit(event)
-        spy = type(original)(original.__name__, (original,), {"__new__": __new__})
-        codes.append(__new__.__code__)
+        __init__.__qualname__ = f"{original.__qualname__}.__init__"
+        try:
+            original.__init__ = __init__
+        except (AttributeError, TypeError):
+            return _subclass_spy(original, accepted), True
+        accepted.append((__init__.__code__, (("original", original), ("init", init))))
+        return original, False
+    new = original.__new__
+
+    def __new__(cls, *args, **kwargs):
+        try:
+            return new(cls, *args, **kwargs)
+        finally:
+            original  # noqa: B018 (a closure variable the hook checks)
+            audit(event)
+    try:
+        original.__new__ = staticmethod(__new__)
+    except (AttributeError, TypeError):
+        return _subclass_spy(original, accepted), True
+    accepted.append((__new__.__code__, (("original", original), ("new", new))))
+    return original, False
+
+
+def _subclass_spy(original, accepted):
+    """A class whose construction cannot be patched (a C type): a subclass that counts, bound
+    in its place (the library's own code keeps constructing the original uncounted)."""
+    audit, event = sys.audit, EVENT
+
+    def __init__(self, *args, **kwargs):
+        try:
+            return original.__init__(self, *args, **kwargs)
+        finally:
+            audit(event)
+    spy = type(original)(original.__name__, (original,), {"__init__": __init__})
     spy.__qualname__, spy.__module__ = original.__qualname__, original.__module__
+    accepted.append((__init__.__code__, (("original", original),)))
     return spy
 
 
@@ -175,8 +217,8 @@ class Spy:
         self.original = resolve(api)
         owner = resolve(owner_path) if owner_path else None
         self.owner = owner if isinstance(owner, type) else None  # a method: rebound on its class too
-        self.hook, self.take, codes = recorder(self.original, parameters(self.original))
-        self.replacement = make_spy(self.original, codes)
+        self.hook, self.take, accepted = recorder(parameters(self.original))
+        self.replacement, self.rebind = make_spy(self.original, accepted)
 
 
 def install(original, spy, owner, leaf, program, box):
