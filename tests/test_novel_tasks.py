@@ -22,6 +22,7 @@ from knowbench.builders.novel_tasks import (
     drafts_from_reply,
 )
 from knowbench.builders.novelapibench import locate, read_filters
+from knowbench.errors import UserError
 from knowbench.execution.engine import Engine
 from knowbench.execution.forkserver import ForkServerEngine
 from knowbench.methods.oracle import OracleMethod
@@ -229,3 +230,17 @@ def test_a_corpus_over_the_release_bundles_finds_the_target(shared_data, tmp_pat
     assert trace["hit_at_k"] is True, trace["retrieved"]
     oracle = OracleMethod(cell="Full").prompt(task)
     assert "httpx.put" in oracle.messages[-1].content
+
+
+def test_offline_on_the_release_bundles_drops_steps_that_fail_in_the_sandbox(shared_data, tmp_path: Path,
+                                                                            fork_engine: Engine) -> None:
+    """The release's httpx examples send requests; the sandbox has no network, so each masked step
+    raises, and a task that only checks that it raises would test the sandbox, not the API."""
+    pool = read_pool(shared_data("anchors/novelapibench"))
+    drafts = [draft for api in sorted(pool) for draft in drafts_from_bundle(api, pool[api])[0]]
+    assert len(drafts) == 6
+    with pytest.raises(UserError, match="no task could be built from 2 bundles"):
+        build_benchmark(pool, tmp_path, fork_engine, LIMITS)
+    report = json.loads((tmp_path / "tasks_report.json").read_text())
+    assert report["dropped_by_reason"] == {
+        "the reference raised ConnectError on a scenario that is not an edge case": 6}

@@ -563,6 +563,11 @@ def build_harness(draft: Draft, bundle: KnowledgeBundle | None, engine: Engine,
     records = read_records(recorded)
     if records is None or len(records) != len(draft.scenarios):
         return Dropped(draft.api, "the reference's outputs could not be recorded", draft.task_id)
+    raised = next(((scenario, record["raised"]) for scenario, record in zip(draft.scenarios, records, strict=True)
+                   if "raised" in record and not scenario.edge), None)
+    if raised is not None:  # only an edge case may raise; elsewhere it is a broken step (no network, ...)
+        return Dropped(draft.api, f"the reference raised {raised[1]} on a scenario that is not an edge case",
+                       draft.task_id)
     candidates = assertions(draft.scenarios, records)
     if not candidates:
         return Dropped(draft.api, "no assertion could be generated from the outputs", draft.task_id)
