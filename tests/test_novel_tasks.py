@@ -31,6 +31,8 @@ from knowbench.models.openai import OpenAIBackend
 from knowbench.records import Generation, Limits
 from knowbench.report.html import write_report
 from knowbench.run import evaluate_function
+from knowbench.scoring.classifier import classify
+from knowbench.scoring.failure_records import TaskInfo
 from openai_server import ScriptedOpenAIServer, last_user_message
 
 API = "numpy.fft.fftfreq"
@@ -169,6 +171,8 @@ def test_the_spy_sees_calls_through_aliases_and_requires_one(llm_bench: Path, fo
     by_hand = judge("def solution(n):\n    import math\n    return (n, float(math.floor(n / 2) / n))\n")
     assert not by_hand.passed and by_hand.api_called is False
     assert all("numpy.fft.fftfreq was not called" in t.message for t in by_hand.execution.tests), by_hand.execution
+    diagnosis = classify(by_hand, TaskInfo.from_task(medium))
+    assert (diagnosis.label, diagnosis.evidence.rule) == ("WrongAPISelection", "target-api-not-called")
     # another alias, and arguments that do not bind, are told apart
     other = judge("def solution(n):\n    from numpy import fft as f\n    try:\n        f.fftfreq(n, 1.0, 2.0, 3)\n"
                   "    except TypeError:\n        pass\n    s = f.fftfreq(n)\n    return (len(s), float(abs(s).max()))\n")
