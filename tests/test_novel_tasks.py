@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import run_knowbench
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import BundleExample, BundleSignature, FunctionTask, KnowledgeBundle
 from knowbench.builders.novel_corpus import build_bundle_corpus, read_pool
@@ -248,3 +249,21 @@ def test_offline_on_the_release_bundles_drops_steps_that_fail_in_the_sandbox(sha
     report = json.loads((tmp_path / "tasks_report.json").read_text())
     assert report["dropped_by_reason"] == {
         "the reference raised ConnectError on a scenario that is not an edge case": 6}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["corpus", "build", "--bundles", "BAD", "--name", "x", "--dir", "DIR"], "bad.jsonl:2: neither a release bundle"),
+    (["corpus", "build", "pkg", "--bundles", "BAD", "--name", "x"], "give no SOURCE or --installed"),
+    (["novel", "tasks", "no/such/pool", "--out", "DIR"], "no bundles found"),
+    (["novel", "filter", "examples/basic", "--model", "m", "--out", "DIR", "--n", "2", "--novel-fails", "3"],
+     "--novel-fails 3 cannot exceed --n 2"),
+])
+def test_bad_input_to_the_novel_commands_exits_2(args: list[str], message: str, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"api_name": "a.b", "bundle": {"signature": {"qualified_name": "a.b"}}}) + "\n"
+                   + json.dumps({"what": 1}) + "\n")
+    args = [str(bad) if a == "BAD" else str(tmp_path / "dir") if a == "DIR" else a for a in args]
+    done = run_knowbench(*args)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert message in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr
