@@ -226,6 +226,8 @@ def _columns(rows: list[dict[str, Any]]) -> list[str]:
 def _markdown(views: list[RunView], rows: list[dict[str, Any]]) -> str:
     ks = sorted({k for view in views for k in view.scores.ks})
     metrics = [*(f"pass@{k}" for k in ks), "apr", "pass_any", "accuracy"]
+    if any("api_acc" in row for row in rows):  # tasks with a target-API spy (docs/novel.md)
+        metrics += ["api_acc", "param_corr"]
     lines = ["| run | sampling | scope | tasks | samples | " + " | ".join(metrics) + " |",
              "|---|---|---|---:|---:|" + "---:|" * len(metrics)]
     for row in rows:
