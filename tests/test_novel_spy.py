@@ -157,3 +157,19 @@ def test_a_copy_of_a_class_spy_with_a_fake_constructor_counts_nothing(engine: En
                "    fake(object.__new__(argparse.ArgumentParser), prog='x')\n    return 'x'\n")
     outcome = run(engine, program, "x", "argparse.ArgumentParser")
     assert (outcome.status, outcome.api_calls) == ("fail", 0), outcome
+
+
+def test_api_acc_and_param_corr_average_per_task_over_spied_tasks_only() -> None:
+    from knowbench.records import SampleResult
+    from knowbench.scoring.metrics import score
+
+    def sample(task: str, index: int, called: bool | None, params: bool | None) -> SampleResult:
+        return SampleResult(task_id=task, sample_idx=index, kind="function", domain="d", completion="",
+                            passed=bool(called), status="pass" if called else "fail",
+                            api_called=called, params_correct=params)
+
+    results = [sample("a", 0, True, True), sample("a", 1, False, False),       # API 1/2, params 1/2
+               sample("b", 0, True, None), sample("b", 1, True, True),         # API 2/2, params 1/1
+               sample("c", 0, None, None)]                                     # no spy: left out
+    overall = score(results, ks=(1,)).overall
+    assert (overall.api_acc, overall.param_corr, overall.api_tasks) == (0.75, 0.75, 2)
