@@ -111,6 +111,12 @@ class TestOutcome(_Record):
         default=None, description="Whether the target's code ran during this test (None: not checked)."
     )
     reason: Reason | None = Field(default=None, description="Why it did not pass (None: it passed).")
+    api_calls: int | None = Field(
+        default=None, ge=0, description="Calls of the task's target API during this test, counted by "
+        "the runner's spy (None: the task names no spied API, or the sample ran split).")
+    api_bound: int | None = Field(
+        default=None, ge=0, description="Of `api_calls`, those whose arguments bind to the target's "
+        "signature (None: no spy, or a signature inspect cannot read).")
     exit_code: int | None = Field(
         default=None, description="When the process running this test ended without reporting it: "
         "how it ended, as `Execution.exit_code` (negative or above 128: the signal; None otherwise).")
@@ -161,6 +167,13 @@ class SampleResult(_Record):
                                       "'length' (cut off at max_tokens), ...; None when unknown.")
     execution: Execution | None = None
     usage: Usage = Field(default_factory=Usage)
+    api_called: bool | None = Field(
+        default=None, description="API selection: the target API was called in at least one test "
+        "(from the runner's spy; None when the task's API was not spied on or no test reported).")
+    params_correct: bool | None = Field(
+        default=None, description="Parameter correctness: the target API was called and every "
+        "recorded call's arguments bind to its signature (None as for api_called, or when the "
+        "signature cannot be read).")
     extra: dict[str, Any] = Field(default_factory=dict)
 
     @property

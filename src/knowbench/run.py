@@ -414,6 +414,9 @@ def _judge_reference(task: FunctionTask, generation: Generation, engine: Engine,
     if policy == "in-process":
         return "in-process", "the run asked for in-process", evaluate_function(
             task, generation, engine, limits, preload, "in-process")
+    if task.api_check is not None:  # split cannot spy: under --isolation require the task is refused
+        return "in-process", "the task's target-API spy runs in the sample's process", evaluate_function(
+            task, generation, engine, limits, preload, "in-process")
     if task.isolation == "in-process" and policy == "auto":
         return "in-process", "the benchmark marks this task in-process", evaluate_function(
             task, generation, engine, limits, preload, "in-process")
@@ -464,6 +467,7 @@ def evaluate_function(task: FunctionTask, generation: Generation, engine: Engine
     if assembly.program is None:
         return reply_status(SampleResult(**common, code=assembly.code, passed=False,
                                          tests_passed=0, tests_total=len(items), status="error",
+                                         **api_metrics([], checked=task.api_check is not None),
                                          extra={"assembly_error": assembly.error}))
     if isolation == "split" and trusted is None:
         execution = _not_run(task, limits, "infrastructure", "infrastructure",
@@ -472,14 +476,35 @@ def evaluate_function(task: FunctionTask, generation: Generation, engine: Engine
         request = ExecutionRequest(program=assembly.program, tests=task.tests,
                                    entry_point=task.entry_point, limits=limits,
                                    preload=preload or [], isolation=isolation,
-                                   trusted_program=trusted, invocation=task.invocation)
+                                   trusted_program=trusted, invocation=task.invocation,
+                                   spy=task.target_api if task.api_check else None,
+                                   spy_required=task.api_check == "require")
         execution = engine.execute(request)
     passed_count = sum(outcome.status == "pass" for outcome in execution.tests)
     passed = passed_count == len(items) and len(execution.tests) == len(items)
     return reply_status(SampleResult(
         **common, code=assembly.code, program=assembly.program, passed=passed,
         tests_passed=passed_count, tests_total=len(items),
-        status="pass" if passed else _failed_status(execution.status), execution=execution))
+        status="pass" if passed else _failed_status(execution.status), execution=execution,
+        **api_metrics(execution.tests, checked=task.api_check is not None)))
+
+
+def api_metrics(outcomes: list[TestOutcome], checked: bool = True) -> dict[str, bool | None]:
+    """A sample's API selection and parameter correctness from its tests' spy counts
+    (docs/novel.md, "Metrics"): `api_called` when any test called the target;
+    `params_correct` when it was called and every call bound to its signature (None when the
+    signature cannot be read). A `checked` task (one with `api_check`) none of whose tests
+    reported a count (its program did not load, the time ran out) did not show a call: both
+    False; an unchecked one gets None for both."""
+    counted = [outcome for outcome in outcomes if outcome.api_calls is not None]
+    if not counted:
+        return {"api_called": False, "params_correct": False} if checked else \
+            {"api_called": None, "params_correct": None}
+    calls = sum(outcome.api_calls or 0 for outcome in counted)
+    if any(outcome.api_bound is None for outcome in counted):
+        return {"api_called": calls > 0, "params_correct": None}
+    bound = sum(outcome.api_bound or 0 for outcome in counted)
+    return {"api_called": calls > 0, "params_correct": calls > 0 and bound == calls}
 
 
 _TRUSTED: dict[tuple[str, str, str], str | None] = {}

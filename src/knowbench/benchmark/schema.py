@@ -332,6 +332,10 @@ class FunctionTask(_TaskBase):
         "or unittest runs it: fixtures, set-up and tear-down, items of a task in one process) or "
         "'direct' (as a script that calls it: `Cls().test_x()` or `test_x()`, nothing else, "
         "each item in a fresh copy of the process that loaded the program).")
+    api_check: Literal["record", "require"] | None = Field(
+        default=None, description="Spy on target_api in every test (judged in-process): 'record' "
+        "counts its calls and whether their arguments bind (API_acc, Param_corr); 'require' also "
+        "fails a test that passed without calling it. None: no spy.")
 
     @field_validator("entry_point")
     @classmethod
@@ -365,6 +369,11 @@ class FunctionTask(_TaskBase):
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ValueError(f"test names must be unique; repeated: {', '.join(duplicates)}")
+        if self.api_check is not None and not self.target_api:
+            raise ValueError("api_check needs target_api: the API whose calls are checked")
+        if self.api_check is not None and self.isolation == "split":
+            raise ValueError("api_check spies in the sample's process: isolation must be 'in-process' "
+                             "(or null, which then means in-process)")
         return self
 
     def test_items(self) -> list[TestItem]:

@@ -78,6 +78,7 @@ def build_report(views: list[RunView]) -> str:
         "read from stored results; nothing was executed to make this page</p></header>",
         _runs_section(views),
         _headline_section(views),
+        _api_section(views),
         _section("domains", "pass@1 by domain", charts.domain_bars(series), _domain_table(views)),
         _choice_section(views),
         _section("failures", "Why samples failed",
@@ -167,6 +168,26 @@ def _headline_section(views: list[RunView]) -> str:
             "of runs with different n or temperature are not comparable.</p>")
     return (f'<section id="headline"><h2>Headline scores</h2>{_wide(_table(header, rows, widths))}'
             f"{note}</section>")
+
+
+def _api_section(views: list[RunView]) -> str:
+    """API_acc and Param_corr beside pass@1 / pass@5, one row per run (a run is one knowledge
+    cell: its method), for runs with tasks whose target API was spied on; "" when none has."""
+    shown = [view for view in views if view.scores.overall.api_tasks]
+    if not shown:
+        return ""
+    header = _header(["run", "method (knowledge cell)", "tasks with a spy", "pass@1", "pass@5",
+                      "API_acc", "Param_corr"])
+    rows = [_row([view.name, view.method, str(view.scores.overall.api_tasks),
+                  percent(view.scores.overall.pass_at.get(1)), percent(view.scores.overall.pass_at.get(5)),
+                  percent(view.scores.overall.api_acc), percent(view.scores.overall.param_corr)],
+                 text=(0, 1)) for view in shown]
+    note = ('<p class="muted">API_acc: share of samples that called the task\'s target API in a test; '
+            "Param_corr: share whose every call of it bound to its signature (inspect's "
+            "Signature.bind). Both are averaged per task, then over the tasks whose target API the "
+            "runner spied on (see docs/novel.md); pass@k here is over all of the run's tasks.</p>")
+    return (f'<section id="api"><h2>API selection and parameters</h2>'
+            f"{_wide(_table(header, rows, (16, 16, 8, 7, 7, 7, 7)))}{note}</section>")
 
 
 def _domain_table(views: list[RunView]) -> str:

@@ -174,6 +174,8 @@ def table_rows(views: list[RunView]) -> list[dict[str, Any]]:
             row.update({f"pass@{k}": metrics.pass_at.get(k) for k in ks})
             row.update({"apr": metrics.apr, "pass_any": metrics.pass_any, "accuracy": metrics.accuracy,
                         "unanswered": metrics.unanswered, "jaccard": metrics.jaccard})
+            if metrics.api_tasks:
+                row.update({"api_acc": metrics.api_acc, "param_corr": metrics.param_corr})
             if scope == "all (micro)":
                 for key in ("pass@1", "accuracy"):
                     interval = view.scores.ci.get(key)
@@ -225,6 +227,8 @@ def _columns(rows: list[dict[str, Any]]) -> list[str]:
 def _markdown(views: list[RunView], rows: list[dict[str, Any]]) -> str:
     ks = sorted({k for view in views for k in view.scores.ks})
     metrics = [*(f"pass@{k}" for k in ks), "apr", "pass_any", "accuracy"]
+    if any("api_acc" in row for row in rows):  # tasks with a target-API spy (docs/novel.md)
+        metrics += ["api_acc", "param_corr"]
     lines = ["| run | sampling | scope | tasks | samples | " + " | ".join(metrics) + " |",
              "|---|---|---|---:|---:|" + "---:|" * len(metrics)]
     for row in rows:

@@ -39,6 +39,7 @@ import unittest
 import knowbench_memory
 import knowbench_seccomp
 import knowbench_split
+import knowbench_spy
 import knowbench_wire
 from knowbench_pytest import (
     UnsupportedFixture,
@@ -551,6 +552,11 @@ def execute_sample(config, result_fd):
     fork, wait_for, exit_code_of, cpu_used, limit_cpu = os.fork, os.waitpid, _exit_code, _cpu_used, _limit_cpu
     SIGXCPU, SIGPROF = signal.SIGXCPU, signal.SIGPROF
     split = _SPLIT[0] = config.get("channel_fd") is not None
+    spy, spy_error = _prepare_spy(config.get("spy"), split)
+    # read now: sample code could later give the Spy class properties that answer otherwise
+    spy_api, spy_required, take_calls = (spy.api, spy.required, spy.take) if spy is not None else (None, False, None)
+    spy_targets, spy_install = ((spy.original, spy.replacement, spy.owner, spy.leaf), knowbench_spy.install) \
+        if spy is not None and spy.rebind else ((), None)
     # Split, no candidate code runs in this process: there is nothing to watch. In-process,
     # a fork server took the snapshot before forking (same objects, same ids in the child).
     imported = _import_test_modules(config.get("test_imports", ()))
@@ -599,6 +605,9 @@ def execute_sample(config, result_fd):
         finally:
             exit_now(0)
 
+    if spy_error is not None:
+        fail_all(0, "error", spy_error, "test-code-failed")
+        finish()
     channel = None
     if split:
         resolver = knowbench_wire.Resolver(allowed_modules=_program_packages(config["program"]))
@@ -621,13 +630,18 @@ def execute_sample(config, result_fd):
         fail_all(0, "error", "the program tampered with the runner while loading", "tampering")
         finish()
     module, target_codes = loaded[2]
+    if spy_install is not None:
+        in_worker(spy_install, *spy_targets, module.__dict__)
     state = ({}, {}, {}, tmp_root, channel, config.get("invocation", "framework"))
 
     def run_here(index, item):
         """Run one item in this process and report it; False when it tampered (the run stops)."""
         report({"start": item["id"]})
         started = monotonic()
+        if take_calls is not None:
+            take_calls()  # calls made outside a test (another test's leftovers) do not count
         outcome = in_worker(_run_item, dict(item), tests, module, target_codes, state)
+        api_calls = take_calls() if take_calls is not None else None
         problem = integrity_problem()
         if problem is not None:
             report({"item": item["id"], "status": "error", "duration_s": monotonic() - started,
@@ -640,8 +654,14 @@ def execute_sample(config, result_fd):
                 or (reason is not None if status == "pass"
                     else type_of(reason) is not str_type or reason not in reasons)):
             status, message, called, reason = "error", "the test tampered with its own outcome", None, "tampering"
-        report({"item": item["id"], "status": status, "message": message,
-                "duration_s": monotonic() - started, "called": called, "reason": reason})
+        fields = {"item": item["id"], "status": status, "message": message,
+                  "duration_s": monotonic() - started, "called": called, "reason": reason}
+        if api_calls is not None:
+            fields["api_calls"], fields["api_bound"] = api_calls
+            if spy_required and status == "pass" and api_calls[0] == 0:
+                fields["status"], fields["reason"] = "fail", "assertion"
+                fields["message"] = f"the target API {spy_api} was not called during this test"
+        report(fields)
         return True
 
     def run_alone(index, item):
@@ -693,6 +713,20 @@ def execute_sample(config, result_fd):
             fail_all(index + 1, "error", "not run: an earlier test tampered with the runner", "not-run")
             break
     finish()
+
+
+def _prepare_spy(wanted, split):
+    """(the sample's target-API spy or None, why it could not be made or None); runs before
+    any sample code, and installs the spy's audit hook. Split, the target is called in the
+    candidate's process, which cannot report calls: no spy."""
+    if not wanted or split:
+        return None, None
+    try:
+        spy = knowbench_spy.Spy(wanted["api"], bool(wanted.get("required")))
+    except Exception as error:
+        return None, f"the target API {wanted['api']} could not be found for its spy:\n{_describe(error)}"
+    sys.addaudithook(spy.hook)
+    return spy, None
 
 
 def _program_packages(program):
