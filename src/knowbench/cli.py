@@ -381,7 +381,7 @@ def _register_command_groups() -> None:
         importlib.import_module(f"knowbench.commands.{name}").register(app)
 
 
-COMMAND_GROUPS: tuple[str, ...] = ("env", "builders", "corpus", "diagnose")
+COMMAND_GROUPS: tuple[str, ...] = ("env", "builders", "corpus", "diagnose", "contamination")
 _register_command_groups()
 
 
