@@ -48,7 +48,7 @@ def contamination(
     """CDD (Dong et al. 2024): sample outputs per task and flag tasks whose outputs all stay
     close to the greedy one. See docs/cost-and-contamination.md."""
     from knowbench.benchmark.load import load_benchmark
-    from knowbench.diagnosis.contamination import check_benchmark
+    from knowbench.diagnosis.contamination import check_contamination
     from knowbench.models import BackendOptions, create_backend
     from knowbench.scoring.contamination import CddSettings, parse_date
 
@@ -66,8 +66,8 @@ def contamination(
     settings = CddSettings(samples=samples, temperature=temperature, alpha=alpha, xi=xi, length=length)
     console.print(f"CDD of {bench.name} · model {model} · {samples} samples at T={temperature:g} + "
                   f"greedy per task · α={alpha:g}, ξ={xi:g}", highlight=False)
-    summary = check_benchmark(bench, backend, settings, task_ids=task or None, cutoff=cutoff_date,
-                              max_tokens=max_tokens, seed=seed)
+    summary = check_contamination(bench, backend, settings, task_ids=task or None, cutoff=cutoff_date,
+                                  max_tokens=max_tokens, seed=seed)
     _print(summary)
     if out_file is not None:
         out_file.parent.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ from knowbench.scoring.contamination import (
 )
 
 
-def check_benchmark(benchmark: Benchmark, backend: ModelBackend,
+def check_contamination(benchmark: Benchmark, backend: ModelBackend,
                     settings: CddSettings = CddSettings(),  # noqa: B008 (frozen)
                     *, task_ids: list[str] | None = None, cutoff: date | None = None,
                     max_tokens: int = 1024, seed: int | None = None,

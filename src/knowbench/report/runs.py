@@ -22,6 +22,7 @@ from knowbench.report.charts import Series
 from knowbench.scoring.cost import (
     CostSummary,
     Price,
+    format_money,
     model_name,
     price_for,
     sample_tokens,
@@ -196,6 +197,10 @@ def table_rows(views: list[RunView]) -> list[dict[str, Any]]:
                     interval = view.scores.ci.get(key)
                     row[f"{key}_ci_low"] = interval.low if interval else None
                     row[f"{key}_ci_high"] = interval.high if interval else None
+                cost = view.cost
+                row.update({"tokens_per_sample": cost.tokens_per_sample,
+                            "cost_per_sample": cost.cost_per_sample, "cost": cost.cost,
+                            "currency": cost.price.currency if cost.price else None})
             rows.append(row)
             if scope == "all (micro)":
                 macro = {**base, "scope": "macro", "tasks": metrics.tasks, "samples": metrics.samples}
@@ -264,6 +269,13 @@ def _markdown(views: list[RunView], rows: list[dict[str, Any]]) -> str:
         counts = view.failure_counts()
         lines.append(f"| {view.name} | " + " | ".join(str(counts.get(key, 0))
                                                        for key in ("pass", *LABELS)) + " |")
+    lines += ["", "| run | tokens per sample | cost per sample | cost | pass@1 |", "|---|---:|---:|---:|---:|"]
+    for view in views:
+        cost = view.cost
+        currency = cost.price.currency if cost.price else "USD"
+        tokens = "—" if cost.tokens_per_sample is None else f"{cost.tokens_per_sample:,.0f}"
+        lines.append(f"| {view.name} | {tokens} | {format_money(cost.cost_per_sample, currency)} | "
+                     f"{format_money(cost.cost, currency)} | {percent(cost.pass_at_1)} |")
     lines += ["", "pass@1 and ACC of the micro rows carry their 95% bootstrap interval over tasks "
                   "(1,000 resamples, seed 0)."]
     return "\n".join(lines) + "\n"
