@@ -168,7 +168,8 @@ def run(
                                                    request_timeout=request_timeout, max_retries=max_retries,
                                                    no_cache=no_cache))
     backend.notify = lambda message: console.print(f"[yellow]warning:[/] {message}", highlight=False)
-    run_price = choose_price(str(backend.describe().get("model") or model), price, prices)
+    run_price = (choose_price(str(backend.describe().get("model") or model), price, prices)
+                 if calls_model(backend) else None)
     progress = RunProgress(console, progress_every)
     method_options = {"corpus": corpus, "top_k": top_k, "budget": budget, "query": query,
                       "exclude_file": exclude_file}
@@ -266,7 +267,7 @@ def _ignored_options(given: set[str], backend: ModelBackend, method: Method,
     if not calls_a_model:
         for option in ("--base-url", "--api-key", "--concurrency", "--request-timeout",
                        "--max-retries", "--no-cache", "--temperature", "--top-p", "--max-tokens",
-                       "--seed"):
+                       "--seed", "--price", "--prices"):
             if option in given:
                 ignored.append((option, f"--model {backend.name} calls no model"))
     if "--n" in given and hasattr(backend, "samples_for"):
