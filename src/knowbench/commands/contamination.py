@@ -82,7 +82,8 @@ def _print(summary: CddSummary) -> None:
     if summary.cutoff:
         columns += ["source created", "vs cutoff"]
     for column in columns:
-        table.add_column(column, justify="left" if column in ("task", "verdict") else "right")
+        table.add_column(column, justify="left" if column in ("task", "verdict") else "right",
+                         overflow="fold", min_width=len(column) if column == "task" else None)
     for task in summary.tasks:
         row = [task.task_id, f"{task.peak:.2f}", f"{task.identical:.2f}",
                "—" if task.normalised_median is None else f"{task.normalised_median:.2f}",

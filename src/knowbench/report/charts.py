@@ -21,8 +21,9 @@ from typing import Any
 import matplotlib
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from knowbench.scoring.cost import format_money
 from knowbench.scoring.taxonomy import KOCO_CATEGORIES, LABELS
 
 # Colour-blind-safe palette (Okabe-Ito), then greys.
@@ -138,15 +139,16 @@ def money_scatter(series: Sequence[Series], chart_id: str = "chart-money") -> st
     currency = next((run.currency for run in series if run.cost_per_sample), None)
     points = [(run, run.cost_per_sample, run.pass_at_1) for run in series
               if run.cost_per_sample and run.pass_at_1 is not None and run.currency == currency]
-    unit = "$" if currency == "USD" else f"{currency} "
     return _tradeoff(points, chart_id, f"cost per sample ({currency or 'no price'}, log scale)",
                      "no run has a price (--price / --prices)",
-                     lambda value: f"{unit}{value:.2g}",
-                     "pass@1 against cost per sample, one point per priced run")
+                     lambda value: format_money(value, currency or "USD"),
+                     "pass@1 against cost per sample, one point per priced run",
+                     "performance against money spent")
 
 
 def _tradeoff(plotted: list[tuple[Series, float, float]], chart_id: str, xlabel: str, empty: str,
-              tick: Callable[[float], str], description: str) -> str:
+              tick: Callable[[float], str], description: str,
+              title: str = "performance against inference cost") -> str:
     figure, axes = _figure(6.0, 3.8)
     low = min((x for _, x, _ in plotted), default=1.0)
     high = max((x for _, x, _ in plotted), default=1.0)
@@ -161,6 +163,8 @@ def _tradeoff(plotted: list[tuple[Series, float, float]], chart_id: str, xlabel:
     if plotted:
         axes.set_xscale("log")
         axes.set_xlim(10 ** (math.log10(low) - 0.3), 10 ** (math.log10(high) + 0.3))
+        # Ticks at 1, 2 and 5 of each decade, so a range narrower than a decade is labelled too.
+        axes.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         # Plain numbers: matplotlib's default log labels go through mathtext, 3x slower.
         axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: tick(value)))
         axes.xaxis.set_minor_formatter(NullFormatter())
@@ -169,7 +173,7 @@ def _tradeoff(plotted: list[tuple[Series, float, float]], chart_id: str, xlabel:
     axes.set_xlabel(xlabel)
     axes.set_ylabel("pass@1 (%)")
     axes.set_ylim(0, 105)
-    axes.set_title("performance against inference cost")
+    axes.set_title(title)
     axes.grid(True, alpha=0.3)
     return _svg(figure, chart_id, description)
 

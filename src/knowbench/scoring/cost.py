@@ -19,6 +19,7 @@ Prices are per 1M tokens, input (prompt) and output (completion) apart:
 from __future__ import annotations
 
 import fnmatch
+import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -139,5 +140,8 @@ def format_money(value: float | None, currency: str = "USD") -> str:
     suffix = "" if symbol else f" {currency}"
     if value == 0:
         return f"{symbol}0{suffix}"
-    return f"{symbol}{value:.2f}{suffix}" if value >= 1 else f"{symbol}{value:.3g}{suffix}"
+    if value >= 1:
+        return f"{symbol}{value:,.2f}{suffix}"
+    decimals = max(2, 2 - math.floor(math.log10(value)))  # three significant digits, no exponent
+    return f"{symbol}{value:.{decimals}f}{suffix}"
 
