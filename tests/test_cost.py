@@ -135,3 +135,13 @@ def test_a_price_file_names_models_or_patterns_and_a_bad_one_says_where(tmp_path
         parse_price("0.15")
     with pytest.raises(UserError, match="both given"):
         choose_price("m", "1,2", prices)
+
+
+def test_a_price_given_to_a_backend_that_calls_no_model_is_ignored_with_a_warning(tmp_path: Path) -> None:
+    done = run_knowbench("run", str(EXAMPLE), "--model", "reference", "--task", "text/slugify",
+                         "--out", str(tmp_path / "run"), "--price", "1,2")
+    assert done.returncode == 0, done.stderr
+    assert "--price is ignored: --model reference calls no model" in done.stderr
+    cost = json.loads((tmp_path / "run" / "summary.json").read_text())["cost"]
+    assert cost["price"] is None and cost["estimated_samples"] == 1
+    assert "price" not in json.loads((tmp_path / "run" / "run.json").read_text())
