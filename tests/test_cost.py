@@ -81,6 +81,8 @@ def test_a_run_records_the_reported_tokens_of_every_sample_and_prices_them(tmp_p
     page = report.read_text()
     assert 'id="chart-money"' in page and 'id="chart-cost"' in page
     assert "1 / 1 USD" in page and "no run has a price" not in page
+    first = samples[0]["usage"]
+    assert f"{first['prompt_tokens']:,} prompt + {first['completion_tokens']:,} completion tokens" in page
 
 
 def test_a_server_that_reports_no_usage_gives_estimated_tokens(tmp_path: Path) -> None:

@@ -369,6 +369,11 @@ def _sample(sample: SampleResult, task: FunctionTask | ChoiceTask | None,
              f"{_e(sample.status)}</span> {sample.tests_passed}/{sample.tests_total} tests"]
     if sample.chosen is not None:
         parts.append(f" · chose {_e(', '.join(sample.chosen) or 'nothing')}")
+    usage = sample.usage
+    if usage.total_tokens:
+        calls = f" in {len(usage.calls)} model requests" if usage.calls else ""
+        parts.append(f' · <span class="muted">{usage.prompt_tokens:,} prompt + '
+                     f"{usage.completion_tokens:,} completion tokens{calls}</span>")
     parts.append("</p>")
     if diagnosis is not None:
         parts.append(_diagnosis(diagnosis))
