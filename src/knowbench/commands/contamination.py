@@ -62,10 +62,10 @@ def contamination(
     if not backend.connection():
         raise UserError(f"--model {model} calls no model: CDD needs one that samples\n  fix: pass "
                         "the name of a model served by an OpenAI-compatible endpoint")
-    backend.notify = lambda message: console.print(f"[yellow]warning:[/] {message}", highlight=False)
+    backend.notify = lambda message: console.print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
     settings = CddSettings(samples=samples, temperature=temperature, alpha=alpha, xi=xi, length=length)
     console.print(f"CDD of {bench.name} · model {model} · {samples} samples at T={temperature:g} + "
-                  f"greedy per task · α={alpha:g}, ξ={xi:g}", highlight=False)
+                  f"greedy per task · α={alpha:g}, ξ={xi:g}", highlight=False, soft_wrap=True)
     summary = check_contamination(bench, backend, settings, task_ids=task or None, cutoff=cutoff_date,
                                   max_tokens=max_tokens, seed=seed)
     _print(summary)
@@ -94,14 +94,14 @@ def _print(summary: CddSummary) -> None:
     out.print(table)
     share = "—" if summary.flagged_share is None else f"{100 * summary.flagged_share:.1f}%"
     out.print(f"flagged: {summary.flagged} of {summary.checked} tasks ({share}); mean peakedness "
-              f"{summary.mean_peak if summary.mean_peak is not None else '—'}", highlight=False)
+              f"{summary.mean_peak if summary.mean_peak is not None else '—'}", highlight=False, soft_wrap=True)
     if summary.cutoff:
         counts = ", ".join(f"{name} {count}" for name, count in sorted(summary.dates.items()))
-        out.print(f"sources vs the cutoff {summary.cutoff}: {counts}", highlight=False)
+        out.print(f"sources vs the cutoff {summary.cutoff}: {counts}", highlight=False, soft_wrap=True)
         if summary.flagged_after_cutoff:
             out.print(f"flagged although newer than the cutoff (peaked for another reason, e.g. a "
                       f"task with one obvious answer): {', '.join(summary.flagged_after_cutoff)}",
-                      highlight=False)
+                      highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
