@@ -21,8 +21,10 @@ from knowbench.execution.engine import default_workers
 from knowbench.methods import METHODS, Method, get_method
 from knowbench.models import BackendOptions, create_backend
 from knowbench.models.base import ModelBackend
+from knowbench.prices import choose_price
 from knowbench.records import Limits, SamplingParams
-from knowbench.report.table import print_scores
+from knowbench.report.table import cost_line, print_scores
+from knowbench.scoring.cost import Price, model_name
 from knowbench.scoring.metrics import k_shortfalls
 
 app = typer.Typer(
@@ -131,6 +133,12 @@ def run(
     progress_every: Annotated[float, typer.Option(
         min=0.0, help="When stderr is not a terminal: print a progress line every this many "
                       "seconds (0: none).")] = 15.0,
+    price: Annotated[str | None, typer.Option(
+        help="The model's price per 1M input and output tokens, 'INPUT,OUTPUT' (e.g. 0.15,0.60): "
+             "the summary adds the run's cost (stored in run.json, not a setting).")] = None,
+    prices: Annotated[Path | None, typer.Option(
+        help="A price file (JSON: model name or pattern -> {input, output} per 1M tokens); "
+             "see docs/cost-and-contamination.md.")] = None,
 ) -> None:
     """Evaluate a model on a benchmark. Kill it at any time; the same command resumes."""
     from knowbench.benchmark.preload import preload_modules
@@ -160,6 +168,8 @@ def run(
                                                    request_timeout=request_timeout, max_retries=max_retries,
                                                    no_cache=no_cache))
     backend.notify = lambda message: console.print(f"[yellow]warning:[/] {message}", highlight=False)
+    run_price = (choose_price(str(backend.describe().get("model") or model), price, prices)
+                 if calls_model(backend) else None)
     progress = RunProgress(console, progress_every)
     method_options = {"corpus": corpus, "top_k": top_k, "budget": budget, "query": query,
                       "exclude_file": exclude_file}
@@ -209,7 +219,8 @@ def run(
                                         f"[yellow]warning:[/] {text}", highlight=False),
                                     isolation=isolation,  # type: ignore[arg-type]
                                     recalibrate=recalibrate,
-                                    label=run_label.strip() if run_label else None)
+                                    label=run_label.strip() if run_label else None,
+                                    price=run_price)
         except KeyboardInterrupt:
             interrupted = True
         else:
@@ -226,6 +237,8 @@ def run(
     print_scores(out, summary.scores, title=f"{bench.name} · {model} · {method}")
     statuses = ", ".join(f"{name} {count}" for name, count in sorted(summary.status_counts.items()))
     out.print(f"samples: {len(summary.results)} ({statuses}) · results in {run_dir}")
+    if summary.cost is not None and calls_model(backend):
+        out.print(cost_line(summary.cost), highlight=False, soft_wrap=True)
     truncated = summary.status_counts.get("truncated", 0)
     if truncated:
         limit, fix = ((f"--max-tokens {max_tokens}", "raise --max-tokens and run again into a new --out")
@@ -250,11 +263,11 @@ def _ignored_options(given: set[str], backend: ModelBackend, method: Method,
         if option in given and option.removeprefix("--").replace("-", "_") not in used:
             ignored.append((option, f"--method {method.describe().get('method', method.name)} "
                                     "does not use it (only rag-* methods do)"))
-    calls_a_model = bool(backend.connection())
+    calls_a_model = calls_model(backend)
     if not calls_a_model:
         for option in ("--base-url", "--api-key", "--concurrency", "--request-timeout",
                        "--max-retries", "--no-cache", "--temperature", "--top-p", "--max-tokens",
-                       "--seed"):
+                       "--seed", "--price", "--prices"):
             if option in given:
                 ignored.append((option, f"--model {backend.name} calls no model"))
     if "--n" in given and hasattr(backend, "samples_for"):
@@ -268,6 +281,11 @@ def _ignored_options(given: set[str], backend: ModelBackend, method: Method,
     if "--no-calibrate" in given and timeout is not None:
         ignored.append(("--no-calibrate", "--timeout sets every limit anyway"))
     return [f"{option} is ignored: {why}" for option, why in ignored]
+
+
+def calls_model(backend: ModelBackend) -> bool:
+    """Whether the backend asks a model (offline backends report no connection)."""
+    return bool(backend.connection())
 
 
 def _print_isolation(share: dict[str, object]) -> None:
@@ -325,22 +343,35 @@ def validate(benchmark: Annotated[Path, typer.Argument(help="Benchmark directory
 def score(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `knowbench run`.")],
     k: Annotated[list[int] | None, typer.Option("--k", help="k values for pass@k (repeatable).")] = None,
+    price: Annotated[str | None, typer.Option(
+        help="Price the run's tokens at 'INPUT,OUTPUT' per 1M tokens instead of the price it "
+             "was run with (kept in run.json).")] = None,
+    prices: Annotated[Path | None, typer.Option(
+        help="A price file (JSON: model name or pattern -> {input, output} per 1M tokens).")] = None,
 ) -> None:
     """Re-score a run from its stored results (nothing is generated or executed)."""
     from knowbench.run import write_outputs
     from knowbench.store import RunDirectory
 
     run = RunDirectory.open(run_dir)
-    settings = run.settings()
+    document = run.document()
+    settings = document.get("settings", {})
     backend = settings.get("model", {}).get("backend", "")
+    chosen = choose_price(model_name(settings), price, prices)
     run.lock()  # a run still working here rewrites the same files: wait for it
     try:
-        summary = write_outputs(run_dir, run.results(), backend, tuple(k or (1, 5, 10)))
+        if chosen is not None:
+            run.write_document({**run.document(), "price": chosen.model_dump(mode="json")})
+        elif document.get("price"):
+            chosen = Price.model_validate(document["price"])
+        summary = write_outputs(run_dir, run.results(), backend, tuple(k or (1, 5, 10)), chosen)
     finally:
         run.release()
     for note in k_shortfalls(summary.scores, k or ()):
         console.print(f"[yellow]warning:[/] {note}", highlight=False)
     print_scores(out, summary.scores, title=f"{settings.get('benchmark', {}).get('name', run_dir)}")
+    if summary.cost is not None and summary.cost.requests:
+        out.print(cost_line(summary.cost), highlight=False, soft_wrap=True)
     _print_self_check(summary.self_check, backend)
 
 
@@ -351,7 +382,7 @@ def _register_command_groups() -> None:
         importlib.import_module(f"knowbench.commands.{name}").register(app)
 
 
-COMMAND_GROUPS: tuple[str, ...] = ("env", "builders", "corpus", "diagnose", "novel")
+COMMAND_GROUPS: tuple[str, ...] = ("env", "builders", "corpus", "diagnose", "novel", "contamination")
 _register_command_groups()
 
 

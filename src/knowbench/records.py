@@ -67,9 +67,43 @@ class SamplingParams(_Record):
     seed: int | None = None
 
 
-class Usage(_Record):
+class CallUsage(_Record):
+    """The tokens of one model request."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+
+class Usage(_Record):
+    """The tokens one sample cost, as the model's server reported them.
+
+    `prompt_tokens` and `completion_tokens` are totals over every request the sample took.
+    A sample made by one request leaves `calls` empty (the totals are that request); a
+    method that makes several (a tool-using agent's turns) lists each in `calls`, built with
+    `Usage.of_calls`, so a report can show both the total and how it was spent. Zero
+    everywhere: nothing was reported (offline backends, servers that send no usage).
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: list[CallUsage] = Field(default_factory=list)
+
+    @classmethod
+    def of_calls(cls, calls: list[CallUsage]) -> Usage:
+        """The usage of a sample made by `calls`, in order; totals are their sums."""
+        return cls(prompt_tokens=sum(call.prompt_tokens for call in calls),
+                   completion_tokens=sum(call.completion_tokens for call in calls),
+                   calls=list(calls))
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def requests(self) -> int:
+        """Model requests behind the sample: the calls listed, else 1 when any token was
+        reported, else 0 (unknown)."""
+        return len(self.calls) or int(self.total_tokens > 0)
 
 
 class Generation(_Record):

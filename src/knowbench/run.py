@@ -46,6 +46,7 @@ from knowbench.records import (
     Status,
     TestOutcome,
 )
+from knowbench.scoring.cost import CostSummary, Price, summarise_cost
 from knowbench.scoring.metrics import Scores, isolation_share, jaccard, score
 from knowbench.store import RunDirectory, RunStore, default_label
 from knowbench.store.calibration import CalibrationCache, ReferenceCheck, calibration_key
@@ -124,6 +125,7 @@ class RunSummary:
     status_counts: dict[str, int]
     self_check: dict[str, Any] = field(default_factory=dict)
     isolation: dict[str, Any] = field(default_factory=dict)
+    cost: CostSummary | None = None
 
 
 ProgressCallback = Callable[[SampleResult], None]
@@ -136,7 +138,7 @@ def run_benchmark(
     isolation: IsolationPolicy = "auto", recalibrate: bool = False, label: str | None = None,
     on_start: Callable[[int, int], None] | None = None, on_result: ProgressCallback | None = None,
     on_references: Callable[[int, int], None] | None = None,
-    on_warning: Callable[[str], None] | None = None,
+    on_warning: Callable[[str], None] | None = None, price: Price | None = None,
 ) -> RunSummary:
     """Run (or resume) a benchmark and score it.
 
@@ -159,6 +161,9 @@ def run_benchmark(
 
     `label` names the run in reports (run.json "label", not a setting: a resumed run may
     change it); without one a resumed run keeps its label, a new one gets `default_label`.
+    `price` (per 1M input/output tokens) is kept the same way (run.json "price"): the
+    summary's "cost" prices the samples' tokens with it; a resumed run without one keeps
+    the price it had.
     """
     tasks = _select(benchmark, task_ids)
     warn = on_warning or _python_warning
@@ -181,9 +186,14 @@ def run_benchmark(
                                not_identity={"model": list(connection)})
     try:
         engine.hide([benchmark.path, run.path])
-        if label is None and run.run_file.is_file():
-            label = run.document().get("label")
+        if run.run_file.is_file():
+            earlier = run.document()
+            label = label if label is not None else earlier.get("label")
+            if price is None and earlier.get("price"):
+                price = Price.model_validate(earlier["price"])
         document = {**_run_document(settings, engine, label), "connection": connection}
+        if price is not None:
+            document["price"] = price.model_dump(mode="json")
         run.write_document(document)
         shared = CalibrationCache(knowbench_home(), calibration_key({
             "benchmark": benchmark.content_hash, "engine": document["engine"],
@@ -198,7 +208,7 @@ def run_benchmark(
         order = {task.task_id: index for index, task in enumerate(tasks)}
         results = sorted((r for r in stored.values() if r.task_id in order),
                          key=lambda r: (order[r.task_id], r.sample_idx))
-        return write_outputs(run_dir, results, backend.name, ks)
+        return write_outputs(run_dir, results, backend.name, ks, price)
     finally:
         run.release()
 
@@ -215,18 +225,20 @@ def _python_warning(message: str) -> None:
 
 
 def write_outputs(run_dir: Path, results: list[SampleResult], backend_name: str,
-                  ks: tuple[int, ...]) -> RunSummary:
-    """Score stored results and write the run's samples and summary (no execution)."""
+                  ks: tuple[int, ...], price: Price | None = None) -> RunSummary:
+    """Score stored results and write the run's samples and summary (no execution); the
+    summary's "cost" prices the tokens at `price` when given."""
     scores = score(results, ks)
     counts = dict(Counter(result.status for result in results))
     self_check = _self_check(backend_name, results)
+    cost = summarise_cost(results, scores.overall.pass_at.get(1), price)
     summary = {"scores": scores.model_dump(mode="json"), "status_counts": counts,
                "samples": len(results), "isolation": isolation_share(results),
-               "self_check": self_check}
+               "self_check": self_check, "cost": cost.model_dump(mode="json")}
     run = RunDirectory(run_dir)
     run.write_samples(results)
     run.write_summary(summary)
-    return RunSummary(run_dir, scores, results, counts, self_check, summary["isolation"])
+    return RunSummary(run_dir, scores, results, counts, self_check, summary["isolation"], cost)
 
 
 def _select(benchmark: Benchmark, task_ids: list[str] | None) -> list[FunctionTask | ChoiceTask]:

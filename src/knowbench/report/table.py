@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from knowbench.scoring.cost import CostSummary, format_money
 from knowbench.scoring.metrics import MetricSet, Scores, percent, percent_interval
 
 
@@ -81,3 +82,25 @@ def print_scores(console: Console, scores: Scores, title: str = "") -> None:
     if scores.overall.choice_tasks:
         console.print(choice_table(scores, "multiple choice: ACC = exact set; unanswered = no "
                                            "letter named; Jaccard = partial credit"))
+
+
+def cost_line(cost: CostSummary) -> str:
+    """One line of what a run's samples cost (the terminal summary of `run` and `score`)."""
+    if cost.tokens_per_sample is None:
+        return "cost: no tokens recorded"
+    parts = [f"{cost.tokens_per_sample:,.0f} tokens/sample (prompt "
+             f"{cost.prompt_tokens_per_sample or 0:,.0f}"]
+    if cost.knowledge_tokens_per_sample:
+        parts[0] += f", of which ~{cost.knowledge_tokens_per_sample:,.0f} knowledge"
+    parts[0] += f"; completion {cost.completion_tokens_per_sample or 0:,.0f})"
+    if cost.samples and cost.requests > cost.samples:
+        parts.append(f"{cost.requests / cost.samples:.1f} model requests/sample")
+    if cost.estimated_samples:
+        parts.append(f"{cost.estimated_samples} of {cost.samples} samples estimated at "
+                     "4 characters per token (no usage reported)")
+    if cost.price is not None:
+        currency = cost.price.currency
+        parts.append(f"{format_money(cost.cost_per_sample, currency)}/sample, "
+                     f"{format_money(cost.cost, currency)} in all at {cost.price.text()}")
+    parts.append(f"pass@1 {percent(cost.pass_at_1)}%" if cost.pass_at_1 is not None else "pass@1 —")
+    return "cost: " + " · ".join(parts)
