@@ -52,7 +52,8 @@ def run(
     model: Annotated[str, typer.Option(
         "--model", "-m",
         help="'reference' (gold code; must score 100%), 'null' (empty bodies; must score 0%), "
-             "'replay:FILE' (a samples JSONL with task_id, completion, sample_idx), or the name "
+             "'replay:FILE' (a samples JSONL with task_id, completion, sample_idx), 'hf:PATH' (a "
+             "local transformers model, see docs/local-models.md), or the name "
              "of a model served by an OpenAI-compatible endpoint (see --base-url).")],
     out_dir: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Run directory. Default: runs/<benchmark>-<model>-<method>.")] = None,
@@ -85,6 +86,11 @@ def run(
         min=0, help="Retries per request on 429 / 5xx / network errors, with backoff.")] = 6,
     no_cache: Annotated[bool, typer.Option(
         "--no-cache", help="Do not read or write the generation cache (~/.cache/knowbench).")] = False,
+    adapter: Annotated[Path | None, typer.Option(
+        help="--model hf:...: a LoRA adapter directory (from `knowbench train --method lora`) "
+             "put on top of the model.")] = None,
+    batch_size: Annotated[int, typer.Option(
+        min=1, help="--model hf:...: prompts generated together in one batch.")] = 8,
     workers: Annotated[int, typer.Option(min=1, help="Samples executed in parallel. Default: cores / 2.")]
     = default_workers(),
     engine_name: Annotated[str, typer.Option(
@@ -156,9 +162,13 @@ def run(
         policy = TimePolicy(mode="calibrated", floor_s=time_floor, factor=time_factor)
     else:
         policy = TimePolicy(mode="benchmark")
+    if adapter is not None and not model.startswith("hf:"):
+        raise UserError(f"--adapter needs a local model (--model hf:BASE), not --model {model}")
     backend = create_backend(model, BackendOptions(base_url=base_url, api_key=api_key, concurrency=concurrency,
                                                    request_timeout=request_timeout, max_retries=max_retries,
-                                                   no_cache=no_cache))
+                                                   no_cache=no_cache,
+                                                   adapter=str(adapter) if adapter else None,
+                                                   batch_size=batch_size))
     backend.notify = lambda message: console.print(f"[yellow]warning:[/] {message}", highlight=False)
     progress = RunProgress(console, progress_every)
     method_options = {"corpus": corpus, "top_k": top_k, "budget": budget, "query": query,
