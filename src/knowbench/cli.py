@@ -71,6 +71,16 @@ def run(
     query: Annotated[str, typer.Option(
         help="Retrieval query: 'signature+instruction' or 'signature' (KOCO-Bench's choice).")]
     = "signature+instruction",
+    knn_lambda: Annotated[float, typer.Option(
+        "--knn-lambda", "--lambda", min=0.0, max=1.0,
+        help="knn-lm: weight of the datastore's distribution in the mix.")] = 0.25,
+    knn_k: Annotated[int, typer.Option(
+        "--knn-k", min=1, help="knn-lm: neighbours looked up per decoding step.")] = 1024,
+    knn_temperature: Annotated[float, typer.Option(
+        "--knn-temperature", min=1e-6, help="knn-lm: softmax temperature over -distance.")] = 1.0,
+    knn_index: Annotated[str, typer.Option(
+        "--knn-index", help="knn-lm datastore search: auto (faiss exact up to 1M entries, IVF "
+                            "beyond; numpy without faiss), flat, ivf or numpy.")] = "auto",
     base_url: Annotated[str | None, typer.Option(
         help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (env: OPENAI_BASE_URL).")] = None,
     api_key: Annotated[str | None, typer.Option(
@@ -172,7 +182,8 @@ def run(
     backend.notify = lambda message: console.print(f"[yellow]warning:[/] {message}", highlight=False)
     progress = RunProgress(console, progress_every)
     method_options = {"corpus": corpus, "top_k": top_k, "budget": budget, "query": query,
-                      "exclude_file": exclude_file}
+                      "exclude_file": exclude_file, "knn_lambda": knn_lambda, "knn_k": knn_k,
+                      "knn_temperature": knn_temperature, "knn_index": knn_index}
     if method.startswith("rag-") and corpus:
         with progress.step(f"opening corpus {corpus} for {method} (loading its index; a dense "
                            "index is embedded on first use)"):
@@ -256,10 +267,12 @@ def _ignored_options(given: set[str], backend: ModelBackend, method: Method,
     and sampling options with a backend that calls no model, and so on."""
     used = set(method.describe())
     ignored: list[tuple[str, str]] = []
-    for option in ("--corpus", "--top-k", "--budget", "--query", "--exclude-file"):
+    for option in ("--corpus", "--top-k", "--budget", "--query", "--exclude-file",
+                   "--knn-lambda", "--knn-k", "--knn-temperature", "--knn-index"):
         if option in given and option.removeprefix("--").replace("-", "_") not in used:
+            users = "knn-lm" if option.startswith("--knn") else "rag-* methods"
             ignored.append((option, f"--method {method.describe().get('method', method.name)} "
-                                    "does not use it (only rag-* methods do)"))
+                                    f"does not use it (only {users} do)"))
     calls_a_model = bool(backend.connection())
     if not calls_a_model:
         for option in ("--base-url", "--api-key", "--concurrency", "--request-timeout",

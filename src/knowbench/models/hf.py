@@ -296,7 +296,7 @@ class HFBackend(ModelBackend):
             try:
                 replies = await asyncio.to_thread(self.generate_ids, [p.ids for p in same],
                                                   first.params, [p.seed for p in same])
-            except Exception as error:  # noqa: BLE001 (handed to every waiting sample)
+            except Exception as error:
                 failure = error if isinstance(error, UserError | BackendError) else BackendError(
                     f"{self.loaded.ref}: generation failed: {type(error).__name__}: {error}")
                 for pending in same:
