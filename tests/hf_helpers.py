@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from knowbench.knowledge.corpus import Chunk, Corpus, CorpusManifest, content_hash, write_corpus
+
 pytest.importorskip("transformers")
 pytest.importorskip("torch")
 
@@ -23,7 +25,8 @@ CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n
 
 
 def tiny_model(directory: Path, texts: list[str] | None = None, *, seed: int = 0,
-               hidden: int = 32, layers: int = 2, chat_template: str | None = None) -> Path:
+               hidden: int = 32, layers: int = 2, chat_template: str | None = None,
+               initializer_range: float = 0.02) -> Path:
     """Write a tiny causal LM and its tokenizer to `directory` and return it."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -44,7 +47,19 @@ def tiny_model(directory: Path, texts: list[str] | None = None, *, seed: int = 0
     config = LlamaConfig(vocab_size=len(fast), hidden_size=hidden, intermediate_size=hidden * 2,
                          num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=4,
                          max_position_embeddings=512, eos_token_id=fast.eos_token_id,
-                         pad_token_id=fast.pad_token_id, bos_token_id=None)
+                         pad_token_id=fast.pad_token_id, bos_token_id=None,
+                         initializer_range=initializer_range)
     torch.manual_seed(seed)
     LlamaForCausalLM(config).save_pretrained(directory)
     return directory
+
+
+def make_corpus(directory: Path, texts: list[str], name: str = "toy") -> Corpus:
+    """A knowledge corpus of one example chunk per text, written to `directory`."""
+    chunks = [Chunk.create("example", f"ex{index}.py", 1, text.count("\n") + 1, text,
+                           qualname=f"ex{index}") for index, text in enumerate(texts)]
+    manifest = CorpusManifest(name=name, source=str(directory), source_kind="directory",
+                              sha256="sha256:0", content_hash=content_hash(chunks),
+                              chunks=len(chunks), counts={"example": len(chunks)},
+                              files=len(chunks), knowbench="test")
+    return write_corpus(directory, manifest, chunks)

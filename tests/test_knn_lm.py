@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hf_helpers import tiny_model
+from hf_helpers import make_corpus, tiny_model
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import FunctionTask
 from knowbench.errors import UserError
-from knowbench.knowledge.corpus import Chunk, Corpus, CorpusManifest, content_hash, write_corpus
+from knowbench.knowledge.corpus import Corpus
 from knowbench.knowledge.datastore import Datastore, default_datastore_dir, token_ids
 from knowbench.methods import get_method
 from knowbench.methods.knn import KnnLM
@@ -29,16 +29,6 @@ TEXTS = [
     TARGET.reference,
 ]
 GREEDY = SamplingParams(max_tokens=6)
-
-
-def make_corpus(directory: Path, texts: list[str]) -> Corpus:
-    chunks = [Chunk.create("example", f"ex{index}.py", 1, text.count("\n") + 1, text,
-                           qualname=f"ex{index}") for index, text in enumerate(texts)]
-    manifest = CorpusManifest(name="toy", source=str(directory), source_kind="directory",
-                              sha256="sha256:0", content_hash=content_hash(chunks),
-                              chunks=len(chunks), counts={"example": len(chunks)}, files=len(chunks),
-                              knowbench="test")
-    return write_corpus(directory, manifest, chunks)
 
 
 @pytest.fixture(scope="module")

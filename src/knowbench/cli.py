@@ -137,6 +137,8 @@ def run(
              "'in-process': never split.")] = "auto",
     task: Annotated[list[str] | None, typer.Option(
         "--task", help="Run only this task id (repeatable).")] = None,
+    split_file: Annotated[Path | None, typer.Option(
+        "--split", help="Run only the test part of this split file (`knowbench split`).")] = None,
     k: Annotated[list[int] | None, typer.Option("--k", help="k values for pass@k (repeatable).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Discard an existing run in --out and start over.")]
     = False,
@@ -161,6 +163,12 @@ def run(
     bench = load_benchmark(benchmark)
     for warning in bench.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
+    if split_file is not None:
+        from knowbench.training.split import read_split
+
+        if task:
+            raise UserError("--split and --task both select tasks; give one of them")
+        task = read_split(split_file, bench).test
     params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
     if n > 1 and temperature == 0:
         console.print("[yellow]warning:[/] --n > 1 with temperature 0 samples the same completion")
@@ -374,7 +382,7 @@ def _register_command_groups() -> None:
         importlib.import_module(f"knowbench.commands.{name}").register(app)
 
 
-COMMAND_GROUPS: tuple[str, ...] = ("env", "builders", "corpus", "diagnose")
+COMMAND_GROUPS: tuple[str, ...] = ("env", "builders", "corpus", "diagnose", "train")
 _register_command_groups()
 
 

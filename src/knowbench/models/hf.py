@@ -102,9 +102,10 @@ def resolve_model(ref: str) -> tuple[str, str | None]:
 
 
 def load_model(ref: str, adapter: str | None = None, device: str | None = None,
-               trainable: bool = False) -> LoadedModel:
+               trainable: bool = False, dtype: str | None = None) -> LoadedModel:
     """Load a causal LM and its tokenizer offline (`local_files_only`), with an optional LoRA
-    adapter. Raises `UserError` naming the path when the weights are not there."""
+    adapter; `dtype` (e.g. "float32") overrides bfloat16 on CUDA and float32 on CPU. Raises
+    `UserError` naming the path when the weights are not there."""
     require("hf", "torch", "transformers")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -115,10 +116,12 @@ def load_model(ref: str, adapter: str | None = None, device: str | None = None,
                         "or pass --model hf:BASE")
     adapter = adapter or implied_adapter
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    torch_dtype = getattr(torch, dtype) if dtype else (
+        torch.bfloat16 if device.startswith("cuda") else torch.float32)
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_ref, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(model_ref, local_files_only=True, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(model_ref, local_files_only=True,
+                                                     dtype=torch_dtype)
     except (OSError, ValueError) as error:
         raise UserError(
             f"cannot load the model '{model_ref}' offline: {str(error).splitlines()[0]}\n"
@@ -143,7 +146,7 @@ def load_model(ref: str, adapter: str | None = None, device: str | None = None,
         model.eval()
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    identity["dtype"] = str(dtype).removeprefix("torch.")
+    identity["dtype"] = str(torch_dtype).removeprefix("torch.")
     return LoadedModel(model, tokenizer, model_ref, adapter, device,
                        identity["dtype"], identity)
 
