@@ -45,7 +45,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
                       initializer_range=0.2)
 
 
-def toy_data(tmp_path: Path, texts: list[str]):  # noqa: ANN201
+def toy_data(tmp_path: Path, texts: list[str]):
     make_corpus(tmp_path / "corpus", texts)
     return corpus_data(str(tmp_path / "corpus"), [])
 
@@ -90,7 +90,7 @@ def test_leakage_control_keeps_the_benchmarks_targets_out_of_the_corpus(tmp_path
     make_corpus(tmp_path / "corpus", [*TOY, f"# helpers\n{TARGET.reference}\n"])
     everything = corpus_data(str(tmp_path / "corpus"), [])
     withheld = corpus_data(str(tmp_path / "corpus"), [BASIC])
-    def code(data) -> str:  # noqa: ANN001
+    def code(data) -> str:
         return "\n".join(example.completion for example in data.examples)
     assert TARGET.reference in code(everything)
     assert TARGET.reference not in code(withheld)

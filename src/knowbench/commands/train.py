@@ -88,7 +88,8 @@ def train(
     """Fine-tune a local model (full or LoRA); rerun the same command to resume."""
     from knowbench.benchmark.load import load_benchmark
     from knowbench.training.data import corpus_data, parse_data, task_data
-    from knowbench.training.train import TrainConfig, train as run_training
+    from knowbench.training.train import TrainConfig
+    from knowbench.training.train import train as run_training
 
     base = model.removeprefix("hf:")
     kind, source = parse_data(data)
