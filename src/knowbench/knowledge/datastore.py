@@ -103,9 +103,11 @@ class Datastore:
 
 
 @contextlib.contextmanager
-def captured_hidden_states(model: Any) -> Iterator[dict[str, Any]]:
+def captured_hidden_states(model: Any, skip_head: bool = False) -> Iterator[dict[str, Any]]:
     """While open, `captured["states"]` holds the input of the model's output projection (the
-    final-layer hidden states, after the final norm) of its latest forward pass."""
+    final-layer hidden states, after the final norm) of its latest forward pass. `skip_head`:
+    the projection itself is not computed (its output is a placeholder of width 1), which saves
+    most of the work when only the states are wanted."""
     captured: dict[str, Any] = {}
     head = model.get_output_embeddings()
     if head is None:
@@ -115,10 +117,14 @@ def captured_hidden_states(model: Any) -> Iterator[dict[str, Any]]:
         captured["states"] = args[0]
 
     handle = head.register_forward_pre_hook(keep)
+    if skip_head:
+        head.forward = lambda states, *args, **kwargs: states[..., :1]
     try:
         yield captured
     finally:
         handle.remove()
+        if skip_head:
+            del head.forward
 
 
 def token_ids(tokenizer: Any, text: str) -> list[int]:
@@ -139,7 +145,7 @@ def build_entries(model: Any, tokenizer: Any, texts: Sequence[str], max_length: 
     pad = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
     keys: list[np.ndarray] = []
     values: list[np.ndarray] = []
-    with torch.inference_mode(), captured_hidden_states(model) as captured:
+    with torch.inference_mode(), captured_hidden_states(model, skip_head=True) as captured:
         for start in range(0, len(windows), batch_size):
             batch = windows[start:start + batch_size]
             width = max(len(window) for window in batch)
