@@ -288,6 +288,8 @@ def _ignored_options(given: set[str], backend: ModelBackend, method: Method,
                        "--seed"):
             if option in given:
                 ignored.append((option, f"--model {backend.name} calls no model"))
+    if "--batch-size" in given and backend.name != "hf":
+        ignored.append(("--batch-size", "only local models (--model hf:...) generate in batches"))
     if "--n" in given and hasattr(backend, "samples_for"):
         ignored.append(("--n", f"--model {backend.name} takes as many samples per task as its "
                                "file holds"))
