@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from knowbench import __version__
 from knowbench.errors import UserError
-from knowbench.models.hf import load_model, render_chat, require
+from knowbench.models.hf import load_model, render_chat, require, resolve_model
 from knowbench.training.data import TrainingData
 
 MANIFEST = "knowbench-train.json"
@@ -134,6 +134,9 @@ def train(config: TrainConfig, data: TrainingData, out: Path, *, overwrite: bool
     from transformers.trainer_callback import PrinterCallback
 
     say = on_progress or (lambda message: None)
+    if resolve_model(config.base)[1] is not None:
+        raise UserError(f"--model {config.base} is a LoRA adapter; train from its base model (or "
+                        "from a full model directory)")
     identity = {"config": config.model_dump(mode="json"), "data_hash": data.content_hash}
     config_file = out / CONFIG_FILE
     if out.exists() and any(out.iterdir()):
