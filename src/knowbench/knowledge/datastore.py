@@ -27,6 +27,9 @@ from knowbench.paths import knowbench_home
 
 DATASTORE_FORMAT = 1
 EXACT_LIMIT = 1_000_000
+# Searches of fewer queries than this run on one thread: for the few rows of one decoding step,
+# faiss's OpenMP threads cost more than they save (10x slower on a busy 2-core machine).
+SINGLE_THREAD_BELOW = 16
 INDEX_KINDS = ("auto", "flat", "ivf", "numpy")
 
 
@@ -84,7 +87,15 @@ class Datastore:
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         k = max(1, min(k, len(self)))
         if self._index is not None:
-            distances, found = self._index.search(queries, k)
+            import faiss
+
+            threads = faiss.omp_get_max_threads()
+            if len(queries) < SINGLE_THREAD_BELOW:
+                faiss.omp_set_num_threads(1)
+            try:
+                distances, found = self._index.search(queries, k)
+            finally:
+                faiss.omp_set_num_threads(threads)
         else:
             assert self._norms is not None
             distances = ((queries * queries).sum(axis=1, keepdims=True) - 2.0 * queries @ self.keys.T

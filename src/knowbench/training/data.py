@@ -107,6 +107,9 @@ def task_data(path: str, split_file: Path | None, knowledge: str = "none",
         train = set(split.train)
         chosen = [task for task in bench.tasks if task.task_id in train]
         split_info = {"split": str(split_file), "by": split.by, "test": len(split.test)}
+    if knowledge.partition(":")[0] == "knn-lm":
+        raise UserError("--knowledge knn-lm changes decoding, not prompts: train with none, "
+                        "oracle:CELL or rag-*, and evaluate with --method knn-lm")
     method = get_method(knowledge, corpus=corpus, top_k=top_k, budget=budget)
     examples = [Example(task_completion(task), tuple(method.prompt(task).messages)) for task in chosen]
     info = {"benchmark": bench.name, "content_hash": bench.content_hash, "tasks": len(examples),
