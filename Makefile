@@ -48,6 +48,7 @@ bench: install
 	$(BIN)/python bench/executor_overhead.py
 	$(BIN)/python bench/retrieval.py
 	$(BIN)/python bench/mine.py
+	$(BIN)/python bench/knn.py
 
 # docs/images/report-1400.png: the report of four replay runs at 1400 px (docs/diagnosis.md).
 report-screenshot: install browser
