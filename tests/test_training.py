@@ -114,6 +114,7 @@ def test_task_data_is_the_train_part_prompted_as_a_run_prompts(base: Path, tmp_p
     assert "memorisation" in warned[0]
 
 
+@pytest.mark.slow
 def test_an_interrupted_training_resumes_from_its_checkpoint(base: Path, tmp_path: Path) -> None:
     config = TrainConfig(base=str(base), method="lora", max_steps=5, batch_size=2, max_length=32,
                          save_steps=2, lr=1e-2)
