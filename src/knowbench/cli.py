@@ -54,7 +54,8 @@ def run(
     model: Annotated[str, typer.Option(
         "--model", "-m",
         help="'reference' (gold code; must score 100%), 'null' (empty bodies; must score 0%), "
-             "'replay:FILE' (a samples JSONL with task_id, completion, sample_idx), or the name "
+             "'replay:FILE' (a samples JSONL with task_id, completion, sample_idx), 'hf:PATH' (a "
+             "local transformers model, see docs/local-models.md), or the name "
              "of a model served by an OpenAI-compatible endpoint (see --base-url).")],
     out_dir: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Run directory. Default: runs/<benchmark>-<model>-<method>.")] = None,
@@ -72,6 +73,16 @@ def run(
     query: Annotated[str, typer.Option(
         help="Retrieval query: 'signature+instruction' or 'signature' (KOCO-Bench's choice).")]
     = "signature+instruction",
+    knn_lambda: Annotated[float, typer.Option(
+        "--knn-lambda", "--lambda", min=0.0, max=1.0,
+        help="knn-lm: weight of the datastore's distribution in the mix.")] = 0.25,
+    knn_k: Annotated[int, typer.Option(
+        "--knn-k", min=1, help="knn-lm: neighbours looked up per decoding step.")] = 1024,
+    knn_temperature: Annotated[float, typer.Option(
+        "--knn-temperature", min=1e-6, help="knn-lm: softmax temperature over -distance.")] = 1.0,
+    knn_index: Annotated[str, typer.Option(
+        "--knn-index", help="knn-lm datastore search: auto (faiss exact up to 1M entries, IVF "
+                            "beyond; numpy without faiss), flat, ivf or numpy.")] = "auto",
     base_url: Annotated[str | None, typer.Option(
         help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (env: OPENAI_BASE_URL).")] = None,
     api_key: Annotated[str | None, typer.Option(
@@ -87,6 +98,11 @@ def run(
         min=0, help="Retries per request on 429 / 5xx / network errors, with backoff.")] = 6,
     no_cache: Annotated[bool, typer.Option(
         "--no-cache", help="Do not read or write the generation cache (~/.cache/knowbench).")] = False,
+    adapter: Annotated[Path | None, typer.Option(
+        help="--model hf:...: a LoRA adapter directory (from `knowbench train --method lora`) "
+             "put on top of the model.")] = None,
+    batch_size: Annotated[int, typer.Option(
+        min=1, help="--model hf:...: prompts generated together in one batch.")] = 8,
     workers: Annotated[int, typer.Option(min=1, help="Samples executed in parallel. Default: cores / 2.")]
     = default_workers(),
     engine_name: Annotated[str, typer.Option(
@@ -123,6 +139,8 @@ def run(
              "'in-process': never split.")] = "auto",
     task: Annotated[list[str] | None, typer.Option(
         "--task", help="Run only this task id (repeatable).")] = None,
+    split_file: Annotated[Path | None, typer.Option(
+        "--split", help="Run only the test part of this split file (`knowbench split`).")] = None,
     k: Annotated[list[int] | None, typer.Option("--k", help="k values for pass@k (repeatable).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Discard an existing run in --out and start over.")]
     = False,
@@ -153,6 +171,12 @@ def run(
     bench = load_benchmark(benchmark)
     for warning in bench.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
+    if split_file is not None:
+        from knowbench.training.split import read_split
+
+        if task:
+            raise UserError("--split and --task both select tasks; give one of them")
+        task = read_split(split_file, bench).test
     params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
     if n > 1 and temperature == 0:
         console.print("[yellow]warning:[/] --n > 1 with temperature 0 samples the same completion")
@@ -164,15 +188,20 @@ def run(
         policy = TimePolicy(mode="calibrated", floor_s=time_floor, factor=time_factor)
     else:
         policy = TimePolicy(mode="benchmark")
+    if adapter is not None and not model.startswith("hf:"):
+        raise UserError(f"--adapter needs a local model (--model hf:BASE), not --model {model}")
     backend = create_backend(model, BackendOptions(base_url=base_url, api_key=api_key, concurrency=concurrency,
                                                    request_timeout=request_timeout, max_retries=max_retries,
-                                                   no_cache=no_cache))
+                                                   no_cache=no_cache,
+                                                   adapter=str(adapter) if adapter else None,
+                                                   batch_size=batch_size))
     backend.notify = lambda message: console.print(f"[yellow]warning:[/] {message}", highlight=False)
     run_price = (choose_price(str(backend.describe().get("model") or model), price, prices)
                  if calls_model(backend) else None)
     progress = RunProgress(console, progress_every)
     method_options = {"corpus": corpus, "top_k": top_k, "budget": budget, "query": query,
-                      "exclude_file": exclude_file}
+                      "exclude_file": exclude_file, "knn_lambda": knn_lambda, "knn_k": knn_k,
+                      "knn_temperature": knn_temperature, "knn_index": knn_index}
     if method.startswith("rag-") and corpus:
         with progress.step(f"opening corpus {corpus} for {method} (loading its index; a dense "
                            "index is embedded on first use)"):
@@ -259,10 +288,12 @@ def _ignored_options(given: set[str], backend: ModelBackend, method: Method,
     and sampling options with a backend that calls no model, and so on."""
     used = set(method.describe())
     ignored: list[tuple[str, str]] = []
-    for option in ("--corpus", "--top-k", "--budget", "--query", "--exclude-file"):
+    for option in ("--corpus", "--top-k", "--budget", "--query", "--exclude-file",
+                   "--knn-lambda", "--knn-k", "--knn-temperature", "--knn-index"):
         if option in given and option.removeprefix("--").replace("-", "_") not in used:
+            users = "knn-lm" if option.startswith("--knn") else "rag-* methods"
             ignored.append((option, f"--method {method.describe().get('method', method.name)} "
-                                    "does not use it (only rag-* methods do)"))
+                                    f"does not use it (only {users} do)"))
     calls_a_model = calls_model(backend)
     if not calls_a_model:
         for option in ("--base-url", "--api-key", "--concurrency", "--request-timeout",
@@ -270,6 +301,8 @@ def _ignored_options(given: set[str], backend: ModelBackend, method: Method,
                        "--seed", "--price", "--prices"):
             if option in given:
                 ignored.append((option, f"--model {backend.name} calls no model"))
+    if "--batch-size" in given and backend.name != "hf":
+        ignored.append(("--batch-size", "only local models (--model hf:...) generate in batches"))
     if "--n" in given and hasattr(backend, "samples_for"):
         ignored.append(("--n", f"--model {backend.name} takes as many samples per task as its "
                                "file holds"))
@@ -382,7 +415,8 @@ def _register_command_groups() -> None:
         importlib.import_module(f"knowbench.commands.{name}").register(app)
 
 
-COMMAND_GROUPS: tuple[str, ...] = ("env", "builders", "corpus", "diagnose", "novel", "contamination")
+COMMAND_GROUPS: tuple[str, ...] = ("env", "builders", "corpus", "diagnose", "novel", "contamination",
+                                  "train")
 _register_command_groups()
 
 

@@ -167,6 +167,7 @@ def run_benchmark(
     """
     tasks = _select(benchmark, task_ids)
     warn = on_warning or _python_warning
+    method.attach(backend)
     for warning in [*backend.check_tasks([task.task_id for task in tasks],
                                          [task.task_id for task in benchmark.tasks]),
                     *method.check(tasks)]:

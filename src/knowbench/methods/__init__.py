@@ -2,7 +2,8 @@
 
 `METHODS` names every method class; `get_method(name, **options)` builds one. A method class
 takes the run's method options as keywords (`corpus`, `top_k`, `budget`, `query`,
-`exclude_file`) and ignores those it does not use.
+`exclude_file`, and kNN-LM's `knn_lambda`, `knn_k`, `knn_temperature`, `knn_index`) and
+ignores those it does not use.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 from knowbench.errors import UserError
 from knowbench.methods.base import Method, Prompt
+from knowbench.methods.knn import KnnLM
 from knowbench.methods.none import NoKnowledge
 from knowbench.methods.oracle import OracleMethod
 from knowbench.methods.rag import RagBM25, RagDense, RagHybrid
@@ -27,6 +29,7 @@ METHODS.register("rag-bm25", RagBM25)
 METHODS.register("rag-dense", RagDense)
 METHODS.register("rag-hybrid", RagHybrid)
 METHODS.register("oracle", OracleMethod)
+METHODS.register("knn-lm", KnnLM)
 
 
 def get_method(name: str, **options: Any) -> Method:

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
-from knowbench.models.base import Message
+from knowbench.models.base import Message, ModelBackend
 
 
 class Prompt(BaseModel):
@@ -45,6 +45,12 @@ class Method(ABC):
     @abstractmethod
     def prompt(self, task: FunctionTask | ChoiceTask) -> Prompt:
         """The prompt to send for `task`."""
+
+    def attach(self, backend: ModelBackend) -> None:
+        """Called once before a run starts, with the run's backend: a method that changes how
+        the model decodes (kNN-LM) installs itself here, or raises `UserError` when the backend
+        cannot take it."""
+        del backend
 
     def check(self, tasks: Sequence[FunctionTask | ChoiceTask]) -> list[str]:
         """Before a run: warnings about options that cannot apply to these tasks (raise
