@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from knowbench.execution.engine import (
     share_workdir,
     split_configs,
 )
+from knowbench.execution.projects import prepare_project
 from knowbench.execution.sandbox import Sandbox
 from knowbench.records import Execution
 
@@ -263,6 +264,13 @@ class ForkServerEngine(Engine):
 
     def _execute(self, server: _Server, request: ExecutionRequest) -> Execution:
         config = runner_config(request, self.uids.judge[server.slot])
+        with project_workdir(self.sandbox, server.workdir, request, config) as failed:
+            if failed is not None:
+                return infrastructure_execution(request, self, failed)
+            return self._run_config(server, request, config)
+
+    def _run_config(self, server: _Server, request: ExecutionRequest,
+                    config: dict[str, Any]) -> Execution:
         started = time.monotonic()
         try:
             reply = server.run(config, request.limits.wall_s)
@@ -282,6 +290,31 @@ class ForkServerEngine(Engine):
             note = f"{reply['stragglers']} process(es) outlived the sample and were killed"
         return build_execution(request, config["nonce"], _collected(reply), reply["duration_s"],
                                self.sandbox.kind, self.name, note=note)
+
+
+@contextlib.contextmanager
+def project_workdir(sandbox: Sandbox, server_dir: Path, request: ExecutionRequest,
+                    config: dict[str, Any]) -> Iterator[str | None]:
+    """For a project sample: a work directory the engine lays out (the project's copy) under
+    the server's directory, named in `config["workdir"]`, removed afterwards. Yields None, or
+    why it could not be laid out. Other samples: nothing to do (the server makes their own)."""
+    if request.project is None:
+        yield None
+        return
+    server_dir.mkdir(mode=0o755, exist_ok=True)
+    host_dir = Path(tempfile.mkdtemp(prefix="project-", dir=server_dir))
+    try:
+        try:
+            if config["uid"] is not None:
+                os.chown(host_dir, config["uid"], config["gid"])
+            prepare_project(request.project, host_dir, config["uid"], config["gid"])
+        except (OSError, ValueError) as error:
+            yield f"could not lay out the project: {error}"
+            return
+        config["workdir"] = f"{sandbox.inner_workdir(server_dir)}/{host_dir.name}"
+        yield None
+    finally:
+        shutil.rmtree(host_dir, ignore_errors=True)
 
 
 def _collected(reply: dict[str, Any]) -> Collected:
