@@ -95,9 +95,9 @@ def parse_spec(path: Path) -> list[SpecBlock]:
     for block in blocks:
         for key, what in (("location", "## Function Implementation"), ("test", "## Test Code")):
             if not _one_path(block.text(key)):
-                raise UserError(f"{path}:{block.line}: FUNCTION {block.name} has no {what} line",
-                                hint="each block needs `code/<path>.py:line A-B` and "
-                                     "`code/test_code/<file>.py`")
+                raise UserError(f"{path}:{block.line}: FUNCTION {block.name} has no {what} line\n"
+                                "  fix: each block needs `code/<path>.py:line A-B` and "
+                                "`code/test_code/<file>.py`")
     return blocks
 
 
@@ -118,7 +118,7 @@ class Located:
 
     file: str
     qualname: str
-    span: tuple[int, int]
+    span: tuple[int, int]  # the definition's lines in the file (decorators included), by AST
     definition: str  # the definition's source, decorators included, dedented
     masked: str  # the header with body `...`, inside its classes
 
@@ -174,7 +174,7 @@ def locate(code_dir: Path, location: str, name: str) -> Located:
         del depth
         definition = f"class {owner}:\n" + textwrap.indent(definition, "    ")
         masked = f"class {owner}:\n" + textwrap.indent(masked, "    ")
-    return Located(relative, qualname, (first, last), definition, masked)
+    return Located(relative, qualname, (start, node.end_lineno or node.lineno), definition, masked)
 
 
 def _instruction(block: SpecBlock, framework: str, description: str, method: bool) -> str:
@@ -211,8 +211,8 @@ class ProjectSource:
 def find_project(folder: Path) -> ProjectSource:
     folder = folder.resolve()
     if not (folder / "code").is_dir() or not (folder / "requirements").is_dir():
-        raise UserError(f"{folder} is not a KOCO project folder",
-                        hint="pass .../<framework>/test_examples/<project>, holding code/ and requirements/")
+        raise UserError(f"{folder} is not a KOCO project folder\n  fix: pass "
+                        ".../<framework>/test_examples/<project>, holding code/ and requirements/")
     if not list((folder / "requirements").glob("03_*.md")):
         raise UserError(f"{folder / 'requirements'} has no 03_*.md (the core-function descriptions)")
     framework = folder.parent.parent.name if folder.parent.name == "test_examples" else folder.parent.name
@@ -269,7 +269,7 @@ def import_koco_project(folder: Path, out_dir: Path, *, requirements: list[str] 
     wants_corpus = with_corpus if with_corpus is not None else (
         mentions_corpus or any("knowledge_corpus" in entry for entry in python_path))
     if out_dir.exists() and any(out_dir.iterdir()):
-        raise UserError(f"{out_dir} is not empty", hint="pass a new directory to --out")
+        raise UserError(f"{out_dir} is not empty\n  fix: pass a new directory to --out")
     root = out_dir / "projects" / source.framework
     shutil.copytree(source.folder, root / "test_examples" / source.name,
                     ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))

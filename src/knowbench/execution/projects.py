@@ -42,15 +42,20 @@ class ProjectRun(BaseModel):
 
     def runner_view(self) -> dict[str, object]:
         """The part the in-sandbox runner reads: paths relative to the sample's work dir."""
-        return {"dir": f"{PROJECT_DIR}/{self.workdir}".rstrip("/."), "python_path": self.python_path,
-                "tests": self.tests}
+        base = f"{PROJECT_DIR}/{Path(self.tree).name}"
+        return {"dir": base if self.workdir == "." else f"{base}/{self.workdir}",
+                "python_path": self.python_path, "tests": self.tests}
 
 
 def prepare_project(run: ProjectRun, sample_dir: Path, uid: int | None = None, gid: int | None = None) -> None:
-    """Copy the project into `sample_dir/project`, write the candidate's files over it, and
+    """Copy the project into `sample_dir/project/<its directory's name>` (tests that look for
+    their project's siblings by name find them), write the candidate's files over it, and
     hand it all to the sample's uid (tests write into their project). Symlinks are copied as
     links; `__pycache__` directories are left out."""
-    target = sample_dir / PROJECT_DIR
+    (sample_dir / PROJECT_DIR).mkdir()
+    if uid is not None:
+        os.chown(sample_dir / PROJECT_DIR, uid, gid if gid is not None else uid)
+    target = sample_dir / PROJECT_DIR / Path(run.tree).name
     shutil.copytree(run.tree, target, symlinks=True,
                     ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
     base = (target / run.workdir).resolve()

@@ -48,10 +48,11 @@ def run(config, result_fd, set_limits, drop_privileges):
     reporter = _Reporter(items, report)
     args = ["-p", "no:cacheprovider", "-o", "addopts=", "-q", "--rootdir", here, "--tb=short",
             "-W", "ignore::DeprecationWarning", *project["tests"]]
+    code = None
     try:
-        pytest.main(args, plugins=[reporter])
+        code = pytest.main(args, plugins=[reporter])
     finally:
-        reporter.finish()
+        reporter.finish(code)
         _finish(report)
 
 
@@ -129,8 +130,9 @@ class _Reporter:
             fields["reason"] = reason
         self.report(fields)
 
-    def finish(self):
+    def finish(self, code=None):
         """Items pytest never ran: failed, with the collection errors when there were any."""
+        stopped = int(code) if code is not None else None
         why = "; ".join(f"{nodeid or 'session'}: {text}" for nodeid, text in self.collect_errors)
         for key in self.items:
             if key in self.done:
@@ -138,6 +140,9 @@ class _Reporter:
             self.done.add(key)
             message = ("the test started and pytest stopped before it ended" if key in self.started
                        else f"not collected: {why}" if why else
+                       f"pytest stopped (exit code {stopped}) before collecting any test; its "
+                       "error is on stderr (a conftest.py that fails to load, a bad option)"
+                       if stopped in (2, 3, 4) else
                        "pytest did not collect this test (it is not in the project's test file)")
             self.report({"item": key, "status": "error", "reason": "test-code-failed",
                          "message": message[-_MESSAGE_CAP:], "duration_s": 0.0})

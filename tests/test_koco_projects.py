@@ -1,0 +1,85 @@
+"""KOCO-Bench's spec format imported as project tasks, on the three real projects."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from knowbench.benchmark.load import load_benchmark
+from knowbench.builders.koco_projects import import_koco_project, locate, parse_spec
+from knowbench.errors import UserError
+
+PROJECTS = {
+    "PACS": "verl/test_examples/PACS",
+    "ToolBrain": "smolagents/test_examples/ToolBrain",
+    "law-unleashed-rag": "raganything/test_examples/law-unleashed-rag",
+}
+
+
+def _digest(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(folder)).encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def koco(shared_data) -> Path:
+    return shared_data("anchors/koco-projects")
+
+
+def test_every_span_becomes_the_function_defined_there(koco):
+    found = {}
+    for name, relative in PROJECTS.items():
+        folder = koco / relative
+        for block in parse_spec(next((folder / "requirements").glob("03_*.md"))):
+            located = locate(folder / "code", block.text("location"), block.name)
+            found[(name, block.name)] = (located.file, located.qualname)
+    assert len(found) == 3 + 13 + 2
+    assert found[("PACS", "compute_weight")] == ("src/pacs/pacs_core_algos.py", "compute_weight")
+    # the decorator lies outside the span; the name is a method's, by its class
+    assert found[("ToolBrain", "Brain.is_agent_supported")] == ("toolbrain/brain.py", "Brain.is_agent_supported")
+    assert found[("ToolBrain", "prompt.validate_model")] == ("toolbrain/prompt.py", "validate_model")
+    assert found[("ToolBrain", "factory.create_agent")] == ("toolbrain/factory.py", "create_agent")
+    # written with backticks and Windows separators
+    assert found[("law-unleashed-rag", "_create_rag_instance")] == (
+        "src/services/rag_anything_service.py", "RAGAnythingService._create_rag_instance")
+
+
+def test_import_writes_project_tasks_and_leaves_the_release_alone(koco, tmp_path):
+    before = _digest(koco / PROJECTS["ToolBrain"])
+    bench = import_koco_project(koco / PROJECTS["ToolBrain"], tmp_path / "tb", requirements=["smolagents"])
+    assert _digest(koco / PROJECTS["ToolBrain"]) == before
+    again = load_benchmark(tmp_path / "tb")
+    assert again.content_hash == bench.content_hash
+    tasks = {task.task_id.rsplit("/", 1)[-1]: task for task in again.tasks}
+    assert len(tasks) == 14
+    run = tasks["SmolAgentAdapter.run"]
+    assert run.project.targets[0].qualname == "SmolAgentAdapter.run"
+    assert run.project.tests == ["test_code/test_smolagent_adapter_parse_and_segment.py"]
+    assert "def run(self" in run.reference and run.prompt_code.startswith("class SmolAgentAdapter:")
+    assert run.metadata["source_path"] == "code/toolbrain/adapters/smolagent/smolagent_adapter.py"
+    # KOCO's runner choice: a pytest-style file that never names pytest runs as a script
+    assert tasks["factory.create_agent"].metadata["koco"]["runner"] == "python FILE"
+    # the conftest walks up to <framework>/knowledge_corpus: the corpus ships beside it
+    assert (tmp_path / "tb/projects/smolagents/knowledge_corpus/smolagents").is_dir()
+    project = tasks["project"]
+    assert len(project.project.targets) == 13 and len(project.project.tests) == 8
+    assert len(project.test_items()) == 27  # as the release's README counts them
+    assert {doc.name for doc in project.project.documents} == {
+        "01_project_overview.md", "02_system_architecture.md"}
+    # a changed project file changes the benchmark's content hash
+    (tmp_path / "tb/projects/smolagents/test_examples/ToolBrain/code/toolbrain/prompt.py").write_text("x = 1\n")
+    assert load_benchmark(tmp_path / "tb").content_hash != bench.content_hash
+
+
+def test_bad_spec_names_file_and_line(tmp_path):
+    folder = tmp_path / "fw" / "test_examples" / "p"
+    (folder / "code").mkdir(parents=True)
+    (folder / "requirements").mkdir()
+    (folder / "requirements" / "03_core.md").write_text(
+        "# Core\n\n# FUNCTION: f\n\n## Function Overview\nDoes f.\n\n## Test Code\ncode/test_code/test_f.py\n")
+    with pytest.raises(UserError, match=r"03_core.md:3: FUNCTION f has no ## Function Implementation"):
+        import_koco_project(folder, tmp_path / "out")
