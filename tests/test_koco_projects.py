@@ -83,3 +83,25 @@ def test_bad_spec_names_file_and_line(tmp_path):
         "# Core\n\n# FUNCTION: f\n\n## Function Overview\nDoes f.\n\n## Test Code\ncode/test_code/test_f.py\n")
     with pytest.raises(UserError, match=r"03_core.md:3: FUNCTION f has no ## Function Implementation"):
         import_koco_project(folder, tmp_path / "out")
+
+
+def test_retrieval_from_the_project_withholds_every_target(koco, tmp_path):
+    """Methods may retrieve from the project itself; the targets are withheld from what they
+    retrieve (each of them, for the task asking for all core functions)."""
+    from knowbench.knowledge.chunking import chunk_file
+    from knowbench.knowledge.leakage import LeakageGuard
+
+    bench = import_koco_project(koco / PROJECTS["PACS"], tmp_path / "pacs")
+    code = tmp_path / "pacs/projects/verl/test_examples/PACS/code"
+    chunks = chunk_file((code / "src/pacs/pacs_core_algos.py").read_text(), "src/pacs/pacs_core_algos.py",
+                        "pacs.pacs_core_algos")
+    names = {chunk.qualname for chunk in chunks if chunk.kind == "function"}
+    assert {"compute_reward", "compute_weight", "compute_pacs_loss"} <= names
+    tasks = {task.task_id.rsplit("/", 1)[-1]: task for task in bench.tasks}
+
+    def withheld(task) -> set[str]:
+        guard = LeakageGuard(task)
+        return {c.qualname for c in chunks if c.kind == "function" and guard.reason(0, c)}
+
+    assert withheld(tasks["compute_weight"]) == {"compute_weight"}
+    assert withheld(tasks["project"]) == {"compute_reward", "compute_weight", "compute_pacs_loss"}

@@ -348,7 +348,10 @@ def _project_task(source: ProjectSource, framework_name: str, description: str,
         tests=[TestSpec(name=test, code=(code_dir / test).read_text(encoding="utf-8")) for test in tests_all],
         project=ProjectRef(path=f"projects/{source.framework}", workdir=workdir, python_path=python_path,
                            targets=targets, tests=tests_all, documents=documents),
-        metadata={"koco": {"granularity": "project", "functions": [b.name for b in blocks]}},
+        metadata={"targets": [source_metadata(f"code/{loc.file}", loc.span,
+                                              loc.file.removesuffix(".py").replace("/", "."))
+                              for loc in seen.values()],
+                  "koco": {"granularity": "project", "functions": [b.name for b in blocks]}},
     )
 
 
