@@ -105,3 +105,31 @@ def test_retrieval_from_the_project_withholds_every_target(koco, tmp_path):
 
     assert withheld(tasks["compute_weight"]) == {"compute_weight"}
     assert withheld(tasks["project"]) == {"compute_reward", "compute_weight", "compute_pacs_loss"}
+
+
+@pytest.mark.slow  # builds (or reuses) an environment with torch; about 15 s per sample on 2 busy cores
+def test_pacs_certifies_reference_passes_stub_fails(koco, tmp_path, best_sandbox):
+    """The real project end to end: import through the spec format, then every task (the
+    three core functions and the project-level one, 35 tests with the integration classes)
+    passes on the reference and fails on the stub, in the sandbox, on the fork server."""
+    from knowbench.benchmark.preload import preload_modules
+    from knowbench.builders.koco_projects import certify_projects
+    from knowbench.execution.environments import ensure_env
+    from knowbench.execution.forkserver import ForkServerEngine
+    from knowbench.execution.sandbox import resolve_sandbox
+
+    bench = import_koco_project(koco / PROJECTS["PACS"], tmp_path / "pacs",
+                                requirements=["torch", "numpy", "scikit-learn"])
+    python = ensure_env(bench.manifest.requirements).python
+    engine = ForkServerEngine(resolve_sandbox(best_sandbox.kind, python=python), workers=1, python=python,
+                              preload=preload_modules(bench.tasks))
+    try:
+        report = certify_projects(bench, engine)
+    finally:
+        engine.close()
+    assert report["left_out"] == []
+    rows = {task_id.rsplit("/", 1)[-1]: row for task_id, row in report["tasks"].items()}
+    assert {name: (row["reference"], row["stub"]) for name, row in rows.items()} == {
+        "compute_reward": ("12/12", "0/12"), "compute_weight": ("11/11", "0/11"),
+        "compute_pacs_loss": ("12/12", "0/12"), "project": ("35/35", "0/35")}
+    assert len(load_benchmark(tmp_path / "pacs").tasks) == 4
