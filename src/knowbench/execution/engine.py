@@ -246,7 +246,7 @@ class SubprocessEngine(Engine):
             if request.isolation == "split":
                 return self._execute_split(request, slot, workdir)
             return self._execute(request, slot, workdir)
-        except OSError as error:
+        except (OSError, ValueError) as error:  # ValueError: a project file outside its project
             return infrastructure_execution(request, self, f"could not start the sample: {error}")
         finally:
             shutil.rmtree(workdir, ignore_errors=True)

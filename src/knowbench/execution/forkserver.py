@@ -209,6 +209,8 @@ class ForkServerEngine(Engine):
         try:
             if request.isolation == "split":
                 return self._execute_split(server, self._candidates[server.slot], request)
+            if request.project is not None:
+                return self._execute_project(server, request)
             return self._execute(server, request)
         finally:
             self._free.put(server)
@@ -262,15 +264,17 @@ class ForkServerEngine(Engine):
             _collected(replies.get("candidate", {})), time.monotonic() - started,
             self.sandbox.kind, self.name, note="; ".join(notes))
 
-    def _execute(self, server: _Server, request: ExecutionRequest) -> Execution:
+    def _execute_project(self, server: _Server, request: ExecutionRequest) -> Execution:
+        """A project sample: its work directory laid out by the engine, then run as any other."""
         config = runner_config(request, self.uids.judge[server.slot])
         with project_workdir(self.sandbox, server.workdir, request, config) as failed:
             if failed is not None:
                 return infrastructure_execution(request, self, failed)
-            return self._run_config(server, request, config)
+            return self._execute(server, request, config)
 
-    def _run_config(self, server: _Server, request: ExecutionRequest,
-                    config: dict[str, Any]) -> Execution:
+    def _execute(self, server: _Server, request: ExecutionRequest,
+                 config: dict[str, Any] | None = None) -> Execution:
+        config = config or runner_config(request, self.uids.judge[server.slot])
         started = time.monotonic()
         try:
             reply = server.run(config, request.limits.wall_s)
@@ -297,10 +301,8 @@ def project_workdir(sandbox: Sandbox, server_dir: Path, request: ExecutionReques
                     config: dict[str, Any]) -> Iterator[str | None]:
     """For a project sample: a work directory the engine lays out (the project's copy) under
     the server's directory, named in `config["workdir"]`, removed afterwards. Yields None, or
-    why it could not be laid out. Other samples: nothing to do (the server makes their own)."""
-    if request.project is None:
-        yield None
-        return
+    why it could not be laid out."""
+    assert request.project is not None
     server_dir.mkdir(mode=0o755, exist_ok=True)
     host_dir = Path(tempfile.mkdtemp(prefix="project-", dir=server_dir))
     try:
