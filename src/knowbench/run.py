@@ -412,6 +412,9 @@ def _keep_check(store: RunStore, task_id: str, check: ReferenceCheck) -> None:
 def _judge_reference(task: FunctionTask, generation: Generation, engine: Engine, limits: Limits,
                      preload: list[str], policy: IsolationPolicy) -> tuple[str, str, SampleResult]:
     """(isolation, why not split, the reference's result in that isolation)."""
+    if isinstance(task, ProjectTask):
+        return "in-process", "a project task runs in-process (its tests import the candidate)", \
+            evaluate_function(task, generation, engine, limits, preload, "in-process")
     if policy == "in-process":
         return "in-process", "the run asked for in-process", evaluate_function(
             task, generation, engine, limits, preload, "in-process")
