@@ -158,3 +158,17 @@ def test_parametrized_cases_are_one_item_and_failures_of_collection_are_reported
         task_id=task.task_id, sample_idx=0,
         completion="def scale(values, factor=2):\n    return values + undefined_name\n"), engine, limits)
     assert syntax.tests_passed == 0
+
+
+def test_definitions_of_other_targets_are_not_helpers(tmp_path):
+    """A reply for several targets in several files: each file gets its own targets only."""
+    (tmp_path / "a.py").write_text("from typing import Optional\n\n\ndef f(x: Optional[int]):\n    return x\n")
+    (tmp_path / "b.py").write_text("class K:\n    def g(self):\n        return 1\n")
+    reply = "def f(x):\n    return _h(x)\n\n\ndef _h(x):\n    return x + 1\n\n\nclass K:\n    def g(self):\n        return 2\n"
+    files = patch_targets(tmp_path, ".", [ProjectTarget(file="a.py", qualname="f"),
+                                          ProjectTarget(file="b.py", qualname="K.g")], reply)
+    assert "class K" not in files["a.py"] and "def _h" in files["a.py"]
+    assert "def f" not in files["b.py"] and "return 2" in files["b.py"]
+    namespace: dict = {}
+    exec(compile(files["a.py"], "a.py", "exec"), namespace)
+    assert namespace["f"](1) == 2

@@ -92,22 +92,26 @@ def patch_targets(tree: Path, workdir: str, targets: list[ProjectTarget], code: 
     what the requirement's signature shows still fits. The reply's module-level imports go
     at the start of the new body; its other top-level functions and classes (helpers) go
     before the target's top-level statement, when the file does not define that name
-    already. A target the reply does not define gets a body that raises
+    already and it is not (the class of) another target. A target the reply does not define gets a body that raises
     NotImplementedError. Raises `TargetError` when a target file lacks a target.
     """
     candidate = parse_candidate(code)
+    # Names of every target and of the classes holding them: the reply's definitions of other
+    # targets (and their class wrappers) are never helpers of this file.
+    reserved = {part for target in targets for part in
+                (target.qualname.split(".")[0], target.qualname.rsplit(".", 1)[-1])}
     by_file: dict[str, list[ProjectTarget]] = {}
     for target in targets:
         by_file.setdefault(target.file, []).append(target)
     files = {}
     for relative, own in by_file.items():
         source = (tree / workdir / relative).read_text()
-        files[relative] = patch_source(source, own, candidate, relative)
+        files[relative] = patch_source(source, own, candidate, relative, reserved)
     return files
 
 
 def patch_source(source: str, targets: list[ProjectTarget], candidate: ast.Module,
-                 name: str = "<file>") -> str:
+                 name: str = "<file>", reserved: set[str] | frozenset[str] = frozenset()) -> str:
     """`source` with each target's body replaced (see `patch_targets`)."""
     with PARSE_LOCK:
         tree = ast.parse(source)
@@ -127,7 +131,7 @@ def patch_source(source: str, targets: list[ProjectTarget], candidate: ast.Modul
     module_names = _defined(tree.body)
     helpers = [statement for statement in candidate.body
                if isinstance(statement, _Function | ast.ClassDef)
-               and statement.name not in module_names
+               and statement.name not in module_names and statement.name not in reserved
                and not any(_holds(statement, found) for found in found_all)]
     if helpers:
         first = min(min([top.lineno, *(d.lineno for d in getattr(top, "decorator_list", []))])
