@@ -315,11 +315,32 @@ def import_koco_project(folder: Path, out_dir: Path, *, requirements: list[str] 
         tasks.append(_project_task(source, framework_name, description, located_all, tests_all,
                                    code_dir, workdir, python_path, documents, blocks))
     manifest = Manifest(
+        preload=project_preload(code_dir, [t for task in tasks for t in task.project.targets],
+                                python_path),
         name=name or f"koco-{source.name.lower()}", description=f"KOCO-Bench core functions of "
         f"{source.name} ({source.framework})", domains=[source.framework],
         requirements=list(requirements or []), time_limit_s=120.0,
         provenance=Provenance(source=str(source.folder), tool="knowbench import koco-project"))
     return write_benchmark(out_dir, manifest, tasks)
+
+
+def project_preload(code_dir: Path, targets: list[ProjectTarget], python_path: list[str]) -> list[str]:
+    """What the target files import at top level from outside the project: the fork server
+    imports these once (a library such as torch, imported by the project's code but not by
+    its tests, would otherwise be imported by every sample, under the sample's memory limit)."""
+    from knowbench.benchmark.schema import imported_modules
+
+    local: set[str] = set()
+    for entry in python_path:
+        folder = (code_dir / entry).resolve()
+        if folder.is_dir():
+            local |= {child.name.removesuffix(".py") for child in folder.iterdir()}
+    modules: set[str] = set()
+    for file in sorted({target.file for target in targets}):
+        tree = ast.parse((code_dir / file).read_text(encoding="utf-8"))
+        top = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+        modules |= imported_modules("\n".join(ast.unparse(node) for node in top))
+    return sorted(modules - local - {"__future__"})
 
 
 def _project_task(source: ProjectSource, framework_name: str, description: str,
