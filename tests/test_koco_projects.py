@@ -61,6 +61,9 @@ def test_import_writes_project_tasks_and_leaves_the_release_alone(koco, tmp_path
     assert run.project.tests == ["test_code/test_smolagent_adapter_parse_and_segment.py"]
     assert "def run(self" in run.reference and run.prompt_code.startswith("class SmolAgentAdapter:")
     assert run.metadata["source_path"] == "code/toolbrain/adapters/smolagent/smolagent_adapter.py"
+    # what the project's code imports from outside: preloaded once by the fork server
+    assert {"torch", "smolagents"} <= set(again.manifest.preload)
+    assert not {"toolbrain", "peft", "unsloth"} & set(again.manifest.preload)
     # KOCO's runner choice: a pytest-style file that never names pytest runs as a script
     assert tasks["factory.create_agent"].metadata["koco"]["runner"] == "python FILE"
     # the conftest walks up to <framework>/knowledge_corpus: the corpus ships beside it
@@ -122,7 +125,7 @@ def test_pacs_certifies_reference_passes_stub_fails(koco, tmp_path, best_sandbox
                                 requirements=["torch", "numpy", "scikit-learn"])
     python = ensure_env(bench.manifest.requirements).python
     engine = ForkServerEngine(resolve_sandbox(best_sandbox.kind, python=python), workers=1, python=python,
-                              preload=preload_modules(bench.tasks))
+                              preload=preload_modules(bench.tasks, bench.manifest.preload))
     try:
         report = certify_projects(bench, engine)
     finally:
