@@ -20,6 +20,7 @@ import ast
 import json
 import re
 import shutil
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,15 +164,12 @@ def locate(code_dir: Path, location: str, name: str) -> Located:
     qualname, node = (named or sorted(inside, key=lambda pair: -overlap(pair[1])))[0]
     lines = source.splitlines(keepends=True)
     start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-    import textwrap
-
     definition = textwrap.dedent("".join(lines[start - 1:node.end_lineno]))
     header = textwrap.dedent("".join(lines[start - 1:node.body[0].lineno - 1]) or
                              lines[node.lineno - 1][:node.body[0].col_offset] + "\n")
     masked = header.rstrip() + "\n    ...\n"
     owners = qualname.split(".")[:-1]
-    for depth, owner in enumerate(reversed(owners)):
-        del depth
+    for owner in reversed(owners):
         definition = f"class {owner}:\n" + textwrap.indent(definition, "    ")
         masked = f"class {owner}:\n" + textwrap.indent(masked, "    ")
     return Located(relative, qualname, (start, node.end_lineno or node.lineno), definition, masked)
