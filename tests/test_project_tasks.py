@@ -172,3 +172,21 @@ def test_definitions_of_other_targets_are_not_helpers(tmp_path):
     namespace: dict = {}
     exec(compile(files["a.py"], "a.py", "exec"), namespace)
     assert namespace["f"](1) == 2
+
+
+def test_bad_project_tasks_are_refused_with_the_line_and_field(tmp_path):
+    from knowbench.errors import BenchmarkError
+
+    root = _bench(tmp_path, [{"file": "geometry/shapes.py", "qualname": "scale"}],
+                  ["tests/test_area.py"], "def scale(values, factor=2):\n    return values\n",
+                  "def scale(values, factor=2):\n    ...\n")
+    task = json.loads((root / "tasks.jsonl").read_text())
+    for change, expected in (
+            ({"tests": ["tests/missing.py"]}, "names no file among the task's tests"),
+            ({"path": "../elsewhere"}, "relative '/'-separated path"),
+            ({"path": "projects/absent"}, "project directory 'projects/absent' does not exist")):
+        broken = {**task, "project": {**task["project"], **change}}
+        (root / "tasks.jsonl").write_text(json.dumps(broken) + "\n")
+        with pytest.raises(BenchmarkError, match=expected) as caught:
+            load_benchmark(root)
+        assert "tasks.jsonl:1" in str(caught.value)
