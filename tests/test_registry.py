@@ -66,14 +66,14 @@ def test_every_concept_has_a_registry_with_its_built_in_parts() -> None:
     assert ENGINES.names() == ["forkserver", "subprocess", "ray"]
     assert SANDBOXES.names() == ["auto", "bwrap", "unshare", "none"]
     assert IMPORTERS.names() == ["domaineval", "novelapibench", "koco-qa", "koco-qa-replies",
-                                 "domaineval-responses"]
+                                 "koco-project", "domaineval-responses"]
 
 
 @pytest.mark.parametrize(("registry", "message"), [
     (ENGINES, "unknown engine 'warp'; choose one of forkserver, subprocess, ray"),
     (SANDBOXES, "unknown sandbox 'warp'; choose one of auto, bwrap, unshare, none"),
     (IMPORTERS, "unknown importer 'warp'; choose one of domaineval, novelapibench, koco-qa, "
-     "koco-qa-replies, domaineval-responses"),
+     "koco-qa-replies, koco-project, domaineval-responses"),
     (METHODS, "unknown method 'warp'; choose one of none, rag-bm25, rag-dense, rag-hybrid, oracle:<cell>, knn-lm"),
 ])
 def test_each_registry_names_its_choices_when_a_name_is_unknown(registry: Registry[object], message: str) -> None:

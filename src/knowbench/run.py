@@ -27,11 +27,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from knowbench import __version__
 from knowbench.benchmark.load import Benchmark
 from knowbench.benchmark.preload import guarded_modules
-from knowbench.benchmark.schema import PARSE_LOCK, ChoiceTask, FunctionTask
+from knowbench.benchmark.schema import PARSE_LOCK, ChoiceTask, FunctionTask, ProjectTask
 from knowbench.choice import parse_choice
 from knowbench.errors import UserError
 from knowbench.execution.engine import Engine, ExecutionRequest, Isolation
 from knowbench.execution.environments import ENV_FILE
+from knowbench.execution.projects import TargetError, project_run
 from knowbench.methods.base import Method, Prompt
 from knowbench.models.base import BackendError, ModelBackend
 from knowbench.paths import knowbench_home
@@ -424,6 +425,9 @@ def _keep_check(store: RunStore, task_id: str, check: ReferenceCheck) -> None:
 def _judge_reference(task: FunctionTask, generation: Generation, engine: Engine, limits: Limits,
                      preload: list[str], policy: IsolationPolicy) -> tuple[str, str, SampleResult]:
     """(isolation, why not split, the reference's result in that isolation)."""
+    if isinstance(task, ProjectTask):
+        return "in-process", "a project task runs in-process (its tests import the candidate)", \
+            evaluate_function(task, generation, engine, limits, preload, "in-process")
     if policy == "in-process":
         return "in-process", "the run asked for in-process", evaluate_function(
             task, generation, engine, limits, preload, "in-process")
@@ -472,6 +476,8 @@ def evaluate_function(task: FunctionTask, generation: Generation, engine: Engine
                       preload: list[str] | None = None,
                       isolation: Isolation = "in-process") -> SampleResult:
     """Assemble the program from a completion, execute its tests and score the sample."""
+    if isinstance(task, ProjectTask):
+        return evaluate_project(task, generation, engine, limits, preload)
     with PARSE_LOCK:  # evaluations run on threads; see PARSE_LOCK
         assembly = assemble(task.context, task.prompt_code, task.entry_point, generation.completion)
         trusted = _trusted_program(task) if isolation == "split" else None
@@ -518,6 +524,28 @@ def api_metrics(outcomes: list[TestOutcome], checked: bool = True) -> dict[str, 
         return {"api_called": calls > 0, "params_correct": None}
     bound = sum(outcome.api_bound or 0 for outcome in counted)
     return {"api_called": calls > 0, "params_correct": calls > 0 and bound == calls}
+
+
+def evaluate_project(task: ProjectTask, generation: Generation, engine: Engine, limits: Limits,
+                     preload: list[str] | None = None) -> SampleResult:
+    """A project sample: the project copied with the reply's code in place of each target's
+    body, its listed tests run there (always in-process: the tests import the candidate)."""
+    items = task.test_items()
+    common = _common(task, generation)
+    try:
+        code, run = project_run(task, generation.completion)
+    except (TargetError, ValueError, OSError) as error:
+        return SampleResult(**common, code="", passed=False, tests_passed=0, tests_total=len(items),
+                            status="infrastructure", extra={"assembly_error": str(error)})
+    request = ExecutionRequest(program="", tests=task.tests, entry_point=None, limits=limits,
+                               preload=preload or [], isolation="in-process", project=run)
+    execution = engine.execute(request)
+    passed_count = sum(outcome.status == "pass" for outcome in execution.tests)
+    passed = passed_count == len(items) and len(execution.tests) == len(items)
+    return reply_status(SampleResult(
+        **common, code=code, program=None, passed=passed, tests_passed=passed_count,
+        tests_total=len(items), status="pass" if passed else _failed_status(execution.status),
+        execution=execution))
 
 
 _TRUSTED: dict[tuple[str, str, str], str | None] = {}
@@ -578,7 +606,9 @@ def reply_status(result: SampleResult) -> SampleResult:
 
 
 def _common(task: FunctionTask | ChoiceTask, generation: Generation) -> dict[str, Any]:
-    return {"task_id": task.task_id, "sample_idx": generation.sample_idx, "kind": task.kind,
+    # A project task is scored as a function task: by its tests (pass@k, AvgPassRate).
+    kind = "choice" if isinstance(task, ChoiceTask) else "function"
+    return {"task_id": task.task_id, "sample_idx": generation.sample_idx, "kind": kind,
             "domain": task.domain, "framework": task.framework, "difficulty": task.difficulty,
             "completion": generation.completion, "usage": generation.usage,
             "finish_reason": generation.finish_reason}

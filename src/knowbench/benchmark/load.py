@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from knowbench.benchmark.schema import ChoiceTask, FunctionTask, Manifest, Task
+from knowbench.benchmark.schema import ChoiceTask, FunctionTask, Manifest, ProjectTask, Task
 from knowbench.errors import BenchmarkError
 
 MANIFEST_FILE = "benchmark.json"
@@ -77,8 +77,33 @@ def load_benchmark(path: str | Path) -> Benchmark:
     if recorded and recorded != sha256_bytes(tasks_bytes):
         warnings.append(f"{tasks_path} differs from the hash recorded in provenance "
                         "(edited after the build?); scores will carry the new content hash")
-    content_hash = sha256_bytes(manifest_bytes + b"\0" + tasks_bytes)
+    content = manifest_bytes + b"\0" + tasks_bytes
+    trees: dict[str, str] = {}
+    for number, task in enumerate(tasks, start=1):
+        if isinstance(task, ProjectTask):
+            task.bind(root)
+            if task.project.path not in trees:
+                trees[task.project.path] = _tree_hash(root, task.project.path, tasks_path, number)
+    for name in sorted(trees):  # a project's files decide its tasks' scores as much as the tests
+        content += f"\0{name}\0{trees[name]}".encode()
+    content_hash = sha256_bytes(content)
     return Benchmark(root, manifest, tasks, content_hash, warnings)
+
+
+def _tree_hash(root: Path, relative: str, tasks_path: Path, number: int) -> str:
+    """'sha256:<hex>' of a project tree: every file's path and bytes, in path order."""
+    tree = root / relative
+    if not tree.is_dir():
+        raise BenchmarkError(str(tasks_path), f"project directory {relative!r} does not exist "
+                             f"under {root}", line=number, field="project.path",
+                             hint="ship the project tree inside the benchmark directory")
+    digest = hashlib.sha256()
+    for file in sorted(path for path in tree.rglob("*") if path.is_file() and not path.is_symlink()):
+        if "__pycache__" in file.parts:
+            continue
+        digest.update(file.relative_to(tree).as_posix().encode() + b"\0")
+        digest.update(sha256_file(file).encode() + b"\0")
+    return "sha256:" + digest.hexdigest()
 
 
 def _parse_manifest(path: Path, data: bytes) -> Manifest:
@@ -139,7 +164,7 @@ def _json_reason(error: Exception) -> str:
 
 def _from_validation(path: str, line: int | None, error: ValidationError) -> BenchmarkError:
     first = error.errors()[0]
-    loc = [str(part) for part in first["loc"] if part not in ("function", "choice")]
+    loc = [str(part) for part in first["loc"] if part not in ("function", "choice", "project")]
     message = first["msg"].removeprefix("Value error, ")
     field_name = ".".join(loc) or None
     if first["type"] == "missing":
@@ -147,7 +172,7 @@ def _from_validation(path: str, line: int | None, error: ValidationError) -> Ben
     elif first["type"] == "extra_forbidden":
         hint = "remove it, or move free-form data under 'metadata'"
     elif first["type"] == "union_tag_invalid":
-        hint = "'kind' must be 'function' or 'choice'"
+        hint = "'kind' must be 'function', 'choice' or 'project'"
     else:
         hint = "see docs/format.md for what this field holds"
     more = len(error.errors()) - 1

@@ -11,8 +11,9 @@ Two lists with two jobs, both decided here so every engine user agrees:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
-from knowbench.benchmark.schema import ChoiceTask, FunctionTask, imported_modules
+from knowbench.benchmark.schema import ChoiceTask, FunctionTask, ProjectTask, imported_modules
 
 
 def preload_modules(tasks: Iterable[FunctionTask | ChoiceTask], declared: Iterable[str] = ()) -> list[str]:
@@ -20,12 +21,33 @@ def preload_modules(tasks: Iterable[FunctionTask | ChoiceTask], declared: Iterab
     `preload`) plus every top-level module the tasks' context, prompt code and tests import,
     sorted."""
     modules = set(declared)
+    local: set[str] = set()
     for task in tasks:
         if isinstance(task, FunctionTask):
             for code in (task.context, task.prompt_code, *(spec.code for spec in task.tests)):
                 modules |= imported_modules(code)
+        if isinstance(task, ProjectTask):
+            modules.add("pytest")
+            local |= _project_modules(task)
     modules.discard("__future__")
-    return sorted(modules)
+    # A project's own packages are never preloaded: one imported from the environment would
+    # shadow the project's copy (and a sample's changes to it).
+    return sorted(modules - local)
+
+
+def _project_modules(task: ProjectTask) -> set[str]:
+    """Top-level names the project's python_path directories provide (all of its test
+    files' top-level names too, when the tree is not at hand)."""
+    names = {spec.name.rsplit("/", 1)[-1].removesuffix(".py") for spec in task.tests}
+    if task.root is None:
+        return names | {name for spec in task.tests for name in imported_modules(spec.code)}
+    base = Path(task.root) / task.project.path / task.project.workdir
+    for entry in task.project.python_path:
+        folder = base / entry
+        if folder.is_dir():
+            names |= {child.name.removesuffix(".py") for child in folder.iterdir()
+                      if child.suffix == ".py" or (child / "__init__.py").is_file() or child.is_dir()}
+    return names
 
 
 def guarded_modules(tasks: Iterable[FunctionTask | ChoiceTask]) -> list[str]:

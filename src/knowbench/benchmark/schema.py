@@ -14,7 +14,7 @@ import textwrap
 import threading
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 FORMAT_VERSION = 1
 
@@ -381,6 +381,122 @@ class FunctionTask(_TaskBase):
         return [item for spec in self.tests for item in spec.items()]
 
 
+def _relative_path(value: str, what: str) -> str:
+    """A '/'-separated path inside a project, without '..', '\\' or a leading '/'."""
+    parts = value.split("/")
+    if (not value or value.startswith("/") or "\\" in value
+            or any(part in ("", "..") for part in parts[:-1] + ([parts[-1]] if parts[-1] else []))):
+        raise ValueError(f"{what} must be a relative '/'-separated path inside the project "
+                         f"without '..', got {value!r}")
+    return value
+
+
+class ProjectTarget(_Record):
+    """One function or method of a project that a candidate writes."""
+
+    file: str = Field(description="The file defining it, relative to the project's workdir.")
+    qualname: str = Field(description="Its qualified name in that file: 'f' or 'Cls.f'.")
+
+    @field_validator("file")
+    @classmethod
+    def _file(cls, value: str) -> str:
+        return _relative_path(value, "file")
+
+    @field_validator("qualname")
+    @classmethod
+    def _qualname(cls, value: str) -> str:
+        if not _QUALNAME.match(value):
+            raise ValueError("qualname must be a dotted Python name such as 'f' or 'Cls.f'")
+        return value
+
+
+class ProjectDocument(_Record):
+    """A requirement document shown with a project task (overview, module division, ...)."""
+
+    name: str = Field(min_length=1)
+    text: str = ""
+
+
+class ProjectRef(_Record):
+    """Where a project task's project is and how its tests run."""
+
+    path: str = Field(description="The project's directory, relative to the benchmark directory; "
+                      "copied whole into each sample's work directory.")
+    workdir: str = Field(default=".", description="Relative to `path`: where the tests run "
+                         "(pytest's rootdir); target files and test ids are relative to it.")
+    python_path: list[str] = Field(
+        default_factory=lambda: ["."], description="Directories put first on sys.path, "
+        "relative to `workdir` ('..' allowed, staying inside `path`).")
+    targets: list[ProjectTarget] = Field(min_length=1)
+    tests: list[str] = Field(
+        min_length=1, description="Test files or pytest node ids ('file::Cls::test') run for "
+        "the task, relative to `workdir`.")
+    documents: list[ProjectDocument] = Field(default_factory=list)
+
+    @field_validator("path", "workdir")
+    @classmethod
+    def _inside(cls, value: str) -> str:
+        return "." if value in (".", "") else _relative_path(value, "path")
+
+    @field_validator("tests")
+    @classmethod
+    def _test_paths(cls, values: list[str]) -> list[str]:
+        for value in values:
+            _relative_path(value.split("::")[0], "a test")
+        return values
+
+
+def select_items(items: list[TestItem], tests: list[str]) -> list[TestItem]:
+    """The items that `tests` (files, or pytest node ids `file::Cls::test`) select, in order."""
+    return [item for item in items
+            if any(item.spec == test or item.id == test or item.id.startswith(test + "::")
+                   for test in tests)]
+
+
+class ProjectTask(FunctionTask):
+    """Write one or several functions of a real project so that the project's own tests pass.
+
+    The project tree ships with the benchmark (`project.path`). For each sample the engine
+    copies it into the sample's work directory, replaces each target's body with the
+    candidate's by syntax tree (the benchmark's tree is never touched), and runs the listed
+    tests with pytest inside the sandbox. `prompt_code` shows the targets with masked
+    bodies (a method inside its class), `entry_point` is the first target, `reference` holds
+    the project's own definitions, and `tests` holds the test files (name: the path relative
+    to the workdir, code: the file's text), from which the items are found statically.
+    """
+
+    kind: Literal["project"] = "project"  # type: ignore[assignment]
+    project: ProjectRef
+    isolation: Literal["split", "in-process"] | None = "in-process"
+    _root: Any = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _project_consistent(self) -> ProjectTask:
+        if self.isolation != "in-process":
+            raise ValueError("a project task runs in-process (its tests import the candidate's code)")
+        names = {spec.name for spec in self.tests}
+        for test in self.project.tests:
+            if test.split("::")[0] not in names:
+                raise ValueError(f"project test {test!r} names no file among the task's tests")
+        if not self.test_items():
+            raise ValueError("the project's tests select no test item")
+        return self
+
+    def test_items(self) -> list[TestItem]:
+        """The items of the selected tests: whole files, or the node ids named."""
+        return select_items([item for spec in self.tests for item in spec.items()], self.project.tests)
+
+    @property
+    def root(self) -> Any:
+        """The benchmark directory the task was loaded from (None when built in memory)."""
+        return self._root
+
+    def bind(self, benchmark_dir: Any) -> ProjectTask:
+        """Record the benchmark directory that `project.path` is relative to."""
+        self._root = benchmark_dir
+        return self
+
+
 class ChoiceTask(_TaskBase):
     """A multiple-choice knowledge question with one or several correct letters."""
 
@@ -411,7 +527,7 @@ class ChoiceTask(_TaskBase):
         return self
 
 
-Task = Annotated[FunctionTask | ChoiceTask, Field(discriminator="kind")]
+Task = Annotated[FunctionTask | ChoiceTask | ProjectTask, Field(discriminator="kind")]
 
 
 def find_definition(tree: ast.Module, qualname: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:

@@ -62,6 +62,16 @@ def _koco_qa_replies(source: Path, out: Path, /, *, benchmark: Path) -> dict[str
     return convert_replies(source, benchmark, out)
 
 
+@IMPORTERS.register("koco-project")
+def _koco_project(source: Path, out: Path, /, **options: Any) -> dict[str, Any]:
+    """One KOCO-Bench project folder as project tasks (not certified: `certify_projects`)."""
+    from knowbench.builders.koco_projects import import_koco_project
+
+    bench = import_koco_project(source, out, **options)
+    return {"tasks": len(bench.tasks), "benchmark": str(bench.path),
+            "task_ids": [task.task_id for task in bench.tasks]}
+
+
 @IMPORTERS.register("domaineval-responses")
 def _domaineval_responses(source: Path, out: Path, /, *, benchmark: Path) -> dict[str, Any]:
     """DomainEval's released responses under `source` as replay samples (`out`, JSONL) for the

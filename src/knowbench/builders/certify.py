@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from knowbench import __version__
 from knowbench.benchmark.load import Benchmark
 from knowbench.benchmark.preload import guarded_modules
-from knowbench.benchmark.schema import PARSE_LOCK, FunctionTask
+from knowbench.benchmark.schema import PARSE_LOCK, FunctionTask, ProjectTask
 from knowbench.builders.mutants import mutants as make_mutants
 from knowbench.execution.engine import Engine, ExecutionRequest, Isolation
 from knowbench.program import SpliceError, assemble, stubbed_program
@@ -361,7 +361,9 @@ def certify_benchmark(benchmark: Benchmark, engine: Engine, *, mutants: int = 0,
 
     The benchmark directory is hidden from the executed programs (`engine.hide`)."""
     engine.hide([benchmark.path])
-    functions = [t for t in benchmark.tasks if isinstance(t, FunctionTask)]
+    # Project tasks are certified when imported (`koco_projects.certify_projects`: reference
+    # and stub through the project's own tests); this checker assembles single programs.
+    functions = [t for t in benchmark.tasks if isinstance(t, FunctionTask) and not isinstance(t, ProjectTask)]
     limits = base_limits or Limits(wall_s=benchmark.manifest.time_limit_s)
     checker = Checker(engine, benchmark.manifest.time_limit_s, limits, guarded_modules(functions))
     by_id = {check.task_id: check for check in checker.check_many(functions, mutants, on_done)}
@@ -370,8 +372,10 @@ def certify_benchmark(benchmark: Benchmark, engine: Engine, *, mutants: int = 0,
         if task.task_id in by_id:
             checks.append(by_id[task.task_id])
         else:
+            note = (f"{task.kind} task: nothing to execute" if task.kind == "choice" else
+                    "project task: certified when imported (knowbench import koco-project), not here")
             checks.append(TaskCheck(task_id=task.task_id, domain=task.domain, applicable=False,
-                                    note=f"{task.kind} task: nothing to execute"))
+                                    note=note))
     return CertifyReport(benchmark=benchmark.name, content_hash=benchmark.content_hash,
                          environment=environment or {}, sandbox=str(engine.describe().get("sandbox", "")),
                          limits=limits, mutants_per_task=mutants, tasks=checks, summary=summarise(checks))

@@ -358,6 +358,60 @@ def import_domaineval_compare(
         out.print(f"comparison: {report_path}")
 
 
+@import_app.command("koco-project")
+def import_koco_project_command(
+    folder: Annotated[Path, typer.Argument(help="A KOCO-Bench project folder: <framework>/test_examples/"
+                                                "<project>, holding code/ and requirements/03_*.md.")],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Benchmark directory to write.")],
+    requirement: Annotated[list[str] | None, typer.Option(
+        "--requirement", "-r", help="A pip requirement the project's tests need (repeatable); "
+                                    "KOCO's spec format records none.")] = None,
+    python_path: Annotated[list[str] | None, typer.Option(
+        "--python-path", help="A directory put first on sys.path, relative to the project's code/ "
+                              "(repeatable; default: code/ itself).")] = None,
+    corpus: Annotated[bool | None, typer.Option(
+        "--corpus/--no-corpus", help="Ship the framework's knowledge_corpus/ beside the project (default: "
+                                     "when the tests or --python-path refer to it).")] = None,
+    project_level: Annotated[bool, typer.Option(
+        "--project-level/--no-project-level", help="Also a task asking for all core functions at "
+                                                   "once, scored by all of the project's tests.")] = True,
+    certify: Annotated[bool, typer.Option(
+        "--certify/--no-certify", help="Run reference and stub per task; keep certified tasks only.")] = True,
+    engine: Annotated[str, typer.Option(help="Engine for certification.")] = "forkserver",
+    workers: Annotated[int, typer.Option(help="Engine workers for certification.")] = 1,
+    name: Annotated[str | None, typer.Option(help="Benchmark name (default koco-<project>).")] = None,
+) -> None:
+    """Import KOCO-Bench core-function tasks of one project (its spec format) as project tasks:
+    each `# FUNCTION:` block's line span becomes a qualified name, once; then each task is
+    certified (reference passes, stub fails)."""
+    from knowbench.benchmark.preload import preload_modules
+    from knowbench.builders.koco_projects import certify_projects, import_koco_project
+    from knowbench.execution import create_engine, resolve_sandbox
+    from knowbench.execution.environments import ensure_env
+
+    bench = import_koco_project(folder, out_dir, requirements=requirement or [], python_path=python_path,
+                                with_corpus=corpus, project_level=project_level, name=name)
+    out.print(f"imported {len(bench.tasks)} tasks into {out_dir}")
+    if not certify:
+        return
+    python = None
+    if bench.manifest.requirements:
+        console.print(f"environment for {', '.join(bench.manifest.requirements)} …")
+        python = ensure_env(bench.manifest.requirements).python
+    with engine_notices(console):
+        chosen = create_engine(engine, resolve_sandbox("auto", python=python), workers, python,
+                               preload_modules(bench.tasks, bench.manifest.preload),
+                               bench.manifest.requirements)
+    try:
+        report = certify_projects(bench, chosen, progress=lambda m: console.print(m, highlight=False))
+    finally:
+        chosen.close()
+    kept = len(report["tasks"]) - len(report["left_out"])
+    out.print(f"certified {kept} of {len(report['tasks'])} tasks; report: {out_dir / 'certification.json'}")
+    for task_id in report["left_out"]:
+        out.print(f"  left out {task_id}")
+
+
 @import_app.command("novelapibench")
 def import_novelapibench(
     release: Annotated[Path, typer.Argument(help="The NovelAPIBench release's root (holding data/benchmark/ "

@@ -31,8 +31,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from knowbench.benchmark.schema import Invocation, TestItem, TestSpec
+from knowbench.benchmark.schema import Invocation, TestItem, TestSpec, select_items
 from knowbench.errors import UserError
+from knowbench.execution.projects import ProjectRun, prepare_project
 from knowbench.execution.sandbox import RUNNER_DIR, Sandbox
 from knowbench.records import Execution, Limits, Reason, Status, TestOutcome
 
@@ -110,12 +111,18 @@ class ExecutionRequest(BaseModel):
     spy: str | None = Field(default=None, description="Dotted name of a library API whose calls the "
                             "runner counts in each test (in-process only; see docs/novel.md).")
     spy_required: bool = Field(default=False, description="A test that passed without calling `spy` fails.")
+    project: ProjectRun | None = Field(
+        default=None, description="A project sample: the tree to copy into the work directory, "
+        "the files to write over it, and the project tests to run there (in-process only); "
+        "`tests` then holds the test files, `program` is unused.")
     _items: list[TestItem] | None = PrivateAttr(default=None)
 
     def items(self) -> list[TestItem]:
         """The test items, found once (parsing test code is not free on the hot path)."""
         if self._items is None:
             self._items = [item for spec in self.tests for item in spec.items()]
+            if self.project is not None:
+                self._items = select_items(self._items, self.project.tests)
         return self._items
 
 
@@ -242,7 +249,7 @@ class SubprocessEngine(Engine):
             if request.isolation == "split":
                 return self._execute_split(request, slot, workdir)
             return self._execute(request, slot, workdir)
-        except OSError as error:
+        except (OSError, ValueError) as error:  # ValueError: a project file outside its project
             return infrastructure_execution(request, self, f"could not start the sample: {error}")
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -252,6 +259,8 @@ class SubprocessEngine(Engine):
         config = runner_config(request, self.uids.judge[slot])
         if config["uid"] is not None:
             os.chown(workdir, config["uid"], config["gid"])
+        if request.project is not None:
+            prepare_project(request.project, workdir, config["uid"], config["gid"])
         read_fd, write_fd = os.pipe()
         config["result_fd"] = write_fd
         argv = self.sandbox.command(runner_command(self.python, "once"), workdir, self.python)
@@ -366,6 +375,7 @@ def runner_config(request: ExecutionRequest, uid: int | None) -> dict[str, Any]:
         # The worker's leased uid runs nothing else, so its process budget starts at zero; an
         # unprivileged user's budget starts at what that user already runs.
         "nproc_base": 0 if uid is not None else (None if os.geteuid() == 0 else _processes_of_user()),
+        **({"project": request.project.runner_view()} if request.project is not None else {}),
     }
 
 

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from knowbench.execution.engine import (
     share_workdir,
     split_configs,
 )
+from knowbench.execution.projects import prepare_project
 from knowbench.execution.sandbox import Sandbox
 from knowbench.records import Execution
 
@@ -217,6 +218,8 @@ class ForkServerEngine(Engine):
         try:
             if request.isolation == "split":
                 return self._execute_split(server, self._candidates[server.slot], request)
+            if request.project is not None:
+                return self._execute_project(server, request)
             return self._execute(server, request)
         finally:
             self._free.put(server)
@@ -270,8 +273,17 @@ class ForkServerEngine(Engine):
             _collected(replies.get("candidate", {})), time.monotonic() - started,
             self.sandbox.kind, self.name, note="; ".join(notes))
 
-    def _execute(self, server: _Server, request: ExecutionRequest) -> Execution:
+    def _execute_project(self, server: _Server, request: ExecutionRequest) -> Execution:
+        """A project sample: its work directory laid out by the engine, then run as any other."""
         config = runner_config(request, self.uids.judge[server.slot])
+        with project_workdir(self.sandbox, server.workdir, request, config) as failed:
+            if failed is not None:
+                return infrastructure_execution(request, self, failed)
+            return self._execute(server, request, config)
+
+    def _execute(self, server: _Server, request: ExecutionRequest,
+                 config: dict[str, Any] | None = None) -> Execution:
+        config = config or runner_config(request, self.uids.judge[server.slot])
         started = time.monotonic()
         try:
             reply = server.run(config, request.limits.wall_s)
@@ -291,6 +303,29 @@ class ForkServerEngine(Engine):
             note = f"{reply['stragglers']} process(es) outlived the sample and were killed"
         return build_execution(request, config["nonce"], _collected(reply), reply["duration_s"],
                                self.sandbox.kind, self.name, note=note)
+
+
+@contextlib.contextmanager
+def project_workdir(sandbox: Sandbox, server_dir: Path, request: ExecutionRequest,
+                    config: dict[str, Any]) -> Iterator[str | None]:
+    """For a project sample: a work directory the engine lays out (the project's copy) under
+    the server's directory, named in `config["workdir"]`, removed afterwards. Yields None, or
+    why it could not be laid out."""
+    assert request.project is not None
+    server_dir.mkdir(mode=0o755, exist_ok=True)
+    host_dir = Path(tempfile.mkdtemp(prefix="project-", dir=server_dir))
+    try:
+        try:
+            if config["uid"] is not None:
+                os.chown(host_dir, config["uid"], config["gid"])
+            prepare_project(request.project, host_dir, config["uid"], config["gid"])
+        except (OSError, ValueError) as error:
+            yield f"could not lay out the project: {error}"
+            return
+        config["workdir"] = f"{sandbox.inner_workdir(server_dir)}/{host_dir.name}"
+        yield None
+    finally:
+        shutil.rmtree(host_dir, ignore_errors=True)
 
 
 def _collected(reply: dict[str, Any]) -> Collected:

@@ -31,7 +31,13 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
-from knowbench.benchmark.schema import ChoiceTask, FunctionTask, find_definition, source_location
+from knowbench.benchmark.schema import (
+    ChoiceTask,
+    FunctionTask,
+    ProjectTask,
+    find_definition,
+    source_location,
+)
 from knowbench.knowledge.corpus import Chunk
 
 # Shorter normalised bodies ('return None', 'pass') occur everywhere: match those by the whole
@@ -181,8 +187,19 @@ class LeakageGuard:
     """The exclusion rules for one task (see the module docstring)."""
 
     def __init__(self, task: FunctionTask | ChoiceTask, *, exclude_file: bool = False,
-                 normaliser: SourceNormaliser | None = None) -> None:
+                 normaliser: SourceNormaliser | None = None, per_target: bool = True) -> None:
         location = source_location(task.metadata)
+        # A project task with several targets: every target is withheld, each by its own
+        # location (`metadata.targets`, in the order of `project.targets`) and definition.
+        self.targets: list[LeakageGuard] = []
+        if per_target and isinstance(task, ProjectTask) and len(task.project.targets) > 1:
+            places = task.metadata.get("targets")
+            places = places if isinstance(places, list) else []
+            for index, target in enumerate(task.project.targets):
+                place = places[index] if index < len(places) and isinstance(places[index], dict) else {}
+                one = task.model_copy(update={"entry_point": target.qualname, "metadata": place})
+                self.targets.append(LeakageGuard(one, exclude_file=exclude_file,
+                                                 normaliser=normaliser, per_target=False))
         self.source_path = _clean_path(location.path)
         self.span = location.span
         self.module = location.module
@@ -203,6 +220,8 @@ class LeakageGuard:
 
     def rules(self) -> list[str]:
         """The rules that can fire for this task, for the trace."""
+        if self.targets:
+            return sorted({rule for guard in self.targets for rule in guard.rules()})
         active = []
         if self.source_path and self.exclude_file:
             active.append("target file")
@@ -216,12 +235,20 @@ class LeakageGuard:
 
     def unmet(self) -> list[str]:
         """Requested rules this task gives nothing to apply to."""
+        if self.targets:
+            return sorted({rule for guard in self.targets for rule in guard.unmet()})
         if self.exclude_file and not self.source_path:
             return ["target file: the task's metadata names no source file (source_path)"]
         return []
 
     def reason(self, position: int, chunk: Chunk) -> str | None:
         """Why `chunk` must be withheld from this task, or None to allow it."""
+        for guard in self.targets:
+            found = guard.reason(position, chunk)
+            if found is not None:
+                return found
+        if self.targets:
+            return None
         del position  # the rules look at the chunk itself
         same_file = bool(self.source_path) and paths_match(chunk.path, self.source_path or "")
         if same_file and self.exclude_file:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from knowbench.benchmark.schema import ChoiceTask, FunctionTask
+from knowbench.benchmark.schema import ChoiceTask, FunctionTask, ProjectTask
 from knowbench.models.base import Message
 
 SYSTEM = (
@@ -13,6 +13,8 @@ SYSTEM = (
 
 
 def function_messages(task: FunctionTask, knowledge: str = "") -> list[Message]:
+    if isinstance(task, ProjectTask) and len(task.project.targets) > 1:
+        return project_messages(task, knowledge)
     parts = []
     if knowledge:
         parts.append(f"Reference material that may help:\n\n{knowledge}")
@@ -24,6 +26,19 @@ def function_messages(task: FunctionTask, knowledge: str = "") -> list[Message]:
                  f"{task.prompt_code.strip()}\n```")
     parts.append(f"Reply with the complete definition of `{task.entry_point.split('.')[-1]}` "
                  "in one ```python block, including any imports it needs.")
+    return [Message(role="system", content=SYSTEM), Message(role="user", content="\n\n".join(parts))]
+
+
+def project_messages(task: ProjectTask, knowledge: str = "") -> list[Message]:
+    """Several functions of a project at once: each in its own block."""
+    parts = []
+    if knowledge:
+        parts.append(f"Reference material that may help:\n\n{knowledge}")
+    names = ", ".join(f"`{target.qualname}` ({target.file})" for target in task.project.targets)
+    parts.append(f"Complete the functions {names}.\n\n{task.instruction.strip()}")
+    parts.append(f"Code to complete (each body is `...`):\n```python\n{task.prompt_code.strip()}\n```")
+    parts.append("Reply with the complete definition of each function, each in its own ```python "
+                 "block (a method inside its class, or with `self`), including any imports it needs.")
     return [Message(role="system", content=SYSTEM), Message(role="user", content="\n\n".join(parts))]
 
 

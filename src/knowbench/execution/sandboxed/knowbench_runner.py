@@ -37,6 +37,7 @@ import types
 import unittest
 
 import knowbench_memory
+import knowbench_project
 import knowbench_seccomp
 import knowbench_split
 import knowbench_spy
@@ -498,6 +499,8 @@ def execute_sample(config, result_fd):
     outcome's shape and the testing machinery's integrity, and writes the records with
     functions bound before any sample code existed.
     """
+    if config.get("project") is not None:  # a project's own tests, run by its pytest
+        knowbench_project.run(config, result_fd, _set_limits, _drop_privileges)
     nonce = config["nonce"]
     items = [dict(item) for item in config["items"]]
     tests = dict(config["tests"])
