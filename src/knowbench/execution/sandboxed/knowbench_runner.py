@@ -25,7 +25,6 @@ import builtins
 import itertools
 import json
 import linecache
-import operator
 import os
 import resource
 import signal
@@ -150,11 +149,14 @@ _VOLATILE = frozenset({"__warningregistry__", "last_type", "last_value", "last_t
 def _snapshot():
     """Identity of everything a sample could patch to turn failures into passes.
 
-    For each watched module that is loaded: its entry in sys.modules, every name in it, the
-    code object of every function in it, and the same for every class it defines (so a
-    patched `assertEqual.__code__` or `_AssertRaisesContext.__exit__` is caught too).
-    Kept as tuples of ids per namespace, so that a check compares them at C speed
-    (`_changed`); only a namespace found changed is looked at name by name.
+    For each watched module that is loaded: its entry in sys.modules, every name in it, and
+    the same for every class it defines (so a patched `_AssertRaisesContext.__exit__` is
+    caught too). Kept as tuples of ids per namespace, so that a check compares them at C speed
+    (`_changed`); only a namespace found changed is looked at name by name. The functions
+    among them are returned too, {id: "scope.name"}: setting one's `__code__` raises an audit
+    event, which the runner's audit hook watches (reading `__code__` raises one as well, so
+    comparing code objects after every test would run the hook a thousand times).
+    Callables that only answer `__code__` through their own attribute lookup are compared.
     """
     spaces = {}
     for name in _WATCHED_MODULES:
@@ -165,24 +167,22 @@ def _snapshot():
         for value in list(vars(module).values()):
             if isinstance(value, type) and getattr(value, "__module__", None) == name:
                 spaces[f"{name}.{value.__qualname__}"] = vars(value)
-    scopes = []
+    scopes, functions = [], {}
     for scope, space in spaces.items():
         # Volatile names (the warnings registry that a warning attributed to a runner frame
         # fills in) are caches the interpreter itself rebinds, not machinery.
         keys = tuple(key for key in space if key not in _VOLATILE)
-        owners, others = [], []
+        others = []
         for key in keys:
             value = space[key]
             owner = _code_owner(value)
             if owner is not None:
-                owners.append((key, owner))
+                functions.setdefault(id(owner), f"{scope}.{key}")
             elif callable(value) and getattr(value, "__code__", None) is not None:
                 others.append((key, id(value.__code__)))
-        scopes.append((scope, space, keys, tuple(map(id, map(space.get, keys))),
-                       tuple(owner for _, owner in owners), tuple(key for key, _ in owners),
-                       tuple(id(owner.__code__) for _, owner in owners), tuple(others)))
+        scopes.append((scope, space, keys, tuple(map(id, map(space.get, keys))), tuple(others)))
     modules = tuple((name, id(sys.modules[name])) for name in _WATCHED_MODULES if name in sys.modules)
-    return modules, tuple(scopes)
+    return modules, tuple(scopes), functions
 
 
 def _code_owner(value):
@@ -193,16 +193,16 @@ def _code_owner(value):
 
 
 _MISSING = object()
-_CODE = operator.attrgetter("__code__")
 
 
 def _changed(snapshot, modules_now):
-    """What changed since `snapshot` (`_snapshot`), or None."""
-    modules, scopes = snapshot
+    """What changed since `snapshot` (`_snapshot`), or None; code set on its functions is
+    the audit hook's to see (`execute_sample`)."""
+    modules, scopes, _ = snapshot
     for name, ident in modules:
         if id(modules_now.get(name)) != ident:
             return f"sys.modules['{name}'] was replaced"
-    for scope, space, keys, ids, owners, owner_keys, code_ids, others in scopes:
+    for scope, space, keys, ids, others in scopes:
         if tuple(map(id, map(space.get, keys, itertools.repeat(_MISSING)))) != ids:
             for key, ident in zip(keys, ids):  # noqa: B905 (the runner may run on Python < 3.10)
                 value = space.get(key, _MISSING)
@@ -210,10 +210,6 @@ def _changed(snapshot, modules_now):
                     return f"{scope}.{key} was deleted"
                 if id(value) != ident:
                     return f"{scope}.{key} was replaced"
-        if tuple(map(id, map(_CODE, owners))) != code_ids:
-            for key, owner, ident in zip(owner_keys, owners, code_ids):  # noqa: B905
-                if id(owner.__code__) != ident:
-                    return f"the code of {scope}.{key} was replaced"
         for key, ident in others:
             if id(getattr(space[key], "__code__", None)) != ident:
                 return f"the code of {scope}.{key} was replaced"
@@ -478,14 +474,13 @@ def _run_item(item, tests, module, target_codes, state, box):
 
 
 def _runner_identity(runner_globals):
-    """This runner's globals and the code of its functions, by identity (as `_snapshot`):
-    the integrity checks' first look, since a patched check could vouch for anything."""
+    """This runner's globals by identity, and its functions ({id: "the runner's NAME"}), as
+    `_snapshot`: the integrity checks' first look, since a patched check could vouch for
+    anything."""
     names = tuple(name for name in runner_globals if name not in _VOLATILE)
-    owners = tuple((name, owner) for name in names
-                   if (owner := _code_owner(runner_globals[name])) is not None)
-    return (names, tuple(map(id, map(runner_globals.get, names))),
-            tuple(owner for _, owner in owners), tuple(name for name, _ in owners),
-            tuple(id(owner.__code__) for _, owner in owners))
+    functions = {id(owner): f"the runner's {name}" for name in names
+                 if (owner := _code_owner(runner_globals[name])) is not None}
+    return names, tuple(map(id, map(runner_globals.get, names))), functions
 
 
 def execute_sample(config, result_fd):
@@ -548,9 +543,15 @@ def execute_sample(config, result_fd):
             return None
         return box[0]
 
+    replaced_code = []  # what the audit hook saw get a new `__code__`, of what is watched
+
     def audit(event, args):
         if event in _GUARDED_AUDIT_EVENTS:
             raise RuntimeError(f"{event} is not allowed inside the knowbench sandbox")
+        if event == "object.__setattr__" and args[1] == "__code__":
+            name = watched_function(identity(args[0]))
+            if name is not None:
+                replaced_code.append(name)
 
     fork, wait_for, exit_code_of, cpu_used, limit_cpu = os.fork, os.waitpid, _exit_code, _cpu_used, _limit_cpu
     SIGXCPU, SIGPROF = signal.SIGXCPU, signal.SIGPROF
@@ -567,16 +568,15 @@ def execute_sample(config, result_fd):
     if imported or (taken is not None
                     and {name for name, _ in taken[0]} != {m for m in _WATCHED_MODULES if m in sys.modules}):
         taken = None  # the tests' imports or the sample's own preload changed what to watch
-    snapshot = ((), ()) if split else (taken or _snapshot())
-    runner_helpers = _runner_identity(runner_globals)
-    get_code = operator.attrgetter("__code__")
+    snapshot = ((), (), {}) if split else (taken or _snapshot())
+    helper_names, helper_ids, helper_functions = _runner_identity(runner_globals)
+    identity, in_turn, as_tuple, missing, again = id, map, tuple, _MISSING, itertools.repeat
+    watched_function = {**snapshot[2], **helper_functions}.get
     _set_limits(config["limits"], config.get("nproc_base"))
     _drop_privileges(config.get("uid"), config.get("gid"))
     sys.addaudithook(audit)
     tmp_root = _shared_dir(os.getcwd(), prefix="tmp_path-")
 
-    helper_names, helper_ids, helper_owners, helper_owner_names, helper_code_ids = runner_helpers
-    identity, in_turn, as_tuple, missing, again = id, map, tuple, _MISSING, itertools.repeat
 
     def integrity_problem():
         if split:
@@ -586,10 +586,8 @@ def execute_sample(config, result_fd):
             for name, ident in zip(helper_names, helper_ids):  # noqa: B905
                 if identity(runner_globals.get(name, missing)) != ident:
                     return f"the runner's {name} was replaced"
-        if as_tuple(in_turn(identity, in_turn(get_code, helper_owners))) != helper_code_ids:
-            for name, owner, ident in zip(helper_owner_names, helper_owners, helper_code_ids):  # noqa: B905
-                if identity(get_code(owner)) != ident:
-                    return f"the code of the runner's {name} was replaced"
+        if replaced_code:
+            return f"the code of {replaced_code[0]} was replaced"
         return changed(snapshot, modules_now)
 
     def fail_all(start, status, message, reason):
