@@ -25,6 +25,7 @@ import builtins
 import itertools
 import json
 import linecache
+import operator
 import os
 import resource
 import signal
@@ -151,9 +152,11 @@ def _snapshot():
 
     For each watched module that is loaded: its entry in sys.modules, every name in it, and
     the same for every class it defines (so a patched `_AssertRaisesContext.__exit__` is
-    caught too). Kept as tuples of ids per namespace, so that a check compares them at C speed
-    (`_changed`); only a namespace found changed is looked at name by name. The functions
-    among them are returned too, {id: "scope.name"}: setting one's `__code__` raises an audit
+    caught too). Kept as a tuple of the values per namespace, so that a check compares them by
+    identity at C speed (`_changed`: `operator.is_`; `id()` would raise an audit event per
+    object, and so run the runner's audit hook); only a namespace found changed is looked at
+    name by name. The functions among them are returned too, {function: "scope.name"}:
+    setting one's `__code__` raises an audit
     event, which the runner's audit hook watches (reading `__code__` raises one as well, so
     comparing code objects after every test would run the hook a thousand times).
     Callables that only answer `__code__` through their own attribute lookup are compared.
@@ -177,11 +180,11 @@ def _snapshot():
             value = space[key]
             owner = _code_owner(value)
             if owner is not None:
-                functions.setdefault(id(owner), f"{scope}.{key}")
+                functions.setdefault(owner, f"{scope}.{key}")
             elif callable(value) and getattr(value, "__code__", None) is not None:
-                others.append((key, id(value.__code__)))
-        scopes.append((scope, space, keys, tuple(map(id, map(space.get, keys))), tuple(others)))
-    modules = tuple((name, id(sys.modules[name])) for name in _WATCHED_MODULES if name in sys.modules)
+                others.append((key, value.__code__))
+        scopes.append((scope, space, keys, tuple(map(space.get, keys)), tuple(others)))
+    modules = tuple((name, sys.modules[name]) for name in _WATCHED_MODULES if name in sys.modules)
     return modules, tuple(scopes), functions
 
 
@@ -193,25 +196,26 @@ def _code_owner(value):
 
 
 _MISSING = object()
+_IS = operator.is_
 
 
 def _changed(snapshot, modules_now):
     """What changed since `snapshot` (`_snapshot`), or None; code set on its functions is
     the audit hook's to see (`execute_sample`)."""
     modules, scopes, _ = snapshot
-    for name, ident in modules:
-        if id(modules_now.get(name)) != ident:
+    for name, module in modules:
+        if modules_now.get(name) is not module:
             return f"sys.modules['{name}'] was replaced"
-    for scope, space, keys, ids, others in scopes:
-        if tuple(map(id, map(space.get, keys, itertools.repeat(_MISSING)))) != ids:
-            for key, ident in zip(keys, ids):  # noqa: B905 (the runner may run on Python < 3.10)
-                value = space.get(key, _MISSING)
-                if value is _MISSING:
+    for scope, space, keys, values, others in scopes:
+        if not all(map(_IS, map(space.get, keys, itertools.repeat(_MISSING)), values)):
+            for key, value in zip(keys, values):  # noqa: B905 (the runner may run on Python < 3.10)
+                now = space.get(key, _MISSING)
+                if now is _MISSING:
                     return f"{scope}.{key} was deleted"
-                if id(value) != ident:
+                if now is not value:
                     return f"{scope}.{key} was replaced"
-        for key, ident in others:
-            if id(getattr(space[key], "__code__", None)) != ident:
+        for key, code in others:
+            if getattr(space[key], "__code__", None) is not code:
                 return f"the code of {scope}.{key} was replaced"
     return None
 
@@ -478,9 +482,9 @@ def _runner_identity(runner_globals):
     `_snapshot`: the integrity checks' first look, since a patched check could vouch for
     anything."""
     names = tuple(name for name in runner_globals if name not in _VOLATILE)
-    functions = {id(owner): f"the runner's {name}" for name in names
+    functions = {owner: f"the runner's {name}" for name in names
                  if (owner := _code_owner(runner_globals[name])) is not None}
-    return names, tuple(map(id, map(runner_globals.get, names))), functions
+    return names, tuple(map(runner_globals.get, names)), functions
 
 
 def execute_sample(config, result_fd):
@@ -548,8 +552,9 @@ def execute_sample(config, result_fd):
     def audit(event, args):
         if event in _GUARDED_AUDIT_EVENTS:
             raise RuntimeError(f"{event} is not allowed inside the knowbench sandbox")
-        if event == "object.__setattr__" and args[1] == "__code__":
-            name = watched_function(identity(args[0]))
+        # (A function hashes by identity: looking one up runs no code of the sample's.)
+        if event == "object.__setattr__" and args[1] == "__code__" and type_of(args[0]) is function_type:
+            name = watched_function(args[0])
             if name is not None:
                 replaced_code.append(name)
 
@@ -569,8 +574,9 @@ def execute_sample(config, result_fd):
                     and {name for name, _ in taken[0]} != {m for m in _WATCHED_MODULES if m in sys.modules}):
         taken = None  # the tests' imports or the sample's own preload changed what to watch
     snapshot = ((), (), {}) if split else (taken or _snapshot())
-    helper_names, helper_ids, helper_functions = _runner_identity(runner_globals)
-    identity, in_turn, as_tuple, missing, again = id, map, tuple, _MISSING, itertools.repeat
+    helper_names, helper_values, helper_functions = _runner_identity(runner_globals)
+    every, in_turn, same, missing, again = all, map, _IS, _MISSING, itertools.repeat
+    function_type = types.FunctionType
     watched_function = {**snapshot[2], **helper_functions}.get
     _set_limits(config["limits"], config.get("nproc_base"))
     _drop_privileges(config.get("uid"), config.get("gid"))
@@ -582,9 +588,9 @@ def execute_sample(config, result_fd):
         if split:
             return None
         # The runner's own functions first, inline: `changed` itself could have been patched.
-        if as_tuple(in_turn(identity, in_turn(runner_globals.get, helper_names, again(missing)))) != helper_ids:
-            for name, ident in zip(helper_names, helper_ids):  # noqa: B905
-                if identity(runner_globals.get(name, missing)) != ident:
+        if not every(in_turn(same, in_turn(runner_globals.get, helper_names, again(missing)), helper_values)):
+            for name, value in zip(helper_names, helper_values):  # noqa: B905
+                if runner_globals.get(name, missing) is not value:
                     return f"the runner's {name} was replaced"
         if replaced_code:
             return f"the code of {replaced_code[0]} was replaced"
