@@ -70,6 +70,16 @@ def run(
     query: Annotated[str, typer.Option(
         help="Retrieval query: 'signature+instruction' or 'signature' (KOCO-Bench's choice).")]
     = "signature+instruction",
+    max_turns: Annotated[int, typer.Option(
+        min=1, help="agent: model calls per episode (one episode per sample).")] = 20,
+    episode_tokens: Annotated[int, typer.Option(
+        min=1, help="agent: tokens (prompt + completion, summed over its calls) an episode may "
+                    "use.")] = 200_000,
+    episode_timeout: Annotated[float, typer.Option(
+        min=1.0, help="agent: wall-clock seconds per episode.")] = 600.0,
+    loop_limit: Annotated[int, typer.Option(
+        min=2, help="agent: the same tool call (same arguments) made this many times ends the "
+                    "episode.")] = 3,
     base_url: Annotated[str | None, typer.Option(
         help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (env: OPENAI_BASE_URL).")] = None,
     api_key: Annotated[str | None, typer.Option(
@@ -162,8 +172,10 @@ def run(
     backend.notify = lambda message: console.print(f"[yellow]warning:[/] {message}", highlight=False)
     progress = RunProgress(console, progress_every)
     method_options = {"corpus": corpus, "top_k": top_k, "budget": budget, "query": query,
-                      "exclude_file": exclude_file}
-    if method.startswith("rag-") and corpus:
+                      "exclude_file": exclude_file, "max_turns": max_turns,
+                      "episode_tokens": episode_tokens, "episode_timeout": episode_timeout,
+                      "loop_limit": loop_limit}
+    if method.startswith(("rag-", "agent")) and corpus:
         with progress.step(f"opening corpus {corpus} for {method} (loading its index; a dense "
                            "index is embedded on first use)"):
             knowledge = get_method(method, **method_options)
@@ -239,6 +251,9 @@ def run(
     _print_self_check(summary.self_check, model)
 
 
+_AGENT_OPTIONS = ("--max-turns", "--episode-tokens", "--episode-timeout", "--loop-limit")
+
+
 def _ignored_options(given: set[str], backend: ModelBackend, method: Method,
                      engine_name: str, timeout: float | None, calibrate: bool) -> list[str]:
     """One warning per option given on the command line that does nothing in this run:
@@ -246,10 +261,12 @@ def _ignored_options(given: set[str], backend: ModelBackend, method: Method,
     and sampling options with a backend that calls no model, and so on."""
     used = set(method.describe())
     ignored: list[tuple[str, str]] = []
-    for option in ("--corpus", "--top-k", "--budget", "--query", "--exclude-file"):
+    for option in ("--corpus", "--top-k", "--budget", "--query", "--exclude-file", "--max-turns",
+                   "--episode-tokens", "--episode-timeout", "--loop-limit"):
         if option in given and option.removeprefix("--").replace("-", "_") not in used:
+            users = "the agent method" if option in _AGENT_OPTIONS else "rag-* methods"
             ignored.append((option, f"--method {method.describe().get('method', method.name)} "
-                                    "does not use it (only rag-* methods do)"))
+                                    f"does not use it (only {users} do)"))
     calls_a_model = bool(backend.connection())
     if not calls_a_model:
         for option in ("--base-url", "--api-key", "--concurrency", "--request-timeout",

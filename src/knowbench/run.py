@@ -13,7 +13,6 @@ import math
 import platform
 import shutil
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +31,7 @@ from knowbench.choice import parse_choice
 from knowbench.errors import UserError
 from knowbench.execution.engine import Engine, ExecutionRequest, Isolation
 from knowbench.execution.environments import ENV_FILE
-from knowbench.methods.base import Method, Prompt
+from knowbench.methods.base import Method, Prompt, SampleContext
 from knowbench.models.base import BackendError, ModelBackend
 from knowbench.paths import knowbench_home
 from knowbench.program import SpliceError, assemble, stubbed_program
@@ -164,7 +163,7 @@ def run_benchmark(
     warn = on_warning or _python_warning
     for warning in [*backend.check_tasks([task.task_id for task in tasks],
                                          [task.task_id for task in benchmark.tasks]),
-                    *method.check(tasks)]:
+                    *method.check(tasks), *method.check_backend(backend)]:
         warn(warning)
     time_policy = time_policy or TimePolicy()
     connection = backend.connection()
@@ -180,7 +179,7 @@ def run_benchmark(
     run = RunDirectory.prepare(run_dir, settings.model_dump(mode="json"), overwrite=overwrite,
                                not_identity={"model": list(connection)})
     try:
-        engine.hide([benchmark.path, run.path])
+        engine.hide([benchmark.path, run.path, *method.hidden_paths()])
         if label is None and run.run_file.is_file():
             label = run.document().get("label")
         document = {**_run_document(settings, engine, label), "connection": connection}
@@ -193,7 +192,7 @@ def run_benchmark(
             plans = plan_tasks(tasks, benchmark, engine, store, limits, time_policy, isolation,
                                shared, on_references)
             asyncio.run(_run_all(tasks, backend, method, engine, store, params, plans, on_start,
-                                 on_result))
+                                 on_result, limits))
             stored = store.results()
         order = {task.task_id: index for index, task in enumerate(tasks)}
         results = sorted((r for r in stored.values() if r.task_id in order),
@@ -276,7 +275,7 @@ def _samples_for(task: FunctionTask | ChoiceTask, backend: ModelBackend, params:
 async def _run_all(tasks: list[FunctionTask | ChoiceTask], backend: ModelBackend, method: Method,
                    engine: Engine, store: RunStore, params: SamplingParams,
                    plans: dict[str, TaskPlan], on_start: Callable[[int, int], None] | None,
-                   on_result: ProgressCallback | None) -> None:
+                   on_result: ProgressCallback | None, default_limits: Limits | None = None) -> None:
     generations, results = store.generations(), store.results()
     work = [(task, idx) for task in tasks for idx in range(_samples_for(task, backend, params))]
     todo = [(task, idx) for task, idx in work if (task.task_id, idx) not in results]
@@ -292,11 +291,11 @@ async def _run_all(tasks: list[FunctionTask | ChoiceTask], backend: ModelBackend
         if prompt is None:
             prompt = prompts[task.task_id] = method.prompt(task)
         if generation is None:
-            started = time.monotonic()
-            reply = await backend.generate(task, prompt.messages, params, idx)
-            generation = Generation(task_id=task.task_id, sample_idx=idx, completion=reply.text,
-                                    usage=reply.usage, finish_reason=reply.finish_reason,
-                                    cached=reply.cached, latency_s=round(time.monotonic() - started, 4))
+            plan = plans.get(task.task_id)
+            context = SampleContext(backend=backend, params=params, sample_idx=idx, engine=engine,
+                                    limits=plan.limits if plan else default_limits or Limits(),
+                                    preload=preload)
+            generation = await method.generate(task, prompt, context)
             store.put_generation(generation)
         if isinstance(task, ChoiceTask):
             result = await asyncio.to_thread(score_choice, task, generation)
@@ -307,6 +306,8 @@ async def _run_all(tasks: list[FunctionTask | ChoiceTask], backend: ModelBackend
         result.extra["prompt_tokens_approx"] = prompt.approx_tokens
         if prompt.trace:
             result.extra["knowledge"] = prompt.trace
+        if generation.trajectory is not None:
+            result.extra["trajectory"] = generation.trajectory
         store.put_result(result)
         if on_result:
             on_result(result)

@@ -2,7 +2,8 @@
 
 `METHODS` names every method class; `get_method(name, **options)` builds one. A method class
 takes the run's method options as keywords (`corpus`, `top_k`, `budget`, `query`,
-`exclude_file`) and ignores those it does not use.
+`exclude_file`, and the agent's `max_turns`, `episode_tokens`, `episode_timeout`,
+`loop_limit`) and ignores those it does not use.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from knowbench.errors import UserError
+from knowbench.methods.agent import AgentMethod
 from knowbench.methods.base import Method, Prompt
 from knowbench.methods.none import NoKnowledge
 from knowbench.methods.oracle import OracleMethod
@@ -27,6 +29,7 @@ METHODS.register("rag-bm25", RagBM25)
 METHODS.register("rag-dense", RagDense)
 METHODS.register("rag-hybrid", RagHybrid)
 METHODS.register("oracle", OracleMethod)
+METHODS.register("agent", AgentMethod)
 
 
 def get_method(name: str, **options: Any) -> Method:
