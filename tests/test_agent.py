@@ -34,9 +34,15 @@ from knowbench.methods.agent import AgentMethod
 from knowbench.models.offline import ReferenceBackend
 from knowbench.models.openai import OpenAIBackend
 from knowbench.records import Limits, SamplingParams
-from knowbench.run import RunSummary, run_benchmark
+from knowbench.run import RunSummary, TimePolicy, run_benchmark
 from knowledge_fixtures import write_files
-from openai_server import ScriptedOpenAIServer, ToolTurn, assistant_turns, call, tool_script_responder
+from openai_server import (
+    ScriptedOpenAIServer,
+    ToolTurn,
+    assistant_turns,
+    call,
+    tool_script_responder,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "squeezed_title_parts"  # a name only the target's body uses
@@ -95,13 +101,15 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Benchmark:
 
 
 def _run(bench: Benchmark, method: AgentMethod, sandbox: Sandbox, run_dir: Path,
-         responder: Any, n: int = 1) -> tuple[RunSummary, list[dict[str, Any]]]:
+         responder: Any, n: int = 1,
+         limits: Limits | None = None) -> tuple[RunSummary, list[dict[str, Any]]]:
     with ScriptedOpenAIServer(responder=responder) as server:
         backend = OpenAIBackend(model="scripted", base_url=server.base_url, max_retries=0)
         engine = SubprocessEngine(sandbox, workers=1)
         try:
             summary = run_benchmark(bench, backend, method, engine, run_dir,
-                                    SamplingParams(n=n, max_tokens=512), Limits(wall_s=5.0))
+                                    SamplingParams(n=n, max_tokens=512), limits or Limits(wall_s=5.0),
+                                    time_policy=TimePolicy(mode="fixed", fixed_s=(limits or Limits(wall_s=5.0)).wall_s))
         finally:
             engine.close()
         return summary, [request.body for request in server.requests]
@@ -202,8 +210,8 @@ def test_repeating_the_same_tool_call_ends_the_episode(
 
 
 def _busy(body: dict[str, Any]) -> ToolTurn:
-    """A model that never submits: a different snippet every turn."""
-    return call("python", code=f"print({assistant_turns(body)})")
+    """A model that never submits: a different call every turn."""
+    return call("read", path="pkg/textutil.py", start=assistant_turns(body))
 
 
 def test_the_turn_limit_ends_an_episode(
@@ -229,8 +237,7 @@ def test_the_token_limit_ends_an_episode(
 
 def test_n_samples_are_independent_episodes(
         corpus: Corpus, bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
-    script: list[str | ToolTurn] = [call("python", code="print(1)"),
-                                    call("submit", code=TARGET)]
+    script: list[str | ToolTurn] = [call("search", query="slug"), call("submit", code=TARGET)]
     summary, bodies = _run(bench, _agent(corpus), best_sandbox, tmp_path / "run",
                            tool_script_responder({"normalize_title": script}), n=2)
     assert [r.sample_idx for r in summary.results] == [0, 1] and all(r.passed for r in summary.results)
@@ -253,7 +260,8 @@ def test_a_python_call_that_attacks_the_host_is_contained(
                                     call("python", code="while True: pass"),
                                     call("submit", code=TARGET)]
     summary, _ = _run(bench, _agent(corpus), best_sandbox, tmp_path / "run",
-                      tool_script_responder({"normalize_title": script}))
+                      tool_script_responder({"normalize_title": script}),
+                      limits=Limits(wall_s=2.0, cpu_s=2))
     [result] = summary.results
     assert not canary.exists()
     first, second = [step for step in result.extra["trajectory"]["steps"] if step["role"] == "tool"]
@@ -294,7 +302,7 @@ def test_a_killed_agent_run_resumes_keeping_finished_episodes(
         corpus: Corpus, bench: Benchmark, tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"normalize_title": [
-        {"calls": [["python", {"code": "print(1)"}]]},
+        {"calls": [["list", {"path": ""}]]},
         {"calls": [["search", {"query": "slug"}]]},
         {"calls": [["submit", {"code": TARGET}]]}]}))
     log = tmp_path / "requests.jsonl"
@@ -307,7 +315,7 @@ def test_a_killed_agent_run_resumes_keeping_finished_episodes(
         run_dir = tmp_path / "run"
         command = knowbench_command(
             "run", str(bench.path), "--model", "scripted", "--base-url", f"http://127.0.0.1:{port}/v1",
-            "--method", "agent", "--corpus", str(corpus.directory), "--n", "4", "--seed", "0",
+            "--method", "agent", "--corpus", str(corpus.directory), "--n", "3", "--seed", "0",
             "--temperature", "0.5", "--concurrency", "1", "--no-cache", "--out", str(run_dir),
             "--workers", "1", "--engine", "subprocess", "--env", "self", "--progress-every", "0")
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
@@ -319,7 +327,7 @@ def test_a_killed_agent_run_resumes_keeping_finished_episodes(
         os.killpg(victim.pid, signal.SIGKILL)
         victim.wait()
         kept = _generations(run_dir)
-        assert 1 <= len(kept) < 4, "the kill did not land between the first and the last episode"
+        assert 1 <= len(kept) < 3, "the kill did not land between the first and the last episode"
         log.write_text("")
         resumed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
         assert resumed.returncode == 0, resumed.stderr
@@ -327,14 +335,14 @@ def test_a_killed_agent_run_resumes_keeping_finished_episodes(
         server.terminate()
         server.wait()
     after = _generations(run_dir)
-    assert sorted(after) == [0, 1, 2, 3]
+    assert sorted(after) == [0, 1, 2]
     for idx, record in kept.items():
         assert after[idx] == record  # finished episodes were kept as they were
     requests = [json.loads(line) for line in log.read_text().splitlines()]
     redone = {body["seed"] for body in requests}  # seed = --seed + sample index
-    assert redone == {0, 1, 2, 3} - set(kept)
+    assert redone == {0, 1, 2} - set(kept)
     # every unfinished episode was played again from its first turn
     assert sorted(assistant_turns(body) for body in requests) == sorted(
-        [0, 1, 2] * (4 - len(kept)))
+        [0, 1, 2] * (3 - len(kept)))
     samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
     assert all(row["passed"] and row["extra"]["trajectory"]["end"] == "submitted" for row in samples)
