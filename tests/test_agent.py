@@ -9,6 +9,7 @@ run killed with SIGKILL resuming with its finished episodes kept.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import signal
@@ -34,6 +35,7 @@ from knowbench.methods.agent import AgentMethod
 from knowbench.models.offline import ReferenceBackend
 from knowbench.models.openai import OpenAIBackend
 from knowbench.records import Limits, SamplingParams
+from knowbench.report.html import write_report
 from knowbench.run import RunSummary, TimePolicy, run_benchmark
 from knowledge_fixtures import write_files
 from openai_server import (
@@ -160,6 +162,10 @@ def test_an_episode_searches_reads_runs_a_snippet_and_submits(
     assert trajectory["usage"] == result.usage.model_dump()
     stored = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     assert stored[0]["extra"]["trajectory"]["steps"] == trajectory["steps"]
+    # the report's drill-down shows the episode: every call and what each tool returned
+    page = write_report([tmp_path / "run"], tmp_path / "report.html").read_text()
+    assert "agent episode: submitted" in page and "→ python(" in page
+    assert html.escape("b'cafe'") in page and "def title_words" in page
 
 
 @pytest.mark.parametrize("exclude_file", [False, True])
