@@ -94,6 +94,7 @@ class AgentMethod(Method):
         self.max_turns, self.episode_tokens = max_turns, episode_tokens
         self.episode_timeout, self.loop_limit = episode_timeout, loop_limit
         self.normaliser = SourceNormaliser()
+        self._running: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._files: dict[str, list[Chunk]] = {}
         if self.corpus is not None:
             for chunk in self.corpus.chunks:
@@ -277,7 +278,18 @@ class AgentMethod(Method):
 
     async def generate(self, task: FunctionTask | ChoiceTask, prompt: Prompt,
                        context: SampleContext) -> Generation:
-        """One episode (see the module docstring)."""
+        """One episode (see the module docstring). At most as many episodes run at once as
+        the backend keeps requests in flight, and an episode's clock starts when it does:
+        episodes queued behind others do not use up their wall-clock limit waiting."""
+        loop = asyncio.get_running_loop()
+        if self._running is None or self._running[0] is not loop:
+            width = int(context.backend.connection().get("concurrency") or 8)
+            self._running = (loop, asyncio.Semaphore(width))
+        async with self._running[1]:
+            return await self._episode(task, prompt, context)
+
+    async def _episode(self, task: FunctionTask | ChoiceTask, prompt: Prompt,
+                       context: SampleContext) -> Generation:
         guard = self._guard(task)
         tools = self.tools(task)
         messages = list(prompt.messages)
