@@ -264,9 +264,10 @@ def _ignored_options(given: set[str], backend: ModelBackend, method: Method,
     for option in ("--corpus", "--top-k", "--budget", "--query", "--exclude-file", "--max-turns",
                    "--episode-tokens", "--episode-timeout", "--loop-limit"):
         if option in given and option.removeprefix("--").replace("-", "_") not in used:
-            users = "the agent method" if option in _AGENT_OPTIONS else "rag-* methods"
+            users = ("the agent method uses it" if option in _AGENT_OPTIONS else "rag-* methods do"
+                     if option in ("--budget", "--query") else "rag-* methods and the agent do")
             ignored.append((option, f"--method {method.describe().get('method', method.name)} "
-                                    f"does not use it (only {users} do)"))
+                                    f"does not use it (only {users})"))
     calls_a_model = bool(backend.connection())
     if not calls_a_model:
         for option in ("--base-url", "--api-key", "--concurrency", "--request-timeout",
