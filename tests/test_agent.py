@@ -355,3 +355,30 @@ def test_a_killed_agent_run_resumes_keeping_finished_episodes(
         [0, 1, 2] * (3 - len(kept)))
     samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
     assert all(row["passed"] and row["extra"]["trajectory"]["end"] == "submitted" for row in samples)
+
+
+def test_a_choice_task_without_a_corpus_gets_python_and_submit(
+        best_sandbox: Sandbox, tmp_path: Path) -> None:
+    basic = load_benchmark(ROOT / "examples" / "basic")
+    task = basic.task("text/re-match-vs-search")
+    script: list[str | ToolTurn] = [
+        call("python", code="import re\nprint(re.match('b', 'ab'), re.search('b', 'ab'))"),
+        call("submit", answer=f"Answer: {', '.join(task.answer)}")]
+    method = get_method("agent")
+    assert isinstance(method, AgentMethod)
+    with ScriptedOpenAIServer(responder=tool_script_responder({"re.match(pattern, s)": script})) as server:
+        backend = OpenAIBackend(model="scripted", base_url=server.base_url, max_retries=0)
+        engine = SubprocessEngine(best_sandbox, workers=1)
+        try:
+            with pytest.warns(UserWarning, match="only the python and submit tools"):
+                summary = run_benchmark(basic, backend, method, engine, tmp_path / "run",
+                                        SamplingParams(), Limits(), task_ids=[task.task_id])
+        finally:
+            engine.close()
+        bodies = [request.body for request in server.requests]
+    [result] = summary.results
+    assert result.passed and result.chosen == sorted(task.answer)
+    offered = {tool["function"]["name"]: tool["function"]["parameters"]["required"]
+               for tool in bodies[0]["tools"]}
+    assert offered == {"python": ["code"], "submit": ["answer"]}
+    assert "None <re.Match object" in result.extra["trajectory"]["steps"][1]["content"]
