@@ -12,7 +12,7 @@ install: $(VENV)/.installed sandbox
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,ray,dense]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,ray,dense,hf,train]'
 	touch $@
 
 # $(call need,COMMAND,DEBIAN_PACKAGE,WHY): install the package when the command is missing
@@ -48,6 +48,7 @@ bench: install
 	$(BIN)/python bench/executor_overhead.py
 	$(BIN)/python bench/retrieval.py
 	$(BIN)/python bench/mine.py
+	$(BIN)/python bench/knn.py
 
 # docs/images/report-1400.png: the report of four replay runs at 1400 px (docs/diagnosis.md).
 report-screenshot: install browser

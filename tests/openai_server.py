@@ -3,6 +3,8 @@
 In-process use (a daemon thread on 127.0.0.1, a free port)::
 
     with ScriptedOpenAIServer(responder=lambda body: "def f(): return 1") as server:
+        # or responder=sampling_responder({"slugify": (CODE, 0.9)}): greedy CODE, samples
+        # CODE 90% of the time and a perturbed variant otherwise (a memorising model)
         backend = OpenAIBackend(model="m", base_url=server.base_url)  # ".../v1"
         ...
         server.requests[-1].body["seed"], server.requests[-1].headers["authorization"]
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 import signal
 import sys
@@ -115,6 +118,31 @@ def replies_responder(replies: dict[str, str], fallback: str = "pass") -> Respon
     def respond(body: dict[str, Any]) -> str:
         text = last_user_message(body)
         return next((reply for key, reply in replies.items() if key in text), fallback)
+
+    return respond
+
+
+def sampling_responder(scripts: dict[str, tuple[str, float]], fallback: str = "pass",
+                       seed: int = 0) -> Responder:
+    """A model with an output distribution, for contamination checks: for the first key
+    found in the last user message, (text, p): a greedy request (temperature 0) gets `text`;
+    a sampled one gets `text` with probability p, else a variant of it in which each token
+    (a run of non-space characters) is replaced with probability 1/2 by a random word. So
+    p near 1 is a model that has memorised `text` and p = 0 a diverse one. Draws come from
+    one random generator seeded with `seed`."""
+    rng = random.Random(seed)
+    lock = threading.Lock()
+
+    def respond(body: dict[str, Any]) -> str:
+        message = last_user_message(body)
+        text, p = next((script for key, script in scripts.items() if key in message), (fallback, 1.0))
+        if not body.get("temperature"):
+            return text
+        with lock:
+            if rng.random() < p:
+                return text
+            return re.sub(r"\S+", lambda token: token[0] if rng.random() < 0.5 else
+                          "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(6)), text)
 
     return respond
 

@@ -150,3 +150,17 @@ def test_cli_reports_bad_input_with_exit_code_2_and_no_traceback(tmp_path: Path)
     done = run_knowbench("validate", str(bench))
     assert done.returncode == 2
     assert "tasks.jsonl:2" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_specs_imports_are_found_anywhere_in_it_and_only_absolute_ones() -> None:
+    code = ("import numpy as np, os.path\n"
+            "from pandas.testing import assert_frame_equal\n"
+            "from . import sibling\n"
+            "from math import *\n"
+            "def test_x():\n"
+            "    import json\n"
+            "    assert True\n")
+    assert TestSpec(name="t", code=code).imports() == [
+        ("numpy", ()), ("os.path", ()), ("pandas.testing", ("assert_frame_equal",)), ("math", ()),
+        ("json", ())]
+    assert TestSpec(name="t", code="assert 1 + 1 == 2\n").imports() == []

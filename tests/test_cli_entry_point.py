@@ -10,7 +10,7 @@ from helpers import run_knowbench
 
 # Every command the README and docs tell a user to type.
 COMMANDS = ("run", "validate", "score", "mine", "certify", "import", "diagnose", "report",
-            "compare", "leaderboard", "env", "corpus")
+            "compare", "leaderboard", "env", "corpus", "contamination")
 
 
 def test_the_console_script_lists_every_command() -> None:

@@ -5,14 +5,17 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from textwrap import dedent
 
 import pytest
 
 from helpers import make_request
 from knowbench.benchmark.load import load_benchmark
 from knowbench.errors import UserError
+from knowbench.execution import forkserver as forkserver_module
 from knowbench.execution.forkserver import ForkServerEngine
 from knowbench.execution.sandbox import Sandbox
 from knowbench.methods import get_method
@@ -97,6 +100,74 @@ def test_processes_that_outlive_a_sample_get_the_server_replaced(forkserver: For
     assert "outlived the sample" in execution.note
     assert forkserver.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
     assert forkserver.restarts == before + 1
+
+
+def test_a_process_left_in_the_samples_own_group_is_killed_without_replacing_the_server(
+        forkserver: ForkServerEngine) -> None:
+    """The reply leaves as soon as the runner's last record arrives; the sample's process
+    group is killed then. What ran in that group is the sample's, not a straggler."""
+    lingering = ("import subprocess\n"
+                 "subprocess.Popen(['sleep', '60'])\n") + ADD
+    before = forkserver.restarts
+    execution = forkserver.execute(make_request(lingering, CHECK_ADD, "add"))
+    assert execution.status == "pass" and execution.note == ""
+    assert forkserver.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
+    assert forkserver.restarts == before
+
+
+def test_output_written_just_before_the_end_comes_back(forkserver: ForkServerEngine) -> None:
+    loud = ("import sys\n"
+            "def add(a, b):\n"
+            "    sys.stdout.write('x' * 100000)\n"
+            "    sys.stderr.write('last words')\n"
+            "    return a + b\n")
+    execution = forkserver.execute(make_request(loud, CHECK_ADD, "add"))
+    assert execution.status == "pass"
+    assert execution.stdout.count("x") == min(100000, execution.limits.output_bytes)
+    assert execution.stderr.endswith("last words")
+
+
+def test_a_sample_process_holds_no_earlier_samples_request(forkserver: ForkServerEngine) -> None:
+    """Each sample's process is forked before its request arrives: from a server that must
+    no longer hold the previous request (its tests, its program)."""
+    forkserver.execute(make_request(ADD + "SECRET_OF_THE_EARLIER_SAMPLE = 1\n", CHECK_ADD, "add"))
+    finder = dedent('''
+        import gc
+        import sys
+
+
+        def _runner_globals():
+            frame = sys._getframe()
+            while frame is not None:
+                if frame.f_globals.get("__name__") == "knowbench_runner":
+                    return frame.f_globals
+                frame = frame.f_back
+
+
+        def add(a, b):
+            scope = _runner_globals()
+            guarded = scope["_GUARDED_AUDIT_EVENTS"]
+            scope["_GUARDED_AUDIT_EVENTS"] = frozenset()
+            try:
+                found = [o for o in gc.get_objects() if type(o) is dict
+                         and "SECRET_OF_THE_" + "EARLIER_SAMPLE" in str(o.get("program", ""))]
+            finally:
+                scope["_GUARDED_AUDIT_EVENTS"] = guarded
+            return a + b + len(found)
+    ''')
+    execution = forkserver.execute(make_request(finder, CHECK_ADD, "add"))
+    assert execution.status == "pass", execution.tests[0].message
+
+
+def test_the_unsettled_exit_code_agrees_with_the_runner() -> None:
+    """The runner cannot import knowbench: the engine keeps its own copy of the code."""
+    runner_dir = Path(forkserver_module.__file__).parent / "sandboxed"
+    sys.path.insert(0, str(runner_dir))
+    try:
+        import knowbench_runner
+    finally:
+        sys.path.remove(str(runner_dir))
+    assert forkserver_module._UNSETTLED_EXIT == knowbench_runner.UNSETTLED_EXIT
 
 
 def test_a_child_whose_runner_fails_says_why(forkserver: ForkServerEngine) -> None:

@@ -308,6 +308,11 @@ def test_rag_run_end_to_end_sends_retrieved_knowledge_and_stores_the_trace(
         assert result.extra["prompt_tokens_approx"] == trace["prompt_tokens"]
     grade = next(r for r in summary.results if r.task_id == "algorithms/grade")
     assert grade.extra["knowledge"]["hit_at_k"] is True
+    # The cost counts the knowledge added, inside the prompt tokens the server reported.
+    added = [r.extra["knowledge"]["knowledge_tokens"] for r in summary.results]
+    assert summary.cost is not None and summary.cost.knowledge_tokens_per_sample == round(
+        sum(added) / len(added), 2) > 0
+    assert summary.cost.prompt_tokens == sum(r.usage.prompt_tokens for r in summary.results) > 0
     stored = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     assert all(row["extra"]["knowledge"]["corpus_hash"] == corpus.content_hash for row in stored)
     settings = json.loads((tmp_path / "run" / "run.json").read_text())["settings"]

@@ -55,11 +55,19 @@ _PUBLIC: dict[str, str] = {
     "certify_benchmark": "knowbench.builders.certify",
     # report
     "write_report": "knowbench.report.html",
+    # cost and contamination
+    "Price": "knowbench.scoring.cost",
+    "summarise_cost": "knowbench.scoring.cost",
+    "load_prices": "knowbench.prices",
+    "check_contamination": "knowbench.diagnosis.contamination",
+    "CddSettings": "knowbench.scoring.contamination",
     # records
     "SampleResult": "knowbench.records",
     "Execution": "knowbench.records",
     "Limits": "knowbench.records",
     "SamplingParams": "knowbench.records",
+    "Usage": "knowbench.records",
+    "CallUsage": "knowbench.records",
     # errors and plug-ins
     "UserError": "knowbench.errors",
     "Registry": "knowbench.registry",
@@ -73,9 +81,12 @@ __all__ = [
     "SANDBOXES",
     "BackendOptions",
     "Benchmark",
+    "CallUsage",
+    "CddSettings",
     "Execution",
     "Limits",
     "MineOptions",
+    "Price",
     "Registry",
     "RunDirectory",
     "RunSummary",
@@ -83,17 +94,21 @@ __all__ = [
     "SamplingParams",
     "SourceRequest",
     "TimePolicy",
+    "Usage",
     "UserError",
     "__version__",
     "certify_benchmark",
+    "check_contamination",
     "create_backend",
     "create_engine",
     "get_method",
     "load_benchmark",
+    "load_prices",
     "mine",
     "preload_modules",
     "resolve_sandbox",
     "run_benchmark",
+    "summarise_cost",
     "write_benchmark",
     "write_report",
 ]
@@ -118,12 +133,16 @@ if TYPE_CHECKING:
     from knowbench.builders import IMPORTERS
     from knowbench.builders.certify import certify_benchmark
     from knowbench.builders.mine import MineOptions, SourceRequest, mine
+    from knowbench.diagnosis.contamination import check_contamination
     from knowbench.errors import UserError
     from knowbench.execution import ENGINES, SANDBOXES, create_engine, resolve_sandbox
     from knowbench.methods import METHODS, get_method
     from knowbench.models import BACKENDS, BackendOptions, create_backend
-    from knowbench.records import Execution, Limits, SampleResult, SamplingParams
+    from knowbench.prices import load_prices
+    from knowbench.records import CallUsage, Execution, Limits, SampleResult, SamplingParams, Usage
     from knowbench.registry import Registry
     from knowbench.report.html import write_report
     from knowbench.run import RunSummary, TimePolicy, run_benchmark
+    from knowbench.scoring.contamination import CddSettings
+    from knowbench.scoring.cost import Price, summarise_cost
     from knowbench.store import RunDirectory

@@ -21,8 +21,10 @@ from knowbench.execution.engine import default_workers
 from knowbench.methods import METHODS, Method, get_method
 from knowbench.models import BackendOptions, create_backend
 from knowbench.models.base import ModelBackend
+from knowbench.prices import choose_price
 from knowbench.records import Limits, SamplingParams
-from knowbench.report.table import print_scores
+from knowbench.report.table import cost_line, print_scores
+from knowbench.scoring.cost import Price, model_name
 from knowbench.scoring.metrics import k_shortfalls
 
 app = typer.Typer(
@@ -52,7 +54,8 @@ def run(
     model: Annotated[str, typer.Option(
         "--model", "-m",
         help="'reference' (gold code; must score 100%), 'null' (empty bodies; must score 0%), "
-             "'replay:FILE' (a samples JSONL with task_id, completion, sample_idx), or the name "
+             "'replay:FILE' (a samples JSONL with task_id, completion, sample_idx), 'hf:PATH' (a "
+             "local transformers model, see docs/local-models.md), or the name "
              "of a model served by an OpenAI-compatible endpoint (see --base-url).")],
     out_dir: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Run directory. Default: runs/<benchmark>-<model>-<method>.")] = None,
@@ -80,6 +83,16 @@ def run(
     loop_limit: Annotated[int, typer.Option(
         min=2, help="agent: the same tool call (same arguments) made this many times ends the "
                     "episode.")] = 3,
+    knn_lambda: Annotated[float, typer.Option(
+        "--knn-lambda", "--lambda", min=0.0, max=1.0,
+        help="knn-lm: weight of the datastore's distribution in the mix.")] = 0.25,
+    knn_k: Annotated[int, typer.Option(
+        "--knn-k", min=1, help="knn-lm: neighbours looked up per decoding step.")] = 1024,
+    knn_temperature: Annotated[float, typer.Option(
+        "--knn-temperature", min=1e-6, help="knn-lm: softmax temperature over -distance.")] = 1.0,
+    knn_index: Annotated[str, typer.Option(
+        "--knn-index", help="knn-lm datastore search: auto (faiss exact up to 1M entries, IVF "
+                            "beyond; numpy without faiss), flat, ivf or numpy.")] = "auto",
     base_url: Annotated[str | None, typer.Option(
         help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (env: OPENAI_BASE_URL).")] = None,
     api_key: Annotated[str | None, typer.Option(
@@ -95,6 +108,11 @@ def run(
         min=0, help="Retries per request on 429 / 5xx / network errors, with backoff.")] = 6,
     no_cache: Annotated[bool, typer.Option(
         "--no-cache", help="Do not read or write the generation cache (~/.cache/knowbench).")] = False,
+    adapter: Annotated[Path | None, typer.Option(
+        help="--model hf:...: a LoRA adapter directory (from `knowbench train --method lora`) "
+             "put on top of the model.")] = None,
+    batch_size: Annotated[int, typer.Option(
+        min=1, help="--model hf:...: prompts generated together in one batch.")] = 8,
     workers: Annotated[int, typer.Option(min=1, help="Samples executed in parallel. Default: cores / 2.")]
     = default_workers(),
     engine_name: Annotated[str, typer.Option(
@@ -131,6 +149,8 @@ def run(
              "'in-process': never split.")] = "auto",
     task: Annotated[list[str] | None, typer.Option(
         "--task", help="Run only this task id (repeatable).")] = None,
+    split_file: Annotated[Path | None, typer.Option(
+        "--split", help="Run only the test part of this split file (`knowbench split`).")] = None,
     k: Annotated[list[int] | None, typer.Option("--k", help="k values for pass@k (repeatable).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Discard an existing run in --out and start over.")]
     = False,
@@ -141,6 +161,12 @@ def run(
     progress_every: Annotated[float, typer.Option(
         min=0.0, help="When stderr is not a terminal: print a progress line every this many "
                       "seconds (0: none).")] = 15.0,
+    price: Annotated[str | None, typer.Option(
+        help="The model's price per 1M input and output tokens, 'INPUT,OUTPUT' (e.g. 0.15,0.60): "
+             "the summary adds the run's cost (stored in run.json, not a setting).")] = None,
+    prices: Annotated[Path | None, typer.Option(
+        help="A price file (JSON: model name or pattern -> {input, output} per 1M tokens); "
+             "see docs/cost-and-contamination.md.")] = None,
 ) -> None:
     """Evaluate a model on a benchmark. Kill it at any time; the same command resumes."""
     from knowbench.benchmark.preload import preload_modules
@@ -155,6 +181,12 @@ def run(
     bench = load_benchmark(benchmark)
     for warning in bench.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
+    if split_file is not None:
+        from knowbench.training.split import read_split
+
+        if task:
+            raise UserError("--split and --task both select tasks; give one of them")
+        task = read_split(split_file, bench).test
     params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
     if n > 1 and temperature == 0:
         console.print("[yellow]warning:[/] --n > 1 with temperature 0 samples the same completion")
@@ -166,15 +198,22 @@ def run(
         policy = TimePolicy(mode="calibrated", floor_s=time_floor, factor=time_factor)
     else:
         policy = TimePolicy(mode="benchmark")
+    if adapter is not None and not model.startswith("hf:"):
+        raise UserError(f"--adapter needs a local model (--model hf:BASE), not --model {model}")
     backend = create_backend(model, BackendOptions(base_url=base_url, api_key=api_key, concurrency=concurrency,
                                                    request_timeout=request_timeout, max_retries=max_retries,
-                                                   no_cache=no_cache))
+                                                   no_cache=no_cache,
+                                                   adapter=str(adapter) if adapter else None,
+                                                   batch_size=batch_size))
     backend.notify = lambda message: console.print(f"[yellow]warning:[/] {message}", highlight=False)
+    run_price = (choose_price(str(backend.describe().get("model") or model), price, prices)
+                 if calls_model(backend) else None)
     progress = RunProgress(console, progress_every)
     method_options = {"corpus": corpus, "top_k": top_k, "budget": budget, "query": query,
-                      "exclude_file": exclude_file, "max_turns": max_turns,
-                      "episode_tokens": episode_tokens, "episode_timeout": episode_timeout,
-                      "loop_limit": loop_limit}
+                      "exclude_file": exclude_file, "knn_lambda": knn_lambda, "knn_k": knn_k,
+                      "knn_temperature": knn_temperature, "knn_index": knn_index,
+                      "max_turns": max_turns, "episode_tokens": episode_tokens,
+                      "episode_timeout": episode_timeout, "loop_limit": loop_limit}
     if method.startswith(("rag-", "agent")) and corpus:
         with progress.step(f"opening corpus {corpus} for {method} (loading its index; a dense "
                            "index is embedded on first use)"):
@@ -221,7 +260,8 @@ def run(
                                         f"[yellow]warning:[/] {text}", highlight=False),
                                     isolation=isolation,  # type: ignore[arg-type]
                                     recalibrate=recalibrate,
-                                    label=run_label.strip() if run_label else None)
+                                    label=run_label.strip() if run_label else None,
+                                    price=run_price)
         except KeyboardInterrupt:
             interrupted = True
         else:
@@ -238,6 +278,8 @@ def run(
     print_scores(out, summary.scores, title=f"{bench.name} · {model} · {method}")
     statuses = ", ".join(f"{name} {count}" for name, count in sorted(summary.status_counts.items()))
     out.print(f"samples: {len(summary.results)} ({statuses}) · results in {run_dir}")
+    if summary.cost is not None and calls_model(backend):
+        out.print(cost_line(summary.cost), highlight=False, soft_wrap=True)
     truncated = summary.status_counts.get("truncated", 0)
     if truncated:
         limit, fix = ((f"--max-tokens {max_tokens}", "raise --max-tokens and run again into a new --out")
@@ -261,20 +303,23 @@ def _ignored_options(given: set[str], backend: ModelBackend, method: Method,
     and sampling options with a backend that calls no model, and so on."""
     used = set(method.describe())
     ignored: list[tuple[str, str]] = []
-    for option in ("--corpus", "--top-k", "--budget", "--query", "--exclude-file", "--max-turns",
-                   "--episode-tokens", "--episode-timeout", "--loop-limit"):
+    for option in ("--corpus", "--top-k", "--budget", "--query", "--exclude-file",
+                   "--knn-lambda", "--knn-k", "--knn-temperature", "--knn-index", *_AGENT_OPTIONS):
         if option in given and option.removeprefix("--").replace("-", "_") not in used:
-            users = ("the agent method uses it" if option in _AGENT_OPTIONS else "rag-* methods do"
+            users = ("knn-lm does" if option.startswith("--knn") else "the agent method does"
+                     if option in _AGENT_OPTIONS else "rag-* methods do"
                      if option in ("--budget", "--query") else "rag-* methods and the agent do")
             ignored.append((option, f"--method {method.describe().get('method', method.name)} "
                                     f"does not use it (only {users})"))
-    calls_a_model = bool(backend.connection())
+    calls_a_model = calls_model(backend)
     if not calls_a_model:
         for option in ("--base-url", "--api-key", "--concurrency", "--request-timeout",
                        "--max-retries", "--no-cache", "--temperature", "--top-p", "--max-tokens",
-                       "--seed"):
+                       "--seed", "--price", "--prices"):
             if option in given:
                 ignored.append((option, f"--model {backend.name} calls no model"))
+    if "--batch-size" in given and backend.name != "hf":
+        ignored.append(("--batch-size", "only local models (--model hf:...) generate in batches"))
     if "--n" in given and hasattr(backend, "samples_for"):
         ignored.append(("--n", f"--model {backend.name} takes as many samples per task as its "
                                "file holds"))
@@ -286,6 +331,11 @@ def _ignored_options(given: set[str], backend: ModelBackend, method: Method,
     if "--no-calibrate" in given and timeout is not None:
         ignored.append(("--no-calibrate", "--timeout sets every limit anyway"))
     return [f"{option} is ignored: {why}" for option, why in ignored]
+
+
+def calls_model(backend: ModelBackend) -> bool:
+    """Whether the backend asks a model (offline backends report no connection)."""
+    return bool(backend.connection())
 
 
 def _print_isolation(share: dict[str, object]) -> None:
@@ -343,22 +393,35 @@ def validate(benchmark: Annotated[Path, typer.Argument(help="Benchmark directory
 def score(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `knowbench run`.")],
     k: Annotated[list[int] | None, typer.Option("--k", help="k values for pass@k (repeatable).")] = None,
+    price: Annotated[str | None, typer.Option(
+        help="Price the run's tokens at 'INPUT,OUTPUT' per 1M tokens instead of the price it "
+             "was run with (kept in run.json).")] = None,
+    prices: Annotated[Path | None, typer.Option(
+        help="A price file (JSON: model name or pattern -> {input, output} per 1M tokens).")] = None,
 ) -> None:
     """Re-score a run from its stored results (nothing is generated or executed)."""
     from knowbench.run import write_outputs
     from knowbench.store import RunDirectory
 
     run = RunDirectory.open(run_dir)
-    settings = run.settings()
+    document = run.document()
+    settings = document.get("settings", {})
     backend = settings.get("model", {}).get("backend", "")
+    chosen = choose_price(model_name(settings), price, prices)
     run.lock()  # a run still working here rewrites the same files: wait for it
     try:
-        summary = write_outputs(run_dir, run.results(), backend, tuple(k or (1, 5, 10)))
+        if chosen is not None:
+            run.write_document({**run.document(), "price": chosen.model_dump(mode="json")})
+        elif document.get("price"):
+            chosen = Price.model_validate(document["price"])
+        summary = write_outputs(run_dir, run.results(), backend, tuple(k or (1, 5, 10)), chosen)
     finally:
         run.release()
     for note in k_shortfalls(summary.scores, k or ()):
         console.print(f"[yellow]warning:[/] {note}", highlight=False)
     print_scores(out, summary.scores, title=f"{settings.get('benchmark', {}).get('name', run_dir)}")
+    if summary.cost is not None and summary.cost.requests:
+        out.print(cost_line(summary.cost), highlight=False, soft_wrap=True)
     _print_self_check(summary.self_check, backend)
 
 
@@ -369,7 +432,8 @@ def _register_command_groups() -> None:
         importlib.import_module(f"knowbench.commands.{name}").register(app)
 
 
-COMMAND_GROUPS: tuple[str, ...] = ("env", "builders", "corpus", "diagnose")
+COMMAND_GROUPS: tuple[str, ...] = ("env", "builders", "corpus", "diagnose", "novel", "contamination",
+                                  "train")
 _register_command_groups()
 
 

@@ -67,9 +67,43 @@ class SamplingParams(_Record):
     seed: int | None = None
 
 
-class Usage(_Record):
+class CallUsage(_Record):
+    """The tokens of one model request."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+
+class Usage(_Record):
+    """The tokens one sample cost, as the model's server reported them.
+
+    `prompt_tokens` and `completion_tokens` are totals over every request the sample took.
+    A sample made by one request leaves `calls` empty (the totals are that request); a
+    method that makes several (a tool-using agent's turns) lists each in `calls`, built with
+    `Usage.of_calls`, so a report can show both the total and how it was spent. Zero
+    everywhere: nothing was reported (offline backends, servers that send no usage).
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: list[CallUsage] = Field(default_factory=list)
+
+    @classmethod
+    def of_calls(cls, calls: list[CallUsage]) -> Usage:
+        """The usage of a sample made by `calls`, in order; totals are their sums."""
+        return cls(prompt_tokens=sum(call.prompt_tokens for call in calls),
+                   completion_tokens=sum(call.completion_tokens for call in calls),
+                   calls=list(calls))
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def requests(self) -> int:
+        """Model requests behind the sample: the calls listed, else 1 when any token was
+        reported, else 0 (unknown)."""
+        return len(self.calls) or int(self.total_tokens > 0)
 
 
 class Generation(_Record):
@@ -115,6 +149,12 @@ class TestOutcome(_Record):
         default=None, description="Whether the target's code ran during this test (None: not checked)."
     )
     reason: Reason | None = Field(default=None, description="Why it did not pass (None: it passed).")
+    api_calls: int | None = Field(
+        default=None, ge=0, description="Calls of the task's target API during this test, counted by "
+        "the runner's spy (None: the task names no spied API, or the sample ran split).")
+    api_bound: int | None = Field(
+        default=None, ge=0, description="Of `api_calls`, those whose arguments bind to the target's "
+        "signature (None: no spy, or a signature inspect cannot read).")
     exit_code: int | None = Field(
         default=None, description="When the process running this test ended without reporting it: "
         "how it ended, as `Execution.exit_code` (negative or above 128: the signal; None otherwise).")
@@ -165,6 +205,13 @@ class SampleResult(_Record):
                                       "'length' (cut off at max_tokens), ...; None when unknown.")
     execution: Execution | None = None
     usage: Usage = Field(default_factory=Usage)
+    api_called: bool | None = Field(
+        default=None, description="API selection: the target API was called in at least one test "
+        "(from the runner's spy; None when the task's API was not spied on or no test reported).")
+    params_correct: bool | None = Field(
+        default=None, description="Parameter correctness: the target API was called and every "
+        "recorded call's arguments bind to its signature (None as for api_called, or when the "
+        "signature cannot be read).")
     extra: dict[str, Any] = Field(default_factory=dict)
 
     @property

@@ -45,6 +45,7 @@ from knowbench.records import (
     Status,
     TestOutcome,
 )
+from knowbench.scoring.cost import CostSummary, Price, summarise_cost
 from knowbench.scoring.metrics import Scores, isolation_share, jaccard, score
 from knowbench.store import RunDirectory, RunStore, default_label
 from knowbench.store.calibration import CalibrationCache, ReferenceCheck, calibration_key
@@ -123,6 +124,7 @@ class RunSummary:
     status_counts: dict[str, int]
     self_check: dict[str, Any] = field(default_factory=dict)
     isolation: dict[str, Any] = field(default_factory=dict)
+    cost: CostSummary | None = None
 
 
 ProgressCallback = Callable[[SampleResult], None]
@@ -135,7 +137,7 @@ def run_benchmark(
     isolation: IsolationPolicy = "auto", recalibrate: bool = False, label: str | None = None,
     on_start: Callable[[int, int], None] | None = None, on_result: ProgressCallback | None = None,
     on_references: Callable[[int, int], None] | None = None,
-    on_warning: Callable[[str], None] | None = None,
+    on_warning: Callable[[str], None] | None = None, price: Price | None = None,
 ) -> RunSummary:
     """Run (or resume) a benchmark and score it.
 
@@ -158,12 +160,16 @@ def run_benchmark(
 
     `label` names the run in reports (run.json "label", not a setting: a resumed run may
     change it); without one a resumed run keeps its label, a new one gets `default_label`.
+    `price` (per 1M input/output tokens) is kept the same way (run.json "price"): the
+    summary's "cost" prices the samples' tokens with it; a resumed run without one keeps
+    the price it had.
     """
     tasks = _select(benchmark, task_ids)
     warn = on_warning or _python_warning
+    method.attach(backend)
     for warning in [*backend.check_tasks([task.task_id for task in tasks],
                                          [task.task_id for task in benchmark.tasks]),
-                    *method.check(tasks), *method.check_backend(backend)]:
+                    *method.check(tasks)]:
         warn(warning)
     time_policy = time_policy or TimePolicy()
     connection = backend.connection()
@@ -180,9 +186,14 @@ def run_benchmark(
                                not_identity={"model": list(connection)})
     try:
         engine.hide([benchmark.path, run.path, *method.hidden_paths()])
-        if label is None and run.run_file.is_file():
-            label = run.document().get("label")
+        if run.run_file.is_file():
+            earlier = run.document()
+            label = label if label is not None else earlier.get("label")
+            if price is None and earlier.get("price"):
+                price = Price.model_validate(earlier["price"])
         document = {**_run_document(settings, engine, label), "connection": connection}
+        if price is not None:
+            document["price"] = price.model_dump(mode="json")
         run.write_document(document)
         shared = CalibrationCache(knowbench_home(), calibration_key({
             "benchmark": benchmark.content_hash, "engine": document["engine"],
@@ -197,7 +208,7 @@ def run_benchmark(
         order = {task.task_id: index for index, task in enumerate(tasks)}
         results = sorted((r for r in stored.values() if r.task_id in order),
                          key=lambda r: (order[r.task_id], r.sample_idx))
-        return write_outputs(run_dir, results, backend.name, ks)
+        return write_outputs(run_dir, results, backend.name, ks, price)
     finally:
         run.release()
 
@@ -214,18 +225,20 @@ def _python_warning(message: str) -> None:
 
 
 def write_outputs(run_dir: Path, results: list[SampleResult], backend_name: str,
-                  ks: tuple[int, ...]) -> RunSummary:
-    """Score stored results and write the run's samples and summary (no execution)."""
+                  ks: tuple[int, ...], price: Price | None = None) -> RunSummary:
+    """Score stored results and write the run's samples and summary (no execution); the
+    summary's "cost" prices the tokens at `price` when given."""
     scores = score(results, ks)
     counts = dict(Counter(result.status for result in results))
     self_check = _self_check(backend_name, results)
+    cost = summarise_cost(results, scores.overall.pass_at.get(1), price)
     summary = {"scores": scores.model_dump(mode="json"), "status_counts": counts,
                "samples": len(results), "isolation": isolation_share(results),
-               "self_check": self_check}
+               "self_check": self_check, "cost": cost.model_dump(mode="json")}
     run = RunDirectory(run_dir)
     run.write_samples(results)
     run.write_summary(summary)
-    return RunSummary(run_dir, scores, results, counts, self_check, summary["isolation"])
+    return RunSummary(run_dir, scores, results, counts, self_check, summary["isolation"], cost)
 
 
 def _select(benchmark: Benchmark, task_ids: list[str] | None) -> list[FunctionTask | ChoiceTask]:
@@ -415,6 +428,9 @@ def _judge_reference(task: FunctionTask, generation: Generation, engine: Engine,
     if policy == "in-process":
         return "in-process", "the run asked for in-process", evaluate_function(
             task, generation, engine, limits, preload, "in-process")
+    if task.api_check is not None:  # split cannot spy: under --isolation require the task is refused
+        return "in-process", "the task's target-API spy runs in the sample's process", evaluate_function(
+            task, generation, engine, limits, preload, "in-process")
     if task.isolation == "in-process" and policy == "auto":
         return "in-process", "the benchmark marks this task in-process", evaluate_function(
             task, generation, engine, limits, preload, "in-process")
@@ -465,6 +481,7 @@ def evaluate_function(task: FunctionTask, generation: Generation, engine: Engine
     if assembly.program is None:
         return reply_status(SampleResult(**common, code=assembly.code, passed=False,
                                          tests_passed=0, tests_total=len(items), status="error",
+                                         **api_metrics([], checked=task.api_check is not None),
                                          extra={"assembly_error": assembly.error}))
     if isolation == "split" and trusted is None:
         execution = _not_run(task, limits, "infrastructure", "infrastructure",
@@ -473,14 +490,35 @@ def evaluate_function(task: FunctionTask, generation: Generation, engine: Engine
         request = ExecutionRequest(program=assembly.program, tests=task.tests,
                                    entry_point=task.entry_point, limits=limits,
                                    preload=preload or [], isolation=isolation,
-                                   trusted_program=trusted, invocation=task.invocation)
+                                   trusted_program=trusted, invocation=task.invocation,
+                                   spy=task.target_api if task.api_check else None,
+                                   spy_required=task.api_check == "require")
         execution = engine.execute(request)
     passed_count = sum(outcome.status == "pass" for outcome in execution.tests)
     passed = passed_count == len(items) and len(execution.tests) == len(items)
     return reply_status(SampleResult(
         **common, code=assembly.code, program=assembly.program, passed=passed,
         tests_passed=passed_count, tests_total=len(items),
-        status="pass" if passed else _failed_status(execution.status), execution=execution))
+        status="pass" if passed else _failed_status(execution.status), execution=execution,
+        **api_metrics(execution.tests, checked=task.api_check is not None)))
+
+
+def api_metrics(outcomes: list[TestOutcome], checked: bool = True) -> dict[str, bool | None]:
+    """A sample's API selection and parameter correctness from its tests' spy counts
+    (docs/novel.md, "Metrics"): `api_called` when any test called the target;
+    `params_correct` when it was called and every call bound to its signature (None when the
+    signature cannot be read). A `checked` task (one with `api_check`) none of whose tests
+    reported a count (its program did not load, the time ran out) did not show a call: both
+    False; an unchecked one gets None for both."""
+    counted = [outcome for outcome in outcomes if outcome.api_calls is not None]
+    if not counted:
+        return {"api_called": False, "params_correct": False} if checked else \
+            {"api_called": None, "params_correct": None}
+    calls = sum(outcome.api_calls or 0 for outcome in counted)
+    if any(outcome.api_bound is None for outcome in counted):
+        return {"api_called": calls > 0, "params_correct": None}
+    bound = sum(outcome.api_bound or 0 for outcome in counted)
+    return {"api_called": calls > 0, "params_correct": calls > 0 and bound == calls}
 
 
 _TRUSTED: dict[tuple[str, str, str], str | None] = {}

@@ -114,6 +114,11 @@ class TestSpec(_Record):
         """The tests this spec holds, found statically so every sample has the same list."""
         return list(_spec_items(self.name, self.code))
 
+    def imports(self) -> list[tuple[str, tuple[str, ...]]]:
+        """What the code imports, anywhere in it: (module, names from it), absolute imports
+        only. The runner imports these before any sample code runs (see docs/execution.md)."""
+        return list(_spec_imports(self.code))
+
 
 # CPython before 3.11.8 / 3.12.1 can raise "SystemError: AST constructor recursion depth
 # mismatch" when threads parse at the same time (cpython#106905). Evaluation, certification and
@@ -141,6 +146,22 @@ def _spec_items(spec: str, code: str) -> tuple[TestItem, ...]:
                     found.append(TestItem(id=f"{spec}::{node.name}::{member.name}", spec=spec,
                                           kind=kind, cls=node.name, function=member.name))
     return tuple(found) or (TestItem(id=spec, spec=spec, kind="block"),)
+
+
+@functools.lru_cache(maxsize=65536)
+def _spec_imports(code: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    # An import statement spells the ASCII keyword `import`: code without it has none.
+    if "import" not in code:
+        return ()
+    with PARSE_LOCK:
+        tree = ast.parse(code)
+    found: list[tuple[str, tuple[str, ...]]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, ()) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.append((node.module, tuple(alias.name for alias in node.names if alias.name != "*")))
+    return tuple(dict.fromkeys(found))
 
 
 def _looks_like_testcase(node: ast.ClassDef) -> bool:
@@ -311,6 +332,10 @@ class FunctionTask(_TaskBase):
         "or unittest runs it: fixtures, set-up and tear-down, items of a task in one process) or "
         "'direct' (as a script that calls it: `Cls().test_x()` or `test_x()`, nothing else, "
         "each item in a fresh copy of the process that loaded the program).")
+    api_check: Literal["record", "require"] | None = Field(
+        default=None, description="Spy on target_api in every test (judged in-process): 'record' "
+        "counts its calls and whether their arguments bind (API_acc, Param_corr); 'require' also "
+        "fails a test that passed without calling it. None: no spy.")
 
     @field_validator("entry_point")
     @classmethod
@@ -344,6 +369,11 @@ class FunctionTask(_TaskBase):
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ValueError(f"test names must be unique; repeated: {', '.join(duplicates)}")
+        if self.api_check is not None and not self.target_api:
+            raise ValueError("api_check needs target_api: the API whose calls are checked")
+        if self.api_check is not None and self.isolation == "split":
+            raise ValueError("api_check spies in the sample's process: isolation must be 'in-process' "
+                             "(or null, which then means in-process)")
         return self
 
     def test_items(self) -> list[TestItem]:

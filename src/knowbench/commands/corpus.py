@@ -38,6 +38,10 @@ def build(
     = False,
     include_tests: Annotated[bool, typer.Option(
         "--include-tests", help="Also ingest tests/ folders and test_*.py files.")] = False,
+    bundles: Annotated[Path | None, typer.Option(
+        "--bundles", help="Index a pool of knowledge bundles instead (a bundles.jsonl, a "
+        "NovelAPIBench release root, or a benchmark whose tasks carry bundles); see docs/novel.md.")]
+    = None,
     directory: DirOption = None,
 ) -> None:
     """Ingest source code, docs, examples and notebooks into a corpus (replacing one there)."""
@@ -49,6 +53,17 @@ def build(
         raise UserError("give the corpus a name with --name NAME (a KOCO-Bench knowledge-corpus "
                         "folder is named by its metadata.json)")
     started = time.monotonic()
+    if bundles is not None:
+        if source or installed:
+            raise UserError("--bundles indexes knowledge bundles: give no SOURCE or --installed with it")
+        from knowbench.builders.novel_corpus import build_bundle_corpus, read_pool
+        from knowbench.knowledge.corpus import default_corpus_dir
+
+        corpus = build_bundle_corpus(read_pool(bundles), corpus_name,
+                                     directory or default_corpus_dir(corpus_name), f"bundles:{bundles}")
+        _print_stats(corpus)
+        out.print(f"built in {time.monotonic() - started:.1f} s → {corpus.directory}")
+        return
     corpus = build_corpus(source, corpus_name, directory=directory, installed=installed, pypi=pypi,
                           include_tests=include_tests)
     _print_stats(corpus)

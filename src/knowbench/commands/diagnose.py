@@ -82,8 +82,13 @@ def report(
         "--format", "-f", help="html, md, csv or json. Default: from the --out suffix, else html.")]
     = None,
     k: Annotated[list[int] | None, typer.Option("--k", help="k values for pass@k (repeatable).")] = None,
+    prices: Annotated[Path | None, typer.Option(
+        help="A price file (JSON: model name or pattern -> {input, output} per 1M tokens): "
+             "prices the runs whose model it names, instead of the price they were run with.")]
+    = None,
 ) -> None:
     """A report over stored runs: one self-contained HTML file, or tables as md/csv/json."""
+    from knowbench.prices import load_prices
     from knowbench.report.html import build_report
     from knowbench.report.runs import load_views, render_table
 
@@ -93,7 +98,7 @@ def report(
         raise UserError(f"unknown report format '{chosen}'\n  fix: pass --format html, md, csv or json")
     if chosen == "html" and out_path is None:
         raise UserError("an HTML report needs a file\n  fix: pass --out report.html")
-    views = load_views(runs, tuple(k or (1, 5, 10)))
+    views = load_views(runs, tuple(k or (1, 5, 10)), load_prices(prices) if prices else None)
     text = build_report(views) if chosen == "html" else render_table(views, chosen)  # type: ignore[arg-type]
     if out_path is None:
         out.print(text, end="", markup=False, highlight=False, soft_wrap=True)

@@ -107,6 +107,9 @@ class ExecutionRequest(BaseModel):
         "the tests import; calls to the entry point are answered by the candidate's process.")
     invocation: Invocation = Field(
         default="framework", description="How each item is called (see FunctionTask.invocation).")
+    spy: str | None = Field(default=None, description="Dotted name of a library API whose calls the "
+                            "runner counts in each test (in-process only; see docs/novel.md).")
+    spy_required: bool = Field(default=False, description="A test that passed without calling `spy` fails.")
     _items: list[TestItem] | None = PrivateAttr(default=None)
 
     def items(self) -> list[TestItem]:
@@ -352,8 +355,10 @@ def runner_config(request: ExecutionRequest, uid: int | None) -> dict[str, Any]:
         "program": request.program,
         "entry_point": request.entry_point,
         "tests": {spec.name: spec.code for spec in request.tests},
+        "test_imports": list(dict.fromkeys(found for spec in request.tests for found in spec.imports())),
         "items": [item.model_dump() for item in request.items()],
         "invocation": request.invocation,
+        "spy": {"api": request.spy, "required": request.spy_required} if request.spy else None,
         "limits": request.limits.model_dump(),
         "preload": request.preload,
         "uid": uid,

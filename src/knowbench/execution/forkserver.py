@@ -49,6 +49,7 @@ from knowbench.records import Execution
 
 _START_TIMEOUT_S = 120.0
 _REPLY_GRACE_S = 10.0
+_UNSETTLED_EXIT = 75  # as knowbench_runner.UNSETTLED_EXIT
 
 
 class _ServerGone(Exception):
@@ -117,6 +118,14 @@ class _Server:
             self.fd_socket = None
 
     def run(self, config: dict[str, Any], wall_s: float) -> dict[str, Any]:
+        self.send(config)
+        try:
+            return self.receive(wall_s)
+        except _ServerGone as error:
+            # It ended before taking this sample (a process of the last one outlived its
+            # clean-up): a fresh server runs it.
+            if error.hung or self.process is None or self.process.wait() != _UNSETTLED_EXIT:
+                raise
         self.send(config)
         return self.receive(wall_s)
 

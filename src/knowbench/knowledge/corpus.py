@@ -120,7 +120,7 @@ class CorpusManifest(BaseModel):
     format_version: int = CORPUS_FORMAT
     name: str
     source: str = Field(description="What was ingested: a path, a requirement, 'installed:pkg'.")
-    source_kind: Literal["directory", "archive", "pypi", "installed"]
+    source_kind: Literal["directory", "archive", "pypi", "installed", "bundles"]
     version: str | None = Field(default=None, description="Version of the ingested package.")
     framework: str | None = Field(default=None, description="The framework a KOCO-Bench knowledge-"
                                   "corpus folder names in its metadata.json ('framework_name').")

@@ -271,3 +271,24 @@ def _clean_path(value: object) -> str | None:
     while path.startswith("./"):
         path = path[2:]
     return path.strip("/") or None
+
+
+def withheld_chunks(chunks: list[Chunk], tasks: list[FunctionTask | ChoiceTask], *,
+                    exclude_file: bool = False) -> dict[str, str]:
+    """The chunks that leakage control withholds from at least one of `tasks`, by chunk id,
+    each with the first task and rule that withholds it ('task_id: target source').
+
+    What trains a model or fills a datastore is seen by every task at once, so a chunk is left
+    out when any task of the benchmark may not see it: the same rules as retrieval, applied to
+    all tasks together."""
+    normaliser = SourceNormaliser()
+    guards = [(task.task_id, LeakageGuard(task, exclude_file=exclude_file, normaliser=normaliser))
+              for task in tasks if isinstance(task, FunctionTask)]
+    withheld: dict[str, str] = {}
+    for position, chunk in enumerate(chunks):
+        for task_id, guard in guards:
+            reason = guard.reason(position, chunk)
+            if reason is not None:
+                withheld[chunk.id] = f"{task_id}: {reason}"
+                break
+    return withheld

@@ -2,8 +2,9 @@
 
 `METHODS` names every method class; `get_method(name, **options)` builds one. A method class
 takes the run's method options as keywords (`corpus`, `top_k`, `budget`, `query`,
-`exclude_file`, and the agent's `max_turns`, `episode_tokens`, `episode_timeout`,
-`loop_limit`) and ignores those it does not use.
+`exclude_file`, kNN-LM's `knn_lambda`, `knn_k`, `knn_temperature`, `knn_index`, and the
+agent's `max_turns`, `episode_tokens`, `episode_timeout`, `loop_limit`) and ignores those it
+does not use.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from knowbench.errors import UserError
 from knowbench.methods.agent import AgentMethod
 from knowbench.methods.base import Method, Prompt
+from knowbench.methods.knn import KnnLM
 from knowbench.methods.none import NoKnowledge
 from knowbench.methods.oracle import OracleMethod
 from knowbench.methods.rag import RagBM25, RagDense, RagHybrid
@@ -29,6 +31,7 @@ METHODS.register("rag-bm25", RagBM25)
 METHODS.register("rag-dense", RagDense)
 METHODS.register("rag-hybrid", RagHybrid)
 METHODS.register("oracle", OracleMethod)
+METHODS.register("knn-lm", KnnLM)
 METHODS.register("agent", AgentMethod)
 
 

@@ -132,12 +132,12 @@ class AgentMethod(Method):
     def hidden_paths(self) -> list[str]:
         return [str(self.corpus.directory)] if self.corpus is not None else []
 
-    def check_backend(self, backend: ModelBackend) -> list[str]:
+    def attach(self, backend: ModelBackend) -> None:
+        """Refuses, before any work, a backend that cannot make tool calls."""
         if not backend.supports_tools:
             raise UserError(f"--method agent needs a model that makes tool calls, served through "
                             f"an OpenAI-compatible endpoint; --model {backend.name} makes none\n"
                             "  fix: pass the model's name and --base-url (see docs/agents.md)")
-        return []
 
     def check(self, tasks: Sequence[FunctionTask | ChoiceTask]) -> list[str]:
         if self.corpus is None:

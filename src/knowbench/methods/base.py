@@ -84,11 +84,12 @@ class Method(ABC):
         the run masks them in the sandbox like the benchmark itself (`Engine.hide`)."""
         return []
 
-    def check_backend(self, backend: ModelBackend) -> list[str]:
-        """Before a run: warnings about using this method with `backend`; raise `UserError`
-        when it cannot work at all (the agent on a backend without tool calls)."""
+
+    def attach(self, backend: ModelBackend) -> None:
+        """Called once before a run starts, with the run's backend: a method that changes how
+        the model decodes (kNN-LM) installs itself here, or raises `UserError` when the backend
+        cannot take it."""
         del backend
-        return []
 
     def check(self, tasks: Sequence[FunctionTask | ChoiceTask]) -> list[str]:
         """Before a run: warnings about options that cannot apply to these tasks (raise

@@ -3,7 +3,7 @@
 `BACKENDS` names every backend. `create_backend(model, options)` reads a `--model` value:
 
 - `NAME` or `NAME:ARGUMENT` where NAME is registered: that backend (`reference`, `null`,
-  `replay:FILE`, `openai:MODEL`);
+  `replay:FILE`, `openai:MODEL`, `hf:PATH_OR_NAME` for a local transformers model);
 - anything else: a model of that name served by an OpenAI-compatible endpoint (the `openai`
   backend), so `Qwen/Qwen2.5-Coder-7B-Instruct` or ollama's `qwen2.5-coder:7b` just work.
 
@@ -40,6 +40,8 @@ class BackendOptions:
     request_timeout: float = 120.0
     max_retries: int = 6
     no_cache: bool = False
+    adapter: str | None = None  # hf: a LoRA adapter directory put on top of the model
+    batch_size: int = 8  # hf: prompts generated together
 
 
 BackendFactory = Callable[[str, BackendOptions], "ModelBackend"]
@@ -79,6 +81,15 @@ def _openai(model: str, options: BackendOptions) -> ModelBackend:
     cache = None if options.no_cache else GenerationCache(default_cache_path())
     return OpenAIBackend(model=model, base_url=url, api_key=options.api_key, concurrency=options.concurrency,
                          timeout_s=options.request_timeout, max_retries=options.max_retries, cache=cache)
+
+
+@BACKENDS.register("hf")
+def _hf(ref: str, options: BackendOptions) -> ModelBackend:
+    from knowbench.models.cache import GenerationCache, default_cache_path
+    from knowbench.models.hf import HFBackend
+
+    cache = None if options.no_cache else GenerationCache(default_cache_path())
+    return HFBackend(ref, adapter=options.adapter, cache=cache, batch_size=options.batch_size)
 
 
 @BACKENDS.register("reference")

@@ -73,7 +73,7 @@ class ModelBackend(ABC):
                                   tools: list[dict[str, Any]]) -> Reply:
         """One turn of a tool-using conversation: the reply may carry `tool_calls` for the
         `tools` offered (OpenAI function-tool schemas). Only backends whose `supports_tools`
-        is true implement it; methods that need it check first (`Method.check_backend`)."""
+        is true implement it; methods that need it refuse other backends in `Method.attach`."""
         del task, messages, params, sample_idx, tools
         raise BackendError(f"model backend '{self.name}' cannot make tool calls")
 

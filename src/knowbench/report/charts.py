@@ -21,8 +21,9 @@ from typing import Any
 import matplotlib
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from knowbench.scoring.cost import format_money
 from knowbench.scoring.taxonomy import KOCO_CATEGORIES, LABELS
 
 # Colour-blind-safe palette (Okabe-Ito), then greys.
@@ -59,6 +60,8 @@ class Series:
     koco: Mapping[str, int]  # KOCO category -> number of failed function samples
     tokens_per_sample: float | None  # mean prompt + completion tokens
     pass_at_1: float | None
+    cost_per_sample: float | None = None  # in `currency`; None: the run has no price
+    currency: str | None = None
 
 
 @_styled
@@ -122,33 +125,57 @@ def pass_at_k_curves(series: Sequence[Series], chart_id: str = "chart-passk") ->
 def cost_scatter(series: Sequence[Series], chart_id: str = "chart-cost") -> str:
     """pass@1 against tokens spent per sample, one point per run (KOCO-Bench's Figure 5),
     on a log x axis."""
+    points = [(run, run.tokens_per_sample, run.pass_at_1) for run in series
+              if run.tokens_per_sample and run.pass_at_1 is not None]
+    return _tradeoff(points, chart_id, "tokens per sample (prompt + completion, log scale)",
+                     "no token counts recorded", lambda value: f"{value:,.0f}",
+                     "pass@1 against tokens per sample, one point per run")
+
+
+@_styled
+def money_scatter(series: Sequence[Series], chart_id: str = "chart-money") -> str:
+    """pass@1 against money spent per sample, one point per run that has a price (runs in
+    other currencies than the first priced run's are left out), on a log x axis."""
+    currency = next((run.currency for run in series if run.cost_per_sample), None)
+    points = [(run, run.cost_per_sample, run.pass_at_1) for run in series
+              if run.cost_per_sample and run.pass_at_1 is not None and run.currency == currency]
+    return _tradeoff(points, chart_id, f"cost per sample ({currency or 'no price'}, log scale)",
+                     "no run has a price (--price / --prices)",
+                     lambda value: format_money(value, currency or "USD"),
+                     "pass@1 against cost per sample, one point per priced run",
+                     "performance against money spent")
+
+
+def _tradeoff(plotted: list[tuple[Series, float, float]], chart_id: str, xlabel: str, empty: str,
+              tick: Callable[[float], str], description: str,
+              title: str = "performance against inference cost") -> str:
     figure, axes = _figure(6.0, 3.8)
-    plotted = [(run, run.tokens_per_sample, run.pass_at_1) for run in series
-               if run.tokens_per_sample and run.pass_at_1 is not None]
-    low = min((t for _, t, _ in plotted), default=1.0)
-    high = max((t for _, t, _ in plotted), default=1.0)
-    for index, (run, tokens, score) in enumerate(plotted):
-        axes.scatter([tokens], [100 * score], s=60, color=PALETTE[index % len(PALETTE)], label=run.name,
+    low = min((x for _, x, _ in plotted), default=1.0)
+    high = max((x for _, x, _ in plotted), default=1.0)
+    for index, (run, x, score) in enumerate(plotted):
+        axes.scatter([x], [100 * score], s=60, color=PALETTE[index % len(PALETTE)], label=run.name,
                      zorder=3)
         # Labels point into the plot: right of points in the left half, left of the others.
-        left_half = high == low or math.log10(tokens / low) <= math.log10(high / low) / 2
-        axes.annotate(_wrap(run.name, 24), (tokens, 100 * score), textcoords="offset points",
+        left_half = high == low or math.log10(x / low) <= math.log10(high / low) / 2
+        axes.annotate(_wrap(run.name, 24), (x, 100 * score), textcoords="offset points",
                       xytext=(6 if left_half else -6, 6), ha="left" if left_half else "right",
                       fontsize=7)
     if plotted:
         axes.set_xscale("log")
         axes.set_xlim(10 ** (math.log10(low) - 0.3), 10 ** (math.log10(high) + 0.3))
+        # Ticks at 1, 2 and 5 of each decade, so a range narrower than a decade is labelled too.
+        axes.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         # Plain numbers: matplotlib's default log labels go through mathtext, 3x slower.
-        axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
+        axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: tick(value)))
         axes.xaxis.set_minor_formatter(NullFormatter())
     else:
-        axes.text(0.5, 0.5, "no token counts recorded", ha="center", transform=axes.transAxes)
-    axes.set_xlabel("tokens per sample (prompt + completion, log scale)")
+        axes.text(0.5, 0.5, empty, ha="center", transform=axes.transAxes)
+    axes.set_xlabel(xlabel)
     axes.set_ylabel("pass@1 (%)")
     axes.set_ylim(0, 105)
-    axes.set_title("performance against inference cost")
+    axes.set_title(title)
     axes.grid(True, alpha=0.3)
-    return _svg(figure, chart_id, "pass@1 against tokens per sample, one point per run")
+    return _svg(figure, chart_id, description)
 
 
 def _stacks(series: Sequence[Series], keys: list[str],

@@ -28,13 +28,15 @@ from knowbench import __version__
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
 from knowbench.records import SampleResult
 from knowbench.report import charts
-from knowbench.report.runs import RunView, load_views, series_of, tokens_per_sample
+from knowbench.report.runs import RunView, load_views, series_of
 from knowbench.report.table import choice_rows
 from knowbench.scoring.compare import compare
+from knowbench.scoring.cost import format_money
 from knowbench.scoring.metrics import isolation_share, percent, percent_interval
 from knowbench.scoring.taxonomy import LABELS, Diagnosis
 
-CHART_IDS = ("chart-domains", "chart-failures", "chart-koco", "chart-passk", "chart-cost")
+CHART_IDS = ("chart-domains", "chart-failures", "chart-koco", "chart-passk", "chart-cost",
+             "chart-money")
 _SAMPLES_SHOWN = 3  # per task and run in the drill-down
 
 _CSS = """
@@ -79,13 +81,15 @@ def build_report(views: list[RunView]) -> str:
         "read from stored results; nothing was executed to make this page</p></header>",
         _runs_section(views),
         _headline_section(views),
+        _api_section(views),
         _section("domains", "pass@1 by domain", charts.domain_bars(series), _domain_table(views)),
         _choice_section(views),
         _section("failures", "Why samples failed",
                  charts.failure_stacks(series), charts.koco_stacks(series), _failure_table(views),
                  _reply_table(views)),
         _section("passk", "pass@k", charts.pass_at_k_curves(series)),
-        _section("cost", "Performance against cost", charts.cost_scatter(series), _cost_table(views)),
+        _section("cost", "Performance against cost", charts.cost_scatter(series),
+                 charts.money_scatter(series), _cost_table(views)),
         _compare_section(views),
         _tasks_section(views),
         "</body></html>",
@@ -170,6 +174,26 @@ def _headline_section(views: list[RunView]) -> str:
             f"{note}</section>")
 
 
+def _api_section(views: list[RunView]) -> str:
+    """API_acc and Param_corr beside pass@1 / pass@5, one row per run (a run is one knowledge
+    cell: its method), for runs with tasks whose target API was spied on; "" when none has."""
+    shown = [view for view in views if view.scores.overall.api_tasks]
+    if not shown:
+        return ""
+    header = _header(["run", "method (knowledge cell)", "tasks with a spy", "pass@1", "pass@5",
+                      "API_acc", "Param_corr"])
+    rows = [_row([view.name, view.method, str(view.scores.overall.api_tasks),
+                  percent(view.scores.overall.pass_at.get(1)), percent(view.scores.overall.pass_at.get(5)),
+                  percent(view.scores.overall.api_acc), percent(view.scores.overall.param_corr)],
+                 text=(0, 1)) for view in shown]
+    note = ('<p class="muted">API_acc: share of samples that called the task\'s target API in a test; '
+            "Param_corr: share whose every call of it bound to its signature (inspect's "
+            "Signature.bind). Both are averaged per task, then over the tasks whose target API the "
+            "runner spied on (see docs/novel.md); pass@k here is over all of the run's tasks.</p>")
+    return (f'<section id="api"><h2>API selection and parameters</h2>'
+            f"{_wide(_table(header, rows, (16, 16, 8, 7, 7, 7, 7)))}{note}</section>")
+
+
 def _domain_table(views: list[RunView]) -> str:
     domains = sorted({d for view in views for d in view.scores.by_domain})
     header = _header(["domain", *(view.name for view in views)])
@@ -247,18 +271,34 @@ def _reply_table(views: list[RunView]) -> str:
 
 
 def _cost_table(views: list[RunView]) -> str:
-    header = _header(["run", "tokens per sample", "prompt tokens", "completion tokens", "pass@1"])
+    header = _header(["run", "tokens per sample", "prompt", "of which knowledge (approx.)",
+                      "completion", "requests per sample", "estimated samples", "price per 1M "
+                      "in / out", "cost per sample", "cost in all", "pass@1"])
     rows = []
     for view in views:
-        prompt = sum(r.usage.prompt_tokens for r in view.results)
-        completion = sum(r.usage.completion_tokens for r in view.results)
-        tokens = tokens_per_sample(view.results)
-        rows.append(_row([view.name, "—" if tokens is None else f"{tokens:.0f}", str(prompt),
-                          str(completion), percent(view.scores.overall.pass_at.get(1))]))
-    note = ('<p class="muted">Tokens come from the usage the model reported; where a backend '
-            "reports none (reference, replay) the prompt size is estimated at 4 characters per "
-            "token.</p>")
+        cost = view.cost
+        price = cost.price
+        currency = price.currency if price else "USD"
+        rows.append(_row([
+            view.name, _count(cost.tokens_per_sample), _count(cost.prompt_tokens_per_sample),
+            _count(cost.knowledge_tokens_per_sample), _count(cost.completion_tokens_per_sample),
+            f"{cost.requests / cost.samples:.2g}" if cost.samples and cost.requests else "—",
+            str(cost.estimated_samples),
+            f"{price.input:g} / {price.output:g} {price.currency}" if price else "—",
+            format_money(cost.cost_per_sample, currency), format_money(cost.cost, currency),
+            percent(cost.pass_at_1)]))
+    note = ('<p class="muted">Tokens per sample (means) come from the usage the model reported, '
+            "summed over every request a sample took; where a backend reports none (reference, "
+            "replay, servers without usage) they are estimated at 4 characters per token and the "
+            "sample counts as estimated. Knowledge is the approximate size of what a rag-* or "
+            "oracle method added to the prompt, part of the prompt tokens. Prices come from "
+            "<code>--price</code> / <code>--prices</code> (run, score or report). A cached reply "
+            "counts the tokens it cost when it was generated.</p>")
     return f"{_wide(_table(header, rows))}{note}"
+
+
+def _count(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.0f}"
 
 
 def _compare_section(views: list[RunView]) -> str:
@@ -351,6 +391,11 @@ def _sample(sample: SampleResult, task: FunctionTask | ChoiceTask | None,
              f"{_e(sample.status)}</span> {sample.tests_passed}/{sample.tests_total} tests"]
     if sample.chosen is not None:
         parts.append(f" · chose {_e(', '.join(sample.chosen) or 'nothing')}")
+    usage = sample.usage
+    if usage.total_tokens:
+        calls = f" in {len(usage.calls)} model requests" if usage.calls else ""
+        parts.append(f' · <span class="muted">{usage.prompt_tokens:,} prompt + '
+                     f"{usage.completion_tokens:,} completion tokens{calls}</span>")
     parts.append("</p>")
     if diagnosis is not None:
         parts.append(_diagnosis(diagnosis))

@@ -19,6 +19,15 @@ from knowbench.benchmark.schema import ChoiceTask, FunctionTask
 from knowbench.diagnosis.runs import load_diagnoses, task_infos
 from knowbench.records import SampleResult
 from knowbench.report.charts import Series
+from knowbench.scoring.cost import (
+    CostSummary,
+    Price,
+    format_money,
+    model_name,
+    price_for,
+    sample_tokens,
+    summarise_cost,
+)
 from knowbench.scoring.metrics import Scores, percent, percent_interval, score
 from knowbench.scoring.taxonomy import KOCO_CATEGORIES, LABELS, Diagnosis
 from knowbench.store import RunDirectory, run_label
@@ -37,6 +46,12 @@ class RunView:
     scores: Scores
     diagnoses: list[Diagnosis]
     tasks: dict[str, FunctionTask | ChoiceTask] = field(default_factory=dict)
+    price: Price | None = None
+
+    @property
+    def cost(self) -> CostSummary:
+        """Tokens per sample and, when the run has a price, money (knowbench.scoring.cost)."""
+        return summarise_cost(self.results, self.scores.overall.pass_at.get(1), self.price)
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -82,9 +97,11 @@ class RunView:
         return Counter(d.koco for d in self.diagnoses if d.koco is not None)
 
 
-def load_views(run_dirs: list[Path], ks: tuple[int, ...] = (1, 5, 10)) -> list[RunView]:
+def load_views(run_dirs: list[Path], ks: tuple[int, ...] = (1, 5, 10),
+               prices: dict[str, Price] | None = None) -> list[RunView]:
     """Load every run; names are the runs' labels (knowbench.store.label), made unique with
-    the directory name."""
+    the directory name. A run's price is its entry in `prices` (a price file, by model name
+    or pattern) when there is one, else the price it was run or scored with (run.json)."""
     views = []
     for run_dir in run_dirs:
         run = RunDirectory.open(run_dir)
@@ -94,6 +111,9 @@ def load_views(run_dirs: list[Path], ks: tuple[int, ...] = (1, 5, 10)) -> list[R
         view = RunView(name="", run_dir=run_dir, run_json=run.document(), results=results,
                        scores=score(results, ks), diagnoses=diagnoses, tasks=tasks)
         view.name = run_label(view.run_json)
+        stored = view.run_json.get("price")
+        view.price = (price_for(model_name(view.settings), prices or {})
+                      or (Price.model_validate(stored) if stored else None))
         views.append(view)
     names = Counter(view.name for view in views)
     for view in views:
@@ -131,15 +151,11 @@ def _seconds(value: Any) -> str:
 
 
 def tokens_per_sample(results: list[SampleResult]) -> float | None:
-    """Mean tokens per sample: the usage the model reported, else the prompt estimate."""
+    """Mean tokens per sample: the usage the model reported, else the estimate
+    (knowbench.scoring.cost.sample_tokens)."""
     if not results:
         return None
-    total = 0
-    for result in results:
-        used = result.usage.prompt_tokens + result.usage.completion_tokens
-        if used == 0:
-            used = int(result.extra.get("prompt_tokens_approx", 0)) + len(result.completion) // 4
-        total += used
+    total = sum(prompt + completion for prompt, completion, _ in map(sample_tokens, results))
     return total / len(results) if total else None
 
 
@@ -156,7 +172,9 @@ def series_of(view: RunView) -> Series:
     return Series(name=view.name, per_domain=per_domain, pass_at_k=curve,
                   failures=dict(view.failure_counts()), koco=dict(view.koco_counts()),
                   tokens_per_sample=tokens_per_sample(view.results),
-                  pass_at_1=view.scores.overall.pass_at.get(1))
+                  pass_at_1=view.scores.overall.pass_at.get(1),
+                  cost_per_sample=view.cost.cost_per_sample,
+                  currency=view.price.currency if view.price else None)
 
 
 def table_rows(views: list[RunView]) -> list[dict[str, Any]]:
@@ -174,11 +192,17 @@ def table_rows(views: list[RunView]) -> list[dict[str, Any]]:
             row.update({f"pass@{k}": metrics.pass_at.get(k) for k in ks})
             row.update({"apr": metrics.apr, "pass_any": metrics.pass_any, "accuracy": metrics.accuracy,
                         "unanswered": metrics.unanswered, "jaccard": metrics.jaccard})
+            if metrics.api_tasks:
+                row.update({"api_acc": metrics.api_acc, "param_corr": metrics.param_corr})
             if scope == "all (micro)":
                 for key in ("pass@1", "accuracy"):
                     interval = view.scores.ci.get(key)
                     row[f"{key}_ci_low"] = interval.low if interval else None
                     row[f"{key}_ci_high"] = interval.high if interval else None
+                cost = view.cost
+                row.update({"tokens_per_sample": cost.tokens_per_sample,
+                            "cost_per_sample": cost.cost_per_sample, "cost": cost.cost,
+                            "currency": cost.price.currency if cost.price else None})
             rows.append(row)
             if scope == "all (micro)":
                 macro = {**base, "scope": "macro", "tasks": metrics.tasks, "samples": metrics.samples}
@@ -201,6 +225,7 @@ def render_table(views: list[RunView], fmt: TableFormat) -> str:
             "failures": {label: view.failure_counts().get(label, 0) for label in ("pass", *LABELS)},
             "koco": {category: view.koco_counts().get(category, 0) for category in KOCO_CATEGORIES},
             "tokens_per_sample": tokens_per_sample(view.results),
+            "cost": view.cost.model_dump(mode="json"),
         } for view in views], "rows": table_rows(views)}
         return json.dumps(document, indent=2) + "\n"
     rows = table_rows(views)
@@ -225,6 +250,8 @@ def _columns(rows: list[dict[str, Any]]) -> list[str]:
 def _markdown(views: list[RunView], rows: list[dict[str, Any]]) -> str:
     ks = sorted({k for view in views for k in view.scores.ks})
     metrics = [*(f"pass@{k}" for k in ks), "apr", "pass_any", "accuracy"]
+    if any("api_acc" in row for row in rows):  # tasks with a target-API spy (docs/novel.md)
+        metrics += ["api_acc", "param_corr"]
     lines = ["| run | sampling | scope | tasks | samples | " + " | ".join(metrics) + " |",
              "|---|---|---|---:|---:|" + "---:|" * len(metrics)]
     for row in rows:
@@ -246,6 +273,13 @@ def _markdown(views: list[RunView], rows: list[dict[str, Any]]) -> str:
         counts = view.failure_counts()
         lines.append(f"| {view.name} | " + " | ".join(str(counts.get(key, 0))
                                                        for key in ("pass", *LABELS)) + " |")
+    lines += ["", "| run | tokens per sample | cost per sample | cost | pass@1 |", "|---|---:|---:|---:|---:|"]
+    for view in views:
+        cost = view.cost
+        currency = cost.price.currency if cost.price else "USD"
+        tokens = "—" if cost.tokens_per_sample is None else f"{cost.tokens_per_sample:,.0f}"
+        lines.append(f"| {view.name} | {tokens} | {format_money(cost.cost_per_sample, currency)} | "
+                     f"{format_money(cost.cost, currency)} | {percent(cost.pass_at_1)} |")
     lines += ["", "pass@1 and ACC of the micro rows carry their 95% bootstrap interval over tasks "
                   "(1,000 resamples, seed 0)."]
     return "\n".join(lines) + "\n"

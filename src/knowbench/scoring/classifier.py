@@ -127,6 +127,11 @@ def _classify_test(outcome: TestOutcome, context: RuleContext) -> Verdict:
         # hit; anything else is read as a test's traceback.
         legacy = LEGACY_STATUS_RULES.get(outcome.status)
         return legacy(outcome, context) if legacy else classify_traceback(outcome, context, "test")
+    target = context.task.target_api if context.task else None
+    if outcome.reason == "assertion" and outcome.api_calls == 0 and target:
+        # the runner's target-API spy (api_check) counted no call during the test
+        return Verdict("WrongAPISelection", "invalid API call", "target-api-not-called",
+                       f"the runner's spy saw no call of {target} during this test", name=target)
     rule = REASON_RULES.get(outcome.reason)
     if rule is not None:
         return rule(outcome, context)

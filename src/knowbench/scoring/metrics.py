@@ -17,6 +17,12 @@ Definitions follow the two papers this project reproduces:
   |chosen ∪ answer| of a sample's letters and the correct ones (0 for an unanswered sample; 1
   exactly when the sample is right). Both are per task means over its samples, then averaged
   over tasks like ACC.
+* API_acc and Param_corr (NovelAPIBench's companion metrics, defined here since its code
+  computes neither; docs/novel.md): for tasks whose target API is spied on (`api_check`),
+  the fraction of a task's samples that called the target API in a test
+  (`SampleResult.api_called`), and the fraction whose calls of it all bound to its signature
+  (`params_correct`; samples whose signature could not be read are left out); each averaged
+  over such tasks like pass@1. Tasks without a spy count in neither.
 
 Aggregation. Every metric is first computed per task, then averaged with each task weighted
 equally ("micro" average over tasks: a domain with more tasks weighs more). DomainEval also
@@ -152,6 +158,8 @@ class TaskScore(_Model):
     accuracy: float | None = None
     unanswered: float | None = None
     jaccard: float | None = None
+    api_acc: float | None = None
+    param_corr: float | None = None
 
 
 class MetricSet(_Model):
@@ -176,6 +184,9 @@ class MetricSet(_Model):
     accuracy: float | None = None
     unanswered: float | None = None
     jaccard: float | None = None
+    api_acc: float | None = None
+    param_corr: float | None = None
+    api_tasks: int = 0
 
 
 class MacroStat(_Model):
@@ -285,7 +296,11 @@ def _score_one_task(samples: list[SampleResult], ks: list[int]) -> TaskScore:
     apr = math.fsum(s.pass_fraction for s in samples) / n
     choice = first.kind == "choice"
     credits = [s.jaccard for s in samples]
+    called = [s.api_called for s in samples if s.api_called is not None]
+    bound = [s.params_correct for s in samples if s.params_correct is not None]
     return TaskScore(
+        api_acc=sum(called) / len(called) if called else None,
+        param_corr=sum(bound) / len(bound) if bound else None,
         task_id=first.task_id,
         kind=first.kind,
         domain=first.domain,
@@ -356,6 +371,9 @@ def _metric_set(tasks: Sequence[TaskScore], ks: list[int]) -> MetricSet:
                     if all(t.unanswered is not None for t in choice) else None),
         jaccard=(_mean([t.jaccard for t in choice])  # type: ignore[misc]
                  if all(t.jaccard is not None for t in choice) else None),
+        api_acc=_mean([t.api_acc for t in function if t.api_acc is not None]),
+        param_corr=_mean([t.param_corr for t in function if t.param_corr is not None]),
+        api_tasks=sum(t.api_acc is not None for t in function),
     )
 
 

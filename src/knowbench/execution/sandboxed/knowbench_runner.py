@@ -22,6 +22,7 @@ tests need.
 
 import _thread
 import builtins
+import itertools
 import json
 import linecache
 import operator
@@ -32,11 +33,13 @@ import sys
 import tempfile
 import time
 import traceback
+import types
 import unittest
 
 import knowbench_memory
 import knowbench_seccomp
 import knowbench_split
+import knowbench_spy
 import knowbench_wire
 from knowbench_pytest import (
     UnsupportedFixture,
@@ -149,6 +152,8 @@ def _snapshot():
     For each watched module that is loaded: its entry in sys.modules, every name in it, the
     code object of every function in it, and the same for every class it defines (so a
     patched `assertEqual.__code__` or `_AssertRaisesContext.__exit__` is caught too).
+    Kept as tuples of ids per namespace, so that a check compares them at C speed
+    (`_changed`); only a namespace found changed is looked at name by name.
     """
     spaces = {}
     for name in _WATCHED_MODULES:
@@ -159,33 +164,57 @@ def _snapshot():
         for value in list(vars(module).values()):
             if isinstance(value, type) and getattr(value, "__module__", None) == name:
                 spaces[f"{name}.{value.__qualname__}"] = vars(value)
-    identities = {}
+    scopes = []
     for scope, space in spaces.items():
-        for key, value in space.items():
-            code = getattr(value, "__code__", None) if callable(value) else None
-            if isinstance(value, (staticmethod, classmethod)):
-                code = getattr(value.__func__, "__code__", None)
-            identities[(scope, key)] = (id(value), id(code) if code is not None else None)
-    modules = {name: id(sys.modules.get(name)) for name in _WATCHED_MODULES if name in sys.modules}
-    return identities, spaces, modules
+        # Volatile names (the warnings registry that a warning attributed to a runner frame
+        # fills in) are caches the interpreter itself rebinds, not machinery.
+        keys = tuple(key for key in space if key not in _VOLATILE)
+        owners, others = [], []
+        for key in keys:
+            value = space[key]
+            owner = _code_owner(value)
+            if owner is not None:
+                owners.append((key, owner))
+            elif callable(value) and getattr(value, "__code__", None) is not None:
+                others.append((key, id(value.__code__)))
+        scopes.append((scope, space, keys, tuple(map(id, map(space.get, keys))),
+                       tuple(owner for _, owner in owners), tuple(key for key, _ in owners),
+                       tuple(id(owner.__code__) for _, owner in owners), tuple(others)))
+    modules = tuple((name, id(sys.modules[name])) for name in _WATCHED_MODULES if name in sys.modules)
+    return modules, tuple(scopes)
 
 
-def _changed(snapshot, spaces, modules, modules_now):
-    for name, ident in modules.items():
+def _code_owner(value):
+    """The plain function whose `__code__` a patch of `value` would replace, if any."""
+    if isinstance(value, (staticmethod, classmethod, types.MethodType)):
+        value = value.__func__
+    return value if type(value) is types.FunctionType else None
+
+
+_MISSING = object()
+_CODE = operator.attrgetter("__code__")
+
+
+def _changed(snapshot, modules_now):
+    """What changed since `snapshot` (`_snapshot`), or None."""
+    modules, scopes = snapshot
+    for name, ident in modules:
         if id(modules_now.get(name)) != ident:
             return f"sys.modules['{name}'] was replaced"
-    for (scope, key), (ident, code_ident) in snapshot.items():
-        if key in _VOLATILE:
-            continue
-        space = spaces[scope]
-        if key not in space:
-            return f"{scope}.{key} was deleted"
-        value = space[key]
-        if id(value) != ident:
-            return f"{scope}.{key} was replaced"
-        if code_ident is not None:
-            function = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
-            if id(getattr(function, "__code__", None)) != code_ident:
+    for scope, space, keys, ids, owners, owner_keys, code_ids, others in scopes:
+        if tuple(map(id, map(space.get, keys, itertools.repeat(_MISSING)))) != ids:
+            for key, ident in zip(keys, ids):  # noqa: B905 (the runner may run on Python < 3.10)
+                value = space.get(key, _MISSING)
+                if value is _MISSING:
+                    return f"{scope}.{key} was deleted"
+                if id(value) != ident:
+                    return f"{scope}.{key} was replaced"
+        if tuple(map(id, map(_CODE, owners))) != code_ids:
+            for key, owner, ident in zip(owner_keys, owners, code_ids):  # noqa: B905
+                if id(owner.__code__) != ident:
+                    return f"the code of {scope}.{key} was replaced"
+        for key, ident in others:
+            if id(getattr(space[key], "__code__", None)) != ident:
                 return f"the code of {scope}.{key} was replaced"
     return None
 
@@ -315,8 +344,9 @@ def _preload(modules):
             pass
 
 
-def _import_test_modules(tests):
-    """Import what the test code imports, before any sample code runs.
+def _import_test_modules(wanted):
+    """Import what the test code imports (`wanted`: [module, names from it], found by the
+    engine), before any sample code runs.
 
     The integrity baseline is taken after this, so a library whose test utilities patch
     `unittest` or `pytest` on import (psutil.tests replaces `unittest.TestCase`) is part of
@@ -324,30 +354,12 @@ def _import_test_modules(tests):
     when nothing loaded it before the sample did. A module that fails to import is left to
     fail where the test imports it. Returns True when anything new was imported.
     """
-    import ast
-
     before = len(sys.modules)
-    for code in tests.values():
-        # An import statement spells the ASCII keyword `import`; code without it has none,
-        # and parsing it costs about a millisecond per sample on the fork server's hot path.
-        if "import" not in code:
-            continue
+    for module, names in wanted:
         try:
-            tree = ast.parse(code)
-        except (SyntaxError, ValueError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                wanted = [(alias.name, ()) for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                wanted = [(node.module, tuple(a.name for a in node.names if a.name != "*"))]
-            else:
-                continue
-            for module, names in wanted:
-                try:
-                    __import__(module, fromlist=names)
-                except BaseException:  # the test's own import reports it, under its limits
-                    pass
+            __import__(module, fromlist=names)
+        except BaseException:  # the test's own import reports it, under its limits
+            pass
     return len(sys.modules) != before
 
 
@@ -464,6 +476,17 @@ def _run_item(item, tests, module, target_codes, state, box):
     box.append((status, message, called[0] if target_codes else None, reason))
 
 
+def _runner_identity(runner_globals):
+    """This runner's globals and the code of its functions, by identity (as `_snapshot`):
+    the integrity checks' first look, since a patched check could vouch for anything."""
+    names = tuple(name for name in runner_globals if name not in _VOLATILE)
+    owners = tuple((name, owner) for name in names
+                   if (owner := _code_owner(runner_globals[name])) is not None)
+    return (names, tuple(map(id, map(runner_globals.get, names))),
+            tuple(owner for _, owner in owners), tuple(name for name, _ in owners),
+            tuple(id(owner.__code__) for _, owner in owners))
+
+
 def execute_sample(config, result_fd):
     """Run one sample's program and tests, report on `result_fd`, then end the process.
 
@@ -529,35 +552,42 @@ def execute_sample(config, result_fd):
     fork, wait_for, exit_code_of, cpu_used, limit_cpu = os.fork, os.waitpid, _exit_code, _cpu_used, _limit_cpu
     SIGXCPU, SIGPROF = signal.SIGXCPU, signal.SIGPROF
     split = _SPLIT[0] = config.get("channel_fd") is not None
+    spy, spy_error = _prepare_spy(config.get("spy"), split)
+    # read now: sample code could later give the Spy class properties that answer otherwise
+    spy_api, spy_required, take_calls = (spy.api, spy.required, spy.take) if spy is not None else (None, False, None)
+    spy_targets, spy_install = ((spy.original, spy.replacement, spy.owner, spy.leaf), knowbench_spy.install) \
+        if spy is not None and spy.rebind else ((), None)
     # Split, no candidate code runs in this process: there is nothing to watch. In-process,
     # a fork server took the snapshot before forking (same objects, same ids in the child).
-    imported = _import_test_modules(tests)
+    imported = _import_test_modules(config.get("test_imports", ()))
     taken = _SERVER_SNAPSHOT[0]
     if imported or (taken is not None
-                    and set(taken[2]) != {m for m in _WATCHED_MODULES if m in sys.modules}):
+                    and {name for name, _ in taken[0]} != {m for m in _WATCHED_MODULES if m in sys.modules}):
         taken = None  # the tests' imports or the sample's own preload changed what to watch
-    snapshot, spaces, modules = ({}, {}, {}) if split else (taken or _snapshot())
-    # Volatile names (the warnings registry that a warning attributed to a runner frame
-    # fills in) are caches the interpreter itself rebinds, not machinery.
-    runner_helpers = {name: (id(value), id(getattr(value, "__code__", None)))
-                      for name, value in runner_globals.items() if name not in _VOLATILE}
+    snapshot = ((), ()) if split else (taken or _snapshot())
+    runner_helpers = _runner_identity(runner_globals)
     get_code = operator.attrgetter("__code__")
     _set_limits(config["limits"], config.get("nproc_base"))
     _drop_privileges(config.get("uid"), config.get("gid"))
     sys.addaudithook(audit)
     tmp_root = _shared_dir(os.getcwd(), prefix="tmp_path-")
 
+    helper_names, helper_ids, helper_owners, helper_owner_names, helper_code_ids = runner_helpers
+    identity, in_turn, as_tuple, missing, again = id, map, tuple, _MISSING, itertools.repeat
+
     def integrity_problem():
         if split:
             return None
         # The runner's own functions first, inline: `changed` itself could have been patched.
-        for name, (ident, code_ident) in runner_helpers.items():
-            value = runner_globals.get(name)
-            if id(value) != ident:
-                return f"the runner's {name} was replaced"
-            if code_ident != id(None) and id(get_code(value)) != code_ident:
-                return f"the code of the runner's {name} was replaced"
-        return changed(snapshot, spaces, modules, modules_now)
+        if as_tuple(in_turn(identity, in_turn(runner_globals.get, helper_names, again(missing)))) != helper_ids:
+            for name, ident in zip(helper_names, helper_ids):  # noqa: B905
+                if identity(runner_globals.get(name, missing)) != ident:
+                    return f"the runner's {name} was replaced"
+        if as_tuple(in_turn(identity, in_turn(get_code, helper_owners))) != helper_code_ids:
+            for name, owner, ident in zip(helper_owner_names, helper_owners, helper_code_ids):  # noqa: B905
+                if identity(get_code(owner)) != ident:
+                    return f"the code of the runner's {name} was replaced"
+        return changed(snapshot, modules_now)
 
     def fail_all(start, status, message, reason):
         for item in items[start:]:
@@ -565,13 +595,19 @@ def execute_sample(config, result_fd):
                     "reason": reason})
 
     def finish():
-        report({"done": True})
+        # `done` is the last word: a fork server replies as soon as it arrives.
         try:
-            stdout.flush()
-            stderr.flush()
+            try:
+                stdout.flush()
+                stderr.flush()
+            finally:
+                report({"done": True})
         finally:
             exit_now(0)
 
+    if spy_error is not None:
+        fail_all(0, "error", spy_error, "test-code-failed")
+        finish()
     channel = None
     if split:
         resolver = knowbench_wire.Resolver(allowed_modules=_program_packages(config["program"]))
@@ -594,13 +630,18 @@ def execute_sample(config, result_fd):
         fail_all(0, "error", "the program tampered with the runner while loading", "tampering")
         finish()
     module, target_codes = loaded[2]
+    if spy_install is not None:
+        in_worker(spy_install, *spy_targets, module.__dict__)
     state = ({}, {}, {}, tmp_root, channel, config.get("invocation", "framework"))
 
     def run_here(index, item):
         """Run one item in this process and report it; False when it tampered (the run stops)."""
         report({"start": item["id"]})
         started = monotonic()
+        if take_calls is not None:
+            take_calls()  # calls made outside a test (another test's leftovers) do not count
         outcome = in_worker(_run_item, dict(item), tests, module, target_codes, state)
+        api_calls = take_calls() if take_calls is not None else None
         problem = integrity_problem()
         if problem is not None:
             report({"item": item["id"], "status": "error", "duration_s": monotonic() - started,
@@ -613,8 +654,14 @@ def execute_sample(config, result_fd):
                 or (reason is not None if status == "pass"
                     else type_of(reason) is not str_type or reason not in reasons)):
             status, message, called, reason = "error", "the test tampered with its own outcome", None, "tampering"
-        report({"item": item["id"], "status": status, "message": message,
-                "duration_s": monotonic() - started, "called": called, "reason": reason})
+        fields = {"item": item["id"], "status": status, "message": message,
+                  "duration_s": monotonic() - started, "called": called, "reason": reason}
+        if api_calls is not None:
+            fields["api_calls"], fields["api_bound"] = api_calls
+            if spy_required and status == "pass" and api_calls[0] == 0:
+                fields["status"], fields["reason"] = "fail", "assertion"
+                fields["message"] = f"the target API {spy_api} was not called during this test"
+        report(fields)
         return True
 
     def run_alone(index, item):
@@ -666,6 +713,20 @@ def execute_sample(config, result_fd):
             fail_all(index + 1, "error", "not run: an earlier test tampered with the runner", "not-run")
             break
     finish()
+
+
+def _prepare_spy(wanted, split):
+    """(the sample's target-API spy or None, why it could not be made or None); runs before
+    any sample code, and installs the spy's audit hook. Split, the target is called in the
+    candidate's process, which cannot report calls: no spy."""
+    if not wanted or split:
+        return None, None
+    try:
+        spy = knowbench_spy.Spy(wanted["api"], bool(wanted.get("required")))
+    except Exception as error:
+        return None, f"the target API {wanted['api']} could not be found for its spy:\n{_describe(error)}"
+    sys.addaudithook(spy.hook)
+    return spy, None
 
 
 def _program_packages(program):
@@ -801,6 +862,7 @@ def main():
 
 
 _BUDGET_POLL_S = 0.05
+UNSETTLED_EXIT = 75  # a fork server ends with this when a process outlived its sample's clean-up
 _STDERR_TAIL_BYTES = 2048  # as engine.STDERR_TAIL_BYTES
 
 
@@ -886,33 +948,38 @@ def _listdir(dir_fd, skip=None):
         return []
 
 
-def _serve_one(request, control_out, base, setup, channel_fd=None):
-    """Fork a child for one sample, wait for it within the wall clock, report to the engine.
+class _Prepared:
+    """A child forked ahead of its sample (`_prepare`), waiting for the request on `requests`."""
 
-    The child's output comes back through pipes, never through files in a directory the
-    sample can write (it could replace them with a symlink to a root-only file, or a FIFO).
+    __slots__ = ("err_read", "out_read", "pid", "requests", "result_read", "workdir")
+
+    def __init__(self, pid, workdir, requests, result_read, out_read, err_read):
+        self.pid, self.workdir, self.requests = pid, workdir, requests
+        self.result_read, self.out_read, self.err_read = result_read, out_read, err_read
+
+
+def _prepare(control_out, base, setup):
+    """Fork the next sample's process before its request exists.
+
+    Everything that does not depend on the request happens here, off the sample's clock: the
+    fork, the pipes, a fresh HOME, and the first touch of the pages the runner's integrity
+    checks read (after a fork every object whose reference count they move is copied once).
+    The child then waits for one request (and, split, the channel's descriptor) on a socket
+    of its own, and becomes the sample.
     """
-    import select
-    import shutil
-    import signal
+    import socket
 
     # On bwrap's private tmpfs, creating and deleting the sample's files costs nothing. A
     # split sample's directory is made by the engine, shared by the judge and the candidate.
-    own_workdir = request.get("workdir") is None
-    if own_workdir:
-        workdir = tempfile.mkdtemp(prefix="sample-", dir="/tmp" if setup.get("private_tmp") else base)
-        if request.get("uid") is not None:
-            os.chown(workdir, request["uid"], request["gid"])
-    else:
-        workdir = request["workdir"]
-    candidate = setup.get("role") == "candidate"
+    workdir = tempfile.mkdtemp(prefix="sample-", dir="/tmp" if setup.get("private_tmp") else base)
+    requests, theirs = socket.socketpair()
     result_read, result_write = os.pipe()
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
-    started = time.monotonic()
     pid = os.fork()
     if pid == 0:  # the child: becomes the sample
         try:
+            requests.close()
             for fd in (result_read, out_read, err_read, control_out, setup.get("fd_socket")):
                 if fd is not None:
                     os.close(fd)
@@ -924,15 +991,24 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
             os.close(err_write)
             sys.stdout = open(1, "w", closefd=False)
             sys.stderr = open(2, "w", closefd=False)
-            os.chdir(workdir)
-            os.environ["TMPDIR"] = workdir
-            tempfile.tempdir = None
             # At the path the server's preload saw as HOME: what it worked out from HOME
             # (a library's config and cache directories) is this sample's, writable.
             _lay_out_home(setup["home"], setup["home_template"])
+            if setup.get("role") != "candidate":
+                _warm_up()
+            request, channel_fd = _receive_request(theirs)
+            theirs.close()
+            if request.get("workdir") is None:
+                if request.get("uid") is not None:
+                    os.chown(workdir, request["uid"], request["gid"])
+            else:
+                workdir = request["workdir"]
+            os.chdir(workdir)
+            os.environ["TMPDIR"] = workdir
+            tempfile.tempdir = None
             _preload(request.get("preload", []))
             _hand_over_home(setup["home"], request.get("uid"), request.get("gid"))
-            if candidate:
+            if setup.get("role") == "candidate":
                 os.close(result_write)
                 run_candidate(request, channel_fd)
             else:
@@ -944,6 +1020,81 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
             os._exit(70)
     for fd in (result_write, out_write, err_write):
         os.close(fd)
+    theirs.close()
+    return _Prepared(pid, workdir, requests, result_read, out_read, err_read)
+
+
+def _warm_up():
+    """Do once, in a prepared child, what a sample's first integrity check does to memory."""
+    taken = _SERVER_SNAPSHOT[0]
+    if taken is not None:
+        _changed(taken, sys.modules)
+    _runner_identity(globals())
+
+
+def _send_request(sock, request, channel_fd):
+    """Hand a prepared child its request: a length, the JSON, and the channel's descriptor."""
+    import socket
+
+    data = json.dumps(request).encode()
+    header = len(data).to_bytes(8, "big")
+    if channel_fd is None:
+        sock.sendall(header + data)
+    else:
+        socket.send_fds(sock, [header], [channel_fd])
+        sock.sendall(data)
+
+
+def _receive_request(sock):
+    """The prepared child's side of `_send_request`; ends the process when the server is gone."""
+    import socket
+
+    header, fds = b"", []
+    while len(header) < 8:
+        chunk, new_fds, _, _ = socket.recv_fds(sock, 8 - len(header), 1)
+        if not chunk:
+            os._exit(0)  # the server went away before it had a sample for this process
+        header += chunk
+        fds.extend(new_fds)
+    size = int.from_bytes(header, "big")
+    parts, received = [], 0
+    while received < size:
+        chunk = sock.recv(min(size - received, 1 << 20))
+        if not chunk:
+            os._exit(0)
+        parts.append(chunk)
+        received += len(chunk)
+    return json.loads(b"".join(parts)), (fds[0] if fds else None)
+
+
+def _finished(chunk):
+    """Whether a chunk of the result pipe ends with the runner's last record (`done`)."""
+    if not chunk.endswith(b"}\n"):
+        return False
+    start = chunk.rfind(b"\n", 0, len(chunk) - 1) + 1
+    return chunk.startswith(b'{"done":true,', start)
+
+
+def _serve_one(request, prepared, control_out, base, setup, channel_fd=None):
+    """Run one sample in the prepared child, within its wall clock, and report to the engine.
+
+    The child's output comes back through pipes, never through files in a directory the
+    sample can write (it could replace them with a symlink to a root-only file, or a FIFO).
+    The reply leaves as soon as the runner's last record (`done`) has arrived: the sample's
+    processes are killed and counted first, and what is left to clean (its files, /tmp, the
+    exit of its process) happens after the reply, before the next request is taken.
+    """
+    import select
+    import signal
+
+    pid = prepared.pid
+    result_read, out_read, err_read = prepared.result_read, prepared.out_read, prepared.err_read
+    started = time.monotonic()
+    try:
+        _send_request(prepared.requests, request, channel_fd)
+    except OSError:
+        pass  # the prepared process died: its exit is seen below
+    prepared.requests.close()
     if channel_fd is not None:
         os.close(channel_fd)
     deadline = started + request["limits"]["wall_s"]
@@ -952,6 +1103,7 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
     kept = {result_read: [], out_read: [], err_read: []}
     sizes = dict.fromkeys(kept, 0)
     tail = [b""]  # the end of stderr, past the cap too: what a process that ends early said last
+    done = [False]
 
     def drain(fd):
         """Read what is there; False at end of file or, non-blocking, when nothing is left."""
@@ -963,6 +1115,8 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
             return False
         if fd == err_read:
             tail[0] = (tail[0] + chunk)[-_STDERR_TAIL_BYTES:]
+        elif fd == result_read and _finished(chunk):
+            done[0] = True
         if sizes[fd] < caps[fd]:
             kept[fd].append(chunk[: caps[fd] - sizes[fd]])
             sizes[fd] += len(kept[fd][-1])
@@ -975,12 +1129,12 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
                                      "/tmp" if setup.get("private_tmp") else None)
     watch_budget = setup.get("pid_namespace")
     next_poll = started + _BUDGET_POLL_S
-    # Wait for the sample process to end (end-of-file alone is not enough: a process it
-    # started may hold the pipes open, or it may close them and go on) or the wall clock
-    # to run out. A pidfd becomes readable when the process ends.
+    # Wait for the runner's last record, the sample process to end (end-of-file alone is not
+    # enough: a process it started may hold the pipes open, or it may close them and go on)
+    # or the wall clock to run out. A pidfd becomes readable when the process ends.
     pidfd = os.pidfd_open(pid)
     watched = [result_read, out_read, err_read, pidfd]
-    while status is None:
+    while status is None and not done[0]:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             timed_out = True
@@ -1011,36 +1165,74 @@ def _serve_one(request, control_out, base, setup, channel_fd=None):
         while fd in watched and sizes[fd] < caps[fd] and drain(fd):
             pass
         os.close(fd)
-    if status is None:
-        _, status = os.waitpid(pid, 0)
-    exit_code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    if status is not None:
+        exit_code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    else:
+        exit_code = 0 if done[0] else -signal.SIGKILL  # after `done` the runner only exits 0
 
     def text(fd):
         return b"".join(kept[fd]).decode(errors="replace")
 
+    # Its process group is dead (or dying): what else still runs escaped it.
+    escaped = _escaped(pid) if setup.get("pid_namespace") else []
+    for straggler in escaped:
+        try:
+            os.kill(straggler, signal.SIGKILL)
+        except OSError:
+            pass
     reply = {"results": text(result_read), "exit_code": exit_code, "timed_out": timed_out,
              "over_budget": over_budget, "over_processes": over_processes,
              "memory_peak": budget.peak,
              "stdout": text(out_read), "stderr": text(err_read),
              "stderr_tail": tail[0].decode(errors="replace"),
-             "duration_s": time.monotonic() - started}
-    # Leave nothing for the next sample: its files, /tmp, and any process it left behind.
-    # (rmtree removes links and FIFOs without following or opening them.)
-    if own_workdir:
-        shutil.rmtree(workdir, ignore_errors=True)
-    shutil.rmtree(setup["home"], ignore_errors=True)
-    if setup.get("private_tmp"):
-        _clean_tmp(keep=base)
-    leftover = _stragglers() if setup.get("pid_namespace") else []
-    for straggler in leftover:
-        try:
-            os.kill(straggler, signal.SIGKILL)
-        except OSError:
-            pass
-    reply["stragglers"] = len(leftover)
+             "duration_s": time.monotonic() - started, "stragglers": len(escaped)}
     data = (json.dumps(reply) + "\n").encode()
     while data:
         data = data[os.write(control_out, data):]
+    if status is None:
+        os.waitpid(pid, 0)
+    _clean_up(prepared.workdir, setup, base)
+    # A server that had to kill a process outside the sample's group is replaced by the
+    # engine; here, anything still alive now is a process nothing accounted for.
+    return not escaped and _settled(setup)
+
+
+def _clean_up(workdir, setup, base):
+    """Leave nothing for the next sample: its files, /tmp and its HOME. (rmtree removes links
+    and FIFOs without following or opening them.)"""
+    import shutil
+
+    shutil.rmtree(workdir, ignore_errors=True)
+    shutil.rmtree(setup["home"], ignore_errors=True)
+    if setup.get("private_tmp"):
+        _clean_tmp(keep=base)
+
+
+def _escaped(pid):
+    """Live processes in this sandbox outside the sample's process group (`pid`): ones it
+    started in a session or group of their own. The group's own, killed, are dying."""
+    escaped = []
+    for other in _stragglers():
+        try:
+            with open(f"/proc/{other}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone
+        if fields[0] != b"Z" and int(fields[2]) != pid:
+            escaped.append(other)
+    return escaped
+
+
+def _settled(setup, wait_s=2.0):
+    """Wait (briefly) until no process but this server and the sandbox's init is left."""
+    if not setup.get("pid_namespace"):
+        return True
+    give_up = time.monotonic() + wait_s
+    while _stragglers():
+        if time.monotonic() > give_up:
+            return False
+        time.sleep(0.001)
+    return True
 
 
 def serve():
@@ -1080,6 +1272,7 @@ def serve():
     gc.freeze()
     ready = (json.dumps({"ready": True, "pid": os.getpid()}) + "\n").encode()
     os.write(control_out, ready)
+    prepared = _prepare(control_out, base, setup)
     for line in sys.stdin.buffer:
         if not line.strip():
             continue
@@ -1088,7 +1281,13 @@ def serve():
         if request.pop("with_fd", False) and fd_socket is not None:
             _, fds, _, _ = socket.recv_fds(fd_socket, 1, 1)
             channel_fd = fds[0] if fds else None
-        _serve_one(request, control_out, base, setup, channel_fd)
+        if not _serve_one(request, prepared, control_out, base, setup, channel_fd):
+            # Something outlived its sample: end this sandbox before taking another request
+            # (the engine starts a fresh one, and sends that request again).
+            raise SystemExit(UNSETTLED_EXIT)
+        # The next process is forked from this one: it holds no earlier sample's request.
+        del line, request
+        prepared = _prepare(control_out, base, setup)
 
 
 def entry(args):
