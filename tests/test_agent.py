@@ -160,7 +160,11 @@ def test_an_episode_searches_reads_runs_a_snippet_and_submits(
     per_call = [step["usage"] for step in trajectory["steps"] if step["role"] == "assistant"]
     assert result.usage.prompt_tokens == sum(u["prompt_tokens"] for u in per_call) > 0
     assert result.usage.completion_tokens == sum(u["completion_tokens"] for u in per_call) > 0
-    assert trajectory["usage"] == result.usage.model_dump()
+    assert trajectory["usage"] == {"prompt_tokens": result.usage.prompt_tokens,
+                                   "completion_tokens": result.usage.completion_tokens}
+    # and lists each call, as cost accounting reads it
+    assert [call.model_dump() for call in result.usage.calls] == per_call
+    assert result.usage.requests == 5
     stored = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     assert stored[0]["extra"]["trajectory"]["steps"] == trajectory["steps"]
     # the report's drill-down shows the episode: every call and what each tool returned

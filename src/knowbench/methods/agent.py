@@ -47,7 +47,7 @@ from knowbench.knowledge.leakage import LeakageGuard, SourceNormaliser
 from knowbench.methods.base import Method, Prompt, SampleContext
 from knowbench.methods.prompts import task_messages
 from knowbench.models.base import Message, ModelBackend, Reply
-from knowbench.records import Generation, Usage
+from knowbench.records import CallUsage, Generation, Usage
 
 if TYPE_CHECKING:
     from knowbench.knowledge.retrieval import Retriever
@@ -294,7 +294,7 @@ class AgentMethod(Method):
         tools = self.tools(task)
         messages = list(prompt.messages)
         steps: list[dict[str, Any]] = []
-        usage = Usage()
+        calls: list[CallUsage] = []
         seen: Counter[str] = Counter()
         started = time.monotonic()
         completion, end, detail = "", "max-turns", f"{self.max_turns} model calls made"
@@ -314,10 +314,11 @@ class AgentMethod(Method):
                 break
             cached = cached and reply.cached
             finish_reason = reply.finish_reason
-            usage = Usage(prompt_tokens=usage.prompt_tokens + reply.usage.prompt_tokens,
-                          completion_tokens=usage.completion_tokens + reply.usage.completion_tokens)
+            call_usage = CallUsage(prompt_tokens=reply.usage.prompt_tokens,
+                                   completion_tokens=reply.usage.completion_tokens)
+            calls.append(call_usage)
             steps.append({"turn": turn, "role": "assistant", "content": reply.text,
-                          "tool_calls": reply.tool_calls, "usage": reply.usage.model_dump(),
+                          "tool_calls": reply.tool_calls, "usage": call_usage.model_dump(),
                           "finish_reason": reply.finish_reason, "cached": reply.cached,
                           "latency_s": round(time.monotonic() - called, 4)})
             if not reply.tool_calls:
@@ -353,14 +354,16 @@ class AgentMethod(Method):
             if stop is not None:
                 end, detail = stop
                 break
-            if usage.prompt_tokens + usage.completion_tokens >= self.episode_tokens:
-                end, detail = "token-limit", (f"{usage.prompt_tokens + usage.completion_tokens} "
-                                              f"tokens used, limit {self.episode_tokens}")
+            used = sum(call.prompt_tokens + call.completion_tokens for call in calls)
+            if used >= self.episode_tokens:
+                end, detail = "token-limit", f"{used} tokens used, limit {self.episode_tokens}"
                 break
+        usage = Usage.of_calls(calls)
         trajectory = {
             "end": end, "detail": detail, "turns": sum(step["role"] == "assistant" for step in steps),
             "tool_calls": sum(step["role"] == "tool" for step in steps),
-            "usage": usage.model_dump(), "duration_s": round(time.monotonic() - started, 4),
+            "usage": {"prompt_tokens": usage.prompt_tokens,
+                      "completion_tokens": usage.completion_tokens}, "duration_s": round(time.monotonic() - started, 4),
             "limits": {"max_turns": self.max_turns, "episode_tokens": self.episode_tokens,
                        "episode_timeout": self.episode_timeout, "loop_limit": self.loop_limit},
             "messages": [message.wire() for message in prompt.messages],
