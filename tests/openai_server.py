@@ -16,6 +16,7 @@ As a separate process (stable CLI; end-to-end tests rely on it)::
 
     python tests/openai_server.py --replies FILE.json [--port 0] [--delay 0]
                                   [--fallback pass] [--log REQUESTS.jsonl]
+    python tests/openai_server.py --tool-script SCRIPT.json ...   (tool-using episodes)
 
 FILE.json is a JSON object mapping a substring of the last user message to the reply text;
 the first key (in file order) found in that message wins, and a message matching none gets
@@ -43,8 +44,59 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-Responder = Callable[[dict[str, Any]], str | None]  # None: "content": null
+Responder = Callable[[dict[str, Any]], "str | ToolTurn | None"]  # None: "content": null
 MODEL_ID = "scripted"
+
+
+@dataclass(frozen=True)
+class ToolTurn:
+    """A scripted assistant turn that calls tools: `calls` are (tool name, arguments) pairs,
+    sent as OpenAI `tool_calls` (arguments JSON-encoded unless given as a string)."""
+
+    calls: tuple[tuple[str, Any], ...]
+    content: str | None = None
+
+    def message(self, turn: int) -> dict[str, Any]:
+        return {"role": "assistant", "content": self.content, "tool_calls": [
+            {"id": f"call_{turn}_{index}", "type": "function",
+             "function": {"name": name, "arguments": args if isinstance(args, str)
+                          else json.dumps(args)}}
+            for index, (name, args) in enumerate(self.calls)]}
+
+
+def call(name: str, **arguments: Any) -> ToolTurn:
+    """One turn making one tool call: `call("search", query="wrap text")`."""
+    return ToolTurn(((name, arguments),))
+
+
+def assistant_turns(body: dict[str, Any]) -> int:
+    """How many assistant messages the request already holds (the episode's turn so far)."""
+    return sum(1 for message in body.get("messages") or []
+               if isinstance(message, dict) and message.get("role") == "assistant")
+
+
+def first_user_message(body: dict[str, Any]) -> str:
+    for message in body.get("messages") or []:
+        if isinstance(message, dict) and message.get("role") == "user":
+            return str(message.get("content") or "")
+    return ""
+
+
+def tool_script_responder(scripts: dict[str, list[str | ToolTurn]],
+                          fallback: str = "pass") -> Responder:
+    """A responder playing tool-using episodes: the script whose key occurs in the first
+    user message (the task) is played turn by turn, the turn chosen by how many assistant
+    messages the request holds, so every episode (every sample) plays it from the start. A
+    request past the script's end repeats its last turn; no matching script: `fallback`."""
+
+    def respond(body: dict[str, Any]) -> str | ToolTurn:
+        task = first_user_message(body)
+        script = next((steps for key, steps in scripts.items() if key in task), None)
+        if not script:
+            return fallback
+        return script[min(assistant_turns(body), len(script) - 1)]
+
+    return respond
 
 
 def last_user_message(body: dict[str, Any]) -> str:
@@ -124,17 +176,30 @@ def _limited(text: str | None, max_tokens: object) -> tuple[str | None, str]:
     return text[: tokens[max_tokens - 1].end()] if max_tokens > 0 else "", "length"
 
 
-def completion_json(body: dict[str, Any], text: str | None,
+def completion_json(body: dict[str, Any], text: str | ToolTurn | None,
                     include_usage: bool = True) -> dict[str, Any]:
-    """A valid OpenAI chat.completion object answering `body` with `text`.
+    """A valid OpenAI chat.completion object answering `body` with `text` (or, for a
+    `ToolTurn`, with tool calls and finish_reason "tool_calls").
 
     Like a real server, a reply longer than the request's `max_tokens` (a token here is a
     run of non-space characters) is cut after that many tokens, with finish_reason "length".
     """
     prompt = " ".join(str(m.get("content") or "") for m in body.get("messages") or []
                       if isinstance(m, dict))
+    if isinstance(text, ToolTurn):  # a tool-calling turn: counted by its arguments' words
+        message = text.message(assistant_turns(body))
+        spoken = " ".join([text.content or "", *(c["function"]["arguments"]
+                                                for c in message["tool_calls"])])
+        return _completion(body, message, "tool_calls", _count_tokens(prompt),
+                           _count_tokens(spoken), include_usage)
     text, finish_reason = _limited(text, body.get("max_tokens"))
     prompt_tokens, completion_tokens = _count_tokens(prompt), _count_tokens(text or "")
+    return _completion(body, {"role": "assistant", "content": text}, finish_reason, prompt_tokens,
+                       completion_tokens, include_usage)
+
+
+def _completion(body: dict[str, Any], message: dict[str, Any], finish_reason: str,
+                prompt_tokens: int, completion_tokens: int, include_usage: bool) -> dict[str, Any]:
     completion: dict[str, Any] = {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
         "object": "chat.completion",
@@ -142,7 +207,7 @@ def completion_json(body: dict[str, Any], text: str | None,
         "model": body.get("model", MODEL_ID),
         "choices": [{
             "index": 0,
-            "message": {"role": "assistant", "content": text},
+            "message": message,
             "finish_reason": finish_reason,
         }],
         "usage": {
@@ -324,16 +389,29 @@ def _load_replies(path: Path) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Scripted OpenAI-compatible server for tests.")
-    parser.add_argument("--replies", type=Path, required=True,
+    parser.add_argument("--replies", type=Path, default=None,
                         help="JSON object: substring of the last user message -> reply text")
+    parser.add_argument("--tool-script", type=Path, default=None,
+                        help="JSON object: substring of the first user message -> list of turns, "
+                             "each a reply text or {\"calls\": [[tool, arguments], ...]} "
+                             "(see tool_script_responder)")
     parser.add_argument("--port", type=int, default=0, help="port to bind (0: any free port)")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to hold each reply")
     parser.add_argument("--fallback", default="pass", help="reply when no substring matches")
     parser.add_argument("--log", type=Path, default=None, help="append request bodies (JSONL)")
     args = parser.parse_args(argv)
 
-    server = ScriptedOpenAIServer(responder=replies_responder(_load_replies(args.replies),
-                                                              args.fallback),
+    if args.tool_script is not None:
+        scripts = json.loads(args.tool_script.read_text(encoding="utf-8"))
+        responder = tool_script_responder(
+            {key: [turn if isinstance(turn, str) else
+                   ToolTurn(tuple((name, arguments) for name, arguments in turn["calls"]))
+                   for turn in turns] for key, turns in scripts.items()}, args.fallback)
+    elif args.replies is not None:
+        responder = replies_responder(_load_replies(args.replies), args.fallback)
+    else:
+        parser.error("give --replies or --tool-script")
+    server = ScriptedOpenAIServer(responder=responder,
                                   delay_s=args.delay, port=args.port, log_path=args.log)
     signal.signal(signal.SIGTERM, _interrupt)
     print(f"PORT {server.port}", flush=True)

@@ -62,7 +62,7 @@ def test_the_decorator_returns_what_it_registers_and_names_keep_their_order() ->
 
 def test_every_concept_has_a_registry_with_its_built_in_parts() -> None:
     assert BACKENDS.names() == ["openai", "hf", "reference", "null", "replay"]
-    assert METHODS.names() == ["none", "rag-bm25", "rag-dense", "rag-hybrid", "oracle", "knn-lm"]
+    assert METHODS.names() == ["none", "rag-bm25", "rag-dense", "rag-hybrid", "oracle", "knn-lm", "agent"]
     assert ENGINES.names() == ["forkserver", "subprocess", "ray"]
     assert SANDBOXES.names() == ["auto", "bwrap", "unshare", "none"]
     assert IMPORTERS.names() == ["domaineval", "novelapibench", "koco-qa", "koco-qa-replies",
@@ -74,7 +74,8 @@ def test_every_concept_has_a_registry_with_its_built_in_parts() -> None:
     (SANDBOXES, "unknown sandbox 'warp'; choose one of auto, bwrap, unshare, none"),
     (IMPORTERS, "unknown importer 'warp'; choose one of domaineval, novelapibench, koco-qa, "
      "koco-qa-replies, koco-project, domaineval-responses"),
-    (METHODS, "unknown method 'warp'; choose one of none, rag-bm25, rag-dense, rag-hybrid, oracle:<cell>, knn-lm"),
+    (METHODS, "unknown method 'warp'; choose one of none, rag-bm25, rag-dense, rag-hybrid, oracle:<cell>, knn-lm, "
+               "agent:<retriever_kind>"),
 ])
 def test_each_registry_names_its_choices_when_a_name_is_unknown(registry: Registry[object], message: str) -> None:
     with pytest.raises(UserError) as error:

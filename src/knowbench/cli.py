@@ -73,6 +73,16 @@ def run(
     query: Annotated[str, typer.Option(
         help="Retrieval query: 'signature+instruction' or 'signature' (KOCO-Bench's choice).")]
     = "signature+instruction",
+    max_turns: Annotated[int, typer.Option(
+        min=1, help="agent: model calls per episode (one episode per sample).")] = 20,
+    episode_tokens: Annotated[int, typer.Option(
+        min=1, help="agent: tokens (prompt + completion, summed over its calls) an episode may "
+                    "use.")] = 200_000,
+    episode_timeout: Annotated[float, typer.Option(
+        min=1.0, help="agent: wall-clock seconds per episode.")] = 600.0,
+    loop_limit: Annotated[int, typer.Option(
+        min=2, help="agent: the same tool call (same arguments) made this many times ends the "
+                    "episode.")] = 3,
     knn_lambda: Annotated[float, typer.Option(
         "--knn-lambda", "--lambda", min=0.0, max=1.0,
         help="knn-lm: weight of the datastore's distribution in the mix.")] = 0.25,
@@ -201,8 +211,10 @@ def run(
     progress = RunProgress(console, progress_every)
     method_options = {"corpus": corpus, "top_k": top_k, "budget": budget, "query": query,
                       "exclude_file": exclude_file, "knn_lambda": knn_lambda, "knn_k": knn_k,
-                      "knn_temperature": knn_temperature, "knn_index": knn_index}
-    if method.startswith("rag-") and corpus:
+                      "knn_temperature": knn_temperature, "knn_index": knn_index,
+                      "max_turns": max_turns, "episode_tokens": episode_tokens,
+                      "episode_timeout": episode_timeout, "loop_limit": loop_limit}
+    if method.startswith(("rag-", "agent")) and corpus:
         with progress.step(f"opening corpus {corpus} for {method} (loading its index; a dense "
                            "index is embedded on first use)"):
             knowledge = get_method(method, **method_options)
@@ -281,6 +293,9 @@ def run(
     _print_self_check(summary.self_check, model)
 
 
+_AGENT_OPTIONS = ("--max-turns", "--episode-tokens", "--episode-timeout", "--loop-limit")
+
+
 def _ignored_options(given: set[str], backend: ModelBackend, method: Method,
                      engine_name: str, timeout: float | None, calibrate: bool) -> list[str]:
     """One warning per option given on the command line that does nothing in this run:
@@ -289,11 +304,13 @@ def _ignored_options(given: set[str], backend: ModelBackend, method: Method,
     used = set(method.describe())
     ignored: list[tuple[str, str]] = []
     for option in ("--corpus", "--top-k", "--budget", "--query", "--exclude-file",
-                   "--knn-lambda", "--knn-k", "--knn-temperature", "--knn-index"):
+                   "--knn-lambda", "--knn-k", "--knn-temperature", "--knn-index", *_AGENT_OPTIONS):
         if option in given and option.removeprefix("--").replace("-", "_") not in used:
-            users = "knn-lm" if option.startswith("--knn") else "rag-* methods"
+            users = ("knn-lm does" if option.startswith("--knn") else "the agent method does"
+                     if option in _AGENT_OPTIONS else "rag-* methods do"
+                     if option in ("--budget", "--query") else "rag-* methods and the agent do")
             ignored.append((option, f"--method {method.describe().get('method', method.name)} "
-                                    f"does not use it (only {users} do)"))
+                                    f"does not use it (only {users})"))
     calls_a_model = calls_model(backend)
     if not calls_a_model:
         for option in ("--base-url", "--api-key", "--concurrency", "--request-timeout",

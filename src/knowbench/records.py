@@ -116,6 +116,10 @@ class Generation(_Record):
     finish_reason: str | None = None
     cached: bool = False
     latency_s: float = 0.0
+    trajectory: dict[str, Any] | None = Field(
+        default=None, description="For a method that generates through several model calls (the "
+        "agent): the whole episode (messages, tool calls and results, tokens, timing, why it "
+        "ended); `usage` then sums every call.")
 
 
 class Limits(_Record):

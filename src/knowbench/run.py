@@ -13,7 +13,6 @@ import math
 import platform
 import shutil
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +32,7 @@ from knowbench.errors import UserError
 from knowbench.execution.engine import Engine, ExecutionRequest, Isolation
 from knowbench.execution.environments import ENV_FILE
 from knowbench.execution.projects import TargetError, project_run
-from knowbench.methods.base import Method, Prompt
+from knowbench.methods.base import Method, Prompt, SampleContext
 from knowbench.models.base import BackendError, ModelBackend
 from knowbench.paths import knowbench_home
 from knowbench.program import SpliceError, assemble, stubbed_program
@@ -187,7 +186,7 @@ def run_benchmark(
     run = RunDirectory.prepare(run_dir, settings.model_dump(mode="json"), overwrite=overwrite,
                                not_identity={"model": list(connection)})
     try:
-        engine.hide([benchmark.path, run.path])
+        engine.hide([benchmark.path, run.path, *method.hidden_paths()])
         if run.run_file.is_file():
             earlier = run.document()
             label = label if label is not None else earlier.get("label")
@@ -205,7 +204,7 @@ def run_benchmark(
             plans = plan_tasks(tasks, benchmark, engine, store, limits, time_policy, isolation,
                                shared, on_references)
             asyncio.run(_run_all(tasks, backend, method, engine, store, params, plans, on_start,
-                                 on_result))
+                                 on_result, limits))
             stored = store.results()
         order = {task.task_id: index for index, task in enumerate(tasks)}
         results = sorted((r for r in stored.values() if r.task_id in order),
@@ -290,7 +289,7 @@ def _samples_for(task: FunctionTask | ChoiceTask, backend: ModelBackend, params:
 async def _run_all(tasks: list[FunctionTask | ChoiceTask], backend: ModelBackend, method: Method,
                    engine: Engine, store: RunStore, params: SamplingParams,
                    plans: dict[str, TaskPlan], on_start: Callable[[int, int], None] | None,
-                   on_result: ProgressCallback | None) -> None:
+                   on_result: ProgressCallback | None, default_limits: Limits | None = None) -> None:
     generations, results = store.generations(), store.results()
     work = [(task, idx) for task in tasks for idx in range(_samples_for(task, backend, params))]
     todo = [(task, idx) for task, idx in work if (task.task_id, idx) not in results]
@@ -306,11 +305,11 @@ async def _run_all(tasks: list[FunctionTask | ChoiceTask], backend: ModelBackend
         if prompt is None:
             prompt = prompts[task.task_id] = method.prompt(task)
         if generation is None:
-            started = time.monotonic()
-            reply = await backend.generate(task, prompt.messages, params, idx)
-            generation = Generation(task_id=task.task_id, sample_idx=idx, completion=reply.text,
-                                    usage=reply.usage, finish_reason=reply.finish_reason,
-                                    cached=reply.cached, latency_s=round(time.monotonic() - started, 4))
+            plan = plans.get(task.task_id)
+            context = SampleContext(backend=backend, params=params, sample_idx=idx, engine=engine,
+                                    limits=plan.limits if plan else default_limits or Limits(),
+                                    preload=preload)
+            generation = await method.generate(task, prompt, context)
             store.put_generation(generation)
         if isinstance(task, ChoiceTask):
             result = await asyncio.to_thread(score_choice, task, generation)
@@ -321,6 +320,8 @@ async def _run_all(tasks: list[FunctionTask | ChoiceTask], backend: ModelBackend
         result.extra["prompt_tokens_approx"] = prompt.approx_tokens
         if prompt.trace:
             result.extra["knowledge"] = prompt.trace
+        if generation.trajectory is not None:
+            result.extra["trajectory"] = generation.trajectory
         store.put_result(result)
         if on_result:
             on_result(result)

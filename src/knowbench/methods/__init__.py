@@ -2,8 +2,9 @@
 
 `METHODS` names every method class; `get_method(name, **options)` builds one. A method class
 takes the run's method options as keywords (`corpus`, `top_k`, `budget`, `query`,
-`exclude_file`, and kNN-LM's `knn_lambda`, `knn_k`, `knn_temperature`, `knn_index`) and
-ignores those it does not use.
+`exclude_file`, kNN-LM's `knn_lambda`, `knn_k`, `knn_temperature`, `knn_index`, and the
+agent's `max_turns`, `episode_tokens`, `episode_timeout`, `loop_limit`) and ignores those it
+does not use.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from knowbench.errors import UserError
+from knowbench.methods.agent import AgentMethod
 from knowbench.methods.base import Method, Prompt
 from knowbench.methods.knn import KnnLM
 from knowbench.methods.none import NoKnowledge
@@ -30,6 +32,7 @@ METHODS.register("rag-dense", RagDense)
 METHODS.register("rag-hybrid", RagHybrid)
 METHODS.register("oracle", OracleMethod)
 METHODS.register("knn-lm", KnnLM)
+METHODS.register("agent", AgentMethod)
 
 
 def get_method(name: str, **options: Any) -> Method:

@@ -122,6 +122,9 @@ class RagMethod(Method):
                       "hit_in_prompt": first is not None and status[hits[first - 1].chunk.id] != "dropped"})
         return found
 
+    def hidden_paths(self) -> list[str]:
+        return [str(self.corpus.directory)]
+
     def describe(self) -> dict[str, Any]:
         return {"method": self.name, "corpus": self.corpus.name,
                 "corpus_hash": self.corpus.content_hash, "retriever": self.retriever.describe(),

@@ -7,17 +7,28 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
 from knowbench.records import SamplingParams, Usage
 
 
 class Message(BaseModel):
+    """One chat message. `tool_calls` (an assistant's calls, in the OpenAI wire shape
+    `{"id", "type": "function", "function": {"name", "arguments"}}`) and `tool_call_id` (a
+    "tool" message answering one) are only set in tool-using conversations; `wire()` leaves
+    them out when unset, so plain messages are sent and cached exactly as before."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     role: str
     content: str
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        """The message as the chat API takes it."""
+        return self.model_dump(exclude_none=True)
 
 
 class Reply(BaseModel):
@@ -29,6 +40,9 @@ class Reply(BaseModel):
     usage: Usage = Usage()
     finish_reason: str | None = None
     cached: bool = False
+    tool_calls: list[dict[str, Any]] = Field(
+        default_factory=list, description="Tool calls the model made (OpenAI wire shape); only "
+        "from `generate_with_tools`.")
 
 
 class ModelBackend(ABC):
@@ -53,6 +67,17 @@ class ModelBackend(ABC):
     async def generate(self, task: FunctionTask | ChoiceTask, messages: list[Message],
                        params: SamplingParams, sample_idx: int) -> Reply:
         """The reply for sample `sample_idx` of `task`. Raises `BackendError` when it cannot."""
+
+    async def generate_with_tools(self, task: FunctionTask | ChoiceTask, messages: list[Message],
+                                  params: SamplingParams, sample_idx: int,
+                                  tools: list[dict[str, Any]]) -> Reply:
+        """One turn of a tool-using conversation: the reply may carry `tool_calls` for the
+        `tools` offered (OpenAI function-tool schemas). Only backends whose `supports_tools`
+        is true implement it; methods that need it refuse other backends in `Method.attach`."""
+        del task, messages, params, sample_idx, tools
+        raise BackendError(f"model backend '{self.name}' cannot make tool calls")
+
+    supports_tools: bool = False
 
     def describe(self) -> dict[str, Any]:
         """Identity written into run.json and used in cache keys (no secrets)."""

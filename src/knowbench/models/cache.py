@@ -72,22 +72,25 @@ class GenerationCache:
 
     @staticmethod
     def key(identity: dict[str, Any], messages: list[Message], params: SamplingParams,
-            sample_idx: int) -> str:
+            sample_idx: int, tools: list[dict[str, Any]] | None = None) -> str:
         """The hex sha256 naming one sample.
 
         Covers the backend identity, the messages, temperature, top_p, max_tokens, seed and
-        the sample index. `params.n` is left out on purpose: it says how many samples a run
+        the sample index, and the tools offered when there are any (a tool-using turn).
+        `params.n` is left out on purpose: it says how many samples a run
         draws, not what any one sample is, so raising n reuses the samples already cached.
         """
         payload = {
             "identity": identity,
-            "messages": [message.model_dump() for message in messages],
+            "messages": [message.wire() for message in messages],
             "temperature": params.temperature,
             "top_p": params.top_p,
             "max_tokens": params.max_tokens,
             "seed": params.seed,
             "sample_idx": sample_idx,
         }
+        if tools is not None:
+            payload["tools"] = tools
         canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 

@@ -13,6 +13,7 @@ endpoint that refuses connections or whose name does not resolve is tried only
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import socket
@@ -82,6 +83,7 @@ class OpenAIBackend(ModelBackend):
     """
 
     name = "openai"
+    supports_tools = True
 
     def __init__(self, model: str, base_url: str, api_key: str | None = None,
                  concurrency: int = 8, timeout_s: float = 120.0, max_retries: int = 6,
@@ -151,6 +153,25 @@ class OpenAIBackend(ModelBackend):
             self.cache.put(key, reply)
         return reply
 
+    async def generate_with_tools(self, task: FunctionTask | ChoiceTask, messages: list[Message],
+                                  params: SamplingParams, sample_idx: int,
+                                  tools: list[dict[str, Any]]) -> Reply:
+        """One turn of a tool-using conversation (`tools` offered, the model chooses), cached
+        like any sample under a key that also covers the tools."""
+        key = None
+        if self.cache is not None:
+            key = self.cache.key(self.describe(), messages, params, sample_idx, tools)
+            hit = self.cache.get(key)
+            if hit is not None:
+                return hit
+        payload = self._payload(messages, params, sample_idx)
+        payload["tools"] = tools
+        payload["tool_choice"] = "auto"
+        reply = await self._request_with_retries(payload)
+        if self.cache is not None and key is not None:
+            self.cache.put(key, reply)
+        return reply
+
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.aclose()
@@ -162,7 +183,7 @@ class OpenAIBackend(ModelBackend):
                  sample_idx: int) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "model": self.model,
-            "messages": [message.model_dump() for message in messages],
+            "messages": [message.wire() for message in messages],
             "temperature": params.temperature,
             "top_p": params.top_p,
             "max_tokens": params.max_tokens,
@@ -275,17 +296,30 @@ def _parse_reply(response: httpx.Response, endpoint: str) -> Reply:
         choice = data["choices"][0]
         text = choice["message"].get("content") or ""
         usage = data.get("usage") or {}
+        calls = [{"id": str(call.get("id") or f"call_{index}"), "type": "function",
+                  "function": {"name": str(call["function"].get("name") or ""),
+                               "arguments": _arguments_text(call["function"].get("arguments"))}}
+                 for index, call in enumerate(choice["message"].get("tool_calls") or [])]
         return Reply(
             text=text,
             usage=Usage(prompt_tokens=usage.get("prompt_tokens") or 0,
                         completion_tokens=usage.get("completion_tokens") or 0),
             finish_reason=choice.get("finish_reason"),
+            tool_calls=calls,
         )
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as error:
         raise BackendError(
             f"{endpoint} answered 200 but not with a chat completion ({type(error).__name__}: "
             f"{error}); check that --base-url points at an OpenAI-compatible API"
         ) from error
+
+
+def _arguments_text(arguments: object) -> str:
+    """A tool call's arguments as the JSON text the API specifies (some servers send an
+    object instead of a string)."""
+    if arguments is None:
+        return "{}"
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
 
 
 def _error_message(response: httpx.Response) -> str:

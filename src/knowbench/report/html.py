@@ -22,6 +22,7 @@ import tokenize
 from collections import Counter
 from collections.abc import Collection, Iterable
 from pathlib import Path
+from typing import Any
 
 from knowbench import __version__
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
@@ -411,12 +412,40 @@ def _sample(sample: SampleResult, task: FunctionTask | ChoiceTask | None,
                      f"({_e(failing.status + why)})</summary><pre>{_e(failing.message)}</pre></details>")
     elif sample.extra.get("assembly_error"):
         parts.append(f"<p>The code could not be assembled: {_e(str(sample.extra['assembly_error']))}</p>")
+    trajectory = sample.extra.get("trajectory")
+    if isinstance(trajectory, dict):
+        parts.append(_trajectory(trajectory))
     knowledge = sample.extra.get("knowledge")
     if knowledge:
         parts.append(f"<details><summary>retrieved knowledge</summary>"
                      f"<pre>{_e(json.dumps(knowledge, indent=2, ensure_ascii=False))}</pre></details>")
     parts.append("</div>")
     return "".join(parts)
+
+
+def _trajectory(trajectory: dict[str, Any]) -> str:
+    """An agent's episode, step by step: what the model said and called, what each tool
+    returned, with tokens and timing."""
+    usage = trajectory.get("usage") or {}
+    head = (f"agent episode: {_e(str(trajectory.get('end')))} ({_e(str(trajectory.get('detail', '')))})"
+            f" · {trajectory.get('turns', 0)} model calls · {trajectory.get('tool_calls', 0)} tool "
+            f"results · {usage.get('prompt_tokens', 0)} prompt + {usage.get('completion_tokens', 0)} "
+            f"completion tokens · {trajectory.get('duration_s', 0)} s")
+    rows = []
+    for step in trajectory.get("steps") or []:
+        if step.get("role") == "assistant":
+            step_usage = step.get("usage") or {}
+            calls = "\n".join(f"→ {call['function']['name']}({call['function']['arguments']})"
+                               for call in step.get("tool_calls") or [])
+            text = "\n".join(part for part in (step.get("content") or "", calls) if part)
+            rows.append(f"<p><b>model, call {step.get('turn')}</b> <span class=\"muted\">"
+                        f"{step_usage.get('prompt_tokens', 0)}+{step_usage.get('completion_tokens', 0)} "
+                        f"tokens · {step.get('latency_s')} s"
+                        f"{' · cached' if step.get('cached') else ''}</span></p><pre>{_e(text)}</pre>")
+        else:
+            rows.append(f"<p><b>{_e(str(step.get('name')))}</b> <span class=\"muted\">"
+                        f"{step.get('duration_s')} s</span></p><pre>{_e(str(step.get('content')))}</pre>")
+    return f"<details><summary>{head}</summary>{''.join(rows)}</details>"
 
 
 def _diagnosis(diagnosis: Diagnosis) -> str:

@@ -1,0 +1,388 @@
+"""The `agent` method: tool-using episodes against the scripted OpenAI-compatible server.
+
+A small real corpus holds the task's target (and a copy of it in the docs); the scripted
+model searches, lists, reads, runs snippets in the real sandbox and submits. Checked: the
+episode and its stored trajectory, the target never coming back from any tool, loop
+detection, the turn and token limits, a hostile snippet contained like any sample, and a
+run killed with SIGKILL resuming with its finished episodes kept.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import knowbench_command
+from knowbench.benchmark.load import Benchmark, load_benchmark, write_benchmark
+from knowbench.benchmark.schema import FunctionTask, TestSpec
+from knowbench.errors import UserError
+from knowbench.execution.engine import SubprocessEngine
+from knowbench.execution.sandbox import Sandbox
+from knowbench.knowledge.corpus import Corpus
+from knowbench.knowledge.ingest import build_corpus
+from knowbench.methods import get_method
+from knowbench.methods.agent import AgentMethod
+from knowbench.models.offline import ReferenceBackend
+from knowbench.models.openai import OpenAIBackend
+from knowbench.records import Limits, SamplingParams
+from knowbench.report.html import write_report
+from knowbench.run import RunSummary, TimePolicy, run_benchmark
+from knowledge_fixtures import write_files
+from openai_server import (
+    ScriptedOpenAIServer,
+    ToolTurn,
+    assistant_turns,
+    call,
+    tool_script_responder,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+MARKER = "squeezed_title_parts"  # a name only the target's body uses
+TARGET = f'''def normalize_title(text, sep="-"):
+    """Turn a title into a slug."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    {MARKER} = re.sub(r"[^a-z0-9]+", sep, ascii_text.lower())
+    return {MARKER}.strip(sep)
+'''
+FILES = {
+    "pkg/__init__.py": '"""Text helpers."""\n',
+    "pkg/textutil.py": '"""Titles and slugs."""\nimport re\nimport unicodedata\n\n\n' + TARGET + '''
+
+def title_words(text):
+    """Split a title into its words, dropping punctuation."""
+    return re.findall(r"[A-Za-z0-9]+", text)
+''',
+    "docs/guide.md": f'''# Guide
+
+## Slugs
+
+Titles become slugs with accents stripped (NFKD) and the separator between words:
+
+```python
+{TARGET}```
+
+## Words
+
+`title_words(text)` splits a title into its words and drops punctuation.
+''',
+}
+SNIPPET = "import unicodedata\nprint(unicodedata.normalize('NFKD', 'café').encode('ascii', 'ignore'))"
+
+
+def make_task() -> FunctionTask:
+    return FunctionTask(
+        task_id="text/normalize_title", domain="text",
+        metadata={"source_path": "pkg/textutil.py", "source_span": [6, 10]},
+        instruction="Turn a title into an ASCII slug: strip accents with NFKD, lower-case, "
+                    "collapse other characters into the separator, trim separators.",
+        prompt_code='def normalize_title(text, sep="-"):\n    """Turn a title into a slug."""\n    ...\n',
+        entry_point="normalize_title", context="import re\nimport unicodedata", reference=TARGET,
+        tests=[TestSpec(name="t", code="assert normalize_title('Café au Lait!') == 'cafe-au-lait'")])
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
+    root = tmp_path_factory.mktemp("agent")
+    return build_corpus(str(write_files(root / "src", FILES)), "agent-test", directory=root / "corpus")
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory: pytest.TempPathFactory) -> Benchmark:
+    basic = load_benchmark(ROOT / "examples" / "basic")
+    return write_benchmark(tmp_path_factory.mktemp("bench") / "bench", basic.manifest, [make_task()])
+
+
+def _run(bench: Benchmark, method: AgentMethod, sandbox: Sandbox, run_dir: Path,
+         responder: Any, n: int = 1, limits: Limits | None = None,
+         concurrency: int = 8) -> tuple[RunSummary, list[dict[str, Any]]]:
+    with ScriptedOpenAIServer(responder=responder) as server:
+        backend = OpenAIBackend(model="scripted", base_url=server.base_url, max_retries=0,
+                                concurrency=concurrency)
+        engine = SubprocessEngine(sandbox, workers=1)
+        try:
+            summary = run_benchmark(bench, backend, method, engine, run_dir,
+                                    SamplingParams(n=n, max_tokens=512), limits or Limits(wall_s=5.0),
+                                    time_policy=TimePolicy(mode="fixed", fixed_s=(limits or Limits(wall_s=5.0)).wall_s))
+        finally:
+            engine.close()
+        return summary, [request.body for request in server.requests]
+
+
+def _tool_messages(bodies: list[dict[str, Any]]) -> list[str]:
+    return [str(message.get("content")) for body in bodies for message in body["messages"]
+            if message.get("role") == "tool"]
+
+
+def _agent(corpus: Corpus, **options: Any) -> AgentMethod:
+    method = get_method("agent", corpus=str(corpus.directory), top_k=3, **options)
+    assert isinstance(method, AgentMethod)
+    return method
+
+
+def test_an_episode_searches_reads_runs_a_snippet_and_submits(
+        corpus: Corpus, bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
+    script: list[str | ToolTurn] = [
+        call("search", query="slug title accents separator"),
+        call("list", path=""),
+        call("read", path="pkg/textutil.py", start=1, end=40),
+        call("python", code=SNIPPET),
+        call("submit", code=f"```python\nimport re, unicodedata\n{TARGET}```"),
+    ]
+    summary, bodies = _run(bench, _agent(corpus), best_sandbox, tmp_path / "run",
+                           tool_script_responder({"normalize_title": script}))
+    [result] = summary.results
+    assert result.passed and result.status == "pass"
+    trajectory = result.extra["trajectory"]
+    assert trajectory["end"] == "submitted" and trajectory["turns"] == 5
+    assert [step["name"] for step in trajectory["steps"] if step["role"] == "tool"] == \
+        ["search", "list", "read", "python"]
+    tools = {step["name"]: step for step in trajectory["steps"] if step["role"] == "tool"}
+    assert "title_words" in tools["search"]["content"]
+    assert tools["list"]["content"].split() == ["docs/", "pkg/"]
+    assert "def title_words" in tools["read"]["content"]
+    assert "b'cafe'" in tools["python"]["content"]
+    assert tools["python"]["record"]["sandbox"] == best_sandbox.kind
+    # what the model was sent is what the trajectory says it was sent
+    assert len(bodies) == 5 and all(body["tools"] for body in bodies)
+    assert [m["content"] for m in bodies[-1]["messages"] if m["role"] == "tool"] == \
+        [tools[name]["content"] for name in ("search", "list", "read", "python")]
+    # token counts: the sample's usage sums every call's, as the server reported them
+    per_call = [step["usage"] for step in trajectory["steps"] if step["role"] == "assistant"]
+    assert result.usage.prompt_tokens == sum(u["prompt_tokens"] for u in per_call) > 0
+    assert result.usage.completion_tokens == sum(u["completion_tokens"] for u in per_call) > 0
+    assert trajectory["usage"] == {"prompt_tokens": result.usage.prompt_tokens,
+                                   "completion_tokens": result.usage.completion_tokens}
+    # and lists each call, as cost accounting reads it
+    assert [call.model_dump() for call in result.usage.calls] == per_call
+    assert result.usage.requests == 5
+    stored = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    assert stored[0]["extra"]["trajectory"]["steps"] == trajectory["steps"]
+    # the report's drill-down shows the episode: every call and what each tool returned
+    page = write_report([tmp_path / "run"], tmp_path / "report.html").read_text()
+    assert "agent episode: submitted" in page and "→ python(" in page
+    assert html.escape("b'cafe'") in page and "def title_words" in page
+
+
+@pytest.mark.parametrize("exclude_file", [False, True])
+def test_the_target_is_withheld_from_every_tool(
+        corpus: Corpus, bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path,
+        exclude_file: bool) -> None:
+    snoop = (f"import os\nprint('corpus visible:', os.path.exists({str(corpus.directory)!r}))\n"
+             f"print('bench visible:', os.path.exists({str(bench.path)!r}))")
+    script: list[str | ToolTurn] = [
+        call("search", query="normalize_title NFKD ascii re.sub strip sep"),
+        call("read", path="pkg/textutil.py", start=1, end=100),
+        call("read", path="docs/guide.md"),
+        call("list", path="pkg"),
+        call("python", code=snoop),
+        call("submit", code="def normalize_title(text, sep='-'):\n    return text\n"),
+    ]
+    summary, bodies = _run(bench, _agent(corpus, exclude_file=exclude_file), best_sandbox,
+                           tmp_path / "run", tool_script_responder({"normalize_title": script}))
+    [result] = summary.results
+    outputs = _tool_messages(bodies)
+    assert len(outputs) == 15  # 5 tool results, sent again with every later turn
+    assert all(MARKER not in text for text in outputs)
+    search, source, guide, listing, python = outputs[-5:]
+    assert "title_words" in search  # the corpus is searched, only the target is gone
+    assert "withheld" in guide and "## Words" in guide  # the doc's copy of the target is withheld
+    if exclude_file:
+        assert source.startswith("no file") and listing.split() == ["__init__.py"]
+    else:
+        assert "def title_words" in source and "withheld" in source
+        assert listing.split() == ["__init__.py", "textutil.py"]
+    assert "corpus visible: False" in python and "bench visible: False" in python
+    assert result.extra["knowledge"]["leakage"]["rules"][-1] == "target source"
+
+
+def test_repeating_the_same_tool_call_ends_the_episode(
+        corpus: Corpus, bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
+    script: list[str | ToolTurn] = [call("list", path=""), call("search", query="slug")]
+    summary, bodies = _run(bench, _agent(corpus, loop_limit=3), best_sandbox, tmp_path / "run",
+                           tool_script_responder({"normalize_title": script}))
+    [result] = summary.results
+    trajectory = result.extra["trajectory"]
+    assert trajectory["end"] == "loop" and "search called 3 times" in trajectory["detail"]
+    assert len(bodies) == 4  # list, then search three times; the third is not run
+    assert [step.get("name") for step in trajectory["steps"] if step["role"] == "tool"] == \
+        ["list", "search", "search"]
+    assert result.completion == "" and result.status == "no-code"
+    assert result.finish_reason == "agent:loop"
+
+
+def _busy(body: dict[str, Any]) -> ToolTurn:
+    """A model that never submits: a different call every turn."""
+    return call("read", path="pkg/textutil.py", start=assistant_turns(body))
+
+
+def test_the_turn_limit_ends_an_episode(
+        corpus: Corpus, bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
+    summary, bodies = _run(bench, _agent(corpus, max_turns=3), best_sandbox, tmp_path / "run", _busy)
+    [result] = summary.results
+    assert len(bodies) == 3 and result.extra["trajectory"]["end"] == "max-turns"
+    assert result.finish_reason == "agent:max-turns" and not result.passed
+
+
+def test_the_token_limit_ends_an_episode(
+        corpus: Corpus, bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
+    method = _agent(corpus, max_turns=50, episode_tokens=400)
+    summary, bodies = _run(bench, method, best_sandbox, tmp_path / "run", _busy)
+    [result] = summary.results
+    trajectory = result.extra["trajectory"]
+    assert trajectory["end"] == "token-limit" and result.finish_reason == "agent:token-limit"
+    used = result.usage.prompt_tokens + result.usage.completion_tokens
+    assert used >= 400 and len(bodies) == trajectory["turns"] < 50
+    before_last = used - sum(trajectory["steps"][-2]["usage"].values())
+    assert before_last < 400  # it stopped at the first call that reached the limit
+
+
+def test_n_samples_are_independent_episodes(
+        corpus: Corpus, bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
+    script: list[str | ToolTurn] = [call("search", query="slug"), call("submit", code=TARGET)]
+    summary, bodies = _run(bench, _agent(corpus), best_sandbox, tmp_path / "run",
+                           tool_script_responder({"normalize_title": script}), n=2,
+                           concurrency=1)
+    assert [r.sample_idx for r in summary.results] == [0, 1] and all(r.passed for r in summary.results)
+    # each episode starts from the task alone; with one request in flight at a time, one
+    # episode runs at a time, so neither waits on the other's calls against its own clock
+    assert [assistant_turns(body) for body in bodies] == [0, 1, 0, 1]
+
+
+def test_a_python_call_that_attacks_the_host_is_contained(
+        corpus: Corpus, bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
+    canary = tmp_path / "canary"
+    attack = "\n".join([
+        "import os, socket",
+        f"try:\n    open({str(canary)!r}, 'w').write('owned')\nexcept OSError as e:\n    print('write:', type(e).__name__)",
+        "try:\n    socket.create_connection(('1.1.1.1', 80), timeout=2)\n    print('net: open')\n"
+        "except OSError as e:\n    print('net:', type(e).__name__)",
+        "print('home:', os.path.exists(os.path.expanduser('~root/.ssh')), os.listdir('/home') if os.path.isdir('/home') else None)",
+        "x = bytearray(8 * 1024 ** 3)",
+    ])
+    script: list[str | ToolTurn] = [call("python", code=attack),
+                                    call("python", code="while True: pass"),
+                                    call("submit", code=TARGET)]
+    summary, _ = _run(bench, _agent(corpus), best_sandbox, tmp_path / "run",
+                      tool_script_responder({"normalize_title": script}),
+                      limits=Limits(wall_s=2.0, cpu_s=2))
+    [result] = summary.results
+    assert not canary.exists()
+    first, second = [step for step in result.extra["trajectory"]["steps"] if step["role"] == "tool"]
+    assert "net: open" not in first["content"] and "net:" in first["content"]
+    assert first["record"]["status"] == "memory"
+    assert second["record"]["status"] == "timeout"
+    assert result.passed  # the episode went on after both and was judged as usual
+
+
+def test_backends_without_tool_calls_are_refused_before_the_run(
+        corpus: Corpus, bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
+    engine = SubprocessEngine(best_sandbox, workers=1)
+    try:
+        with pytest.raises(UserError, match="needs a model that makes tool calls"):
+            run_benchmark(bench, ReferenceBackend(), _agent(corpus), engine, tmp_path / "run",
+                          SamplingParams(), Limits())
+    finally:
+        engine.close()
+    assert not (tmp_path / "run" / "run.sqlite").exists()
+
+
+# --- a run killed with SIGKILL resumes: finished episodes kept, unfinished ones redone ------
+
+def _generations(run_dir: Path) -> dict[int, str]:
+    database = run_dir / "run.sqlite"
+    if not database.exists():
+        return {}
+    try:
+        with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as db:
+            rows = db.execute("SELECT sample_idx, record FROM generations").fetchall()
+    except sqlite3.OperationalError:
+        return {}
+    return dict(rows)
+
+
+@pytest.mark.slow
+def test_a_killed_agent_run_resumes_keeping_finished_episodes(
+        corpus: Corpus, bench: Benchmark, tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"normalize_title": [
+        {"calls": [["list", {"path": ""}]]},
+        {"calls": [["search", {"query": "slug"}]]},
+        {"calls": [["submit", {"code": TARGET}]]}]}))
+    log = tmp_path / "requests.jsonl"
+    server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "openai_server.py"),
+                               "--tool-script", str(script), "--delay", "0.4", "--log", str(log)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        port = server.stdout.readline().split()[1]
+        run_dir = tmp_path / "run"
+        command = knowbench_command(
+            "run", str(bench.path), "--model", "scripted", "--base-url", f"http://127.0.0.1:{port}/v1",
+            "--method", "agent", "--corpus", str(corpus.directory), "--n", "3", "--seed", "0",
+            "--temperature", "0.5", "--concurrency", "1", "--no-cache", "--out", str(run_dir),
+            "--workers", "1", "--engine", "subprocess", "--env", "self", "--progress-every", "0")
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        victim = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 90
+        while not _generations(run_dir) and victim.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.killpg(victim.pid, signal.SIGKILL)
+        victim.wait()
+        kept = _generations(run_dir)
+        assert 1 <= len(kept) < 3, "the kill did not land between the first and the last episode"
+        log.write_text("")
+        resumed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+        assert resumed.returncode == 0, resumed.stderr
+    finally:
+        server.terminate()
+        server.wait()
+    after = _generations(run_dir)
+    assert sorted(after) == [0, 1, 2]
+    for idx, record in kept.items():
+        assert after[idx] == record  # finished episodes were kept as they were
+    requests = [json.loads(line) for line in log.read_text().splitlines()]
+    redone = {body["seed"] for body in requests}  # seed = --seed + sample index
+    assert redone == {0, 1, 2} - set(kept)
+    # every unfinished episode was played again from its first turn
+    assert sorted(assistant_turns(body) for body in requests) == sorted(
+        [0, 1, 2] * (3 - len(kept)))
+    samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    assert all(row["passed"] and row["extra"]["trajectory"]["end"] == "submitted" for row in samples)
+
+
+def test_a_choice_task_without_a_corpus_gets_python_and_submit(
+        best_sandbox: Sandbox, tmp_path: Path) -> None:
+    basic = load_benchmark(ROOT / "examples" / "basic")
+    task = basic.task("text/re-match-vs-search")
+    script: list[str | ToolTurn] = [
+        call("python", code="import re\nprint(re.match('b', 'ab'), re.search('b', 'ab'))"),
+        call("submit", answer=f"Answer: {', '.join(task.answer)}")]
+    method = get_method("agent")
+    assert isinstance(method, AgentMethod)
+    with ScriptedOpenAIServer(responder=tool_script_responder({"re.match(pattern, s)": script})) as server:
+        backend = OpenAIBackend(model="scripted", base_url=server.base_url, max_retries=0)
+        engine = SubprocessEngine(best_sandbox, workers=1)
+        try:
+            with pytest.warns(UserWarning, match="only the python and submit tools"):
+                summary = run_benchmark(basic, backend, method, engine, tmp_path / "run",
+                                        SamplingParams(), Limits(), task_ids=[task.task_id])
+        finally:
+            engine.close()
+        bodies = [request.body for request in server.requests]
+    [result] = summary.results
+    assert result.passed and result.chosen == sorted(task.answer)
+    offered = {tool["function"]["name"]: tool["function"]["parameters"]["required"]
+               for tool in bodies[0]["tools"]}
+    assert offered == {"python": ["code"], "submit": ["answer"]}
+    assert "None <re.Match object" in result.extra["trajectory"]["steps"][1]["content"]
