@@ -38,7 +38,13 @@ def discover_command(
 ) -> None:
     """Stage 1: diff the public API of two releases (read statically, never installed) and
     filter the added and modified APIs; writes candidates.jsonl and discover_report.json."""
-    from knowbench.builders.novel.discover import CANDIDATES, FILTERS, REPORT, DiscoverOptions, discover
+    from knowbench.builders.novel.discover import (
+        CANDIDATES,
+        FILTERS,
+        REPORT,
+        DiscoverOptions,
+        discover,
+    )
     from knowbench.errors import UserError
 
     if prefer not in ("sdist", "wheel"):

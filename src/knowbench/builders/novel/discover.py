@@ -41,7 +41,13 @@ from typing import Any
 
 from knowbench import __version__
 from knowbench.builders.novel.pypi import Prefer, fetch_release, resolve_versions
-from knowbench.builders.novel.surface import ApiObject, Surface, find_packages, load_surface, object_source
+from knowbench.builders.novel.surface import (
+    ApiObject,
+    Surface,
+    find_packages,
+    load_surface,
+    object_source,
+)
 from knowbench.errors import UserError
 
 CANDIDATES = "candidates.jsonl"

@@ -172,7 +172,7 @@ def _walk_module(module: Any, surface: Surface, tops: set[str], public: bool, se
         exposed = f"{module.path}.{name}"
         try:
             member_public = public and not name.startswith("_") and bool(member.is_public)
-        except Exception:  # noqa: BLE001 (griffe may fail on odd __all__ forms: then by name)
+        except Exception:
             member_public = public and not name.startswith("_")
         kind = target.kind.value
         if kind == "module":
@@ -227,7 +227,7 @@ def _record(obj: Any, surface: Surface, kind: str) -> ApiObject | None:
         return existing
     try:
         params = list(obj.parameters) if kind != "class" else _class_parameters(obj)
-    except Exception:  # noqa: BLE001 (a class whose constructor griffe cannot see)
+    except Exception:
         params = []
     labels = set(getattr(obj, "labels", set()) or set())
     if kind == "method" and params and params[0].name in ("self", "cls") and "staticmethod" not in labels:
@@ -239,7 +239,7 @@ def _record(obj: Any, surface: Surface, kind: str) -> ApiObject | None:
     for p in parameters:
         p["kind"] = p["kind"].replace(" ", "-") if p["kind"] in ("positional only", "keyword only") else p["kind"]
     filepath = obj.filepath if not isinstance(obj.filepath, list) else (obj.filepath[0] if obj.filepath else None)
-    stub_only = filepath is None or str(filepath).endswith(".pyi") and not Path(str(filepath)[:-1]).is_file()
+    stub_only = filepath is None or (str(filepath).endswith(".pyi") and not Path(str(filepath)[:-1]).is_file())
     returns = _text(obj.returns) if kind != "class" and hasattr(obj, "returns") else None
     decorators = [str(d.value) for d in getattr(obj, "decorators", []) or []]
     docstring = obj.docstring.value if obj.docstring is not None else ""
