@@ -68,5 +68,65 @@ def discover_command(
               f"{out_dir / REPORT}", highlight=False)
 
 
+@novel_app.command("bundles")
+def bundles_command(
+    candidates: Annotated[Path, typer.Argument(
+        help="Stage 1's output directory (or its candidates.jsonl).")],
+    out_dir: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Output directory. Default: the candidates' directory.")] = None,
+    api: Annotated[list[str] | None, typer.Option(
+        "--api", help="Build the bundle of this API even if stage 1 dropped it (repeatable); "
+                      "default: every kept API.")] = None,
+    execute: Annotated[bool, typer.Option(
+        "--execute/--no-execute", help="Run the examples in the sandbox with the new release "
+                                       "installed (else they are all 'static').")] = True,
+    sandbox: Annotated[str, typer.Option(help="Sandbox for the examples: auto, bwrap, unshare.")] = "auto",
+    time_limit: Annotated[float, typer.Option(min=1.0, help="Seconds per example.")] = 20.0,
+    max_examples: Annotated[int, typer.Option(min=1, help="Examples kept per API.")] = 5,
+    max_source_chars: Annotated[int, typer.Option(min=200, help="Size cap of C.")] = 6000,
+    keep_without_examples: Annotated[bool, typer.Option(
+        "--keep-without-examples", help="Keep APIs with no example that ran or could not run "
+                                        "(NovelAPIBench discards them).")] = False,
+    domain: Annotated[str | None, typer.Option(help="Domain written into the bundles.")] = None,
+    llm: Annotated[str | None, typer.Option(
+        "--llm", help="A model (OpenAI-compatible endpoint) that writes M; default: M from the docstring.")]
+    = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint for --llm.")] = None,
+    api_key: Annotated[str | None, typer.Option(help="API key for --llm (env: OPENAI_API_KEY).")] = None,
+) -> None:
+    """Stage 2: a knowledge bundle (S, E, M, C) per API; writes bundles.jsonl (NovelAPIBench's
+    bundle records) and bundles_report.json."""
+    from knowbench.builders.novel.bundles import (
+        BUNDLES,
+        BUNDLES_REPORT,
+        BundleOptions,
+        build_bundles,
+    )
+    from knowbench.errors import UserError
+
+    backend = None
+    if llm:
+        from knowbench.models import BackendOptions, create_backend
+        from knowbench.models.openai import OpenAIBackend
+
+        backend = create_backend(llm, BackendOptions(base_url=base_url, api_key=api_key, concurrency=4,
+                                                     max_retries=4))
+        if not isinstance(backend, OpenAIBackend):
+            raise UserError(f"--llm {llm!r}: name a model served by an OpenAI-compatible endpoint "
+                            "(with --base-url)")
+    directory = candidates if candidates.is_dir() else candidates.parent
+    target = out_dir or directory
+    options = BundleOptions(apis=api or None, execute=execute, sandbox=sandbox, time_limit_s=time_limit,
+                            max_examples=max_examples, max_source_chars=max_source_chars,
+                            keep_without_examples=keep_without_examples, domain=domain, llm=backend)
+    report = build_bundles(candidates, target, options, say=lambda m: console.print(m, highlight=False))
+    statuses = report["examples"]["by_status"]
+    out.print(f"{report['library']} {report['version']}: {report['bundles']} bundle(s) of {report['apis']} "
+              f"API(s); examples: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())) +
+              (f"; discarded {len(report['discarded'])} without a usable example" if report["discarded"] else ""),
+              highlight=False)
+    out.print(f"wrote {target / BUNDLES} and {target / BUNDLES_REPORT}", highlight=False)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(novel_app, name="novel")
