@@ -16,8 +16,9 @@
 4. *Filter cascade* over added and modified APIs, first failing check wins, in this order:
    `private` (no public path), `deprecated` (a `deprecated` decorator, a `.. deprecated::` or
    "Deprecated" docstring note, or a DeprecationWarning/FutureWarning raised in its body),
-   `test-module` / `internal-module` / `vendored-module` (by the components of its defining
-   module), `no-source` (only a `.pyi` stub or a compiled module), `no-docstring`,
+   `test-module` / `vendored-module` (by the components of its defining module) /
+   `internal-module` (by those of its public path: `internal`, `impl`, `compat`, ...; a
+   function defined in `pkg/_impl.py` and re-exported as `pkg.f` is public API), `no-source` (only a `.pyi` stub or a compiled module), `no-docstring`,
    `thin-docstring` (fewer than `min_docstring_words` words), `boilerplate-docstring` (an
    inherited or generic text such as "Return repr(self).", or one text shared by at least
    `boilerplate_share` APIs of the release), and `cap` (beyond `max_apis`, ranked added before
@@ -330,9 +331,10 @@ def _check(check: str, entry: ApiObject, source: str | None, summaries: Counter[
     if check == "test-module":
         hit = [p for p in module_parts if p in _TEST_PARTS or p.startswith("test_") or p.endswith("_test")]
         return f"defined in test module {entry.module}" if hit or parts[-1].startswith("test_") else None
-    if check == "internal-module":
-        hit = [p for p in module_parts if p in _INTERNAL_PARTS]
-        return f"defined in internal module {entry.module}" if hit else None
+    if check == "internal-module":  # by the public path: `pkg/_impl.py` re-exported as `pkg.f` is public
+        public_parts = [p.lower() for p in entry.public_path.split(".")[1:-1]]
+        hit = [p for p in public_parts if p in _INTERNAL_PARTS]
+        return f"only reachable through internal module {entry.public_path.rsplit('.', 1)[0]}" if hit else None
     if check == "vendored-module":
         hit = [p for p in module_parts if p in _VENDORED_PARTS]
         return f"defined in vendored module {entry.module}" if hit else None

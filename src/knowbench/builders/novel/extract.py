@@ -38,6 +38,7 @@ _REFERENCE = re.compile(r"(?:`|:(?:func|meth|class):`~?)(?P<path>[A-Za-z_][\w.]*
 _FENCE = re.compile(r"```(?:python|py|pycon|python3)?[ \t]*\n(?P<code>.*?)```", re.DOTALL)
 _RST_BLOCK = re.compile(r"^(?P<indent>[ \t]*)\.\. code-block::\s*(?:python|py|pycon)\s*\n(?:[ \t]*:\w+:.*\n)*\s*\n"
                         r"(?P<code>(?:(?P=indent)[ \t]+.*\n|[ \t]*\n)+)", re.MULTILINE)
+_TYPED = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:\[[\w., |\[\]]*\])?(?: \| [\w.\[\], ]+)*):\s+(?P<text>.+)$")
 MAX_SOURCE_CHARS = 6000
 MAX_DOC_FILES = 400
 
@@ -72,8 +73,12 @@ def parse_docstring(docstring: str) -> Parsed:
                                             "type": str(item.annotation) if item.annotation else ""}
         elif kind == "returns" and section.value:
             item = section.value[0]
-            parsed.returns = (str(item.annotation) if item.annotation else "",
-                              " ".join((item.description or "").split()))
+            annotation = str(item.annotation) if item.annotation else ""
+            description = " ".join((item.description or "").split())
+            typed = _TYPED.match(description)
+            if not annotation and typed:  # Google's `type: text`, which griffe leaves whole without a parent
+                annotation, description = typed["type"], typed["text"]
+            parsed.returns = (annotation, description)
         elif kind == "examples":
             for sub_kind, value in section.value:
                 if sub_kind.value == "examples":
