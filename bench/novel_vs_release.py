@@ -53,6 +53,7 @@ def compare(ours: dict[str, Any], theirs: dict[str, Any]) -> list[tuple[str, str
     row("implementation: definition line", first(ours["implementation"]), first(theirs["implementation"]))
     row("implementation: inlined helpers", HELPER.findall(ours["implementation"]),
         HELPER.findall(theirs["implementation"]))
+    row("implementation identical", ours["implementation"] == theirs["implementation"], True)
     row("implementation length (chars)", len(ours["implementation"]), len(theirs["implementation"]), "count")
     row("is_modified", ours["is_modified"], theirs["is_modified"])
     old_names = lambda r: [p["name"] for p in r["old_parameters"] or []]  # noqa: E731

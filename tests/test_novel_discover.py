@@ -280,3 +280,27 @@ def test_bundles_execute_examples_and_a_model_writes_the_mechanism(tmp_path: Pat
     from knowbench.builders.novelapibench import read_bundles
     bundles, bad = read_bundles(tmp_path / "bundles.jsonl")
     assert bad == [] and bundles["more_itertools.join_mappings"].examples[0].status == "passed"
+
+
+@pytest.mark.slow
+def test_httpx_bundles_match_the_releases_field_by_field(tmp_path: Path, shared_data) -> None:
+    from knowbench.builders.novel.bundles import BundleOptions, build_bundles
+    from knowbench.builders.novel.discover import discover
+
+    release = shared_data("anchors/novelapibench") / "data/benchmark"
+    theirs = {json.loads(line)["api_name"]: json.loads(line)
+              for line in (release / "bundles.jsonl").read_text().splitlines()}
+    boundary = json.loads((release / "manifest.json").read_text())["release_boundary"]
+    discover("httpx", tmp_path, DiscoverOptions(cutoff=boundary))
+    build_bundles(tmp_path, tmp_path, BundleOptions(apis=sorted(theirs), execute=False, keep_without_examples=True))
+    ours = {json.loads(line)["api_name"]: json.loads(line)
+            for line in (tmp_path / "bundles.jsonl").read_text().splitlines()}
+    for api, record in theirs.items():
+        mine = ours[api]
+        for key in ("s_name", "return_type", "is_modified", "implementation"):
+            assert mine[key] == record[key], (api, key)
+        for field in ("name", "type", "default"):  # defaults resolved from constants: Timeout(timeout=5.0)
+            assert [p[field] for p in mine["s_param"]] == [p[field] for p in record["s_param"]], (api, field)
+        assert all(p["description"] for p in mine["s_param"])  # httpx.put's lent from httpx.request
+        assert [p["name"] for p in mine["old_parameters"]] == [p["name"] for p in record["old_parameters"]]
+    assert ours["httpx.put"]["provenance"]["descriptions_from"] == ["httpx.request"]

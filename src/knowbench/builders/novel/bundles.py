@@ -163,6 +163,9 @@ def _draft(record: dict[str, Any], entry: ApiObject, surface: Surface, root: Pat
     for parameter in parameters:
         parameter["constraints"] = None
     returns = entry.returns or (parsed.returns[0] if parsed.returns and parsed.returns[0] else None)
+    target = surface.objects.get(entry.returns_canonical or "")
+    if target is not None and target.public_exposures:
+        returns = target.public_path  # `Response` -> `httpx.Response`: where a user finds it
     examples: list[dict[str, Any]] = []
     for code in docstring_examples(parsed):
         examples.append({"code": with_imports(code, entry, api, surface), "origin": "docstring",

@@ -329,7 +329,8 @@ def signature_parameters(entry: ApiObject, parsed: Parsed, lent: dict[str, dict[
         rows.append({"name": ("*" if parameter["kind"] == "variadic positional" else
                               "**" if parameter["kind"] == "variadic keyword" else "") + name,
                      "type": parameter["annotation"] or doc.get("type") or None,
-                     "default": parameter["default"], "description": doc.get("description", "")})
+                     "default": parameter.get("default_value") or parameter["default"],
+                     "description": doc.get("description", "")})
     return rows
 
 
@@ -354,10 +355,20 @@ def docstring_mechanism(entry: ApiObject, parsed: Parsed, record: dict[str, Any]
     paragraphs: list[str] = []
     for text in parsed.text:
         text = _FENCE.sub("", text)
-        kept = [line for line in text.splitlines() if not line.strip().startswith((">>>", "..."))]
+        kept = []
+        in_bullet = False
+        for line in text.splitlines():
+            if _BULLET.match(line) or line.strip().startswith("**Parameters"):
+                in_bullet = True  # a parameter list: S has it
+                continue
+            if in_bullet and line.strip() and line[:1].isspace():
+                continue
+            in_bullet = False
+            if not line.strip().startswith((">>>", "...")):
+                kept.append(line)
         for paragraph in "\n".join(kept).split("\n\n"):
             flat = " ".join(paragraph.split())
-            if flat and not flat.startswith("**Parameters"):
+            if flat:
                 paragraphs.append(flat)
     if parsed.returns and parsed.returns[1]:
         paragraphs.append(f"It returns {parsed.returns[1][0].lower() + parsed.returns[1][1:]}")

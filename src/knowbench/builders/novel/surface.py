@@ -49,6 +49,7 @@ class ApiObject:
     stub_only: bool
     exposures: set[str] = field(default_factory=set)
     public_exposures: set[str] = field(default_factory=set)
+    returns_canonical: str | None = None  # where a bare-name return annotation resolves to
 
     @property
     def public_path(self) -> str:
@@ -236,11 +237,19 @@ def _record(obj: Any, surface: Surface, kind: str) -> ApiObject | None:
         params = params[1:]
     parameters = [{"name": p.name, "kind": p.kind.value if p.kind is not None else "positional or keyword",
                    "annotation": _text(p.annotation), "default": _text(p.default)} for p in params]
+    for parameter, p in zip(parameters, params, strict=True):
+        value = _constant_value(obj, p.default)
+        if value is not None:
+            parameter["default_value"] = value
     for p in parameters:
         p["kind"] = p["kind"].replace(" ", "-") if p["kind"] in ("positional only", "keyword only") else p["kind"]
     filepath = obj.filepath if not isinstance(obj.filepath, list) else (obj.filepath[0] if obj.filepath else None)
     stub_only = filepath is None or (str(filepath).endswith(".pyi") and not Path(str(filepath)[:-1]).is_file())
     returns = _text(obj.returns) if kind != "class" and hasattr(obj, "returns") else None
+    returns_canonical = None
+    if returns and type(obj.returns).__name__ == "ExprName":
+        with contextlib.suppress(Exception):
+            returns_canonical = obj.returns.canonical_path
     decorators = [str(d.value) for d in getattr(obj, "decorators", []) or []]
     docstring = obj.docstring.value if obj.docstring is not None else ""
     if kind == "class" and not docstring.strip():
@@ -250,9 +259,26 @@ def _record(obj: Any, surface: Surface, kind: str) -> ApiObject | None:
     entry = ApiObject(canonical=obj.path, kind=kind, name=obj.name, module=obj.module.path,
                       parameters=parameters, returns=returns, docstring=docstring,
                       filepath=str(filepath) if filepath else None, lineno=obj.lineno,
-                      endlineno=obj.endlineno, decorators=decorators, stub_only=bool(stub_only))
+                      endlineno=obj.endlineno, decorators=decorators, stub_only=bool(stub_only),
+                      returns_canonical=returns_canonical)
     surface.objects[obj.path] = entry
     return entry
+
+
+def _constant_value(obj: Any, default: Any) -> str | None:
+    """The value expression of a module constant used as a default (`DEFAULT_TIMEOUT_CONFIG`
+    -> `Timeout(timeout=5.0)`), when the name resolves to an attribute of the package with a
+    literal or call value; None otherwise."""
+    if default is None or type(default).__name__ not in ("ExprName", "ExprAttribute"):
+        return None
+    try:
+        target = obj.modules_collection.get_member(default.canonical_path)
+    except Exception:
+        return None
+    if target is None or getattr(target, "kind", None) is None or target.kind.value != "attribute":
+        return None
+    value = _text(getattr(target, "value", None))
+    return value if value and len(value) <= 80 else None
 
 
 def _class_parameters(cls: Any) -> list[Any]:
