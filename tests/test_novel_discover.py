@@ -12,7 +12,12 @@ import pytest
 
 from helpers import run_knowbench
 from knowbench.builders.novel.discover import DiscoverOptions, diff_surfaces, filter_candidates
-from knowbench.builders.novel.extract import implementation, parse_docstring, with_imports
+from knowbench.builders.novel.extract import (
+    docstring_mechanism,
+    implementation,
+    parse_docstring,
+    with_imports,
+)
 from knowbench.builders.novel.surface import find_packages, load_surface
 
 OLD = {
@@ -219,6 +224,17 @@ def test_bundle_parts_come_from_the_docstring_and_the_source(surfaces: tuple) ->
     assert cut == "def blend(first, second, *, ratio=0.5):\n    w = _weights(2)\n# ... (cut at the size cap)"
 
 
+def test_the_docstring_mechanism_is_prose_then_what_changed(surfaces: tuple) -> None:
+    _, new = surfaces
+    parsed = parse_docstring("Join mappings by key.\n\n    >>> join({'a': 1})\n    {'a': {'x': 1}}\n\n"
+                             "Values of later mappings win.\n\n* **first** - the first mapping\n")
+    record = {"change": "modified", "library": "pkg", "new_version": "2", "old_version": "1",
+              "changes": [{"change": "renamed", "old": "key", "new": "by"}]}
+    assert docstring_mechanism(new.objects["pkg._impl.blend"], parsed, record) == (
+        "Join mappings by key.\n\nValues of later mappings win.\n\n"
+        "Changed in pkg 2 (since 1): parameter `key` renamed to `by`.")
+
+
 def test_bullet_parameter_lists_and_continuation_lines_are_read() -> None:
     parsed = parse_docstring("Sends a request.\n\n**Parameters:**\n\n* **method** - HTTP method for the new\n"
                              "  `Request` object.\n* **url** - URL for the request.\n")
@@ -275,7 +291,8 @@ def test_bundles_execute_examples_and_a_model_writes_the_mechanism(tmp_path: Pat
     assert record["mechanism"]["text"] == reply and record["mechanism"]["grounding"] == "source"
     assert record["examples"][0]["status"] == "executed", record["examples"]
     assert "from more_itertools import join_mappings" in record["examples"][0]["code"]
-    assert [p["name"] for p in record["s_param"]] == ["**field_to_map"]
+    assert [(p["name"], p["default"]) for p in record["s_param"]] == [("**field_to_map", None)]
+
     # the release's reader takes knowbench's records as they are
     from knowbench.builders.novelapibench import read_bundles
     bundles, bad = read_bundles(tmp_path / "bundles.jsonl")

@@ -329,7 +329,8 @@ def signature_parameters(entry: ApiObject, parsed: Parsed, lent: dict[str, dict[
         rows.append({"name": ("*" if parameter["kind"] == "variadic positional" else
                               "**" if parameter["kind"] == "variadic keyword" else "") + name,
                      "type": parameter["annotation"] or doc.get("type") or None,
-                     "default": parameter.get("default_value") or parameter["default"],
+                     "default": None if parameter["kind"].startswith("variadic")
+                     else parameter.get("default_value") or parameter["default"],
                      "description": doc.get("description", "")})
     return rows
 
@@ -356,7 +357,7 @@ def docstring_mechanism(entry: ApiObject, parsed: Parsed, record: dict[str, Any]
     for text in parsed.text:
         text = _FENCE.sub("", text)
         kept = []
-        in_bullet = False
+        in_bullet = in_doctest = False
         for line in text.splitlines():
             if _BULLET.match(line) or line.strip().startswith("**Parameters"):
                 in_bullet = True  # a parameter list: S has it
@@ -364,8 +365,13 @@ def docstring_mechanism(entry: ApiObject, parsed: Parsed, record: dict[str, Any]
             if in_bullet and line.strip() and line[:1].isspace():
                 continue
             in_bullet = False
-            if not line.strip().startswith((">>>", "...")):
-                kept.append(line)
+            if line.strip().startswith(">>>"):
+                in_doctest = True  # the prompt, its continuations and its output: E has them
+                continue
+            if in_doctest and line.strip():
+                continue
+            in_doctest = False
+            kept.append(line)
         for paragraph in "\n".join(kept).split("\n\n"):
             flat = " ".join(paragraph.split())
             if flat:
