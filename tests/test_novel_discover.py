@@ -124,6 +124,15 @@ NEW = {
             """Compute something. .. deprecated:: 2.0 use blend instead of this function."""
             return a
     ''',
+    "pkg/sub/__init__.py": '''
+        from pkg.sub._core import widen
+        __all__ = [name for name in dir() if not name.startswith("_")]  # only known at import time
+    ''',
+    "pkg/sub/_core.py": '''
+        def widen(values, by=1):
+            """Return the values with every interval widened by the given amount on each side."""
+            return values
+    ''',
     "pkg/vendor/__init__.py": "",
     "pkg/vendor/lib.py": '''
         def vendored_func(a):
@@ -187,8 +196,9 @@ def test_every_dropped_api_has_the_reason_of_the_first_failing_filter(surfaces: 
     assert dropped["pkg.undocumented"] == "no-docstring"
     assert dropped["pkg.terse"] == "thin-docstring"
     assert {dropped[f"pkg.copied_{n}"] for n in ("one", "two", "three")} == {"boilerplate-docstring"}
+    # pkg/sub/__init__.py's __all__ is built at import time: what it imports is re-exported
     assert sorted(api for api, reason in dropped.items() if reason is None) == \
-        ["pkg.blend", "pkg.rename_me", "pkg.scale"]
+        ["pkg.blend", "pkg.rename_me", "pkg.scale", "pkg.sub.widen"]
     private = records["pkg._impl._hidden"]["stages"]
     assert private[0] == {"stage": "diff", "result": "added", "detail": "new in this release"}
     assert private[1]["check"] == "private" and private[1]["passed"] is False
@@ -200,7 +210,7 @@ def test_the_cap_keeps_added_apis_before_modified_ones(surfaces: tuple) -> None:
     assert [r["api"] for r in records if r["kept"]] == ["pkg.blend"]
     capped = _by_api(records)["pkg.scale"]
     assert capped["dropped_by"] == "cap"
-    assert capped["stages"][-1]["reason"] == "rank 3 beyond --max-apis 1"
+    assert capped["stages"][-1]["reason"] == "rank 4 beyond --max-apis 1"
 
 
 def test_bundle_parts_come_from_the_docstring_and_the_source(surfaces: tuple) -> None:

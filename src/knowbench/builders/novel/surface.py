@@ -6,7 +6,8 @@ the distribution *defines* (its canonical path, `pkg._api.put`), each with the p
 which it is *exposed* (`pkg.put`, through `pkg/__init__.py` re-exporting it). An exposure is
 public when no component of its path starts with an underscore and each module on the way
 exports the name (`__all__` when the module has one; else any name it defines or
-wildcard-imports, not what it merely imports).
+wildcard-imports, not what it merely imports; except that a package's `__init__` whose
+`__all__` cannot be read statically re-exports what it imports from its own package).
 
 Dunder methods are left out (they are reached through syntax, not called by name); a class's
 signature is its constructor's (`__init__` or the dataclass fields), `self`/`cls` dropped.
@@ -163,6 +164,9 @@ def _walk_module(module: Any, surface: Surface, tops: set[str], public: bool, se
     seen.add(module.path)
     if module.filepath is not None and not isinstance(module.filepath, list):
         surface.modules[module.path] = str(module.filepath)
+    # A package's `__init__` whose `__all__` cannot be read statically (built at import time,
+    # as numpy's is) re-exports what it imports from its own package.
+    reexports = not module.exports and str(module.filepath or "").endswith(("__init__.py", "__init__.pyi"))
     for name, member in list(module.members.items()):
         try:
             target = member.final_target if member.is_alias else member
@@ -172,7 +176,8 @@ def _walk_module(module: Any, surface: Surface, tops: set[str], public: bool, se
             continue
         exposed = f"{module.path}.{name}"
         try:
-            member_public = public and not name.startswith("_") and bool(member.is_public)
+            member_public = public and not name.startswith("_") and (
+                bool(member.is_public) or (member.is_alias and reexports))
         except Exception:
             member_public = public and not name.startswith("_")
         kind = target.kind.value
