@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import re
 import textwrap
 from dataclasses import dataclass
@@ -192,7 +193,7 @@ def docs_examples(root: Path, entry: ApiObject, api: str, files: list[Path] | No
     found: list[tuple[str, str]] = []
     for path in files if files is not None else documentation_files(root):
         try:
-            text = path.read_text(errors="replace")
+            text = _read(path)
         except OSError:
             continue
         leaf = api.split(".")[-1]
@@ -205,6 +206,12 @@ def docs_examples(root: Path, entry: ApiObject, api: str, files: list[Path] | No
             if code and _calls(code, entry, api):
                 found.append((code, path.relative_to(root).as_posix()))
     return found
+
+
+@functools.lru_cache(maxsize=4096)
+def _read(path: Path) -> str:
+    """A documentation or test file's text, read once per process (every API scans them all)."""
+    return path.read_text(errors="replace")
 
 
 def documentation_files(root: Path) -> list[Path]:
@@ -243,7 +250,7 @@ def test_examples(root: Path, entry: ApiObject, api: str, files: list[Path] | No
     leaf = api.split(".")[-1]
     for path in files if files is not None else test_files(root):
         try:
-            text = path.read_text(errors="replace")
+            text = _read(path)
         except OSError:
             continue
         if leaf not in text:
@@ -335,13 +342,24 @@ def signature_parameters(entry: ApiObject, parsed: Parsed, lent: dict[str, dict[
     return rows
 
 
+_PATHS: list[tuple[Surface, dict[str, ApiObject]]] = []  # the last surface asked about
+
+
+def _paths(surface: Surface) -> dict[str, ApiObject]:
+    """Every public and canonical path of `surface` (also without the top package), once."""
+    if not _PATHS or _PATHS[0][0] is not surface:
+        by_path: dict[str, ApiObject] = {}
+        for obj in surface.objects.values():
+            for path in obj.public_exposures | {obj.canonical}:
+                by_path[path] = obj
+                by_path.setdefault(path.split(".", 1)[-1], obj)
+        _PATHS[:] = [(surface, by_path)]
+    return _PATHS[0][1]
+
+
 def referenced_apis(docstring: str, surface: Surface, entry: ApiObject) -> list[ApiObject]:
     """APIs of the same release a docstring points to (`pkg.other`, :func:`other`)."""
-    by_path: dict[str, ApiObject] = {}
-    for obj in surface.objects.values():
-        for path in obj.public_exposures | {obj.canonical}:
-            by_path[path] = obj
-            by_path.setdefault(path.split(".", 1)[-1], obj)
+    by_path = _paths(surface)
     found = []
     for match in _REFERENCE.finditer(docstring):
         target = by_path.get(match["path"]) or by_path.get(f"{entry.module}.{match['path']}")
