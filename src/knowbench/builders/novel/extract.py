@@ -191,21 +191,24 @@ def _calls(code: str, entry: ApiObject, api: str) -> bool:
 def docs_examples(root: Path, entry: ApiObject, api: str, files: list[Path] | None = None) -> list[tuple[str, str]]:
     """(code, where) for documentation code blocks under `root` that call the API."""
     found: list[tuple[str, str]] = []
+    leaf = api.split(".")[-1]
     for path in files if files is not None else documentation_files(root):
-        try:
-            text = _read(path)
-        except OSError:
-            continue
-        leaf = api.split(".")[-1]
-        if leaf not in text:
-            continue
-        blocks = [m["code"] for m in _FENCE.finditer(text)] + [m["code"] for m in _RST_BLOCK.finditer(text)]
-        blocks += _doctest_blocks(text) if path.suffix in (".rst", ".txt") else []
-        for block in blocks:
-            code = _parses(block)
-            if code and _calls(code, entry, api):
+        for code in _doc_blocks(path):
+            if leaf in code and _calls(code, entry, api):
                 found.append((code, path.relative_to(root).as_posix()))
     return found
+
+
+@functools.lru_cache(maxsize=4096)
+def _doc_blocks(path: Path) -> tuple[str, ...]:
+    """The code blocks of one documentation file that parse, found once per process."""
+    try:
+        text = _read(path)
+    except OSError:
+        return ()
+    blocks = [m["code"] for m in _FENCE.finditer(text)] + [m["code"] for m in _RST_BLOCK.finditer(text)]
+    blocks += _doctest_blocks(text) if path.suffix in (".rst", ".txt") else []
+    return tuple(code for block in blocks if (code := _parses(block)))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -241,6 +244,30 @@ def test_files(root: Path) -> list[Path]:
     return files
 
 
+@functools.lru_cache(maxsize=4096)
+def _test_functions(path: Path) -> tuple[tuple[str, str, str, bool], ...]:
+    """(name, imports, source, runnable) of one test file's undecorated top-level `test*`
+    functions, found once per process."""
+    try:
+        text = _read(path)
+        tree = ast.parse(text)
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    lines = text.splitlines()
+
+    def segment(node: ast.stmt) -> str:
+        return "\n".join(lines[node.lineno - 1:node.end_lineno])
+
+    imports = "\n".join(segment(node) for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom))
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test") and not node.decorator_list:
+            # decorated (parametrised, marked) tests need pytest to run: left out
+            runnable = not (node.args.args or node.args.kwonlyargs or node.args.vararg)
+            found.append((node.name, imports, textwrap.dedent(segment(node)), runnable))
+    return tuple(found)
+
+
 def test_examples(root: Path, entry: ApiObject, api: str, files: list[Path] | None = None,
                   limit: int = 3) -> list[tuple[str, str, bool]]:
     """(code, where, runnable) for test functions that call the API: the test module's
@@ -255,30 +282,18 @@ def test_examples(root: Path, entry: ApiObject, api: str, files: list[Path] | No
             continue
         if leaf not in text:
             continue
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
-            continue
         where = path.relative_to(root).as_posix()
         if "examples" in path.parts or "example" in path.parts:
             if text.count("\n") <= 80 and _calls(text, entry, api):
                 found.append((text.strip(), where, True))
             continue
-        imports = [ast.get_source_segment(text, node) or "" for node in tree.body
-                   if isinstance(node, ast.Import | ast.ImportFrom)]
-        for node in tree.body:
-            if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test"):
+        for name, imports, body, runnable in _test_functions(path):
+            if leaf not in body or not _calls(imports + "\n" + body, entry, api):
                 continue
-            body = ast.get_source_segment(text, node) or ""
-            if not _calls("\n".join(imports) + "\n" + body, entry, api):
-                continue
-            if node.decorator_list:
-                continue  # parametrised or marked tests need pytest to run
-            runnable = not (node.args.args or node.args.kwonlyargs or node.args.vararg)
-            code = "\n".join([*imports, "", "", textwrap.dedent(body)])
+            code = "\n".join([imports, "", "", body])
             if runnable:
-                code += f"\n\n\n{node.name}()"
-            found.append((code.strip(), f"{where}::{node.name}", runnable))
+                code += f"\n\n\n{name}()"
+            found.append((code.strip(), f"{where}::{name}", runnable))
             if len(found) >= limit * 3:
                 return found
     found.sort(key=lambda item: (not item[2], len(item[0])))
