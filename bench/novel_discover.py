@@ -58,7 +58,8 @@ for module in modules:
         except (TypeError, ValueError):
             params = None
         surface[f"{module.__name__}.{name}"] = params
-print(json.dumps(surface))
+with open(sys.argv[2], "w") as handle:  # not stdout: importing submodules may print
+    json.dump(surface, handle)
 '''
 
 
@@ -68,9 +69,10 @@ def install_and_introspect(name: str, version: str, package: str, workdir: Path)
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check",
                     "--target", str(target), f"{name}=={version}"], check=True, capture_output=True)
     installed = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", INTROSPECT, package], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(target)}, check=True)
-    return json.loads(done.stdout), installed - clock, time.perf_counter() - installed
+    result = workdir / f"{name}-{version}.json"
+    subprocess.run([sys.executable, "-c", INTROSPECT, package, str(result)], capture_output=True, text=True,
+                   env={**os.environ, "PYTHONPATH": str(target)}, check=True)
+    return json.loads(result.read_text()), installed - clock, time.perf_counter() - installed
 
 
 def introspect_diff(old: dict, new: dict) -> dict[str, int]:
@@ -110,6 +112,7 @@ def main() -> None:
                 "static_counts": {k: cold["counts"][k] for k in ("added", "modified", "relocated", "removed", "kept")},
                 "introspect_counts": introspect_diff(old_surface, new_surface),
             })
+            print(json.dumps(rows[-1]), flush=True)
     header = (f"{'library':<32} {'static cold':>11} {'static warm':>11} {'install':>8} {'introspect':>10} "
               f"{'inst+intro':>10} {'ratio cold':>10} {'ratio warm':>10}")
     print(header)
