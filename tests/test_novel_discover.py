@@ -13,6 +13,7 @@ import pytest
 from helpers import run_knowbench
 from knowbench.builders.novel.discover import DiscoverOptions, diff_surfaces, filter_candidates
 from knowbench.builders.novel.extract import (
+    docstring_examples,
     docstring_mechanism,
     implementation,
     parse_docstring,
@@ -243,6 +244,11 @@ def test_the_docstring_mechanism_is_prose_then_what_changed(surfaces: tuple) -> 
     assert docstring_mechanism(new.objects["pkg._impl.blend"], parsed, record) == (
         "Join mappings by key.\n\nValues of later mappings win.\n\n"
         "Changed in pkg 2 (since 1): parameter `key` renamed to `by`.")
+
+
+def test_a_docstrings_doctest_blocks_make_one_example_as_doctest_runs_them() -> None:
+    parsed = parse_docstring("Fit.\n\nExamples\n--------\n>>> x = [1, 2]\n\nThen use it:\n\n>>> len(x)\n2\n")
+    assert docstring_examples(parsed) == ["x = [1, 2]\nlen(x)"]
 
 
 def test_bullet_parameter_lists_and_continuation_lines_are_read() -> None:

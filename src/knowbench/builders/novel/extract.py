@@ -138,20 +138,22 @@ def _doctest_blocks(text: str) -> list[str]:
 
 
 def docstring_examples(parsed: Parsed) -> list[str]:
-    """Runnable code of the docstring's examples (doctest blocks joined per section, fenced blocks)."""
+    """Runnable code of the docstring's examples: all its doctest blocks joined into one
+    example, in order (doctest runs a docstring's blocks in one namespace, so a later block
+    uses what an earlier one defined), then each fenced or plain code block."""
+    doctests: list[str] = []
     found: list[str] = []
     for block in parsed.examples:
         code = doctest_code(block)
-        if code is None and ">>>" not in block:
-            code = _parses(textwrap.dedent(block))
         if code:
+            doctests.append(code)
+        elif ">>>" not in block and (code := _parses(textwrap.dedent(block))):
             found.append(code)
     for text in parsed.text:
-        joined = "\n".join(c for c in (doctest_code(b) for b in _doctest_blocks(text)) if c)
-        if joined:
-            found.append(joined)
+        doctests += [c for c in (doctest_code(b) for b in _doctest_blocks(text)) if c]
         found += [code for match in _FENCE.finditer(text) if (code := _parses(match["code"]))]
-    return _unique(found)
+    joined = "\n".join(doctests)
+    return _unique(([joined] if joined else []) + found)
 
 
 def _parses(code: str) -> str | None:
