@@ -9,8 +9,9 @@ Examples (E) come from the docstring, then the documentation, then the release's
 example scripts (at most `max_examples` per API). Every runnable one is executed in the
 sandbox, in a benchmark environment holding the new release (`<library>==<new>`), and marked:
 `executed` (it ran to the end), `failed` (it raised, timed out or was killed; the note says
-how), or `static` (not run: a test that needs pytest fixtures, or code that needs the network
-the sandbox does not have, which the note says). Failed examples stay in the record but are
+how), or `static` (not run, or not verifiable here: a test that needs pytest fixtures, code
+that needs the network the sandbox does not have, or code that imports a package other than
+the library that the environment does not install; the note says which). Failed examples stay in the record but are
 never shown to a model. An API without any example that is not `failed` is discarded, as in
 NovelAPIBench (unless `keep_without_examples`).
 
@@ -55,6 +56,7 @@ BUNDLES_REPORT = "bundles_report.json"
 _NETWORK = re.compile(r"(ConnectError|ConnectionError|gaierror|Name or service not known|Temporary failure in "
                       r"name resolution|Network is unreachable|nodename nor servname|ConnectTimeout|"
                       r"Connection refused|getaddrinfo)")
+_MISSING = re.compile(r"ModuleNotFoundError: No module named '(?P<module>[\w.]+)'")
 MECHANISM_PROMPT = (
     "You document Python APIs. Explain in one or two short paragraphs how the API below works: what "
     "it computes or does, the approach its implementation takes, and when to use it. Ground every "
@@ -229,6 +231,7 @@ def _execute_examples(drafts: list[dict[str, Any]], requirement: str, options: B
     from knowbench.records import Limits
 
     runnable = [e for d in drafts for e in d["examples"] if e["runnable"]]
+    own = {d["candidate"]["canonical"].split(".")[0] for d in drafts}
     if not runnable:
         return {"requirement": requirement, "executed": 0}
     say(f"environment: {requirement}")
@@ -249,6 +252,11 @@ def _execute_examples(drafts: list[dict[str, Any]], requirement: str, options: B
         if _NETWORK.search(message):
             example["status"] = "static"
             example["reason"] = "needs the network, which the sandbox does not have"
+            return
+        missing = _MISSING.search(message)
+        if missing and missing["module"].split(".")[0] not in own:
+            example["status"] = "static"  # an optional dependency: the example is not wrong
+            example["reason"] = f"needs {missing['module']}, which is not installed with {requirement}"
             return
         last = [line for line in message.strip().splitlines() if line.strip()]
         example["status"] = "failed"
