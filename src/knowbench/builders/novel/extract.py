@@ -324,9 +324,13 @@ def with_imports(code: str, entry: ApiObject, api: str, surface: Surface) -> str
     used = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
             and n.id not in bound]
     parent = api.rsplit(".", 1)[0]
-    members = {path.rsplit(".", 1)[1]: path.rsplit(".", 1)[0] for obj in surface.objects.values()
-               for path in obj.public_exposures if path.rsplit(".", 1)[0] in (parent, entry.module)}
-    members.setdefault(api.rsplit(".", 1)[1], parent)
+    members: dict[str, str] = {}
+    for obj in surface.objects.values():
+        for path in obj.public_exposures:
+            owner, name = path.rsplit(".", 1)
+            if owner == parent or (owner == entry.module and name not in members):
+                members[name] = owner  # the API's public parent wins over its defining module
+    members[api.rsplit(".", 1)[1]] = parent
     lines = []
     top = api.split(".")[0]
     alias = _ALIASES.get(top)
