@@ -140,6 +140,10 @@ NEW = {
             """A function copied from another project, with a long enough docstring."""
             return a
     ''',
+    "pkg/testing.py": '''
+        def check_close(a, b):
+            """Assert that two sequences of numbers are equal within a small tolerance."""
+    ''',
     "pkg/tests/__init__.py": "",
     "pkg/tests/test_pkg.py": '''
         def test_blend():
@@ -193,7 +197,10 @@ def test_every_dropped_api_has_the_reason_of_the_first_failing_filter(surfaces: 
     assert dropped["pkg.deprecated_thing"] == "deprecated"   # warns DeprecationWarning
     assert dropped["pkg.old_api"] == "deprecated"            # `.. deprecated::` in the docstring
     assert dropped["pkg.vendored_func"] == "vendored-module"
-    assert dropped["pkg.tests.test_pkg.test_blend"] == "test-module"
+    assert dropped["pkg.testing.check_close"] == "test-module"
+    # a test suite is not API: never parsed, so never a candidate
+    assert "pkg.tests.test_pkg.test_blend" not in records
+    assert new.skipped_modules == ["pkg.tests", "pkg.tests.test_pkg"]
     assert dropped["pkg.undocumented"] == "no-docstring"
     assert dropped["pkg.terse"] == "thin-docstring"
     assert {dropped[f"pkg.copied_{n}"] for n in ("one", "two", "three")} == {"boilerplate-docstring"}

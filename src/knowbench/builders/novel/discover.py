@@ -16,7 +16,8 @@
 4. *Filter cascade* over added and modified APIs, first failing check wins, in this order:
    `private` (no public path), `deprecated` (a `deprecated` decorator, a `.. deprecated::` or
    "Deprecated" docstring note, or a DeprecationWarning/FutureWarning raised in its body),
-   `test-module` / `vendored-module` (by the components of its defining module) /
+   `test-module` / `vendored-module` (by the components of its defining module; test suites
+   such as `pkg/tests/` are not even read, see `surface`, so this catches `testing` helpers) /
    `internal-module` (by those of its public path: `internal`, `impl`, `compat`, ...; a
    function defined in `pkg/_impl.py` and re-exported as `pkg.f` is public API), `no-source` (only a `.pyi` stub or a compiled module), `no-docstring`,
    `thin-docstring` (fewer than `min_docstring_words` words), `boilerplate-docstring` (an
@@ -117,6 +118,8 @@ def discover(library: str, out: Path, options: DiscoverOptions) -> dict[str, Any
         "distributions": {"old": old_release.describe(), "new": new_release.describe()},
         "packages": {"old": old_surface.packages, "new": new_surface.packages},
         "load_errors": old_surface.load_errors + new_surface.load_errors,
+        "test_modules_not_read": {"old": len(old_surface.skipped_modules),
+                                  "new": len(new_surface.skipped_modules)},
         "options": {"min_docstring_words": options.min_docstring_words,
                     "boilerplate_share": options.boilerplate_share, "max_apis": options.max_apis,
                     "prefer": options.prefer},

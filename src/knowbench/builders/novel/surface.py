@@ -9,7 +9,9 @@ exports the name (`__all__` when the module has one; else any name it defines or
 wildcard-imports, not what it merely imports; except that a package's `__init__` whose
 `__all__` cannot be read statically re-exports what it imports from its own package).
 
-Dunder methods are left out (they are reached through syntax, not called by name); a class's
+Test suites inside the package (`tests/`, `test_*.py`, `conftest.py`) are not parsed at all
+(`Surface.skipped_modules` lists them): they are not API, and in numpy they are half of the
+source. Dunder methods are left out (they are reached through syntax, not called by name); a class's
 signature is its constructor's (`__init__` or the dataclass fields), `self`/`cls` dropped.
 """
 
@@ -102,6 +104,13 @@ class Surface:
     objects: dict[str, ApiObject]
     modules: dict[str, str]  # module path -> file path (for reading sources later)
     load_errors: list[str] = field(default_factory=list)
+    skipped_modules: list[str] = field(default_factory=list)  # test suites, not read
+
+
+def _test_part(part: str) -> bool:
+    """A module name that holds a test suite (`tests`, `test`, `conftest`, `test_*`, `*_test`);
+    `testing` is not one: it is often public API (`numpy.testing`), left to the filters."""
+    return part in ("tests", "test", "conftest") or part.startswith("test_") or part.endswith("_test")
 
 
 def find_packages(root: Path, name: str) -> list[str]:
@@ -134,6 +143,19 @@ def load_surface(root: Path, packages: list[str]) -> Surface:
     base = search_root(root)
     loader = griffe.GriffeLoader(search_paths=[str(base)], allow_inspection=False,
                                  docstring_parser=None)
+    skipped: list[str] = []
+    find_submodules = loader.finder.submodules
+
+    def submodules(module: Any) -> list[Any]:  # test suites are not API: never parsed
+        found = []
+        for parts, path in find_submodules(module):
+            if any(_test_part(part) for part in parts):  # parts are relative to `module`
+                skipped.append(".".join((module.path, *parts)))
+            else:
+                found.append((parts, path))
+        return found
+
+    loader.finder.submodules = submodules  # type: ignore[method-assign]
     loaded: list[Any] = []
     errors: list[str] = []
     for package in packages:
@@ -147,7 +169,7 @@ def load_surface(root: Path, packages: list[str]) -> Surface:
     with contextlib.suppress(Exception):
         loader.resolve_aliases(implicit=False, external=False)
     surface = Surface(packages=[p.name for p in loaded], root=root, objects={}, modules={},
-                      load_errors=errors)
+                      load_errors=errors, skipped_modules=sorted(set(skipped)))
     tops = {p.name for p in loaded}
     for package in loaded:
         _walk_module(package, surface, tops, public=not package.name.startswith("_"), seen=set())
