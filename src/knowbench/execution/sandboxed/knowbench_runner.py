@@ -1090,6 +1090,7 @@ def _serve_one(request, prepared, control_out, base, setup, channel_fd=None):
     The reply leaves as soon as the runner's last record (`done`) has arrived: the sample's
     processes are killed and counted first, and what is left to clean (its files, /tmp, the
     exit of its process) happens after the reply, before the next request is taken.
+    Returns (whether nothing outlived the sample, its pid when that is still to be reaped).
     """
     import select
     import signal
@@ -1196,12 +1197,12 @@ def _serve_one(request, prepared, control_out, base, setup, channel_fd=None):
     data = (json.dumps(reply) + "\n").encode()
     while data:
         data = data[os.write(control_out, data):]
-    if status is None:
-        os.waitpid(pid, 0)
     _clean_up(prepared.workdir, setup, base)
     # A server that had to kill a process outside the sample's group is replaced by the
-    # engine; here, anything still alive now is a process nothing accounted for.
-    return not escaped and _settled(setup)
+    # engine; here, anything alive outside the killed group now is a process nothing
+    # accounted for. The group itself is dying (its teardown runs on another core meanwhile):
+    # the caller reaps the sample's process once the next one is forked.
+    return not escaped and _settled(setup, pid), (pid if status is None else None)
 
 
 def _clean_up(workdir, setup, base):
@@ -1230,12 +1231,13 @@ def _escaped(pid):
     return escaped
 
 
-def _settled(setup, wait_s=2.0):
-    """Wait (briefly) until no process but this server and the sandbox's init is left."""
+def _settled(setup, group, wait_s=2.0):
+    """Wait (briefly) until no live process is left in this sandbox but its init, this server
+    and the killed process group `group`."""
     if not setup.get("pid_namespace"):
         return True
     give_up = time.monotonic() + wait_s
-    while _stragglers():
+    while _escaped(group):
         if time.monotonic() > give_up:
             return False
         time.sleep(0.001)
@@ -1288,13 +1290,16 @@ def serve():
         if request.pop("with_fd", False) and fd_socket is not None:
             _, fds, _, _ = socket.recv_fds(fd_socket, 1, 1)
             channel_fd = fds[0] if fds else None
-        if not _serve_one(request, prepared, control_out, base, setup, channel_fd):
+        settled, unreaped = _serve_one(request, prepared, control_out, base, setup, channel_fd)
+        if not settled:
             # Something outlived its sample: end this sandbox before taking another request
             # (the engine starts a fresh one, and sends that request again).
             raise SystemExit(UNSETTLED_EXIT)
         # The next process is forked from this one: it holds no earlier sample's request.
         del line, request
         prepared = _prepare(control_out, base, setup)
+        if unreaped is not None:
+            os.waitpid(unreaped, 0)
 
 
 def entry(args):
