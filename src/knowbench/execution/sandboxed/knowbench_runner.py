@@ -780,10 +780,19 @@ def run_candidate(config, channel_fd):
     _flush_and_exit()
 
 
+# A fork server's candidate: (the result pipe, the process that may write `done` on it). The
+# candidate reports nothing there but its end, so that the server need not wait for its exit.
+_CANDIDATE_DONE = [None]
+
+
 def _flush_and_exit():
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            if _CANDIDATE_DONE[0] is not None and _CANDIDATE_DONE[0][1] == os.getpid():
+                os.write(_CANDIDATE_DONE[0][0], b'{"done":true,"role":"candidate"}\n')
     finally:
         os._exit(0)
 
@@ -1016,7 +1025,7 @@ def _prepare(control_out, base, setup):
             _preload(request.get("preload", []))
             _hand_over_home(setup["home"], request.get("uid"), request.get("gid"))
             if setup.get("role") == "candidate":
-                os.close(result_write)
+                _CANDIDATE_DONE[0] = (result_write, os.getpid())
                 run_candidate(request, channel_fd)
             else:
                 request["channel_fd"] = channel_fd
