@@ -127,6 +127,6 @@ def test_bundle_stripped_evaluates_a_bundle_tuned_model_with_and_without(tmp_pat
     for row in study["rows"]:
         samples = RunDirectory.open(Path(row["run"])).results()
         assert sorted(sample.task_id for sample in samples) == sorted(split.test)
-        traces = [sample.extra["knowledge"] for sample in samples]
+        traces = [sample.extra.get("knowledge", {}) for sample in samples]
         assert all(trace.get("bundle", False) is (row["prompt"] == "bundle") for trace in traces)
         assert (settings(row["run"])["model"].get("adapter") is not None) is (row["model"] == "tuned")
