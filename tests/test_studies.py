@@ -62,6 +62,7 @@ def test_forgetting_scores_base_and_tuned_model_the_same_way(tmp_path: Path, env
     assert (row["base"]["pass@1"], row["tuned"]["pass@1"]) == (base, tuned)
     assert row["delta"] == pytest.approx(tuned - base)
     assert "| basic |" in (tmp_path / "study" / "study.md").read_text()
+    assert "<td>basic</td>" in (tmp_path / "study" / "study.html").read_text()
     refused = run_knowbench("study", "forgetting", str(BASIC), "--model", "reference", "--tuned",
                             f"hf:{model}", "--out", str(tmp_path / "x"), env=env)
     assert refused.returncode == 2 and "hf:PATH" in refused.stderr
@@ -94,6 +95,8 @@ def test_corpus_size_trains_and_retrieves_on_the_same_nested_shares(tmp_path: Pa
     assert settings(rows[2]["run"])["method"]["corpus_hash"] == half.content_hash
     trained = json.loads((Path(rows[1]["training"]["model"]) / "knowbench-train.json").read_text())
     assert trained["data"]["chunks"] == 3 and trained["data"]["corpus_hash"] == half.content_hash
+    page = (tmp_path / "study" / "study.html").read_text()
+    assert '<svg id="chart-corpus-size"' in page and ">rag-bm25<" in page
 
 
 def bundle_for(task: FunctionTask) -> KnowledgeBundle:

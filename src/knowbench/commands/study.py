@@ -96,8 +96,20 @@ def _pct(value: float | None) -> str:
 
 
 def _write(out_dir: Path, study: str, document: dict[str, Any], header: list[str],
-           rows: list[list[str]], notes: list[str]) -> None:
+           rows: list[list[str]], notes: list[str], chart: str = "") -> None:
+    """`study.json`, `study.md` and `study.html` (the table, and `chart` when there is one)."""
+    from html import escape
+
     out_dir.mkdir(parents=True, exist_ok=True)
+    cells = "".join(f"<th>{escape(text)}</th>" for text in header)
+    body = "".join("<tr>" + "".join(f"<td>{escape(text)}</td>" for text in row) + "</tr>"
+                   for row in rows)
+    (out_dir / "study.html").write_text(
+        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>knowbench study: {study}"
+        f"</title><style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}"
+        f"table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.2em .6em}}"
+        f"</style></head><body><h1>{escape(study)}</h1><table><tr>{cells}</tr>{body}</table>"
+        + "".join(f"<p>{escape(note)}</p>" for note in notes) + chart + "</body></html>\n")
     (out_dir / "study.json").write_text(json.dumps({"study": study, **document}, indent=2) + "\n")
     lines = [f"# {study}", "", "| " + " | ".join(header) + " |",
              "|" + "|".join("---" for _ in header) + "|"]
@@ -214,9 +226,20 @@ def corpus_size(
     _write(out_dir, "corpus-size", {"model": model, "corpus": source.name,
                                     "corpus_hash": source.content_hash, "rows": rows},
            ["share", "chunks", "corpus tokens", "method", "pass@1 %"], table,
-           ["Corpus tokens are counted with the model's tokenizer over the share's chunks "
-            "(after leakage control for the benchmark). Share 0 is the base model without "
-            "knowledge."])
+           notes=["Corpus tokens are counted with the model's tokenizer over the share's "
+                  "chunks (after leakage control for the benchmark). Share 0 is the base "
+                  "model without knowledge."], chart=_corpus_chart(rows))
+
+
+def _corpus_chart(rows: list[dict[str, Any]]) -> str:
+    from knowbench.report.charts import corpus_size_curves
+
+    lines: dict[str, list[tuple[int, float | None]]] = {}
+    for row in rows:
+        if row["method"] != "none":
+            lines.setdefault(row["method"], []).append((row["tokens"], row["pass@1"]))
+    baseline = next((row["pass@1"] for row in rows if row["method"] == "none"), None)
+    return corpus_size_curves(lines, baseline)
 
 
 @study_app.command("bundle-stripped")
