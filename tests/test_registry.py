@@ -65,15 +65,15 @@ def test_every_concept_has_a_registry_with_its_built_in_parts() -> None:
     assert METHODS.names() == ["none", "rag-bm25", "rag-dense", "rag-hybrid", "oracle", "knn-lm", "agent"]
     assert ENGINES.names() == ["forkserver", "subprocess", "ray"]
     assert SANDBOXES.names() == ["auto", "bwrap", "unshare", "none"]
-    assert IMPORTERS.names() == ["domaineval", "novelapibench", "koco-qa", "koco-qa-replies",
-                                 "koco-project", "domaineval-responses"]
+    assert IMPORTERS.names() == ["domaineval", "novelapibench", "koco-qa", "humaneval",
+                                 "koco-qa-replies", "koco-project", "domaineval-responses"]
 
 
 @pytest.mark.parametrize(("registry", "message"), [
     (ENGINES, "unknown engine 'warp'; choose one of forkserver, subprocess, ray"),
     (SANDBOXES, "unknown sandbox 'warp'; choose one of auto, bwrap, unshare, none"),
     (IMPORTERS, "unknown importer 'warp'; choose one of domaineval, novelapibench, koco-qa, "
-     "koco-qa-replies, koco-project, domaineval-responses"),
+     "humaneval, koco-qa-replies, koco-project, domaineval-responses"),
     (METHODS, "unknown method 'warp'; choose one of none, rag-bm25, rag-dense, rag-hybrid, oracle:<cell>, knn-lm, "
                "agent:<retriever_kind>"),
 ])

@@ -433,7 +433,7 @@ def _register_command_groups() -> None:
 
 
 COMMAND_GROUPS: tuple[str, ...] = ("env", "builders", "corpus", "diagnose", "novel", "contamination",
-                                  "train")
+                                  "train", "study")
 _register_command_groups()
 
 

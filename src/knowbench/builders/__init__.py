@@ -35,6 +35,7 @@ from typing import Any
 from knowbench.builders.build_log import BuildReport
 from knowbench.builders.certify import CertifyReport, TaskCheck, certify_benchmark
 from knowbench.builders.domaineval import compare_with_recorded, convert_responses, import_subjects
+from knowbench.builders.humaneval import import_humaneval
 from knowbench.builders.koco_qa import convert_replies, import_problems
 from knowbench.builders.mine import MineOptions, SourceRequest, mine
 from knowbench.builders.novelapibench import (
@@ -53,6 +54,7 @@ IMPORTERS: Registry[Importer] = Registry("importer")
 IMPORTERS.register("domaineval", import_subjects)
 IMPORTERS.register("novelapibench", import_release)
 IMPORTERS.register("koco-qa", import_problems)
+IMPORTERS.register("humaneval", import_humaneval)
 
 
 @IMPORTERS.register("koco-qa-replies")

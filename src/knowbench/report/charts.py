@@ -102,6 +102,28 @@ def koco_stacks(series: Sequence[Series], chart_id: str = "chart-koco") -> str:
 
 
 @_styled
+def corpus_size_curves(lines: Mapping[str, Sequence[tuple[int, float | None]]],
+                       baseline: float | None = None, chart_id: str = "chart-corpus-size") -> str:
+    """pass@1 (%) against corpus tokens, one line per method (`knowbench study corpus-size`);
+    `baseline` (the model without knowledge) as a dashed line."""
+    figure, axes = _figure(6.0, 3.6)
+    for index, (method, points) in enumerate(lines.items()):
+        shown = sorted((tokens, 100 * value) for tokens, value in points if value is not None)
+        axes.plot([t for t, _ in shown], [v for _, v in shown], marker="o", label=method,
+                  color=PALETTE[index % len(PALETTE)])
+    if baseline is not None:
+        axes.axhline(100 * baseline, color="#999999", linestyle="--", linewidth=1,
+                     label="no knowledge")
+    axes.set_xscale("log")
+    axes.set_xlabel("corpus tokens")
+    axes.set_ylabel("pass@1 (%)")
+    axes.set_ylim(0, 105)
+    axes.set_title("pass@1 against corpus size")
+    _legend(figure, axes, len(lines) + (baseline is not None))
+    return _svg(figure, chart_id, "pass@1 against corpus tokens, one line per method")
+
+
+@_styled
 def pass_at_k_curves(series: Sequence[Series], chart_id: str = "chart-passk") -> str:
     """pass@k against k for every run (a single point when a run has one sample per task)."""
     figure, axes = _figure(6.0, 3.6)

@@ -21,7 +21,7 @@ from typing import Any
 from knowbench.benchmark.load import Benchmark, load_benchmark
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
 from knowbench.errors import UserError
-from knowbench.knowledge.corpus import open_corpus
+from knowbench.knowledge.corpus import Chunk, Corpus, open_corpus
 from knowbench.knowledge.leakage import withheld_chunks
 from knowbench.models.base import Message
 from knowbench.training.split import read_split
@@ -63,10 +63,11 @@ def parse_data(spec: str) -> tuple[str, str]:
     return kind, source
 
 
-def corpus_data(name: str, withhold: list[Benchmark], share: float = 1.0) -> TrainingData:
-    """The corpus's chunks minus those any task of `withhold` may not see; `share` < 1 keeps
-    that fraction of the remaining chunks (the first ones by a hash of their id)."""
-    corpus = open_corpus(name)
+def select_chunks(corpus: Corpus, withhold: list[Benchmark],
+                  share: float = 1.0) -> tuple[list[Chunk], set[str]]:
+    """The chunks `corpus_data` trains on, in corpus order, and the ids leakage control
+    withheld: the corpus minus what any task of `withhold` may not see, then `share` of the
+    rest (the first ones by a hash of their id, so a smaller share is a subset of a larger)."""
     tasks = [task for bench in withhold for task in bench.tasks]
     withheld = withheld_chunks(corpus.chunks, tasks)
     kept = [chunk for chunk in corpus.chunks if chunk.id not in withheld]
@@ -74,6 +75,14 @@ def corpus_data(name: str, withhold: list[Benchmark], share: float = 1.0) -> Tra
         ranked = sorted(kept, key=lambda chunk: hashlib.sha256(chunk.id.encode()).hexdigest())
         chosen = {chunk.id for chunk in ranked[: max(1, round(share * len(kept)))]}
         kept = [chunk for chunk in kept if chunk.id in chosen]
+    return kept, set(withheld)
+
+
+def corpus_data(name: str, withhold: list[Benchmark], share: float = 1.0) -> TrainingData:
+    """The corpus's chunks minus those any task of `withhold` may not see; `share` < 1 keeps
+    that fraction of the remaining chunks (the first ones by a hash of their id)."""
+    corpus = open_corpus(name)
+    kept, withheld = select_chunks(corpus, withhold, share)
     if not kept:
         raise UserError(f"corpus {corpus.name}: no chunk is left to train on ({len(withheld)} "
                         "withheld by leakage control)")
