@@ -8,6 +8,7 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
+from textwrap import dedent
 from typing import Any
 
 import knowbench
@@ -83,3 +84,19 @@ def stub_program(entry_point: str | None) -> str:
     owner, method = entry_point.split(".", 1)
     return (f"class {owner}:\n    def {method}(self, *args, **kwargs):\n"
             "        raise NotImplementedError\n")
+
+
+# Sample code: `_runner_globals()` walks the calling stack to the runner's module globals (an
+# in-process sample can; the hostile cases and the fork-server tests build on it).
+RUNNER_GLOBALS = dedent("""
+    import sys
+
+
+    def _runner_globals():
+        frame = sys._getframe()
+        while frame is not None:
+            if frame.f_globals.get("__name__") == "knowbench_runner":
+                return frame.f_globals
+            frame = frame.f_back
+        raise LookupError("no runner frame on this stack")
+""")

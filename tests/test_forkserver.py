@@ -12,7 +12,7 @@ from textwrap import dedent
 
 import pytest
 
-from helpers import make_request
+from helpers import RUNNER_GLOBALS, make_request
 from knowbench.benchmark.load import load_benchmark
 from knowbench.errors import UserError
 from knowbench.execution import forkserver as forkserver_module
@@ -131,17 +131,8 @@ def test_a_sample_process_holds_no_earlier_samples_request(forkserver: ForkServe
     """Each sample's process is forked before its request arrives: from a server that must
     no longer hold the previous request (its tests, its program)."""
     forkserver.execute(make_request(ADD + "SECRET_OF_THE_EARLIER_SAMPLE = 1\n", CHECK_ADD, "add"))
-    finder = dedent('''
+    finder = RUNNER_GLOBALS + dedent('''
         import gc
-        import sys
-
-
-        def _runner_globals():
-            frame = sys._getframe()
-            while frame is not None:
-                if frame.f_globals.get("__name__") == "knowbench_runner":
-                    return frame.f_globals
-                frame = frame.f_back
 
 
         def add(a, b):

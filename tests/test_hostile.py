@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from helpers import make_request
+from helpers import RUNNER_GLOBALS, make_request
 from knowbench.errors import UserError
 from knowbench.execution.engine import (
     CANDIDATE_UID_BASE,
@@ -223,18 +223,6 @@ RUNNER_SCOPE = dedent("""
 
 # The runner's module globals from the frame of its function that loads the program: no
 # import, no sys.modules.
-RUNNER_GLOBALS = dedent("""
-    import sys
-
-
-    def _runner_globals():
-        frame = sys._getframe()
-        while frame is not None:
-            if frame.f_globals.get("__name__") == "knowbench_runner":
-                return frame.f_globals
-            frame = frame.f_back
-        raise LookupError("no runner frame on this stack")
-""")
 
 # The result pipe: the first pipe above fd 2, found through /proc/self/fd.
 RESULT_PIPE = dedent("""

@@ -9,10 +9,11 @@ from typing import Any
 from knowbench.errors import UserError
 
 
-def read_objects(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, object) for every non-blank line; `UserError` naming the line otherwise."""
+def read_objects(path: Path, text: str | None = None) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every non-blank line; `UserError` naming the line otherwise.
+    `text`: the file's content when the caller has read it already (a compressed file)."""
     rows = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for number, line in enumerate((path.read_text() if text is None else text).splitlines(), start=1):
         if not line.strip():
             continue
         try:

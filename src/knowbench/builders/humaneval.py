@@ -23,6 +23,7 @@ from knowbench import __version__
 from knowbench.benchmark.load import sha256_file, write_benchmark
 from knowbench.benchmark.schema import FunctionTask, Manifest, Provenance, TestSpec
 from knowbench.errors import UserError
+from knowbench.jsonl import read_objects
 
 FIELDS = ("task_id", "prompt", "canonical_solution", "test", "entry_point")
 
@@ -46,22 +47,15 @@ def _records(path: Path) -> list[tuple[int, dict[str, Any]]]:
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
-            lines = handle.read().splitlines()
+            text = handle.read()
     except OSError as error:
         raise UserError(f"{path}: cannot read it ({error})") from error
-    records = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise UserError(f"{path}:{number}: not JSON ({error.msg})") from error
+    records = read_objects(path, text)
+    for number, record in records:
         missing = [field for field in FIELDS if not isinstance(record.get(field), str)]
         if missing:
             raise UserError(f"{path}:{number}: a HumanEval record needs the text fields "
                             f"{', '.join(missing)}")
-        records.append((number, record))
     return records
 
 

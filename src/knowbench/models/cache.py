@@ -14,6 +14,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,17 @@ class GenerationCache:
                 "INSERT OR REPLACE INTO generations (key, reply, created) VALUES (?, ?, ?)",
                 (key, data, time.time()),
             )
+
+    async def through(self, identity: dict[str, Any], messages: list[Message], params: SamplingParams,
+                      sample_idx: int, make: Callable[[], Awaitable[Reply]]) -> Reply:
+        """The stored reply for this request, else `make()`'s, stored."""
+        key = self.key(identity, messages, params, sample_idx)
+        hit = self.get(key)
+        if hit is not None:
+            return hit
+        reply = await make()
+        self.put(key, reply)
+        return reply
 
     def __len__(self) -> int:
         with self._lock:

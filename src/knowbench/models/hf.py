@@ -22,7 +22,7 @@ import asyncio
 import hashlib
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -268,17 +268,13 @@ class HFBackend(ModelBackend):
 
     async def generate(self, task: FunctionTask | ChoiceTask, messages: list[Message],
                        params: SamplingParams, sample_idx: int) -> Reply:
-        key = None
-        if self.cache is not None:
-            key = self.cache.key(self.describe(), messages, params, sample_idx)
-            hit = self.cache.get(key)
-            if hit is not None:
-                return hit
         seed = None if params.seed is None else params.seed + sample_idx
-        reply = await self.submit(self.encode(messages), params, seed)
-        if self.cache is not None and key is not None:
-            self.cache.put(key, reply)
-        return reply
+
+        def make() -> Awaitable[Reply]:
+            return self.submit(self.encode(messages), params, seed)
+        if self.cache is None:
+            return await make()
+        return await self.cache.through(self.describe(), messages, params, sample_idx, make)
 
     async def submit(self, ids: list[int], params: SamplingParams, seed: int | None) -> Reply:
         """Queue one prompt (token ids); prompts queued together are generated in batches."""

@@ -17,6 +17,7 @@ import json
 import os
 import random
 import socket
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -142,16 +143,11 @@ class OpenAIBackend(ModelBackend):
     async def generate(self, task: FunctionTask | ChoiceTask, messages: list[Message],
                        params: SamplingParams, sample_idx: int) -> Reply:
         """One sample: from the cache when present, otherwise from the server (then cached)."""
-        key = None
-        if self.cache is not None:
-            key = self.cache.key(self.describe(), messages, params, sample_idx)
-            hit = self.cache.get(key)
-            if hit is not None:
-                return hit
-        reply = await self._request_with_retries(self._payload(messages, params, sample_idx))
-        if self.cache is not None and key is not None:
-            self.cache.put(key, reply)
-        return reply
+        def make() -> Awaitable[Reply]:
+            return self._request_with_retries(self._payload(messages, params, sample_idx))
+        if self.cache is None:
+            return await make()
+        return await self.cache.through(self.describe(), messages, params, sample_idx, make)
 
     async def generate_with_tools(self, task: FunctionTask | ChoiceTask, messages: list[Message],
                                   params: SamplingParams, sample_idx: int,

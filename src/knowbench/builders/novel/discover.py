@@ -51,6 +51,7 @@ from knowbench.builders.novel.surface import (
     object_source,
 )
 from knowbench.errors import UserError
+from knowbench.jsonl import read_objects
 
 CANDIDATES = "candidates.jsonl"
 REPORT = "discover_report.json"
@@ -370,13 +371,7 @@ def read_candidates(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise UserError(f"{path}: no such file\n  fix: run `knowbench novel discover` first")
     records = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise UserError(f"{path}:{number}: not JSON ({error.msg})") from None
+    for number, record in read_objects(path):
         missing = [key for key in ("api", "canonical", "library", "new_version", "kept") if key not in record]
         if missing:
             raise UserError(f"{path}:{number}: missing field(s) {', '.join(missing)}\n"
