@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -32,6 +33,12 @@ def engine(best_sandbox: Sandbox) -> Iterator[SubprocessEngine]:
 
 # Real data shared between checkouts (released benchmark data, "anchors") lives in shared/
 # beside the repository, never inside it.
+# A suite started in the background by a non-interactive shell inherits SIGINT ignored, and so
+# would every process it starts (an ignored signal stays ignored across exec): Ctrl-C tests and
+# samples that interrupt their own main thread would then test nothing. Python's own handler
+# here makes the processes the tests start get the default disposition again.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
