@@ -228,10 +228,8 @@ class ForkServerEngine(Engine):
                        request: ExecutionRequest) -> Execution:
         slot = judge_server.slot
         judge, candidate = split_configs(request, self.uids.judge[slot], self.uids.candidate[slot])
-        judge_server.workdir.mkdir(mode=0o755, exist_ok=True)
-        host_dir = Path(tempfile.mkdtemp(prefix="split-", dir=judge_server.workdir))
+        host_dir, inner = _engine_dir(self.sandbox, judge_server.workdir, "split-")
         share_workdir(host_dir, judge)
-        inner = f"{self.sandbox.inner_workdir(judge_server.workdir)}/{host_dir.name}"
         judge["workdir"] = candidate["workdir"] = inner
         judge_end, candidate_end = socket.socketpair()
         started = time.monotonic()
@@ -312,8 +310,7 @@ def project_workdir(sandbox: Sandbox, server_dir: Path, request: ExecutionReques
     the server's directory, named in `config["workdir"]`, removed afterwards. Yields None, or
     why it could not be laid out."""
     assert request.project is not None
-    server_dir.mkdir(mode=0o755, exist_ok=True)
-    host_dir = Path(tempfile.mkdtemp(prefix="project-", dir=server_dir))
+    host_dir, inner = _engine_dir(sandbox, server_dir, "project-")
     try:
         try:
             if config["uid"] is not None:
@@ -322,10 +319,18 @@ def project_workdir(sandbox: Sandbox, server_dir: Path, request: ExecutionReques
         except (OSError, ValueError) as error:
             yield f"could not lay out the project: {error}"
             return
-        config["workdir"] = f"{sandbox.inner_workdir(server_dir)}/{host_dir.name}"
+        config["workdir"] = inner
         yield None
     finally:
         shutil.rmtree(host_dir, ignore_errors=True)
+
+
+def _engine_dir(sandbox: Sandbox, server_dir: Path, prefix: str) -> tuple[Path, str]:
+    """A fresh directory the engine makes under a server's work directory (a split sample's
+    shared one, a project sample's copy): its path here and the path the server sees."""
+    server_dir.mkdir(mode=0o755, exist_ok=True)
+    host_dir = Path(tempfile.mkdtemp(prefix=prefix, dir=server_dir))
+    return host_dir, f"{sandbox.inner_workdir(server_dir)}/{host_dir.name}"
 
 
 def _collected(reply: dict[str, Any]) -> Collected:

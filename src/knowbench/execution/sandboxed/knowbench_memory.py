@@ -29,20 +29,27 @@ def private_bytes(pid):
         return 0
 
 
+def stat_fields(pid):
+    """The fields of /proc/PID/stat after the command name (state, parent pid, process group,
+    ...), as bytes; None when the process is gone or unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses: the fields follow the last ')'.
+    fields = stat[stat.rfind(b")") + 2:].split()
+    return fields if len(fields) > 2 else None
+
+
 def descendants(root):
     """`root` and every process below it, from /proc (a snapshot)."""
     children = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        # The command name may hold spaces and parentheses: the parent pid follows the last ')'.
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 1:
+        fields = stat_fields(name)
+        if fields is not None:
             children.setdefault(int(fields[1]), []).append(int(name))
     found, stack = [], [root]
     while stack:

@@ -1048,11 +1048,11 @@ def _warm_up():
     _runner_identity(globals())
 
 
-def _send_request(sock, request, channel_fd):
-    """Hand a prepared child its request: a length, the JSON, and the channel's descriptor."""
+def _send_request(sock, data, channel_fd):
+    """Hand a prepared child its request: a length, the JSON as the engine sent it, and the
+    channel's descriptor."""
     import socket
 
-    data = json.dumps(request).encode()
     header = len(data).to_bytes(8, "big")
     if channel_fd is None:
         sock.sendall(header + data)
@@ -1091,11 +1091,12 @@ def _finished(chunk):
     return chunk.startswith(b'{"done":true,', start)
 
 
-def _serve_one(request, prepared, control_out, base, setup, channel_fd=None):
+def _serve_one(request, line, prepared, control_out, base, setup, channel_fd=None):
     """Run one sample in the prepared child, within its wall clock, and report to the engine.
 
     The child's output comes back through pipes, never through files in a directory the
     sample can write (it could replace them with a symlink to a root-only file, or a FIFO).
+    `line` is the request as the engine sent it (`request` parsed), handed to the child as is.
     The reply leaves as soon as the runner's last record (`done`) has arrived: the sample's
     processes are killed and counted first, and what is left to clean (its files, /tmp, the
     exit of its process) happens after the reply, before the next request is taken.
@@ -1108,7 +1109,7 @@ def _serve_one(request, prepared, control_out, base, setup, channel_fd=None):
     result_read, out_read, err_read = prepared.result_read, prepared.out_read, prepared.err_read
     started = time.monotonic()
     try:
-        _send_request(prepared.requests, request, channel_fd)
+        _send_request(prepared.requests, line, channel_fd)
     except OSError:
         pass  # the prepared process died: its exit is seen below
     prepared.requests.close()
@@ -1182,10 +1183,8 @@ def _serve_one(request, prepared, control_out, base, setup, channel_fd=None):
         while fd in watched and sizes[fd] < caps[fd] and drain(fd):
             pass
         os.close(fd)
-    if status is not None:
-        exit_code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    else:
-        exit_code = 0 if done[0] else -signal.SIGKILL  # after `done` the runner only exits 0
+    # After `done` the runner only exits 0; otherwise its group was just killed.
+    exit_code = _exit_code(status) if status is not None else (0 if done[0] else -signal.SIGKILL)
 
     def text(fd):
         return b"".join(kept[fd]).decode(errors="replace")
@@ -1230,12 +1229,8 @@ def _escaped(pid):
     started in a session or group of their own. The group's own, killed, are dying."""
     escaped = []
     for other in _stragglers():
-        try:
-            with open(f"/proc/{other}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone
-        if fields[0] != b"Z" and int(fields[2]) != pid:
+        fields = knowbench_memory.stat_fields(other)
+        if fields is not None and fields[0] != b"Z" and int(fields[2]) != pid:
             escaped.append(other)
     return escaped
 
@@ -1299,7 +1294,7 @@ def serve():
         if request.pop("with_fd", False) and fd_socket is not None:
             _, fds, _, _ = socket.recv_fds(fd_socket, 1, 1)
             channel_fd = fds[0] if fds else None
-        settled, unreaped = _serve_one(request, prepared, control_out, base, setup, channel_fd)
+        settled, unreaped = _serve_one(request, line, prepared, control_out, base, setup, channel_fd)
         if not settled:
             # Something outlived its sample: end this sandbox before taking another request
             # (the engine starts a fresh one, and sends that request again).
