@@ -462,6 +462,24 @@ CASES = [
                     os._exit(0)
             return a + b
     """), T_TRUE, limits={"processes": 16}),
+    # Over the process limit and finished well before the first count (50 ms): the processes
+    # it leaves alive when it ends are counted too.
+    Case("over_the_process_limit_between_two_counts", dedent("""
+        import os
+        import time
+
+        _started = 0
+
+
+        def add(a, b):
+            global _started
+            while _started < 20:
+                _started += 1
+                if os.fork() == 0:
+                    time.sleep(60)
+                    os._exit(0)
+            return a + b
+    """), T_TRUE, limits={"processes": 16}),
     Case("memory_bomb_list", dedent("""
         def add(a, b):
             hoard = []

@@ -50,6 +50,7 @@ STDERR_TAIL_BYTES = 2048
 of a process that ends early (a traceback, a fatal error of the interpreter)."""
 _LAST_LINES = 12
 _BUDGET_POLL_S = 0.05
+_PROCESS_LIMIT_EXIT = 76  # as knowbench_runner.PROCESS_LIMIT_EXIT
 
 
 def _sandboxed_module(name: str) -> Any:
@@ -238,6 +239,11 @@ class SubprocessEngine(Engine):
     def hide(self, paths: Iterable[str | Path]) -> None:
         self.sandbox = self.sandbox.hiding(paths, self.python)  # each sample starts a new sandbox
 
+    @property
+    def _processes_at_end(self) -> str:
+        """Where the runner counts the sample's processes as it ends (`_end_code`)."""
+        return "namespace" if self.sandbox.pid_namespace else "tree"
+
     def close(self) -> None:
         shutil.rmtree(self._scratch, ignore_errors=True)
         self.uids.close()
@@ -257,6 +263,7 @@ class SubprocessEngine(Engine):
 
     def _execute(self, request: ExecutionRequest, slot: int, workdir: Path) -> Execution:
         config = runner_config(request, self.uids.judge[slot])
+        config["processes_at_end"] = self._processes_at_end
         if config["uid"] is not None:
             os.chown(workdir, config["uid"], config["gid"])
         if request.project is not None:
@@ -282,6 +289,7 @@ class SubprocessEngine(Engine):
 
     def _execute_split(self, request: ExecutionRequest, slot: int, workdir: Path) -> Execution:
         judge, candidate = split_configs(request, self.uids.judge[slot], self.uids.candidate[slot])
+        judge["processes_at_end"] = candidate["processes_at_end"] = self._processes_at_end
         share_workdir(workdir, judge)
         judge_end, candidate_end = socket.socketpair()
         read_fd, write_fd = os.pipe()
@@ -503,6 +511,9 @@ def _collect(process: subprocess.Popen[bytes], results: object | None, config: b
     if process.poll() is None:
         _kill_group(process)
     collected.exit_code = process.wait()
+    # The runner's own count as the sample ended, after the last of the counts above.
+    if collected.exit_code == _PROCESS_LIMIT_EXIT and not collected.timed_out:
+        collected.over_processes = True
     for stream in (process.stdout, process.stderr):
         stream.close()
     return collected

@@ -77,6 +77,12 @@ class Sandbox:
         return os.geteuid() == 0 and self.kind in ("bwrap", "unshare")
 
     @property
+    def pid_namespace(self) -> bool:
+        """Whether a sample runs in a PID namespace of its own: every live process in it but
+        its init and the runner (or server) is the sample's."""
+        return self.kind in ("bwrap", "unshare")
+
+    @property
     def tmp_cap(self) -> int | None:
         """The enforced size of /tmp in bytes; None when nothing caps it (no bwrap, or a
         bwrap too old for `--size`: then /tmp is an uncapped tmpfs, and results say so)."""

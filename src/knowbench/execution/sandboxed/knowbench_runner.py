@@ -504,6 +504,7 @@ def execute_sample(config, result_fd):
     items = [dict(item) for item in config["items"]]
     tests = dict(config["tests"])
     write, exit_now, monotonic = os.write, os._exit, time.monotonic
+    end_code = _end_code
     start_thread, new_lock = _thread.start_new_thread, _thread.allocate_lock
     quote = json.encoder.encode_basestring_ascii
     float_text, int_text = float.__repr__, int.__repr__
@@ -610,7 +611,7 @@ def execute_sample(config, result_fd):
             finally:
                 report({"done": True})
         finally:
-            exit_now(0)
+            exit_now(end_code(config))
 
     if spy_error is not None:
         fail_all(0, "error", spy_error, "test-code-failed")
@@ -759,6 +760,7 @@ def run_candidate(config, channel_fd):
 
     It gets no nonce, no tests and no result pipe: only the program and the channel.
     """
+    _CANDIDATE_CONFIG[0] = config
     _set_limits(config["limits"], config.get("nproc_base"))
     _drop_privileges(config.get("uid"), config.get("gid"))
     knowbench_seccomp.install()  # no links or FIFOs in the work dir the judge reads
@@ -783,6 +785,31 @@ def run_candidate(config, channel_fd):
 # A fork server's candidate: (the result pipe, the process that may write `done` on it). The
 # candidate reports nothing there but its end, so that the server need not wait for its exit.
 _CANDIDATE_DONE = [None]
+_CANDIDATE_CONFIG = [{}]
+PROCESS_LIMIT_EXIT = 76  # once mode: more processes than the limit were alive as the sample ended
+
+
+def _end_code(config):
+    """The exit code of a one-shot runner whose sample has ended: PROCESS_LIMIT_EXIT when more
+    processes than the limit are alive besides this one, else 0.
+
+    The engine counts them every 50 ms while the sample runs; this count closes the gap after
+    its last one, so that a sample that passes the limit and ends between two counts gets the
+    verdict of a slower one. (A fork server counts them itself, at `done`; its requests carry
+    no `processes_at_end`.) In a PID namespace every other process but its init is the
+    sample's; without one, the processes below this one are.
+    """
+    where = config.get("processes_at_end")
+    if where is None:
+        return 0
+    try:
+        if where == "namespace":
+            others = len(_stragglers())
+        else:
+            others = len(knowbench_memory.descendants(os.getpid())) - 1
+        return PROCESS_LIMIT_EXIT if others > config["limits"]["processes"] else 0
+    except Exception:
+        return 0
 
 
 def _flush_and_exit():
@@ -794,7 +821,7 @@ def _flush_and_exit():
             if _CANDIDATE_DONE[0] is not None and _CANDIDATE_DONE[0][1] == os.getpid():
                 os.write(_CANDIDATE_DONE[0][0], b'{"done":true,"role":"candidate"}\n')
     finally:
-        os._exit(0)
+        os._exit(_end_code(_CANDIDATE_CONFIG[0]))
 
 
 def _redirect_stdin():
@@ -900,6 +927,12 @@ def _stragglers():
     """Processes in this sandbox other than its init and this server."""
     mine = {1, os.getpid()}
     return [int(name) for name in os.listdir("/proc") if name.isdigit() and int(name) not in mine]
+
+
+def _too_many(processes, sample, limit):
+    """Whether `processes` (live ones in the sandbox, from `_stragglers`) hold more than
+    `limit` besides the sample's own process `sample`."""
+    return sum(1 for other in processes if other != sample) > limit
 
 
 def _clean_tmp(keep, root="/tmp"):
@@ -1161,7 +1194,7 @@ def _serve_one(request, line, prepared, control_out, base, setup, channel_fd=Non
         if watch_budget and time.monotonic() >= next_poll:
             next_poll = time.monotonic() + _BUDGET_POLL_S
             processes = _stragglers()  # the sample's process and every one it started
-            if len(processes) - 1 > request["limits"]["processes"]:
+            if _too_many(processes, pid, request["limits"]["processes"]):
                 over_processes = True
                 break
             if budget.exceeded(processes):
@@ -1174,6 +1207,10 @@ def _serve_one(request, line, prepared, control_out, base, setup, channel_fd=Non
             elif not drain(fd):
                 watched.remove(fd)
     os.close(pidfd)
+    # Counted once more as it ends: a sample that passed the limit and finished between two
+    # counts gets the same verdict as a slower one.
+    if watch_budget and not (timed_out or over_budget or over_processes):
+        over_processes = _too_many(_stragglers(), pid, request["limits"]["processes"])
     try:
         os.killpg(pid, signal.SIGKILL)
     except OSError:
