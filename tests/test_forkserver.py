@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from textwrap import dedent
@@ -15,6 +16,7 @@ import pytest
 from helpers import RUNNER_GLOBALS, make_request
 from knowbench.benchmark.load import load_benchmark
 from knowbench.errors import UserError
+from knowbench.execution import engine as engine_module
 from knowbench.execution import forkserver as forkserver_module
 from knowbench.execution.forkserver import ForkServerEngine
 from knowbench.execution.sandbox import Sandbox
@@ -148,6 +150,44 @@ def test_a_sample_process_holds_no_earlier_samples_request(forkserver: ForkServe
     ''')
     execution = forkserver.execute(make_request(finder, CHECK_ADD, "add"))
     assert execution.status == "pass", execution.tests[0].message
+
+
+def _prepared_children(engine: ForkServerEngine) -> list[int]:
+    """The host pids of the processes the fork server forked ahead of their samples (after a
+    sample has ended, its own process is reaped: only the prepared one is left)."""
+    memory = engine_module._MEMORY
+    root = engine._servers[0].process.pid  # type: ignore[union-attr]
+    tree = memory.descendants(root)
+    servers = [pid for pid in tree if _command(pid).startswith("python")
+               and not _command(memory.stat_fields(pid)[1].decode()).startswith("python")]
+    children = [pid for pid in tree if int(memory.stat_fields(pid)[1]) in servers]
+    return [pid for pid in children if memory.stat_fields(pid)[0] != b"Z"]
+
+
+def _command(pid: int | str) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "stopped"])
+def test_a_prepared_child_that_was_killed_or_stopped_does_not_cost_the_next_sample(
+        forkserver: ForkServerEngine, how: signal.Signals) -> None:
+    """The next sample's process is forked while the previous sample runs; when the sample
+    runs under knowbench's own uid (no root) it could signal that process. A dead one is
+    replaced at the hand-over and a stopped one woken: the next sample is judged as usual."""
+    assert forkserver.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
+    give_up = time.monotonic() + 5  # the sample's own process is reaped after the reply
+    while len(prepared := _prepared_children(forkserver)) > 1 and time.monotonic() < give_up:
+        time.sleep(0.01)
+    assert len(prepared) == 1, prepared
+    os.kill(prepared[0], how)
+    before = forkserver.restarts
+    execution = forkserver.execute(make_request(ADD, CHECK_ADD, "add"))
+    assert execution.status == "pass" and execution.note == "", execution.tests[0].message
+    assert forkserver.restarts == before
+    assert forkserver.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
 
 
 def test_the_unsettled_exit_code_agrees_with_the_runner() -> None:

@@ -373,6 +373,9 @@ _REASONS = frozenset({"assertion", "exception", "skipped", "test-code-failed", "
 
 # Taken once by a fork server after its imports; a child checks against it (fork keeps ids).
 _SERVER_SNAPSHOT = [None]
+_SERVER_IDENTITY = [None]  # the same for the runner's own globals (`_runner_identity`)
+# From both: the modules the snapshot watched, and every watched function ({function: name}).
+_SERVER_WATCHED = [None]
 
 
 def _new_solution_module(program):
@@ -570,15 +573,16 @@ def execute_sample(config, result_fd):
     # Split, no candidate code runs in this process: there is nothing to watch. In-process,
     # a fork server took the snapshot before forking (same objects, same ids in the child).
     imported = _import_test_modules(config.get("test_imports", ()))
-    taken = _SERVER_SNAPSHOT[0]
-    if imported or (taken is not None
-                    and {name for name, _ in taken[0]} != {m for m in _WATCHED_MODULES if m in sys.modules}):
+    taken, helper_names, helper_values, helper_functions = _SERVER_SNAPSHOT[0], *(
+        _SERVER_IDENTITY[0] or _runner_identity(runner_globals))
+    if imported or (taken is not None and _SERVER_WATCHED[0][0] != frozenset(
+            module for module in _WATCHED_MODULES if module in sys.modules)):
         taken = None  # the tests' imports or the sample's own preload changed what to watch
     snapshot = ((), (), {}) if split else (taken or _snapshot())
-    helper_names, helper_values, helper_functions = _runner_identity(runner_globals)
     every, in_turn, same, missing, again = all, map, _IS, _MISSING, itertools.repeat
     function_type = types.FunctionType
-    watched_function = {**snapshot[2], **helper_functions}.get
+    watched_function = (_SERVER_WATCHED[0][1] if snapshot is taken and _SERVER_IDENTITY[0] is not None
+                        else {**snapshot[2], **helper_functions}).get
     _set_limits(config["limits"], config.get("nproc_base"))
     _drop_privileges(config.get("uid"), config.get("gid"))
     sys.addaudithook(audit)
@@ -905,6 +909,7 @@ def main():
 
 
 _BUDGET_POLL_S = 0.05
+_RECEIPT_S = 0.005
 UNSETTLED_EXIT = 75  # a fork server ends with this when a process outlived its sample's clean-up
 _STDERR_TAIL_BYTES = 2048  # as engine.STDERR_TAIL_BYTES
 
@@ -924,8 +929,8 @@ def _last_words(error):
 
 
 def _stragglers():
-    """Processes in this sandbox other than its init and this server."""
-    mine = {1, os.getpid()}
+    """Processes in this sandbox other than its init, this server and its prepared children."""
+    mine = {1, os.getpid(), *_SPARES}
     return [int(name) for name in os.listdir("/proc") if name.isdigit() and int(name) not in mine]
 
 
@@ -998,29 +1003,40 @@ def _listdir(dir_fd, skip=None):
 
 
 class _Prepared:
-    """A child forked ahead of its sample (`_prepare`), waiting for the request on `requests`."""
+    """A child forked ahead of its sample (`_prepare`), waiting for the request on `requests`;
+    `workdir` is the directory the server made for its sample at the hand-over (None when the
+    engine made it)."""
 
     __slots__ = ("err_read", "out_read", "pid", "requests", "result_read", "workdir")
 
-    def __init__(self, pid, workdir, requests, result_read, out_read, err_read):
-        self.pid, self.workdir, self.requests = pid, workdir, requests
+    def __init__(self, pid, requests, result_read, out_read, err_read):
+        self.pid, self.workdir, self.requests = pid, None, requests
         self.result_read, self.out_read, self.err_read = result_read, out_read, err_read
 
+    def descriptors(self):
+        """The server's ends of this child's pipes and socket that are still open."""
+        fds = (self.result_read, self.out_read, self.err_read, self.requests.fileno())
+        return tuple(fd for fd in fds if fd >= 0)
 
-def _prepare(control_out, base, setup):
+
+# Prepared children not yet handed a sample: the server's own, never counted as a sample's.
+_SPARES = set()
+
+
+def _prepare(control_out, setup, busy=None):
     """Fork the next sample's process before its request exists.
 
-    Everything that does not depend on the request happens here, off the sample's clock: the
-    fork, the pipes, a fresh HOME, and the first touch of the pages the runner's integrity
-    checks read (after a fork every object whose reference count they move is copied once).
-    The child then waits for one request (and, split, the channel's descriptor) on a socket
-    of its own, and becomes the sample.
+    The server forks it while the previous sample (`busy`, whose descriptors it closes) runs,
+    from a server that no longer holds that sample's request. Everything that does not
+    depend on the request happens here, off the sample's clock: the fork, the pipes, and the
+    first touch of the pages the runner's integrity checks read (after a fork every object
+    whose reference count they move is copied once). The child then waits for its request
+    (and the work directory the server made, or, split, the channel's descriptor) on a
+    socket of its own, lays out its HOME (the previous sample's is gone by then), and
+    becomes the sample.
     """
     import socket
 
-    # On bwrap's private tmpfs, creating and deleting the sample's files costs nothing. A
-    # split sample's directory is made by the engine, shared by the judge and the candidate.
-    workdir = tempfile.mkdtemp(prefix="sample-", dir="/tmp" if setup.get("private_tmp") else base)
     requests, theirs = socket.socketpair()
     result_read, result_write = os.pipe()
     out_read, out_write = os.pipe()
@@ -1029,7 +1045,8 @@ def _prepare(control_out, base, setup):
     if pid == 0:  # the child: becomes the sample
         try:
             requests.close()
-            for fd in (result_read, out_read, err_read, control_out, setup.get("fd_socket")):
+            for fd in (result_read, out_read, err_read, control_out, setup.get("fd_socket"),
+                       *(busy.descriptors() if busy is not None else ())):
                 if fd is not None:
                     os.close(fd)
             os.setsid()
@@ -1040,13 +1057,17 @@ def _prepare(control_out, base, setup):
             os.close(err_write)
             sys.stdout = open(1, "w", closefd=False)
             sys.stderr = open(2, "w", closefd=False)
+            if setup.get("role") != "candidate":
+                _warm_up()
+            request, workdir, channel_fd = _receive_request(theirs)
+            try:
+                theirs.send(b"\0")  # the server forks the next process once this one runs
+            except OSError:
+                pass  # it stopped waiting for this one
+            theirs.close()
             # At the path the server's preload saw as HOME: what it worked out from HOME
             # (a library's config and cache directories) is this sample's, writable.
             _lay_out_home(setup["home"], setup["home_template"])
-            if setup.get("role") != "candidate":
-                _warm_up()
-            request, channel_fd = _receive_request(theirs)
-            theirs.close()
             if request.get("workdir") is None:
                 if request.get("uid") is not None:
                     os.chown(workdir, request["uid"], request["gid"])
@@ -1070,7 +1091,8 @@ def _prepare(control_out, base, setup):
     for fd in (result_write, out_write, err_write):
         os.close(fd)
     theirs.close()
-    return _Prepared(pid, workdir, requests, result_read, out_read, err_read)
+    _SPARES.add(pid)
+    return _Prepared(pid, requests, result_read, out_read, err_read)
 
 
 def _warm_up():
@@ -1078,14 +1100,17 @@ def _warm_up():
     taken = _SERVER_SNAPSHOT[0]
     if taken is not None:
         _changed(taken, sys.modules)
-    _runner_identity(globals())
+    names, values, _ = _SERVER_IDENTITY[0]
+    all(map(_IS, map(globals().get, names, itertools.repeat(_MISSING)), values))
 
 
-def _send_request(sock, data, channel_fd):
-    """Hand a prepared child its request: a length, the JSON as the engine sent it, and the
-    channel's descriptor."""
+def _send_request(sock, data, workdir, channel_fd):
+    """Hand a prepared child its request: a length, the work directory the server made (empty
+    when the engine made one), a NUL, the JSON as the engine sent it, and the channel's
+    descriptor."""
     import socket
 
+    data = (workdir or "").encode() + b"\0" + data
     header = len(data).to_bytes(8, "big")
     if channel_fd is None:
         sock.sendall(header + data)
@@ -1113,7 +1138,8 @@ def _receive_request(sock):
             os._exit(0)
         parts.append(chunk)
         received += len(chunk)
-    return json.loads(b"".join(parts)), (fds[0] if fds else None)
+    workdir, _, data = b"".join(parts).partition(b"\0")
+    return json.loads(data), (workdir.decode() or None), (fds[0] if fds else None)
 
 
 def _finished(chunk):
@@ -1124,12 +1150,64 @@ def _finished(chunk):
     return chunk.startswith(b'{"done":true,', start)
 
 
-def _serve_one(request, line, prepared, control_out, base, setup, channel_fd=None):
+def _hand_over(line, request, prepared, control_out, base, setup, channel_fd=None):
+    """Give the prepared child its request and the sample's work directory; returns (the
+    child that has it, when it got it). A prepared child that died (a process of the previous
+    sample with the same uid could kill it) is replaced by a fresh one; one that was stopped
+    is woken."""
+    import select
+    import signal
+
+    if request.get("workdir") is None:
+        # On bwrap's private tmpfs, creating and deleting the sample's files costs nothing.
+        # A split sample's directory is made by the engine, shared by judge and candidate.
+        prepared.workdir = tempfile.mkdtemp(prefix="sample-",
+                                            dir="/tmp" if setup.get("private_tmp") else base)
+    _SPARES.discard(prepared.pid)
+    started = time.monotonic()
+    try:
+        os.kill(prepared.pid, signal.SIGCONT)
+        _send_request(prepared.requests, line, prepared.workdir, channel_fd)
+    except OSError:
+        _discard(prepared)
+        fresh = _prepare(control_out, setup)
+        _SPARES.discard(fresh.pid)
+        fresh.workdir = prepared.workdir
+        prepared = fresh
+        started = time.monotonic()
+        try:
+            _send_request(prepared.requests, line, prepared.workdir, channel_fd)
+        except OSError:
+            pass  # this one died too: its exit is seen while it is supervised
+    # Until the child has its request (at most a few ms): a fork by the server right after
+    # waking it could keep it waiting for this core.
+    select.select([prepared.requests], [], [], _RECEIPT_S)
+    prepared.requests.close()
+    if channel_fd is not None:
+        os.close(channel_fd)
+    return prepared, started
+
+
+def _discard(prepared):
+    """End a prepared child that will never get a sample, and close the server's ends."""
+    import signal
+
+    try:
+        os.kill(prepared.pid, signal.SIGKILL)
+        os.waitpid(prepared.pid, 0)
+    except OSError:
+        pass
+    prepared.requests.close()
+    for fd in (prepared.result_read, prepared.out_read, prepared.err_read):
+        os.close(fd)
+
+
+def _serve_one(limits, prepared, started, control_out, base, setup):
     """Run one sample in the prepared child, within its wall clock, and report to the engine.
 
     The child's output comes back through pipes, never through files in a directory the
     sample can write (it could replace them with a symlink to a root-only file, or a FIFO).
-    `line` is the request as the engine sent it (`request` parsed), handed to the child as is.
+    The child got its request at `started` (`_hand_over`); `limits` are the request's.
     The reply leaves as soon as the runner's last record (`done`) has arrived: the sample's
     processes are killed and counted first, and what is left to clean (its files, /tmp, the
     exit of its process) happens after the reply, before the next request is taken.
@@ -1140,16 +1218,8 @@ def _serve_one(request, line, prepared, control_out, base, setup, channel_fd=Non
 
     pid = prepared.pid
     result_read, out_read, err_read = prepared.result_read, prepared.out_read, prepared.err_read
-    started = time.monotonic()
-    try:
-        _send_request(prepared.requests, line, channel_fd)
-    except OSError:
-        pass  # the prepared process died: its exit is seen below
-    prepared.requests.close()
-    if channel_fd is not None:
-        os.close(channel_fd)
-    deadline = started + request["limits"]["wall_s"]
-    cap = request["limits"]["output_bytes"]
+    deadline = started + limits["wall_s"]
+    cap = limits["output_bytes"]
     caps = {result_read: 16 * 1024 * 1024, out_read: cap, err_read: cap}
     kept = {result_read: [], out_read: [], err_read: []}
     sizes = dict.fromkeys(kept, 0)
@@ -1176,7 +1246,7 @@ def _serve_one(request, line, prepared, control_out, base, setup, channel_fd=Non
     timed_out, over_budget, over_processes, status = False, False, False, None
     # The budget covers every process of the sample (in this PID namespace, all but its
     # init and this server) and what it keeps on the private tmpfs.
-    budget = knowbench_memory.Budget(request["limits"]["memory_mb"] * 1024 * 1024,
+    budget = knowbench_memory.Budget(limits["memory_mb"] * 1024 * 1024,
                                      "/tmp" if setup.get("private_tmp") else None)
     watch_budget = setup.get("pid_namespace")
     next_poll = started + _BUDGET_POLL_S
@@ -1194,7 +1264,7 @@ def _serve_one(request, line, prepared, control_out, base, setup, channel_fd=Non
         if watch_budget and time.monotonic() >= next_poll:
             next_poll = time.monotonic() + _BUDGET_POLL_S
             processes = _stragglers()  # the sample's process and every one it started
-            if _too_many(processes, pid, request["limits"]["processes"]):
+            if _too_many(processes, pid, limits["processes"]):
                 over_processes = True
                 break
             if budget.exceeded(processes):
@@ -1210,7 +1280,7 @@ def _serve_one(request, line, prepared, control_out, base, setup, channel_fd=Non
     # Counted once more as it ends: a sample that passed the limit and finished between two
     # counts gets the same verdict as a slower one.
     if watch_budget and not (timed_out or over_budget or over_processes):
-        over_processes = _too_many(_stragglers(), pid, request["limits"]["processes"])
+        over_processes = _too_many(_stragglers(), pid, limits["processes"])
     try:
         os.killpg(pid, signal.SIGKILL)
     except OSError:
@@ -1255,7 +1325,8 @@ def _clean_up(workdir, setup, base):
     and FIFOs without following or opening them.)"""
     import shutil
 
-    shutil.rmtree(workdir, ignore_errors=True)
+    if workdir is not None:
+        shutil.rmtree(workdir, ignore_errors=True)
     shutil.rmtree(setup["home"], ignore_errors=True)
     if setup.get("private_tmp"):
         _clean_tmp(keep=base)
@@ -1315,6 +1386,10 @@ def serve():
     setup["home_template"] = _home_template(setup["home"])
     if setup.get("role") != "candidate":
         _SERVER_SNAPSHOT[0] = _snapshot()
+    _SERVER_IDENTITY[0] = _runner_identity(globals())
+    if _SERVER_SNAPSHOT[0] is not None:
+        _SERVER_WATCHED[0] = (frozenset(name for name, _ in _SERVER_SNAPSHOT[0][0]),
+                              {**_SERVER_SNAPSHOT[0][2], **_SERVER_IDENTITY[0][2]})
     import gc
 
     # Children then leave the preloaded objects' pages alone (no copy-on-write by the GC).
@@ -1322,7 +1397,7 @@ def serve():
     gc.freeze()
     ready = (json.dumps({"ready": True, "pid": os.getpid()}) + "\n").encode()
     os.write(control_out, ready)
-    prepared = _prepare(control_out, base, setup)
+    prepared = _prepare(control_out, setup)
     for line in sys.stdin.buffer:
         if not line.strip():
             continue
@@ -1331,14 +1406,18 @@ def serve():
         if request.pop("with_fd", False) and fd_socket is not None:
             _, fds, _, _ = socket.recv_fds(fd_socket, 1, 1)
             channel_fd = fds[0] if fds else None
-        settled, unreaped = _serve_one(request, line, prepared, control_out, base, setup, channel_fd)
+        limits = request["limits"]
+        prepared, started = _hand_over(line, request, prepared, control_out, base, setup, channel_fd)
+        # The next sample's process is forked while this one runs, from a server that no
+        # longer holds this request: it can find no earlier sample's program or tests.
+        del line, request
+        spare = _prepare(control_out, setup, busy=prepared)
+        settled, unreaped = _serve_one(limits, prepared, started, control_out, base, setup)
         if not settled:
             # Something outlived its sample: end this sandbox before taking another request
             # (the engine starts a fresh one, and sends that request again).
             raise SystemExit(UNSETTLED_EXIT)
-        # The next process is forked from this one: it holds no earlier sample's request.
-        del line, request
-        prepared = _prepare(control_out, base, setup)
+        prepared = spare
         if unreaped is not None:
             os.waitpid(unreaped, 0)
 
