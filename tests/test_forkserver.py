@@ -157,11 +157,11 @@ def _prepared_children(engine: ForkServerEngine) -> list[int]:
     sample has ended, its own process is reaped: only the prepared one is left)."""
     memory = engine_module._MEMORY
     root = engine._servers[0].process.pid  # type: ignore[union-attr]
-    tree = memory.descendants(root)
-    servers = [pid for pid in tree if _command(pid).startswith("python")
-               and not _command(memory.stat_fields(pid)[1].decode()).startswith("python")]
-    children = [pid for pid in tree if int(memory.stat_fields(pid)[1]) in servers]
-    return [pid for pid in children if memory.stat_fields(pid)[0] != b"Z"]
+    stats = {pid: fields for pid in memory.descendants(root)
+             if (fields := memory.stat_fields(pid)) is not None}
+    servers = {pid for pid, fields in stats.items() if _command(pid).startswith("python")
+               and not _command(fields[1].decode()).startswith("python")}
+    return [pid for pid, fields in stats.items() if int(fields[1]) in servers and fields[0] != b"Z"]
 
 
 def _command(pid: int | str) -> str:

@@ -185,7 +185,17 @@ def _snapshot():
                 others.append((key, value.__code__))
         scopes.append((scope, space, keys, tuple(map(space.get, keys)), tuple(others)))
     modules = tuple((name, sys.modules[name]) for name in _WATCHED_MODULES if name in sys.modules)
-    return modules, tuple(scopes), functions
+    # Every (namespace, name, value) in parallel tuples, one set per kind of namespace (a
+    # module's dict, a class's mappingproxy): one C loop over each checks them all.
+    kinds = {}
+    for _, space, keys, values, _ in scopes:
+        spaces_, keys_, values_ = kinds.setdefault(type(space), ([], [], []))
+        spaces_.extend(itertools.repeat(space, len(keys)))
+        keys_.extend(keys)
+        values_.extend(values)
+    flat = tuple((kind.get, tuple(spaces_), tuple(keys_), tuple(values_))
+                 for kind, (spaces_, keys_, values_) in kinds.items())
+    return modules, tuple(scopes), functions, flat
 
 
 def _code_owner(value):
@@ -202,12 +212,15 @@ _IS = operator.is_
 def _changed(snapshot, modules_now):
     """What changed since `snapshot` (`_snapshot`), or None; code set on its functions is
     the audit hook's to see (`execute_sample`)."""
-    modules, scopes, _ = snapshot
+    modules, scopes, _, flat = snapshot
     for name, module in modules:
         if modules_now.get(name) is not module:
             return f"sys.modules['{name}'] was replaced"
+    unchanged = True
+    for get, spaces, keys, values in flat:
+        unchanged = unchanged and all(map(_IS, map(get, spaces, keys, itertools.repeat(_MISSING)), values))
     for scope, space, keys, values, others in scopes:
-        if not all(map(_IS, map(space.get, keys, itertools.repeat(_MISSING)), values)):
+        if not unchanged and not all(map(_IS, map(space.get, keys, itertools.repeat(_MISSING)), values)):
             for key, value in zip(keys, values):  # noqa: B905 (the runner may run on Python < 3.10)
                 now = space.get(key, _MISSING)
                 if now is _MISSING:
@@ -578,7 +591,7 @@ def execute_sample(config, result_fd):
     if imported or (taken is not None and _SERVER_WATCHED[0][0] != frozenset(
             module for module in _WATCHED_MODULES if module in sys.modules)):
         taken = None  # the tests' imports or the sample's own preload changed what to watch
-    snapshot = ((), (), {}) if split else (taken or _snapshot())
+    snapshot = ((), (), {}, ()) if split else (taken or _snapshot())
     every, in_turn, same, missing, again = all, map, _IS, _MISSING, itertools.repeat
     function_type = types.FunctionType
     watched_function = (_SERVER_WATCHED[0][1] if snapshot is taken and _SERVER_IDENTITY[0] is not None
