@@ -386,3 +386,50 @@ def test_a_choice_task_without_a_corpus_gets_python_and_submit(
                for tool in bodies[0]["tools"]}
     assert offered == {"python": ["code"], "submit": ["answer"]}
     assert "None <re.Match object" in result.extra["trajectory"]["steps"][1]["content"]
+
+
+# --- a reply cut off at --max-tokens in the middle of a tool call ------------------------
+
+LONG_SNIPPET = "print('the cut-off call ran')\n" + "x = 1\n" * 300  # 900 words: past max_tokens
+
+
+def _echoed_arguments(bodies: list[dict[str, Any]]) -> list[str]:
+    return [call["function"]["arguments"] for body in bodies for message in body["messages"]
+            if message.get("role") == "assistant" for call in message.get("tool_calls") or []]
+
+
+def test_a_tool_call_cut_off_at_max_tokens_is_not_run_and_the_model_is_told(
+        corpus: Corpus, bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
+    script: list[str | ToolTurn] = [
+        call("python", code=LONG_SNIPPET),
+        call("submit", code=TARGET + "\n" + "# padding\n" * 600),  # a cut-off submit too
+        call("submit", code=TARGET),
+    ]
+    summary, bodies = _run(bench, _agent(corpus), best_sandbox, tmp_path / "run",
+                           tool_script_responder({"normalize_title": script}))
+    [result] = summary.results
+    trajectory = result.extra["trajectory"]
+    calls = [step for step in trajectory["steps"] if step["role"] == "assistant"]
+    assert [step["finish_reason"] for step in calls] == ["length", "length", "tool_calls"]
+    python, submit = [step for step in trajectory["steps"] if step["role"] == "tool"]
+    for step, tool in ((python, "python"), (submit, "submit")):
+        assert step["record"] == {"cut_off": True}  # not run: no sandbox, no judging
+        assert "cut off at the token limit (512 tokens" in step["content"] and "not run" in step["content"]
+        assert tool in step["content"] and step["arguments"].startswith('{"code": ')
+    assert all("the cut-off call ran" not in text for text in _tool_messages(bodies))
+    # the conversation sent back holds only JSON arguments (servers parse earlier calls)
+    assert all(isinstance(json.loads(text), dict) for text in _echoed_arguments(bodies))
+    assert trajectory["end"] == "submitted" and result.passed and result.finish_reason == "tool_calls"
+
+
+def test_a_model_cut_off_every_time_ends_truncated(
+        corpus: Corpus, bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
+    script: list[str | ToolTurn] = [call("submit", code=TARGET + "\n" + "# padding\n" * 600)]
+    summary, bodies = _run(bench, _agent(corpus, max_turns=4), best_sandbox, tmp_path / "run",
+                           tool_script_responder({"normalize_title": script}))
+    [result] = summary.results
+    trajectory = result.extra["trajectory"]
+    # the same cut-off call the third time: the loop rule ends it; its last reply was cut off
+    assert trajectory["end"] == "loop" and len(bodies) == 3
+    assert result.completion == "" and result.finish_reason == "length"
+    assert result.status == "truncated" and not result.passed

@@ -324,8 +324,13 @@ class AgentMethod(Method):
             if not reply.tool_calls:
                 completion, end, detail = reply.text, "answered", "a reply without a tool call"
                 break
-            messages.append(Message(role="assistant", content=reply.text,
-                                    tool_calls=reply.tool_calls))
+            # A call whose arguments are not a JSON object is sent back with `{}` (servers
+            # that parse the arguments of earlier calls reject the conversation otherwise);
+            # the trajectory keeps what the model wrote.
+            messages.append(Message(role="assistant", content=reply.text, tool_calls=[
+                call if _arguments(call["function"]["arguments"]) is not None else
+                {**call, "function": {**call["function"], "arguments": "{}"}}
+                for call in reply.tool_calls]))
             stop = None
             for call in reply.tool_calls:
                 name = call["function"]["name"]
@@ -341,8 +346,15 @@ class AgentMethod(Method):
                     stop = ("submitted", "submit called")
                     break
                 ran = time.monotonic()
-                if arguments is None:
-                    text, record = f"error: the arguments are not a JSON object: {raw[:200]}", {}
+                if arguments is None and reply.finish_reason == "length":
+                    text, record = (
+                        f"error: your reply was cut off at the token limit ({context.params.max_tokens} "
+                        f"tokens per reply) while writing the arguments of this {name} call "
+                        f"({len(raw)} characters, not valid JSON), so the call was not run. "
+                        "Make the call again with shorter arguments."), {"cut_off": True}
+                elif arguments is None:
+                    text, record = (f"error: the arguments of this {name} call are not a JSON "
+                                    f"object, so it was not run: {raw[:200]}"), {}
                 else:
                     text, record = await self._tool(name, arguments, guard, context, tools)
                 text = _cut(text)
