@@ -433,3 +433,170 @@ def test_a_model_cut_off_every_time_ends_truncated(
     assert trajectory["end"] == "loop" and len(bodies) == 3
     assert result.completion == "" and result.finish_reason == "length"
     assert result.status == "truncated" and not result.passed
+
+
+# --- a project task: list and read the project's tree, the target and the tests withheld --
+
+AREA_MARKER = "squared_radius_marker"  # only the target's body (and its copies) use it
+TEST_MARKER = "TEST_MARKER_42"  # only the task's test file (and its copies) hold it
+PROJECT_FILES = {
+    "geometry/__init__.py": "",
+    "geometry/shapes.py": f'''"""Shapes."""
+import math
+
+
+class Circle:
+    def __init__(self, r):
+        self.r = r
+
+    @staticmethod
+    def unit() -> "Circle":
+        return Circle(1)
+
+    def area(self) -> float:
+        """The area."""
+        {AREA_MARKER} = self.r ** 2
+        return math.pi * {AREA_MARKER}
+
+
+def scale(values, factor=2):
+    return [v * factor for v in values]
+''',
+    # the same function under other names: withheld by the source rule
+    "geometry/legacy.py": "import math\n\n\ndef old_area(circle) -> float:\n    sq = circle.r ** 2\n"
+                          "    return math.pi * sq\n",
+    "docs/notes.md": f"# Notes\n\nHow the area is computed:\n\n```python\n    def area(self):\n"
+                     f"        {AREA_MARKER} = self.r ** 2\n        return math.pi * {AREA_MARKER}\n```\n",
+    "tests/test_area.py": f'''# {TEST_MARKER}
+from geometry.shapes import Circle
+
+
+def test_unit():
+    assert abs(Circle.unit().area() - 3.14159) < 1e-4
+
+
+def test_two():
+    assert abs(Circle(2).area() - 12.56637) < 1e-4
+''',
+    "tests/test_scale.py": "from geometry.shapes import scale\n\n\ndef test_scale():\n"
+                           "    assert scale([1]) == [2]\n",
+}
+
+
+def _project_bench(root: Path) -> Benchmark:
+    code = write_files(root / "projects" / "geo" / "code", PROJECT_FILES)
+    (code / "tests" / "copy_of_test_area.py").write_text(PROJECT_FILES["tests/test_area.py"])
+    (code / "tests" / "__pycache__").mkdir()
+    (code / "tests" / "__pycache__" / "test_area.cpython-312.pyc").write_bytes(
+        b"\0\0compiled " + TEST_MARKER.encode())
+    (code / "link_to_test.py").symlink_to("tests/test_area.py")
+    (code / "link_out").symlink_to("/etc/hostname")
+    (root / "benchmark.json").write_text(json.dumps({
+        "format_version": 1, "name": "geo", "domains": ["geo"], "requirements": [],
+        "provenance": {"source": "test"}}))
+    task = {"task_id": "geo/area", "domain": "geo", "kind": "project",
+            "instruction": "Compute the circle's area.",
+            "prompt_code": 'class Circle:\n    def area(self) -> float:\n        """The area."""\n        ...\n',
+            "entry_point": "Circle.area",
+            "reference": f"class Circle:\n    def area(self) -> float:\n        {AREA_MARKER} = self.r ** 2\n"
+                         f"        return math.pi * {AREA_MARKER}\n",
+            "tests": [{"name": "tests/test_area.py", "code": PROJECT_FILES["tests/test_area.py"]}],
+            "metadata": {"source_path": "code/geometry/shapes.py", "source_span": [13, 16]},
+            "project": {"path": "projects/geo", "workdir": "code",
+                        "targets": [{"file": "geometry/shapes.py", "qualname": "Circle.area"}],
+                        "tests": ["tests/test_area.py"]}}
+    (root / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    return load_benchmark(root)
+
+
+SNOOP_PROJECT = """import os
+print('cwd:', os.path.relpath(os.getcwd(), os.path.join(os.getcwd(), '..', '..')))
+for folder, _, names in os.walk('..'):
+    for name in sorted(names):
+        path = os.path.join(folder, name)
+        print('==', path)
+        try:
+            print(open(path, errors='replace').read())
+        except OSError as error:
+            print('unreadable', type(error).__name__)
+from geometry.shapes import Circle, scale
+print('scale:', scale([3]))
+try:
+    Circle(1).area()
+except NotImplementedError as error:
+    print('area:', error)
+"""
+
+
+@pytest.mark.parametrize("exclude_file", [False, True])
+def test_a_project_task_lists_and_reads_its_tree_without_the_target_or_the_tests(
+        corpus: Corpus, best_sandbox: Sandbox, tmp_path: Path, exclude_file: bool) -> None:
+    bench = _project_bench(tmp_path / "bench")
+    before = {path: path.read_bytes() for path in (tmp_path / "bench").rglob("*")
+              if path.is_file() and not path.is_symlink()}
+    reference = bench.tasks[0].reference
+    script: list[str | ToolTurn] = [
+        call("list", path=""),
+        call("list", path="project"),
+        call("list", path="project/code"),
+        call("list", path="project/code/tests"),
+        call("list", path="project/code/tests/__pycache__"),
+        call("read", path="project/code/geometry/shapes.py"),
+        call("read", path="project/code/tests/test_area.py"),
+        call("read", path="project/code/tests/copy_of_test_area.py"),
+        call("read", path="project/code/link_to_test.py"),
+        call("read", path="project/code/geometry/../tests/./test_area.py"),
+        call("read", path="project/code/tests/__pycache__/test_area.cpython-312.pyc"),
+        call("read", path="project/code/geometry/legacy.py"),
+        call("read", path="project/code/docs/notes.md"),
+        call("read", path="project/code/link_out"),
+        call("read", path="project/code/tests/test_scale.py", start=4, end=5),
+        call("read", path="corpus/pkg/textutil.py", start=1, end=40),
+        call("search", query="title words"),
+        call("python", code=SNOOP_PROJECT),
+        call("submit", code=f"```python\n{reference}```"),
+    ]
+    summary, bodies = _run(bench, _agent(corpus, exclude_file=exclude_file, max_turns=30),
+                           best_sandbox, tmp_path / "run",
+                           tool_script_responder({"circle's area": script}),
+                           limits=Limits(wall_s=30.0))
+    [result] = summary.results
+    trajectory = result.extra["trajectory"]
+    steps = [step for step in trajectory["steps"] if step["role"] == "tool"]
+    assert len(steps) == len(script) - 1
+    # what the model received, every tool result of every request: never the target's code
+    # (its body, its renamed copy, the docs' copy) nor the task's tests (or a copy of them)
+    for text in _tool_messages(bodies):
+        assert AREA_MARKER not in text and "def old_area" not in text and "sq = circle.r" not in text
+        assert TEST_MARKER not in text and "test_two" not in text
+    out = {index: step["content"] for index, step in enumerate(steps)}
+    assert out[0].split() == ["corpus/", "project/"]
+    assert out[1].split() == ["code/"]
+    assert out[2].split() == ["docs/", "geometry/", "tests/"]  # no links to tests or outside
+    assert out[3].split() == ["test_scale.py"]
+    assert out[4].startswith("no folder")
+    if exclude_file:
+        assert out[5].startswith("no such file")
+    else:
+        assert "withheld: Circle.area is what the task asks for" in out[5]
+        assert "def unit()" in out[5] and "def scale(values" in out[5]
+    for index in (6, 7, 8, 9, 10, 11, 12, 13):
+        assert out[index].startswith("no such file"), (index, out[index])
+    assert "def test_scale" in out[14] and out[14].startswith(
+        "--- project/code/tests/test_scale.py:4-5 of 5 lines")
+    assert "def title_words" in out[15] and "--- corpus/pkg/textutil.py:13-15" in out[15]
+    assert "corpus/pkg/textutil.py:" in out[16]
+    python = out[17]
+    assert "cwd: geo/code" in python and "scale: [6]" in python
+    assert "area: withheld: Circle.area is what the task asks for" in python
+    assert "test_scale.py" in python and "test_area.py" not in python
+    assert steps[17]["record"]["status"] == "pass"
+    # submitted, then judged as any project sample: the project's own tests on the project
+    assert trajectory["end"] == "submitted"
+    assert result.passed and result.tests_passed == result.tests_total == 2
+    after = {path: path.read_bytes() for path in (tmp_path / "bench").rglob("*")
+             if path.is_file() and not path.is_symlink()}
+    assert after == before
+    offered = [tool["function"]["name"] for tool in bodies[0]["tools"]]
+    assert offered == ["search", "list", "read", "python", "submit"]
+    assert "under project/" in bodies[0]["messages"][1]["content"]
