@@ -600,3 +600,67 @@ def test_a_project_task_lists_and_reads_its_tree_without_the_target_or_the_tests
     offered = [tool["function"]["name"] for tool in bodies[0]["tools"]]
     assert offered == ["search", "list", "read", "python", "submit"]
     assert "under project/" in bodies[0]["messages"][1]["content"]
+
+
+def _body_texts(reference: str) -> list[str]:
+    """The bodies (from the first statement, docstring included) of every function defined in
+    `reference`, squashed: what must never come back from the project's tree."""
+    import ast
+    import textwrap
+
+    from knowbench.knowledge.leakage import squash
+
+    lines = textwrap.dedent(reference).splitlines(keepends=True)
+    found = []
+    for node in ast.walk(ast.parse(textwrap.dedent(reference))):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            body = squash("".join(lines[node.body[0].lineno - 1:node.end_lineno]))
+            if len(body) >= 24:
+                found.append(body)
+    return found
+
+
+@pytest.mark.slow
+def test_the_project_view_of_real_koco_projects_shows_neither_targets_nor_tests(
+        shared_data: Any, tmp_path: Path) -> None:
+    """Every file `list` and `read` can reach in KOCO's ToolBrain (with its smolagents corpus)
+    and PACS, for every task: no target's body, no test file of the task."""
+    from knowbench.builders.koco_projects import import_koco_project
+    from knowbench.knowledge.leakage import LeakageGuard, squash
+    from knowbench.methods.project_view import Normalised, ProjectView
+
+    koco = shared_data("anchors/koco-projects")
+    checked = 0
+    for relative in ("smolagents/test_examples/ToolBrain", "verl/test_examples/PACS"):
+        bench = import_koco_project(koco / relative, tmp_path / relative.rsplit("/", 1)[-1],
+                                    requirements=[])
+        normalised = Normalised()
+        for task in bench.tasks:
+            view = ProjectView(task, LeakageGuard(task), normalised=normalised)
+            bodies, tests = _body_texts(task.reference), [squash(spec.code) for spec in task.tests]
+            target_files = {view.tree / path for path in view.masked}
+            assert bodies and tests
+            # the bodies are there in the project's own files: what the view must withhold
+            assert all(any(body in squash(path.read_text()) for path in target_files) for body in bodies)
+            folders, seen = [""], 0
+            while folders:
+                folder = folders.pop()
+                listed = view.list(folder)
+                assert listed is not None, folder
+                for entry in listed.split("\n") if listed else []:
+                    path = f"{folder}/{entry}".strip("/") if folder else entry
+                    if entry.endswith("/"):
+                        folders.append(path.rstrip("/"))
+                        continue
+                    text, _ = view.read(path)
+                    if text is None:
+                        continue
+                    seen += 1
+                    flat = squash(text)
+                    assert not any(body in flat for body in bodies), (task.task_id, path)
+                    assert flat not in tests, (task.task_id, path)
+            for path in task.tests:
+                assert view.read(f"{task.project.workdir}/{path.name}")[0] is None
+            assert seen > 50
+            checked += 1
+    assert checked == 14 + 4

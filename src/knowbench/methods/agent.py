@@ -8,15 +8,18 @@ Each sample is one episode. The model gets the task (as every method shows it) a
 - `list(path)` and `read(path, start, end)`: the corpus as a tree of files, each file shown
   as the chunks the corpus holds for it (functions, class outlines, documentation sections),
   with the withheld ones left out (`read` says which lines were withheld, never their text;
-  a file all of whose chunks are withheld is not listed and cannot be read);
+  a file all of whose chunks are withheld is not listed and cannot be read); for a project
+  task, `project/...` is the task's project tree (`ProjectView`: the target's body withheld,
+  the task's tests and any copy of the target left out) and `corpus/...` the corpus;
 - `python(code)`: run a snippet in the run's engine, in the same sandbox and under the same
   limits as the task's samples (no network; the benchmark, the run directory and the corpus
-  are masked): its stdout, stderr and, when it failed, the error;
+  are masked), for a project task in a copy of the project as `ProjectView` shows it: its
+  stdout, stderr and, when it failed, the error;
 - `submit(code)` (`submit(answer)` for a multiple-choice task): the final answer, which
   becomes the sample's completion and is judged like any other.
 
 The agent never sees the task's tests. Without a corpus only `python` and `submit` are
-offered. An episode ends on submit; on a reply with no tool call (its text becomes the
+offered (and, for a project task, `list` and `read` over `project/`). An episode ends on submit; on a reply with no tool call (its text becomes the
 completion, as with one-shot methods); at `max_turns` model calls; when the model calls of
 the episode have used `episode_tokens` tokens (prompt plus completion, summed over calls);
 after `episode_timeout` seconds; or when one tool call (the same tool with the same
