@@ -664,3 +664,88 @@ def test_the_project_view_of_real_koco_projects_shows_neither_targets_nor_tests(
             assert seen > 50
             checked += 1
     assert checked == 14 + 4
+
+
+# --- an agent run on a benchmark mined from a real PyPI library, through the CLI ------------
+
+@pytest.mark.slow
+def test_an_agent_run_on_a_mined_pypi_benchmark_through_the_cli(tmp_path: Path) -> None:
+    """`knowbench mine inflection==0.5.1`, `knowbench corpus build` of the same release, then
+    `knowbench run --method agent --corpus inflection` against the scripted model, which
+    searches for each target by its name and description, lists, reads the target's own file,
+    runs a snippet and submits the reference. No tool result holds a target; the run's
+    results, summary and report are written."""
+    from helpers import run_knowbench
+    from knowbench.knowledge.corpus import open_corpus
+    from knowbench.knowledge.leakage import squash
+    from knowbench.knowledge.retrieval import open_retriever
+    from knowbench.paths import knowbench_home
+
+    home = tmp_path / "home"  # the corpus lands here; the environments are the shared ones
+    home.mkdir()
+    (knowbench_home() / "envs").mkdir(parents=True, exist_ok=True)
+    (home / "envs").symlink_to(knowbench_home() / "envs")
+    env = {**os.environ, "KNOWBENCH_HOME": str(home)}
+    out = tmp_path / "bench"
+    mined = run_knowbench("mine", "inflection==0.5.1", "--domain", "text", "--out", str(out),
+                          "--max-tasks", "4", env=env)
+    assert mined.returncode == 0, mined.stderr
+    built = run_knowbench("corpus", "build", "inflection==0.5.1", "--pypi", "--name", "inflection",
+                          env=env)
+    assert built.returncode == 0, built.stderr
+    bench = load_benchmark(out)
+    corpus = open_corpus(home / "corpora" / "inflection")
+    tasks = [task for task in bench.tasks if isinstance(task, FunctionTask)]
+    assert len(tasks) >= 3
+
+    def query(task: FunctionTask) -> str:
+        return f"{task.entry_point} {task.instruction.splitlines()[0]}"
+
+    scripts: dict[str, list[str | ToolTurn]] = {
+        f"function `{task.entry_point}`": [
+            call("search", query=query(task)),
+            call("list", path=""),
+            call("read", path=task.metadata["source_path"]),
+            call("python", code=f"import inflection\nprint(callable(inflection.{task.entry_point}))"),
+            call("submit", code=f"```python\n{task.reference}```"),
+        ] for task in tasks}
+    bodies = {task.task_id: _body_texts(task.reference) for task in tasks}
+    # without leakage control the same search finds the target: the run must not
+    retriever = open_retriever("bm25", corpus)
+    found = sum(any(body in squash(hit.chunk.text) for hit in retriever.search(query(task), 5)[0]
+                    for body in bodies[task.task_id]) for task in tasks)
+    assert found == len(tasks)
+    run_dir = tmp_path / "run"
+    with ScriptedOpenAIServer(responder=tool_script_responder(scripts)) as server:
+        done = run_knowbench(
+            "run", str(out), "--model", "scripted", "--base-url", server.base_url,
+            "--method", "agent", "--corpus", "inflection", "--out", str(run_dir), "--no-cache",
+            "--price", "0.15,0.60", "--progress-every", "0", env=env)
+        requests = len(server.requests)
+    assert done.returncode == 0, done.stdout + done.stderr
+    samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == len(tasks) and all(row["passed"] for row in samples)
+    by_id = {chunk.id: chunk for chunk in corpus.chunks}
+    for row in samples:
+        steps = row["extra"]["trajectory"]["steps"]
+        assert row["extra"]["trajectory"]["end"] == "submitted"
+        tools = [step for step in steps if step["role"] == "tool"]
+        assert [step["name"] for step in tools] == ["search", "list", "read", "python"]
+        assert tools[3]["content"].strip() == "stdout:\nTrue"
+        returned = [by_id[chunk] for step in tools
+                    for chunk in step["record"].get("hits", []) + step["record"].get("chunks", [])]
+        assert returned and tools[0]["record"]["withheld"] >= 1
+        for step in tools:
+            assert not any(body in squash(step["content"]) for body in bodies[row["task_id"]])
+        for chunk in returned:
+            assert not any(body in squash(chunk.text) for body in bodies[row["task_id"]]), chunk.id
+    method = json.loads((run_dir / "run.json").read_text())["settings"]["method"]
+    assert method["method"] == "agent" and method["corpus"] == "inflection"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["scores"]["overall"]["pass_at"]["1"] == 1.0
+    assert summary["cost"]["requests"] == requests == 5 * len(tasks)
+    assert summary["cost"]["prompt_tokens"] == sum(row["usage"]["prompt_tokens"] for row in samples) > 0
+    report = run_knowbench("report", str(run_dir), "--out", str(tmp_path / "report.html"))
+    assert report.returncode == 0, report.stderr
+    page = (tmp_path / "report.html").read_text()
+    assert page.count("agent episode: submitted") == len(tasks)
