@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask, ProjectTask, TestSpec
 from knowbench.errors import UserError
+from knowbench.execution.projects import TargetError
 from knowbench.knowledge.corpus import Chunk, Corpus, open_corpus
 from knowbench.knowledge.leakage import LeakageGuard, SourceNormaliser
 from knowbench.methods.base import Method, Prompt, SampleContext
@@ -103,7 +104,7 @@ class AgentMethod(Method):
         self.normaliser = SourceNormaliser()
         self._running: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._files: dict[str, list[Chunk]] = {}
-        self._views: dict[str, ProjectView] = {}
+        self._views: dict[str, ProjectView | None] = {}
         self._normalised = Normalised()
         if self.corpus is not None:
             for chunk in self.corpus.chunks:
@@ -192,7 +193,7 @@ class AgentMethod(Method):
             found.append(tool("search", f"Search the {self.corpus.name} knowledge corpus (source, "
                               "docs, examples); returns the best matching chunks with their file "
                               "and lines.", {"query": text}, ["query"]))
-        if self._is_project(task):
+        if self._view(task) is not None:
             roots = f"{PROJECT_ROOT}/ (the project)" + (
                 f" and {CORPUS_ROOT}/ (the knowledge corpus)" if self.corpus is not None else "")
             found += [
@@ -224,19 +225,20 @@ class AgentMethod(Method):
     def _guard(self, task: FunctionTask | ChoiceTask) -> LeakageGuard:
         return LeakageGuard(task, exclude_file=self.exclude_file, normaliser=self.normaliser)
 
-    @staticmethod
-    def _is_project(task: FunctionTask | ChoiceTask) -> bool:
-        return isinstance(task, ProjectTask) and task.root is not None
-
     def _view(self, task: FunctionTask | ChoiceTask) -> ProjectView | None:
-        """The project tree `task` offers (a project task loaded from its benchmark), once."""
+        """The project tree `task` offers (a project task loaded from its benchmark), made
+        once. None for other tasks, and for a project whose target files do not define their
+        targets (judging reports that defect; the episode gets no project tree)."""
         if not isinstance(task, ProjectTask) or task.root is None:
             return None
-        view = self._views.get(task.task_id)
-        if view is None:
-            view = self._views[task.task_id] = ProjectView(
-                task, self._guard(task), exclude_file=self.exclude_file, normalised=self._normalised)
-        return view
+        if task.task_id not in self._views:
+            try:
+                self._views[task.task_id] = ProjectView(
+                    task, self._guard(task), exclude_file=self.exclude_file,
+                    normalised=self._normalised)
+            except (TargetError, OSError, SyntaxError, ValueError):
+                self._views[task.task_id] = None
+        return self._views[task.task_id]
 
     def _search(self, guard: LeakageGuard, arguments: dict[str, Any],
                 prefix: str = "") -> tuple[str, dict[str, Any]]:
