@@ -25,7 +25,10 @@ the episode have used `episode_tokens` tokens (prompt plus completion, summed ov
 after `episode_timeout` seconds; or when one tool call (the same tool with the same
 arguments) is made a `loop_limit`-th time. Every end is recorded with its reason, and an
 episode that did not submit has an empty completion (status `no-code`, or `truncated` when
-its last reply was cut off at --max-tokens).
+its last reply was cut off at --max-tokens). A tool call whose arguments are not a JSON
+object (most often a reply cut off at --max-tokens in the middle of the call) is not run: its
+tool result tells the model why (cut off at the token limit: make the call again, shorter),
+and it goes back to the server with arguments `{}`.
 
 The whole episode (every message, tool call, tool result, per-call token counts and
 latencies) is returned as `Generation.trajectory`; the run stores it with the sample (its
