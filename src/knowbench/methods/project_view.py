@@ -30,7 +30,7 @@ import threading
 from pathlib import Path
 
 from knowbench.benchmark.schema import ProjectTask
-from knowbench.execution.projects import PROJECT_DIR, ProjectRun, withheld_targets
+from knowbench.execution.projects import ProjectRun, withheld_targets
 from knowbench.knowledge.leakage import LeakageGuard, NormalisedSource, normalise_text, squash
 
 ROOT = "project"
@@ -206,6 +206,4 @@ class ProjectView:
                           tests=[], omit=sorted(self.withheld()))
 
     def describe(self) -> dict[str, object]:
-        return {"root": f"{ROOT}/", "workdir": self.workdir,
-                "python_cwd": f"{PROJECT_DIR}/{self.base.name}/{self.workdir}".removesuffix("/."),
-                "targets": sorted(self.masked)}
+        return {"root": f"{ROOT}/", "workdir": self.workdir, "targets": sorted(self.masked)}
