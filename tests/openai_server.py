@@ -176,21 +176,43 @@ def _limited(text: str | None, max_tokens: object) -> tuple[str | None, str]:
     return text[: tokens[max_tokens - 1].end()] if max_tokens > 0 else "", "length"
 
 
+def _limited_calls(message: dict[str, Any], max_tokens: object) -> tuple[dict[str, Any], str]:
+    """A tool-calling message cut as a server cuts one at `max_tokens`: the content, then each
+    call's arguments in order, until the budget runs out; the call being written when it did
+    keeps the arguments written so far (not valid JSON), later calls are dropped."""
+    if not isinstance(max_tokens, int):
+        return message, "tool_calls"
+    left = max_tokens
+    content, finish = _limited(message["content"], left)
+    left -= _count_tokens(content or "")
+    calls = []
+    for call in message["tool_calls"] if finish != "length" else []:
+        arguments, finish = _limited(call["function"]["arguments"], left)
+        left -= _count_tokens(arguments or "")
+        calls.append({**call, "function": {**call["function"], "arguments": arguments}})
+        if finish == "length":
+            break
+    cut = finish == "length"
+    return {**message, "content": content, "tool_calls": calls}, "length" if cut else "tool_calls"
+
+
 def completion_json(body: dict[str, Any], text: str | ToolTurn | None,
                     include_usage: bool = True) -> dict[str, Any]:
     """A valid OpenAI chat.completion object answering `body` with `text` (or, for a
     `ToolTurn`, with tool calls and finish_reason "tool_calls").
 
     Like a real server, a reply longer than the request's `max_tokens` (a token here is a
-    run of non-space characters) is cut after that many tokens, with finish_reason "length".
+    run of non-space characters) is cut after that many tokens, with finish_reason "length";
+    so is a tool call's arguments (`_limited_calls`).
     """
     prompt = " ".join(str(m.get("content") or "") for m in body.get("messages") or []
                       if isinstance(m, dict))
     if isinstance(text, ToolTurn):  # a tool-calling turn: counted by its arguments' words
-        message = text.message(assistant_turns(body))
-        spoken = " ".join([text.content or "", *(c["function"]["arguments"]
-                                                for c in message["tool_calls"])])
-        return _completion(body, message, "tool_calls", _count_tokens(prompt),
+        message, finish_reason = _limited_calls(text.message(assistant_turns(body)),
+                                                body.get("max_tokens"))
+        spoken = " ".join([message["content"] or "", *(c["function"]["arguments"]
+                                                      for c in message["tool_calls"])])
+        return _completion(body, message, finish_reason, _count_tokens(prompt),
                            _count_tokens(spoken), include_usage)
     text, finish_reason = _limited(text, body.get("max_tokens"))
     prompt_tokens, completion_tokens = _count_tokens(prompt), _count_tokens(text or "")

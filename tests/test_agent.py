@@ -386,3 +386,366 @@ def test_a_choice_task_without_a_corpus_gets_python_and_submit(
                for tool in bodies[0]["tools"]}
     assert offered == {"python": ["code"], "submit": ["answer"]}
     assert "None <re.Match object" in result.extra["trajectory"]["steps"][1]["content"]
+
+
+# --- a reply cut off at --max-tokens in the middle of a tool call ------------------------
+
+LONG_SNIPPET = "print('the cut-off call ran')\n" + "x = 1\n" * 300  # 900 words: past max_tokens
+
+
+def _echoed_arguments(bodies: list[dict[str, Any]]) -> list[str]:
+    return [call["function"]["arguments"] for body in bodies for message in body["messages"]
+            if message.get("role") == "assistant" for call in message.get("tool_calls") or []]
+
+
+def test_a_tool_call_cut_off_at_max_tokens_is_not_run_and_the_model_is_told(
+        corpus: Corpus, bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
+    script: list[str | ToolTurn] = [
+        call("python", code=LONG_SNIPPET),
+        call("submit", code=TARGET + "\n" + "# padding\n" * 600),  # a cut-off submit too
+        call("submit", code=TARGET),
+    ]
+    summary, bodies = _run(bench, _agent(corpus), best_sandbox, tmp_path / "run",
+                           tool_script_responder({"normalize_title": script}))
+    [result] = summary.results
+    trajectory = result.extra["trajectory"]
+    calls = [step for step in trajectory["steps"] if step["role"] == "assistant"]
+    assert [step["finish_reason"] for step in calls] == ["length", "length", "tool_calls"]
+    python, submit = [step for step in trajectory["steps"] if step["role"] == "tool"]
+    for step, tool in ((python, "python"), (submit, "submit")):
+        assert step["record"] == {"cut_off": True}  # not run: no sandbox, no judging
+        assert "cut off at the token limit (512 tokens" in step["content"] and "not run" in step["content"]
+        assert tool in step["content"] and step["arguments"].startswith('{"code": ')
+    assert all("the cut-off call ran" not in text for text in _tool_messages(bodies))
+    # the conversation sent back holds only JSON arguments (servers parse earlier calls)
+    assert all(isinstance(json.loads(text), dict) for text in _echoed_arguments(bodies))
+    assert trajectory["end"] == "submitted" and result.passed and result.finish_reason == "tool_calls"
+
+
+def test_a_model_cut_off_every_time_ends_truncated(
+        corpus: Corpus, bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
+    script: list[str | ToolTurn] = [call("submit", code=TARGET + "\n" + "# padding\n" * 600)]
+    summary, bodies = _run(bench, _agent(corpus, max_turns=4), best_sandbox, tmp_path / "run",
+                           tool_script_responder({"normalize_title": script}))
+    [result] = summary.results
+    trajectory = result.extra["trajectory"]
+    # the same cut-off call the third time: the loop rule ends it; its last reply was cut off
+    assert trajectory["end"] == "loop" and len(bodies) == 3
+    assert result.completion == "" and result.finish_reason == "length"
+    assert result.status == "truncated" and not result.passed
+
+
+# --- a project task: list and read the project's tree, the target and the tests withheld --
+
+AREA_MARKER = "squared_radius_marker"  # only the target's body (and its copies) use it
+TEST_MARKER = "TEST_MARKER_42"  # only the task's test file (and its copies) hold it
+PROJECT_FILES = {
+    "geometry/__init__.py": "",
+    "geometry/shapes.py": f'''"""Shapes."""
+import math
+
+
+class Circle:
+    def __init__(self, r):
+        self.r = r
+
+    @staticmethod
+    def unit() -> "Circle":
+        return Circle(1)
+
+    def area(self) -> float:
+        """The area."""
+        {AREA_MARKER} = self.r ** 2
+        return math.pi * {AREA_MARKER}
+
+
+def scale(values, factor=2):
+    return [v * factor for v in values]
+''',
+    # the same function under other names: withheld by the source rule
+    "geometry/legacy.py": "import math\n\n\ndef old_area(circle) -> float:\n    sq = circle.r ** 2\n"
+                          "    return math.pi * sq\n",
+    "docs/notes.md": f"# Notes\n\nHow the area is computed:\n\n```python\n    def area(self):\n"
+                     f"        {AREA_MARKER} = self.r ** 2\n        return math.pi * {AREA_MARKER}\n```\n",
+    "tests/test_area.py": f'''# {TEST_MARKER}
+from geometry.shapes import Circle
+
+
+def test_unit():
+    assert abs(Circle.unit().area() - 3.14159) < 1e-4
+
+
+def test_two():
+    assert abs(Circle(2).area() - 12.56637) < 1e-4
+''',
+    "tests/test_scale.py": "from geometry.shapes import scale\n\n\ndef test_scale():\n"
+                           "    assert scale([1]) == [2]\n",
+}
+
+
+def _project_bench(root: Path) -> Benchmark:
+    code = write_files(root / "projects" / "geo" / "code", PROJECT_FILES)
+    (code / "tests" / "copy_of_test_area.py").write_text(PROJECT_FILES["tests/test_area.py"])
+    (code / "tests" / "__pycache__").mkdir()
+    (code / "tests" / "__pycache__" / "test_area.cpython-312.pyc").write_bytes(
+        b"\0\0compiled " + TEST_MARKER.encode())
+    (code / "link_to_test.py").symlink_to("tests/test_area.py")
+    (code / "link_out").symlink_to("/etc/hostname")
+    (root / "benchmark.json").write_text(json.dumps({
+        "format_version": 1, "name": "geo", "domains": ["geo"], "requirements": [],
+        "provenance": {"source": "test"}}))
+    task = {"task_id": "geo/area", "domain": "geo", "kind": "project",
+            "instruction": "Compute the circle's area.",
+            "prompt_code": 'class Circle:\n    def area(self) -> float:\n        """The area."""\n        ...\n',
+            "entry_point": "Circle.area",
+            "reference": f"class Circle:\n    def area(self) -> float:\n        {AREA_MARKER} = self.r ** 2\n"
+                         f"        return math.pi * {AREA_MARKER}\n",
+            "tests": [{"name": "tests/test_area.py", "code": PROJECT_FILES["tests/test_area.py"]}],
+            "metadata": {"source_path": "code/geometry/shapes.py", "source_span": [13, 16]},
+            "project": {"path": "projects/geo", "workdir": "code",
+                        "targets": [{"file": "geometry/shapes.py", "qualname": "Circle.area"}],
+                        "tests": ["tests/test_area.py"]}}
+    (root / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    return load_benchmark(root)
+
+
+SNOOP_PROJECT = """import os
+print('cwd:', os.path.relpath(os.getcwd(), os.path.join(os.getcwd(), '..', '..')))
+for folder, _, names in os.walk('..'):
+    for name in sorted(names):
+        path = os.path.join(folder, name)
+        print('==', path)
+        try:
+            print(open(path, errors='replace').read())
+        except OSError as error:
+            print('unreadable', type(error).__name__)
+from geometry.shapes import Circle, scale
+print('scale:', scale([3]))
+try:
+    Circle(1).area()
+except NotImplementedError as error:
+    print('area:', error)
+"""
+
+
+@pytest.mark.parametrize("exclude_file", [False, True])
+def test_a_project_task_lists_and_reads_its_tree_without_the_target_or_the_tests(
+        corpus: Corpus, best_sandbox: Sandbox, tmp_path: Path, exclude_file: bool) -> None:
+    bench = _project_bench(tmp_path / "bench")
+    before = {path: path.read_bytes() for path in (tmp_path / "bench").rglob("*")
+              if path.is_file() and not path.is_symlink()}
+    reference = bench.tasks[0].reference
+    script: list[str | ToolTurn] = [
+        call("list", path=""),
+        call("list", path="project"),
+        call("list", path="project/code"),
+        call("list", path="project/code/tests"),
+        call("list", path="project/code/tests/__pycache__"),
+        call("read", path="project/code/geometry/shapes.py"),
+        call("read", path="project/code/tests/test_area.py"),
+        call("read", path="project/code/tests/copy_of_test_area.py"),
+        call("read", path="project/code/link_to_test.py"),
+        call("read", path="project/code/geometry/../tests/./test_area.py"),
+        call("read", path="project/code/tests/__pycache__/test_area.cpython-312.pyc"),
+        call("read", path="project/code/geometry/legacy.py"),
+        call("read", path="project/code/docs/notes.md"),
+        call("read", path="project/code/link_out"),
+        call("read", path="project/code/tests/test_scale.py", start=4, end=5),
+        call("read", path="corpus/pkg/textutil.py", start=1, end=40),
+        call("search", query="title words"),
+        call("python", code=SNOOP_PROJECT),
+        call("submit", code=f"```python\n{reference}```"),
+    ]
+    summary, bodies = _run(bench, _agent(corpus, exclude_file=exclude_file, max_turns=30),
+                           best_sandbox, tmp_path / "run",
+                           tool_script_responder({"circle's area": script}),
+                           limits=Limits(wall_s=30.0))
+    [result] = summary.results
+    trajectory = result.extra["trajectory"]
+    steps = [step for step in trajectory["steps"] if step["role"] == "tool"]
+    assert len(steps) == len(script) - 1
+    # what the model received, every tool result of every request: never the target's code
+    # (its body, its renamed copy, the docs' copy) nor the task's tests (or a copy of them)
+    for text in _tool_messages(bodies):
+        assert AREA_MARKER not in text and "def old_area" not in text and "sq = circle.r" not in text
+        assert TEST_MARKER not in text and "test_two" not in text
+    out = {index: step["content"] for index, step in enumerate(steps)}
+    assert out[0].split() == ["corpus/", "project/"]
+    assert out[1].split() == ["code/"]
+    assert out[2].split() == ["docs/", "geometry/", "tests/"]  # no links to tests or outside
+    assert out[3].split() == ["test_scale.py"]
+    assert out[4].startswith("no folder")
+    if exclude_file:
+        assert out[5].startswith("no such file")
+    else:
+        assert "withheld: Circle.area is what the task asks for" in out[5]
+        assert "def unit()" in out[5] and "def scale(values" in out[5]
+    for index in (6, 7, 8, 9, 10, 11, 12, 13):
+        assert out[index].startswith("no such file"), (index, out[index])
+    assert "def test_scale" in out[14] and out[14].startswith(
+        "--- project/code/tests/test_scale.py:4-5 of 5 lines")
+    assert "def title_words" in out[15] and "--- corpus/pkg/textutil.py:13-15" in out[15]
+    assert "corpus/pkg/textutil.py:" in out[16]
+    python = out[17]
+    assert "cwd: geo/code" in python and "scale: [6]" in python
+    assert "area: withheld: Circle.area is what the task asks for" in python
+    assert "test_scale.py" in python and "test_area.py" not in python
+    assert steps[17]["record"]["status"] == "pass"
+    # submitted, then judged as any project sample: the project's own tests on the project
+    assert trajectory["end"] == "submitted"
+    assert result.passed and result.tests_passed == result.tests_total == 2
+    after = {path: path.read_bytes() for path in (tmp_path / "bench").rglob("*")
+             if path.is_file() and not path.is_symlink()}
+    assert after == before
+    offered = [tool["function"]["name"] for tool in bodies[0]["tools"]]
+    assert offered == ["search", "list", "read", "python", "submit"]
+    assert "under project/" in bodies[0]["messages"][1]["content"]
+
+
+def _body_texts(reference: str) -> list[str]:
+    """The bodies (from the first statement, docstring included) of every function defined in
+    `reference`, squashed: what must never come back from the project's tree."""
+    import ast
+    import textwrap
+
+    from knowbench.knowledge.leakage import squash
+
+    lines = textwrap.dedent(reference).splitlines(keepends=True)
+    found = []
+    for node in ast.walk(ast.parse(textwrap.dedent(reference))):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            body = squash("".join(lines[node.body[0].lineno - 1:node.end_lineno]))
+            if len(body) >= 24:
+                found.append(body)
+    return found
+
+
+@pytest.mark.slow
+def test_the_project_view_of_real_koco_projects_shows_neither_targets_nor_tests(
+        shared_data: Any, tmp_path: Path) -> None:
+    """Every file `list` and `read` can reach in KOCO's ToolBrain (with its smolagents corpus)
+    and PACS, for every task: no target's body, no test file of the task."""
+    from knowbench.builders.koco_projects import import_koco_project
+    from knowbench.knowledge.leakage import LeakageGuard, squash
+    from knowbench.methods.project_view import Normalised, ProjectView
+
+    koco = shared_data("anchors/koco-projects")
+    checked = 0
+    for relative in ("smolagents/test_examples/ToolBrain", "verl/test_examples/PACS"):
+        bench = import_koco_project(koco / relative, tmp_path / relative.rsplit("/", 1)[-1],
+                                    requirements=[])
+        normalised = Normalised()
+        for task in bench.tasks:
+            view = ProjectView(task, LeakageGuard(task), normalised=normalised)
+            bodies, tests = _body_texts(task.reference), [squash(spec.code) for spec in task.tests]
+            target_files = {view.tree / path for path in view.masked}
+            assert bodies and tests
+            # the bodies are there in the project's own files: what the view must withhold
+            assert all(any(body in squash(path.read_text()) for path in target_files) for body in bodies)
+            folders, seen = [""], 0
+            while folders:
+                folder = folders.pop()
+                listed = view.list(folder)
+                assert listed is not None, folder
+                for entry in listed.split("\n") if listed else []:
+                    path = f"{folder}/{entry}".strip("/") if folder else entry
+                    if entry.endswith("/"):
+                        folders.append(path.rstrip("/"))
+                        continue
+                    text, _ = view.read(path)
+                    if text is None:
+                        continue
+                    seen += 1
+                    flat = squash(text)
+                    assert not any(body in flat for body in bodies), (task.task_id, path)
+                    assert flat not in tests, (task.task_id, path)
+            for path in task.tests:
+                assert view.read(f"{task.project.workdir}/{path.name}")[0] is None
+            assert seen > 50
+            checked += 1
+    assert checked == 14 + 4
+
+
+# --- an agent run on a benchmark mined from a real PyPI library, through the CLI ------------
+
+@pytest.mark.slow
+def test_an_agent_run_on_a_mined_pypi_benchmark_through_the_cli(tmp_path: Path) -> None:
+    """`knowbench mine inflection==0.5.1`, `knowbench corpus build` of the same release, then
+    `knowbench run --method agent --corpus inflection` against the scripted model, which
+    searches for each target by its name and description, lists, reads the target's own file,
+    runs a snippet and submits the reference. No tool result holds a target; the run's
+    results, summary and report are written."""
+    from helpers import run_knowbench
+    from knowbench.knowledge.corpus import open_corpus
+    from knowbench.knowledge.leakage import squash
+    from knowbench.knowledge.retrieval import open_retriever
+    from knowbench.paths import knowbench_home
+
+    home = tmp_path / "home"  # the corpus lands here; the environments are the shared ones
+    home.mkdir()
+    (knowbench_home() / "envs").mkdir(parents=True, exist_ok=True)
+    (home / "envs").symlink_to(knowbench_home() / "envs")
+    env = {**os.environ, "KNOWBENCH_HOME": str(home)}
+    out = tmp_path / "bench"
+    mined = run_knowbench("mine", "inflection==0.5.1", "--domain", "text", "--out", str(out),
+                          "--max-tasks", "4", env=env)
+    assert mined.returncode == 0, mined.stderr
+    built = run_knowbench("corpus", "build", "inflection==0.5.1", "--pypi", "--name", "inflection",
+                          env=env)
+    assert built.returncode == 0, built.stderr
+    bench = load_benchmark(out)
+    corpus = open_corpus(home / "corpora" / "inflection")
+    tasks = [task for task in bench.tasks if isinstance(task, FunctionTask)]
+    assert len(tasks) >= 3
+
+    def query(task: FunctionTask) -> str:
+        return f"{task.entry_point} {task.instruction.splitlines()[0]}"
+
+    scripts: dict[str, list[str | ToolTurn]] = {
+        f"function `{task.entry_point}`": [
+            call("search", query=query(task)),
+            call("list", path=""),
+            call("read", path=task.metadata["source_path"]),
+            call("python", code=f"import inflection\nprint(callable(inflection.{task.entry_point}))"),
+            call("submit", code=f"```python\n{task.reference}```"),
+        ] for task in tasks}
+    bodies = {task.task_id: _body_texts(task.reference) for task in tasks}
+    # without leakage control the same search finds the target: the run must not
+    retriever = open_retriever("bm25", corpus)
+    found = sum(any(body in squash(hit.chunk.text) for hit in retriever.search(query(task), 5)[0]
+                    for body in bodies[task.task_id]) for task in tasks)
+    assert found == len(tasks)
+    run_dir = tmp_path / "run"
+    with ScriptedOpenAIServer(responder=tool_script_responder(scripts)) as server:
+        done = run_knowbench(
+            "run", str(out), "--model", "scripted", "--base-url", server.base_url,
+            "--method", "agent", "--corpus", "inflection", "--out", str(run_dir), "--no-cache",
+            "--price", "0.15,0.60", "--progress-every", "0", env=env)
+        requests = len(server.requests)
+    assert done.returncode == 0, done.stdout + done.stderr
+    samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == len(tasks) and all(row["passed"] for row in samples)
+    by_id = {chunk.id: chunk for chunk in corpus.chunks}
+    for row in samples:
+        steps = row["extra"]["trajectory"]["steps"]
+        assert row["extra"]["trajectory"]["end"] == "submitted"
+        tools = [step for step in steps if step["role"] == "tool"]
+        assert [step["name"] for step in tools] == ["search", "list", "read", "python"]
+        assert tools[3]["content"].strip() == "stdout:\nTrue"
+        returned = [by_id[chunk] for step in tools
+                    for chunk in step["record"].get("hits", []) + step["record"].get("chunks", [])]
+        assert returned and tools[0]["record"]["withheld"] >= 1
+        for step in tools:
+            assert not any(body in squash(step["content"]) for body in bodies[row["task_id"]])
+        for chunk in returned:
+            assert not any(body in squash(chunk.text) for body in bodies[row["task_id"]]), chunk.id
+    method = json.loads((run_dir / "run.json").read_text())["settings"]["method"]
+    assert method["method"] == "agent" and method["corpus"] == "inflection"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["scores"]["overall"]["pass_at"]["1"] == 1.0
+    assert summary["cost"]["requests"] == requests == 5 * len(tasks)
+    assert summary["cost"]["prompt_tokens"] == sum(row["usage"]["prompt_tokens"] for row in samples) > 0
+    report = run_knowbench("report", str(run_dir), "--out", str(tmp_path / "report.html"))
+    assert report.returncode == 0, report.stderr
+    page = (tmp_path / "report.html").read_text()
+    assert page.count("agent episode: submitted") == len(tasks)

@@ -190,3 +190,27 @@ def test_bad_project_tasks_are_refused_with_the_line_and_field(tmp_path):
         with pytest.raises(BenchmarkError, match=expected) as caught:
             load_benchmark(root)
         assert "tasks.jsonl:1" in str(caught.value)
+
+
+def test_a_program_runs_in_the_copy_without_the_omitted_files_on_both_engines(tmp_path, any_engine):
+    """No project tests: the request's own program runs in the project's copy (cwd: the
+    workdir, python_path importable), with files written over it and others left out."""
+    from knowbench.benchmark.schema import TestSpec
+    from knowbench.execution.engine import ExecutionRequest
+    from knowbench.execution.projects import ProjectRun, withheld_targets
+
+    root = _bench(tmp_path, [{"file": "geometry/shapes.py", "qualname": "Circle.area"}],
+                  ["tests/test_area.py"], "", "class Circle:\n    def area(self):\n        ...\n")
+    tree = root / "projects" / "geo"
+    files = withheld_targets(tree, "code", [ProjectTarget(file="geometry/shapes.py", qualname="Circle.area")])
+    program = ("import os\nfrom geometry.shapes import Circle, scale\nprint(os.path.basename(os.getcwd()), "
+               "sorted(os.listdir('tests')), scale([2]))\ntry:\n    Circle(1).area()\n"
+               "except NotImplementedError as error:\n    print(error)\n")
+    execution = any_engine.execute(ExecutionRequest(
+        program=program, tests=[TestSpec(name="snippet", code="pass")], limits=Limits(wall_s=60),
+        preload=[], project=ProjectRun(tree=str(tree), workdir="code", files=files, tests=[],
+                                       omit=["code/tests/test_area.py"])))
+    assert execution.status == "pass", execution
+    assert "code ['test_pipeline.py'] [4]" in execution.stdout
+    assert "withheld: Circle.area is what the task asks for" in execution.stdout
+    assert (tree / "code" / "tests" / "test_area.py").exists()  # the benchmark's tree is untouched

@@ -122,7 +122,7 @@ class ExecutionRequest(BaseModel):
         """The test items, found once (parsing test code is not free on the hot path)."""
         if self._items is None:
             self._items = [item for spec in self.tests for item in spec.items()]
-            if self.project is not None:
+            if self.project is not None and self.project.tests:
                 self._items = select_items(self._items, self.project.tests)
         return self._items
 

@@ -38,7 +38,11 @@ class ProjectRun(BaseModel):
     python_path: list[str] = Field(default_factory=lambda: ["."])
     files: dict[str, str] = Field(
         default_factory=dict, description="New text of files, by path relative to workdir.")
-    tests: list[str] = Field(description="Test files or node ids, relative to workdir.")
+    tests: list[str] = Field(description="Test files or node ids, relative to workdir. Empty: "
+                             "no project tests; the request's own program and tests run in "
+                             "the copy (cwd: workdir, python_path first on sys.path).")
+    omit: list[str] = Field(default_factory=list, description="Files left out of the copy, "
+                            "by path relative to the tree (not to workdir).")
 
     def runner_view(self) -> dict[str, object]:
         """The part the in-sandbox runner reads: paths relative to the sample's work dir."""
@@ -58,6 +62,14 @@ def prepare_project(run: ProjectRun, sample_dir: Path, uid: int | None = None, g
     target = sample_dir / PROJECT_DIR / Path(run.tree).name
     shutil.copytree(run.tree, target, symlinks=True,
                     ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+    for relative in run.omit:
+        path = Path(os.path.normpath(target / relative))
+        if not path.is_relative_to(target):
+            raise ValueError(f"omitted file {relative!r} lies outside the project")
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            path.unlink()
     base = (target / run.workdir).resolve()
     for relative, text in run.files.items():
         path = (base / relative).resolve()
@@ -82,7 +94,8 @@ class TargetError(ValueError):
     """A target the project's file does not define (a benchmark defect, not a sample's)."""
 
 
-def patch_targets(tree: Path, workdir: str, targets: list[ProjectTarget], code: str) -> dict[str, str]:
+def patch_targets(tree: Path, workdir: str, targets: list[ProjectTarget], code: str,
+                  missing: str = "the reply defines no {qualname}") -> dict[str, str]:
     """The new text of each target file: every target's body replaced by the body of the
     candidate's definition of the same name in `code`.
 
@@ -93,7 +106,8 @@ def patch_targets(tree: Path, workdir: str, targets: list[ProjectTarget], code: 
     at the start of the new body; its other top-level functions and classes (helpers) go
     before the target's top-level statement, when the file does not define that name
     already and it is not (the class of) another target. A target the reply does not define gets a body that raises
-    NotImplementedError. Raises `TargetError` when a target file lacks a target.
+    NotImplementedError(`missing`, `{qualname}` filled in). Raises `TargetError` when a
+    target file lacks a target.
     """
     candidate = parse_candidate(code)
     # Names of every target and of the classes holding them: the reply's definitions of other
@@ -106,12 +120,24 @@ def patch_targets(tree: Path, workdir: str, targets: list[ProjectTarget], code: 
     files = {}
     for relative, own in by_file.items():
         source = (tree / workdir / relative).read_text()
-        files[relative] = patch_source(source, own, candidate, relative, reserved)
+        files[relative] = patch_source(source, own, candidate, relative, reserved, missing)
     return files
 
 
+WITHHELD = "withheld: {qualname} is what the task asks for"
+"""The message of the body that stands for a withheld target (`withheld_targets`)."""
+
+
+def withheld_targets(tree: Path, workdir: str, targets: list[ProjectTarget]) -> dict[str, str]:
+    """The text of each target file with every target's body withheld: replaced by
+    `raise NotImplementedError("withheld: ... is what the task asks for")`, the header (and
+    so the signature) kept. What a tool-using method may see of the target files."""
+    return patch_targets(tree, workdir, targets, "", missing=WITHHELD)
+
+
 def patch_source(source: str, targets: list[ProjectTarget], candidate: ast.Module,
-                 name: str = "<file>", reserved: set[str] | frozenset[str] = frozenset()) -> str:
+                 name: str = "<file>", reserved: set[str] | frozenset[str] = frozenset(),
+                 missing: str = "the reply defines no {qualname}") -> str:
     """`source` with each target's body replaced (see `patch_targets`)."""
     with PARSE_LOCK:
         tree = ast.parse(source)
@@ -124,7 +150,7 @@ def patch_source(source: str, targets: list[ProjectTarget], candidate: ast.Modul
         if node is None or top is None:
             raise TargetError(f"{name} defines no function {target.qualname}")
         found = _find_candidate(candidate, target.qualname)
-        edits.append(_body_edit(lines, node, found, candidate, target.qualname))
+        edits.append(_body_edit(lines, node, found, candidate, target.qualname, missing))
         tops.append(top)
         if found is not None:
             found_all.append(found)
@@ -198,13 +224,13 @@ def _find_candidate(candidate: ast.Module, qualname: str) -> _Function | None:
 
 
 def _body_edit(lines: list[str], node: _Function, found: _Function | None, candidate: ast.Module,
-               qualname: str) -> tuple[int, int, list[str]]:
+               qualname: str, missing: str) -> tuple[int, int, list[str]]:
     """Replace the lines of `node`'s body (from its first statement to its end)."""
     first = node.body[0]
     own_line = first.lineno > _header_end(node)
     indent = " " * (first.col_offset if own_line else node.col_offset + 4)
     if found is None:
-        body = [_MISSING.format(message=f"the reply defines no {qualname}")]
+        body = [_MISSING.format(message=missing.format(qualname=qualname))]
     else:
         imports = [_segment(code_lines(candidate), statement) for statement in candidate.body
                    if isinstance(statement, ast.Import | ast.ImportFrom)

@@ -260,13 +260,19 @@ class LeakageGuard:
         if self.entry_point and chunk.qualname == self.entry_point and chunk.kind == "function" \
                 and (same_file or (self.module is not None and chunk.module == self.module)):
             return "target name"
-        if self.definition:
-            normalised = self.normaliser.of(chunk)
-            if self.definition in normalised.definitions:
-                return "target source"
-            if self.body and self.body in normalised.squashed:
-                return "target source"
+        if self.definition and self.holds_source(self.normaliser.of(chunk)):
+            return "target source"
         return None
+
+    def holds_source(self, normalised: NormalisedSource) -> bool:
+        """The target-source rule alone, on any normalised text (`normalise_text`): it holds a
+        target's definition, or text containing its normalised body."""
+        if self.targets:
+            return any(guard.holds_source(normalised) for guard in self.targets)
+        if self.definition is None:
+            return False
+        return self.definition in normalised.definitions or \
+            bool(self.body and self.body in normalised.squashed)
 
     def _encloses(self, chunk: Chunk) -> bool:
         """A class chunk around the target's span: the outline of the class that owns the

@@ -8,21 +8,27 @@ Each sample is one episode. The model gets the task (as every method shows it) a
 - `list(path)` and `read(path, start, end)`: the corpus as a tree of files, each file shown
   as the chunks the corpus holds for it (functions, class outlines, documentation sections),
   with the withheld ones left out (`read` says which lines were withheld, never their text;
-  a file all of whose chunks are withheld is not listed and cannot be read);
+  a file all of whose chunks are withheld is not listed and cannot be read); for a project
+  task, `project/...` is the task's project tree (`ProjectView`: the target's body withheld,
+  the task's tests and any copy of the target left out) and `corpus/...` the corpus;
 - `python(code)`: run a snippet in the run's engine, in the same sandbox and under the same
   limits as the task's samples (no network; the benchmark, the run directory and the corpus
-  are masked): its stdout, stderr and, when it failed, the error;
+  are masked), for a project task in a copy of the project as `ProjectView` shows it: its
+  stdout, stderr and, when it failed, the error;
 - `submit(code)` (`submit(answer)` for a multiple-choice task): the final answer, which
   becomes the sample's completion and is judged like any other.
 
 The agent never sees the task's tests. Without a corpus only `python` and `submit` are
-offered. An episode ends on submit; on a reply with no tool call (its text becomes the
+offered (and, for a project task, `list` and `read` over `project/`). An episode ends on submit; on a reply with no tool call (its text becomes the
 completion, as with one-shot methods); at `max_turns` model calls; when the model calls of
 the episode have used `episode_tokens` tokens (prompt plus completion, summed over calls);
 after `episode_timeout` seconds; or when one tool call (the same tool with the same
 arguments) is made a `loop_limit`-th time. Every end is recorded with its reason, and an
 episode that did not submit has an empty completion (status `no-code`, or `truncated` when
-its last reply was cut off at --max-tokens).
+its last reply was cut off at --max-tokens). A tool call whose arguments are not a JSON
+object (most often a reply cut off at --max-tokens in the middle of the call) is not run: its
+tool result tells the model why (cut off at the token limit: make the call again, shorter),
+and it goes back to the server with arguments `{}`.
 
 The whole episode (every message, tool call, tool result, per-call token counts and
 latencies) is returned as `Generation.trajectory`; the run stores it with the sample (its
@@ -40,11 +46,14 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from knowbench.benchmark.schema import ChoiceTask, FunctionTask, TestSpec
+from knowbench.benchmark.schema import ChoiceTask, FunctionTask, ProjectTask, TestSpec
 from knowbench.errors import UserError
+from knowbench.execution.projects import TargetError
 from knowbench.knowledge.corpus import Chunk, Corpus, open_corpus
 from knowbench.knowledge.leakage import LeakageGuard, SourceNormaliser
 from knowbench.methods.base import Method, Prompt, SampleContext
+from knowbench.methods.project_view import ROOT as PROJECT_ROOT
+from knowbench.methods.project_view import Normalised, ProjectView
 from knowbench.methods.prompts import task_messages
 from knowbench.models.base import Message, ModelBackend, Reply
 from knowbench.records import CallUsage, Generation, Usage
@@ -53,6 +62,8 @@ if TYPE_CHECKING:
     from knowbench.knowledge.retrieval import Retriever
 
 RETRIEVER_KINDS = ("bm25", "dense", "hybrid")
+CORPUS_ROOT = "corpus"
+"""For a project task, `list` and `read` address `project/...` and `corpus/...`."""
 TOOL_OUTPUT_CHARS = 6000
 """Longest tool result the model sees (longer ones are cut, saying so)."""
 EXCERPT_CHARS = 800
@@ -96,6 +107,8 @@ class AgentMethod(Method):
         self.normaliser = SourceNormaliser()
         self._running: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._files: dict[str, list[Chunk]] = {}
+        self._views: dict[str, ProjectView | None] = {}
+        self._normalised = Normalised()
         if self.corpus is not None:
             for chunk in self.corpus.chunks:
                 self._files.setdefault(chunk.path, []).append(chunk)
@@ -112,9 +125,23 @@ class AgentMethod(Method):
         user = (f"{messages[-1].content}\n\nYou have these tools: {tools}. Finish by calling "
                 f"submit with {answer}.")
         trace: dict[str, Any] = {"method": self.describe()["method"], "tools": tools.split(", ")}
+        view = self._view(task)
+        if view is not None:
+            where = "." if view.workdir == "." else view.workdir
+            importable = ", ".join(f"project/{posixpath.normpath(posixpath.join(view.workdir, entry))}"
+                                   for entry in task.project.python_path)  # type: ignore[union-attr]
+            corpus = (f" and the {self.corpus.name} knowledge corpus under {CORPUS_ROOT}/"
+                      if self.corpus is not None else "")
+            user += (f"\n\nThe project's files are under {PROJECT_ROOT}/{corpus} (list '' shows "
+                     f"the top); the body of what you are to write is withheld there and the "
+                     f"task's tests are not shown. python runs in a copy of the project, in its "
+                     f"folder {PROJECT_ROOT}/{where} (relative paths start there), with "
+                     f"{importable} first on sys.path.")
+            trace["project"] = view.describe()
+        if self.corpus is not None or view is not None:
+            trace["leakage"] = self._guard(task).describe()
         if self.corpus is not None:
-            trace.update({"corpus": self.corpus.name, "corpus_hash": self.corpus.content_hash,
-                          "leakage": self._guard(task).describe()})
+            trace.update({"corpus": self.corpus.name, "corpus_hash": self.corpus.content_hash})
         return Prompt(messages=[Message(role="system", content=SYSTEM),
                                 Message(role="user", content=user)], trace=trace)
 
@@ -141,8 +168,14 @@ class AgentMethod(Method):
 
     def check(self, tasks: Sequence[FunctionTask | ChoiceTask]) -> list[str]:
         if self.corpus is None:
+            projects = sum(isinstance(task, ProjectTask) for task in tasks)
+            if projects == len(tasks):
+                return ["--method agent without --corpus: the agent gets no search; list and "
+                        "read show the project tree of each task"]
             return ["--method agent without --corpus: the agent gets only the python and submit "
-                    "tools (no search, list or read)"]
+                    "tools (no search, list or read)" + (
+                        f"; the {projects} project task(s) get list and read over their project "
+                        "tree" if projects else "")]
         return []
 
     # --- tools ------------------------------------------------------------------------------
@@ -158,16 +191,27 @@ class AgentMethod(Method):
 
         text = {"type": "string"}
         found = []
+        lines = {"path": text, "start": {"type": "integer"}, "end": {"type": "integer"}}
         if self.corpus is not None:
+            found.append(tool("search", f"Search the {self.corpus.name} knowledge corpus (source, "
+                              "docs, examples); returns the best matching chunks with their file "
+                              "and lines.", {"query": text}, ["query"]))
+        if self._view(task) is not None:
+            roots = f"{PROJECT_ROOT}/ (the project)" + (
+                f" and {CORPUS_ROOT}/ (the knowledge corpus)" if self.corpus is not None else "")
             found += [
-                tool("search", f"Search the {self.corpus.name} knowledge corpus (source, docs, "
-                     "examples); returns the best matching chunks with their file and lines.",
-                     {"query": text}, ["query"]),
+                tool("list", f"List the files and folders under a folder ('' for the top: "
+                     f"{roots}).", {"path": text}, ["path"]),
+                tool("read", f"Read a file between two line numbers (inclusive); paths start "
+                     f"with {PROJECT_ROOT}/" + (f" or {CORPUS_ROOT}/" if self.corpus is not None
+                                                else "") + ".", lines, ["path"]),
+            ]
+        elif self.corpus is not None:
+            found += [
                 tool("list", "List the files and folders of the corpus under a folder ('' for "
                      "the top).", {"path": text}, ["path"]),
                 tool("read", "Read a corpus file's chunks between two line numbers (inclusive).",
-                     {"path": text, "start": {"type": "integer"}, "end": {"type": "integer"}},
-                     ["path"]),
+                     lines, ["path"]),
             ]
         found.append(tool("python", "Run Python code in a sandbox (no network, limited time and "
                           "memory); returns its stdout, stderr and any error.", {"code": text},
@@ -184,7 +228,23 @@ class AgentMethod(Method):
     def _guard(self, task: FunctionTask | ChoiceTask) -> LeakageGuard:
         return LeakageGuard(task, exclude_file=self.exclude_file, normaliser=self.normaliser)
 
-    def _search(self, guard: LeakageGuard, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def _view(self, task: FunctionTask | ChoiceTask) -> ProjectView | None:
+        """The project tree `task` offers (a project task loaded from its benchmark), made
+        once. None for other tasks, and for a project whose target files do not define their
+        targets (judging reports that defect; the episode gets no project tree)."""
+        if not isinstance(task, ProjectTask) or task.root is None:
+            return None
+        if task.task_id not in self._views:
+            try:
+                self._views[task.task_id] = ProjectView(
+                    task, self._guard(task), exclude_file=self.exclude_file,
+                    normalised=self._normalised)
+            except (TargetError, OSError, SyntaxError, ValueError):
+                self._views[task.task_id] = None
+        return self._views[task.task_id]
+
+    def _search(self, guard: LeakageGuard, arguments: dict[str, Any],
+                prefix: str = "") -> tuple[str, dict[str, Any]]:
         assert self.retriever is not None
         query = str(arguments.get("query") or "").strip()
         if not query:
@@ -196,9 +256,10 @@ class AgentMethod(Method):
         for hit in hits:
             chunk = hit.chunk
             excerpt = chunk.text if len(chunk.text) <= EXCERPT_CHARS else \
-                chunk.text[:EXCERPT_CHARS] + f"\n… (more: read {chunk.path} {chunk.start_line} {chunk.end_line})"
+                chunk.text[:EXCERPT_CHARS] + \
+                f"\n… (more: read {prefix}{chunk.path} {chunk.start_line} {chunk.end_line})"
             parts.append(f"[{hit.rank}] {chunk.kind} {chunk.full_name or chunk.path} — "
-                         f"{chunk.location}\n{excerpt}")
+                         f"{prefix}{chunk.location}\n{excerpt}")
         return "\n\n".join(parts), {"hits": [hit.chunk.id for hit in hits],
                                     "withheld": len(withheld)}
 
@@ -213,7 +274,8 @@ class AgentMethod(Method):
         assert self.corpus is not None
         return self.corpus.position[chunk.id]
 
-    def _list(self, guard: LeakageGuard, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def _list(self, guard: LeakageGuard, arguments: dict[str, Any],
+              prefix: str = "") -> tuple[str, dict[str, Any]]:
         folder = _clean(arguments.get("path"))
         entries: set[str] = set()
         for path in self._files:
@@ -226,10 +288,11 @@ class AgentMethod(Method):
             elif self._visible(guard, path)[0]:
                 entries.add(head)
         if not entries:
-            return f"no folder '{folder}' in the corpus (list '' shows the top)", {}
+            return f"no folder '{prefix}{folder}' in the corpus (list '' shows the top)", {}
         return "\n".join(sorted(entries)), {"entries": len(entries)}
 
-    def _read(self, guard: LeakageGuard, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def _read(self, guard: LeakageGuard, arguments: dict[str, Any],
+              prefix: str = "") -> tuple[str, dict[str, Any]]:
         path = _clean(arguments.get("path"))
         try:
             start = int(arguments.get("start") or 1)
@@ -238,29 +301,69 @@ class AgentMethod(Method):
             return "error: start and end must be line numbers", {}
         shown, withheld = self._visible(guard, path)
         if not shown:
-            return f"no file '{path}' in the corpus (use list or search to find files)", {}
+            return f"no file '{prefix}{path}' in the corpus (use list or search to find files)", {}
         parts, ids = [], []
         for chunk in shown:
             if chunk.end_line < start or chunk.start_line > end:
                 continue
             ids.append(chunk.id)
-            parts.append(f"--- {chunk.location} ({chunk.kind} {chunk.qualname or ''})".rstrip()
+            parts.append(f"--- {prefix}{chunk.location} ({chunk.kind} {chunk.qualname or ''})".rstrip()
                          + f"\n{chunk.text}")
         if withheld:
             parts.append(f"({withheld} chunk(s) of this file are withheld)")
         if not ids:
-            parts.insert(0, f"no chunk of {path} between lines {start} and {end}")
+            parts.insert(0, f"no chunk of {prefix}{path} between lines {start} and {end}")
         return "\n".join(parts), {"chunks": ids, "withheld": withheld}
 
-    async def _python(self, context: SampleContext,
-                      arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def _tree(self, view: ProjectView, guard: LeakageGuard, name: str,
+              arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """`list` or `read` for a project task: `project/...` is the project's tree,
+        `corpus/...` the knowledge corpus."""
+        path = _clean(arguments.get("path"))
+        roots = [f"{PROJECT_ROOT}/"] + ([f"{CORPUS_ROOT}/"] if self.corpus is not None else [])
+        if not path and name == "list":
+            return "\n".join(sorted(roots)), {"entries": len(roots)}
+        head, _, rest = path.partition("/")
+        if head == CORPUS_ROOT and self.corpus is not None:
+            corpus_arguments = {**arguments, "path": rest}
+            if name == "list":
+                return self._list(guard, corpus_arguments, f"{CORPUS_ROOT}/")
+            return self._read(guard, corpus_arguments, f"{CORPUS_ROOT}/")
+        if head != PROJECT_ROOT:
+            return f"error: paths start with {' or '.join(roots)} (list '' shows the top)", {}
+        if name == "list":
+            listed = view.list(rest)
+            if listed is None:
+                return f"no folder '{path}' (list '{PROJECT_ROOT}' shows the project's top)", {}
+            return listed or "(empty folder)", {"entries": len(listed.split())}
+        try:
+            start = int(arguments.get("start") or 1)
+            end = int(arguments.get("end") or 10**9)
+        except (TypeError, ValueError):
+            return "error: start and end must be line numbers", {}
+        text, why = view.read(rest)
+        if text is None:
+            return f"{why}: '{path}' (use list to find files)", {}
+        lines = text.splitlines()
+        shown = lines[max(start, 1) - 1:end]
+        if not shown:
+            return f"{path} has {len(lines)} lines; none between {start} and {end}", {"lines": len(lines)}
+        first = max(start, 1)
+        numbered = "\n".join(f"{first + index:>5}  {line}" for index, line in enumerate(shown))
+        return f"--- {path}:{first}-{first + len(shown) - 1} of {len(lines)} lines\n{numbered}", {
+            "file": rest, "lines": [first, first + len(shown) - 1]}
+
+    async def _python(self, context: SampleContext, arguments: dict[str, Any],
+                      view: ProjectView | None = None) -> tuple[str, dict[str, Any]]:
         from knowbench.execution.engine import ExecutionRequest
 
         code = str(arguments.get("code") or "")
         if not code.strip():
             return "error: python needs code to run", {}
+        # A project task's snippet runs in the project's copy (targets withheld, tests left out).
+        project = await asyncio.to_thread(view.run) if view is not None else None
         request = ExecutionRequest(program=code, tests=[TestSpec(name="snippet", code="pass")],
-                                   limits=context.limits, preload=context.preload)
+                                   limits=context.limits, preload=context.preload, project=project)
         execution = await asyncio.to_thread(context.engine.execute, request)
         parts = []
         if execution.stdout:
@@ -291,6 +394,7 @@ class AgentMethod(Method):
     async def _episode(self, task: FunctionTask | ChoiceTask, prompt: Prompt,
                        context: SampleContext) -> Generation:
         guard = self._guard(task)
+        view = await asyncio.to_thread(self._view, task)
         tools = self.tools(task)
         messages = list(prompt.messages)
         steps: list[dict[str, Any]] = []
@@ -324,8 +428,13 @@ class AgentMethod(Method):
             if not reply.tool_calls:
                 completion, end, detail = reply.text, "answered", "a reply without a tool call"
                 break
-            messages.append(Message(role="assistant", content=reply.text,
-                                    tool_calls=reply.tool_calls))
+            # A call whose arguments are not a JSON object is sent back with `{}` (servers
+            # that parse the arguments of earlier calls reject the conversation otherwise);
+            # the trajectory keeps what the model wrote.
+            messages.append(Message(role="assistant", content=reply.text, tool_calls=[
+                call if _arguments(call["function"]["arguments"]) is not None else
+                {**call, "function": {**call["function"], "arguments": "{}"}}
+                for call in reply.tool_calls]))
             stop = None
             for call in reply.tool_calls:
                 name = call["function"]["name"]
@@ -341,10 +450,17 @@ class AgentMethod(Method):
                     stop = ("submitted", "submit called")
                     break
                 ran = time.monotonic()
-                if arguments is None:
-                    text, record = f"error: the arguments are not a JSON object: {raw[:200]}", {}
+                if arguments is None and reply.finish_reason == "length":
+                    text, record = (
+                        f"error: your reply was cut off at the token limit ({context.params.max_tokens} "
+                        f"tokens per reply) while writing the arguments of this {name} call "
+                        f"({len(raw)} characters, not valid JSON), so the call was not run. "
+                        "Make the call again with shorter arguments."), {"cut_off": True}
+                elif arguments is None:
+                    text, record = (f"error: the arguments of this {name} call are not a JSON "
+                                    f"object, so it was not run: {raw[:200]}"), {}
                 else:
-                    text, record = await self._tool(name, arguments, guard, context, tools)
+                    text, record = await self._tool(name, arguments, guard, context, tools, view)
                 text = _cut(text)
                 steps.append({"turn": turn, "role": "tool", "tool_call_id": call["id"],
                               "name": name, "arguments": arguments if arguments is not None else raw,
@@ -377,9 +493,14 @@ class AgentMethod(Method):
                           latency_s=trajectory["duration_s"], trajectory=trajectory)
 
     async def _tool(self, name: str, arguments: dict[str, Any], guard: LeakageGuard,
-                    context: SampleContext, tools: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+                    context: SampleContext, tools: list[dict[str, Any]],
+                    view: ProjectView | None = None) -> tuple[str, dict[str, Any]]:
         if name == "python":
-            return await self._python(context, arguments)
+            return await self._python(context, arguments, view)
+        if view is not None and name in ("list", "read"):
+            return await asyncio.to_thread(self._tree, view, guard, name, arguments)
+        if self.corpus is not None and view is not None and name == "search":
+            return await asyncio.to_thread(self._search, guard, arguments, f"{CORPUS_ROOT}/")
         if self.corpus is not None:
             if name == "search":
                 return await asyncio.to_thread(self._search, guard, arguments)

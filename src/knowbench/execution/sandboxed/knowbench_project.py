@@ -1,7 +1,8 @@
 """Running a project sample's tests with pytest, inside the sandbox; stdlib only until pytest.
 
 The engine has laid out the project's copy, with the candidate's code in place, in the
-sample's work directory (`config["project"]["dir"]`). This runs the listed tests there with
+sample's work directory (`config["project"]["dir"]`). A request without project tests (a
+snippet run in the copy) only `enter`s it and runs as any in-process sample. This runs the listed tests there with
 the environment's own pytest (so the project's conftest.py, its fixtures and plugins such as
 pytest-asyncio work as in the project), maps each pytest node id to a test item (a
 parametrized test's cases are one item, which passes when every case passes) and reports
@@ -32,10 +33,7 @@ def run(config, result_fd, set_limits, drop_privileges):
         while data:
             data = data[write(result_fd, data):]
 
-    os.chdir(project["dir"])
-    here = os.getcwd()
-    for entry in reversed(project.get("python_path", ["."])):
-        sys.path.insert(0, os.path.normpath(os.path.join(here, entry)))
+    here = enter(project)
     try:
         import pytest
     except ImportError as error:
@@ -54,6 +52,16 @@ def run(config, result_fd, set_limits, drop_privileges):
     finally:
         reporter.finish(code)
         _finish(report)
+
+
+def enter(project):
+    """Work in the project's copy: its workdir the current directory, its python_path first
+    on sys.path. Returns the workdir."""
+    os.chdir(project["dir"])
+    here = os.getcwd()
+    for entry in reversed(project.get("python_path", ["."])):
+        sys.path.insert(0, os.path.normpath(os.path.join(here, entry)))
+    return here
 
 
 def _finish(report):

@@ -514,8 +514,11 @@ def execute_sample(config, result_fd):
     outcome's shape and the testing machinery's integrity, and writes the records with
     functions bound before any sample code existed.
     """
-    if config.get("project") is not None:  # a project's own tests, run by its pytest
+    project = config.get("project")
+    if project is not None and project["tests"]:  # a project's own tests, run by its pytest
         knowbench_project.run(config, result_fd, _set_limits, _drop_privileges)
+    if project is not None:  # a program run in a project's copy (no project tests)
+        knowbench_project.enter(project)
     nonce = config["nonce"]
     items = [dict(item) for item in config["items"]]
     tests = dict(config["tests"])
