@@ -36,7 +36,13 @@ from knowbench.records import Limits, SamplingParams
 from knowbench.report.html import write_report
 from knowbench.run import RunSummary, TimePolicy, run_benchmark
 from knowledge_fixtures import write_files
-from openai_server import ScriptedOpenAIServer, assistant_turns, tool_script_responder
+from openai_server import (
+    ScriptedOpenAIServer,
+    ToolTurn,
+    assistant_turns,
+    call,
+    tool_script_responder,
+)
 from test_agent import FILES, MARKER, TARGET, make_task
 
 if importlib.util.find_spec("minisweagent") is None:
@@ -133,6 +139,36 @@ def test_an_episode_reads_writes_runs_and_submits(
     assert "agent episode: submitted" in page and html.escape("cafe-au-lait") in page
 
 
+def test_the_toolcall_mode_runs_each_bash_call_in_the_sandbox(
+        bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
+    source = f"import re\nimport unicodedata\n\n\n{TARGET}"
+    script: list[str | ToolTurn] = [
+        call("bash", command=f"cat > solution.py <<'EOF'\n{source}EOF"),
+        call("bash", command=CHECK), call("bash", command=SUBMIT)]
+    summary, bodies = _run(bench, _method(None, mode="toolcall"), best_sandbox, tmp_path / "run",
+                           tool_script_responder({"normalize_title": script}))
+    [result] = summary.results
+    assert result.passed and result.extra["trajectory"]["end"] == "submitted"
+    assert result.extra["trajectory"]["mode"] == "toolcall"
+    assert [tool["function"]["name"] for tool in bodies[0]["tools"]] == ["bash"]
+    assert not any(key.startswith("_") for key in bodies[0])  # no LiteLLM flag reaches the server
+    assert any(m.get("role") == "tool" and "cafe-au-lait" in str(m.get("content"))
+               for m in bodies[-1]["messages"])
+    assert "cafe-au-lait" in _observations(result)[1]
+
+
+def test_the_episode_timeout_cuts_a_command_short_and_ends_the_episode(
+        bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
+    method = _method(None, episode_timeout=2.0)
+    summary, bodies = _run(bench, method, best_sandbox, tmp_path / "run",
+                           lambda body: bash("sleep 30"), limits=Limits(wall_s=60.0))
+    [result] = summary.results
+    trajectory = result.extra["trajectory"]
+    assert trajectory["end"] == "timeout" and result.finish_reason == "agent:timeout"
+    assert len(bodies) == 1 and "episode's time ran out (--episode-timeout 2 s)" in _observations(result)[0]
+    assert result.status == "no-code"
+
+
 def test_commands_that_attack_the_host_are_contained(
         bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
     canary = tmp_path / "canary"
@@ -169,9 +205,11 @@ def test_the_target_tests_benchmark_and_corpus_stay_out_of_reach(
     for exclude_file in (False, True):
         summary, _ = _run(bench, _method(corpus, exclude_file=exclude_file), best_sandbox,
                           tmp_path / f"run-{exclude_file}",
-                          tool_script_responder({"normalize_title": script}))
+                          tool_script_responder({"normalize_title": script}),
+                          limits=Limits(wall_s=30.0))  # the probe reads a lot on a busy machine
         [result] = summary.results
         [seen] = _observations(result)
+        assert "<returncode>0</returncode>" in seen
         assert MARKER not in seen and "cafe-au-lait" not in seen
         assert "title_words" in seen  # the guide's other section is there
         assert ("textutil.py" in seen) is not exclude_file

@@ -37,6 +37,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,7 +100,7 @@ class MiniSweAgentMethod(Method):
         self.episode_timeout = episode_timeout
         self.normaliser = SourceNormaliser()
         self.config = self._config()
-        self._running: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        self._running: tuple[asyncio.AbstractEventLoop, ThreadPoolExecutor] | None = None
 
     def _config(self) -> dict[str, Any]:
         import yaml
@@ -206,14 +207,15 @@ class MiniSweAgentMethod(Method):
 
     async def generate(self, task: FunctionTask | ChoiceTask, prompt: Prompt,
                        context: SampleContext) -> Generation:
-        """One episode in a worker thread. At most as many run at once as the backend keeps
-        requests in flight; an episode's clock starts when it does."""
+        """One episode in a thread of the method's own pool, as wide as the backend keeps
+        requests in flight: at most that many episodes run at once, and an episode's clock
+        starts when it does."""
         loop = asyncio.get_running_loop()
         if self._running is None or self._running[0] is not loop:
             width = int(context.backend.connection().get("concurrency") or 8)
-            self._running = (loop, asyncio.Semaphore(width))
-        async with self._running[1]:
-            return await asyncio.to_thread(self._episode, task, context)
+            # threads of their own: episodes never wait on (or hold up) the run's other work
+            self._running = (loop, ThreadPoolExecutor(width, thread_name_prefix="mini-swe-agent"))
+        return await loop.run_in_executor(self._running[1], self._episode, task, context)
 
     def _model(self, context: SampleContext, deadline: float) -> Any:
         import litellm
@@ -235,6 +237,10 @@ class MiniSweAgentMethod(Method):
             "timeout": float(backend.connection().get("timeout_s") or 120.0)}
         if params.seed is not None:
             kwargs["seed"] = params.seed + context.sample_idx
+        if self.mode == "toolcall":
+            # LiteLLM (1.106) sends any request with tools through its MCP bridge, which
+            # imports the `mcp` package it does not depend on; the bash tool needs no MCP.
+            kwargs["_skip_mcp_handler"] = True
         settings = {key: value for key, value in self.config["model"].items()
                     if key in ("observation_template", "format_error_template")}
         model = getattr(module, MODES[self.mode][1])(
@@ -254,7 +260,7 @@ class MiniSweAgentMethod(Method):
         try:
             workspace = self.workspace(task, directory)
             with SandboxedShell(context.engine, directory, context.limits) as shell:
-                environment = SandboxEnvironment(shell, deadline)
+                environment = SandboxEnvironment(shell, deadline, self.episode_timeout)
                 agent = _agent_class()(
                     self._model(context, deadline), environment,
                     system_template=self.config["agent"]["system_template"],
@@ -308,7 +314,8 @@ class MiniSweAgentMethod(Method):
                     "content": str(message.get("content") or message_extra.get("model_response") or ""),
                     "tool_calls": message.get("tool_calls") or [],
                     "usage": calls[-1].model_dump() if isinstance(usage, dict) else {},
-                    "finish_reason": finish_reason, "cached": False, "latency_s": None})
+                    "finish_reason": finish_reason, "cached": False,
+                    "latency_s": message_extra.get("latency_s")})
             if role in ("user", "tool"):
                 steps.append({"turn": turn, "role": "tool",
                               "name": "format-error" if message_extra.get("interrupt_type") else "bash",
@@ -345,8 +352,8 @@ class SandboxEnvironment:
     `COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT` (exit code 0) ends the episode with the rest of
     the output as the submission, as in mini-swe-agent's own environments."""
 
-    def __init__(self, shell: SandboxedShell, deadline: float) -> None:
-        self.shell, self.deadline = shell, deadline
+    def __init__(self, shell: SandboxedShell, deadline: float, episode_timeout: float) -> None:
+        self.shell, self.deadline, self.episode_timeout = shell, deadline, episode_timeout
         self.config = {"cwd": shell.workdir, "sandbox": shell.sandbox.kind}
 
     def execute(self, action: dict[str, Any], cwd: str = "", *,
@@ -356,11 +363,16 @@ class SandboxEnvironment:
 
         left = self.deadline - time.monotonic()
         command = str(action.get("command") or "")
-        result = self.shell.run(command, timeout_s=min(left, timeout or left))
+        cut = min(left, timeout or left)
+        result = self.shell.run(command, timeout_s=cut)
+        message = result.message
+        if result.limit == "timeout" and cut < self.shell.limits.wall_s:
+            message = (f"the command was killed when the episode's time ran out "
+                       f"(--episode-timeout {self.episode_timeout:g} s)")
         output: dict[str, Any] = {
             "output": result.output,
             "returncode": result.exit_code if result.exit_code is not None else -1,
-            "exception_info": f"knowbench sandbox: {result.message}" if result.limit else "",
+            "exception_info": f"knowbench sandbox: {message}" if result.limit else "",
             "extra": {"limit": result.limit, "truncated": result.truncated,
                       "duration_s": result.duration_s}}
         lines = result.output.lstrip().splitlines(keepends=True)
@@ -408,7 +420,10 @@ def _agent_class() -> Any:
                                     "extra": {"exit_status": "TimeExceeded", "submission": ""}})
             self.model.config.model_kwargs["timeout"] = min(
                 float(self.model.config.model_kwargs.get("timeout") or left), left)
-            return super().query()
+            called = time.monotonic()
+            message = super().query()
+            message.setdefault("extra", {})["latency_s"] = round(time.monotonic() - called, 4)
+            return message
 
     _AGENT_CLASS = KnowbenchAgent
     return KnowbenchAgent
