@@ -291,3 +291,29 @@ def test_a_run_through_the_command_line(corpus: Corpus, bench: Benchmark, tmp_pa
     assert cost["requests"] == 8 and cost["cost"] == pytest.approx(expected) and expected > 0
     assert json.loads((run_dir / "run.json").read_text())["settings"]["method"]["method"] == \
         "mini-swe-agent"
+
+
+@pytest.mark.parametrize("submitted", [False, True], ids=["answer-file", "submitted-text"])
+def test_a_choice_task_is_answered_in_answer_txt_or_the_submitted_text(
+        best_sandbox: Sandbox, tmp_path: Path, submitted: bool) -> None:
+    basic = load_benchmark(ROOT / "examples" / "basic")
+    task = basic.task("text/re-match-vs-search")
+    answer = f"Answer: {', '.join(task.answer)}"
+    script = [bash("python -c \"import re; print(re.match('b', 'ab'), re.search('b', 'ab'))\""),
+              bash(f"{SUBMIT} && echo '{answer}'") if submitted else
+              bash(f"echo '{answer}' > answer.txt && {SUBMIT}")]
+    with ScriptedOpenAIServer(responder=tool_script_responder({"re.match(pattern, s)": script})) as server:
+        backend = OpenAIBackend(model="scripted", base_url=server.base_url, max_retries=0)
+        engine = SubprocessEngine(best_sandbox, workers=1)
+        try:
+            with pytest.warns(UserWarning, match="holds only the task's file"):
+                summary = run_benchmark(basic, backend, _method(None), engine, tmp_path / "run",
+                                        SamplingParams(), Limits(), task_ids=[task.task_id])
+        finally:
+            engine.close()
+        prompt = server.requests[0].body["messages"][1]["content"]
+    [result] = summary.results
+    assert "answer.txt" in prompt and "Answer: X" in prompt
+    assert "None <re.Match object" in _observations(result)[0]
+    assert result.passed and result.chosen == sorted(task.answer)
+    assert result.completion.strip() == answer
