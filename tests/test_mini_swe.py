@@ -274,7 +274,7 @@ def test_a_run_through_the_command_line(corpus: Corpus, bench: Benchmark, tmp_pa
             "run", str(bench.path), "--model", "scripted", "--base-url", f"http://127.0.0.1:{port}/v1",
             "--method", "mini-swe-agent", "--corpus", str(corpus.directory), "--n", "2",
             "--max-turns", "8", "--price", "0.15,0.60", "--out", str(run_dir), "--workers", "1",
-            "--engine", "subprocess", "--env", "self", "--progress-every", "0"),
+            "--env", "self", "--progress-every", "0"),  # the default engine: the fork server
             env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, capture_output=True, text=True,
             timeout=300)
         assert done.returncode == 0, done.stderr
