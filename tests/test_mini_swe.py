@@ -178,13 +178,13 @@ def test_commands_that_attack_the_host_are_contained(
            "time.sleep(20)\" & done; wait")
     script = [bash(f"echo owned > {canary}; echo written=$?"), bash(network),
               bash("python -c 'x = bytearray(8 * 1024 ** 3)'"), bash(hog), bash("sleep 600"),
-              bash(":(){ :|:& };:"), WRITE, bash(SUBMIT)]
+              bash("while :; do :; done"), bash(":(){ :|:& };:"), WRITE, bash(SUBMIT)]
     summary, _ = _run(bench, _method(None), best_sandbox, tmp_path / "run",
                       tool_script_responder({"normalize_title": script}),
                       limits=Limits(wall_s=3.0, cpu_s=2, memory_mb=256))
     [result] = summary.results
     assert not canary.exists()
-    outside, net, big, budget, sleep, _, _ = _observations(result)
+    outside, net, big, budget, sleep, spin, _, _ = _observations(result)
     assert "written=1" in outside
     assert "net: open" not in net and "net:" in net
     assert "MemoryError" in big
@@ -192,6 +192,7 @@ def test_commands_that_attack_the_host_are_contained(
     assert "wall-clock limit" in sleep
     records = [step["record"] for step in result.extra["trajectory"]["steps"] if step["role"] == "tool"]
     assert records[3]["limit"] == "memory" and records[4]["limit"] == "timeout"
+    assert records[5]["limit"] in ("cpu-time", "timeout") and "limit" in spin
     assert result.passed and result.extra["trajectory"]["end"] == "submitted"
 
 
