@@ -318,3 +318,9 @@ def test_a_choice_task_is_answered_in_answer_txt_or_the_submitted_text(
     assert "None <re.Match object" in _observations(result)[0]
     assert result.passed and result.chosen == sorted(task.answer)
     assert result.completion.strip() == answer
+
+
+def test_without_the_package_the_method_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "minisweagent", None)  # import fails as when not installed
+    with pytest.raises(UserError, match=r"pip install 'knowbench\[mini-swe-agent\]'"):
+        get_method("mini-swe-agent")

@@ -3,8 +3,8 @@
 `METHODS` names every method class; `get_method(name, **options)` builds one. A method class
 takes the run's method options as keywords (`corpus`, `top_k`, `budget`, `query`,
 `exclude_file`, kNN-LM's `knn_lambda`, `knn_k`, `knn_temperature`, `knn_index`, and the
-agent's `max_turns`, `episode_tokens`, `episode_timeout`, `loop_limit`) and ignores those it
-does not use.
+agent's `max_turns`, `episode_tokens`, `episode_timeout`, `loop_limit`, which mini-swe-agent
+shares but `loop_limit`) and ignores those it does not use.
 """
 
 from __future__ import annotations
