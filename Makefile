@@ -12,7 +12,7 @@ install: $(VENV)/.installed sandbox
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,ray,dense,hf,train]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,ray,dense,hf,train,mini-swe-agent]'
 	touch $@
 
 # $(call need,COMMAND,DEBIAN_PACKAGE,WHY): install the package when the command is missing

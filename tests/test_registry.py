@@ -62,7 +62,8 @@ def test_the_decorator_returns_what_it_registers_and_names_keep_their_order() ->
 
 def test_every_concept_has_a_registry_with_its_built_in_parts() -> None:
     assert BACKENDS.names() == ["openai", "hf", "reference", "null", "replay"]
-    assert METHODS.names() == ["none", "rag-bm25", "rag-dense", "rag-hybrid", "oracle", "knn-lm", "agent"]
+    assert METHODS.names() == ["none", "rag-bm25", "rag-dense", "rag-hybrid", "oracle", "knn-lm", "agent",
+                               "mini-swe-agent"]
     assert ENGINES.names() == ["forkserver", "subprocess", "ray"]
     assert SANDBOXES.names() == ["auto", "bwrap", "unshare", "none"]
     assert IMPORTERS.names() == ["domaineval", "novelapibench", "koco-qa", "humaneval",
@@ -75,7 +76,7 @@ def test_every_concept_has_a_registry_with_its_built_in_parts() -> None:
     (IMPORTERS, "unknown importer 'warp'; choose one of domaineval, novelapibench, koco-qa, "
      "humaneval, koco-qa-replies, koco-project, domaineval-responses"),
     (METHODS, "unknown method 'warp'; choose one of none, rag-bm25, rag-dense, rag-hybrid, oracle:<cell>, knn-lm, "
-               "agent:<retriever_kind>"),
+               "agent:<retriever_kind>, mini-swe-agent:<mode>"),
 ])
 def test_each_registry_names_its_choices_when_a_name_is_unknown(registry: Registry[object], message: str) -> None:
     with pytest.raises(UserError) as error:

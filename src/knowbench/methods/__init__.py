@@ -3,8 +3,8 @@
 `METHODS` names every method class; `get_method(name, **options)` builds one. A method class
 takes the run's method options as keywords (`corpus`, `top_k`, `budget`, `query`,
 `exclude_file`, kNN-LM's `knn_lambda`, `knn_k`, `knn_temperature`, `knn_index`, and the
-agent's `max_turns`, `episode_tokens`, `episode_timeout`, `loop_limit`) and ignores those it
-does not use.
+agent's `max_turns`, `episode_tokens`, `episode_timeout`, `loop_limit`, which mini-swe-agent
+shares but `loop_limit`) and ignores those it does not use.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from knowbench.errors import UserError
 from knowbench.methods.agent import AgentMethod
 from knowbench.methods.base import Method, Prompt
 from knowbench.methods.knn import KnnLM
+from knowbench.methods.mini_swe import MiniSweAgentMethod
 from knowbench.methods.none import NoKnowledge
 from knowbench.methods.oracle import OracleMethod
 from knowbench.methods.rag import RagBM25, RagDense, RagHybrid
@@ -33,6 +34,7 @@ METHODS.register("rag-hybrid", RagHybrid)
 METHODS.register("oracle", OracleMethod)
 METHODS.register("knn-lm", KnnLM)
 METHODS.register("agent", AgentMethod)
+METHODS.register("mini-swe-agent", MiniSweAgentMethod)
 
 
 def get_method(name: str, **options: Any) -> Method:

@@ -106,14 +106,9 @@ class AgentMethod(Method):
         self.episode_timeout, self.loop_limit = episode_timeout, loop_limit
         self.normaliser = SourceNormaliser()
         self._running: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
-        self._files: dict[str, list[Chunk]] = {}
         self._views: dict[str, ProjectView | None] = {}
         self._normalised = Normalised()
-        if self.corpus is not None:
-            for chunk in self.corpus.chunks:
-                self._files.setdefault(chunk.path, []).append(chunk)
-            for chunks in self._files.values():
-                chunks.sort(key=lambda chunk: (chunk.start_line, -chunk.end_line))
+        self.files = CorpusFiles(self.corpus) if self.corpus is not None else None
 
     # --- the method interface -----------------------------------------------------------
 
@@ -263,57 +258,20 @@ class AgentMethod(Method):
         return "\n\n".join(parts), {"hits": [hit.chunk.id for hit in hits],
                                     "withheld": len(withheld)}
 
-    def _visible(self, guard: LeakageGuard, path: str) -> tuple[list[Chunk], int]:
-        """The chunks of corpus file `path` leakage control allows, and how many it withholds."""
-        chunks = self._files.get(path, [])
-        shown = [chunk for chunk in chunks
-                 if guard.reason(self._position(chunk), chunk) is None]
-        return shown, len(chunks) - len(shown)
-
-    def _position(self, chunk: Chunk) -> int:
-        assert self.corpus is not None
-        return self.corpus.position[chunk.id]
-
     def _list(self, guard: LeakageGuard, arguments: dict[str, Any],
               prefix: str = "") -> tuple[str, dict[str, Any]]:
-        folder = _clean(arguments.get("path"))
-        entries: set[str] = set()
-        for path in self._files:
-            if folder and not path.startswith(folder + "/"):
-                continue
-            rest = path[len(folder) + 1:] if folder else path
-            head, slash, _ = rest.partition("/")
-            if slash:
-                entries.add(head + "/")
-            elif self._visible(guard, path)[0]:
-                entries.add(head)
-        if not entries:
-            return f"no folder '{prefix}{folder}' in the corpus (list '' shows the top)", {}
-        return "\n".join(sorted(entries)), {"entries": len(entries)}
+        assert self.files is not None
+        return self.files.list(guard, _clean(arguments.get("path")), prefix)
 
     def _read(self, guard: LeakageGuard, arguments: dict[str, Any],
               prefix: str = "") -> tuple[str, dict[str, Any]]:
-        path = _clean(arguments.get("path"))
+        assert self.files is not None
         try:
             start = int(arguments.get("start") or 1)
             end = int(arguments.get("end") or 10**9)
         except (TypeError, ValueError):
             return "error: start and end must be line numbers", {}
-        shown, withheld = self._visible(guard, path)
-        if not shown:
-            return f"no file '{prefix}{path}' in the corpus (use list or search to find files)", {}
-        parts, ids = [], []
-        for chunk in shown:
-            if chunk.end_line < start or chunk.start_line > end:
-                continue
-            ids.append(chunk.id)
-            parts.append(f"--- {prefix}{chunk.location} ({chunk.kind} {chunk.qualname or ''})".rstrip()
-                         + f"\n{chunk.text}")
-        if withheld:
-            parts.append(f"({withheld} chunk(s) of this file are withheld)")
-        if not ids:
-            parts.insert(0, f"no chunk of {prefix}{path} between lines {start} and {end}")
-        return "\n".join(parts), {"chunks": ids, "withheld": withheld}
+        return self.files.read(guard, _clean(arguments.get("path")), start, end, prefix)
 
     def _tree(self, view: ProjectView, guard: LeakageGuard, name: str,
               arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -510,6 +468,64 @@ class AgentMethod(Method):
                 return self._read(guard, arguments)
         offered = ", ".join(tool["function"]["name"] for tool in tools)
         return f"error: no tool '{name}' (tools: {offered})", {}
+
+
+class CorpusFiles:
+    """A corpus as a tree of files, each file shown as the chunks the corpus holds for it,
+    with the chunks a task's `LeakageGuard` withholds left out: what the agent's `list` and
+    `read` tools show, and what a framework's workspace holds (`mini-swe-agent`)."""
+
+    def __init__(self, corpus: Corpus) -> None:
+        self.corpus = corpus
+        self.files: dict[str, list[Chunk]] = {}
+        for chunk in corpus.chunks:
+            self.files.setdefault(chunk.path, []).append(chunk)
+        for chunks in self.files.values():
+            chunks.sort(key=lambda chunk: (chunk.start_line, -chunk.end_line))
+
+    def visible(self, guard: LeakageGuard, path: str) -> tuple[list[Chunk], int]:
+        """The chunks of corpus file `path` leakage control allows, and how many it withholds."""
+        chunks = self.files.get(path, [])
+        shown = [chunk for chunk in chunks
+                 if guard.reason(self.corpus.position[chunk.id], chunk) is None]
+        return shown, len(chunks) - len(shown)
+
+    def list(self, guard: LeakageGuard, folder: str, prefix: str = "") -> tuple[str, dict[str, Any]]:
+        """The files and folders under `folder` (`prefix`: how the caller's paths name the
+        corpus's top, in messages)."""
+        entries: set[str] = set()
+        for path in self.files:
+            if folder and not path.startswith(folder + "/"):
+                continue
+            rest = path[len(folder) + 1:] if folder else path
+            head, slash, _ = rest.partition("/")
+            if slash:
+                entries.add(head + "/")
+            elif self.visible(guard, path)[0]:
+                entries.add(head)
+        if not entries:
+            return f"no folder '{prefix}{folder}' in the corpus (list '' shows the top)", {}
+        return "\n".join(sorted(entries)), {"entries": len(entries)}
+
+    def read(self, guard: LeakageGuard, path: str, start: int = 1, end: int = 10**9,
+             prefix: str = "") -> tuple[str, dict[str, Any]]:
+        """File `path` between lines `start` and `end` as its visible chunks, each headed by
+        its location, kind and name, and how many chunks are withheld (never their text)."""
+        shown, withheld = self.visible(guard, path)
+        if not shown:
+            return f"no file '{prefix}{path}' in the corpus (use list or search to find files)", {}
+        parts, ids = [], []
+        for chunk in shown:
+            if chunk.end_line < start or chunk.start_line > end:
+                continue
+            ids.append(chunk.id)
+            parts.append(f"--- {prefix}{chunk.location} ({chunk.kind} {chunk.qualname or ''})".rstrip()
+                         + f"\n{chunk.text}")
+        if withheld:
+            parts.append(f"({withheld} chunk(s) of this file are withheld)")
+        if not ids:
+            parts.insert(0, f"no chunk of {prefix}{path} between lines {start} and {end}")
+        return "\n".join(parts), {"chunks": ids, "withheld": withheld}
 
 
 def _arguments(raw: str) -> dict[str, Any] | None:

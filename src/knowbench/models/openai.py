@@ -121,6 +121,12 @@ class OpenAIBackend(ModelBackend):
                 "concurrency": self.concurrency, "timeout_s": self.timeout_s,
                 "max_retries": self.max_retries}
 
+    @property
+    def api_key(self) -> str | None:
+        """The key requests carry (None: none), for an agent framework that makes its own
+        requests to this endpoint (`--method mini-swe-agent`); never recorded."""
+        return self._api_key
+
     def check_tasks(self, task_ids: list[str], known_ids: list[str]) -> list[str]:
         """Before any work (the reference checks can take minutes): whether anything accepts
         connections at the endpoint's host and port. Only a warning, since replies already in

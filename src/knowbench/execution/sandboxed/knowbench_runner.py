@@ -42,6 +42,8 @@ import knowbench_seccomp
 import knowbench_split
 import knowbench_spy
 import knowbench_wire
+from knowbench_limits import drop_privileges as _drop_privileges
+from knowbench_limits import set_limits as _set_limits
 from knowbench_pytest import (
     UnsupportedFixture,
     enter_scopes,
@@ -61,37 +63,6 @@ _GUARDED_AUDIT_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get
 
 class Tampering(Exception):
     """The sample changed the machinery the verdict depends on."""
-
-
-def _vm_size_bytes():
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def _set_limits(limits, nproc_base):
-    mb = 1024 * 1024
-    address_space = _vm_size_bytes() + limits["memory_mb"] * mb
-    pairs = [
-        (resource.RLIMIT_AS, address_space, address_space),
-        (resource.RLIMIT_CPU, limits["cpu_s"], limits["cpu_s"] + 1),
-        (resource.RLIMIT_FSIZE, limits["file_size_mb"] * mb, limits["file_size_mb"] * mb),
-        (resource.RLIMIT_NOFILE, limits["open_files"], limits["open_files"]),
-        (resource.RLIMIT_CORE, 0, 0),
-    ]
-    # RLIMIT_NPROC counts threads too: it bounds both together, at the thread limit, so
-    # that threads are not held to the process limit; the engine counts processes apart.
-    if nproc_base is not None:
-        nproc = nproc_base + limits["threads"]
-        pairs.append((resource.RLIMIT_NPROC, nproc, nproc))
-    for kind, soft, hard in pairs:
-        _, current_hard = resource.getrlimit(kind)
-        if current_hard != resource.RLIM_INFINITY:
-            hard = min(hard, current_hard)
-            soft = min(soft, hard)
-        resource.setrlimit(kind, (soft, hard))
 
 
 def _cpu_used():
@@ -126,14 +97,6 @@ def _ending(code):
         except ValueError:
             return f"signal {-code}"
     return f"exit code {code}"
-
-
-def _drop_privileges(uid, gid):
-    if uid is None or os.geteuid() != 0:
-        return
-    os.setgroups([])
-    os.setgid(gid)
-    os.setuid(uid)
 
 
 _WATCHED_MODULES = (

@@ -1,0 +1,53 @@
+"""Resource limits for a process in the sandbox; stdlib only.
+
+Used by the test runner (`knowbench_runner`) before it runs a sample and by the shell
+wrapper (`knowbench_shell`) before it execs a command: the same rlimits from the same
+`Limits` record, then the sample's uid when the sandbox drops privileges.
+"""
+
+import os
+import resource
+
+
+def vm_size_bytes():
+    """This process's address space now (its interpreter's baseline)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def set_limits(limits, nproc_base):
+    """Set the rlimits of `limits` (a `Limits` record as a dict) on this process: address
+    space over its present size, CPU, file size, open files, no core files and, when
+    `nproc_base` is not None, processes and threads of the uid."""
+    mb = 1024 * 1024
+    address_space = vm_size_bytes() + limits["memory_mb"] * mb
+    pairs = [
+        (resource.RLIMIT_AS, address_space, address_space),
+        (resource.RLIMIT_CPU, limits["cpu_s"], limits["cpu_s"] + 1),
+        (resource.RLIMIT_FSIZE, limits["file_size_mb"] * mb, limits["file_size_mb"] * mb),
+        (resource.RLIMIT_NOFILE, limits["open_files"], limits["open_files"]),
+        (resource.RLIMIT_CORE, 0, 0),
+    ]
+    # RLIMIT_NPROC counts threads too: it bounds both together, at the thread limit, so
+    # that threads are not held to the process limit; the engine counts processes apart.
+    if nproc_base is not None:
+        nproc = nproc_base + limits["threads"]
+        pairs.append((resource.RLIMIT_NPROC, nproc, nproc))
+    for kind, soft, hard in pairs:
+        _, current_hard = resource.getrlimit(kind)
+        if current_hard != resource.RLIM_INFINITY:
+            hard = min(hard, current_hard)
+            soft = min(soft, hard)
+        resource.setrlimit(kind, (soft, hard))
+
+
+def drop_privileges(uid, gid):
+    """Become `uid`/`gid` (no supplementary groups) when running as root; else nothing."""
+    if uid is None or os.geteuid() != 0:
+        return
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)

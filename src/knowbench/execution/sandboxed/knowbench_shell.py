@@ -1,0 +1,33 @@
+"""Runs one shell command in the sandbox under a sample's limits; stdlib only.
+
+Started by `knowbench.execution.shell` as `python -I -c BOOT DIR` with a JSON configuration
+on stdin (`command`, `limits`, `nproc_base`, `uid`, `gid`): it reads the configuration,
+points stdin at /dev/null, sets the rlimits the test runner sets (`knowbench_limits`),
+drops to the sample's uid and execs `bash -c COMMAND` with stderr joined to stdout. The
+rlimits hold for bash and everything it starts; the engine side kills the whole process
+group at the wall-clock limit and when the processes pass the memory budget or the process
+limit, and caps the output it reads.
+"""
+
+import json
+import os
+import sys
+
+import knowbench_limits
+
+
+def main():
+    config = json.loads(sys.stdin.buffer.read())
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    knowbench_limits.set_limits(config["limits"], config.get("nproc_base"))
+    knowbench_limits.drop_privileges(config.get("uid"), config.get("gid"))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(1, 2)
+    os.execvp("bash", ["bash", "-c", config["command"]])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""Shell commands in a sample's sandbox (`knowbench.execution.shell.SandboxedShell`), the
+ground agent frameworks act on: the real sandbox, the task's limits, each limit reported."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from knowbench.execution.engine import SubprocessEngine
+from knowbench.execution.sandbox import Sandbox
+from knowbench.execution.shell import SandboxedShell
+from knowbench.records import Limits
+
+
+@pytest.fixture()
+def shell(best_sandbox: Sandbox, tmp_path: Path) -> Iterator[SandboxedShell]:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "solution.py").write_text("def f():\n    ...\n")
+    engine = SubprocessEngine(best_sandbox.hiding([tmp_path / "secret"]), workers=1)
+    try:
+        with SandboxedShell(engine, workspace, Limits(wall_s=3.0, cpu_s=2, processes=5,
+                                                      output_bytes=4096)) as opened:
+            yield opened
+    finally:
+        engine.close()
+
+
+def test_commands_share_the_workspace_and_nothing_else(shell: SandboxedShell, tmp_path: Path) -> None:
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "key").write_text("hidden")
+    written = shell.run(f"printf 'def f():\\n    return 1\\n' > solution.py; echo x > {tmp_path}/out; "
+                        f"echo rc=$?; echo y > /tmp/scratch; cat {tmp_path}/secret/key")
+    assert written.exit_code != 0 and written.limit is None and "rc=1" in written.output
+    assert "hidden" not in written.output and not (tmp_path / "out").exists()
+    ran = shell.run("python -c 'import solution; print(solution.f())'; ls /tmp")
+    assert ran.output.split()[0] == "1" and "scratch" not in ran.output  # /tmp is per command
+    assert (shell.workspace / "solution.py").read_text().endswith("return 1\n")
+
+
+def test_each_limit_ends_the_command_and_says_which(shell: SandboxedShell) -> None:
+    many = shell.run("for i in $(seq 20); do sleep 5 & done; wait")
+    assert many.limit == "process-limit" and "more than 5 processes" in many.message
+    slow = shell.run("sleep 30 & sleep 30")
+    assert slow.limit == "timeout" and "wall-clock limit (3 s)" in slow.message
+    loud = shell.run("yes | head -c 100000")
+    assert loud.truncated and len(loud.output) < 4200 and "output cut at 4096 bytes" in loud.output
+    cut = shell.run("sleep 30", timeout_s=0.5)
+    assert cut.limit == "timeout" and "(0.5 s)" in cut.message
+    assert shell.run("echo fine").output == "fine\n"  # the shell goes on after every limit
