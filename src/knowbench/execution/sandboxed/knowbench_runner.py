@@ -1142,25 +1142,25 @@ def _hand_over(line, request, prepared, control_out, base, setup, channel_fd=Non
         # A split sample's directory is made by the engine, shared by judge and candidate.
         prepared.workdir = tempfile.mkdtemp(prefix="sample-",
                                             dir="/tmp" if setup.get("private_tmp") else base)
-    _SPARES.discard(prepared.pid)
-    started = time.monotonic()
-    try:
-        os.kill(prepared.pid, signal.SIGCONT)
-        _send_request(prepared.requests, line, prepared.workdir, channel_fd)
-    except OSError:
-        _discard(prepared)
-        fresh = _prepare(control_out, setup)
-        _SPARES.discard(fresh.pid)
-        fresh.workdir = prepared.workdir
-        prepared = fresh
+    for last_try in (False, True):
+        _SPARES.discard(prepared.pid)
         started = time.monotonic()
         try:
+            os.kill(prepared.pid, signal.SIGCONT)
             _send_request(prepared.requests, line, prepared.workdir, channel_fd)
+            # Until the child says it has the request (at most a few ms): a fork by the
+            # server right after waking it could keep it waiting for this core. An end of
+            # file instead: it died before it got it.
+            if (select.select([prepared.requests], [], [], _RECEIPT_S)[0]
+                    and not prepared.requests.recv(1)):
+                raise OSError("the prepared process died")
+            break
         except OSError:
-            pass  # this one died too: its exit is seen while it is supervised
-    # Until the child has its request (at most a few ms): a fork by the server right after
-    # waking it could keep it waiting for this core.
-    select.select([prepared.requests], [], [], _RECEIPT_S)
+            if last_try:
+                break  # this one died too: its exit is seen while it is supervised
+            _discard(prepared)
+            workdir, prepared = prepared.workdir, _prepare(control_out, setup)
+            prepared.workdir = workdir
     prepared.requests.close()
     if channel_fd is not None:
         os.close(channel_fd)
