@@ -183,8 +183,8 @@ def _peer_check(harness: str, heavy: bool):
     return check, (lambda: None)
 
 
-def _knowbench_check(harness: str, heavy: bool, workers: int):
-    from knowbench.benchmark.schema import TestSpec
+def _knowbench_check(harness: str, heavy: bool, workers: int, samples: list[dict]):
+    from knowbench.benchmark.schema import TestSpec, imported_modules
     from knowbench.execution.engine import ExecutionRequest, SubprocessEngine
     from knowbench.execution.forkserver import ForkServerEngine
     from knowbench.execution.sandbox import resolve_sandbox
@@ -192,13 +192,20 @@ def _knowbench_check(harness: str, heavy: bool, workers: int):
     from knowbench.records import Limits
 
     sandbox = resolve_sandbox(os.environ.get("PEERS_SANDBOX", "auto"))
-    preload = ["numpy", "pandas"] if heavy else []
+
+    def tests_of(sample: dict) -> str:
+        return unittest_class(sample) if heavy else ("def test_cases():\n" + assert_block(sample))
+
+    # What `knowbench run` preloads (`preload_modules`): every module the programs and the
+    # tests import at top level (heavy: numpy, pandas, unittest).
+    preload = sorted(set().union(*(imported_modules(sample["program"]) | imported_modules(tests_of(sample))
+                                   for sample in samples)))
     engine: Any = (SubprocessEngine(sandbox, workers=workers) if harness == "subprocess"
                    else ForkServerEngine(sandbox, workers=workers, preload=preload))
     isolation = "split" if harness == "fs-split" else "in-process"
 
     def check(sample: dict) -> bool:
-        tests = unittest_class(sample) if heavy else ("def test_cases():\n" + assert_block(sample))
+        tests = tests_of(sample)
         program, entry_point = sample["program"], sample["entry_point"]
         request = ExecutionRequest(
             program=program, tests=[TestSpec(name="tests", code=tests)], entry_point=entry_point,
@@ -229,7 +236,7 @@ def run_cell(harness: str, workload: Path, heavy: bool, workers: int) -> dict:
     if harness in PEERS:
         check, close = _peer_check(harness, heavy)
     else:
-        check, close = _knowbench_check(harness, heavy, workers)
+        check, close = _knowbench_check(harness, heavy, workers, samples)
     try:
         if workers == 1:
             check(samples[0])  # warm-up: page cache, engine start, sandbox probes
