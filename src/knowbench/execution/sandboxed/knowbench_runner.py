@@ -913,7 +913,7 @@ def _last_words(error):
 
 def _stragglers():
     """Processes in this sandbox other than its init, this server and its prepared children."""
-    mine = {1, os.getpid(), *_SPARES}
+    mine = {1, os.getpid(), *_SPARES, *_DYING}
     return [int(name) for name in os.listdir("/proc") if name.isdigit() and int(name) not in mine]
 
 
@@ -1002,8 +1002,11 @@ class _Prepared:
         return tuple(fd for fd in fds if fd >= 0)
 
 
-# Prepared children not yet handed a sample: the server's own, never counted as a sample's.
+# Prepared children not yet handed a sample, and ended samples' processes not yet reaped (the
+# exit of a large address space takes milliseconds; nobody waits for it): the server's own,
+# never counted as a sample's.
 _SPARES = set()
+_DYING = set()
 
 
 def _prepare(control_out, setup, busy=None):
@@ -1169,6 +1172,17 @@ def _hand_over(line, request, prepared, control_out, base, setup, channel_fd=Non
     if channel_fd is not None:
         os.close(channel_fd)
     return prepared, started
+
+
+def _reap():
+    """Reap the ended samples' processes that have finished exiting, without waiting."""
+    for pid in list(_DYING):
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                continue
+        except ChildProcessError:
+            pass
+        _DYING.discard(pid)
 
 
 def _discard(prepared):
@@ -1390,6 +1404,7 @@ def serve():
             _, fds, _, _ = socket.recv_fds(fd_socket, 1, 1)
             channel_fd = fds[0] if fds else None
         limits = request["limits"]
+        _reap()
         prepared, started = _hand_over(line, request, prepared, control_out, base, setup, channel_fd)
         # The next sample's process is forked while this one runs, from a server that no
         # longer holds this request: it can find no earlier sample's program or tests.
@@ -1402,7 +1417,8 @@ def serve():
             raise SystemExit(UNSETTLED_EXIT)
         prepared = spare
         if unreaped is not None:
-            os.waitpid(unreaped, 0)
+            _DYING.add(unreaped)
+        _reap()
 
 
 def entry(args):
