@@ -308,6 +308,23 @@ CASES = [
         unittest.TestCase.assertEqual.__code__ = (lambda self, first, second, msg=None: None).__code__
         unittest.TestCase.assertTrue.__code__ = (lambda self, expr, msg=None: None).__code__
     """) + WRONG_ADD, T_UNITTEST_FALSE),
+    # The fork server's record of the functions it watches is reachable as a module global of
+    # the runner: emptying it must not blind the check that sees `__code__` replaced.
+    Case("forget_the_watched_functions_then_patch_code_objects", dedent("""
+        import sys
+        import unittest
+
+        for _value in vars(sys.modules["knowbench_runner"]).values():
+            if type(_value) is list and _value and type(_value[0]) is tuple:
+                for _part in _value[0]:
+                    if hasattr(_part, "clear"):
+                        try:
+                            _part.clear()
+                        except Exception:
+                            pass
+        unittest.TestCase.assertEqual.__code__ = (lambda self, first, second, msg=None: None).__code__
+        unittest.TestCase.assertTrue.__code__ = (lambda self, expr, msg=None: None).__code__
+    """) + WRONG_ADD, T_UNITTEST_FALSE),
     Case("replace_unittest_in_sys_modules", dedent("""
         import sys
         import types

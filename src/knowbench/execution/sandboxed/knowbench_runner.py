@@ -1385,8 +1385,10 @@ def serve():
         _SERVER_SNAPSHOT[0] = _snapshot()
     _SERVER_IDENTITY[0] = _runner_identity(globals())
     if _SERVER_SNAPSHOT[0] is not None:
-        _SERVER_WATCHED[0] = (frozenset(name for name, _ in _SERVER_SNAPSHOT[0][0]),
-                              {**_SERVER_SNAPSHOT[0][2], **_SERVER_IDENTITY[0][2]})
+        # Read-only: this list is a module global a sample can reach; the dict behind the
+        # view is referenced by nothing else.
+        _SERVER_WATCHED[0] = (frozenset(name for name, _ in _SERVER_SNAPSHOT[0][0]), types.MappingProxyType(
+            {**_SERVER_SNAPSHOT[0][2], **_SERVER_IDENTITY[0][2]}))
     import gc
 
     # Children then leave the preloaded objects' pages alone (no copy-on-write by the GC).
