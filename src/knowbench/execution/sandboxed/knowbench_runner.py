@@ -790,11 +790,8 @@ def _end_code(config):
     if where is None:
         return 0
     try:
-        if where == "namespace":
-            others = len(_stragglers())
-        else:
-            others = len(knowbench_memory.descendants(os.getpid())) - 1
-        return PROCESS_LIMIT_EXIT if others > config["limits"]["processes"] else 0
+        alive = _stragglers() if where == "namespace" else knowbench_memory.descendants(os.getpid())
+        return PROCESS_LIMIT_EXIT if _too_many(alive, os.getpid(), config["limits"]["processes"]) else 0
     except Exception:
         return 0
 
@@ -1406,7 +1403,6 @@ def serve():
             _, fds, _, _ = socket.recv_fds(fd_socket, 1, 1)
             channel_fd = fds[0] if fds else None
         limits = request["limits"]
-        _reap()
         prepared, started = _hand_over(line, request, prepared, control_out, base, setup, channel_fd)
         # The next sample's process is forked while this one runs, from a server that no
         # longer holds this request: it can find no earlier sample's program or tests.
@@ -1420,7 +1416,7 @@ def serve():
         prepared = spare
         if unreaped is not None:
             _DYING.add(unreaped)
-        _reap()
+        _reap()  # the earlier samples' processes: after the reply, off the next one's path
 
 
 def entry(args):
