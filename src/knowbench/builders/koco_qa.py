@@ -133,6 +133,16 @@ def _load_json(path: Path) -> Any:
         raise UserError(f"{path}: not readable JSON ({error})") from None
 
 
+def _koco_file(path: Path, key: str, pattern: re.Pattern[str]) -> tuple[dict[str, Any], str]:
+    """A KOCO-Bench problems or results file (an object holding the list `key`), and the
+    framework it is about."""
+    data = _load_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get(key), list):
+        raise UserError(f"{path}: expected an object with a '{key}' list (a KOCO-Bench "
+                        f"{key} file)")
+    return data, _framework(path, pattern, data)
+
+
 def _framework(path: Path, pattern: re.Pattern[str], data: dict[str, Any]) -> str:
     match = pattern.match(path.name)
     if match:
@@ -157,11 +167,7 @@ def import_problems(source: Path, out: Path, *, name: str = "koco-qa") -> dict[s
     problems = 0
     seen: set[str] = set()
     for path in problem_files(source):
-        data = _load_json(path)
-        if not isinstance(data, dict) or not isinstance(data.get("problems"), list):
-            raise UserError(f"{path}: expected an object with a 'problems' list (a KOCO-Bench "
-                            "problems file)")
-        framework = _framework(path, _PROBLEMS, data)
+        data, framework = _koco_file(path, "problems", _PROBLEMS)
         meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
         hashes[f"problems/{path.name}"] = sha256_file(path)
         for index, problem in enumerate(data["problems"]):
@@ -243,11 +249,7 @@ def convert_replies(source: Path, benchmark: Path, out: Path) -> dict[str, Any]:
     recorded: dict[str, dict[str, Any]] = {}
     unmatched: list[str] = []
     for path in result_files(source):
-        data = _load_json(path)
-        if not isinstance(data, dict) or not isinstance(data.get("results"), list):
-            raise UserError(f"{path}: expected an object with a 'results' list (a KOCO-Bench "
-                            "results file)")
-        framework = _framework(path, _RESULTS, data)
+        data, framework = _koco_file(path, "results", _RESULTS)
         summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
         folder = path.parent.name
         model = model_label(str(summary.get("model") or folder)
