@@ -90,16 +90,25 @@ def make_task() -> FunctionTask:
         tests=[TestSpec(name="t", code="assert normalize_title('Café au Lait!') == 'cafe-au-lait'")])
 
 
+def corpus_of_files(root: Path, name: str) -> Corpus:
+    """A corpus of FILES (the target's module and a guide quoting it), built under `root`."""
+    return build_corpus(str(write_files(root / "src", FILES)), name, directory=root / "corpus")
+
+
+def bench_of_task(root: Path) -> Benchmark:
+    """A benchmark of the one task `make_task`, written under `root`."""
+    basic = load_benchmark(ROOT / "examples" / "basic")
+    return write_benchmark(root / "bench", basic.manifest, [make_task()])
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
-    root = tmp_path_factory.mktemp("agent")
-    return build_corpus(str(write_files(root / "src", FILES)), "agent-test", directory=root / "corpus")
+    return corpus_of_files(tmp_path_factory.mktemp("agent"), "agent-test")
 
 
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory: pytest.TempPathFactory) -> Benchmark:
-    basic = load_benchmark(ROOT / "examples" / "basic")
-    return write_benchmark(tmp_path_factory.mktemp("bench") / "bench", basic.manifest, [make_task()])
+    return bench_of_task(tmp_path_factory.mktemp("bench"))
 
 
 def _run(bench: Benchmark, method: AgentMethod, sandbox: Sandbox, run_dir: Path,

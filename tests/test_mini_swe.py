@@ -23,19 +23,17 @@ from typing import Any
 import pytest
 
 from helpers import knowbench_command
-from knowbench.benchmark.load import Benchmark, load_benchmark, write_benchmark
+from knowbench.benchmark.load import Benchmark, load_benchmark
 from knowbench.errors import UserError
 from knowbench.execution.engine import SubprocessEngine
 from knowbench.execution.sandbox import Sandbox
 from knowbench.knowledge.corpus import Corpus
-from knowbench.knowledge.ingest import build_corpus
 from knowbench.methods import get_method
 from knowbench.models.offline import ReferenceBackend
 from knowbench.models.openai import OpenAIBackend
 from knowbench.records import Limits, SamplingParams
 from knowbench.report.html import write_report
 from knowbench.run import RunSummary, TimePolicy, run_benchmark
-from knowledge_fixtures import write_files
 from openai_server import (
     ScriptedOpenAIServer,
     ToolTurn,
@@ -43,7 +41,7 @@ from openai_server import (
     call,
     tool_script_responder,
 )
-from test_agent import FILES, MARKER, TARGET, make_task
+from test_agent import MARKER, TARGET, bench_of_task, corpus_of_files
 
 if importlib.util.find_spec("minisweagent") is None:
     if os.environ.get("CI") == "true":
@@ -68,14 +66,12 @@ WRITE = bash(f"cat <<'EOF' > solution.py\nimport re\nimport unicodedata\n\n\n{TA
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
-    root = tmp_path_factory.mktemp("mswe")
-    return build_corpus(str(write_files(root / "src", FILES)), "mswe-test", directory=root / "corpus")
+    return corpus_of_files(tmp_path_factory.mktemp("mswe"), "mswe-test")
 
 
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory: pytest.TempPathFactory) -> Benchmark:
-    basic = load_benchmark(ROOT / "examples" / "basic")
-    return write_benchmark(tmp_path_factory.mktemp("bench") / "bench", basic.manifest, [make_task()])
+    return bench_of_task(tmp_path_factory.mktemp("bench"))
 
 
 def _run(bench: Benchmark, method: Any, sandbox: Sandbox, run_dir: Path, responder: Any,
