@@ -50,3 +50,11 @@ def test_each_limit_ends_the_command_and_says_which(shell: SandboxedShell) -> No
     cut = shell.run("sleep 30", timeout_s=0.5)
     assert cut.limit == "timeout" and "(0.5 s)" in cut.message
     assert shell.run("echo fine").output == "fine\n"  # the shell goes on after every limit
+
+
+@pytest.mark.parametrize("code", [1, 75, 76, 77])
+def test_a_commands_exit_code_is_its_own(shell: SandboxedShell, code: int) -> None:
+    """Whatever code a command exits with is its own: none of them names a limit (the test
+    runner's own exit codes mean something to the engine; a shell command's do not)."""
+    ended = shell.run(f"exit {code}")
+    assert ended.exit_code == code and ended.limit is None and ended.message == ""

@@ -281,7 +281,7 @@ class SubprocessEngine(Engine):
         finally:
             os.close(write_fd)
         with contextlib.closing(os.fdopen(read_fd, "rb", buffering=0)) as results:
-            collected = _collect(process, results, json.dumps(config).encode(), request.limits)
+            collected = _collect_runner(process, results, config, request.limits)
         collected.exit_code = process.returncode
         return build_execution(request, config["nonce"], collected, time.monotonic() - started,
                                self.sandbox.kind, self.name)
@@ -316,10 +316,10 @@ class SubprocessEngine(Engine):
         candidate_process, judge_process = processes
         candidate_out: list[Collected] = []
         watcher = threading.Thread(target=lambda: candidate_out.append(
-            _collect(candidate_process, None, json.dumps(candidate).encode(), request.limits)))
+            _collect_runner(candidate_process, None, candidate, request.limits)))
         watcher.start()
         with contextlib.closing(os.fdopen(read_fd, "rb", buffering=0)) as results:
-            collected = _collect(judge_process, results, json.dumps(judge).encode(), request.limits)
+            collected = _collect_runner(judge_process, results, judge, request.limits)
         # The verdict is in: nothing the candidate does counts now. It ends by itself when
         # the channel closes; the grace lets a limit that already killed it be reported.
         try:
@@ -380,9 +380,7 @@ def runner_config(request: ExecutionRequest, uid: int | None) -> dict[str, Any]:
         "preload": request.preload,
         "uid": uid,
         "gid": uid,
-        # The worker's leased uid runs nothing else, so its process budget starts at zero; an
-        # unprivileged user's budget starts at what that user already runs.
-        "nproc_base": 0 if uid is not None else (None if os.geteuid() == 0 else _processes_of_user()),
+        "nproc_base": nproc_base(uid),
         **({"project": request.project.runner_view()} if request.project is not None else {}),
     }
 
@@ -456,6 +454,16 @@ def build_split_execution(request: ExecutionRequest, nonce: str, judge: Collecte
     return execution
 
 
+def _collect_runner(process: subprocess.Popen[bytes], results: object | None, config: dict[str, Any],
+                   limits: Limits) -> Collected:
+    """`_collect` for a one-shot runner, whose exit code `_PROCESS_LIMIT_EXIT` is its own
+    count of the sample's processes as it ended, after the last of the engine's counts."""
+    collected = _collect(process, results, json.dumps(config).encode(), limits)
+    if collected.exit_code == _PROCESS_LIMIT_EXIT and not collected.timed_out:
+        collected.over_processes = True
+    return collected
+
+
 def _collect(process: subprocess.Popen[bytes], results: object | None, config: bytes,
              limits: Limits) -> Collected:
     """Feed the config, read all three pipes with caps, and enforce the wall-clock limit."""
@@ -511,9 +519,6 @@ def _collect(process: subprocess.Popen[bytes], results: object | None, config: b
     if process.poll() is None:
         _kill_group(process)
     collected.exit_code = process.wait()
-    # The runner's own count as the sample ended, after the last of the counts above.
-    if collected.exit_code == _PROCESS_LIMIT_EXIT and not collected.timed_out:
-        collected.over_processes = True
     for stream in (process.stdout, process.stderr):
         stream.close()
     return collected
@@ -707,6 +712,15 @@ def infrastructure_execution(request: ExecutionRequest, engine: SubprocessEngine
                 for item in request.items()]
     return Execution(status="infrastructure", tests=outcomes, sandbox=engine.sandbox.kind,
                      engine=engine.name, limits=request.limits, note=message)
+
+
+def nproc_base(uid: int | None) -> int | None:
+    """Where RLIMIT_NPROC counts from for a process that runs as `uid` (None: the uid
+    knowbench runs as). A worker's leased uid runs nothing else, so its budget starts at zero;
+    an unprivileged user's starts at what that user already runs; root has none."""
+    if uid is not None:
+        return 0
+    return None if os.geteuid() == 0 else _processes_of_user()
 
 
 def _processes_of_user() -> int:

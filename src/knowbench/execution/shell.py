@@ -28,8 +28,8 @@ from knowbench.execution.engine import (
     Engine,
     SandboxUids,
     _collect,
-    _processes_of_user,
     killed_by,
+    nproc_base,
     sample_env,
 )
 from knowbench.execution.sandbox import RUNNER_DIR, Sandbox
@@ -95,9 +95,7 @@ class SandboxedShell:
         if timeout_s is not None and timeout_s < limits.wall_s:
             limits = limits.model_copy(update={"wall_s": max(timeout_s, 0.1)})
         config = {"command": command, "limits": limits.model_dump(), "uid": self.uid,
-                  "gid": self.uid,
-                  "nproc_base": 0 if self.uid is not None else
-                  (None if os.geteuid() == 0 else _processes_of_user())}
+                  "gid": self.uid, "nproc_base": nproc_base(self.uid)}
         argv = self.sandbox.command([self.python, "-I", "-c", _BOOT, str(RUNNER_DIR)],
                                     self.workspace, self.python)
         started = time.monotonic()
