@@ -158,7 +158,8 @@ def _snapshot():
         values_.extend(values)
     flat = tuple((kind.get, tuple(spaces_), tuple(keys_), tuple(values_))
                  for kind, (spaces_, keys_, values_) in kinds.items())
-    return modules, tuple(scopes), functions, flat
+    others = tuple((scope, space, key, code) for scope, space, _, _, codes in scopes for key, code in codes)
+    return modules, tuple(scopes), functions, flat, others, _versions(space for _, space, *_ in scopes)
 
 
 def _code_owner(value):
@@ -175,25 +176,91 @@ _IS = operator.is_
 def _changed(snapshot, modules_now):
     """What changed since `snapshot` (`_snapshot`), or None; code set on its functions is
     the audit hook's to see (`execute_sample`)."""
-    modules, scopes, _, flat = snapshot
+    modules, scopes, _, flat, others, versions = snapshot
     for name, module in modules:
         if modules_now.get(name) is not module:
             return f"sys.modules['{name}'] was replaced"
-    unchanged = True
-    for get, spaces, keys, values in flat:
-        unchanged = unchanged and all(map(_IS, map(get, spaces, keys, itertools.repeat(_MISSING)), values))
-    for scope, space, keys, values, others in scopes:
-        if not unchanged and not all(map(_IS, map(space.get, keys, itertools.repeat(_MISSING)), values)):
+    # No watched dict changed at all (their version tags, `_versions`): nothing to compare.
+    unchanged = versions is not None and tuple(map(versions[0], versions[1])) == versions[2]
+    for get, spaces, keys, values in () if unchanged else flat:
+        unchanged = all(map(_IS, map(get, spaces, keys, itertools.repeat(_MISSING)), values))
+        if not unchanged:
+            break
+    for scope, space, keys, values, _ in () if unchanged else scopes:
+        if not all(map(_IS, map(space.get, keys, itertools.repeat(_MISSING)), values)):
             for key, value in zip(keys, values):  # noqa: B905 (the runner may run on Python < 3.10)
                 now = space.get(key, _MISSING)
                 if now is _MISSING:
                     return f"{scope}.{key} was deleted"
                 if now is not value:
                     return f"{scope}.{key} was replaced"
-        for key, code in others:
-            if getattr(space[key], "__code__", None) is not code:
-                return f"the code of {scope}.{key} was replaced"
+    for scope, space, key, code in others:
+        if getattr(space[key], "__code__", None) is not code:
+            return f"the code of {scope}.{key} was replaced"
     return None
+
+
+# The version tag CPython 3.6 to 3.13 keeps in every dict (PEP 509): a new value, unique in
+# the process, whenever an entry is added, removed or rebound. Where it works (`_versions`
+# probes it once), a check reads one 8-byte field per watched namespace instead of touching
+# every value in it, and so writes no reference count: after a fork, no page the checks read
+# is copied, and there is nothing to warm up.
+_PROBED = [None]  # the probe's answer, once per process
+
+
+def _probe_versions():
+    """Whether dict version tags can be read here and change as PEP 509 says (on a probe)."""
+    if sys.implementation.name != "cpython" or sys.version_info >= (3, 14):
+        return False
+    try:
+        import ctypes
+        import gc
+    except ImportError:
+        return False
+    value = ctypes._SimpleCData.__dict__["value"].__get__  # not a patchable class's attribute
+
+    class Probe:
+        pass
+
+    probe = {}
+    space = gc.get_referents(vars(Probe))[0]
+    if type(space) is not dict:
+        return False
+    steps = ((probe, lambda: probe.__setitem__("a", 1)), (probe, lambda: probe.__setitem__("a", 2)),
+             (probe, lambda: probe.setdefault("b", 3)), (probe, lambda: probe.pop("a")),
+             (probe, lambda: probe.update(c=4)), (probe, lambda: probe.__delitem__("b")),
+             (space, lambda: setattr(Probe, "x", 1)), (space, lambda: delattr(Probe, "x")))
+    for mapping, step in steps:
+        tag = ctypes.c_uint64.from_address(id(mapping) + 24)
+        used = ctypes.c_ssize_t.from_address(id(mapping) + 16)
+        before = value(tag)
+        step()
+        if value(tag) == before or value(used) != len(mapping):
+            return False
+    return True
+
+
+def _versions(spaces):
+    """(a reader, views of the version tags of these namespaces' dicts, their values now), or
+    None where tags cannot be read (`_probe_versions`). Taken before any sample code runs
+    (`id()` raises an audit event); the reader is the C getter itself, so that a sample that
+    gives the view's class another `value` changes nothing."""
+    if _PROBED[0] is None:
+        _PROBED[0] = _probe_versions()
+    if not _PROBED[0]:
+        return None
+    import ctypes
+    import gc
+
+    views = []
+    for space in spaces:
+        if type(space) is types.MappingProxyType:  # a class's namespace: the dict behind it
+            space = gc.get_referents(space)[0]
+        if type(space) is not dict:
+            return None
+        views.append(ctypes.c_uint64.from_address(id(space) + 24))
+    value = ctypes._SimpleCData.__dict__["value"].__get__
+    return value, tuple(views), tuple(map(value, views))
 
 
 def _describe(error):
@@ -467,7 +534,7 @@ def _runner_identity(runner_globals):
     names = tuple(name for name in runner_globals if name not in _VOLATILE)
     functions = {owner: f"the runner's {name}" for name in names
                  if (owner := _code_owner(runner_globals[name])) is not None}
-    return names, tuple(map(runner_globals.get, names)), functions
+    return names, tuple(map(runner_globals.get, names)), functions, _versions((runner_globals,))
 
 
 def execute_sample(config, result_fd):
@@ -556,12 +623,12 @@ def execute_sample(config, result_fd):
     # Split, no candidate code runs in this process: there is nothing to watch. In-process,
     # a fork server took the snapshot before forking (same objects, same ids in the child).
     imported = _import_test_modules(config.get("test_imports", ()))
-    taken, helper_names, helper_values, helper_functions = _SERVER_SNAPSHOT[0], *(
+    taken, helper_names, helper_values, helper_functions, helper_versions = _SERVER_SNAPSHOT[0], *(
         _SERVER_IDENTITY[0] or _runner_identity(runner_globals))
     if imported or (taken is not None and _SERVER_WATCHED[0][0] != frozenset(
             module for module in _WATCHED_MODULES if module in sys.modules)):
         taken = None  # the tests' imports or the sample's own preload changed what to watch
-    snapshot = ((), (), {}, ()) if split else (taken or _snapshot())
+    snapshot = ((), (), {}, (), (), None) if split else (taken or _snapshot())
     every, in_turn, same, missing, again = all, map, _IS, _MISSING, itertools.repeat
     function_type = types.FunctionType
     watched_function = (_SERVER_WATCHED[0][1] if snapshot is taken and _SERVER_IDENTITY[0] is not None
@@ -576,7 +643,10 @@ def execute_sample(config, result_fd):
         if split:
             return None
         # The runner's own functions first, inline: `changed` itself could have been patched.
-        if not every(in_turn(same, in_turn(runner_globals.get, helper_names, again(missing)), helper_values)):
+        # (Their dict's version tag unchanged: no name in it was rebound, nothing to compare.)
+        if ((helper_versions is None or tuple_type(in_turn(*helper_versions[:2])) != helper_versions[2])
+                and not every(in_turn(same, in_turn(runner_globals.get, helper_names, again(missing)),
+                                      helper_values))):
             for name, value in zip(helper_names, helper_values):  # noqa: B905
                 if runner_globals.get(name, missing) is not value:
                     return f"the runner's {name} was replaced"
@@ -1079,12 +1149,14 @@ def _prepare(control_out, setup, busy=None):
 
 
 def _warm_up():
-    """Do once, in a prepared child, what a sample's first integrity check does to memory."""
+    """Do once, in a prepared child, what a sample's first integrity check does to memory
+    where the checks compare every value (`_versions`: without version tags)."""
     taken = _SERVER_SNAPSHOT[0]
-    if taken is not None:
+    if taken is not None and taken[5] is None:
         _changed(taken, sys.modules)
-    names, values, _ = _SERVER_IDENTITY[0]
-    all(map(_IS, map(globals().get, names, itertools.repeat(_MISSING)), values))
+    names, values, _, versions = _SERVER_IDENTITY[0]
+    if versions is None:
+        all(map(_IS, map(globals().get, names, itertools.repeat(_MISSING)), values))
 
 
 def _send_request(sock, data, workdir, channel_fd):
