@@ -9,6 +9,7 @@ records carrying this execution's random nonce count; a test without one did not
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import json
 import os
@@ -31,7 +32,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from knowbench.benchmark.schema import Invocation, TestItem, TestSpec, select_items
+from knowbench.benchmark.schema import (
+    Invocation,
+    TestItem,
+    TestSpec,
+    imported_modules,
+    select_items,
+)
 from knowbench.errors import UserError
 from knowbench.execution.projects import ProjectRun, prepare_project
 from knowbench.execution.sandbox import RUNNER_DIR, Sandbox
@@ -343,12 +350,23 @@ def split_configs(request: ExecutionRequest, judge_uid: int | None,
         raise ValueError("a split request needs trusted_program (the benchmark's own program)")
     judge = runner_config(request, judge_uid)
     judge["program"] = request.trusted_program
+    judge["program_packages"] = _program_packages(request.trusted_program)
     candidate = {
         "role": "candidate", "program": request.program, "entry_point": request.entry_point,
         "limits": request.limits.model_dump(), "preload": request.preload, "uid": candidate_uid,
         "gid": candidate_uid, "nproc_base": judge["nproc_base"],
     }
     return judge, candidate
+
+
+@functools.lru_cache(maxsize=256)
+def _program_packages(program: str) -> list[str]:
+    """The top-level packages the benchmark's own program imports, whose classes the judge
+    may rebuild from the candidate's replies; parsed once per program, not in every judge."""
+    try:
+        return sorted(imported_modules(program))
+    except ValueError:  # a NUL byte: no import can be read (as the judge would find)
+        return []
 
 
 def share_workdir(workdir: Path, judge: dict[str, Any]) -> None:

@@ -77,6 +77,9 @@ class _Server:
         self.workdir = engine.scratch / f"w{slot}"
         self.restarts = -1
         self.sandbox: Sandbox | None = None  # the view this server was started with
+        # The last split sample's shared directory, moved out of every sandbox's view as the
+        # sample ends and removed while the next one runs (`ForkServerEngine._execute_split`).
+        self.leftover: Path | None = None
 
     def start(self) -> None:
         self.stop()
@@ -183,6 +186,8 @@ class ForkServerEngine(Engine):
         self.preload = list(preload or [])
         self.scratch = Path(tempfile.mkdtemp(prefix="knowbench-fork-", dir=scratch))
         os.chmod(self.scratch, 0o755)
+        self._trash = self.scratch / "trash"  # never inside a sandbox's view
+        self._trash.mkdir(mode=0o700)
         self.uids = SandboxUids(sandbox, self.workers)
         self._servers = [_Server(self, slot) for slot in range(self.workers)]
         self._candidates = [_Server(self, slot, "candidate") for slot in range(self.workers)]
@@ -245,6 +250,9 @@ class ForkServerEngine(Engine):
                     notes.append(f"{server.role} fork server replaced: {error}")
             judge_end.close()
             candidate_end.close()
+            if judge_server.leftover is not None:
+                shutil.rmtree(judge_server.leftover, ignore_errors=True)
+                judge_server.leftover = None
             for server in (judge_server, candidate_server):
                 if server.process is None:
                     continue
@@ -265,7 +273,13 @@ class ForkServerEngine(Engine):
         finally:
             judge_end.close()
             candidate_end.close()
-            shutil.rmtree(host_dir, ignore_errors=True)
+            # Out of the servers' view at once (a rename); removed while the next sample runs.
+            try:
+                judge_server.leftover = self._trash / host_dir.name
+                host_dir.rename(judge_server.leftover)
+            except OSError:
+                judge_server.leftover = None
+                shutil.rmtree(host_dir, ignore_errors=True)
         return build_split_execution(
             request, judge["nonce"], _collected(replies.get("judge", {})),
             _collected(replies.get("candidate", {})), time.monotonic() - started,

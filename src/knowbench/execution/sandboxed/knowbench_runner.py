@@ -660,9 +660,13 @@ def execute_sample(config, result_fd):
                     "reason": reason})
 
     def finish():
-        # `done` is the last word: a fork server replies as soon as it arrives.
+        # `done` is the last word: a fork server replies as soon as it arrives. Split, the
+        # candidate's process is told first that no call will follow, so that it ends now
+        # and not once this process is gone.
         try:
             try:
+                if hang_up[0] is not None:
+                    hang_up[0]()
                 stdout.flush()
                 stderr.flush()
             finally:
@@ -670,13 +674,17 @@ def execute_sample(config, result_fd):
         finally:
             exit_now(end_code(config))
 
+    hang_up = [None]
     if spy_error is not None:
         fail_all(0, "error", spy_error, "test-code-failed")
         finish()
     channel = None
     if split:
-        resolver = knowbench_wire.Resolver(allowed_modules=_program_packages(config["program"]))
+        known = config.get("program_packages")  # the engine parsed the program once
+        resolver = knowbench_wire.Resolver(allowed_modules=frozenset(known) if type(known) is list
+                                           else _program_packages(config["program"]))
         channel = knowbench_split.Channel(config["channel_fd"], resolver)
+        hang_up[0] = channel.hang_up
     loaded = in_worker(_load_program, config["program"], config.get("entry_point"), channel)
     problem = integrity_problem()
     if problem is not None:
@@ -1452,6 +1460,8 @@ def serve():
     setup["home_template"] = _home_template(setup["home"])
     if setup.get("role") != "candidate":
         _SERVER_SNAPSHOT[0] = _snapshot()
+    else:
+        knowbench_seccomp.prepare()
     _SERVER_IDENTITY[0] = _runner_identity(globals())
     if _SERVER_SNAPSHOT[0] is not None:
         # Read-only: this list is a module global a sample can reach; the dict behind the

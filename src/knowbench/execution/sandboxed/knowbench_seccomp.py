@@ -68,8 +68,16 @@ def kernel_protects_hard_links():
         return False
 
 
-def install():
-    """Install the filter in this process and its future children. True when installed."""
+_PREPARED = []  # (prctl, the filter, the buffer it points to), made once per process
+
+
+def prepare():
+    """Build the filter and bind `prctl` now (a fork server, before any candidate exists), so
+    that `install` in each candidate's process only makes the two calls: reading the machine,
+    the sysctl and loading libc cost about 0.5 ms in a freshly forked process. False where
+    there is no filter for this machine."""
+    if _PREPARED:
+        return True
     entry = _ARCHES.get(platform.machine())
     if entry is None:
         return False
@@ -81,9 +89,21 @@ def install():
     buffer = ctypes.create_string_buffer(raw, len(raw))
     program = _Filter(len(code), ctypes.cast(buffer, ctypes.c_void_p))
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return False
+    _PREPARED.append((prctl, program, buffer))
+    return True
+
+
+def install():
+    """Install the filter in this process and its future children. True when installed."""
+    if not prepare():
+        return False
+    prctl, program, _ = _PREPARED[0]
+    try:
+        if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             return False
-        return libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0) == 0
+        return prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0) == 0
     except (OSError, AttributeError):
         return False

@@ -274,6 +274,20 @@ class Channel(Peer):
             self.problem = (kind.reason, message)
         raise kind(message)
 
+    def hang_up(self):
+        """Tell the candidate's process that no call will follow: it sees the end of the
+        channel and ends, as it would once this process is gone."""
+        import socket
+
+        try:
+            end = socket.socket(fileno=self.fd)
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            finally:
+                end.detach()
+        except OSError:
+            pass
+
     def handshake(self):
         """Wait for the candidate's program to load: None, or (status, message) on failure."""
         try:
