@@ -288,3 +288,31 @@ def test_a_warning_registry_the_tests_reset_is_not_tampering(best_sandbox: Sandb
             assert [(t.status, t.reason) for t in execution.tests] == [("pass", None)], execution.tests
     finally:
         engine.close()
+
+
+def test_the_submodules_a_benchmark_imports_are_preloaded_once_not_by_every_sample(
+        best_sandbox: Sandbox) -> None:
+    """`import xml.dom.minidom` and `from email.mime import text` in a task's code preload
+    those submodules in the server (not only `xml` and `email`), so a sample finds them
+    already imported; `from typing import List` (an attribute, not a submodule) is harmless."""
+    from knowbench.benchmark.preload import preload_modules
+    from knowbench.benchmark.schema import FunctionTask, TestSpec
+
+    context = "import sys\nLOADED = [name for name in WANTED if name in sys.modules]\n"
+    prompt = ("import xml.dom.minidom\nfrom email.mime import text\nfrom typing import List\n\n"
+              "def loaded() -> List[str]:\n    ...")
+    task = FunctionTask(task_id="preloaded", domain="d", instruction="x", entry_point="loaded",
+                        context="WANTED = ['xml.dom.minidom', 'email.mime.text']\n" + context,
+                        prompt_code=prompt, reference="def loaded():\n    return LOADED",
+                        tests=[TestSpec(name="t", code="def test_loaded():\n    assert loaded() == "
+                                                       "['xml.dom.minidom', 'email.mime.text']\n")])
+    preload = preload_modules([task])
+    assert {"xml.dom.minidom", "email.mime.text", "typing.List"} <= set(preload)
+    program = task.context + "\n" + prompt.replace("    ...", "    return LOADED")
+    for modules, passes in ((preload, True), (["xml", "email", "typing"], False)):
+        engine = ForkServerEngine(best_sandbox, workers=1, preload=modules)
+        try:
+            execution = engine.execute(make_request(program, task.tests[0].code, "loaded"))
+        finally:
+            engine.close()
+        assert (execution.status == "pass") is passes, execution.tests

@@ -13,26 +13,28 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from knowbench.benchmark.schema import ChoiceTask, FunctionTask, ProjectTask, imported_modules
+from knowbench.benchmark.schema import ChoiceTask, FunctionTask, ProjectTask, imported_modules, imported_names
 
 
 def preload_modules(tasks: Iterable[FunctionTask | ChoiceTask], declared: Iterable[str] = ()) -> list[str]:
-    """Modules worth importing once in a warm server: `declared` ones (a manifest's
-    `preload`) plus every top-level module the tasks' context, prompt code and tests import,
-    sorted."""
+    """Modules worth importing once in a warm server, sorted: `declared` ones (a manifest's
+    `preload`) plus every name the tasks' context, prompt code and tests import, dotted as
+    written (`imported_names`): `import matplotlib.pyplot` and `from scipy import stats`
+    preload those submodules, not only their packages, which every sample would otherwise
+    import again. The server imports a.b.c as `from a.b import c` would: the submodule only
+    where a.b has no attribute c (`from typing import List` imports typing)."""
     modules = set(declared)
     local: set[str] = set()
     for task in tasks:
         if isinstance(task, FunctionTask):
             for code in (task.context, task.prompt_code, *(spec.code for spec in task.tests)):
-                modules |= imported_modules(code)
+                modules |= imported_names(code)
         if isinstance(task, ProjectTask):
             modules.add("pytest")
             local |= _project_modules(task)
-    modules.discard("__future__")
     # A project's own packages are never preloaded: one imported from the environment would
     # shadow the project's copy (and a sample's changes to it).
-    return sorted(modules - local)
+    return sorted(name for name in modules if name.split(".")[0] not in local | {"__future__"})
 
 
 def _project_modules(task: ProjectTask) -> set[str]:

@@ -548,6 +548,13 @@ def find_definition(tree: ast.Module, qualname: str) -> ast.FunctionDef | ast.As
 
 def imported_modules(code: str) -> set[str]:
     """Top-level package names a piece of code imports (absolute imports only)."""
+    return {name.split(".")[0] for name in imported_names(code)}
+
+
+def imported_names(code: str) -> set[str]:
+    """The dotted names a piece of code imports (absolute imports only): `import a.b` gives
+    a.b, `from a.b import c` gives a.b.c (a submodule or an attribute of a.b: whoever imports
+    it decides, as `from a.b import c` does), `from a.b import *` gives a.b."""
     try:
         tree = ast.parse(textwrap.dedent(code))
     except SyntaxError:
@@ -555,7 +562,8 @@ def imported_modules(code: str) -> set[str]:
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
+            names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
+            names.update(node.module if alias.name == "*" else f"{node.module}.{alias.name}"
+                         for alias in node.names)
     return names

@@ -381,8 +381,15 @@ _SPLIT = [False]
 
 
 def _preload(modules):
+    """Import `modules`, dotted names as `preload_modules` lists them: for a.b.c, a.b, then
+    a.b.c only where a.b has no attribute c, as `from a.b import c` would."""
     for module in modules:
+        parent, _, leaf = module.rpartition(".")
         try:
+            if parent:
+                __import__(parent)
+                if hasattr(sys.modules[parent], leaf):
+                    continue
             __import__(module)
         except Exception:  # a missing optional import is the tests' business, not the runner's
             pass
