@@ -13,7 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from knowbench.benchmark.schema import ChoiceTask, FunctionTask, ProjectTask, imported_modules, imported_names
+from knowbench.benchmark.schema import (
+    ChoiceTask,
+    FunctionTask,
+    ProjectTask,
+    imported_modules,
+    imported_names,
+)
 
 
 def preload_modules(tasks: Iterable[FunctionTask | ChoiceTask], declared: Iterable[str] = ()) -> list[str]:
