@@ -1096,9 +1096,9 @@ def _prepare(control_out, setup, busy=None):
 
     The server forks it while the previous sample (`busy`, whose descriptors it closes) runs,
     from a server that no longer holds that sample's request. Everything that does not
-    depend on the request happens here, off the sample's clock: the fork, the pipes, and the
-    first touch of the pages the runner's integrity checks read (after a fork every object
-    whose reference count they move is copied once). The child then waits for its request
+    depend on the request happens here, off the sample's clock: the fork, the pipes, and,
+    where the checks cannot read dict version tags (`_versions`), the first touch of the
+    pages they read (after a fork every object whose reference count they move is copied). The child then waits for its request
     (and the work directory the server made, or, split, the channel's descriptor) on a
     socket of its own, lays out its HOME (the previous sample's is gone by then), and
     becomes the sample.
