@@ -316,3 +316,53 @@ def test_the_submodules_a_benchmark_imports_are_preloaded_once_not_by_every_samp
         finally:
             engine.close()
         assert (execution.status == "pass") is passes, execution.tests
+
+
+def _other_pythons() -> dict[tuple[int, int], str]:
+    """Interpreters of other versions on this machine (pyenv's, or python3.X on PATH)."""
+    import glob
+    import shutil
+
+    found: dict[tuple[int, int], str] = {}
+    candidates = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python")))
+    candidates += [path for minor in range(8, 15) if (path := shutil.which(f"python3.{minor}"))]
+    for path in candidates:
+        done = subprocess.run([path, "-c", "import sys; print(*sys.version_info[:2])"],
+                              capture_output=True, text=True)
+        if done.returncode == 0:
+            major, minor = map(int, done.stdout.split())
+            if (major, minor) != sys.version_info[:2]:
+                found.setdefault((major, minor), path)
+    return found
+
+
+OTHER_PYTHONS = _other_pythons()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", sorted(v for v in OTHER_PYTHONS if v >= (3, 9)) or [None])
+def test_the_runner_works_in_an_environment_of_another_python(best_sandbox: Sandbox,
+                                                              version: tuple[int, int] | None) -> None:
+    """The benchmark's environment may have another Python than knowbench's: the runner (and
+    what it imports, `knowbench_wire` included) must run there, checks and all."""
+    if version is None:
+        pytest.skip("no other Python 3.9+ on this machine")
+    tamper = "import unittest\nunittest.TestCase.assertEqual = lambda *a, **k: None\n" + ADD
+    check = "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n"
+    engine = ForkServerEngine(best_sandbox, workers=1, python=OTHER_PYTHONS[version])
+    try:
+        assert engine.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
+        assert engine.execute(make_request(ADD.replace("+", "-"), CHECK_ADD, "add")).status == "fail"
+        assert engine.execute(make_request(ADD, CHECK_ADD, "add", isolation="split")).status == "pass"
+        tampered = engine.execute(make_request(tamper, check, "add"))
+        assert [(t.status, t.reason) for t in tampered.tests] == [("error", "tampering")]
+    finally:
+        engine.close()
+
+
+def test_an_environment_python_too_old_for_the_fork_server_is_refused_clearly(best_sandbox: Sandbox) -> None:
+    old = [path for version, path in OTHER_PYTHONS.items() if version < (3, 9)]
+    if not old:
+        pytest.skip("no Python older than 3.9 on this machine")
+    with pytest.raises(UserError, match=r"needs Python 3\.9 or later.*--engine subprocess"):
+        ForkServerEngine(best_sandbox, workers=1, python=old[0])

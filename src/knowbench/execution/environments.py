@@ -49,7 +49,8 @@ def envs_root() -> Path:
     return knowbench_home() / "envs"
 
 
-def _python_version(python: str) -> str:
+def python_version(python: str) -> str:
+    """The version of the interpreter `python` (X.Y.Z), this one's without starting it."""
     if os.path.realpath(python) == os.path.realpath(sys.executable):
         return ".".join(map(str, sys.version_info[:3]))
     return subprocess.run([python, "-c", "import sys; print('.'.join(map(str, sys.version_info[:3])))"],
@@ -76,7 +77,7 @@ def ensure_env(requirements: list[str] | tuple[str, ...], python: str | None = N
     """
     python = python or sys.executable
     wanted = normalise(requirements)
-    version = _python_version(python)
+    version = python_version(python)
     key = env_key(wanted, version)
     root = root or envs_root()
     target = root / key

@@ -44,6 +44,7 @@ from knowbench.execution.engine import (
     share_workdir,
     split_configs,
 )
+from knowbench.execution.environments import python_version
 from knowbench.execution.projects import prepare_project
 from knowbench.execution.sandbox import Sandbox
 from knowbench.records import Execution
@@ -183,6 +184,7 @@ class ForkServerEngine(Engine):
         self.sandbox = sandbox
         self.workers = workers or default_workers()
         self.python = python or sys.executable
+        _check_python(self.python)
         self.preload = list(preload or [])
         self.scratch = Path(tempfile.mkdtemp(prefix="knowbench-fork-", dir=scratch))
         os.chmod(self.scratch, 0o755)
@@ -315,6 +317,18 @@ class ForkServerEngine(Engine):
             note = f"{reply['stragglers']} process(es) outlived the sample and were killed"
         return build_execution(request, config["nonce"], _collected(reply), reply["duration_s"],
                                self.sandbox.kind, self.name, note=note)
+
+
+def _check_python(python: str) -> None:
+    """The server needs Python 3.9 (pidfd_open, send_fds); an older environment gets a
+    clear error instead of servers that exit as they start."""
+    try:
+        version = python_version(python)
+    except (OSError, subprocess.SubprocessError):
+        return  # a server that cannot start says so itself
+    if tuple(int(part) for part in version.split(".")[:2]) < (3, 9):
+        raise UserError(f"the fork-server engine needs Python 3.9 or later in the benchmark's "
+                        f"environment; {python} is Python {version}: use --engine subprocess")
 
 
 @contextlib.contextmanager

@@ -35,6 +35,8 @@ refuses handle nodes, so a document cannot smuggle one in. A handle node takes t
 like a mutable container, so the same callable met again is `["ref", id]`.
 """
 
+from __future__ import annotations
+
 import base64
 import collections
 import datetime
