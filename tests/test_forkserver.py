@@ -308,6 +308,9 @@ def test_the_submodules_a_benchmark_imports_are_preloaded_once_not_by_every_samp
                                                        "['xml.dom.minidom', 'email.mime.text']\n")])
     preload = preload_modules([task])
     assert {"xml.dom.minidom", "email.mime.text", "typing.List"} <= set(preload)
+    assert "asyncio" not in preload  # the runner imports it only for coroutines
+    coroutine = task.model_copy(update={"prompt_code": "async def loaded():\n    ..."})
+    assert "asyncio" in preload_modules([coroutine])
     program = task.context + "\n" + prompt.replace("    ...", "    return LOADED")
     for modules, passes in ((preload, True), (["xml", "email", "typing"], False)):
         engine = ForkServerEngine(best_sandbox, workers=1, preload=modules)

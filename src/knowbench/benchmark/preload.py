@@ -28,13 +28,16 @@ def preload_modules(tasks: Iterable[FunctionTask | ChoiceTask], declared: Iterab
     written (`imported_names`): `import matplotlib.pyplot` and `from scipy import stats`
     preload those submodules, not only their packages, which every sample would otherwise
     import again. The server imports a.b.c as `from a.b import c` would: the submodule only
-    where a.b has no attribute c (`from typing import List` imports typing)."""
+    where a.b has no attribute c (`from typing import List` imports typing). asyncio too
+    where the code defines coroutines (the runner runs them with `asyncio.run`)."""
     modules = set(declared)
     local: set[str] = set()
     for task in tasks:
         if isinstance(task, FunctionTask):
             for code in (task.context, task.prompt_code, *(spec.code for spec in task.tests)):
                 modules |= imported_names(code)
+                if "async def" in code:  # the runner runs coroutines with asyncio.run
+                    modules.add("asyncio")
         if isinstance(task, ProjectTask):
             modules.add("pytest")
             local |= _project_modules(task)
