@@ -59,8 +59,8 @@ def _program(arch, denied):
 
 
 def kernel_protects_hard_links():
-    """Whether fs.protected_hardlinks is on (read as the filter is installed, before any
-    candidate code runs)."""
+    """Whether fs.protected_hardlinks is on (read as the filter is built: by the candidates'
+    server, before any candidate exists)."""
     try:
         with open("/proc/sys/fs/protected_hardlinks") as handle:
             return handle.read().strip() == "1"
