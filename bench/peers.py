@@ -203,12 +203,14 @@ def _knowbench_check(harness: str, heavy: bool, workers: int, samples: list[dict
     engine: Any = (SubprocessEngine(sandbox, workers=workers) if harness == "subprocess"
                    else ForkServerEngine(sandbox, workers=workers, preload=preload))
     isolation = "split" if harness == "fs-split" else "in-process"
+    # A benchmark's tests are parsed when it loads, not per sample (`knowbench run` passes the
+    # loaded TestSpec objects): every sample here is a task of its own, loaded before the loop.
+    specs = {sample["id"]: [TestSpec(name="tests", code=tests_of(sample))] for sample in samples}
 
     def check(sample: dict) -> bool:
-        tests = tests_of(sample)
         program, entry_point = sample["program"], sample["entry_point"]
         request = ExecutionRequest(
-            program=program, tests=[TestSpec(name="tests", code=tests)], entry_point=entry_point,
+            program=program, tests=specs[sample["id"]], entry_point=entry_point,
             limits=Limits(wall_s=10.0), isolation=isolation,  # type: ignore[arg-type]
             trusted_program=stubbed_program("", program, entry_point) if isolation == "split" else None)
         execution = engine.execute(request)
