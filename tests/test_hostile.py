@@ -428,6 +428,107 @@ CASES = [
         def test_b():
             np.testing.assert_array_equal(add(np.arange(2), np.arange(2)), [1, 5])
     """)}, preload=("numpy", "numpy.testing")),
+    # The watched modules as their packages and sys.modules hand them out: a package's attribute
+    # rebound, a package replaced, a module given a class that answers attributes otherwise.
+    Case("rebind_numpy_testing_on_numpy", dedent("""
+        import types
+
+        import numpy
+
+        numpy.testing = types.SimpleNamespace(assert_allclose=lambda *args, **kwargs: None,
+                                              assert_array_equal=lambda *args, **kwargs: None)
+    """) + WRONG_ADD, {"t": dedent("""
+        import numpy as np
+
+
+        def test_a():
+            np.testing.assert_allclose(add(1.0, 2.0), 4.0)
+
+
+        def test_b():
+            np.testing.assert_array_equal(add(np.arange(2), np.arange(2)), [1, 5])
+    """)}, preload=("numpy", "numpy.testing")),
+    Case("replace_numpy_in_sys_modules", dedent("""
+        import sys
+        import types
+
+        import numpy
+
+        _fake = types.ModuleType("numpy")
+        _fake.__dict__.update(vars(numpy))
+        _fake.testing = types.SimpleNamespace(assert_allclose=lambda *args, **kwargs: None,
+                                              assert_array_equal=lambda *args, **kwargs: None)
+        sys.modules["numpy"] = _fake
+    """) + WRONG_ADD, {"t": dedent("""
+        import numpy as np
+
+
+        def test_a():
+            np.testing.assert_allclose(add(1.0, 2.0), 4.0)
+
+
+        def test_b():
+            np.testing.assert_array_equal(add(np.arange(2), np.arange(2)), [1, 5])
+    """)}, preload=("numpy", "numpy.testing")),
+    Case("rebind_pandas_testing_on_pandas", dedent("""
+        import types
+
+        import pandas
+
+        pandas.testing = types.SimpleNamespace(assert_series_equal=lambda *args, **kwargs: None)
+    """) + WRONG_ADD, {"t": dedent("""
+        import pandas as pd
+
+
+        def test_a():
+            pd.testing.assert_series_equal(add(pd.Series([1]), pd.Series([2])), pd.Series([4]))
+    """)}, preload=("pandas", "pandas.testing")),
+    Case("swap_the_class_of_pytest", dedent("""
+        import types
+
+        import pytest
+
+
+        class _Anything:
+            def __eq__(self, other):
+                return True
+
+
+        class _Module(types.ModuleType):
+            def __getattribute__(self, name):
+                if name == "approx":
+                    return lambda *args, **kwargs: _Anything()
+                return super().__getattribute__(name)
+
+
+        pytest.__class__ = _Module
+    """) + WRONG_ADD, T_PYTEST_APPROX, preload=("pytest",)),
+    Case("swap_the_class_of_numpy", dedent("""
+        import types
+
+        import numpy
+
+        _fake = types.SimpleNamespace(assert_allclose=lambda *args, **kwargs: None,
+                                      assert_array_equal=lambda *args, **kwargs: None)
+
+
+        class _Module(types.ModuleType):
+            def __getattribute__(self, name):
+                return _fake if name == "testing" else super().__getattribute__(name)
+
+
+        numpy.__class__ = _Module
+    """) + WRONG_ADD, {"t": dedent("""
+        import numpy as np
+
+
+        def test_a():
+            np.testing.assert_allclose(add(1.0, 2.0), 4.0)
+
+
+        def test_b():
+            np.testing.assert_array_equal(add(np.arange(2), np.arange(2)), [1, 5])
+    """)}, preload=("numpy", "numpy.testing")),
     # -- forging the result channel -------------------------------------------------------------
     Case("fake_results_on_fds_and_stdout",
          FORGE + "\n_forge()\n\n\ndef add(a, b):\n    _forge()\n    os._exit(0)\n", T_FALSE),

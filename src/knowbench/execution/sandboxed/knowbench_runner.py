@@ -124,7 +124,7 @@ def _snapshot():
     comparing code objects after every test would run the hook a thousand times).
     Callables that only answer `__code__` through their own attribute lookup are compared.
     """
-    spaces = {}
+    spaces, only = {}, {}
     for name in _WATCHED_MODULES:
         module = sys.modules.get(name)
         if module is None:
@@ -133,11 +133,19 @@ def _snapshot():
         for value in list(vars(module).values()):
             if isinstance(value, type) and getattr(value, "__module__", None) == name:
                 spaces[f"{name}.{value.__qualname__}"] = vars(value)
+    # A package that is not watched itself still hands out its watched submodules (`np.testing`
+    # is numpy's attribute): those entries of it are watched.
+    for name in _watched_names():
+        parent, _, child = name.rpartition(".")
+        if parent and parent not in spaces and vars(sys.modules[parent]).get(child) is sys.modules[name]:
+            only.setdefault(parent, set()).add(child)
+    for parent, children in only.items():
+        spaces[parent] = vars(sys.modules[parent])
     scopes, functions = [], {}
     for scope, space in spaces.items():
         # Volatile names (the warnings registry that a warning attributed to a runner frame
         # fills in) are caches the interpreter itself rebinds, not machinery.
-        keys = tuple(key for key in space if key not in _VOLATILE)
+        keys = tuple(key for key in space if key not in _VOLATILE and (scope not in only or key in only[scope]))
         others = []
         for key in keys:
             value = space[key]
@@ -147,7 +155,9 @@ def _snapshot():
             elif callable(value) and getattr(value, "__code__", None) is not None:
                 others.append((key, value.__code__))
         scopes.append((scope, space, keys, tuple(map(space.get, keys)), tuple(others)))
-    modules = tuple((name, sys.modules[name]) for name in _WATCHED_MODULES if name in sys.modules)
+    # Each module by identity and by class: a module given another class (`__class__` may be
+    # set to any ModuleType subclass) answers attribute lookups with the sample's code.
+    modules = tuple((name, sys.modules[name], type(sys.modules[name])) for name in _watched_names())
     # Every (namespace, name, value) in parallel tuples, one set per kind of namespace (a
     # module's dict, a class's mappingproxy): one C loop over each checks them all.
     kinds = {}
@@ -160,6 +170,18 @@ def _snapshot():
                  for kind, (spaces_, keys_, values_) in kinds.items())
     others = tuple((scope, space, key, code) for scope, space, _, _, codes in scopes for key, code in codes)
     return modules, tuple(scopes), functions, flat, others, _versions(space for _, space, *_ in scopes)
+
+
+def _watched_names():
+    """The watched modules that are loaded and every package above them (through which tests
+    reach them: `import numpy as np; np.testing`), packages first."""
+    names = {}
+    for name in _WATCHED_MODULES:
+        if name in sys.modules:
+            parts = name.split(".")
+            for end in range(1, len(parts) + 1):
+                names[".".join(parts[:end])] = None
+    return tuple(name for name in names if name in sys.modules)
 
 
 def _code_owner(value):
@@ -177,9 +199,11 @@ def _changed(snapshot, modules_now):
     """What changed since `snapshot` (`_snapshot`), or None; code set on its functions is
     the audit hook's to see (`execute_sample`)."""
     modules, scopes, _, flat, others, versions = snapshot
-    for name, module in modules:
+    for name, module, kind in modules:
         if modules_now.get(name) is not module:
             return f"sys.modules['{name}'] was replaced"
+        if type(module) is not kind:
+            return f"the class of module {name} was replaced"
     # No watched dict changed at all (their version tags, `_versions`): nothing to compare.
     unchanged = versions is not None and tuple(map(versions[0], versions[1])) == versions[2]
     for get, spaces, keys, values in () if unchanged else flat:
@@ -632,8 +656,7 @@ def execute_sample(config, result_fd):
     imported = _import_test_modules(config.get("test_imports", ()))
     taken, helper_names, helper_values, helper_functions, helper_versions = _SERVER_SNAPSHOT[0], *(
         _SERVER_IDENTITY[0] or _runner_identity(runner_globals))
-    if imported or (taken is not None and _SERVER_WATCHED[0][0] != frozenset(
-            module for module in _WATCHED_MODULES if module in sys.modules)):
+    if imported or (taken is not None and _SERVER_WATCHED[0][0] != frozenset(_watched_names())):
         taken = None  # the tests' imports or the sample's own preload changed what to watch
     snapshot = ((), (), {}, (), (), None) if split else (taken or _snapshot())
     every, in_turn, same, missing, again = all, map, _IS, _MISSING, itertools.repeat
@@ -1473,7 +1496,7 @@ def serve():
     if _SERVER_SNAPSHOT[0] is not None:
         # Read-only: this list is a module global a sample can reach; the dict behind the
         # view is referenced by nothing else.
-        _SERVER_WATCHED[0] = (frozenset(name for name, _ in _SERVER_SNAPSHOT[0][0]), types.MappingProxyType(
+        _SERVER_WATCHED[0] = (frozenset(name for name, *_ in _SERVER_SNAPSHOT[0][0]), types.MappingProxyType(
             {**_SERVER_SNAPSHOT[0][2], **_SERVER_IDENTITY[0][2]}))
     import gc
 
