@@ -139,7 +139,7 @@ def _snapshot():
         parent, _, child = name.rpartition(".")
         if parent and parent not in spaces and vars(sys.modules[parent]).get(child) is sys.modules[name]:
             only.setdefault(parent, set()).add(child)
-    for parent, children in only.items():
+    for parent in only:
         spaces[parent] = vars(sys.modules[parent])
     scopes, functions = [], {}
     for scope, space in spaces.items():
