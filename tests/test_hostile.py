@@ -1256,6 +1256,21 @@ CASES = [
         def add(a, b):
             return _Anything(a - b)
     """), T_FALSE, in_process_gap="in-process, the tests compare the candidate's own object"),
+    Case("patch_what_numpy_testing_calls", dedent("""
+        import importlib
+
+        import numpy
+
+        _numeric = importlib.import_module("numpy._core.numeric" if hasattr(numpy, "_core") else "numpy.core.numeric")
+        _numeric.isclose = lambda actual, *args, **kwargs: numpy.ones(numpy.shape(actual), bool)
+    """) + WRONG_ADD, {"t": dedent("""
+        import numpy as np
+
+
+        def test_a():
+            np.testing.assert_allclose(add(1.0, 2.0), 4.0)
+    """)}, preload=("numpy", "numpy.testing"),
+         in_process_gap="in-process, only the testing modules are watched, not the library code they call"),
     # -- the fork server's private /tmp ------------------------------------------------------------
     # The server writes the sample's stdout/stderr to files in its private /tmp and reads them
     # back, with its own (root) rights, after the sample ended.
