@@ -86,6 +86,9 @@ class Case:
     # Watch the host's available memory while the sample runs: it must never run low.
     watch_memory: bool = False
     slow: bool = False
+    # The benchmark's own program (split: what the judge runs, target stubbed); it decides
+    # which packages' classes may cross. Default: the target's stub alone.
+    trusted: str | None = None
 
 
 HONEST_ADD = "def add(a, b):\n    return a + b\n"
@@ -1271,6 +1274,55 @@ CASES = [
             np.testing.assert_allclose(add(1.0, 2.0), 4.0)
     """)}, preload=("numpy", "numpy.testing"),
          in_process_gap="in-process, only the testing modules are watched, not the library code they call"),
+    # Split: values the judge rebuilds must not carry code that their class's methods call.
+    Case("rebuilt_object_whose_method_is_the_candidates", dedent("""
+        from collections import UserList
+
+
+        def add(a, b):
+            value = object.__new__(UserList)
+            value.data = []
+            value._UserList__cast = lambda other: []  # UserList.__eq__: self.data == self.__cast(other)
+            return value
+    """), {"t": "def test_a():\n    assert add(1, 2) == 4\n\n\ndef test_b():\n    assert add(2, 2) == 5\n"},
+         trusted="from collections import Counter\n\n\ndef add(a, b):\n    raise NotImplementedError\n",
+         in_process_gap="in-process, the tests compare the candidate's own object"),
+    Case("rebuilt_object_whose_method_is_a_builtin", dedent("""
+        from collections import UserList
+
+
+        def add(a, b):
+            value = object.__new__(UserList)
+            value.data = True
+            value._UserList__cast = bool  # True == bool(anything that is not empty)
+            return value
+    """), {"t": "def test_a():\n    assert add(1, 2) == 4\n\n\ndef test_b():\n    assert add(2, 2) == 5\n"},
+         trusted="from collections import Counter\n\n\ndef add(a, b):\n    raise NotImplementedError\n",
+         in_process_gap="in-process, the tests compare the candidate's own object"),
+    Case("bare_pandas_extension_array", dedent("""
+        import sys
+
+        import numpy as np
+        import pandas as pd
+
+        # Its own end refuses a bare extension array: taught to send one.
+        _wire = sys.modules["knowbench_wire"]
+        _encode = _wire._enc_pandas
+
+
+        def _enc(encoder, module, value):
+            if isinstance(value, pd.api.extensions.ExtensionArray):
+                return ["pdext", str(value.dtype), encoder.enc(np.asarray(value, dtype=object))]
+            return _encode(encoder, module, value)
+
+
+        _wire._enc_pandas = _enc
+
+
+        def add(a, b):
+            return pd.array([-999], dtype="Int64")  # == anything: a BooleanArray, truthy
+    """), {"t": "def test_a():\n    assert add(1, 2) == 3\n\n\ndef test_b():\n    assert add(2, 2) == 4\n"},
+         preload=("pandas",), in_process_gap="in-process, the tests compare the candidate's own object"),
     # -- the fork server's private /tmp ------------------------------------------------------------
     # The server writes the sample's stdout/stderr to files in its private /tmp and reads them
     # back, with its own (root) rights, after the sample ended.
@@ -1697,7 +1749,8 @@ def case_params(cases: list[Case]) -> list[Any]:
 def hostile_request(case: Case, host: Host, isolation: Isolation) -> ExecutionRequest:
     tests = {name: render(code, host) for name, code in case.tests.items()}
     return make_request(render(case.program, host), tests, "add", preload=PRELOAD + case.preload,
-                        isolation=isolation, **{**SMALL_LIMITS, **case.limits})
+                        isolation=isolation, **{**SMALL_LIMITS, **case.limits},
+                        trusted_program=case.trusted if isolation == "split" else None)
 
 
 @pytest.mark.parametrize("isolation", ISOLATIONS)

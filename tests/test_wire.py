@@ -186,6 +186,44 @@ def test_wire_is_ascii_json_and_big_ints_are_hex() -> None:
     assert tree[:2] == ["knowbench-wire", 1] and tree[2][2][0] == "int"
 
 
+@pytest.mark.parametrize("root", [
+    # The class's own methods read the state: code there would decide what they answer.
+    ["obj", 0, ME, "Plain", 2, "a", 1, "method", ["global", "builtins", "bool"]],
+    ["obj", 0, ME, "Plain", 1, "a", ["global", ME, "helper"]],
+    ["obj", 0, ME, "Plain", 1, "a", ["list", 1, ["tuple", 2, 1, ["global", ME, "Plain"]]]],
+    ["obj", 0, ME, "Plain", 1, "a", ["dict", 1, "key", ["global", "builtins", "len"]]],
+    ["obj", 0, ME, "Slotted", 0, "x", ["global", "builtins", "abs"]],
+    # filled in after the object was decoded: [obj, helper] with obj.a the list itself
+    ["list", 0, ["obj", 1, ME, "Plain", 1, "a", ["ref", 0]], ["global", ME, "helper"]],
+])
+def test_rebuilt_objects_hold_no_code(root: object) -> None:
+    with pytest.raises(wire.WireError, match="cannot hold functions, classes or handles"):
+        wire.loads(doc(root), R)
+
+
+def test_rebuilt_objects_refuse_handles_in_their_state() -> None:
+    """A handle (the sender's function, called back) in an object's state would let the sender
+    answer for the object's methods; as a value of its own it crosses."""
+    target = Plain(lambda other: 0)
+    data = wire.dumps(target, handles=lambda obj: 7)
+    with pytest.raises(wire.WireError, match="cannot hold"):
+        wire.loads(data, R, handles=lambda n: (lambda *args: 0))
+    function = wire.loads(wire.dumps([lambda: 1], handles=lambda obj: 7), R, handles=lambda n: helper)
+    assert function == [helper]
+
+
+def test_pandas_values_cross_only_inside_pandas_objects() -> None:
+    """A bare extension array is never sent (`IntegerArray == 3` is a BooleanArray, true
+    whatever it holds); the same values inside a Series are."""
+    values = ["pdext", "Int64", ["ndo", 0, [1], -999]]
+    with pytest.raises(wire.WireError, match="only as the values of a pandas object"):
+        wire.loads(doc(values), R)
+    with pytest.raises(wire.WireError, match="only as the values of a pandas object"):
+        wire.loads(doc(["list", 0, ["pdext", "Int64", ["ndo", 1, [1], -999]]]), R)
+    series = wire.loads(doc(["pdseries", 1, values, ["pdrange", 0, 1, 1, None], None]), R)
+    assert series.tolist() == [-999] and str(series.dtype) == "Int64"
+
+
 def test_objects_keep_state_slots_and_skip_init() -> None:
     s = Slotted(3)
     out = rt(s)

@@ -684,6 +684,8 @@ class _Decoder:
                  handles: Callable[[int], object] | None = None) -> None:
         self.resolver = resolver
         self.handles = handles
+        self.values_node: object = None  # the node `pd_values` is decoding
+        self.rebuilt: list[tuple[str, object, tuple[str, ...]]] = []  # `obj`: checked at the end
         self.memo: list[object] = []
         self.depth = 0
 
@@ -766,6 +768,7 @@ class _Decoder:
         _need(type(ndict) is int and 0 <= 2 * ndict <= len(pairs) and len(pairs) % 2 == 0,
               "obj: bad state size")
         value = self.register(nid, object.__new__(cls))
+        self.rebuilt.append((qualname, value, tuple(pairs[0::2])))
         namespace = object.__getattribute__(value, "__dict__") if has_dict else None
         for i in range(0, len(pairs), 2):
             name = pairs[i]
@@ -815,7 +818,24 @@ class _Decoder:
 
     def pd_values(self, node: object) -> object:
         np, pd = self.resolver.module("numpy"), self.resolver.module("pandas")
+        self.values_node = node
         return self.typed(node, (np.ndarray, pd.api.extensions.ExtensionArray), "pandas values")
+
+    def check_rebuilt(self) -> None:
+        """Objects rebuilt from state (`obj`) hold no code: their class's own methods read that
+        state, so a callable in it (a function or class by name, a handle on the sender's code)
+        would be called by them and decide what they answer (`__eq__` included), and one under
+        the name of a method would stand in for it. Checked once the whole value is decoded, so
+        that a reference filled in later is seen too."""
+        for qualname, value, names in self.rebuilt:
+            for name in names:
+                try:
+                    item = object.__getattribute__(value, name)
+                except AttributeError:
+                    continue
+                where = _holds_code(item)
+                _need(where is None, f"{qualname}.{name}{where or ''}: the state of a rebuilt "
+                      "object cannot hold functions, classes or handles"[:200])
 
     def pd_index(self, node: object) -> object:
         return self.typed(node, self.resolver.module("pandas").Index, "pandas index")
@@ -858,6 +878,11 @@ class _Decoder:
             levels = [self.pd_index(n) for n in rest[: len(rest) // 2]]
             codes = [self.typed(n, np.ndarray, "codes") for n in rest[len(rest) // 2:]]
             return pd.MultiIndex(levels=levels, codes=codes, names=names, verify_integrity=True)
+        if tag in ("pdcat", "pddtz", "pdstr", "pdext"):
+            # Only as a Series', an Index's or a column's values, as they are sent: a bare
+            # extension array compares otherwise (`IntegerArray == 3` is a BooleanArray, true
+            # whatever it holds).
+            _need(node is self.values_node, f"{tag}: only as the values of a pandas object")
         if tag == "pdcat":
             codes, categories, ordered = _fields(node, 3)
             _need(type(ordered) is bool, "pdcat: bad ordered")
@@ -890,6 +915,39 @@ class _Decoder:
             return stamp if zone is None else stamp.tz_localize("UTC").tz_convert(zone)
         _fields(node, 0)
         return pd.NaT if tag == "pdnat" else pd.NA
+
+
+def _holds_code(value: object, limit: int = 100_000) -> str | None:
+    """Where in `value` (through lists, tuples, sets and dicts, numpy object arrays) a callable
+    is: "" for `value` itself, "[i]" and so on, or None where there is none. Rebuilt objects
+    inside were checked on their own."""
+    stack, seen = [(value, "")], set()
+    while stack and len(seen) < limit:
+        item, path = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        kind = type(item)
+        if kind in (str, int, float, bool, bytes, complex) or item is None:
+            continue
+        if callable(item):
+            return path
+        # The containers' own iterators, not a subclass's (a namedtuple's fields are looked at).
+        if isinstance(item, list):
+            stack.extend((entry, f"{path}[{i}]") for i, entry in enumerate(list.__iter__(item)))
+        elif isinstance(item, tuple):
+            stack.extend((entry, f"{path}[{i}]") for i, entry in enumerate(tuple.__iter__(item)))
+        elif kind.__name__ == "ndarray" and kind.__module__ == "numpy" and item.dtype == object:
+            stack.extend((entry, f"{path}[{i}]") for i, entry in enumerate(item.flat))
+        elif isinstance(item, (set, frozenset)):
+            stack.extend((entry, f"{path}[...]") for entry in (set.__iter__(item) if isinstance(item, set)
+                                                               else frozenset.__iter__(item)))
+        elif isinstance(item, collections.deque):
+            stack.extend((entry, f"{path}[{i}]") for i, entry in enumerate(collections.deque.__iter__(item)))
+        elif isinstance(item, dict):
+            for key, entry in dict.items(item):
+                stack.extend(((key, f"{path}[key]"), (entry, f"{path}[{_short(key)}]")))
+    return None
 
 
 def _dec_global(d: _Decoder, node: list) -> object:
@@ -1122,7 +1180,10 @@ def _npscalar(d: _Decoder, text: object, data: object) -> object:
 def _decode_tree(node: object, resolver: Resolver,
                  handles: Callable[[int], object] | None = None) -> object:
     try:
-        return _Decoder(resolver, handles).dec(node)
+        decoder = _Decoder(resolver, handles)
+        value = decoder.dec(node)
+        decoder.check_rebuilt()
+        return value
     except WireError:
         raise
     except Exception as error:  # a constructor refused the data (RecursionError included)
