@@ -532,6 +532,70 @@ CASES = [
         def test_b():
             np.testing.assert_array_equal(add(np.arange(2), np.arange(2)), [1, 5])
     """)}, preload=("numpy", "numpy.testing")),
+    # The watched machinery's behaviour, not only its names (defaults, names added to a class
+    # or hiding a builtin, what a decorated function wraps, the mock and asyncio test cases).
+    Case("patch_the_defaults_of_assert_allclose", dedent("""
+        import numpy.testing
+
+        numpy.testing.assert_allclose.__defaults__ = (1e9, 1e9) + numpy.testing.assert_allclose.__defaults__[2:]
+    """) + WRONG_ADD, {"t": "import numpy as np\n\n\ndef test_a():\n    np.testing.assert_allclose(add(1.0, 2.0), 4.0)\n"},
+         preload=("numpy", "numpy.testing")),
+    Case("add_getattribute_to_testcase", dedent("""
+        import unittest
+
+
+        def _getattribute(self, name):
+            if name.startswith("assert"):
+                return lambda *args, **kwargs: None
+            return object.__getattribute__(self, name)
+
+
+        unittest.TestCase.__getattribute__ = _getattribute
+    """) + WRONG_ADD, T_UNITTEST_FALSE),
+    Case("hide_a_builtin_from_unittest_case", dedent("""
+        import unittest.case
+
+        unittest.case.isinstance = lambda obj, kind: True
+    """) + WRONG_ADD, {"t": dedent("""
+        import unittest
+
+
+        class TestAdd(unittest.TestCase):
+            def test_a(self):
+                self.assertIsInstance(add(1, 2), str)
+    """)}),
+    Case("replace_what_pandas_testing_wraps", dedent("""
+        import pandas.testing
+
+        for _name in ("assert_series_equal", "assert_frame_equal"):
+            for _cell in getattr(pandas.testing, _name).__closure__ or ():
+                if callable(_cell.cell_contents):
+                    _cell.cell_contents = lambda *args, **kwargs: None
+    """) + WRONG_ADD, {"t": dedent("""
+        import pandas as pd
+
+
+        def test_a():
+            pd.testing.assert_series_equal(add(pd.Series([1]), pd.Series([2])), pd.Series([4]))
+    """)}, preload=("pandas", "pandas.testing")),
+    Case("patch_mock_assertions", dedent("""
+        from unittest import mock
+
+        mock.NonCallableMock.assert_called_once_with = lambda self, *args, **kwargs: None
+
+
+        def add(a, b, log):
+            log(a - b)
+            return a - b
+    """), {"t": dedent("""
+        from unittest import mock
+
+
+        def test_a():
+            log = mock.Mock()
+            add(1, 2, log)
+            log.assert_called_once_with(3)
+    """)}, preload=("unittest.mock",)),
     # -- forging the result channel -------------------------------------------------------------
     Case("fake_results_on_fds_and_stdout",
          FORGE + "\n_forge()\n\n\ndef add(a, b):\n    _forge()\n    os._exit(0)\n", T_FALSE),
@@ -1732,6 +1796,47 @@ def test_sandbox_runs_an_honest_sample_with_the_preload(hostile_engine: Engine,
     execution = hostile_engine.execute(make_request(program, T_TRUE, "add", preload=PRELOAD,
                                                     **SMALL_LIMITS))
     assert [test.status for test in execution.tests] == ["pass", "pass"], execution.tests
+
+
+@pytest.mark.parametrize("preload", [(), ("unittest.mock", "unittest.async_case", "asyncio", "pandas",
+                                          "pandas.testing")], ids=["loaded-by-the-tests", "preloaded"])
+def test_honest_samples_using_the_watched_modules_pass(hostile_engine: Engine, host: Host,
+                                                       preload: tuple[str, ...]) -> None:
+    """The control for the integrity checks: mocks (whose attributes are made up on access),
+    asyncio test cases (`unittest` binds them on first use), pandas' assertions and
+    submodules loaded during a test are no tampering."""
+    program = "def add(a, b, log=None):\n    if log is not None:\n        log(a + b)\n    return a + b\n"
+    tests = dedent("""
+        import unittest
+        from unittest import mock
+
+        import pandas as pd
+
+
+        def test_mock():
+            log = mock.Mock()
+            add(1, 2, log)
+            log.assert_called_once_with(3)
+            assert log.call_args == mock.call(mock.ANY) and mock.sentinel.a is mock.sentinel.a
+            with mock.patch("builtins.print") as printed:
+                add(2, 2, print)
+            printed.assert_called_with(4)
+
+
+        def test_pandas():
+            import pandas.plotting  # noqa: F401  (a submodule bound on pandas during the test)
+            pd.testing.assert_series_equal(add(pd.Series([1]), pd.Series([2])), pd.Series([3]))
+
+
+        class TestAsync(unittest.IsolatedAsyncioTestCase):
+            async def test_async(self):
+                self.assertEqual(add(1, 2), 3)
+                awaited = mock.AsyncMock(return_value=5)
+                self.assertEqual(await awaited(), 5)
+    """)
+    execution = hostile_engine.execute(make_request(program, tests, "add", preload=PRELOAD + preload,
+                                                    **{**SMALL_LIMITS, "wall_s": 30.0}))
+    assert [test.status for test in execution.tests] == ["pass"] * 3, execution.tests
 
 
 def test_sandbox_imports_without_preload(hostile_engine: Engine, host: Host) -> None:

@@ -101,6 +101,7 @@ def _ending(code):
 
 _WATCHED_MODULES = (
     "builtins", "knowbench_pytest", "unittest", "unittest.case", "unittest.result", "unittest.suite",
+    "unittest.async_case", "unittest.mock",
     "pytest",
     "_pytest.outcomes", "_pytest.python_api", "_pytest.approx", "_pytest.raises",
     "numpy.testing", "numpy.testing._private.utils", "pandas.testing", "pandas._testing",
@@ -153,7 +154,9 @@ def _snapshot():
             if owner is not None:
                 functions.setdefault(owner, f"{scope}.{key}")
             elif callable(value) and getattr(value, "__code__", None) is not None:
-                others.append((key, value.__code__))
+                code = value.__code__
+                if code is value.__code__:  # not an object that makes up its attributes (mock.call)
+                    others.append((key, code))
         scopes.append((scope, space, keys, tuple(map(space.get, keys)), tuple(others)))
     # Each module by identity and by class: a module given another class (`__class__` may be
     # set to any ModuleType subclass) answers attribute lookups with the sample's code.
@@ -169,7 +172,27 @@ def _snapshot():
     flat = tuple((kind.get, tuple(spaces_), tuple(keys_), tuple(values_))
                  for kind, (spaces_, keys_, values_) in kinds.items())
     others = tuple((scope, space, key, code) for scope, space, _, _, codes in scopes for key, code in codes)
-    return modules, tuple(scopes), functions, flat, others, _versions(space for _, space, *_ in scopes)
+    # A name added to a watched class hides what it inherits (`TestCase.__getattribute__`, a
+    # base class's method); one added to a watched module matters where it hides a builtin
+    # its functions use (`unittest.case.isinstance`): other new names are a module's own lazy
+    # attributes (`unittest.IsolatedAsyncioTestCase`) or fill a gap. Their sizes are compared.
+    # (Not `builtins`, nor a package watched for one entry.)
+    grown = tuple((scope, space, frozenset(keys), type(space) is dict) for scope, space, keys, _, _ in scopes
+                  if scope not in only and scope != "builtins")
+    sizes = (tuple(space for _, space, _, _ in grown), tuple(len(space) for _, space, _, _ in grown))
+    # What a watched function's closure holds (a decorator's wrapped function, a deprecated
+    # alias's target): setting a cell's contents raises no audit event.
+    cells = []
+    for function, name in functions.items():
+        for cell in function.__closure__ or ():
+            try:
+                cells.append((name, cell, cell.cell_contents))
+            except ValueError:  # an empty cell
+                continue
+    cells = (tuple(cell for _, cell, _ in cells), tuple(value for _, _, value in cells),
+             tuple(name for name, _, _ in cells))
+    return (modules, tuple(scopes), functions, flat, others,
+            _versions(space for _, space, *_ in scopes), (grown, sizes), cells)
 
 
 def _watched_names():
@@ -193,17 +216,42 @@ def _code_owner(value):
 
 _MISSING = object()
 _IS = operator.is_
+_CELL_CONTENTS = operator.attrgetter("cell_contents")
+_BUILTIN_NAMES = frozenset(vars(builtins))
+# What setting a function's attribute replaces (each raises an audit event): its behaviour.
+_FUNCTION_PARTS = {"__code__": "code", "__defaults__": "default arguments",
+                   "__kwdefaults__": "default keyword arguments"}
 
 
 def _changed(snapshot, modules_now):
     """What changed since `snapshot` (`_snapshot`), or None; code set on its functions is
     the audit hook's to see (`execute_sample`)."""
-    modules, scopes, _, flat, others, versions = snapshot
+    modules, scopes, _, flat, others, versions, (grown, sizes), cells = snapshot
     for name, module, kind in modules:
         if modules_now.get(name) is not module:
             return f"sys.modules['{name}'] was replaced"
         if type(module) is not kind:
             return f"the class of module {name} was replaced"
+    if tuple(map(len, sizes[0])) != sizes[1]:
+        for scope, space, keys, module in grown:
+            for key in list(space):
+                if type(key) is not str:  # (hashing it could run the sample's code)
+                    return f"a name that is not a str was added to {scope}"
+                if key in keys or key in _VOLATILE or (module and key not in _BUILTIN_NAMES):
+                    continue
+                return f"{scope}.{key} was added"
+    try:
+        held = all(map(_IS, map(_CELL_CONTENTS, cells[0]), cells[1]))
+    except ValueError:  # a cell emptied
+        held = False
+    if not held:
+        for name, cell, value in zip(cells[2], cells[0], cells[1]):  # noqa: B905
+            try:
+                if cell.cell_contents is value:
+                    continue
+            except ValueError:
+                pass
+            return f"what {name} wraps (its closure) was replaced"
     # No watched dict changed at all (their version tags, `_versions`): nothing to compare.
     unchanged = versions is not None and tuple(map(versions[0], versions[1])) == versions[2]
     for get, spaces, keys, values in () if unchanged else flat:
@@ -632,16 +680,17 @@ def execute_sample(config, result_fd):
             return None
         return box[0]
 
-    replaced_code = []  # what the audit hook saw get a new `__code__`, of what is watched
+    replaced_code = []  # what the audit hook saw get new code or defaults, of what is watched
 
     def audit(event, args):
         if event in _GUARDED_AUDIT_EVENTS:
             raise RuntimeError(f"{event} is not allowed inside the knowbench sandbox")
         # (A function hashes by identity: looking one up runs no code of the sample's.)
-        if event == "object.__setattr__" and args[1] == "__code__" and type_of(args[0]) is function_type:
+        if (event == "object.__setattr__" and args[1] in _FUNCTION_PARTS
+                and type_of(args[0]) is function_type):
             name = watched_function(args[0])
             if name is not None:
-                replaced_code.append(name)
+                replaced_code.append(f"the {_FUNCTION_PARTS[args[1]]} of {name}")
 
     fork, wait_for, exit_code_of, cpu_used, limit_cpu = os.fork, os.waitpid, _exit_code, _cpu_used, _limit_cpu
     SIGXCPU, SIGPROF = signal.SIGXCPU, signal.SIGPROF
@@ -658,7 +707,7 @@ def execute_sample(config, result_fd):
         _SERVER_IDENTITY[0] or _runner_identity(runner_globals))
     if imported or (taken is not None and _SERVER_WATCHED[0][0] != frozenset(_watched_names())):
         taken = None  # the tests' imports or the sample's own preload changed what to watch
-    snapshot = ((), (), {}, (), (), None) if split else (taken or _snapshot())
+    snapshot = ((), (), {}, (), (), None, ((), ((), ())), ((), (), ())) if split else (taken or _snapshot())
     every, in_turn, same, missing, again = all, map, _IS, _MISSING, itertools.repeat
     function_type = types.FunctionType
     watched_function = (_SERVER_WATCHED[0][1] if snapshot is taken and _SERVER_IDENTITY[0] is not None
@@ -681,7 +730,7 @@ def execute_sample(config, result_fd):
                 if runner_globals.get(name, missing) is not value:
                     return f"the runner's {name} was replaced"
         if replaced_code:
-            return f"the code of {replaced_code[0]} was replaced"
+            return f"{replaced_code[0]} was replaced"
         return changed(snapshot, modules_now)
 
     def fail_all(start, status, message, reason):
