@@ -179,7 +179,8 @@ def _snapshot():
     # (Not `builtins`, nor a package watched for one entry.)
     grown = tuple((scope, space, frozenset(keys), type(space) is dict) for scope, space, keys, _, _ in scopes
                   if scope not in only and scope != "builtins")
-    sizes = (tuple(space for _, space, _, _ in grown), tuple(len(space) for _, space, _, _ in grown))
+    sizes = _dict_fields([space for _, space, _, _ in grown], 16) or (
+        len, tuple(space for _, space, _, _ in grown), tuple(len(space) for _, space, _, _ in grown))
     # What a watched function's closure holds (a decorator's wrapped function, a deprecated
     # alias's target): setting a cell's contents raises no audit event.
     cells = []
@@ -189,8 +190,9 @@ def _snapshot():
                 cells.append((name, cell, cell.cell_contents))
             except ValueError:  # an empty cell
                 continue
-    cells = (tuple(cell for _, cell, _ in cells), tuple(value for _, _, value in cells),
-             tuple(name for name, _, _ in cells))
+    names = tuple(name for name, _, _ in cells)
+    cells = (_cell_fields([cell for _, cell, _ in cells]) or (
+        _CELL_CONTENTS, tuple(cell for _, cell, _ in cells), tuple(value for _, _, value in cells), _IS)) + (names,)
     return (modules, tuple(scopes), functions, flat, others,
             _versions(space for _, space, *_ in scopes), (grown, sizes), cells)
 
@@ -232,7 +234,9 @@ def _changed(snapshot, modules_now):
             return f"sys.modules['{name}'] was replaced"
         if type(module) is not kind:
             return f"the class of module {name} was replaced"
-    if tuple(map(len, sizes[0])) != sizes[1]:
+    # No watched dict changed at all (their version tags, `_versions`): nothing to compare.
+    tags_same = versions is not None and tuple(map(versions[0], versions[1])) == versions[2]
+    if not tags_same and tuple(map(sizes[0], sizes[1])) != sizes[2]:
         for scope, space, keys, module in grown:
             for key in list(space):
                 if type(key) is not str:  # (hashing it could run the sample's code)
@@ -240,20 +244,20 @@ def _changed(snapshot, modules_now):
                 if key in keys or key in _VOLATILE or (module and key not in _BUILTIN_NAMES):
                     continue
                 return f"{scope}.{key} was added"
+    read, views, held, same, names = cells
     try:
-        held = all(map(_IS, map(_CELL_CONTENTS, cells[0]), cells[1]))
+        unchanged = all(map(same, map(read, views), held))
     except ValueError:  # a cell emptied
-        held = False
-    if not held:
-        for name, cell, value in zip(cells[2], cells[0], cells[1]):  # noqa: B905
+        unchanged = False
+    if not unchanged:
+        for name, view, value in zip(names, views, held):  # noqa: B905
             try:
-                if cell.cell_contents is value:
+                if same(read(view), value):
                     continue
             except ValueError:
                 pass
             return f"what {name} wraps (its closure) was replaced"
-    # No watched dict changed at all (their version tags, `_versions`): nothing to compare.
-    unchanged = versions is not None and tuple(map(versions[0], versions[1])) == versions[2]
+    unchanged = tags_same
     for get, spaces, keys, values in () if unchanged else flat:
         unchanged = all(map(_IS, map(get, spaces, keys, itertools.repeat(_MISSING)), values))
         if not unchanged:
@@ -317,6 +321,12 @@ def _versions(spaces):
     None where tags cannot be read (`_probe_versions`). Taken before any sample code runs
     (`id()` raises an audit event); the reader is the C getter itself, so that a sample that
     gives the view's class another `value` changes nothing."""
+    return _dict_fields(spaces, 24)
+
+
+def _dict_fields(spaces, offset):
+    """(reader, views, values now) of one 8-byte field of these namespaces' dicts (24: the
+    version tag, 16: the number of entries), or None (`_versions`)."""
     if _PROBED[0] is None:
         _PROBED[0] = _probe_versions()
     if not _PROBED[0]:
@@ -330,9 +340,26 @@ def _versions(spaces):
             space = gc.get_referents(space)[0]
         if type(space) is not dict:
             return None
-        views.append(ctypes.c_uint64.from_address(id(space) + 24))
+        views.append(ctypes.c_uint64.from_address(id(space) + offset))
     value = ctypes._SimpleCData.__dict__["value"].__get__
     return value, tuple(views), tuple(map(value, views))
+
+
+def _cell_fields(cells):
+    """(reader, views, values now, comparison) of the object pointer of these closure cells,
+    read without touching the objects (as `_versions`), or None where that cannot be done."""
+    if _PROBED[0] is None:
+        _PROBED[0] = _probe_versions()
+    if not _PROBED[0]:
+        return None
+    import ctypes
+
+    views = tuple(ctypes.c_uint64.from_address(id(cell) + 16) for cell in cells)
+    value = ctypes._SimpleCData.__dict__["value"].__get__
+    now = tuple(map(value, views))
+    if now != tuple(id(cell.cell_contents) for cell in cells):  # not this interpreter's layout
+        return None
+    return value, views, now, operator.eq
 
 
 def _describe(error):
@@ -707,7 +734,7 @@ def execute_sample(config, result_fd):
         _SERVER_IDENTITY[0] or _runner_identity(runner_globals))
     if imported or (taken is not None and _SERVER_WATCHED[0][0] != frozenset(_watched_names())):
         taken = None  # the tests' imports or the sample's own preload changed what to watch
-    snapshot = ((), (), {}, (), (), None, ((), ((), ())), ((), (), ())) if split else (taken or _snapshot())
+    snapshot = ((), (), {}, (), (), None, ((), (len, (), ())), (len, (), (), _IS, ())) if split else (taken or _snapshot())
     every, in_turn, same, missing, again = all, map, _IS, _MISSING, itertools.repeat
     function_type = types.FunctionType
     watched_function = (_SERVER_WATCHED[0][1] if snapshot is taken and _SERVER_IDENTITY[0] is not None
