@@ -49,6 +49,15 @@ CHANGES = {
                        "c.TestCase.assertTrue = saved", "unittest.case.TestCase.assertTrue was deleted"),
     "a module attribute rebound": ("import unittest.case as c; saved = c.SkipTest; c.SkipTest = Exception",
                                    "c.SkipTest = saved", "unittest.case.SkipTest was replaced"),
+    "a name added to a class": ("import unittest; unittest.TestCase.__getattribute__ = lambda self, name: None",
+                                "del unittest.TestCase.__getattribute__",
+                                "unittest.case.TestCase.__getattribute__ was added"),
+    "a builtin hidden in a module": ("import unittest.case as c; c.isinstance = lambda obj, kind: True",
+                                     "del c.isinstance", "unittest.case.isinstance was added"),
+    "what a function wraps": ("import unittest; cell = unittest.TestCase.subTest.__closure__[0]; "
+                              "saved = cell.cell_contents; cell.cell_contents = lambda *a, **k: None",
+                              "cell.cell_contents = saved",
+                              "what unittest.case.TestCase.subTest wraps (its closure) was replaced"),
     "a value class patched with it": (
         "import ctypes, unittest; saved = unittest.TestCase.assertEqual; "
         "unittest.TestCase.assertEqual = lambda *a, **k: None; "
@@ -57,10 +66,14 @@ CHANGES = {
 }
 
 
+@pytest.mark.parametrize("tags", [True, False], ids=["tags", "no-tags"])
 @pytest.mark.parametrize("change", sorted(CHANGES))
-def test_every_change_to_a_watched_namespace_is_seen(change: str) -> None:
+def test_every_change_to_a_watched_namespace_is_seen(change: str, tags: bool) -> None:
+    """Through the version tags and fields read by view, and through the comparison of
+    values that interpreters without them get."""
     tamper, restore, expected = CHANGES[change]
     found = run_script(
+        ("" if tags else "r._PROBED[0] = False\n") +
         "import unittest, unittest.case\n"
         "snap = r._snapshot()\n"
         "before = r._changed(snap, sys.modules)\n"
