@@ -763,6 +763,11 @@ class _Decoder:
     def obj(self, node: list) -> object:
         nid, module, qualname, ndict, *pairs = _fields(node, 4, at_least=True)
         cls = self.lookup_class(module, qualname)
+        # pandas' values cross only through their own nodes, as they are sent (`_enc_pandas`
+        # refuses every other pandas class): rebuilt from state, its internals (a bare
+        # `IntegerArray`, an `IndexCol` whose `__eq__` compares absent attributes) equal anything.
+        _need(not str(getattr(cls, "__module__", "")).startswith("pandas"),
+              f"{qualname!r}: pandas objects cross only as pandas values"[:120])
         problem, has_dict, slots = _layout(cls)
         _need(problem is None, f"{qualname}: cannot rebuild: {problem}")
         _need(type(ndict) is int and 0 <= 2 * ndict <= len(pairs) and len(pairs) % 2 == 0,
