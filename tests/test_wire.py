@@ -201,6 +201,14 @@ def test_rebuilt_objects_hold_no_code(root: object) -> None:
         wire.loads(doc(root), R)
 
 
+def test_rebuilt_objects_too_large_to_look_through_are_refused() -> None:
+    """Code hidden past the walk's limit is not let through unseen."""
+    items = [float(n) for n in range(20)]
+    assert wire._holds_code(items, limit=10) == " (more than 10 items to look through)"
+    assert wire._holds_code(items, limit=100) is None
+    assert wire._holds_code([*items, helper], limit=100) == "[20]"
+
+
 def test_rebuilt_objects_refuse_handles_in_their_state() -> None:
     """A handle (the sender's function, called back) in an object's state would let the sender
     answer for the object's methods; as a value of its own it crosses."""

@@ -922,12 +922,14 @@ class _Decoder:
         return pd.NaT if tag == "pdnat" else pd.NA
 
 
-def _holds_code(value: object, limit: int = 100_000) -> str | None:
+def _holds_code(value: object, limit: int = 1_000_000) -> str | None:
     """Where in `value` (through lists, tuples, sets and dicts, numpy object arrays) a callable
     is: "" for `value` itself, "[i]" and so on, or None where there is none. Rebuilt objects
-    inside were checked on their own."""
+    inside were checked on their own. Past `limit` items, a place is not looked at: refused."""
     stack, seen = [(value, "")], set()
-    while stack and len(seen) < limit:
+    while stack:
+        if len(seen) >= limit:
+            return f" (more than {limit} items to look through)"
         item, path = stack.pop()
         if id(item) in seen:
             continue
