@@ -197,6 +197,10 @@ def _snapshot():
             _versions(space for _, space, *_ in scopes), (grown, sizes), cells)
 
 
+# `_snapshot`'s shape with nothing in it (split: no candidate code runs in the judge's process).
+_NOTHING_WATCHED = ((), (), {}, (), (), None, ((), (len, (), ())), (len, (), (), operator.is_, ()))
+
+
 def _watched_names():
     """The watched modules that are loaded and every package above them (through which tests
     reach them: `import numpy as np; np.testing`), packages first."""
@@ -324,42 +328,43 @@ def _versions(spaces):
     return _dict_fields(spaces, 24)
 
 
-def _dict_fields(spaces, offset):
-    """(reader, views, values now) of one 8-byte field of these namespaces' dicts (24: the
-    version tag, 16: the number of entries), or None (`_versions`)."""
+def _field_views(objects, offset):
+    """(reader, views, values now) of the 8-byte field at `offset` in each of these objects,
+    read without touching them (no reference count written), or None where the interpreter's
+    layout was not confirmed (`_probe_versions`)."""
     if _PROBED[0] is None:
         _PROBED[0] = _probe_versions()
     if not _PROBED[0]:
         return None
     import ctypes
+
+    views = tuple(ctypes.c_uint64.from_address(id(obj) + offset) for obj in objects)
+    value = ctypes._SimpleCData.__dict__["value"].__get__
+    return value, views, tuple(map(value, views))
+
+
+def _dict_fields(spaces, offset):
+    """`_field_views` of these namespaces' dicts (24: the version tag, 16: the number of
+    entries), or None (`_versions`)."""
     import gc
 
-    views = []
+    dicts = []
     for space in spaces:
         if type(space) is types.MappingProxyType:  # a class's namespace: the dict behind it
             space = gc.get_referents(space)[0]
         if type(space) is not dict:
             return None
-        views.append(ctypes.c_uint64.from_address(id(space) + offset))
-    value = ctypes._SimpleCData.__dict__["value"].__get__
-    return value, tuple(views), tuple(map(value, views))
+        dicts.append(space)
+    return _field_views(dicts, offset)
 
 
 def _cell_fields(cells):
-    """(reader, views, values now, comparison) of the object pointer of these closure cells,
-    read without touching the objects (as `_versions`), or None where that cannot be done."""
-    if _PROBED[0] is None:
-        _PROBED[0] = _probe_versions()
-    if not _PROBED[0]:
-        return None
-    import ctypes
-
-    views = tuple(ctypes.c_uint64.from_address(id(cell) + 16) for cell in cells)
-    value = ctypes._SimpleCData.__dict__["value"].__get__
-    now = tuple(map(value, views))
-    if now != tuple(id(cell.cell_contents) for cell in cells):  # not this interpreter's layout
-        return None
-    return value, views, now, operator.eq
+    """(reader, views, values now, comparison) of the object pointer of these closure cells
+    (`_field_views`), or None where that cannot be done."""
+    fields = _field_views(cells, 16)
+    if fields is None or fields[2] != tuple(id(cell.cell_contents) for cell in cells):
+        return None  # not this interpreter's layout
+    return (*fields, operator.eq)
 
 
 def _describe(error):
@@ -734,7 +739,7 @@ def execute_sample(config, result_fd):
         _SERVER_IDENTITY[0] or _runner_identity(runner_globals))
     if imported or (taken is not None and _SERVER_WATCHED[0][0] != frozenset(_watched_names())):
         taken = None  # the tests' imports or the sample's own preload changed what to watch
-    snapshot = ((), (), {}, (), (), None, ((), (len, (), ())), (len, (), (), _IS, ())) if split else (taken or _snapshot())
+    snapshot = _NOTHING_WATCHED if split else (taken or _snapshot())
     every, in_turn, same, missing, again = all, map, _IS, _MISSING, itertools.repeat
     function_type = types.FunctionType
     watched_function = (_SERVER_WATCHED[0][1] if snapshot is taken and _SERVER_IDENTITY[0] is not None

@@ -946,9 +946,10 @@ def _holds_code(value: object, limit: int = 1_000_000) -> str | None:
             stack.extend((entry, f"{path}[{i}]") for i, entry in enumerate(tuple.__iter__(item)))
         elif kind.__name__ == "ndarray" and kind.__module__ == "numpy" and item.dtype == object:
             stack.extend((entry, f"{path}[{i}]") for i, entry in enumerate(item.flat))
-        elif isinstance(item, (set, frozenset)):
-            stack.extend((entry, f"{path}[...]") for entry in (set.__iter__(item) if isinstance(item, set)
-                                                               else frozenset.__iter__(item)))
+        elif isinstance(item, set):
+            stack.extend((entry, f"{path}[...]") for entry in set.__iter__(item))
+        elif isinstance(item, frozenset):
+            stack.extend((entry, f"{path}[...]") for entry in frozenset.__iter__(item))
         elif isinstance(item, collections.deque):
             stack.extend((entry, f"{path}[{i}]") for i, entry in enumerate(collections.deque.__iter__(item)))
         elif isinstance(item, dict):
