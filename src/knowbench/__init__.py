@@ -19,13 +19,9 @@ internals and may move.
 from __future__ import annotations
 
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("knowbench")
-except PackageNotFoundError:  # running from a source tree without installation
-    __version__ = "0.0.0+unknown"
+__version__: str  # looked up on first use (`__getattr__`)
 
 _PUBLIC: dict[str, str] = {
     # load a benchmark
@@ -114,7 +110,20 @@ __all__ = [
 ]
 
 
+def _version() -> str:
+    # Read on first use: importing importlib.metadata is most of `import knowbench` (30-40 ms).
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("knowbench")
+    except PackageNotFoundError:  # running from a source tree without installation
+        return "0.0.0+unknown"
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        globals()[name] = value = _version()
+        return value
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'knowbench' has no attribute {name!r}")
