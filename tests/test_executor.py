@@ -5,12 +5,14 @@ where an engine legitimately differs, the test says so."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import socket
 import subprocess
 import textwrap
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +27,7 @@ from knowbench.execution.engine import (
     SubprocessEngine,
 )
 from knowbench.execution.forkserver import ForkServerEngine
-from knowbench.execution.sandbox import Sandbox
+from knowbench.execution.sandbox import RUNNER_DIR, Sandbox
 from knowbench.records import Execution, Limits
 
 ADD = "def add(a, b):\n    return a + b\n"
@@ -75,6 +77,31 @@ def code(text: str) -> str:
 
 def statuses(execution: Execution) -> dict[str, str]:
     return {test.id: test.status for test in execution.tests}
+
+
+@pytest.mark.parametrize("kind", ["subprocess", "forkserver"])
+def test_an_engine_byte_compiles_the_runner_it_starts_in_the_sandbox(best_sandbox: Sandbox, kind: str) -> None:
+    """The sandbox mounts the runner's directory read-only, so a source tree or an editable
+    install (a fresh clone's `make demo`) would have every runner start compile it from source:
+    the engine compiles it first, for the interpreter it runs."""
+    sources = sorted(RUNNER_DIR.glob("knowbench_*.py"))
+    for source in sources:
+        Path(importlib.util.cache_from_source(str(source))).unlink(missing_ok=True)
+    engine = new_engine(kind, best_sandbox, workers=1)
+    try:
+        for source in sources:
+            cached = Path(importlib.util.cache_from_source(str(source)))
+            header = cached.read_bytes()[:16]
+            # what the interpreter checks before it uses a .pyc: its magic, then the source's
+            # modification time and size
+            assert header[:4] == importlib.util.MAGIC_NUMBER, source.name
+            assert int.from_bytes(header[4:8], "little") == 0, source.name  # timestamp-based
+            stat = source.stat()
+            assert int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF, source.name
+            assert int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF, source.name
+        assert engine.execute(make_request(ADD, "def test_a():\n    assert add(1, 2) == 3\n", "add")).status == "pass"
+    finally:
+        engine.close()
 
 
 def test_passing_and_failing_tests_are_reported_per_item(engine: Engine) -> None:

@@ -36,6 +36,7 @@ from knowbench.execution.engine import (
     SandboxUids,
     build_execution,
     build_split_execution,
+    compile_runner,
     default_workers,
     infrastructure_execution,
     runner_command,
@@ -185,6 +186,7 @@ class ForkServerEngine(Engine):
         self.workers = workers or default_workers()
         self.python = python or sys.executable
         _check_python(self.python)
+        compile_runner(self.python)
         self.preload = list(preload or [])
         self.scratch = Path(tempfile.mkdtemp(prefix="knowbench-fork-", dir=scratch))
         os.chmod(self.scratch, 0o755)
