@@ -9,8 +9,8 @@ Runs the same generated samples through
                  per sample, a `unittest` `TestCases` class
   forkserver     knowbench's ForkServerEngine, in-process (a fork of a warm server per sample)
   fs-asserts     the same, heavy samples only, their cases checked as evalplus checks them: one
-                 test function asserting the target's output on each input (light samples are
-                 tested that way by every knowbench row already)
+                 test function that calls the target on every input, then asserts the outputs
+                 equal the expected ones (light samples are tested with asserts already)
   fs-split       the same engine with split isolation (judge and candidate in two processes)
   subprocess     knowbench's SubprocessEngine (a fresh interpreter per sample)
 None of the three peers sandboxes anything: their "reliability guard" sets rlimits and
@@ -148,6 +148,13 @@ def assert_block(sample: dict, name: str = "", indent: str = "    ") -> str:
                    for a, e in zip(sample["cases"], sample["expected"], strict=True))
 
 
+def io_check(sample: dict) -> str:
+    """evalplus's check as one test: the target called on every input (no stop at the first
+    wrong one, as evalplus runs with `fast_check=False`), then the outputs compared."""
+    calls = ", ".join(_call(sample["entry_point"], a) for a in sample["cases"])
+    return f"def test_cases():\n    outputs = [{calls}]\n    assert outputs == {sample['expected']!r}\n"
+
+
 def unittest_class(sample: dict) -> str:
     methods = "".join(f"    def test_{j}(self):\n        self.assertEqual({_call(sample['entry_point'], a)}, {e!r})\n\n"
                       for j, (a, e) in enumerate(zip(sample["cases"], sample["expected"], strict=True)))
@@ -197,8 +204,8 @@ def _knowbench_check(harness: str, heavy: bool, workers: int, samples: list[dict
     sandbox = resolve_sandbox(os.environ.get("PEERS_SANDBOX", "auto"))
 
     def tests_of(sample: dict) -> str:
-        if heavy and harness != "fs-asserts":
-            return unittest_class(sample)
+        if heavy:
+            return io_check(sample) if harness == "fs-asserts" else unittest_class(sample)
         return "def test_cases():\n" + assert_block(sample)
 
     # What `knowbench run` preloads (`preload_modules`): every module the programs and the
