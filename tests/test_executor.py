@@ -237,6 +237,34 @@ def test_tmp_path_fixture_gives_a_fresh_writable_directory(engine: Engine) -> No
     assert execution.status == "pass", execution.tests
 
 
+def test_tmp_path_is_fresh_even_where_its_usual_name_was_taken_first(engine: Engine) -> None:
+    """The runner names a sample's directories after its process; a sample that makes those
+    names first gets fresh, empty directories all the same."""
+    program = code("""
+        import glob
+        import os
+
+        for root in glob.glob("tmp_path-*"):
+            for number in range(8):
+                planted = os.path.join(root, f"tmp{os.getpid()}-{number}")
+                os.makedirs(planted, exist_ok=True)
+                open(os.path.join(planted, "planted"), "w").close()
+
+        def add(a, b):
+            return a + b
+    """)
+    tests = code("""
+        import glob
+
+        def test_fresh(tmp_path):
+            assert glob.glob("tmp_path-*"), "the sample's tmp_path root"
+            assert list(tmp_path.iterdir()) == []
+            assert add(1, 2) == 3
+    """)
+    execution = engine.execute(make_request(program, tests, "add"))
+    assert execution.status == "pass", execution.tests
+
+
 def test_monkeypatch_fixture_patches_and_undoes(engine: Engine) -> None:
     program = "import os\n\ndef mode():\n    return os.environ.get('KB_MODE', 'plain')\n"
     tests = code("""

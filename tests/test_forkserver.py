@@ -152,6 +152,28 @@ def test_a_sample_process_holds_no_earlier_samples_request(forkserver: ForkServe
     assert execution.status == "pass", execution.tests[0].message
 
 
+def test_the_servers_warm_up_leaves_nothing_a_sample_can_see(forkserver: ForkServerEngine) -> None:
+    """The server runs failing tests of the runner's own before its snapshot (so that its
+    children describe failures from warm state): no trace of them reaches a sample."""
+    probe = dedent('''
+        import linecache
+        import sys
+        import unittest
+
+
+        def test_no_warm_up_left():
+            assert not [name for name in linecache.cache if "warm-up" in name]
+            assert not [cls for cls in unittest.TestCase.__subclasses__()
+                        if cls.__module__ == "knowbench_warm_up"]
+            assert "knowbench_warm_up" not in sys.modules
+            assert add(2, 3) == 5
+    ''')
+    execution = forkserver.execute(make_request(ADD, probe, "add"))
+    assert execution.status == "pass", execution.tests[0].message
+    failing = forkserver.execute(make_request("def add(a, b):\n    return a - b\n", probe, "add"))
+    assert failing.status == "fail" and "assert add(2, 3) == 5" in failing.tests[0].message
+
+
 def _prepared_children(engine: ForkServerEngine) -> list[int]:
     """The host pids of the processes the fork server forked ahead of their samples (after a
     sample has ended, its own process is reaped: only the prepared one is left)."""
