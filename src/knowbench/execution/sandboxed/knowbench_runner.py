@@ -378,18 +378,29 @@ def _hidden(frame):
         return False
 
 
-def _hide_frames(report, error, tb):
-    """Drop the hidden frames (`_hidden`) from a TracebackException made without looking up
-    lines, and from the exceptions chained to it, so their sources are never read; a
-    traceback whose every frame is hidden is left whole."""
+def _without_hidden(tb):
+    """`tb` rebuilt without the frames `_hidden` names, so that no position or source of theirs
+    is ever looked up; `tb` itself when none is hidden, or every one is."""
+    links = []
+    while tb is not None:
+        links.append(tb)
+        tb = tb.tb_next
+    kept = [link for link in links if not _hidden(link.tb_frame)]
+    if not kept or len(kept) == len(links):
+        return links[0] if links else None
+    rebuilt = None
+    for link in reversed(kept):
+        rebuilt = types.TracebackType(rebuilt, link.tb_frame, link.tb_lasti, link.tb_lineno)
+    return rebuilt
+
+
+def _hide_frames(report, error):
+    """Drop the hidden frames (`_hidden`) from the exceptions chained to a TracebackException
+    made without looking up lines (its own traceback was given without them: `_without_hidden`),
+    so their sources are never read; a traceback whose every frame is hidden is left whole."""
     seen = set()
     while report is not None and id(report) not in seen:
         seen.add(id(report))
-        frames = [frame for frame, _ in traceback.walk_tb(tb)]
-        if len(frames) == len(report.stack):
-            kept = [summary for summary, frame in zip(report.stack, frames) if not _hidden(frame)]  # noqa: B905
-            if kept:
-                report.stack = traceback.StackSummary.from_list(kept)
         # the link format() prints next: the cause, else the context it was raised in
         if report.__cause__ is not None and error.__cause__ is not None:
             report, error = report.__cause__, error.__cause__
@@ -397,7 +408,11 @@ def _hide_frames(report, error, tb):
             report, error = report.__context__, error.__context__
         else:
             return
-        tb = error.__traceback__
+        frames = [frame for frame, _ in traceback.walk_tb(error.__traceback__)]
+        if len(frames) == len(report.stack):
+            kept = [summary for summary, frame in zip(report.stack, frames) if not _hidden(frame)]  # noqa: B905
+            if kept:
+                report.stack = traceback.StackSummary.from_list(kept)
 
 
 def _describe(error):
@@ -407,8 +422,9 @@ def _describe(error):
            and os.path.dirname(tb.tb_frame.f_code.co_filename) == _HERE):
         tb = tb.tb_next
     try:
-        report = traceback.TracebackException(type(error), error, tb, lookup_lines=False)
-        _hide_frames(report, error, tb)
+        report = traceback.TracebackException(type(error), error, _without_hidden(tb),
+                                              lookup_lines=False)
+        _hide_frames(report, error)
         text = "".join(report.format())
         remote = knowbench_split.remote_frames(error)
         if remote:  # split: the candidate's frames, where an in-process traceback has them
