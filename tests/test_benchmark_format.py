@@ -10,7 +10,7 @@ import pytest
 
 from helpers import run_knowbench
 from knowbench.benchmark.load import load_benchmark, write_benchmark
-from knowbench.benchmark.schema import FunctionTask, Manifest, Provenance, TestSpec
+from knowbench.benchmark.schema import FunctionTask, Manifest, Provenance, TestSpec, imported_names
 from knowbench.errors import BenchmarkError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "basic"
@@ -164,3 +164,13 @@ def test_a_specs_imports_are_found_anywhere_in_it_and_only_absolute_ones() -> No
         ("numpy", ()), ("os.path", ()), ("pandas.testing", ("assert_frame_equal",)), ("math", ()),
         ("json", ())]
     assert TestSpec(name="t", code="assert 1 + 1 == 2\n").imports() == []
+
+
+def test_imported_names_sees_every_spelling_of_an_import_statement() -> None:
+    """What a fork server preloads comes from these names; code with no import statement is
+    not even parsed (every import statement spells the keyword), so each spelling counts."""
+    code = ("import\tos.path\nfrom json import(dumps)\nif True: import a.b as c\n"
+            "def f():\n    from x.y import *\nfrom . import local\nclass K:\n    import zz\n")
+    assert imported_names(code) == {"os.path", "json.dumps", "a.b", "x.y", "zz"}
+    assert imported_names("x = __import__('os')\nimportlib_name = 1\n") == set()
+    assert imported_names("def f(:\n    import os\n") == set()  # not Python: nothing

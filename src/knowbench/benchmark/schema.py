@@ -555,6 +555,8 @@ def imported_names(code: str) -> set[str]:
     """The dotted names a piece of code imports (absolute imports only): `import a.b` gives
     a.b, `from a.b import c` gives a.b.c (a submodule or an attribute of a.b: whoever imports
     it decides, as `from a.b import c` does), `from a.b import *` gives a.b."""
+    if "import" not in code:  # every import statement spells the keyword: nothing to parse
+        return set()
     try:
         tree = ast.parse(textwrap.dedent(code))
     except SyntaxError:
