@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from knowbench.store import RunStore
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "basic"
 ADD = "def add(a, b):\n    return a + b\n"
 CHECK_ADD = "def test_add():\n    assert add(2, 3) == 5\n"
+_START_S = 120.0  # as long as the engine waits for a server to start
 
 
 @pytest.fixture(scope="module")
@@ -391,3 +393,74 @@ def test_an_environment_python_too_old_for_the_fork_server_is_refused_clearly(be
         pytest.skip("no Python older than 3.9 on this machine")
     with pytest.raises(UserError, match=r"needs Python 3\.9 or later.*--engine subprocess"):
         ForkServerEngine(best_sandbox, workers=1, python=old[0])
+
+
+def test_a_started_engine_runs_its_first_sample_on_the_server_it_started(best_sandbox: Sandbox) -> None:
+    """`start` begins every worker's server without waiting; the first sample runs on it (no
+    second start), a running server is left alone, and an engine closed while its servers
+    start leaves none running."""
+    engine = ForkServerEngine(best_sandbox, workers=2, preload=["json"])
+    try:
+        engine.start()
+        assert all(server.starting is not None for server in engine._servers)
+        for server in engine._servers:
+            server.settle()
+        processes = [server.process for server in engine._servers]
+        assert all(process is not None and process.poll() is None for process in processes)
+        assert engine.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
+        engine.start()
+        assert all(server.starting is None for server in engine._servers)
+        assert [server.process for server in engine._servers] == processes and engine.restarts == 0
+    finally:
+        engine.close()
+    assert all(process is not None and process.poll() is not None for process in processes)
+    closed_early = ForkServerEngine(best_sandbox, workers=1)
+    closed_early.start()
+    closed_early.close()
+    assert closed_early._servers[0].process is None and not closed_early.scratch.exists()
+
+
+def test_a_start_that_failed_is_made_again_by_the_first_sample(best_sandbox: Sandbox) -> None:
+    engine = ForkServerEngine(best_sandbox, workers=1)
+    try:
+        shutil.rmtree(engine.scratch)  # the server cannot make its work directory
+        engine.start()
+        starting = engine._servers[0].starting
+        assert starting is not None and isinstance(starting.exception(timeout=_START_S), OSError)
+        engine.scratch.mkdir(mode=0o755)
+        engine._trash.mkdir(mode=0o700)
+        assert engine.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
+        assert engine._servers[0].starting is None
+    finally:
+        engine.close()
+
+
+class _Watching(ReferenceBackend):
+    """The reference backend, noting at each reply whether the engine's servers were started."""
+
+    def __init__(self, engine: ForkServerEngine) -> None:
+        self.engine, self.started_before_reply = engine, []
+
+    async def generate(self, task, messages, params, sample_idx):  # type: ignore[no-untyped-def]
+        self.started_before_reply.append(all(server.starting is not None or server.process is not None
+                                              for server in self.engine._servers))
+        return await super().generate(task, messages, params, sample_idx)
+
+
+@pytest.mark.parametrize("kind", ["function", "choice"])
+def test_a_run_starts_the_servers_before_the_model_replies_when_it_has_code_to_run(
+        best_sandbox: Sandbox, tmp_path: Path, kind: str) -> None:
+    """With the references' checks reused from an earlier run, nothing runs before the model's
+    first reply; the servers start meanwhile, where the tasks have code to run."""
+    bench = load_benchmark(EXAMPLE)
+    tasks = [task.task_id for task in bench.tasks if task.kind == kind][:2]
+    for attempt in ("earlier", "watched"):
+        engine = ForkServerEngine(best_sandbox, workers=1)
+        try:
+            backend = _Watching(engine)
+            summary = run_benchmark(bench, backend, get_method("none"), engine, tmp_path / attempt,
+                                    SamplingParams(), Limits(), task_ids=tasks)
+            assert [result.status for result in summary.results] == ["pass"] * len(tasks)
+        finally:
+            engine.close()
+    assert backend.started_before_reply == [kind == "function"] * len(tasks)

@@ -295,6 +295,8 @@ async def _run_all(tasks: list[FunctionTask | ChoiceTask], backend: ModelBackend
     todo = [(task, idx) for task, idx in work if (task.task_id, idx) not in results]
     if on_start:
         on_start(len(work), len(work) - len(todo))
+    if any(not isinstance(task, ChoiceTask) for task, _ in todo):
+        engine.start()  # its servers start while the model writes the first replies
     executing = asyncio.Semaphore(engine.workers)
     preload = guarded_modules(tasks)
     prompts: dict[str, Prompt] = {}

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +82,17 @@ class _Server:
         # The last split sample's shared directory, moved out of every sandbox's view as the
         # sample ends and removed while the next one runs (`ForkServerEngine._execute_split`).
         self.leftover: Path | None = None
+        self.starting: Future[None] | None = None  # a start begun by `ForkServerEngine.start`
+
+    def settle(self) -> None:
+        """Wait for a start begun in the background; one that failed is forgotten (the next
+        `send` starts the server again and reports its error)."""
+        starting, self.starting = self.starting, None
+        if starting is not None:
+            try:
+                starting.result()
+            except Exception:  # raised again, where it is handled, when `send` starts it anew
+                self.stop()
 
     def start(self) -> None:
         self.stop()
@@ -137,6 +148,7 @@ class _Server:
 
     def send(self, config: dict[str, Any], fd: int | None = None) -> None:
         """Hand the server one sample (and, split, its end of the channel)."""
+        self.settle()
         # A server started before the engine was told to hide more has a stale view.
         if self.process is None or self.process.poll() is not None or self.sandbox != self.engine.sandbox:
             self.start()
@@ -199,6 +211,7 @@ class ForkServerEngine(Engine):
         for server in self._servers:
             self._free.put(server)
         self.spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="knowbench-spawner")
+        self._starter = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="knowbench-start")
 
     def describe(self) -> dict[str, object]:
         return {**super().describe(), **self.sandbox.describe(), "python": self.python,
@@ -215,9 +228,18 @@ class ForkServerEngine(Engine):
         """How many times a server was replaced (died, hung, or left processes behind)."""
         return sum(max(server.restarts, 0) for server in (*self._servers, *self._candidates))
 
+    def start(self) -> None:
+        """Start every worker's server in the background (split candidates' servers start
+        with their first sample); a server already running or starting is left alone."""
+        for server in self._servers:
+            if server.starting is None and server.process is None:
+                server.starting = self._starter.submit(server.start)
+
     def close(self) -> None:
         for server in (*self._servers, *self._candidates):
+            server.settle()
             server.stop()
+        self._starter.shutdown()
         self.spawner.shutdown()
         shutil.rmtree(self.scratch, ignore_errors=True)
         self.uids.close()
