@@ -214,6 +214,7 @@ def _knowbench_check(harness: str, heavy: bool, workers: int, samples: list[dict
                                    for sample in samples)))
     engine: Any = (SubprocessEngine(sandbox, workers=workers) if harness == "subprocess"
                    else ForkServerEngine(sandbox, workers=workers, preload=preload))
+    engine.start()  # as `knowbench run` does: the servers start while the samples are loaded
     isolation = "split" if harness == "fs-split" else "in-process"
     # A benchmark's tests are parsed when it loads, not per sample (`knowbench run` passes the
     # loaded TestSpec objects): every sample here is a task of its own, loaded before the loop.
