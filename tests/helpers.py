@@ -31,13 +31,14 @@ def _console_script() -> tuple[str, str]:
     return module, function
 
 
-def knowbench_command(*args: str) -> list[str]:
+def knowbench_command(*args: str, prelude: str = "") -> list[str]:
     """The argv that runs `knowbench ARGS` as the installed console script does: the entry
     point pyproject.toml names, called in this interpreter. Nothing is registered on the side,
-    so a command missing from the real CLI is missing here too."""
+    so a command missing from the real CLI is missing here too. `prelude`: code run first, as
+    the script's own first lines (before knowbench is imported)."""
     module, function = _console_script()
-    program = (f"import sys\nsys.path.insert(0, {str(_SOURCE)!r})\nfrom {module} import {function}\n"
-               f"sys.argv[0] = 'knowbench'\nsys.exit({function}())\n")
+    program = (f"import sys\n{prelude}\nsys.path.insert(0, {str(_SOURCE)!r})\n"
+               f"from {module} import {function}\nsys.argv[0] = 'knowbench'\nsys.exit({function}())\n")
     return [sys.executable, "-c", program, *args]
 
 
