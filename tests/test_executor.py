@@ -5,6 +5,7 @@ where an engine legitimately differs, the test says so."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib.util
 import os
 import socket
@@ -695,6 +696,29 @@ def test_a_sample_may_start_more_threads_than_processes(engine: Engine, isolatio
     execution = engine.execute(make_request(program, tests, "add", isolation=isolation,
                                             trusted_program=trusted if isolation == "split" else None))
     assert execution.limits.processes < 100
+    assert execution.status == "pass", [test.message[-300:] for test in execution.tests]
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_sample_code_runs_with_the_garbage_collector_on(engine: Engine, isolation: Isolation) -> None:
+    """The runner imports itself and the preload with the collector paused; the program's
+    import, the target (split: the candidate's process) and the tests all run with it on, at
+    the interpreter's thresholds."""
+    program = code("""
+        import gc
+
+        ON_IMPORT = gc.isenabled()
+
+
+        def add(a, b):
+            return [ON_IMPORT, gc.isenabled(), list(gc.get_threshold())]
+    """)
+    on = [True, True, list(gc.get_threshold())]
+    tests = (f"import gc\n\ndef test_target():\n    assert add(1, 2) == {on!r}\n\n"
+             f"def test_tests():\n    assert gc.isenabled() and ON_IMPORT\n")
+    trusted = program.replace("return [ON_IMPORT", "raise NotImplementedError  # [ON_IMPORT")
+    execution = engine.execute(make_request(program, tests, "add", isolation=isolation, preload=["numpy"],
+                                            trusted_program=trusted if isolation == "split" else None))
     assert execution.status == "pass", [test.message[-300:] for test in execution.tests]
 
 

@@ -44,7 +44,10 @@ from knowbench.execution.projects import ProjectRun, prepare_project
 from knowbench.execution.sandbox import RUNNER_DIR, Sandbox
 from knowbench.records import Execution, Limits, Reason, Status, TestOutcome
 
-_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); import knowbench_runner; "
+# The collector is paused while the runner imports itself and the preload (numpy, pandas:
+# next to no garbage, yet passes over a growing heap); the runner turns it on again before
+# any sample code runs (`knowbench_runner.entry`).
+_BOOT = ("import gc, sys; gc.disable(); sys.path.insert(0, sys.argv[1]); import knowbench_runner; "
          "del sys.path[0]; knowbench_runner.entry(sys.argv[2:])")
 SANDBOX_UID_BASE = 61000
 CANDIDATE_UID_BASE = SANDBOX_UID_BASE + 1000

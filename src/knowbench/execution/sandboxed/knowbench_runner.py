@@ -1,7 +1,8 @@
 """The in-sandbox test runner; stdlib only.
 
 Started by an engine as `python -I -c BOOT DIR MODE` (see `engine.runner_command`): this
-directory goes first on `sys.path` and `entry(MODE)` runs.
+directory goes first on `sys.path` and `entry(MODE)` runs. BOOT pauses the garbage collector;
+both modes freeze what the runner and the preload built and turn it on before sample code runs.
 
 It is started by an engine with a JSON configuration on stdin and a result pipe on
 file descriptor `result_fd`. It reads its configuration before any sample code exists,
@@ -22,6 +23,7 @@ tests need.
 
 import _thread
 import builtins
+import gc
 import itertools
 import json
 import linecache
@@ -1133,6 +1135,10 @@ def main():
     home = os.environ["HOME"] = tempfile.mkdtemp(prefix=".home-", dir=os.getcwd())
     _preload(config.get("preload", []))
     _hand_over_home(home, config.get("uid"), config.get("gid"))
+    # Paused by the engine's boot line for the imports above. Frozen, what they built is left
+    # out of the sample's collections, as in a fork server's children; on for sample code.
+    gc.freeze()
+    gc.enable()
     if config.get("role") == "candidate":
         run_candidate(config, config["channel_fd"])
     execute_sample(config, config["result_fd"])
@@ -1669,8 +1675,6 @@ def serve():
     _new_home(setup["home"])
     _preload(setup.get("preload", []))
     setup["home_template"] = _home_template(setup["home"])
-    import gc
-
     if setup.get("role") != "candidate":
         _warm_failures()
         # The one full collection (10–15 ms with pandas loaded): the warm-up's class and
@@ -1688,6 +1692,9 @@ def serve():
             {**_SERVER_SNAPSHOT[0][2], **_SERVER_IDENTITY[0][2]}))
     # Children then leave the preloaded objects' pages alone (no copy-on-write by the GC).
     gc.freeze()
+    # Paused by the engine's boot line while the runner and the preload were imported (one
+    # full collection above instead of passes over a growing heap): on for every sample.
+    gc.enable()
     ready = (json.dumps({"ready": True, "pid": os.getpid()}) + "\n").encode()
     os.write(control_out, ready)
     prepared = _prepare(control_out, setup)
