@@ -700,6 +700,32 @@ def test_a_sample_may_start_more_threads_than_processes(engine: Engine, isolatio
 
 
 @pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_an_allocator_that_reserves_a_large_arena_keeps_the_memory_limit_usable(
+        engine: Engine, isolation: Isolation) -> None:
+    """The memory limit is an address-space limit (RLIMIT_AS) over the process's size, and
+    mimalloc (pyarrow's default pool; polars) reserves 1 GiB of addresses on its first
+    allocation where they fit: with a limit a little over 1 GiB (1100 MB), it would leave
+    a few MB for everything else, and 100 MB more would fail with MemoryError. The sample's
+    environment keeps such reservations small."""
+    pytest.importorskip("pyarrow", reason="pyarrow comes with the dev extras (make install)")
+    program = code("""
+        import pyarrow as pa
+
+
+        def strings(mb):
+            array = pa.array(["x" * 100] * 1_000)
+            return len(array) + len(bytearray(mb << 20))
+    """)
+    tests = "def test_strings():\n    assert strings(100) == 1_000 + (100 << 20)\n"
+    trusted = program.replace("array = pa.", "raise NotImplementedError  # pa.")
+    # Preloaded, pyarrow is part of the size the limit is set over (as with pandas preloaded).
+    execution = engine.execute(make_request(program, tests, "strings", isolation=isolation, memory_mb=1100,
+                                            preload=["pyarrow"],
+                                            trusted_program=trusted if isolation == "split" else None))
+    assert execution.status == "pass", [test.message[-300:] for test in execution.tests]
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
 def test_sample_code_runs_with_the_garbage_collector_on(engine: Engine, isolation: Isolation) -> None:
     """The runner imports itself and the preload with the collector paused; the program's
     import, the target (split: the candidate's process) and the tests all run with it on, at

@@ -93,6 +93,10 @@ _SAMPLE_ENV = {
     # glibc reserves a 64 MiB malloc arena per thread (up to 8 per core), all of it counted
     # by RLIMIT_AS: a dozen threads would use up the memory limit without touching memory.
     "MALLOC_ARENA_MAX": "2",
+    # mimalloc (pyarrow's default pool, polars) reserves 1 GiB of addresses at once where
+    # they fit (KiB here: 64 MiB): under a limit a little over that, the sample would be left
+    # a few MB for everything else.
+    "MIMALLOC_ARENA_RESERVE": "65536",
 }
 
 
