@@ -106,6 +106,17 @@ def test_processes_that_outlive_a_sample_get_the_server_replaced(forkserver: For
     assert forkserver.restarts == before + 1
 
 
+def test_the_note_names_the_processes_that_outlived_the_sample(forkserver: ForkServerEngine) -> None:
+    """What escaped the sample's process group is named in the note: pid, state, group and
+    command line, so that a reader can tell what the sample left behind."""
+    escaper = ("import subprocess\n"
+               "subprocess.Popen(['sleep', '61'], start_new_session=True)\n") + ADD
+    execution = forkserver.execute(make_request(escaper, CHECK_ADD, "add"))
+    assert execution.note.startswith("1 process(es) outlived the sample and were killed (pid ")
+    assert "group " in execution.note and execution.note.endswith(": sleep 61)"), execution.note
+    assert forkserver.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
+
+
 def test_a_process_left_in_the_samples_own_group_is_killed_without_replacing_the_server(
         forkserver: ForkServerEngine) -> None:
     """The reply leaves as soon as the runner's last record arrives; the sample's process

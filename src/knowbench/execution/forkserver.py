@@ -290,8 +290,7 @@ class ForkServerEngine(Engine):
                     replies[server.role] = {"timed_out": "did not answer" in str(error)}
                 if replies[server.role].get("stragglers"):
                     server.stop()
-                    notes.append(f"{replies[server.role]['stragglers']} process(es) outlived the "
-                                 f"{server.role} and were killed")
+                    notes.append(_outlived(replies[server.role], server.role))
         except (OSError, ValueError) as error:
             judge_server.stop()
             candidate_server.stop()
@@ -338,9 +337,16 @@ class ForkServerEngine(Engine):
         note = ""
         if reply.get("stragglers"):
             server.stop()  # tearing the sandbox down kills whatever is left, for certain
-            note = f"{reply['stragglers']} process(es) outlived the sample and were killed"
+            note = _outlived(reply, "sample")
         return build_execution(request, config["nonce"], _collected(reply), reply["duration_s"],
                                self.sandbox.kind, self.name, note=note)
+
+
+def _outlived(reply: dict[str, Any], what: str) -> str:
+    """The note for processes that outlived a sample (or one side of it), naming them."""
+    named = [str(text) for text in reply.get("straggler_notes") or []]
+    return (f"{reply['stragglers']} process(es) outlived the {what} and were killed"
+            + (f" ({'; '.join(named)})" if named else ""))
 
 
 def _check_python(python: str) -> None:

@@ -1550,6 +1550,7 @@ def _serve_one(limits, prepared, started, control_out, base, setup):
 
     # Its process group is dead (or dying): what else still runs escaped it.
     escaped = _escaped(pid) if setup.get("pid_namespace") else []
+    described = [_described(straggler) for straggler in escaped[:_STRAGGLERS_DESCRIBED]]
     for straggler in escaped:
         try:
             os.kill(straggler, signal.SIGKILL)
@@ -1560,7 +1561,8 @@ def _serve_one(limits, prepared, started, control_out, base, setup):
              "memory_peak": budget.peak,
              "stdout": text(out_read), "stderr": text(err_read),
              "stderr_tail": tail[0].decode(errors="replace"),
-             "duration_s": time.monotonic() - started, "stragglers": len(escaped)}
+             "duration_s": time.monotonic() - started, "stragglers": len(escaped),
+             "straggler_notes": described}
     data = (json.dumps(reply) + "\n").encode()
     while data:
         data = data[os.write(control_out, data):]
@@ -1593,6 +1595,27 @@ def _escaped(pid):
         if fields is not None and fields[0] != b"Z" and int(fields[2]) != pid:
             escaped.append(other)
     return escaped
+
+
+_STRAGGLERS_DESCRIBED = 5
+
+
+def _described(pid):
+    """A process that outlived its sample, as the engine's note names it: pid, state, process
+    group, parent and command line (the sample's own text: shortened, printable only)."""
+    fields = knowbench_memory.stat_fields(pid)
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            command = handle.read(400)
+    except OSError:
+        command = b""
+    command = "".join(c if c.isprintable() else " " for c in command.decode(errors="replace")).strip()
+    if len(command) > 80:
+        command = command[:77] + "..."
+    if fields is None:
+        return f"pid {pid} (gone)"
+    return (f"pid {pid} (state {fields[0].decode()}, group {fields[2].decode()}, "
+            f"parent {fields[1].decode()}): {command or '?'}")
 
 
 def _settled(setup, group, wait_s=2.0):
