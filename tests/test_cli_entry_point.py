@@ -25,7 +25,6 @@ def test_the_console_script_lists_every_command() -> None:
     assert set(COMMANDS) <= listed, f"missing from the CLI: {sorted(set(COMMANDS) - listed)}"
 
 
-
 # Counts the collector's passes made while `knowbench.cli` is being imported (it is in
 # sys.modules, its last line not yet run) and, at exit, prints them with the collector's state.
 _WATCH_COLLECTIONS = """\

@@ -1604,6 +1604,8 @@ def _described(pid):
     """A process that outlived its sample, as the engine's note names it: pid, state, process
     group, parent and command line (the sample's own text: shortened, printable only)."""
     fields = knowbench_memory.stat_fields(pid)
+    if fields is None:
+        return f"pid {pid} (gone)"
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as handle:
             command = handle.read(400)
@@ -1612,8 +1614,6 @@ def _described(pid):
     command = "".join(c if c.isprintable() else " " for c in command.decode(errors="replace")).strip()
     if len(command) > 80:
         command = command[:77] + "..."
-    if fields is None:
-        return f"pid {pid} (gone)"
     return (f"pid {pid} (state {fields[0].decode()}, group {fields[2].decode()}, "
             f"parent {fields[1].decode()}): {command or '?'}")
 
