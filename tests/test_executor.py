@@ -749,6 +749,58 @@ def test_sample_code_runs_with_the_garbage_collector_on(engine: Engine, isolatio
 
 
 @pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_the_program_and_its_tests_share_one_thread_as_under_the_frameworks(
+        engine: Engine, isolation: Isolation) -> None:
+    """unittest and pytest import the module and run every test on one thread, so what is
+    kept per thread or per context (the `decimal` context, `threading.local`, numpy's error
+    state) and set while the program loads or in a set-up hook holds in every later test."""
+    program = code("""
+        import decimal
+        import threading
+
+        decimal.getcontext().prec = 6
+        LOADING = threading.local()
+        LOADING.thread = threading.current_thread()
+
+
+        def seventh():
+            return str(decimal.Decimal(1) / decimal.Decimal(7))
+    """)
+    tests = code("""
+        import decimal
+        import threading
+        import unittest
+
+
+        def test_the_programs_context_holds():
+            assert str(decimal.Decimal(1) / decimal.Decimal(7)) == "0.142857"
+
+
+        def test_on_the_thread_that_loaded_the_program():
+            assert getattr(LOADING, "thread", None) is threading.current_thread()
+
+
+        class TestSetUp(unittest.TestCase):
+            @classmethod
+            def setUpClass(cls):
+                decimal.getcontext().prec = 3
+
+            def test_a(self):
+                self.assertEqual(str(decimal.Decimal(1) / decimal.Decimal(7)), "0.143")
+
+            def test_b(self):
+                self.assertEqual(str(decimal.Decimal(2) / decimal.Decimal(3)), "0.667")
+    """)
+    # Split, the judge's own program sets the same (its target is a stub; no test calls it).
+    trusted = program.replace("return str(", "raise NotImplementedError  # ") if isolation == "split" else None
+    request = make_request(program, tests, "seventh", isolation=isolation, trusted_program=trusted)
+    execution = engine.execute(request)
+    assert statuses(execution) == dict.fromkeys(
+        ["t::test_the_programs_context_holds", "t::test_on_the_thread_that_loaded_the_program",
+         "t::TestSetUp::test_a", "t::TestSetUp::test_b"], "pass"), [t.message[-400:] for t in execution.tests]
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
 def test_the_uid_a_sample_runs_under_has_a_user_name(engine: Engine, isolation: Isolation) -> None:
     """getpass.getuser() and pwd lookups of the own uid work, in the candidate's process too."""
     program = code("""

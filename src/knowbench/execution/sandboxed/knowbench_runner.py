@@ -730,7 +730,7 @@ def execute_sample(config, result_fd):
     nonce = config["nonce"]
     items = [dict(item) for item in config["items"]]
     tests = dict(config["tests"])
-    write, exit_now, monotonic = os.write, os._exit, time.monotonic
+    write, exit_now, monotonic, getpid = os.write, os._exit, time.monotonic, os.getpid
     end_code = _end_code
     start_thread, new_lock = _thread.start_new_thread, _thread.allocate_lock
     quote = json.encoder.encode_basestring_ascii
@@ -758,18 +758,40 @@ def execute_sample(config, result_fd):
         while data:
             data = data[write(result_fd, data):]
 
-    def in_worker(job, *args):
-        """Run `job(*args, box)` on a fresh thread; its one well-formed outcome, or None."""
-        box, finished = [], new_lock()
-        finished.acquire()
+    jobs, worker = [], [None, None]  # the job handed over; (the process, the worker's go)
 
-        def body():
+    def serve_jobs(go):
+        """The worker thread: runs each job handed over, in turn, until the process ends."""
+        while True:
+            go.acquire()
+            if not jobs:  # woken by sample code, not by a hand-over
+                continue
+            job, args, box, finished = jobs.pop()
             try:
                 job(*args, box)
-            finally:
+            except BaseException:  # no outcome in the box: the caller sees None
+                pass
+            try:
                 finished.release()
+            except RuntimeError:  # sample code that found the lock released it already
+                pass
 
-        start_thread(body, ())
+    def in_worker(job, *args):
+        """Run `job(*args, box)` on the sample's worker thread; its one well-formed outcome,
+        or None. One worker per process (started on first use, and again in a process forked
+        for one item), so that the program and every test run on one thread, as under
+        unittest and pytest: what they keep per thread or per context (the `decimal`
+        context, `threading.local`, numpy's error state) holds from the program's loading
+        and a set-up hook into later tests. Sample code never runs on this thread's stack."""
+        if worker[0] != getpid():
+            go = new_lock()
+            go.acquire()
+            start_thread(serve_jobs, (go,))
+            worker[:] = [getpid(), go]
+        box, finished = [], new_lock()
+        finished.acquire()
+        jobs[:] = [(job, args, box, finished)]
+        worker[1].release()
         finished.acquire()
         if length(box) != 1 or type_of(box[0]) is not tuple_type or length(box[0]) != 4:
             return None
