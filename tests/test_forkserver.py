@@ -187,6 +187,42 @@ def test_the_servers_warm_up_leaves_nothing_a_sample_can_see(forkserver: ForkSer
     assert failing.status == "fail" and "assert add(2, 3) == 5" in failing.tests[0].message
 
 
+def test_the_split_warm_up_leaves_nothing_either_process_can_see(forkserver: ForkServerEngine) -> None:
+    """Both servers make a round of split calls of the runner's own before forking (so that
+    their children make their first call from warm state): the candidate's program finds no
+    object of it, the judge's tests no module, and the calls of the sample cross as ever."""
+    candidate = dedent('''
+        import gc
+        import sys
+
+        gc.unfreeze()  # what the server froze before forking: all of its objects
+        # (Loaded before the candidate's process makes its own channel's end.)
+        LEFT = [repr(obj)[:80] for obj in gc.get_objects()
+                if getattr(obj, "__module__", None) == "knowbench_warm_up"
+                or type(obj).__module__ == "knowbench_split"]
+
+
+        def add(a, b):
+            assert "knowbench_warm_up" not in sys.modules, "a warm-up module"
+            assert not LEFT, LEFT[:5]
+            print("added")
+            return a + b
+    ''')
+    tests = dedent('''
+        import linecache
+        import sys
+
+
+        def test_no_warm_up_left(capsys):
+            assert not [name for name in linecache.cache if "warm-up" in name]
+            assert "knowbench_warm_up" not in sys.modules
+            assert add(2, 3) == 5
+            assert capsys.readouterr().out == "added\\n"
+    ''')
+    execution = forkserver.execute(make_request(candidate, tests, "add", isolation="split"))
+    assert execution.isolation == "split" and execution.status == "pass", execution.tests[0].message
+
+
 def _prepared_children(engine: ForkServerEngine) -> list[int]:
     """The host pids of the processes the fork server forked ahead of their samples (after a
     sample has ended, its own process is reaped: only the prepared one is left)."""

@@ -1720,6 +1720,10 @@ def serve():
     _new_home(setup["home"])
     _preload(setup.get("preload", []))
     setup["home_template"] = _home_template(setup["home"])
+    try:  # best effort: a speed-up, never a reason for a server not to start
+        knowbench_split.warm_up()
+    except Exception:
+        pass
     if setup.get("role") != "candidate":
         _warm_failures()
         # The one full collection (10–15 ms with pandas loaded): the warm-up's class and
