@@ -800,6 +800,37 @@ def test_the_program_and_its_tests_share_one_thread_as_under_the_frameworks(
          "t::TestSetUp::test_a", "t::TestSetUp::test_b"], "pass"), [t.message[-400:] for t in execution.tests]
 
 
+def test_a_split_judge_runs_the_tests_on_its_main_thread_as_the_frameworks_do(engine: Engine) -> None:
+    """No code of the candidate's runs in the judge's process, so its tests run where unittest
+    and pytest run them, on the main thread: a test may set a signal handler (an alarm-based
+    timeout around the call)."""
+    tests = code("""
+        import signal
+        import threading
+
+
+        def test_on_the_main_thread():
+            assert threading.current_thread() is threading.main_thread()
+
+
+        def test_with_an_alarm_based_timeout():
+            def expired(signum, frame):
+                raise TimeoutError("too slow")
+
+            previous = signal.signal(signal.SIGALRM, expired)
+            try:
+                signal.setitimer(signal.ITIMER_REAL, 5)
+                assert add(2, 3) == 5
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+    """)
+    execution = engine.execute(make_request(ADD, tests, "add", isolation="split"))
+    assert execution.isolation == "split"
+    assert statuses(execution) == {"t::test_on_the_main_thread": "pass",
+                                   "t::test_with_an_alarm_based_timeout": "pass"}, execution.tests
+
+
 @pytest.mark.parametrize("isolation", ["in-process", "split"])
 def test_the_uid_a_sample_runs_under_has_a_user_name(engine: Engine, isolation: Isolation) -> None:
     """getpass.getuser() and pwd lookups of the own uid work, in the candidate's process too."""
