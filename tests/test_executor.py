@@ -831,6 +831,52 @@ def test_a_split_judge_runs_the_tests_on_its_main_thread_as_the_frameworks_do(en
                                    "t::test_with_an_alarm_based_timeout": "pass"}, execution.tests
 
 
+def test_a_call_a_signal_handler_interrupts_is_never_answered_by_a_later_one(engine: Engine) -> None:
+    """A handler that raises while a call is crossing leaves the candidate's answer to it on
+    its way: the test sees the handler's exception, and no later call may take that stale
+    answer for its own (they fail with `candidate-died`)."""
+    program = code("""
+        import time
+
+
+        def slow_add(a, b, wait=0.0):
+            time.sleep(wait)
+            return a + b
+    """)
+    tests = code("""
+        import signal
+
+
+        class Slow(Exception):
+            pass
+
+
+        def test_interrupted_then_called_again():
+            def expired(signum, frame):
+                raise Slow()
+
+            previous = signal.signal(signal.SIGALRM, expired)
+            try:
+                signal.setitimer(signal.ITIMER_REAL, 0.2)
+                try:
+                    slow_add(1, 1, wait=1.0)
+                except Slow:
+                    pass
+                else:
+                    raise AssertionError("the alarm did not interrupt the call")
+                assert slow_add(2, 3) == 5
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+    """)
+    trusted = "def slow_add(a, b, wait=0.0):\n    raise NotImplementedError\n"
+    execution = engine.execute(make_request(program, tests, "slow_add", isolation="split",
+                                            trusted_program=trusted))
+    [outcome] = execution.tests
+    assert (outcome.status, outcome.reason) == ("error", "candidate-died"), outcome
+    assert "interrupted" in outcome.message, outcome.message
+
+
 @pytest.mark.parametrize("isolation", ["in-process", "split"])
 def test_the_uid_a_sample_runs_under_has_a_user_name(engine: Engine, isolation: Isolation) -> None:
     """getpass.getuser() and pwd lookups of the own uid work, in the candidate's process too."""

@@ -347,11 +347,20 @@ class Channel(Peer):
             self._fail(CrossingFailed, f"the call cannot cross to the candidate's process: {error}")
         try:
             reply = self.exchange(payload)
-        except (OSError, EOFError, ValueError) as error:
-            self.gone = f"the candidate's process ended during a call of {what} ({error})"
-            self._fail(CandidateGone, self.gone)
         except wire.WireError as error:
             self._fail(CrossingFailed, f"the candidate's reply cannot be rebuilt here: {error}")
+        except BaseException as error:
+            # The channel's own failures: its end closed, an OS error of its own (with an
+            # errno), a frame over the cap.
+            if isinstance(error, (EOFError, ValueError)) or (isinstance(error, OSError) and error.errno):
+                self.gone = f"the candidate's process ended during a call of {what} ({error})"
+                self._fail(CandidateGone, self.gone)
+            # Anything else was raised here while the call crossed (a signal handler's
+            # exception): the test sees it, and since the candidate's answer to this call is
+            # still on its way, no later call may read it as its own.
+            self.gone = (f"an earlier call of {what} was interrupted ({type(error).__name__}) "
+                         "before the candidate's process answered it")
+            raise
         if type(reply) is tuple and len(reply) == 2 and reply[0] == "died" and type(reply[1]) is str:
             self.gone = f"the candidate's process for this test ended during a call of {what} ({reply[1]})"
             self._fail(CandidateGone, self.gone)
