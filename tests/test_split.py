@@ -318,6 +318,15 @@ def test_a_candidate_over_its_cpu_limit_times_out(split_engine: Engine) -> None:
     assert result.tests[0].status == "timeout" and result.tests[0].reason == "cpu-time", result.tests
 
 
+def test_a_candidate_that_never_returns_times_out_on_the_wall_clock(split_engine: Engine) -> None:
+    """Its process may reach the wall clock before the judge's does (each is timed from its
+    own start): the judge then sees the channel close, and the verdict is still `timeout`."""
+    program = "def add(a, b):\n    while True:\n        pass\n"
+    result = run(split_engine, program, CHECK_ADD, wall_s=1.5, cpu_s=20)
+    assert result.status == "timeout", result.tests
+    assert (result.tests[0].status, result.tests[0].reason) == ("timeout", "timeout"), result.tests
+
+
 def test_a_returned_closure_is_called_back_by_value(split_engine: Engine) -> None:
     program = """
         def add(a):

@@ -500,6 +500,8 @@ def build_split_execution(request: ExecutionRequest, nonce: str, judge: Collecte
         limit = ("timeout", "cpu-time", "the CPU-time limit")
     elif died == "SIGXFSZ":
         limit = ("error", "output-limit", "the file-size limit")
+    elif candidate.timed_out:  # its wall clock, started just before the judge's, ran out first
+        limit = ("timeout", "timeout", "the wall-clock limit")
     last_words = last_stderr_lines(candidate)
     for outcome in execution.tests:
         if outcome.reason == "candidate-died" and candidate.exit_code not in (None, 0):
