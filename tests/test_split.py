@@ -327,6 +327,70 @@ def test_a_candidate_that_never_returns_times_out_on_the_wall_clock(split_engine
     assert (result.tests[0].status, result.tests[0].reason) == ("timeout", "timeout"), result.tests
 
 
+INTERRUPTIBLE = """
+    import time
+
+
+    def add(a, b, wait=0.0, callback=None):
+        if callback is not None:
+            try:
+                callback()
+            except BaseException:
+                pass
+        time.sleep(wait)
+        return a + b
+"""
+ALARM = """
+    import signal
+
+
+    def interrupted(call, error):
+        def expired(signum, frame):
+            raise error
+
+        previous = signal.signal(signal.SIGALRM, expired)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
+            call()
+        except type(error):
+            return True
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        return False
+"""
+
+
+@pytest.mark.parametrize("error", ["ValueError('slow')", "TimeoutError(62, 'Timer expired')", "KeyError('x')"])
+def test_a_test_sees_the_exception_its_signal_handler_raised_during_a_call(
+        split_engine: Engine, error: str) -> None:
+    """As under the frameworks, whatever the handler raises reaches the test, whatever its
+    type (an OSError with an errno included); a later call then fails (see test_executor)."""
+    tests = ALARM + f"""
+
+    def test_interrupted():
+        assert interrupted(lambda: add(1, 1, wait=1.0), {error})
+    """
+    result = run(split_engine, INTERRUPTIBLE, tests)
+    assert result.status == "pass", result.tests
+
+
+def test_a_nested_call_that_was_interrupted_does_not_answer_the_outer_one(split_engine: Engine) -> None:
+    """A callback the test passes calls the target again, and that call is interrupted: its
+    answer is still on its way, so the outer call must not take it for its own."""
+    tests = ALARM + """
+
+    def test_nested():
+        def callback():
+            interrupted(lambda: add(900, 99, wait=1.0), KeyError("slow"))
+
+        assert add(1, 0, callback=callback) == 1
+    """
+    result = run(split_engine, INTERRUPTIBLE, tests)
+    assert (result.tests[0].status, result.tests[0].reason) == ("error", "candidate-died"), result.tests
+    assert "interrupted" in result.tests[0].message
+
+
 def test_a_returned_closure_is_called_back_by_value(split_engine: Engine) -> None:
     program = """
         def add(a):

@@ -10,6 +10,7 @@ never sees the tests, the expected values or the judge's verdict channel.
 Stdlib only (plus `knowbench_wire`, which lives beside it): runs inside the sandbox.
 """
 
+import errno
 import functools
 import inspect
 import io
@@ -46,6 +47,16 @@ class CandidateGone(BaseException):
     reason = "candidate-died"
 
 
+class FrameTooLarge(ValueError):
+    """A frame over the cap: the other side broke the protocol."""
+
+
+# What the channel's own reads and writes fail with when the other side is gone (an exception
+# a signal handler raises while a call crosses is none of these: see `Channel._across`).
+_CHANNEL_ERRNOS = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ECONNABORTED, errno.ENOTCONN,
+                             errno.ESHUTDOWN, errno.EBADF, errno.EIO, errno.ENOBUFS, errno.ENOMEM})
+
+
 def send_frame(fd, data):
     """One length-prefixed frame."""
     data = _HEADER.pack(len(data)) + data
@@ -68,7 +79,7 @@ def recv_frame(fd, cap=FRAME_CAP):
     """The next frame; EOFError when the peer is gone, ValueError when it is too large."""
     (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
     if size > cap:
-        raise ValueError(f"a frame of {size} bytes is over the {cap}-byte cap")
+        raise FrameTooLarge(f"a frame of {size} bytes is over the {cap}-byte cap")
     return _read_exact(fd, size)
 
 
@@ -122,6 +133,8 @@ class Peer:
             message = self.loads(recv_frame(self.fd))
             if type(message) is tuple and len(message) == 5 and message[0] == "request":
                 send_frame(self.fd, self.answer(*message[1:]))
+                if getattr(self, "gone", None) is not None:  # a call made while answering broke
+                    return None
                 continue
             return message
 
@@ -231,7 +244,7 @@ def _replay(peer, effects, args, kwargs, broken):
             or type(mutated[1]) is not dict or len(mutated[0]) != len(args)
             or set(mutated[1]) != set(kwargs)):
         broken(CrossingFailed, "the changes to the arguments do not match the call")
-    for original, new in zip(args, mutated[0], strict=True):
+    for original, new in zip(args, mutated[0]):  # noqa: B905 (Python 3.8 and 3.9 have no strict; lengths checked above)
         wire.assign_in_place(original, new)
     for name, original in kwargs.items():
         wire.assign_in_place(original, mutated[1][name])
@@ -350,9 +363,10 @@ class Channel(Peer):
         except wire.WireError as error:
             self._fail(CrossingFailed, f"the candidate's reply cannot be rebuilt here: {error}")
         except BaseException as error:
-            # The channel's own failures: its end closed, an OS error of its own (with an
-            # errno), a frame over the cap.
-            if isinstance(error, (EOFError, ValueError)) or (isinstance(error, OSError) and error.errno):
+            # The channel's own failures: its end closed, a frame over the cap, an error of
+            # the socket itself.
+            if (isinstance(error, (EOFError, FrameTooLarge))
+                    or (isinstance(error, OSError) and error.errno in _CHANNEL_ERRNOS)):
                 self.gone = f"the candidate's process ended during a call of {what} ({error})"
                 self._fail(CandidateGone, self.gone)
             # Anything else was raised here while the call crossed (a signal handler's
@@ -361,6 +375,8 @@ class Channel(Peer):
             self.gone = (f"an earlier call of {what} was interrupted ({type(error).__name__}) "
                          "before the candidate's process answered it")
             raise
+        if self.gone is not None:  # a call made while this one crossed was interrupted
+            self._fail(CandidateGone, self.gone)
         if type(reply) is tuple and len(reply) == 2 and reply[0] == "died" and type(reply[1]) is str:
             self.gone = f"the candidate's process for this test ended during a call of {what} ({reply[1]})"
             self._fail(CandidateGone, self.gone)
