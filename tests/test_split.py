@@ -8,6 +8,8 @@ fails the test instead of passing it.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from textwrap import dedent
 
@@ -16,7 +18,7 @@ import pytest
 from helpers import make_request
 from knowbench.execution.engine import Engine, SubprocessEngine
 from knowbench.execution.forkserver import ForkServerEngine
-from knowbench.execution.sandbox import Sandbox
+from knowbench.execution.sandbox import RUNNER_DIR, Sandbox
 
 ADD = "def add(a, b):\n    return a + b\n"
 WRONG_ADD = "def add(a, b):\n    return a - b\n"
@@ -559,3 +561,26 @@ def test_direct_invocation_reports_a_candidate_copy_that_exits_cleanly(split_eng
     assert [(t.status, t.reason) for t in result.tests] == [("error", "candidate-died"), ("pass", None)], \
         result.tests
 
+
+
+def test_the_servers_warm_up_of_the_wire_imports_nothing() -> None:
+    """A fork server makes a round of split calls of its own before forking (numpy and pandas
+    values among them when it preloaded those): every sample's process then starts with the
+    modules the server preloaded, and no other."""
+    probe = dedent("""
+        import sys
+
+        import numpy
+        import pandas
+
+        import knowbench_runner
+        import knowbench_split
+
+        before = set(sys.modules)
+        knowbench_split.warm_up()
+        print(sorted(set(sys.modules) - before))
+    """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=RUNNER_DIR,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"

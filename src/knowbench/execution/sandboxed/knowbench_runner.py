@@ -1731,7 +1731,7 @@ def serve():
     setup["home_template"] = _home_template(setup["home"])
     try:  # best effort: a speed-up, never a reason for a server not to start
         knowbench_split.warm_up()
-    except Exception:
+    except BaseException:  # (the channel's CrossingFailed and CandidateGone included)
         pass
     if setup.get("role") != "candidate":
         _warm_failures()

@@ -643,7 +643,8 @@ def warm_up():
     settling on the judge's side — through this module's own loops, on a socket pair and a
     target of the runner's own, so that each child finds these paths warm (quickened code,
     filled caches) instead of writing to those pages itself on its first call. No sample's
-    code or value is involved; what it leaves is garbage for the caller's collection."""
+    code or value is involved, no module is imported; what it leaves is garbage for the
+    caller's collection."""
     import socket
 
     module = types.ModuleType("knowbench_warm_up")
@@ -653,8 +654,8 @@ def warm_up():
     np, pd = sys.modules.get("numpy"), sys.modules.get("pandas")  # preloaded, never imported here
     if np is not None:
         values.append((np.array([1.5, -2.0]), np.arange(4).reshape(2, 2), np.int64(3), np.float64(0.5)))
-    if pd is not None:
-        values.append((pd.DataFrame({"a": [1, 2], "b": ["x", "y"]}), pd.Series([1.0, 2.0], name="s")))
+    if pd is not None:  # no strings, not even as labels: pandas 3 imports pyarrow's pandas_compat for them
+        values.append((pd.DataFrame({0: [1, 2], 1: [0.5, 1.5]}), pd.Series([1.0, 2.0])))
     calls = [(name, args) for args in values for name in ("echo", "fail")]
     saved = sys.stdout, sys.stderr
     try:
@@ -676,7 +677,7 @@ def warm_up():
             for name, args in calls:
                 try:
                     channel.call_entry(name, args, {})
-                except ValueError:
+                except (ValueError, CrossingFailed, CandidateGone):  # `fail`; a value that did not cross
                     pass
     finally:
         sys.stdout, sys.stderr = saved
