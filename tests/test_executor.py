@@ -800,6 +800,37 @@ def test_the_program_and_its_tests_share_one_thread_as_under_the_frameworks(
          "t::TestSetUp::test_a", "t::TestSetUp::test_b"], "pass"), [t.message[-400:] for t in execution.tests]
 
 
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_a_direct_item_runs_in_the_context_the_program_loaded_in(engine: Engine, isolation: Isolation) -> None:
+    """Under `direct` invocation each item runs in a fresh copy of the process that loaded the
+    program, as a script that runs the program and then the test: what the program's loading
+    set in the context (the `decimal` context, numpy's error state) holds in every item."""
+    program = code("""
+        import decimal
+
+        decimal.getcontext().prec = 6
+
+
+        def seventh():
+            return str(decimal.Decimal(1) / decimal.Decimal(7))
+    """)
+    tests = code("""
+        import decimal
+
+
+        def test_a():
+            assert str(decimal.Decimal(1) / decimal.Decimal(7)) == "0.142857"
+
+
+        def test_b():
+            assert str(decimal.Decimal(2) / decimal.Decimal(3)) == "0.666667"
+    """)
+    trusted = program.replace("return str(", "raise NotImplementedError  # ") if isolation == "split" else None
+    execution = engine.execute(make_request(program, tests, "seventh", isolation=isolation,
+                                            trusted_program=trusted, invocation="direct"))
+    assert statuses(execution) == {"t::test_a": "pass", "t::test_b": "pass"}, execution.tests
+
+
 def test_a_split_judge_runs_the_tests_on_its_main_thread_as_the_frameworks_do(engine: Engine) -> None:
     """No code of the candidate's runs in the judge's process, so its tests run where unittest
     and pytest run them, on the main thread: a test may set a signal handler (an alarm-based

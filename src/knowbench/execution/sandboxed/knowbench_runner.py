@@ -23,6 +23,7 @@ tests need.
 
 import _thread
 import builtins
+import contextvars
 import gc
 import itertools
 import json
@@ -731,6 +732,7 @@ def execute_sample(config, result_fd):
     items = [dict(item) for item in config["items"]]
     tests = dict(config["tests"])
     write, exit_now, monotonic, getpid = os.write, os._exit, time.monotonic, os.getpid
+    copy_context = contextvars.copy_context
     end_code = _end_code
     start_thread, new_lock = _thread.start_new_thread, _thread.allocate_lock
     quote = json.encoder.encode_basestring_ascii
@@ -759,6 +761,10 @@ def execute_sample(config, result_fd):
             data = data[write(result_fd, data):]
 
     jobs, worker = [], [None, None]  # the job handed over; (the process, the worker's go)
+    # The worker's context after its last job: a process forked for one item (`direct`) starts
+    # its own worker in a copy, so what the program's loading set there (the `decimal`
+    # context, numpy's error state) holds in the item, as in one script.
+    after_jobs = [None]
 
     def serve_jobs(go):
         """The worker thread: runs each job handed over, in turn, until the process ends."""
@@ -771,6 +777,7 @@ def execute_sample(config, result_fd):
                 job(*args, box)
             except BaseException:  # no outcome in the box: the caller sees None
                 pass
+            after_jobs[0] = copy_context()
             try:
                 finished.release()
             except RuntimeError:  # sample code that found the lock released it already
@@ -795,12 +802,18 @@ def execute_sample(config, result_fd):
             if worker[0] != getpid():
                 go = new_lock()
                 go.acquire()
-                start_thread(serve_jobs, (go,))
+                if after_jobs[0] is None:
+                    start_thread(serve_jobs, (go,))
+                else:
+                    start_thread(after_jobs[0].run, (serve_jobs, go))
                 worker[:] = [getpid(), go]
             finished = new_lock()
             finished.acquire()
             jobs[:] = [(job, args, box, finished)]
-            worker[1].release()
+            try:
+                worker[1].release()
+            except RuntimeError:  # sample code released it already: the worker is awake
+                pass
             finished.acquire()
         if length(box) != 1 or type_of(box[0]) is not tuple_type or length(box[0]) != 4:
             return None
