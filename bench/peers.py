@@ -214,8 +214,9 @@ def _knowbench_check(harness: str, heavy: bool, workers: int, samples: list[dict
                                    for sample in samples)))
     engine: Any = (SubprocessEngine(sandbox, workers=workers) if harness == "subprocess"
                    else ForkServerEngine(sandbox, workers=workers, preload=preload))
-    engine.start()  # as `knowbench run` does: the servers start while the samples are loaded
     isolation = "split" if harness == "fs-split" else "in-process"
+    # As `knowbench run` does: the servers (split: the candidates' too) start while the samples load.
+    engine.start(split=isolation == "split")
     # A benchmark's tests are parsed when it loads, not per sample (`knowbench run` passes the
     # loaded TestSpec objects): every sample here is a task of its own, loaded before the loop.
     specs = {sample["id"]: [TestSpec(name="tests", code=tests_of(sample))] for sample in samples}

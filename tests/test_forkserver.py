@@ -483,14 +483,16 @@ def test_a_start_that_failed_is_made_again_by_the_first_sample(best_sandbox: San
 
 
 class _Watching(ReferenceBackend):
-    """The reference backend, noting at each reply whether the engine's servers were started."""
+    """The reference backend, noting at each reply whether the engine's servers (the judges',
+    the split candidates') were started."""
 
     def __init__(self, engine: ForkServerEngine) -> None:
         self.engine, self.started_before_reply = engine, []
 
     async def generate(self, task, messages, params, sample_idx):  # type: ignore[no-untyped-def]
-        self.started_before_reply.append(all(server.starting is not None or server.process is not None
-                                              for server in self.engine._servers))
+        self.started_before_reply.append(tuple(
+            all(server.starting is not None or server.process is not None for server in servers)
+            for servers in (self.engine._servers, self.engine._candidates)))
         return await super().generate(task, messages, params, sample_idx)
 
 
@@ -498,16 +500,21 @@ class _Watching(ReferenceBackend):
 def test_a_run_starts_the_servers_before_the_model_replies_when_it_has_code_to_run(
         best_sandbox: Sandbox, tmp_path: Path, kind: str) -> None:
     """With the references' checks reused from an earlier run, nothing runs before the model's
-    first reply; the servers start meanwhile, where the tasks have code to run."""
+    first reply; the servers start meanwhile, where the tasks have code to run, and the split
+    candidates' servers too where the tasks run split."""
     bench = load_benchmark(EXAMPLE)
     tasks = [task.task_id for task in bench.tasks if task.kind == kind][:2]
-    for attempt in ("earlier", "watched"):
+    for attempt, isolation in (("earlier", "auto"), ("watched", "auto"), ("in-process", "in-process")):
         engine = ForkServerEngine(best_sandbox, workers=1)
         try:
             backend = _Watching(engine)
             summary = run_benchmark(bench, backend, get_method("none"), engine, tmp_path / attempt,
-                                    SamplingParams(), Limits(), task_ids=tasks)
+                                    SamplingParams(), Limits(), task_ids=tasks, isolation=isolation)
             assert [result.status for result in summary.results] == ["pass"] * len(tasks)
+            splits = {result.execution.isolation for result in summary.results if result.execution}
         finally:
             engine.close()
-    assert backend.started_before_reply == [kind == "function"] * len(tasks)
+        if attempt == "watched":
+            assert splits == ({"split"} if kind == "function" else set())
+            assert backend.started_before_reply == [(kind == "function",) * 2] * len(tasks)
+    assert backend.started_before_reply == [(kind == "function", False)] * len(tasks)

@@ -296,7 +296,9 @@ async def _run_all(tasks: list[FunctionTask | ChoiceTask], backend: ModelBackend
     if on_start:
         on_start(len(work), len(work) - len(todo))
     if any(not isinstance(task, ChoiceTask) for task, _ in todo):
-        engine.start()  # its servers start while the model writes the first replies
+        # Its servers start while the model writes the first replies (split samples' too).
+        engine.start(split=any(getattr(plans.get(task.task_id), "isolation", None) == "split"
+                               for task, _ in todo))
     executing = asyncio.Semaphore(engine.workers)
     preload = guarded_modules(tasks)
     prompts: dict[str, Prompt] = {}

@@ -160,12 +160,12 @@ class Engine(ABC):
         sandbox would show them (see `Sandbox.hiding`; `unshare` and `none` show the host's
         file system as it is and hide nothing). Not to be called while executions run."""
 
-    def start(self) -> None:  # noqa: B027 (optional hook: most engines start nothing)
+    def start(self, split: bool = False) -> None:  # noqa: B027 (optional hook: most engines start nothing)
         """Begin, without waiting, what can start before the first sample (a fork server's
-        warm processes), so that it overlaps with other work such as the model's first
-        replies. `execute` waits for it where it needs it; a start that failed is retried
-        there, and its error reported as it would have been without `start`. Not to be
-        called while executions run."""
+        warm processes; with `split`, what split samples need as well), so that it overlaps
+        with other work such as the model's first replies. `execute` waits for it where it
+        needs it; a start that failed is retried there, and its error reported as it would
+        have been without `start`. Not to be called while executions run."""
 
     def close(self) -> None:  # noqa: B027 (optional hook: most engines hold nothing)
         """Release workers and temporary files."""

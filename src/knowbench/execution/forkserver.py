@@ -211,7 +211,7 @@ class ForkServerEngine(Engine):
         for server in self._servers:
             self._free.put(server)
         self.spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="knowbench-spawner")
-        self._starter = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="knowbench-start")
+        self._starter = ThreadPoolExecutor(max_workers=2 * self.workers, thread_name_prefix="knowbench-start")
 
     def describe(self) -> dict[str, object]:
         return {**super().describe(), **self.sandbox.describe(), "python": self.python,
@@ -228,10 +228,11 @@ class ForkServerEngine(Engine):
         """How many times a server was replaced (died, hung, or left processes behind)."""
         return sum(max(server.restarts, 0) for server in (*self._servers, *self._candidates))
 
-    def start(self) -> None:
-        """Start every worker's server in the background (split candidates' servers start
-        with their first sample); a server already running or starting is left alone."""
-        for server in self._servers:
+    def start(self, split: bool = False) -> None:
+        """Start every worker's server in the background, and with `split` every worker's
+        candidates' server too (else those start with their first split sample); a server
+        already running or starting is left alone."""
+        for server in (*self._servers, *(self._candidates if split else ())):
             if server.starting is None and server.process is None:
                 server.starting = self._starter.submit(server.start)
 
