@@ -748,24 +748,33 @@ def test_sample_code_runs_with_the_garbage_collector_on(engine: Engine, isolatio
     assert execution.status == "pass", [test.message[-300:] for test in execution.tests]
 
 
+# A program that sets, while it loads, state kept per context (the `decimal` precision) and per
+# thread (a `threading.local`).
+LOADS_STATE = code("""
+    import decimal
+    import threading
+
+    decimal.getcontext().prec = 6
+    LOADING = threading.local()
+    LOADING.thread = threading.current_thread()
+
+
+    def seventh():
+        return str(decimal.Decimal(1) / decimal.Decimal(7))
+""")
+
+
+def _loads_state_judged(isolation: Isolation) -> str | None:
+    """Split, the judge's own program: it sets the same while it loads (its target a stub)."""
+    return LOADS_STATE.replace("return str(", "raise NotImplementedError  # ") if isolation == "split" else None
+
+
 @pytest.mark.parametrize("isolation", ["in-process", "split"])
 def test_the_program_and_its_tests_share_one_thread_as_under_the_frameworks(
         engine: Engine, isolation: Isolation) -> None:
     """unittest and pytest import the module and run every test on one thread, so what is
     kept per thread or per context (the `decimal` context, `threading.local`, numpy's error
     state) and set while the program loads or in a set-up hook holds in every later test."""
-    program = code("""
-        import decimal
-        import threading
-
-        decimal.getcontext().prec = 6
-        LOADING = threading.local()
-        LOADING.thread = threading.current_thread()
-
-
-        def seventh():
-            return str(decimal.Decimal(1) / decimal.Decimal(7))
-    """)
     tests = code("""
         import decimal
         import threading
@@ -791,9 +800,8 @@ def test_the_program_and_its_tests_share_one_thread_as_under_the_frameworks(
             def test_b(self):
                 self.assertEqual(str(decimal.Decimal(2) / decimal.Decimal(3)), "0.667")
     """)
-    # Split, the judge's own program sets the same (its target is a stub; no test calls it).
-    trusted = program.replace("return str(", "raise NotImplementedError  # ") if isolation == "split" else None
-    request = make_request(program, tests, "seventh", isolation=isolation, trusted_program=trusted)
+    request = make_request(LOADS_STATE, tests, "seventh", isolation=isolation,
+                           trusted_program=_loads_state_judged(isolation))
     execution = engine.execute(request)
     assert statuses(execution) == dict.fromkeys(
         ["t::test_the_programs_context_holds", "t::test_on_the_thread_that_loaded_the_program",
@@ -805,15 +813,6 @@ def test_a_direct_item_runs_in_the_context_the_program_loaded_in(engine: Engine,
     """Under `direct` invocation each item runs in a fresh copy of the process that loaded the
     program, as a script that runs the program and then the test: what the program's loading
     set in the context (the `decimal` context, numpy's error state) holds in every item."""
-    program = code("""
-        import decimal
-
-        decimal.getcontext().prec = 6
-
-
-        def seventh():
-            return str(decimal.Decimal(1) / decimal.Decimal(7))
-    """)
     tests = code("""
         import decimal
 
@@ -825,9 +824,9 @@ def test_a_direct_item_runs_in_the_context_the_program_loaded_in(engine: Engine,
         def test_b():
             assert str(decimal.Decimal(2) / decimal.Decimal(3)) == "0.666667"
     """)
-    trusted = program.replace("return str(", "raise NotImplementedError  # ") if isolation == "split" else None
-    execution = engine.execute(make_request(program, tests, "seventh", isolation=isolation,
-                                            trusted_program=trusted, invocation="direct"))
+    execution = engine.execute(make_request(LOADS_STATE, tests, "seventh", isolation=isolation,
+                                            trusted_program=_loads_state_judged(isolation),
+                                            invocation="direct"))
     assert statuses(execution) == {"t::test_a": "pass", "t::test_b": "pass"}, execution.tests
 
 

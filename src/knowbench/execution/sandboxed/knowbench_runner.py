@@ -765,6 +765,13 @@ def execute_sample(config, result_fd):
     # its own worker in a copy, so what the program's loading set there (the `decimal`
     # context, numpy's error state) holds in the item, as in one script.
     after_jobs = [None]
+    forks_items = config.get("invocation") == "direct"
+
+    def run_job(job, args, box):
+        try:
+            job(*args, box)
+        except BaseException:  # no outcome in the box: the caller sees None
+            pass
 
     def serve_jobs(go):
         """The worker thread: runs each job handed over, in turn, until the process ends."""
@@ -773,11 +780,9 @@ def execute_sample(config, result_fd):
             if not jobs:  # woken by sample code, not by a hand-over
                 continue
             job, args, box, finished = jobs.pop()
-            try:
-                job(*args, box)
-            except BaseException:  # no outcome in the box: the caller sees None
-                pass
-            after_jobs[0] = copy_context()
+            run_job(job, args, box)
+            if forks_items:
+                after_jobs[0] = copy_context()
             try:
                 finished.release()
             except RuntimeError:  # sample code that found the lock released it already
@@ -794,10 +799,7 @@ def execute_sample(config, result_fd):
         the main thread, where unittest and pytest run tests (`signal.signal` works)."""
         box = []
         if split:
-            try:
-                job(*args, box)
-            except BaseException:  # no outcome in the box: the caller sees None
-                pass
+            run_job(job, args, box)
         else:
             if worker[0] != getpid():
                 go = new_lock()

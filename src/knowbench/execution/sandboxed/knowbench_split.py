@@ -100,6 +100,7 @@ class Peer:
         self.output_cap = output_cap
         self.exported = []  # local callables the other side holds handles to
         self.entry = None  # candidate side: the module whose entry point the judge calls
+        self.gone = None  # judge side: why the channel can carry no more calls
 
     def export(self, obj):
         """The handle of a local value that cannot cross by value (the wire's hook).
@@ -133,7 +134,7 @@ class Peer:
             message = self.loads(recv_frame(self.fd))
             if type(message) is tuple and len(message) == 5 and message[0] == "request":
                 send_frame(self.fd, self.answer(*message[1:]))
-                if getattr(self, "gone", None) is not None:  # a call made while answering broke
+                if self.gone is not None:  # a call made while answering broke the channel
                     return None
                 continue
             return message
@@ -274,7 +275,6 @@ class Channel(Peer):
     def __init__(self, fd, resolver):
         super().__init__(fd, resolver)
         self.problem = None  # (reason, message) of the first failure since the last take_problem()
-        self.gone = None
 
     def take_problem(self):
         """The crossing failure seen during the current test, and forget it."""
