@@ -87,12 +87,13 @@ class _Server:
     def settle(self) -> None:
         """Wait for a start begun in the background; one that failed is forgotten (the next
         `send` starts the server again and reports its error)."""
-        starting, self.starting = self.starting, None
-        if starting is not None:
+        if self.starting is not None:
             try:
-                starting.result()
+                self.starting.result()
             except Exception:  # raised again, where it is handled, when `send` starts it anew
                 self.stop()
+            finally:
+                self.starting = None  # (not before: the start is under way until it is done)
 
     def start(self) -> None:
         self.stop()
