@@ -78,6 +78,7 @@ class _Server:
         # Both servers of a slot see the same directory: split samples share a work dir.
         self.workdir = engine.scratch / f"w{slot}"
         self.restarts = -1
+        self.warmed: tuple[str, ...] = ()  # the libraries its last start warmed up (knowbench_warm)
         self.sandbox: Sandbox | None = None  # the view this server was started with
         # The last split sample's shared directory, moved out of every sandbox's view as the
         # sample ends and removed while the next one runs (`ForkServerEngine._execute_split`).
@@ -120,6 +121,7 @@ class _Server:
         reply = self._receive(_START_TIMEOUT_S)
         if not reply.get("ready"):
             raise _ServerGone(f"the fork server did not start: {reply}")
+        self.warmed = tuple(reply.get("warmed", ()))
         self.restarts += 1
 
     def stop(self) -> None:

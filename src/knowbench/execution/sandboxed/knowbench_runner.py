@@ -44,6 +44,7 @@ import knowbench_project
 import knowbench_seccomp
 import knowbench_split
 import knowbench_spy
+import knowbench_warm
 import knowbench_wire
 from knowbench_limits import drop_privileges as _drop_privileges
 from knowbench_limits import set_limits as _set_limits
@@ -1716,6 +1717,15 @@ def _warm_failures():
     namespace.clear()
 
 
+def _warm_libraries():
+    """The preloaded libraries' everyday paths, run once before any fork (`knowbench_warm`):
+    best effort, like every warm-up here. Returns the libraries warmed."""
+    try:
+        return knowbench_warm.warm_up()
+    except BaseException:
+        return []
+
+
 def serve():
     """Fork-server mode: preload once, then one JSON request per stdin line, one reply each.
 
@@ -1743,6 +1753,8 @@ def serve():
                      else os.path.join(base, f".home-{setup.get('role', 'judge')}"))
     _new_home(setup["home"])
     _preload(setup.get("preload", []))
+    # Before HOME's template is taken: what a library caches there on first use is kept too.
+    warmed = _warm_libraries()
     setup["home_template"] = _home_template(setup["home"])
     try:  # best effort: a speed-up, never a reason for a server not to start
         knowbench_split.warm_up()
@@ -1768,7 +1780,7 @@ def serve():
     # Paused by the engine's boot line while the runner and the preload were imported (one
     # full collection above instead of passes over a growing heap): on for every sample.
     gc.enable()
-    ready = (json.dumps({"ready": True, "pid": os.getpid()}) + "\n").encode()
+    ready = (json.dumps({"ready": True, "pid": os.getpid(), "warmed": warmed}) + "\n").encode()
     os.write(control_out, ready)
     prepared = _prepare(control_out, setup)
     for line in sys.stdin.buffer:
