@@ -10,6 +10,7 @@ import importlib.util
 import os
 import socket
 import subprocess
+import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -1178,3 +1179,42 @@ def test_direct_invocation_reports_a_test_that_cannot_get_a_process(engine: Engi
     assert [(t.status, t.reason) for t in execution.tests] == [("pass", None), ("error", "exited-early")], \
         execution.tests
     assert "runner did not finish" not in execution.note
+
+
+@pytest.mark.parametrize("ending", ["returns", "raises", "collected"])
+@pytest.mark.parametrize("name", ["subprocess", "forkserver"])
+def test_an_engine_that_was_never_closed_leaves_no_directory_behind(name: str, ending: str, tmp_path: Path,
+                                                                   best_sandbox: Sandbox) -> None:
+    """A script that runs a sample and forgets `close()` (or ends with an exception, or drops
+    the engine) leaves none of the engine's files: its directory goes with the interpreter."""
+    script = textwrap.dedent(f'''
+        import gc, sys
+        from knowbench.execution.engine import ExecutionRequest, SubprocessEngine
+        from knowbench.execution.forkserver import ForkServerEngine
+        from knowbench.execution.sandbox import resolve_sandbox
+        from knowbench.benchmark.schema import TestSpec
+        from knowbench.records import Limits
+
+        sandbox = resolve_sandbox({best_sandbox.kind!r})
+        kind = SubprocessEngine if {name!r} == "subprocess" else ForkServerEngine
+        engine = kind(sandbox, workers=1, scratch=sys.argv[1])
+        request = ExecutionRequest(program="def add(a, b):\\n    return a + b\\n", entry_point="add",
+                                   tests=[TestSpec(name="t", code="def test_add():\\n    assert add(2, 3) == 5\\n")],
+                                   limits=Limits(wall_s=30))
+        assert engine.execute(request).status == "pass"
+        print(len(list(__import__("pathlib").Path(sys.argv[1]).iterdir())), flush=True)
+        if {ending!r} == "raises":
+            raise SystemExit("the script failed")
+        if {ending!r} == "collected":
+            del engine
+            gc.collect()
+            print(len(list(__import__("pathlib").Path(sys.argv[1]).iterdir())), flush=True)
+    ''')
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == (1 if ending == "raises" else 0), done.stderr[-2000:]
+    counts = done.stdout.split()
+    assert counts[0] == "1"  # the engine's directory, while it ran
+    if ending == "collected":
+        assert counts[1] == "0"
+    assert list(tmp_path.iterdir()) == []

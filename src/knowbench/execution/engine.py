@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -246,8 +247,7 @@ class SubprocessEngine(Engine):
         self.workers = workers or default_workers()
         self.python = python or sys.executable
         compile_runner(self.python)
-        self._scratch = Path(tempfile.mkdtemp(prefix="knowbench-exec-", dir=scratch))
-        os.chmod(self._scratch, 0o755)  # sandbox uids must reach their own work directories
+        self._scratch, self._remove_scratch = scratch_directory(self, "knowbench-exec-", scratch)
         self.uids = SandboxUids(sandbox, self.workers)
         self._slots: queue.Queue[int] = queue.Queue()
         for slot in range(self.workers):
@@ -267,7 +267,7 @@ class SubprocessEngine(Engine):
         return "namespace" if self.sandbox.pid_namespace else "tree"
 
     def close(self) -> None:
-        shutil.rmtree(self._scratch, ignore_errors=True)
+        self._remove_scratch()
         self.uids.close()
 
     def execute(self, request: ExecutionRequest) -> Execution:
@@ -390,6 +390,16 @@ def share_workdir(workdir: Path, judge: dict[str, Any]) -> None:
     if judge["uid"] is not None:
         os.chown(workdir, judge["uid"], judge["gid"])
     os.chmod(workdir, 0o1777)
+
+
+def scratch_directory(owner: object, prefix: str, parent: Path | None = None) -> tuple[Path, weakref.finalize]:
+    """A directory of `owner`'s own under `parent` (else the system's temporary directory),
+    readable by the sandbox uids, and the finalizer that removes it: called by the owner's
+    `close()`, else when the owner is collected or the interpreter exits (a script that
+    forgot `close()`, or ended with an exception, leaves nothing behind)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    os.chmod(path, 0o755)  # sandbox uids must reach their own work directories
+    return path, weakref.finalize(owner, shutil.rmtree, path, ignore_errors=True)
 
 
 def compile_runner(python: str) -> None:

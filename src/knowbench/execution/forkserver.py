@@ -42,6 +42,7 @@ from knowbench.execution.engine import (
     runner_command,
     runner_config,
     sample_env,
+    scratch_directory,
     share_workdir,
     split_configs,
 )
@@ -203,8 +204,7 @@ class ForkServerEngine(Engine):
         _check_python(self.python)
         compile_runner(self.python)
         self.preload = list(preload or [])
-        self.scratch = Path(tempfile.mkdtemp(prefix="knowbench-fork-", dir=scratch))
-        os.chmod(self.scratch, 0o755)
+        self.scratch, self._remove_scratch = scratch_directory(self, "knowbench-fork-", scratch)
         self._trash = self.scratch / "trash"  # never inside a sandbox's view
         self._trash.mkdir(mode=0o700)
         self.uids = SandboxUids(sandbox, self.workers)
@@ -245,7 +245,7 @@ class ForkServerEngine(Engine):
             server.stop()
         self._starter.shutdown()
         self.spawner.shutdown()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        self._remove_scratch()
         self.uids.close()
 
     def execute(self, request: ExecutionRequest) -> Execution:
