@@ -393,6 +393,31 @@ def test_a_nested_call_that_was_interrupted_does_not_answer_the_outer_one(split_
     assert "interrupted" in result.tests[0].message
 
 
+def test_a_call_interrupted_in_a_test_of_its_own_process_stops_the_later_tests_plainly(
+        split_engine: Engine) -> None:
+    """Direct invocation forks a process per test on each side. When a call of one test is
+    interrupted, that test's copy of the candidate is still answering it and cannot be ended
+    from the judge's side: the later tests are not run, and say why (they used to read the
+    stale answer and report that the candidate broke the protocol)."""
+    tests = ALARM + """
+
+    def test_interrupted():
+        assert interrupted(lambda: add(1, 1, wait=1.0), TimeoutError("slow"))
+
+
+    def test_later():
+        assert add(2, 3) == 5
+    """
+    result = run(split_engine, INTERRUPTIBLE, tests, invocation="direct")
+    assert [(t.status, t.reason) for t in result.tests] == [("pass", None), ("error", "not-run")], result.tests
+    assert "interrupted" in result.tests[1].message and "protocol" not in result.tests[1].message
+    # Uninterrupted, each test of its own process gets a fresh copy of the candidate.
+    calm = run(split_engine, INTERRUPTIBLE, tests.replace("wait=1.0", "wait=0.0").replace("assert interrupted",
+                                                                                            "assert not interrupted"),
+               invocation="direct")
+    assert calm.status == "pass", calm.tests
+
+
 def test_a_returned_closure_is_called_back_by_value(split_engine: Engine) -> None:
     program = """
         def add(a):

@@ -975,16 +975,23 @@ def execute_sample(config, result_fd):
                 if channel is not None:
                     channel.fork_candidate()
                 run_here(index, item)
-                if channel is not None:
+                left_busy = channel is not None and channel.stale
+                if channel is not None and not left_busy:
                     channel.end_candidate()
                 stdout.flush()
                 stderr.flush()
-                exit_now(0)  # reported
+                exit_now(_LEFT_BUSY_EXIT if left_busy else 0)  # reported
             finally:
                 exit_now(70)  # could not run or report it (no thread could be started, ...)
         code = exit_code_of(wait_for(pid, 0)[1])
         if code == 0:
             return True
+        if split and code == _LEFT_BUSY_EXIT:  # (no code of the candidate's runs in this process)
+            # Its copy of the candidate is still answering an interrupted call, and only the
+            # judge's end of the channel is ours: that copy cannot be ended from here.
+            fail_all(index + 1, "error", "not run: a call of an earlier test was interrupted before the "
+                     "candidate's process answered it, so that process cannot answer another test", "not-run")
+            return False
         out_of_cpu = code in (-SIGXCPU, -SIGPROF)
         report({"item": item["id"], "status": "timeout" if out_of_cpu else "error",
                 "duration_s": monotonic() - started, "reason": "cpu-time" if out_of_cpu else "exited-early",
@@ -1072,6 +1079,8 @@ def run_candidate(config, channel_fd):
 # candidate reports nothing there but its end, so that the server need not wait for its exit.
 _CANDIDATE_DONE = [None]
 _CANDIDATE_CONFIG = [{}]
+# Split, direct invocation: how a test's process ends when a call it made was interrupted.
+_LEFT_BUSY_EXIT = 77
 PROCESS_LIMIT_EXIT = 76  # once mode: more processes than the limit were alive as the sample ended
 
 

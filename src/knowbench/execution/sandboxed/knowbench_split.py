@@ -275,6 +275,7 @@ class Channel(Peer):
     def __init__(self, fd, resolver):
         super().__init__(fd, resolver)
         self.problem = None  # (reason, message) of the first failure since the last take_problem()
+        self.stale = False  # a call was interrupted: the candidate's answer to it is still to come
 
     def take_problem(self):
         """The crossing failure seen during the current test, and forget it."""
@@ -374,6 +375,7 @@ class Channel(Peer):
             # still on its way, no later call may read it as its own.
             self.gone = (f"an earlier call of {what} was interrupted ({type(error).__name__}) "
                          "before the candidate's process answered it")
+            self.stale = True
             raise
         if self.gone is not None:  # a call made while this one crossed was interrupted
             self._fail(CandidateGone, self.gone)
