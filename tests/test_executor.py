@@ -1186,9 +1186,10 @@ def test_direct_invocation_reports_a_test_that_cannot_get_a_process(engine: Engi
 def test_an_engine_that_was_never_closed_leaves_no_directory_behind(name: str, ending: str, tmp_path: Path,
                                                                    best_sandbox: Sandbox) -> None:
     """A script that runs a sample and forgets `close()` (or ends with an exception, or drops
-    the engine) leaves none of the engine's files: its directory goes with the interpreter."""
+    the engine) leaves none of the engine's files: its directory goes with the interpreter,
+    and not with a child the script forked."""
     script = textwrap.dedent(f'''
-        import gc, sys
+        import gc, os, sys
         from knowbench.execution.engine import ExecutionRequest, SubprocessEngine
         from knowbench.execution.forkserver import ForkServerEngine
         from knowbench.execution.sandbox import resolve_sandbox
@@ -1203,6 +1204,10 @@ def test_an_engine_that_was_never_closed_leaves_no_directory_behind(name: str, e
                                    limits=Limits(wall_s=30))
         assert engine.execute(request).status == "pass"
         print(len(list(__import__("pathlib").Path(sys.argv[1]).iterdir())), flush=True)
+        if os.fork() == 0:  # a child of the script's that ends normally leaves it alone
+            sys.exit(0)
+        os.wait()
+        print(len(list(__import__("pathlib").Path(sys.argv[1]).iterdir())), flush=True)
         if {ending!r} == "raises":
             raise SystemExit("the script failed")
         if {ending!r} == "collected":
@@ -1214,7 +1219,7 @@ def test_an_engine_that_was_never_closed_leaves_no_directory_behind(name: str, e
                           timeout=120)
     assert done.returncode == (1 if ending == "raises" else 0), done.stderr[-2000:]
     counts = done.stdout.split()
-    assert counts[0] == "1"  # the engine's directory, while it ran
+    assert counts[:2] == ["1", "1"]  # the engine's directory, while it ran, and after the child
     if ending == "collected":
-        assert counts[1] == "0"
+        assert counts[2] == "0"
     assert list(tmp_path.iterdir()) == []

@@ -399,7 +399,14 @@ def scratch_directory(owner: object, prefix: str, parent: Path | None = None) ->
     forgot `close()`, or ended with an exception, leaves nothing behind)."""
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     os.chmod(path, 0o755)  # sandbox uids must reach their own work directories
-    return path, weakref.finalize(owner, shutil.rmtree, path, ignore_errors=True)
+    return path, weakref.finalize(owner, _remove_scratch, path, os.getpid())
+
+
+def _remove_scratch(path: Path, owner_pid: int) -> None:
+    # Only in the process that made it: a child forked from it (a user's script that forks
+    # and exits normally) runs the same exit handlers, while the engine still uses it.
+    if os.getpid() == owner_pid:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def compile_runner(python: str) -> None:
