@@ -5,10 +5,8 @@ A process forked from a server that holds pandas pays for its first `DataFrame`,
 fills its caches and, on CPython 3.11+, specialises the bytecode of every function it runs,
 and every one of those writes lands on a page the child shares with its server, which the
 kernel then copies. evalplus' and bigcodebench's children pay the same. A server that has run
-the library's common paths once before forking leaves its children far less of that to do:
-in a process forked from one holding pandas, a group-by and a sort cost 11.5 ms of CPU
-instead of 16.3, and pandas calls that no warm-up here makes (dates, `melt`, string methods,
-`crosstab`) 21.9 instead of 26.4 (docs/execution.md, *Where the fork server's time goes*).
+the library's common paths once before forking leaves its children far less of that to do
+(docs/execution.md, *Library warm-ups*).
 
 What a warm-up may do, and what it must not:
 - it is a fixed repertoire of the library's everyday calls, the same for every benchmark: it
@@ -22,11 +20,15 @@ What a warm-up may do, and what it must not:
 - a warm-up that fails is skipped (a new release renamed a call): only speed is lost.
   `warm_up(strict=True)` raises instead, for the tests.
 
-Measured per library (a group of held-out calls in a forked child, CPU per child; numpy gains
-0.2 ms, so it has no entry): pandas 26.4 -> 21.9 ms, sympy 50 -> 30, matplotlib 22.6 -> 18.5.
+Measured per library on calls no warm-up here makes (CPU per forked child, cold -> warmed):
+pandas 28.5-29.4 -> 23.9-25.0 ms, sympy 49-51 -> 29, pyplot 57 -> 52; numpy gains 0.2 ms and
+scipy under 1 ms, so they have no entry. `warm_up` stops starting steps once it has spent
+`budget_s`, so a future release that makes the steps slow delays a server's start by about
+that much (and the step under way).
 """
 
 import sys
+import time
 import warnings
 
 _MARK = "knowbench_warm"  # every label a warm-up makes starts with it (the tests look for it)
@@ -95,19 +97,24 @@ def _matplotlib(figures):
 WARM_UPS = {"pandas": _pandas, "sympy": _sympy, "matplotlib.figure": _matplotlib}
 
 
-def warm_up(strict=False):
+def warm_up(strict=False, budget_s=5.0):
     """Run the warm-up of every library in `WARM_UPS` that is already imported; returns their
     names. A step that raises is skipped (the library's other steps still run), unless
-    `strict`."""
-    warmed = []
+    `strict`. No step starts once `budget_s` seconds have gone (the library being warmed then
+    is not counted)."""
+    warmed, started = [], time.monotonic()
     for name, steps in WARM_UPS.items():
         module = sys.modules.get(name)
         if module is None:
             continue
+        complete = True
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
                 for step in steps(module):
+                    if time.monotonic() - started > budget_s:
+                        complete = False
+                        break
                     try:
                         step()
                     except Exception:
@@ -117,5 +124,7 @@ def warm_up(strict=False):
                 if strict:
                     raise
                 continue
+        if not complete:
+            break
         warmed.append(name)
     return warmed
