@@ -865,7 +865,7 @@ def test_a_split_judge_runs_the_tests_on_its_main_thread_as_the_frameworks_do(en
 def test_a_call_a_signal_handler_interrupts_is_never_answered_by_a_later_one(engine: Engine) -> None:
     """A handler that raises while a call is crossing leaves the candidate's answer to it on
     its way: the test sees the handler's exception, and no later call may take that stale
-    answer for its own (they fail with `candidate-died`)."""
+    answer for its own (they fail with `interrupted`)."""
     program = code("""
         import time
 
@@ -904,7 +904,7 @@ def test_a_call_a_signal_handler_interrupts_is_never_answered_by_a_later_one(eng
     execution = engine.execute(make_request(program, tests, "slow_add", isolation="split",
                                             trusted_program=trusted))
     [outcome] = execution.tests
-    assert (outcome.status, outcome.reason) == ("error", "candidate-died"), outcome
+    assert (outcome.status, outcome.reason) == ("error", "interrupted"), outcome
     assert "interrupted" in outcome.message, outcome.message
 
 

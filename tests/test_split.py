@@ -389,7 +389,7 @@ def test_a_nested_call_that_was_interrupted_does_not_answer_the_outer_one(split_
         assert add(1, 0, callback=callback) == 1
     """
     result = run(split_engine, INTERRUPTIBLE, tests)
-    assert (result.tests[0].status, result.tests[0].reason) == ("error", "candidate-died"), result.tests
+    assert (result.tests[0].status, result.tests[0].reason) == ("error", "interrupted"), result.tests
     assert "interrupted" in result.tests[0].message
 
 
@@ -409,7 +409,7 @@ def test_a_call_interrupted_in_a_test_of_its_own_process_stops_the_later_tests_p
         assert add(2, 3) == 5
     """
     result = run(split_engine, INTERRUPTIBLE, tests, invocation="direct")
-    assert [(t.status, t.reason) for t in result.tests] == [("pass", None), ("error", "not-run")], result.tests
+    assert [(t.status, t.reason) for t in result.tests] == [("pass", None), ("error", "interrupted")], result.tests
     assert "interrupted" in result.tests[1].message and "protocol" not in result.tests[1].message
     # Uninterrupted, each test of its own process gets a fresh copy of the candidate.
     calm = run(split_engine, INTERRUPTIBLE, tests.replace("wait=1.0", "wait=0.0").replace("assert interrupted",

@@ -312,6 +312,7 @@ REASON_CASES: dict[Reason, tuple[Status, str, int | None, str, str]] = {
     "unsupported-fixture": ("error", "", 0, "Infrastructure", "unsupported-fixture"),
     "exited-early": ("error", "", 0, "WrongLogic", "process-exit"),
     "candidate-died": ("error", "", 0, "WrongLogic", "candidate-died"),
+    "interrupted": ("error", "", 0, "Timeout", "call-interrupted"),
     "cannot-cross": ("error", "", 0, "Infrastructure", "cannot-cross"),
     "tampering": ("error", "", 0, "WrongLogic", "tampering"),
     "forged-record": ("error", "", 0, "WrongLogic", "forged-results"),

@@ -32,7 +32,7 @@ multiple-choice reply that names no option.
 
 Reason = Literal[
     "assertion", "exception", "skipped", "test-code-failed", "unsupported-fixture",
-    "program-failed-to-load", "exited-early", "candidate-died", "cannot-cross", "tampering",
+    "program-failed-to-load", "exited-early", "candidate-died", "interrupted", "cannot-cross", "tampering",
     "forged-record", "timeout", "cpu-time", "memory", "output-limit", "process-limit", "not-run",
     "isolation-required", "infrastructure",
 ]
@@ -44,7 +44,10 @@ skipped: the test skipped itself. test-code-failed: the test code itself could n
 unsupported-fixture: the test asks for a fixture the runner does not provide.
 program-failed-to-load: the candidate's program raised while being loaded. exited-early:
 the sample process ended before reporting. candidate-died: (split) the candidate's
-process ended during a call. cannot-cross: (split) a value could not cross between the
+process ended during a call. interrupted: (split) a call of an earlier test (or of this
+one, in a callback) was interrupted by the test's own signal handler (an alarm-based timeout)
+before the candidate answered it, so the candidate's process could take no later call.
+cannot-cross: (split) a value could not cross between the
 processes by value. tampering: the testing machinery was changed. forged-record: the
 result channel carried records knowbench did not write. timeout / cpu-time / memory /
 output-limit / process-limit: a limit was hit. not-run: an earlier event stopped the run before this test.

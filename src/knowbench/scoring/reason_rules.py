@@ -59,6 +59,9 @@ def _candidate_died(outcome: TestOutcome, context: RuleContext) -> Verdict:
 REASON_RULES: dict[Reason, Callable[[TestOutcome, RuleContext], Verdict]] = {
     "timeout": _fixed("Timeout", "time-limit", "the wall-clock limit was reached"),
     "cpu-time": _fixed("Timeout", "cpu-limit", "the CPU-time limit was reached"),
+    "interrupted": _fixed("Timeout", "call-interrupted",
+                          "the test's own timeout (its signal handler) interrupted a call of the "
+                          "candidate before it answered, so its process could take no later call"),
     "memory": _fixed("Resource", "memory-limit", "the memory limit was reached"),
     "output-limit": _fixed("Resource", "output-limit", "the file-size limit was reached"),
     "process-limit": _fixed("Resource", "process-limit", "the process limit was reached"),

@@ -587,7 +587,7 @@ _STATUSES = frozenset({"pass", "fail", "error", "timeout", "memory", "infrastruc
 # The reasons a worker may give for a non-pass outcome: a subset of knowbench.records.Reason
 # (this file cannot import knowbench; a test checks that the two agree).
 _REASONS = frozenset({"assertion", "exception", "skipped", "test-code-failed", "unsupported-fixture",
-                      "program-failed-to-load", "memory", "cannot-cross", "candidate-died"})
+                      "program-failed-to-load", "memory", "cannot-cross", "candidate-died", "interrupted"})
 
 
 # Taken once by a fork server after its imports; a child checks against it (fork keeps ids).
@@ -990,7 +990,7 @@ def execute_sample(config, result_fd):
             # Its copy of the candidate is still answering an interrupted call, and only the
             # judge's end of the channel is ours: that copy cannot be ended from here.
             fail_all(index + 1, "error", "not run: a call of an earlier test was interrupted before the "
-                     "candidate's process answered it, so that process cannot answer another test", "not-run")
+                     "candidate's process answered it, so that process cannot answer another test", "interrupted")
             return False
         out_of_cpu = code in (-SIGXCPU, -SIGPROF)
         report({"item": item["id"], "status": "timeout" if out_of_cpu else "error",

@@ -47,6 +47,13 @@ class CandidateGone(BaseException):
     reason = "candidate-died"
 
 
+class CallInterrupted(CandidateGone):
+    """An earlier call was interrupted (a test's signal handler raised while it crossed)
+    before the candidate answered it: its answer is still to come, so no call may cross."""
+
+    reason = "interrupted"
+
+
 class FrameTooLarge(ValueError):
     """A frame over the cap: the other side broke the protocol."""
 
@@ -354,7 +361,7 @@ class Channel(Peer):
 
     def _across(self, kind, target, args, kwargs, what):
         if self.gone is not None:
-            self._fail(CandidateGone, self.gone)
+            self._fail(CallInterrupted if self.stale else CandidateGone, self.gone)
         try:
             payload = self.dumps(("request", kind, target, args, kwargs), "the arguments")
         except wire.Unencodable as error:
@@ -378,7 +385,7 @@ class Channel(Peer):
             self.stale = True
             raise
         if self.gone is not None:  # a call made while this one crossed was interrupted
-            self._fail(CandidateGone, self.gone)
+            self._fail(CallInterrupted if self.stale else CandidateGone, self.gone)
         if type(reply) is tuple and len(reply) == 2 and reply[0] == "died" and type(reply[1]) is str:
             self.gone = f"the candidate's process for this test ended during a call of {what} ({reply[1]})"
             self._fail(CandidateGone, self.gone)
