@@ -44,6 +44,7 @@ from knowbench.execution.engine import (
 )
 from knowbench.execution.forkserver import ForkServerEngine
 from knowbench.execution.sandbox import resolve_sandbox
+from knowbench.records import Execution
 
 REPO = Path(__file__).resolve().parents[1]
 # Every uid a worker may lease, for judges and for candidates.
@@ -89,6 +90,9 @@ class Case:
     # The benchmark's own program (split: what the judge runs, target stubbed); it decides
     # which packages' classes may cross. Default: the target's stub alone.
     trusted: str | None = None
+    # A race wins only some of the time: the sample runs up to this many times, and the
+    # verdict must hold in every run (so where a gap is expected, one forged run shows it).
+    attempts: int = 1
 
 
 HONEST_ADD = "def add(a, b):\n    return a + b\n"
@@ -1251,8 +1255,9 @@ CASES = [
             sys.setprofile(_profile)  # this worker thread only; the runner never looks
             return a - b
     """), T_FALSE, in_process_gap=RACE_GAP),
-    # A real race: a thread spins against the hand-over and wins some of the time (about one
-    # item in three here), so the tests are many: one passing item is enough to fail the case.
+    # A real race: a thread spins against the hand-over and wins some of the time, so the tests
+    # are many and the sample runs again: one passing item is enough to fail the case. (On the
+    # fork server a run's wins out of 40 items went 34, 35, 8, 0, 3, 8, 1, 28 in eight runs.)
     Case("racing_thread_swaps_the_outcome", dedent("""
         import sys
         import threading
@@ -1278,7 +1283,7 @@ CASES = [
 
         sys.setswitchinterval(1e-6)
         threading.Thread(target=_racer, daemon=True).start()
-    """), T_MANY_FALSE, in_process_gap=RACE_GAP),
+    """), T_MANY_FALSE, in_process_gap=RACE_GAP, attempts=6),
     # Not the runner's machinery at all: the tests compare the candidate's own object, whose
     # __eq__ decides. Only values that cross between processes by value are safe from it.
     Case("return_value_that_equals_anything", dedent("""
@@ -1839,6 +1844,17 @@ def test_hostile_sample(hostile_engine: Engine, host: Host, case: Case, isolatio
     elif isolation == "in-process" and case.in_process_gap and hostile_engine.name in case.gap_engines:
         request.applymarker(pytest.mark.xfail(reason=case.in_process_gap, strict=True))
     execution_request = hostile_request(case, host, isolation)
+    for _ in range(case.attempts):
+        execution, failures = _run_hostile(hostile_engine, host, case, execution_request)
+        if failures:
+            break
+    summary = [(test.id, test.status, test.message[-160:]) for test in execution.tests]
+    assert not failures, f"{failures}\nnote={execution.note!r} outcomes={summary}"
+
+
+def _run_hostile(hostile_engine: Engine, host: Host, case: Case,
+                 execution_request: ExecutionRequest) -> tuple[Execution, list[str]]:
+    """One run of a hostile sample: its execution, and everything that went wrong."""
     before = set(sandbox_processes())
     started = time.monotonic()
     with MemoryWatch() as memory:
@@ -1871,8 +1887,7 @@ def test_hostile_sample(hostile_engine: Engine, host: Host, case: Case, isolatio
                         f"{execution_request.limits.wall_s} s): something stalled")
     if case.watch_memory and memory.lowest < available_memory_bytes() // 4:
         failures.append(f"the host's available memory fell to {memory.lowest >> 20} MiB")
-    summary = [(test.id, test.status, test.message[-160:]) for test in execution.tests]
-    assert not failures, f"{failures}\nnote={execution.note!r} outcomes={summary}"
+    return execution, failures
 
 
 # -- sensitivity: the attacks are real -----------------------------------------------------------------
@@ -1896,9 +1911,12 @@ def bare_engine() -> Iterator[SubprocessEngine]:
 def test_sensitivity_forging_cases_pass_without_a_sandbox(bare_engine: SubprocessEngine, host: Host,
                                                           case: Case) -> None:
     """Each forging case forges a pass for its wrong `add` in-process: the table's check is live."""
-    execution = bare_engine.execute(hostile_request(case, host, "in-process"))
-    host.restore()
-    if case.id == "racing_thread_swaps_the_outcome":  # wins a share of its many items
+    for _ in range(case.attempts):  # a race: one run that wins a share of its many items will do
+        execution = bare_engine.execute(hostile_request(case, host, "in-process"))
+        host.restore()
+        if any(test.status == "pass" for test in execution.tests):
+            break
+    if case.attempts > 1:
         assert any(test.status == "pass" for test in execution.tests), execution.tests
     else:
         assert [test.status for test in execution.tests] == ["pass"] * len(execution.tests), (
