@@ -1189,12 +1189,15 @@ def test_an_engine_that_was_never_closed_leaves_no_directory_behind(name: str, e
     the engine) leaves none of the engine's files: its directory goes with the interpreter,
     and not with a child the script forked."""
     script = textwrap.dedent(f'''
-        import gc, os, sys
+        import gc, os, pathlib, sys
         from knowbench.execution.engine import ExecutionRequest, SubprocessEngine
         from knowbench.execution.forkserver import ForkServerEngine
         from knowbench.execution.sandbox import resolve_sandbox
         from knowbench.benchmark.schema import TestSpec
         from knowbench.records import Limits
+
+        def entries():
+            return len(list(pathlib.Path(sys.argv[1]).iterdir()))
 
         sandbox = resolve_sandbox({best_sandbox.kind!r})
         kind = SubprocessEngine if {name!r} == "subprocess" else ForkServerEngine
@@ -1203,17 +1206,17 @@ def test_an_engine_that_was_never_closed_leaves_no_directory_behind(name: str, e
                                    tests=[TestSpec(name="t", code="def test_add():\\n    assert add(2, 3) == 5\\n")],
                                    limits=Limits(wall_s=30))
         assert engine.execute(request).status == "pass"
-        print(len(list(__import__("pathlib").Path(sys.argv[1]).iterdir())), flush=True)
+        print(entries(), flush=True)
         if os.fork() == 0:  # a child of the script's that ends normally leaves it alone
             sys.exit(0)
         os.wait()
-        print(len(list(__import__("pathlib").Path(sys.argv[1]).iterdir())), flush=True)
+        print(entries(), flush=True)
         if {ending!r} == "raises":
             raise SystemExit("the script failed")
         if {ending!r} == "collected":
             del engine
             gc.collect()
-            print(len(list(__import__("pathlib").Path(sys.argv[1]).iterdir())), flush=True)
+            print(entries(), flush=True)
     ''')
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
                           timeout=120)

@@ -1726,15 +1726,6 @@ def _warm_failures():
     namespace.clear()
 
 
-def _warm_libraries():
-    """The preloaded libraries' everyday paths, run once before any fork (`knowbench_warm`):
-    best effort, like every warm-up here. Returns the libraries warmed."""
-    try:
-        return knowbench_warm.warm_up()
-    except BaseException:
-        return []
-
-
 def serve():
     """Fork-server mode: preload once, then one JSON request per stdin line, one reply each.
 
@@ -1762,10 +1753,15 @@ def serve():
                      else os.path.join(base, f".home-{setup.get('role', 'judge')}"))
     _new_home(setup["home"])
     _preload(setup.get("preload", []))
-    # Before HOME's template is taken: what a library caches there on first use is kept too.
-    warmed = _warm_libraries()
+    # The warm-ups are best effort: a speed-up, never a reason for a server not to start.
+    # The libraries' first (`knowbench_warm`) before HOME's template is taken: what a library
+    # caches there on first use is kept too.
+    try:
+        warmed = knowbench_warm.warm_up()
+    except BaseException:
+        warmed = []
     setup["home_template"] = _home_template(setup["home"])
-    try:  # best effort: a speed-up, never a reason for a server not to start
+    try:
         knowbench_split.warm_up()
     except BaseException:  # (the channel's CrossingFailed and CandidateGone included)
         pass

@@ -359,9 +359,13 @@ class Channel(Peer):
         """Call a callable the candidate handed over."""
         return self._across("handle", number, args, kwargs, f"a callable it returned (#{number})")
 
+    def _fail_gone(self):
+        """Refuse a call on a channel that can carry no more, with the reason it ended."""
+        self._fail(CallInterrupted if self.stale else CandidateGone, self.gone)
+
     def _across(self, kind, target, args, kwargs, what):
         if self.gone is not None:
-            self._fail(CallInterrupted if self.stale else CandidateGone, self.gone)
+            self._fail_gone()
         try:
             payload = self.dumps(("request", kind, target, args, kwargs), "the arguments")
         except wire.Unencodable as error:
@@ -385,7 +389,7 @@ class Channel(Peer):
             self.stale = True
             raise
         if self.gone is not None:  # a call made while this one crossed was interrupted
-            self._fail(CallInterrupted if self.stale else CandidateGone, self.gone)
+            self._fail_gone()
         if type(reply) is tuple and len(reply) == 2 and reply[0] == "died" and type(reply[1]) is str:
             self.gone = f"the candidate's process for this test ended during a call of {what} ({reply[1]})"
             self._fail(CandidateGone, self.gone)
