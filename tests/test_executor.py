@@ -407,6 +407,40 @@ def test_stdout_and_stderr_are_captured(engine: Engine) -> None:
     assert execution.stderr == "to stderr\n"
 
 
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_a_samples_standard_streams_are_the_interpreters_own(engine: Engine, isolation: Isolation) -> None:
+    """`sys.stdout` and `sys.stderr` are the streams the interpreter made, as in any Python
+    process: `sys.__stdout__` itself, stderr line-buffered and writing what it cannot encode
+    as backslash escapes (a lone surrogate, as `os.fsdecode` makes of undecodable bytes).
+    Where the tests run, and in-process where the program runs; a split candidate's output
+    is captured during each call, to be replayed on the judge's side."""
+    program = code("""
+        import sys
+
+        def streams():
+            return (sys.stdout is sys.__stdout__, sys.stderr is sys.__stderr__,
+                    sys.stderr.errors, sys.stderr.line_buffering)
+    """)
+    tests = code("""
+        import sys
+
+        OWN = (True, True, "backslashreplace", True)
+
+        def test_streams():
+            assert (sys.stdout is sys.__stdout__, sys.stderr is sys.__stderr__,
+                    sys.stderr.errors, sys.stderr.line_buffering) == OWN
+            print("undecodable \\udcff", file=sys.stderr)
+
+        def test_streams_of_the_target():
+            assert streams() == OWN
+    """)
+    execution = engine.execute(make_request(program, tests, "streams", isolation=isolation))
+    expected = {"t::test_streams": "pass",
+                "t::test_streams_of_the_target": "pass" if isolation == "in-process" else "fail"}
+    assert statuses(execution) == expected, execution.tests
+    assert "undecodable \\udcff" in execution.stderr
+
+
 def test_output_is_capped_at_output_bytes(engine: Engine) -> None:
     program = code("""
         import sys

@@ -361,6 +361,24 @@ def test_a_warning_registry_the_tests_reset_is_not_tampering(best_sandbox: Sandb
         engine.close()
 
 
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_what_a_preloaded_module_prints_never_reaches_a_samples_output(
+        best_sandbox: Sandbox, isolation: str) -> None:
+    """The server's own output (here `this`, which prints the Zen of Python on import, still
+    in the buffer of the server's stdout) is not a sample's, though the sample writes through
+    the same stream objects (the interpreter's own)."""
+    program = "import this\n\ndef add(a, b):\n    print('adding')\n    return a + b\n"
+    engine = ForkServerEngine(best_sandbox, workers=1, preload=["this"])
+    try:
+        for _ in range(3):  # the first sample's process and the ones forked after a sample
+            execution = engine.execute(make_request(program, "def test_a():\n    assert add(1, 2) == 3\n",
+                                                    "add", isolation=isolation))
+            assert execution.status == "pass", execution.tests
+            assert (execution.stdout, execution.stderr) == ("adding\n", "")
+    finally:
+        engine.close()
+
+
 def test_the_submodules_a_benchmark_imports_are_preloaded_once_not_by_every_sample(
         best_sandbox: Sandbox) -> None:
     """`import xml.dom.minidom` and `from email.mime import text` in a task's code preload

@@ -1336,6 +1336,7 @@ def _prepare(control_out, setup, busy=None):
     result_read, result_write = os.pipe()
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
+    _flush_streams()  # (to /dev/null): what the server's imports printed is not the sample's
     pid = os.fork()
     if pid == 0:  # the child: becomes the sample
         try:
@@ -1350,8 +1351,7 @@ def _prepare(control_out, setup, busy=None):
             os.dup2(err_write, 2)
             os.close(out_write)
             os.close(err_write)
-            sys.stdout = open(1, "w", closefd=False)
-            sys.stderr = open(2, "w", closefd=False)
+            _own_streams()
             if setup.get("role") != "candidate":
                 _warm_up()
             request, workdir, channel_fd = _receive_request(theirs)
@@ -1388,6 +1388,29 @@ def _prepare(control_out, setup, busy=None):
     theirs.close()
     _SPARES.add(pid)
     return _Prepared(pid, requests, result_read, out_read, err_read)
+
+
+def _flush_streams():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # (a stream a preloaded library replaced, or None)
+            pass
+
+
+def _own_streams():
+    """Make the sample's `sys.stdout` and `sys.stderr` the interpreter's own streams (now on
+    the sample's pipes, fds 1 and 2), as in any Python process: `sys.__stdout__` itself, with
+    the error handlers and buffering the interpreter chose (stderr line-buffered, writing
+    what it cannot encode as backslash escapes). New ones only where those are not on fd 1
+    and 2. Reusing them also spares the child building two streams on copied pages."""
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        own = getattr(sys, f"__{name}__")
+        try:
+            reusable = own is not None and own.fileno() == fd
+        except (AttributeError, OSError, ValueError):
+            reusable = False
+        setattr(sys, name, own if reusable else open(fd, "w", closefd=False))
 
 
 def _warm_up():
