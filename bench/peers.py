@@ -220,13 +220,17 @@ def _knowbench_check(harness: str, heavy: bool, workers: int, samples: list[dict
     # A benchmark's tests are parsed when it loads, not per sample (`knowbench run` passes the
     # loaded TestSpec objects): every sample here is a task of its own, loaded before the loop.
     specs = {sample["id"]: [TestSpec(name="tests", code=tests_of(sample))] for sample in samples}
+    # Split: the benchmark's own program with the target stubbed, made once per task before any
+    # sample (`knowbench run` makes it when the task's reference runs split, and caches it).
+    trusted = {sample["id"]: stubbed_program("", sample["program"], sample["entry_point"])
+               for sample in samples} if isolation == "split" else {}
 
     def check(sample: dict) -> bool:
         program, entry_point = sample["program"], sample["entry_point"]
         request = ExecutionRequest(
             program=program, tests=specs[sample["id"]], entry_point=entry_point,
             limits=Limits(wall_s=10.0), isolation=isolation,  # type: ignore[arg-type]
-            trusted_program=stubbed_program("", program, entry_point) if isolation == "split" else None)
+            trusted_program=trusted.get(sample["id"]))
         execution = engine.execute(request)
         if execution.status not in ("pass", "fail") or execution.isolation != isolation:
             print(f"  {harness} {sample['id']}: {execution.status} "
