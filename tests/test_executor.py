@@ -8,6 +8,7 @@ import contextlib
 import gc
 import importlib.util
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -1260,3 +1261,55 @@ def test_an_engine_that_was_never_closed_leaves_no_directory_behind(name: str, e
     if ending == "collected":
         assert counts[2] == "0"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["subprocess", "forkserver"])
+def test_a_new_engine_removes_the_directories_of_engines_killed_outright(name: str, tmp_path: Path,
+                                                                         best_sandbox: Sandbox) -> None:
+    """A process killed outright (SIGKILL, the OOM killer, `ray.kill`) runs no finalizer, so
+    its engine's directory stays behind; the next engine made beside it finds that directory's
+    owner gone and removes it. A live engine's directory, in another process, stays, and so
+    does a `knowbench-*` directory that no engine made."""
+    script = textwrap.dedent(f'''
+        import os, signal, sys
+        from knowbench.execution.engine import ExecutionRequest, SubprocessEngine
+        from knowbench.execution.forkserver import ForkServerEngine
+        from knowbench.execution.sandbox import resolve_sandbox
+        from knowbench.benchmark.schema import TestSpec
+        from knowbench.records import Limits
+
+        kind = SubprocessEngine if {name!r} == "subprocess" else ForkServerEngine
+        engine = kind(resolve_sandbox({best_sandbox.kind!r}), workers=1, scratch=sys.argv[1])
+        request = ExecutionRequest(program="def add(a, b):\\n    return a + b\\n", entry_point="add",
+                                   tests=[TestSpec(name="t", code="def test_add():\\n    assert add(2, 3) == 5\\n")],
+                                   limits=Limits(wall_s=30))
+        assert engine.execute(request).status == "pass"
+        print(engine.scratch if hasattr(engine, "scratch") else engine._scratch, flush=True)
+        if sys.argv[2] == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        sys.stdin.read()  # until the test closes it
+    ''')
+    live = subprocess.Popen([sys.executable, "-c", script, str(tmp_path), "wait"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert live.stdout is not None and live.stdin is not None
+        live_dir = Path(live.stdout.readline().strip())
+        killed = subprocess.run([sys.executable, "-c", script, str(tmp_path), "kill"], capture_output=True,
+                                text=True, timeout=120)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+        killed_dir = Path(killed.stdout.strip())
+        foreign = tmp_path / "knowbench-not-an-engines"
+        foreign.mkdir()
+        (foreign / "kept").write_text("x")
+        assert killed_dir.is_dir() and live_dir.is_dir()  # nothing removed the killed one's
+        engine: Engine = (SubprocessEngine(best_sandbox, workers=1, scratch=tmp_path) if name == "subprocess"
+                          else ForkServerEngine(best_sandbox, workers=1, scratch=tmp_path))
+        engine.close()
+        assert not killed_dir.exists()
+        assert live_dir.is_dir() and (foreign / "kept").is_file()
+        live.stdin.close()
+        assert live.wait(timeout=60) == 0
+        assert not live_dir.exists()  # its own engine removed it, as it ended
+    finally:
+        live.kill()
+        live.wait()

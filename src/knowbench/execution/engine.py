@@ -392,21 +392,84 @@ def share_workdir(workdir: Path, judge: dict[str, Any]) -> None:
     os.chmod(workdir, 0o1777)
 
 
+# In a scratch directory: written once its owner holds the lock on the directory.
+_SCRATCH_OWNED = ".knowbench-owner"
+
+
 def scratch_directory(owner: object, prefix: str, parent: Path | None = None) -> tuple[Path, weakref.finalize]:
     """A directory of `owner`'s own under `parent` (else the system's temporary directory),
     readable by the sandbox uids, and the finalizer that removes it: called by the owner's
     `close()`, else when the owner is collected or the interpreter exits (a script that
-    forgot `close()`, or ended with an exception, leaves nothing behind)."""
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    forgot `close()`, or ended with an exception, leaves nothing behind).
+
+    A process killed outright (SIGKILL, the OOM killer, `ray.kill`) runs no finalizer. So the
+    process that makes a directory holds an exclusive `flock` on it for as long as it lives
+    (the kernel drops it however the process ends), and each new one first removes the
+    `knowbench-*` directories beside it whose lock it can take (`sweep_scratch`)."""
+    base = Path(parent) if parent is not None else Path(tempfile.gettempdir())
+    sweep_scratch(base)
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
     os.chmod(path, 0o755)  # sandbox uids must reach their own work directories
-    return path, weakref.finalize(owner, _remove_scratch, path, os.getpid())
+    lock = _lock_scratch(path)
+    return path, weakref.finalize(owner, _remove_scratch, path, os.getpid(), lock)
 
 
-def _remove_scratch(path: Path, owner_pid: int) -> None:
+def _lock_scratch(path: Path) -> int | None:
+    """Hold the lock on a new scratch directory, then mark it as locked (a directory is
+    swept only with the mark: one whose lock has not been taken yet is not a dead one's).
+    None where the file system has no `flock`: then the directory is never swept."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    (path / _SCRATCH_OWNED).write_text(f"{os.getpid()}\n")
+    return fd
+
+
+def sweep_scratch(base: Path) -> list[Path]:
+    """Remove the scratch directories in `base` whose owner is gone: named `knowbench-*`,
+    marked by `scratch_directory`, and with a lock this process can take. Returns them.
+    A live owner's lock is held (by it, or by a process forked from it that still runs); a
+    directory without the mark (another tool's, or one being made) is left alone."""
+    import fcntl
+
+    removed: list[Path] = []
+    try:
+        names = [name for name in os.listdir(base) if name.startswith("knowbench-")]
+    except OSError:
+        return removed
+    for name in names:
+        path = base / name
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            os.stat(_SCRATCH_OWNED, dir_fd=fd, follow_symlinks=False)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # Still the directory at that name (not one made there since it was opened).
+            if os.path.samestat(os.fstat(fd), os.lstat(path)):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+        except OSError:
+            pass  # no mark, a live owner, or gone meanwhile
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _remove_scratch(path: Path, owner_pid: int, lock: int | None = None) -> None:
     # Only in the process that made it: a child forked from it (a user's script that forks
     # and exits normally) runs the same exit handlers, while the engine still uses it.
     if os.getpid() == owner_pid:
         shutil.rmtree(path, ignore_errors=True)
+        if lock is not None:
+            with contextlib.suppress(OSError):
+                os.close(lock)
 
 
 def compile_runner(python: str) -> None:
