@@ -464,7 +464,7 @@ def serve_calls(module, fd, output_cap, fork_limits=None):
     for it and, when it ended any other way, tells the judge `("died", how)`. `fork_limits`
     is (seconds of CPU time left, the function that limits a copy to them).
     """
-    peer = Peer(fd, wire.Resolver(allowed_modules=_loaded_packages(), import_missing=True),
+    peer = Peer(fd, wire.Resolver(allowed_modules=None, import_missing=True),
                 capture_output=True, output_cap=output_cap)
     peer.entry = module
     copy = False
@@ -628,10 +628,6 @@ def _target(module, entry_point):
     return obj
 
 
-def _loaded_packages():
-    return frozenset(name.partition(".")[0] for name in list(sys.modules))
-
-
 # ------------------------------------------------------------------------------ warm-up
 
 
@@ -662,7 +658,7 @@ def warm_up():
 
     module = types.ModuleType("knowbench_warm_up")
     exec(compile(_WARM_UP_TARGETS, "<knowbench warm-up>", "exec"), module.__dict__)
-    resolver = wire.Resolver(allowed_modules=_loaded_packages())
+    resolver = wire.Resolver(allowed_modules=None)
     values = list(_WARM_UP_ARGS)
     np, pd = sys.modules.get("numpy"), sys.modules.get("pandas")  # preloaded, never imported here
     if np is not None:

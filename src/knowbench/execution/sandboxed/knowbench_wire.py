@@ -146,19 +146,26 @@ class Resolver:
     A name resolves when its module (and the module the object itself declares) is `builtins`,
     `program_module`, or under a top-level package in `allowed_modules`, never a testing or mock
     framework, and the module is already in `sys.modules` (or `import_missing`). Only classes and
-    functions come out, never other module-level objects.
+    functions come out, never other module-level objects. `allowed_modules` None allows every
+    top-level package loaded in this process when the name is looked up (a split candidate's
+    side, which rebuilds the judge's values with whatever its own process holds: asked there,
+    not listed from `sys.modules` as it starts serving, since every key that listing touches
+    is a page the process copies from its server).
     """
 
-    def __init__(self, allowed_modules: frozenset[str] | set[str] = frozenset(),
+    def __init__(self, allowed_modules: frozenset[str] | set[str] | None = frozenset(),
                  program_module: str = "solution", import_missing: bool = False) -> None:
-        self.allowed_modules = frozenset(allowed_modules)
+        self.allowed_modules = None if allowed_modules is None else frozenset(allowed_modules)
         self.program_module = program_module
         self.import_missing = import_missing
 
     def permitted(self, module: object) -> bool:
-        return (type(module) is str and not _forbidden(module)
-                and (module in ("builtins", self.program_module)
-                     or module.partition(".")[0] in self.allowed_modules))
+        if type(module) is not str or _forbidden(module):
+            return False
+        if module in ("builtins", self.program_module):
+            return True
+        top = module.partition(".")[0]
+        return top in (sys.modules if self.allowed_modules is None else self.allowed_modules)
 
     def module(self, name: str) -> types.ModuleType:
         """`sys.modules[name]`, imported only when `import_missing`; raises WireError."""
