@@ -50,6 +50,29 @@ def test_an_honest_sample_passes_and_a_wrong_one_fails(split_engine: Engine) -> 
     assert failing.tests[0].called is True
 
 
+@pytest.mark.parametrize("engine_name", ["subprocess", "forkserver"])
+def test_a_candidate_process_does_not_import_the_testing_frameworks(engine_name: str,
+                                                                   best_sandbox: Sandbox) -> None:
+    """pytest, preloaded for the tests (by the engine and by the request, which guards it),
+    is imported where the tests run, never in the candidate's process: no value of a testing
+    framework crosses the wire, so the candidate never needs one, and a candidate process
+    without pytest's modules costs less to fork and to end. A program that imports pytest
+    itself still gets it."""
+    engine: Engine = (SubprocessEngine(best_sandbox, workers=1) if engine_name == "subprocess"
+                      else ForkServerEngine(best_sandbox, workers=1, preload=["pytest", "json"]))
+    program = "import sys\n\ndef loaded(name):\n    return name in sys.modules\n"
+    tests = ("import sys\n\ndef test_loaded():\n    assert 'pytest' in sys.modules\n"
+             "    assert (loaded('pytest'), loaded('_pytest'), loaded('json')) == (False, False, True)\n")
+    try:
+        result = run(engine, program, tests, "loaded", preload=["pytest"])
+        assert result.status == "pass", result.tests
+        result = run(engine, "import pytest\n" + program,
+                     "def test_loaded():\n    assert loaded('pytest')\n", "loaded", preload=["pytest"])
+        assert result.status == "pass", result.tests
+    finally:
+        engine.close()
+
+
 def test_the_tests_see_the_benchmark_program_not_the_candidates(split_engine: Engine) -> None:
     # The candidate redefines a helper of the benchmark's program; the tests still use the
     # benchmark's own helper, and only the target's calls reach the candidate.

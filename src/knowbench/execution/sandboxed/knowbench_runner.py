@@ -549,10 +549,18 @@ _SPLIT = [False]
 _DIR_NUMBERS = itertools.count()
 
 
-def _preload(modules):
+def _preload(modules, role=None):
     """Import `modules`, dotted names as `preload_modules` lists them: for a.b.c, a.b, then
-    a.b.c only where a.b has no attribute c, as `from a.b import c` would."""
+    a.b.c only where a.b has no attribute c, as `from a.b import c` would.
+
+    For a split candidate's process (`role` "candidate"), none of the testing frameworks'
+    modules: the tests run in the judge's process, and no value of theirs crosses the wire,
+    so the candidate never needs one to rebuild a value; without them (pytest alone is a
+    few hundred modules, and brings `threading`, whose handler runs in every forked child)
+    its processes cost less to fork and to end. A program that imports one imports it."""
     for module in modules:
+        if role == "candidate" and knowbench_wire.testing_module(module):
+            continue
         parent, _, leaf = module.rpartition(".")
         try:
             if parent:
@@ -1189,7 +1197,7 @@ def main():
     # A fresh name, made at once (mode 0700): in split mode the work directory is shared with
     # the other process.
     home = os.environ["HOME"] = tempfile.mkdtemp(prefix=".home-", dir=os.getcwd())
-    _preload(config.get("preload", []))
+    _preload(config.get("preload", []), config.get("role"))
     _hand_over_home(home, config.get("uid"), config.get("gid"))
     # Paused by the engine's boot line for the imports above. Frozen, what they built is left
     # out of the sample's collections, as in a fork server's children; on for sample code.
@@ -1371,7 +1379,7 @@ def _prepare(control_out, setup, busy=None):
             os.chdir(workdir)
             os.environ["TMPDIR"] = workdir
             tempfile.tempdir = None
-            _preload(request.get("preload", []))
+            _preload(request.get("preload", []), setup.get("role"))
             _hand_over_home(setup["home"], request.get("uid"), request.get("gid"))
             if setup.get("role") == "candidate":
                 _CANDIDATE_DONE[0] = (result_write, os.getpid())
@@ -1775,7 +1783,7 @@ def serve():
     setup["home"] = ("/tmp/.home" if setup.get("private_tmp")
                      else os.path.join(base, f".home-{setup.get('role', 'judge')}"))
     _new_home(setup["home"])
-    _preload(setup.get("preload", []))
+    _preload(setup.get("preload", []), setup.get("role"))
     # The warm-ups are best effort: a speed-up, never a reason for a server not to start.
     # The libraries' first (`knowbench_warm`) before HOME's template is taken: what a library
     # caches there on first use is kept too.

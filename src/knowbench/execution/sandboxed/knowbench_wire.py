@@ -104,6 +104,12 @@ def _forbidden(module: str) -> bool:
             or any(module == p or module.startswith(p + ".") for p in _FORBIDDEN_PREFIXES))
 
 
+def testing_module(module: str) -> bool:
+    """Whether `module` belongs to a testing or mock framework (or to knowbench): no class or
+    function of it ever crosses the wire."""
+    return _forbidden(module)
+
+
 def _plain_name(part: object) -> bool:
     """An identifier that is not a dunder (so no `<locals>`, `<lambda>`, `__class__`...)."""
     return (type(part) is str and part.isidentifier()
