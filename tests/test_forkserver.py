@@ -272,6 +272,32 @@ def test_the_unsettled_exit_code_agrees_with_the_runner() -> None:
     assert forkserver_module._UNSETTLED_EXIT == knowbench_runner.UNSETTLED_EXIT
 
 
+def test_the_server_flushes_every_stream_a_sample_may_write_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before each fork: `sys.stdout` and `sys.stderr`, and the interpreter's own streams,
+    which a sample writes through even where a preloaded library replaced `sys.stdout`
+    after printing (what it printed would otherwise start every sample's output)."""
+    import io
+
+    runner_dir = Path(forkserver_module.__file__).parent / "sandboxed"
+    monkeypatch.syspath_prepend(str(runner_dir))
+    import knowbench_runner
+
+    class Recording(io.StringIO):
+        def flush(self) -> None:
+            flushed.append(self)
+
+    flushed: list[object] = []
+    streams = [Recording() for _ in range(4)]
+    for name, stream in zip(("stdout", "stderr", "__stdout__", "__stderr__"), streams):  # noqa: B905
+        monkeypatch.setattr(sys, name, stream)
+    knowbench_runner._flush_streams()
+    assert sorted(map(id, flushed)) == sorted(map(id, streams))
+    flushed.clear()
+    monkeypatch.setattr(sys, "stdout", streams[2])  # the same stream twice: flushed once
+    knowbench_runner._flush_streams()
+    assert len(flushed) == 3
+
+
 def test_a_child_whose_runner_fails_says_why(forkserver: ForkServerEngine) -> None:
     """The runner failing around the sample (here: its uid already runs as many tasks as
     RLIMIT_NPROC allows, so the thread the tests run on cannot start) ends the child with

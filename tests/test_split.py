@@ -53,24 +53,40 @@ def test_an_honest_sample_passes_and_a_wrong_one_fails(split_engine: Engine) -> 
 @pytest.mark.parametrize("engine_name", ["subprocess", "forkserver"])
 def test_a_candidate_process_does_not_import_the_testing_frameworks(engine_name: str,
                                                                    best_sandbox: Sandbox) -> None:
-    """pytest, preloaded for the tests (by the engine and by the request, which guards it),
-    is imported where the tests run, never in the candidate's process: no value of a testing
+    """pytest and `numpy.testing`, preloaded for the tests (by the engine and by the request),
+    are imported where the tests run, never in the candidate's process: no value of a testing
     framework crosses the wire, so the candidate never needs one, and a candidate process
-    without pytest's modules costs less to fork and to end. A program that imports pytest
-    itself still gets it."""
+    without pytest's modules costs less to fork and to end. The package above a testing
+    module (numpy) is still preloaded there, and a program that imports pytest gets it."""
+    preload = ["pytest", "numpy.testing"]
     engine: Engine = (SubprocessEngine(best_sandbox, workers=1) if engine_name == "subprocess"
-                      else ForkServerEngine(best_sandbox, workers=1, preload=["pytest", "json"]))
-    program = "import sys\n\ndef loaded(name):\n    return name in sys.modules\n"
-    tests = ("import sys\n\ndef test_loaded():\n    assert 'pytest' in sys.modules\n"
-             "    assert (loaded('pytest'), loaded('_pytest'), loaded('json')) == (False, False, True)\n")
+                      else ForkServerEngine(best_sandbox, workers=1, preload=[*preload, "json"]))
+    program = ("import sys\nAT_LOAD = {name: name in sys.modules for name in ('numpy', 'numpy.testing')}\n\n"
+               "def loaded(name, at_load=False):\n    return AT_LOAD[name] if at_load else name in sys.modules\n")
+    tests = ("import sys\n\ndef test_loaded():\n    assert 'pytest' in sys.modules and 'numpy.testing' in sys.modules\n"
+             "    assert (loaded('pytest'), loaded('_pytest'), loaded('json')) == (False, False, True)\n"
+             "    assert (loaded('numpy', True), loaded('numpy.testing', True)) == (True, False)\n")
     try:
-        result = run(engine, program, tests, "loaded", preload=["pytest"])
+        result = run(engine, program, tests, "loaded", preload=preload)
         assert result.status == "pass", result.tests
         result = run(engine, "import pytest\n" + program,
-                     "def test_loaded():\n    assert loaded('pytest')\n", "loaded", preload=["pytest"])
+                     "def test_loaded():\n    assert loaded('pytest')\n", "loaded", preload=preload)
         assert result.status == "pass", result.tests
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize("preload", [[], ["pytest"]])
+def test_a_candidate_rebuilds_values_of_modules_only_the_tests_imported(split_engine: Engine,
+                                                                        preload: list[str]) -> None:
+    """A test passes the target a function of a module that neither the program nor anything
+    the candidate's process loaded imports: the candidate imports it to rebuild the value (its
+    side guards nothing of the judge's), whatever the tests' preload brings in the judge."""
+    program = "def apply(f, x):\n    return f(x)\n"
+    tests = ("import shlex\nimport html\n\n\ndef test_quote():\n    assert apply(shlex.quote, 'a b') == \"'a b'\"\n"
+             "\n\ndef test_escape():\n    assert apply(html.escape, '<') == '&lt;'\n")
+    result = run(split_engine, program, tests, "apply", preload=preload)
+    assert result.status == "pass", result.tests
 
 
 def test_the_tests_see_the_benchmark_program_not_the_candidates(split_engine: Engine) -> None:

@@ -554,13 +554,17 @@ def _preload(modules, role=None):
     a.b.c only where a.b has no attribute c, as `from a.b import c` would.
 
     For a split candidate's process (`role` "candidate"), none of the testing frameworks'
-    modules: the tests run in the judge's process, and no value of theirs crosses the wire,
-    so the candidate never needs one to rebuild a value; without them (pytest alone is a
+    modules, only the package above one where that is not a testing framework's (numpy for
+    `numpy.testing`): the tests run in the judge's process, and no value of a testing
+    framework crosses the wire, so the candidate never needs one to rebuild a value (one of a
+    module it lacks, it imports: `knowbench_wire.Resolver`); without them (pytest alone is a
     few hundred modules, and brings `threading`, whose handler runs in every forked child)
     its processes cost less to fork and to end. A program that imports one imports it."""
     for module in modules:
         if role == "candidate" and knowbench_wire.testing_module(module):
-            continue
+            module = module.partition(".")[0]
+            if knowbench_wire.testing_module(module):
+                continue
         parent, _, leaf = module.rpartition(".")
         try:
             if parent:
@@ -1399,10 +1403,17 @@ def _prepare(control_out, setup, busy=None):
 
 
 def _flush_streams():
-    for stream in (sys.stdout, sys.stderr):
+    """Flush every stream a sample's process may write through: `sys.stdout` and
+    `sys.stderr`, and the interpreter's own (`_own_streams`), which a preloaded library may
+    have printed to before replacing `sys.stdout`."""
+    seen = []
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        if any(stream is other for other in seen):
+            continue
+        seen.append(stream)
         try:
             stream.flush()
-        except BaseException:  # (a stream a preloaded library replaced, or None)
+        except BaseException:  # (a library's replacement, or None)
             pass
 
 

@@ -153,10 +153,10 @@ class Resolver:
     `program_module`, or under a top-level package in `allowed_modules`, never a testing or mock
     framework, and the module is already in `sys.modules` (or `import_missing`). Only classes and
     functions come out, never other module-level objects. `allowed_modules` None allows every
-    top-level package loaded in this process when the name is looked up (a split candidate's
-    side, which rebuilds the judge's values with whatever its own process holds: asked there,
-    not listed from `sys.modules` as it starts serving, since every key that listing touches
-    is a page the process copies from its server).
+    module but the testing frameworks' (a split candidate's side: it rebuilds the judge's
+    values, which name only modules the judge's process holds, and guards nothing of the
+    judge's; with `import_missing` it imports a module its own process has not, as one the
+    tests alone import).
     """
 
     def __init__(self, allowed_modules: frozenset[str] | set[str] | None = frozenset(),
@@ -170,8 +170,7 @@ class Resolver:
             return False
         if module in ("builtins", self.program_module):
             return True
-        top = module.partition(".")[0]
-        return top in (sys.modules if self.allowed_modules is None else self.allowed_modules)
+        return self.allowed_modules is None or module.partition(".")[0] in self.allowed_modules
 
     def module(self, name: str) -> types.ModuleType:
         """`sys.modules[name]`, imported only when `import_missing`; raises WireError."""
