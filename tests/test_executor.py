@@ -1269,7 +1269,7 @@ def test_a_new_engine_removes_the_directories_of_engines_killed_outright(name: s
     """A process killed outright (SIGKILL, the OOM killer, `ray.kill`) runs no finalizer, so
     its engine's directory stays behind; the next engine made beside it finds that directory's
     owner gone and removes it. A live engine's directory, in another process, stays, and so
-    does a `knowbench-*` directory that no engine made."""
+    do a `knowbench-*` directory that no engine made and one marked on another machine."""
     script = textwrap.dedent(f'''
         import os, signal, sys
         from knowbench.execution.engine import ExecutionRequest, SubprocessEngine
@@ -1301,12 +1301,19 @@ def test_a_new_engine_removes_the_directories_of_engines_killed_outright(name: s
         foreign = tmp_path / "knowbench-not-an-engines"
         foreign.mkdir()
         (foreign / "kept").write_text("x")
+        # Marked on another machine or boot (a file system shared between machines: its lock
+        # may hold only there), and a mark that is a FIFO (no one may stall the sweep).
+        elsewhere, fifo = tmp_path / "knowbench-fork-elsewhere", tmp_path / "knowbench-fork-fifo"
+        elsewhere.mkdir()
+        (elsewhere / ".knowbench-owner").write_text("4242 00000000-0000-0000-0000-000000000000\n")
+        fifo.mkdir()
+        os.mkfifo(fifo / ".knowbench-owner")
         assert killed_dir.is_dir() and live_dir.is_dir()  # nothing removed the killed one's
         engine: Engine = (SubprocessEngine(best_sandbox, workers=1, scratch=tmp_path) if name == "subprocess"
                           else ForkServerEngine(best_sandbox, workers=1, scratch=tmp_path))
         engine.close()
         assert not killed_dir.exists()
-        assert live_dir.is_dir() and (foreign / "kept").is_file()
+        assert live_dir.is_dir() and (foreign / "kept").is_file() and elsewhere.is_dir() and fifo.is_dir()
         live.stdin.close()
         assert live.wait(timeout=60) == 0
         assert not live_dir.exists()  # its own engine removed it, as it ended

@@ -19,6 +19,7 @@ import selectors
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -392,8 +393,18 @@ def share_workdir(workdir: Path, judge: dict[str, Any]) -> None:
     os.chmod(workdir, 0o1777)
 
 
-# In a scratch directory: written once its owner holds the lock on the directory.
+# In a scratch directory: written once its owner holds the lock on the directory; it names
+# the kernel boot the owner runs under (`_boot_id`).
 _SCRATCH_OWNED = ".knowbench-owner"
+
+
+@functools.lru_cache(maxsize=1)
+def _boot_id() -> str | None:
+    """This kernel boot's id (the same in every container on it, another on every machine)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
 
 
 def scratch_directory(owner: object, prefix: str, parent: Path | None = None) -> tuple[Path, weakref.finalize]:
@@ -426,18 +437,23 @@ def _lock_scratch(path: Path) -> int | None:
     except OSError:
         os.close(fd)
         return None
-    (path / _SCRATCH_OWNED).write_text(f"{os.getpid()}\n")
+    (path / _SCRATCH_OWNED).write_text(f"{os.getpid()} {_boot_id() or '-'}\n")
     return fd
 
 
 def sweep_scratch(base: Path) -> list[Path]:
     """Remove the scratch directories in `base` whose owner is gone: named `knowbench-*`,
-    marked by `scratch_directory`, and with a lock this process can take. Returns them.
-    A live owner's lock is held (by it, or by a process forked from it that still runs); a
-    directory without the mark (another tool's, or one being made) is left alone."""
+    marked by `scratch_directory` under this kernel boot, and with a lock this process can
+    take. Returns them. A live owner's lock is held (by it, or by a process forked from it
+    that still runs); a directory without the mark (another tool's, or one being made) is
+    left alone, and so is one marked on another machine or boot: on a file system shared
+    between machines (NFS) `flock` may lock only on the machine that took it."""
     import fcntl
 
     removed: list[Path] = []
+    boot = _boot_id()
+    if boot is None:
+        return removed
     try:
         names = [name for name in os.listdir(base) if name.startswith("knowbench-")]
     except OSError:
@@ -449,7 +465,15 @@ def sweep_scratch(base: Path) -> list[Path]:
         except OSError:
             continue
         try:
-            os.stat(_SCRATCH_OWNED, dir_fd=fd, follow_symlinks=False)
+            # (Non-blocking, and a plain file only: a FIFO planted there must not stall us.)
+            mark = os.open(_SCRATCH_OWNED, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                           dir_fd=fd)
+            try:
+                owner = os.read(mark, 256).split() if stat.S_ISREG(os.fstat(mark).st_mode) else []
+            finally:
+                os.close(mark)
+            if owner[1:2] != [boot.encode()]:
+                continue
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             # Still the directory at that name (not one made there since it was opened).
             if os.path.samestat(os.fstat(fd), os.lstat(path)):
