@@ -426,6 +426,11 @@ def test_the_submodules_a_benchmark_imports_are_preloaded_once_not_by_every_samp
     assert "asyncio" not in preload  # the runner imports it only for coroutines
     coroutine = task.model_copy(update={"prompt_code": "async def loaded():\n    ..."})
     assert "asyncio" in preload_modules([coroutine])
+    # Every sample imports pytest where a test only mentions it (`guarded_modules`): so does
+    # the server, else each sample would import it again.
+    assert "pytest" not in preload
+    mentions = task.model_copy(update={"tests": [TestSpec(name="t", code='def test_a():\n    """by pytest"""\n')]})
+    assert "pytest" in preload_modules([task, mentions])
     program = task.context + "\n" + prompt.replace("    ...", "    return LOADED")
     for modules, passes in ((preload, True), (["xml", "email", "typing"], False)):
         engine = ForkServerEngine(best_sandbox, workers=1, preload=modules)
