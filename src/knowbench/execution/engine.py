@@ -9,6 +9,7 @@ records carrying this execution's random nonce count; a test without one did not
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import importlib.util
 import json
@@ -429,8 +430,6 @@ def _lock_scratch(path: Path) -> int | None:
     """Hold the lock on a new scratch directory, then mark it as locked (a directory is
     swept only with the mark: one whose lock has not been taken yet is not a dead one's).
     None where the file system has no `flock`: then the directory is never swept."""
-    import fcntl
-
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -448,8 +447,6 @@ def sweep_scratch(base: Path) -> list[Path]:
     that still runs); a directory without the mark (another tool's, or one being made) is
     left alone, and so is one marked on another machine or boot: on a file system shared
     between machines (NFS) `flock` may lock only on the machine that took it."""
-    import fcntl
-
     removed: list[Path] = []
     boot = _boot_id()
     if boot is None:

@@ -98,16 +98,12 @@ class _Refused(Exception):
         self.reason, self.steps = reason, []
 
 
-def _forbidden(module: str) -> bool:
-    top = module.partition(".")[0]
-    return (top in _FORBIDDEN_TOP or top.startswith(("knowbench", "pytest_"))
-            or any(module == p or module.startswith(p + ".") for p in _FORBIDDEN_PREFIXES))
-
-
 def testing_module(module: str) -> bool:
     """Whether `module` belongs to a testing or mock framework (or to knowbench): no class or
     function of it ever crosses the wire."""
-    return _forbidden(module)
+    top = module.partition(".")[0]
+    return (top in _FORBIDDEN_TOP or top.startswith(("knowbench", "pytest_"))
+            or any(module == p or module.startswith(p + ".") for p in _FORBIDDEN_PREFIXES))
 
 
 def _plain_name(part: object) -> bool:
@@ -166,7 +162,7 @@ class Resolver:
         self.import_missing = import_missing
 
     def permitted(self, module: object) -> bool:
-        if type(module) is not str or _forbidden(module):
+        if type(module) is not str or testing_module(module):
             return False
         if module in ("builtins", self.program_module):
             return True
