@@ -27,6 +27,7 @@ from knowbench.benchmark.schema import (
     TestSpec,
     find_definition,
 )
+from knowbench.parsing import parse_python
 
 DOMAINS = ["text", "datetime", "data", "algorithms"]
 
@@ -55,7 +56,7 @@ def mask(source: str, entry_point: str) -> tuple[str, str]:
     prompt_code is `source` with the target's body after its docstring replaced by `...`;
     reference is the target's own definition, dedented so that it parses on its own.
     """
-    target = find_definition(ast.parse(source), entry_point)
+    target = find_definition(parse_python(source), entry_point)
     if target is None:
         raise ValueError(f"source defines no '{entry_point}'")
     first = target.body[0]

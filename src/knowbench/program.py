@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from knowbench.benchmark.schema import find_definition
+from knowbench.parsing import parse_python
 
 _FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _OPEN_FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})\s*\{?\.?(?P<tag>[\w+#.-]*)\}?[^`]*$")
@@ -138,7 +139,7 @@ def _looks_like_code(line: str) -> bool:
         return False
     for candidate in (stripped, stripped + "\n    pass"):
         try:
-            tree = ast.parse(candidate)
+            tree = parse_python(candidate)
         except (SyntaxError, ValueError, RecursionError):
             continue
         return not all(_is_bare_value(node) for node in tree.body)
@@ -270,7 +271,7 @@ def _trim_prose(reply: str) -> str | None:
 def _fails_on_first_line(text: str) -> bool:
     """Whether `text` is invalid already on its first line, whatever follows."""
     try:
-        ast.parse(text.strip("\n"))
+        parse_python(text.strip("\n"))
     except SyntaxError as error:
         return error.lineno == 1 and not text.strip("\n")[:1].isspace()
     except (ValueError, RecursionError):
@@ -293,7 +294,7 @@ def _parse_code(text: str) -> tuple[str, ast.Module] | None:
     first line lost its indentation; None when none of these parses."""
     for candidate in _normalisations(text):
         try:
-            return candidate, ast.parse(candidate)
+            return candidate, parse_python(candidate)
         except (SyntaxError, ValueError, RecursionError):
             continue
     return None
@@ -349,7 +350,7 @@ def splice(prompt_code: str, entry_point: str, code: str) -> str:
 
 def _parse_prompt(prompt_code: str) -> ast.Module:
     try:
-        return ast.parse(prompt_code)
+        return parse_python(prompt_code)
     except SyntaxError as error:
         raise SpliceError(f"the prompt does not parse: {error.msg} (line {error.lineno})") from None
     except (ValueError, RecursionError) as error:
@@ -358,7 +359,7 @@ def _parse_prompt(prompt_code: str) -> ast.Module:
 
 def _syntax_message(code: str) -> str:
     try:
-        ast.parse(textwrap.dedent(code))
+        parse_python(textwrap.dedent(code))
     except SyntaxError as error:
         return f"{error.msg} (line {error.lineno})"
     except ValueError as error:
@@ -641,11 +642,11 @@ def _join(context: str, spliced: str) -> str:
     """
     if not context.strip():
         return spliced
-    spliced_tree = ast.parse(spliced)
+    spliced_tree = parse_python(spliced)
     if not any(_is_future(node) for node in spliced_tree.body):
         return context + "\n\n" + spliced
     try:
-        context_tree = ast.parse(context)
+        context_tree = parse_python(context)
     except (SyntaxError, ValueError) as error:
         raise SpliceError(f"the context does not parse: {error}") from None
     futures: list[ast.stmt] = []

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from knowbench.parsing import parse_python
+
 FORMAT_VERSION = 1
 
 _TASK_ID = re.compile(r"^[A-Za-z0-9_.:/@+-]+$")
@@ -105,7 +107,7 @@ class TestSpec(_Record):
     @classmethod
     def _parses(cls, code: str) -> str:
         try:
-            ast.parse(code)
+            parse_python(code)
         except SyntaxError as error:
             raise ValueError(f"test code does not parse: {error.msg} (line {error.lineno})") from None
         return code
@@ -131,7 +133,7 @@ PARSE_LOCK = threading.RLock()
 @functools.lru_cache(maxsize=65536)
 def _spec_items(spec: str, code: str) -> tuple[TestItem, ...]:
     with PARSE_LOCK:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     found: list[TestItem] = []
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
@@ -154,7 +156,7 @@ def _spec_imports(code: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     if "import" not in code:
         return ()
     with PARSE_LOCK:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     found: list[tuple[str, tuple[str, ...]]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -356,14 +358,14 @@ class FunctionTask(_TaskBase):
     @classmethod
     def _code_parses(cls, code: str) -> str:
         try:
-            ast.parse(textwrap.dedent(code))  # a method's reference may keep its indentation
+            parse_python(textwrap.dedent(code))  # a method's reference may keep its indentation
         except SyntaxError as error:
             raise ValueError(f"does not parse: {error.msg} (line {error.lineno})") from None
         return code
 
     @model_validator(mode="after")
     def _consistent(self) -> FunctionTask:
-        if find_definition(ast.parse(self.prompt_code), self.entry_point) is None:
+        if find_definition(parse_python(self.prompt_code), self.entry_point) is None:
             raise ValueError(f"prompt_code defines no function '{self.entry_point}' (entry_point)")
         names = [test.name for test in self.tests]
         duplicates = sorted({name for name in names if names.count(name) > 1})
@@ -558,7 +560,7 @@ def imported_names(code: str) -> set[str]:
     if "import" not in code:  # every import statement spells the keyword: nothing to parse
         return set()
     try:
-        tree = ast.parse(textwrap.dedent(code))
+        tree = parse_python(textwrap.dedent(code))
     except SyntaxError:
         return set()
     names: set[str] = set()

@@ -34,6 +34,7 @@ from knowbench.builders.repository import (
     is_test_module,
     top_level_statements,
 )
+from knowbench.parsing import parse_python
 
 _FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _NOT_LIBRARY = frozenset(sys.stdlib_module_names) | {"__future__", "builtins"}
@@ -160,7 +161,7 @@ def code_apis(code: str, entry_point: str, module: str | None, is_package: bool 
     from knowbench.benchmark.schema import find_definition
 
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError:
         return []
     node = target or find_definition(tree, entry_point)

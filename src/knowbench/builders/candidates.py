@@ -36,6 +36,7 @@ from knowbench.builders.repository import (
 )
 from knowbench.builders.requirements import requirement_name
 from knowbench.builders.source import Source
+from knowbench.parsing import parse_python
 
 
 @dataclass
@@ -91,7 +92,7 @@ def find_candidates(source: Source, domain: str, options: MineOptions, source_re
 def _context_names(target: TargetCode) -> set[str]:
     """Names the context binds at its top level: imports, copies, imports from the library."""
     try:
-        tree = ast.parse(target.context)
+        tree = parse_python(target.context)
     except SyntaxError:
         tree = ast.Module(body=[], type_ignores=[])
     return {n for s in top_level_statements(tree) for n in bound_names(s)} | set(target.copied) | set(target.imported)

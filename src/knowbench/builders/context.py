@@ -32,6 +32,7 @@ from knowbench.builders.repository import (
     resolve_relative,
     top_level_statements,
 )
+from knowbench.parsing import parse_python
 
 _FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__package__",
@@ -106,7 +107,7 @@ def cut_target(module: Module, symbol: Symbol, max_prompt_lines: int | None = No
     reference = textwrap.dedent("\n".join(lines[_start_line(node) - 1: node.end_lineno]))
     for code in (prompt_code, reference):
         try:
-            ast.parse(code)
+            parse_python(code)
         except SyntaxError as error:
             raise ContextError(f"the cut code does not parse ({error.msg}, line {error.lineno})") from None
     body_code = "\n".join(lines[body_start - 1: node.end_lineno])
@@ -410,7 +411,7 @@ def build_context(module: Module, top: ast.stmt, target: TargetCode) -> None:
     parts += [textwrap.dedent(copies[key]) for key in sorted(copies)]
     target.context = "\n".join(_dedupe(parts))
     try:
-        ast.parse(target.context)
+        parse_python(target.context)
     except SyntaxError as error:
         raise ContextError(f"the context does not parse ({error.msg}, line {error.lineno})") from None
 
@@ -431,7 +432,7 @@ def repair_context(context: str, module_name: str, name: str, line: str | None =
     line = line or f"from {module_name} import {name}"
     if line in context.splitlines():
         return None
-    tree = ast.parse(context) if context.strip() else ast.Module(body=[], type_ignores=[])
+    tree = parse_python(context) if context.strip() else ast.Module(body=[], type_ignores=[])
     futures = [s for s in tree.body if isinstance(s, ast.ImportFrom) and s.module == "__future__"]
     insert_at = max((f.end_lineno or 0 for f in futures), default=0)
     lines = context.splitlines()

@@ -59,6 +59,7 @@ from knowbench.builders.versions import (
 from knowbench.errors import UserError
 from knowbench.execution.environments import BenchEnv, ensure_env
 from knowbench.jsonl import read_objects
+from knowbench.parsing import parse_python
 
 DATASET_VERSION = "domaineval_20240711"
 MASK = re.compile(r"\[\s*M\s*A\s*S\s*K\s*\]")  # DomainEval's formatter wrapped it anywhere: "[\n    MASK]", "[MA\nSK]"
@@ -120,7 +121,7 @@ def subject_to_task(row: dict[str, Any], domain: str, repository: str, task_id: 
     prompt_code = MASK.sub("...", masked)
     entry_point = row["full_method_name"]
     anomalies = []
-    method_tree = ast.parse(row["method_code"])
+    method_tree = parse_python(row["method_code"])
     if find_definition(method_tree, entry_point) is None and \
             find_definition(method_tree, row.get("method_name", "")) is not None:
         anomalies.append(f"full_method_name {entry_point!r} names no definition; method_name "
@@ -187,7 +188,7 @@ def unshadow_test(code: str, top: str, target_module: str) -> tuple[str, int]:
     """Rewire a test to the candidate: drop imports binding the target's name `top` and turn
     `<target_module>.<top>` references (through any import alias) into the bare name.
     Returns (code, changes); the code is unchanged when nothing needed it."""
-    tree = ast.parse(code)
+    tree = parse_python(code)
     modules: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -253,7 +254,7 @@ def strip_trailing_call(code: str) -> tuple[str, int]:
     it stays, and the code runs as one plain block, as DomainEval ran it.
     Returns (code, 1 when the call was dropped else 0).
     """
-    tree = ast.parse(code)
+    tree = parse_python(code)
     calls = [s for s in tree.body if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)]
     called = _called_test(calls[-1].value) if calls else None
     if called is None:

@@ -12,6 +12,7 @@ import io
 import tokenize
 
 from knowbench.builders.repository import decorator_name
+from knowbench.parsing import parse_python
 
 _FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -61,7 +62,7 @@ def banned_keywords(code: str, keywords: tuple[str, ...] = BANNED_KEYWORDS) -> l
     without comments and docstrings and its normalised form.
     """
     try:
-        uses = _Uses(ast.parse(code))
+        uses = _Uses(parse_python(code))
     except (SyntaxError, ValueError, RecursionError):
         forms = {_without_comments(_without_docstrings(code)), _normalised(code)}
         return [keyword for keyword in keywords if any(keyword in form for form in forms)]
@@ -149,7 +150,7 @@ class _Uses:
 
 def _without_docstrings(code: str) -> str:
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError:
         return code
     lines = code.splitlines(keepends=True)
@@ -183,7 +184,7 @@ def _without_comments(code: str) -> str:
 
 def _normalised(code: str) -> str:
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError:
         return code
     for node in ast.walk(tree):

@@ -40,6 +40,7 @@ from knowbench.builders.repository import (
     top_level_statements,
 )
 from knowbench.execution.sandbox import RUNNER_DIR
+from knowbench.parsing import parse_python
 
 _FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 RUNNER_FIXTURES = ("tmp_path", "monkeypatch", "capsys")  # knowbench_pytest.RUNNER_FIXTURES
@@ -215,12 +216,12 @@ class SpecBuilder:
         self.wrapped = True
         cls.name = f"_kb_{node.name}"
         if autouse:
-            cls.body.append(ast.parse(f"_kb_autouse = {autouse!r}").body[0])
+            cls.body.append(parse_python(f"_kb_autouse = {autouse!r}").body[0])
         if scopes:
-            cls.body.append(ast.parse("_kb_fixture_scopes = {" + ", ".join(
+            cls.body.append(parse_python("_kb_fixture_scopes = {" + ", ".join(
                 f"{name!r}: {ast.unparse(value)}" for name, value in scopes.items()) + "}").body[0])
         if params:
-            cls.body.append(ast.parse("_kb_fixture_params = {" + ", ".join(
+            cls.body.append(parse_python("_kb_fixture_params = {" + ", ".join(
                 f"{name!r}: {ast.unparse(value)}" for name, value in params.items()) + "}").body[0])
         item = ast.ClassDef(name=node.name, bases=[], keywords=[], decorator_list=[], body=[
             _wrapper_function(name, f"_kb_call_method({cls.name}, {name!r}, **_kb_builtins)", method=True)
@@ -313,7 +314,7 @@ class SpecBuilder:
                 elif isinstance(statement, ast.Import | ast.ImportFrom):
                     imports += self._rewrite_import(needed.module, statement)
         if self.needs_unittest:
-            imports.append(ast.parse("import unittest as _kb_unittest").body[0])
+            imports.append(parse_python("import unittest as _kb_unittest").body[0])
         imports = list({ast.dump(i): i for i in imports}.values())
         body: list[ast.stmt] = []
         for index, needed in enumerate(order):
@@ -329,10 +330,10 @@ class SpecBuilder:
                 else:
                     body.append(self._rewire(needed.module, self._strip_unselected(needed.module, statement)))
         imports = self._drop_unused_library_imports(imports, [*self.aliases, *body])
-        harness = ast.parse(HARNESS).body if self.wrapped or self.fixtures_used(body) else []
+        harness = parse_python(HARNESS).body if self.wrapped or self.fixtures_used(body) else []
         if harness:
-            harness += [ast.parse(f"_kb_AUTOUSE.extend({self.autouse!r})").body[0]] if self.autouse else []
-        shadow_aliases = [ast.parse(f"_kb_{name} = {name}").body[0] for name in sorted(self.shadowed)]
+            harness += [parse_python(f"_kb_AUTOUSE.extend({self.autouse!r})").body[0]] if self.autouse else []
+        shadow_aliases = [parse_python(f"_kb_{name} = {name}").body[0] for name in sorted(self.shadowed)]
         tree = ast.Module(body=_dedupe_futures(futures) + imports + self.aliases + shadow_aliases + harness + body,
                           type_ignores=[])
         return ast.unparse(ast.fix_missing_locations(tree))
@@ -378,7 +379,7 @@ class SpecBuilder:
         function.name = f"_kb_fixture_{name}"
         params, scope = _fixture_keyword(node, "params"), _fixture_keyword(node, "scope")
         wider = f", {ast.unparse(scope)}" if scope is not None else ""  # pytest's default: function
-        registry = ast.parse(f"_kb_FIXTURES[{name!r}] = ({function.name}, "
+        registry = parse_python(f"_kb_FIXTURES[{name!r}] = ({function.name}, "
                              f"{ast.unparse(params) if params is not None else 'None'}{wider})").body[0]
         self.wrapped = True
         return [self._rewire(module, function), registry]
@@ -469,7 +470,7 @@ def _wrapper_function(name: str, call: str, method: bool = False) -> ast.Functio
     source = (f"def {name}({'self, ' if method else ''}{arguments}):\n"
               f"    _kb_builtins = {{{builtins}}}\n"
               f"    {call}\n")
-    node = ast.parse(source).body[0]
+    node = parse_python(source).body[0]
     assert isinstance(node, ast.FunctionDef)
     return node
 

@@ -24,6 +24,7 @@ from knowbench.benchmark.load import sha256_file, write_benchmark
 from knowbench.benchmark.schema import FunctionTask, Manifest, Provenance, TestSpec
 from knowbench.errors import UserError
 from knowbench.jsonl import read_objects
+from knowbench.parsing import parse_python
 
 FIELDS = ("task_id", "prompt", "canonical_solution", "test", "entry_point")
 
@@ -62,7 +63,7 @@ def _records(path: Path) -> list[tuple[int, dict[str, Any]]]:
 def _instruction(prompt: str, entry_point: str) -> str:
     """The target's docstring, else a sentence naming it."""
     try:
-        for node in ast.walk(ast.parse(prompt + "    pass\n")):
+        for node in ast.walk(parse_python(prompt + "    pass\n")):
             if isinstance(node, ast.FunctionDef) and node.name == entry_point:
                 doc = ast.get_docstring(node)
                 if doc:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from knowbench.benchmark.schema import FunctionTask
 from knowbench.models.base import Message, ModelBackend
+from knowbench.parsing import parse_python
 from knowbench.records import SamplingParams
 
 DOMAINEVAL_SYSTEM = (
@@ -146,7 +147,7 @@ def _paragraphs(lines: list[str]) -> str:
 def docstring_instruction(task: FunctionTask, module: str | None = None, library: str | None = None) -> str:
     """A deterministic Functionality / Inputs / Outputs instruction from the reference's
     signature and docstring. Only the reference is read; never the tests."""
-    tree = ast.parse(textwrap.dedent(task.reference))
+    tree = parse_python(textwrap.dedent(task.reference))
     node = tree.body[0]
     assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
     doc = parse_docstring(ast.get_docstring(node))

@@ -38,6 +38,7 @@ from knowbench.benchmark.schema import (
     source_metadata,
 )
 from knowbench.errors import UserError
+from knowbench.parsing import parse_python
 
 # The headings of a block, English and Chinese (KOCO-bench-ch), as the fields they fill.
 _HEADINGS = {
@@ -140,7 +141,7 @@ def locate(code_dir: Path, location: str, name: str) -> Located:
     if not file.is_file():
         raise UserError(f"implementation location {location.strip()!r}: {file} does not exist")
     source = file.read_text(encoding="utf-8")
-    tree = ast.parse(source)
+    tree = parse_python(source)
     candidates: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
 
     def walk(body: list[ast.stmt], owners: list[str]) -> None:
@@ -335,7 +336,7 @@ def project_preload(code_dir: Path, targets: list[ProjectTarget], python_path: l
             local |= {child.name.removesuffix(".py") for child in folder.iterdir()}
     modules: set[str] = set()
     for file in sorted({target.file for target in targets}):
-        tree = ast.parse((code_dir / file).read_text(encoding="utf-8"))
+        tree = parse_python((code_dir / file).read_text(encoding="utf-8"))
         top = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
         modules |= imported_modules("\n".join(ast.unparse(node) for node in top))
     return sorted(modules - local - {"__future__"})

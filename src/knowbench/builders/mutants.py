@@ -17,6 +17,8 @@ import copy
 import textwrap
 from collections.abc import Callable, Iterator
 
+from knowbench.parsing import parse_python
+
 _FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _COMPARE_SWAPS: dict[type[ast.cmpop], type[ast.cmpop]] = {
     ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
@@ -58,7 +60,7 @@ def mutants(code: str, count: int) -> list[tuple[str, str]]:
 
 def _parse(code: str) -> ast.Module | None:
     try:
-        tree = ast.parse(textwrap.dedent(code))
+        tree = parse_python(textwrap.dedent(code))
     except SyntaxError:
         return None
     if not tree.body or not isinstance(tree.body[0], _FunctionNode):

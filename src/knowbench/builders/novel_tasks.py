@@ -42,6 +42,7 @@ from knowbench.benchmark.schema import FunctionTask, KnowledgeBundle, Manifest, 
 from knowbench.errors import UserError
 from knowbench.execution.engine import Engine, ExecutionRequest
 from knowbench.models.base import ModelBackend
+from knowbench.parsing import parse_python
 from knowbench.program import assemble
 from knowbench.records import Execution, Limits, SamplingParams
 
@@ -135,7 +136,7 @@ def draft_from_example(api: str, code: str, index: int) -> Draft | Dropped:
     """The offline draft of one executed example (module docstring)."""
     where = f"example {index}"
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError as error:
         return Dropped(api, f"does not parse: {error.msg}", where)
     names = api_bindings(tree)
@@ -277,7 +278,7 @@ def drafts_from_reply(api: str, reply: str) -> tuple[list[Draft], list[Dropped]]
             dropped.append(Dropped(api, "no reference", where))
             continue
         try:
-            tree = ast.parse(textwrap.dedent(reference))
+            tree = parse_python(textwrap.dedent(reference))
         except SyntaxError as error:
             dropped.append(Dropped(api, f"the reference does not parse: {error.msg}", where))
             continue
@@ -302,7 +303,7 @@ def drafts_from_reply(api: str, reply: str) -> tuple[list[Draft], list[Dropped]]
 
 def _is_tuple_literal(text: str) -> bool:
     try:
-        return isinstance(ast.literal_eval(text), tuple)
+        return isinstance(ast.literal_eval(parse_python(text, mode="eval")), tuple)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False
 
@@ -465,7 +466,7 @@ def assertions(scenarios: list[Scenario], records: list[dict[str, Any]]) -> list
 
 def _same_literal(first: str, second: str) -> bool:
     try:
-        return ast.literal_eval(first) == ast.literal_eval(second)
+        return ast.literal_eval(parse_python(first, mode="eval")) == ast.literal_eval(parse_python(second, mode="eval"))
     except (ValueError, SyntaxError):
         return first == second
 

@@ -74,6 +74,7 @@ from knowbench.benchmark.schema import (
 )
 from knowbench.errors import UserError
 from knowbench.jsonl import read_objects
+from knowbench.parsing import compiles, parse_python
 
 BENCHMARK_DIR = Path("data/benchmark")
 IMPORT_REPORT = "import_report.json"
@@ -410,13 +411,13 @@ def release_test_rewrites(code: str) -> str:
     - a top-level `try` with a typed `except` (a bare `except:` does not count), an `assert`
       anywhere in the statement and no `else`: an `else` that fails is added (the exception
       it expected was not raised). Not added to a `try` that has a `finally`."""
-    tree = ast.parse(code)
+    tree = parse_python(code)
     changed = False
     for node in tree.body:
         if isinstance(node, ast.Try) and not node.orelse and not node.finalbody \
                 and any(handler.type is not None for handler in node.handlers) \
                 and any(isinstance(inner, ast.Assert) for inner in ast.walk(node)):
-            node.orelse = ast.parse("raise AssertionError('the expected exception was not raised')").body
+            node.orelse = parse_python("raise AssertionError('the expected exception was not raised')").body
             changed = True
     defined = any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == "test_execution"
                   for n in ast.walk(tree))
@@ -424,7 +425,7 @@ def release_test_rewrites(code: str) -> str:
                  and not top.value.keywords and isinstance(top.value.func, ast.Name)
                  and top.value.func.id == "test_execution" for top in tree.body)
     if defined and not called:
-        tree.body.append(ast.parse("test_execution()").body[0])
+        tree.body.append(parse_python("test_execution()").body[0])
         changed = True
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n" if changed else code
 
@@ -434,7 +435,7 @@ def cli_argv(code: str) -> list[str] | None:
     strings passed to a `parse_args(...)` / `parse_args_into_dataclasses(...)` call (positionally
     or as `args=`) in its `execution_test`; None when there is none."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError:
         return None
     for node in ast.walk(tree):
@@ -596,14 +597,14 @@ def task_from_row(row: dict[str, Any], bundle: KnowledgeBundle | None = None) ->
     if target != api:
         raise ValueError(f"test_harness.target_api {target!r} differs from api_name {api!r}")
     try:
-        ast.parse(harness["execution_test"])
+        parse_python(harness["execution_test"])
     except SyntaxError as error:
         raise ValueError(f"test_harness.execution_test does not parse: {error.msg} (line {error.lineno})") from None
     masked = textwrap.dedent(row["masked_region"]).strip("\n")
     body = textwrap.indent(masked, "    ") if masked.strip() else "    pass"
     reference = f"def {ENTRY_POINT}():\n{body}\n"
     try:
-        compile(reference, "<masked_region>", "exec")
+        compiles(reference, "<masked_region>")
     except SyntaxError as error:
         raise ValueError(f"masked_region is not a valid block: {error.msg} (line {error.lineno})") from None
     context = "\n\n".join(part for part in (_module_import(api), (row["context_code"] or "").strip("\n"),

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from knowbench.parsing import parse_python
 from knowbench.paths import skipped_dir
 
 SymbolKind = Literal["module", "function", "class", "method", "variable"]
@@ -86,7 +87,7 @@ class Module:
     def tree(self) -> ast.Module:
         if self._tree is None:
             try:
-                self._tree = ast.parse(self.source, filename=str(self.path))
+                self._tree = parse_python(self.source, filename=str(self.path))
             except (SyntaxError, ValueError, RecursionError):
                 self._tree = ast.Module(body=[], type_ignores=[])
         return self._tree

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from knowbench.builders.repository import dotted_name
+from knowbench.parsing import parse_python
 
 IMPORT_TO_DISTRIBUTION = {
     "Crypto": "pycryptodome", "Cryptodome": "pycryptodomex", "OpenSSL": "pyOpenSSL",
@@ -55,7 +56,7 @@ def imported_modules(code: str, required_only: bool = False) -> set[str]:
     test or follows the compat modules' `PY2`/`PY3` naming, `sys.platform`/`os.name` tests); and modules the code creates itself (a test that
     writes `foo.py` or `foo/__init__.py` and imports `foo`, or puts `foo` in `sys.modules`)."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError:
         return set()
     skipped: set[int] = set()

@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from knowbench.benchmark.schema import PARSE_LOCK, ProjectTarget, ProjectTask
+from knowbench.parsing import parse_python
 
 PROJECT_DIR = "project"
 """Where the copy lies inside the sample's work directory."""
@@ -140,7 +141,7 @@ def patch_source(source: str, targets: list[ProjectTarget], candidate: ast.Modul
                  missing: str = "the reply defines no {qualname}") -> str:
     """`source` with each target's body replaced (see `patch_targets`)."""
     with PARSE_LOCK:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     lines = source.splitlines(keepends=True)
     edits: list[tuple[int, int, list[str]]] = []  # (first line index, end index, new lines)
     found_all: list[ast.AST] = []
@@ -316,7 +317,7 @@ def parse_candidate(code: str) -> ast.Module:
     for text in (code, textwrap.dedent(code)):
         try:
             with PARSE_LOCK:
-                module = ast.parse(text)
+                module = parse_python(text)
         except SyntaxError:
             continue
         module._knowbench_lines = text.splitlines(keepends=True)  # type: ignore[attr-defined]

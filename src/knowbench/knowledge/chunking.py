@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from knowbench.knowledge.corpus import Chunk
+from knowbench.parsing import parse_python
 from knowbench.paths import skipped_dir
 
 MAX_SECTION_CHARS = 4000  # ~1000 tokens: longer documentation sections are split at blank lines
@@ -69,7 +70,7 @@ def chunk_file(text: str, path: str, module: str = "") -> list[Chunk]:
 def chunk_python(text: str, path: str, module: str) -> list[Chunk]:
     """A module-docstring chunk, one chunk per function and method (qualname 'Cls.meth'), and
     one per class holding its header, docstring, class attributes and method signatures."""
-    tree = ast.parse(text)
+    tree = parse_python(text)
     lines = text.splitlines()
     chunks: list[Chunk] = []
     docstring = _docstring_node(tree.body)
@@ -193,7 +194,7 @@ def chunk_example_script(text: str, path: str) -> list[Chunk]:
     if len(lines) <= MAX_EXAMPLE_LINES:
         return [Chunk.create("example", path, 1, len(lines), text.strip("\n"), qualname=stem)]
     try:
-        starts = [_start(node) for node in ast.parse(text).body]
+        starts = [_start(node) for node in parse_python(text).body]
     except SyntaxError:
         starts = list(range(1, len(lines) + 1))
     windows: list[tuple[int, int]] = []

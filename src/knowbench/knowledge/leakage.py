@@ -39,6 +39,7 @@ from knowbench.benchmark.schema import (
     source_location,
 )
 from knowbench.knowledge.corpus import Chunk
+from knowbench.parsing import parse_python
 
 # Shorter normalised bodies ('return None', 'pass') occur everywhere: match those by the whole
 # definition only, not by containment.
@@ -107,7 +108,7 @@ def code_regions(text: str) -> list[str]:
 
 def _parse(text: str) -> ast.Module | None:
     try:
-        tree = ast.parse(textwrap.dedent(text))
+        tree = parse_python(textwrap.dedent(text))
     except (SyntaxError, ValueError, RecursionError):
         return None
     strip_docstrings(tree)
@@ -169,7 +170,7 @@ def anonymous_definition(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
 def reference_target(task: FunctionTask) -> _FunctionNode | None:
     """The target's definition inside the task's reference, if it can be found."""
     try:
-        tree = ast.parse(textwrap.dedent(task.reference))
+        tree = parse_python(textwrap.dedent(task.reference))
     except SyntaxError:
         return None
     found = find_definition(tree, task.entry_point)

@@ -48,6 +48,7 @@ from knowbench.knowledge.leakage import LeakageGuard, SourceNormaliser
 from knowbench.methods.agent import CorpusFiles
 from knowbench.methods.base import Method, Prompt, SampleContext
 from knowbench.models.base import Message, ModelBackend
+from knowbench.parsing import parse_python
 from knowbench.records import CallUsage, Generation, Usage
 
 if TYPE_CHECKING:
@@ -471,7 +472,7 @@ def _defines(code: str, entry_point: str) -> bool:
     if not code.strip():
         return False
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError:
         return False
     name = entry_point.split(".")[-1]

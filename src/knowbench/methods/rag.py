@@ -10,7 +10,6 @@ the task (`helpful_apis`, matched by `ApiMatcher`), and at which rank.
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -23,6 +22,7 @@ from knowbench.knowledge.corpus import Chunk, Corpus, open_corpus
 from knowbench.knowledge.leakage import LeakageGuard, SourceNormaliser
 from knowbench.methods.base import Method, Prompt
 from knowbench.methods.prompts import task_messages
+from knowbench.parsing import parse_python
 
 if TYPE_CHECKING:
     from knowbench.knowledge.retrieval import Hit, Retriever
@@ -168,7 +168,7 @@ def build_query(task: FunctionTask | ChoiceTask, mode: str) -> str:
 def task_signature(task: FunctionTask) -> str:
     """'Owner.name(params) -> returns' of the task's entry point, from its prompt_code."""
     try:
-        node = find_definition(ast.parse(task.prompt_code), task.entry_point)
+        node = find_definition(parse_python(task.prompt_code), task.entry_point)
     except SyntaxError:
         node = None
     if node is None:

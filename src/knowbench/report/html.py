@@ -26,6 +26,7 @@ from typing import Any
 
 from knowbench import __version__
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
+from knowbench.parsing import parse_python
 from knowbench.records import SampleResult
 from knowbench.report import charts
 from knowbench.report.runs import RunView, load_views, series_of
@@ -472,7 +473,7 @@ def without_docstrings(code: str) -> str:
     """`code` without its docstrings (module, class and function) and comments, so a diff
     shows the code that differs. Code that does not parse comes back unchanged."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except (SyntaxError, ValueError):
         return code
     lines = code.splitlines()

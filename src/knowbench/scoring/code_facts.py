@@ -13,6 +13,8 @@ import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from knowbench.parsing import parse_python
+
 
 @dataclass(frozen=True)
 class CodeFacts:
@@ -32,7 +34,7 @@ def code_facts(code: str | None, entry_point: str = "") -> CodeFacts:
     """Facts about `code`; a code that does not parse gives `parses=False`."""
     text = textwrap.dedent(code or "")
     try:
-        tree = ast.parse(text)
+        tree = parse_python(text)
     except (SyntaxError, ValueError, RecursionError) as error:
         message = f"{getattr(error, 'msg', error)} (line {getattr(error, 'lineno', '?')})"
         return CodeFacts(False, message, frozenset(), frozenset(), frozenset(), {}, frozenset(),
@@ -107,7 +109,7 @@ def _is_stub(tree: ast.Module, entry_point: str) -> bool:
 @functools.lru_cache(maxsize=64)
 def _parse_program(program: str) -> ast.Module | None:
     try:
-        return ast.parse(program)
+        return parse_python(program)
     except (SyntaxError, ValueError, RecursionError):
         return None
 

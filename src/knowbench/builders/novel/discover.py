@@ -52,6 +52,7 @@ from knowbench.builders.novel.surface import (
 )
 from knowbench.errors import UserError
 from knowbench.jsonl import read_objects
+from knowbench.parsing import parse_python
 
 CANDIDATES = "candidates.jsonl"
 REPORT = "discover_report.json"
@@ -269,7 +270,7 @@ def _deprecated(entry: ApiObject, source: str | None) -> str | None:
         return f"docstring says {match.group(0).strip()!r}"
     if source:
         try:
-            tree = ast.parse(_dedent(source))
+            tree = parse_python(_dedent(source))
         except SyntaxError:
             return None
         body = tree.body[0] if tree.body else None

@@ -32,6 +32,7 @@ from typing import Any
 import griffe
 
 from knowbench.builders.novel.surface import ApiObject, Surface, object_source
+from knowbench.parsing import parse_python
 from knowbench.paths import skipped_dir
 
 _BULLET = re.compile(r"^\s*[*-]\s+\**`?(?P<name>\w+)`?\**\s*(?:\([^)]*\))?\s*[-:–]\s*(?P<text>.+)$")
@@ -116,7 +117,7 @@ def doctest_code(block: str) -> str | None:
     if not code:
         return None
     try:
-        ast.parse(code)
+        parse_python(code)
     except SyntaxError:
         return None
     return code
@@ -163,7 +164,7 @@ def _parses(code: str) -> str | None:
     if ">>>" in code:
         return doctest_code(code)
     try:
-        ast.parse(code)
+        parse_python(code)
     except SyntaxError:
         return None
     return code
@@ -252,7 +253,7 @@ def _test_functions(path: Path) -> tuple[tuple[str, str, str, bool], ...]:
     functions, found once per process."""
     try:
         text = _read(path)
-        tree = ast.parse(text)
+        tree = parse_python(text)
     except (OSError, SyntaxError, ValueError):
         return ()
     lines = text.splitlines()
@@ -312,7 +313,7 @@ def with_imports(code: str, entry: ApiObject, api: str, surface: Surface) -> str
     names of the API's public parent (or defining module) used bare, and the package under its
     conventional alias when the example uses one (`np.` for numpy)."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError:
         return code
     bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
@@ -462,7 +463,7 @@ class _StripDocstrings(ast.NodeTransformer):
 
 def strip_docstrings(source: str) -> str | None:
     try:
-        tree = ast.parse(textwrap.dedent(source))
+        tree = parse_python(textwrap.dedent(source))
     except SyntaxError:
         return None
     return ast.unparse(_StripDocstrings().visit(tree))
@@ -478,7 +479,7 @@ def implementation(entry: ApiObject, surface: Surface, limit: int = MAX_SOURCE_C
         cut = stripped[:limit].rsplit("\n", 1)[0]
         return cut + "\n# ... (cut at the size cap)", []
     try:
-        tree = ast.parse(stripped)
+        tree = parse_python(stripped)
     except SyntaxError:
         return stripped, []
     called: list[str] = []

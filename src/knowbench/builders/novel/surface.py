@@ -27,6 +27,7 @@ from typing import Any
 import griffe
 
 from knowbench.errors import UserError
+from knowbench.parsing import parse_python
 
 _NOT_PACKAGES = {"tests", "test", "testing", "docs", "doc", "examples", "example", "benchmarks",
                  "bench", "tools", "scripts", "build", "dist", "setup", "conftest", "noxfile",
@@ -338,7 +339,7 @@ def object_source(entry: ApiObject) -> str | None:
 def _source_by_name(path: Path, entry: ApiObject) -> str | None:
     text = path.read_text(errors="replace")
     with contextlib.suppress(SyntaxError):
-        for node in ast.walk(ast.parse(text)):
+        for node in ast.walk(parse_python(text)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == entry.name:
                 return ast.get_source_segment(text, node)
     return None
