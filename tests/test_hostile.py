@@ -1431,6 +1431,79 @@ CASES = [
             return written
     """), {"t": "def test_a():\n    assert add(2048, 0) >= 2048\n"},
          limits={"wall_s": 15.0}, unshare_gap=NO_FS_ISOLATION, watch_memory=True, slow=True),
+    # The work directory is a host directory under the subprocess engine, and for split and
+    # project samples (shared by judge and candidate): files there count against the budget.
+    Case("fill_the_work_directory", dedent("""
+        import os
+
+
+        def add(megabytes, _):
+            # Write the work directory until something stops it or it holds `megabytes`;
+            # in chunks of files under the file-size limit, some in a directory the sample
+            # then makes unreadable; a bound, so that the host survives when nothing stops it.
+            os.makedirs("hidden", exist_ok=True)
+            chunk = b"x" * (1 << 20)
+            written = 0
+            try:
+                while written < megabytes:
+                    hide = written % 16 != 0
+                    if hide:
+                        os.chmod("hidden", 0o700)
+                    with open(f"{'hidden' if hide else '.'}/{written}", "wb") as handle:
+                        for _ in range(8):
+                            handle.write(chunk)
+                    if hide:
+                        os.chmod("hidden", 0)
+                    written += 8
+            except OSError:
+                pass
+            return written
+    """), {"t": "def test_a():\n    assert add(1024, 0) >= 1024\n"},
+         limits={"wall_s": 15.0, "memory_mb": 256}, unshare_gap=NO_FS_ISOLATION, watch_memory=True, slow=True),
+    Case("fill_the_work_directory_with_deleted_files", dedent("""
+        import os
+
+
+        def add(megabytes, _):
+            # Files removed while still open take the disk without being in any directory.
+            chunk = b"x" * (1 << 20)
+            held, written = [], 0
+            try:
+                while written < megabytes:
+                    handle = open(f"gone{written}", "wb")
+                    os.unlink(f"gone{written}")
+                    held.append(handle)
+                    for _ in range(8):
+                        handle.write(chunk)
+                    handle.flush()
+                    written += 8
+            except OSError:
+                pass
+            return written
+    """), {"t": "def test_a():\n    assert add(1024, 0) >= 1024\n"},
+         limits={"wall_s": 15.0}, unshare_gap=NO_FS_ISOLATION, watch_memory=True, slow=True),
+    Case("fill_the_work_directory_past_path_max", dedent("""
+        import os
+
+
+        def add(megabytes, _):
+            # Files below a path longer than PATH_MAX: no walk by full paths can stat them.
+            for level in range(20):
+                os.mkdir("d" * 250)
+                os.chdir("d" * 250)
+            chunk = b"x" * (1 << 20)
+            written = 0
+            try:
+                while written < megabytes:
+                    with open(str(written), "wb") as handle:
+                        for _ in range(8):
+                            handle.write(chunk)
+                    written += 8
+            except OSError:
+                pass
+            return written
+    """), {"t": "def test_a():\n    assert add(1024, 0) >= 1024\n"},
+         limits={"wall_s": 15.0}, unshare_gap=NO_FS_ISOLATION, watch_memory=True, slow=True),
     # -- references kept elsewhere on disk ----------------------------------------------------------
     Case("read_references_outside_home_and_tmp", dedent("""
         import os

@@ -52,6 +52,28 @@ def test_each_limit_ends_the_command_and_says_which(shell: SandboxedShell) -> No
     assert shell.run("echo fine").output == "fine\n"  # the shell goes on after every limit
 
 
+def test_files_a_command_writes_in_the_workspace_count_against_its_memory_budget(
+        best_sandbox: Sandbox, tmp_path: Path) -> None:
+    # The workspace is a host directory: the file-size limit bounds each file, not how many.
+    engine = SubprocessEngine(best_sandbox, workers=1)
+    try:
+        with SandboxedShell(engine, tmp_path, Limits(wall_s=20.0, memory_mb=128)) as shell:
+            filled = shell.run("for i in $(seq 64); do head -c 8M /dev/zero > fill$i || exit 3; done")
+            assert filled.limit == "memory" and "files it wrote" in filled.message, filled
+            assert sum(path.stat().st_size for path in tmp_path.glob("fill*")) < 256 << 20
+            assert shell.run("rm fill*; head -c 8M /dev/zero > kept; echo done").output == "done\n"
+            # The bound holds for the episode, not for each command: what earlier commands left
+            # counts in every later one.
+            for _ in range(20):
+                added = shell.run("n=$(ls | wc -l); for i in 1 2 3 4 5 6; do head -c 8M /dev/zero > add$n-$i; done")
+                if added.limit is not None:
+                    break
+            assert added.limit == "memory", added
+            assert sum(path.stat().st_size for path in tmp_path.iterdir()) < 256 << 20
+    finally:
+        engine.close()
+
+
 @pytest.mark.parametrize("code", [1, 75, 76, 77])
 def test_a_commands_exit_code_is_its_own(shell: SandboxedShell, code: int) -> None:
     """Whatever code a command exits with is its own: none of them names a limit (the test

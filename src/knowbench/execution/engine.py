@@ -305,7 +305,7 @@ class SubprocessEngine(Engine):
         finally:
             os.close(write_fd)
         with contextlib.closing(os.fdopen(read_fd, "rb", buffering=0)) as results:
-            collected = _collect_runner(process, results, config, request.limits)
+            collected = _collect_runner(process, results, config, request.limits, workdir)
         collected.exit_code = process.returncode
         return build_execution(request, config["nonce"], collected, time.monotonic() - started,
                                self.sandbox.kind, self.name)
@@ -340,10 +340,10 @@ class SubprocessEngine(Engine):
         candidate_process, judge_process = processes
         candidate_out: list[Collected] = []
         watcher = threading.Thread(target=lambda: candidate_out.append(
-            _collect_runner(candidate_process, None, candidate, request.limits)))
+            _collect_runner(candidate_process, None, candidate, request.limits, workdir)))
         watcher.start()
         with contextlib.closing(os.fdopen(read_fd, "rb", buffering=0)) as results:
-            collected = _collect_runner(judge_process, results, judge, request.limits)
+            collected = _collect_runner(judge_process, results, judge, request.limits, workdir)
         # The verdict is in: nothing the candidate does counts now. It ends by itself when
         # the channel closes; the grace lets a limit that already killed it be reported.
         try:
@@ -620,19 +620,24 @@ def build_split_execution(request: ExecutionRequest, nonce: str, judge: Collecte
 
 
 def _collect_runner(process: subprocess.Popen[bytes], results: object | None, config: dict[str, Any],
-                   limits: Limits) -> Collected:
+                   limits: Limits, workdir: Path | None = None) -> Collected:
     """`_collect` for a one-shot runner, whose exit code `_PROCESS_LIMIT_EXIT` is its own
     count of the sample's processes as it ended, after the last of the engine's counts."""
-    collected = _collect(process, results, json.dumps(config).encode(), limits)
+    collected = _collect(process, results, json.dumps(config).encode(), limits, workdir)
     if collected.exit_code == _PROCESS_LIMIT_EXIT and not collected.timed_out:
         collected.over_processes = True
     return collected
 
 
 def _collect(process: subprocess.Popen[bytes], results: object | None, config: bytes,
-             limits: Limits) -> Collected:
-    """Feed the config, read all three pipes with caps, and enforce the wall-clock limit."""
+             limits: Limits, workdir: Path | None = None, workdir_base: int | None = None) -> Collected:
+    """Feed the config, read all three pipes with caps, and enforce the wall-clock limit and
+    the memory budget, which counts what the host work directory `workdir` grows by from
+    `workdir_base` bytes (None: from what it holds now)."""
     collected = Collected()
+    # Before the runner has its config, so before any of the sample's code runs.
+    budget = _MEMORY.Budget(limits.memory_mb * 1024 * 1024, workdir=str(workdir) if workdir else None,
+                            workdir_base=workdir_base)
     deadline = time.monotonic() + limits.wall_s
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     try:
@@ -647,7 +652,6 @@ def _collect(process: subprocess.Popen[bytes], results: object | None, config: b
         selector.register(results, selectors.EVENT_READ, "results")  # type: ignore[arg-type]
     caps = {"stdout": limits.output_bytes, "stderr": limits.output_bytes, "results": 16 * 1024 * 1024}
     exited_at: float | None = None
-    budget = _MEMORY.Budget(limits.memory_mb * 1024 * 1024)
     next_poll = time.monotonic() + _BUDGET_POLL_S
     while selector.get_map():
         now = time.monotonic()
@@ -657,11 +661,12 @@ def _collect(process: subprocess.Popen[bytes], results: object | None, config: b
         if (now >= next_poll and process.poll() is None
                 and not (collected.over_budget or collected.over_processes)):
             next_poll = now + _BUDGET_POLL_S
-            spawned = _spawned(process.pid)
+            tree = _sample_tree(process.pid)
+            spawned = tree[1:]
             if len(spawned) > limits.processes:
                 collected.over_processes = True
                 _kill_group(process)
-            elif budget.exceeded(spawned):
+            elif budget.exceeded(spawned, holders=tree):
                 collected.over_budget = True
                 _kill_group(process)
         if process.poll() is not None:
@@ -689,12 +694,11 @@ def _collect(process: subprocess.Popen[bytes], results: object | None, config: b
     return collected
 
 
-def _spawned(root: int) -> list[int]:
-    """The processes a fresh sample started, beside its runner: all of the sandbox's process
-    tree but the sandbox tool and the runner itself (whose own memory RLIMIT_AS bounds, over
-    its interpreter's baseline)."""
-    pids = [pid for pid in _MEMORY.descendants(root) if _command(pid) not in ("bwrap", "unshare")]
-    return sorted(pids)[1:]
+def _sample_tree(root: int) -> list[int]:
+    """The runner and the processes a fresh sample started beside it (`[1:]`: the runner's own
+    memory RLIMIT_AS bounds, over its interpreter's baseline): all of the sandbox's process
+    tree but the sandbox tool."""
+    return sorted(pid for pid in _MEMORY.descendants(root) if _command(pid) not in ("bwrap", "unshare"))
 
 
 def _command(pid: int) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from knowbench.errors import UserError
 from knowbench.execution.engine import (
+    _MEMORY,
     Engine,
     SandboxUids,
     _collect,
@@ -73,6 +74,9 @@ class SandboxedShell:
                 for name in dirs + files:
                     os.lchown(os.path.join(root, name), self.uid, self.uid)
             os.chown(workspace, self.uid, self.uid)
+        # What the workspace holds as the episode begins: the memory budget bounds what all of
+        # its commands together add to it (the files they write count against each command's).
+        self._workspace_base = _MEMORY.directory_bytes(str(workspace))
 
     @property
     def workdir(self) -> str:
@@ -106,14 +110,15 @@ class SandboxedShell:
         except OSError as error:
             return ShellResult(output="", exit_code=None, limit="infrastructure",
                                message=f"the sandbox could not start: {error}")
-        collected = _collect(process, None, json.dumps(config).encode(), limits)
+        collected = _collect(process, None, json.dumps(config).encode(), limits, self.workspace,
+                             self._workspace_base)
         duration = round(time.monotonic() - started, 4)
         output = (collected.stdout + collected.stderr).decode(errors="replace")
         truncated = len(collected.stdout) >= limits.output_bytes
         limit, message = None, ""
         if collected.over_budget:
-            limit, message = "memory", (f"the command's processes passed the memory budget "
-                                        f"({limits.memory_mb} MB) and were killed")
+            limit, message = "memory", (f"the command's processes and the files it wrote passed the "
+                                        f"memory budget ({limits.memory_mb} MB) and were killed")
         elif collected.over_processes:
             limit, message = "process-limit", (f"the command started more than "
                                                f"{limits.processes} processes and was killed")

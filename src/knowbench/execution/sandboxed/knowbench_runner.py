@@ -1552,12 +1552,13 @@ def _discard(prepared):
         os.close(fd)
 
 
-def _serve_one(limits, prepared, started, control_out, base, setup):
+def _serve_one(limits, budget, prepared, started, control_out, base, setup):
     """Run one sample in the prepared child, within its wall clock, and report to the engine.
 
     The child's output comes back through pipes, never through files in a directory the
     sample can write (it could replace them with a symlink to a root-only file, or a FIFO).
-    The child got its request at `started` (`_hand_over`); `limits` are the request's.
+    The child got its request at `started` (`_hand_over`); `limits` are the request's,
+    `budget` its memory budget (`knowbench_memory.Budget`, taken before the hand-over).
     The reply leaves as soon as the runner's last record (`done`) has arrived: the sample's
     processes are killed and counted first, and what is left to clean (its files, /tmp, the
     exit of its process) happens after the reply, before the next request is taken.
@@ -1594,10 +1595,6 @@ def _serve_one(limits, prepared, started, control_out, base, setup):
         return True
 
     timed_out, over_budget, over_processes, status = False, False, False, None
-    # The budget covers every process of the sample (in this PID namespace, all but its
-    # init and this server) and what it keeps on the private tmpfs.
-    budget = knowbench_memory.Budget(limits["memory_mb"] * 1024 * 1024,
-                                     "/tmp" if setup.get("private_tmp") else None)
     watch_budget = setup.get("pid_namespace")
     next_poll = started + _BUDGET_POLL_S
     # Wait for the runner's last record, the sample process to end (end-of-file alone is not
@@ -1839,12 +1836,20 @@ def serve():
             _, fds, _, _ = socket.recv_fds(fd_socket, 1, 1)
             channel_fd = fds[0] if fds else None
         limits = request["limits"]
+        # Before the sample starts: what it holds is measured from here. The budget covers
+        # every process of the sample (in this PID namespace, all but its init and this server),
+        # what it keeps on the private tmpfs and what a work directory elsewhere (the engine's,
+        # on the host: a split or project sample's) grows by.
+        budget = knowbench_memory.Budget(limits["memory_mb"] * 1024 * 1024,
+                                         "/tmp" if setup.get("private_tmp") else None, request.get("workdir"))
         prepared, started = _hand_over(line, request, prepared, control_out, base, setup, channel_fd)
+        if budget.workdir is None and prepared.workdir is not None:
+            budget.watch(prepared.workdir, 0)  # made for it by `_hand_over`
         # The next sample's process is forked while this one runs, from a server that no
         # longer holds this request: it can find no earlier sample's program or tests.
         del line, request
         spare = _prepare(control_out, setup, busy=prepared)
-        settled, unreaped = _serve_one(limits, prepared, started, control_out, base, setup)
+        settled, unreaped = _serve_one(limits, budget, prepared, started, control_out, base, setup)
         if not settled:
             # Something outlived its sample: end this sandbox before taking another request
             # (the engine starts a fresh one, and sends that request again).
