@@ -88,8 +88,8 @@ def directory_bytes(path, stop=None):
     The sample may change the tree while it is walked: every directory is opened relative to
     its parent's descriptor and never through a symbolic link (a directory swapped for a link
     during the walk is not followed; no path grows past PATH_MAX), and entries that vanish are
-    skipped. A directory whose owner made it unreadable is made readable again first (the walk
-    runs as the sample's uid, or as one that reads it anyway)."""
+    skipped. What a directory the walker may not read holds is not counted: the walk never
+    changes the sample's files, permissions included (a test may depend on them)."""
     total = 0
     try:
         root = os.open(path, _DIRECTORY_FLAGS)
@@ -105,7 +105,10 @@ def directory_bytes(path, stop=None):
                     for entry in entries:
                         try:
                             info = entry.stat(follow_symlinks=False)
+                        except FileNotFoundError:  # gone since it was listed
+                            continue
                         except OSError:
+                            total += _ENTRY_BYTES  # there, of a size it may not tell
                             continue
                         total += max(info.st_blocks * 512, _ENTRY_BYTES)
                         if stat.S_ISDIR(info.st_mode):
@@ -113,9 +116,10 @@ def directory_bytes(path, stop=None):
                 for name in names:
                     if stop is not None and total > stop:
                         return total
-                    child = _open_directory(name, directory)
-                    if child is not None:
-                        stack.append(child)
+                    try:
+                        stack.append(os.open(name, _DIRECTORY_FLAGS, dir_fd=directory))
+                    except OSError:
+                        pass
             except OSError:
                 pass
             finally:
@@ -126,28 +130,6 @@ def directory_bytes(path, stop=None):
         for directory in stack:
             os.close(directory)
     return total
-
-
-def _open_directory(name, parent):
-    """A descriptor of the directory `name` in `parent` (not through a link), made readable
-    when it was not; None when it cannot be had."""
-    try:
-        return os.open(name, _DIRECTORY_FLAGS, dir_fd=parent)
-    except PermissionError:
-        pass
-    except OSError:
-        return None
-    try:  # its owner took the permissions away: give them back (the directory, never a link)
-        handle = os.open(name, os.O_PATH | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=parent)
-        try:
-            if not stat.S_ISDIR(os.fstat(handle).st_mode):
-                return None
-            os.chmod(f"/proc/self/fd/{handle}", stat.S_IRWXU)
-        finally:
-            os.close(handle)
-        return os.open(name, _DIRECTORY_FLAGS, dir_fd=parent)
-    except OSError:
-        return None
 
 
 def deleted_open_bytes(pids, skip_device=None):
