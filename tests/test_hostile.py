@@ -1504,6 +1504,37 @@ CASES = [
             return written
     """), {"t": "def test_a():\n    assert add(1024, 0) >= 1024\n"},
          limits={"wall_s": 15.0}, unshare_gap=NO_FS_ISOLATION, watch_memory=True, slow=True),
+    Case("name_a_process_after_the_sandbox_tool", dedent("""
+        import ctypes
+        import os
+        import time
+
+
+        def add(a, b):
+            # Processes called `bwrap` (PR_SET_NAME), each under the address-space limit,
+            # together far over the memory budget: they must count as the sample's.
+            read_end, write_end = os.pipe()
+            for _ in range(6):
+                if os.fork() == 0:
+                    try:
+                        ctypes.CDLL(None).prctl(15, b"bwrap", 0, 0, 0)
+                        held = bytearray(160 << 20)
+                        for offset in range(0, len(held), 4096):
+                            held[offset] = 1
+                        os.write(write_end, b"1")
+                        time.sleep(5)
+                    finally:
+                        os._exit(0)
+            os.close(write_end)
+            ready = 0
+            while ready < 6:
+                got = os.read(read_end, 6)
+                if not got:
+                    break
+                ready += len(got)
+            time.sleep(1)
+            return a + b if ready == 6 else None
+    """), T_TRUE, limits={"wall_s": 10.0}, watch_memory=True, slow=True),
     # -- references kept elsewhere on disk ----------------------------------------------------------
     Case("read_references_outside_home_and_tmp", dedent("""
         import os

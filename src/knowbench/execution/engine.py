@@ -305,7 +305,7 @@ class SubprocessEngine(Engine):
         finally:
             os.close(write_fd)
         with contextlib.closing(os.fdopen(read_fd, "rb", buffering=0)) as results:
-            collected = _collect_runner(process, results, config, request.limits, workdir)
+            collected = _collect_runner(process, results, config, request.limits, self.sandbox.wrappers, workdir)
         collected.exit_code = process.returncode
         return build_execution(request, config["nonce"], collected, time.monotonic() - started,
                                self.sandbox.kind, self.name)
@@ -340,10 +340,11 @@ class SubprocessEngine(Engine):
         candidate_process, judge_process = processes
         candidate_out: list[Collected] = []
         watcher = threading.Thread(target=lambda: candidate_out.append(
-            _collect_runner(candidate_process, None, candidate, request.limits, workdir)))
+            _collect_runner(candidate_process, None, candidate, request.limits, self.sandbox.wrappers, workdir)))
         watcher.start()
         with contextlib.closing(os.fdopen(read_fd, "rb", buffering=0)) as results:
-            collected = _collect_runner(judge_process, results, judge, request.limits, workdir)
+            collected = _collect_runner(judge_process, results, judge, request.limits, self.sandbox.wrappers,
+                                         workdir)
         # The verdict is in: nothing the candidate does counts now. It ends by itself when
         # the channel closes; the grace lets a limit that already killed it be reported.
         try:
@@ -620,20 +621,22 @@ def build_split_execution(request: ExecutionRequest, nonce: str, judge: Collecte
 
 
 def _collect_runner(process: subprocess.Popen[bytes], results: object | None, config: dict[str, Any],
-                   limits: Limits, workdir: Path | None = None) -> Collected:
+                   limits: Limits, wrappers: int, workdir: Path | None = None) -> Collected:
     """`_collect` for a one-shot runner, whose exit code `_PROCESS_LIMIT_EXIT` is its own
     count of the sample's processes as it ended, after the last of the engine's counts."""
-    collected = _collect(process, results, json.dumps(config).encode(), limits, workdir)
+    collected = _collect(process, results, json.dumps(config).encode(), limits, wrappers, workdir)
     if collected.exit_code == _PROCESS_LIMIT_EXIT and not collected.timed_out:
         collected.over_processes = True
     return collected
 
 
 def _collect(process: subprocess.Popen[bytes], results: object | None, config: bytes,
-             limits: Limits, workdir: Path | None = None, workdir_base: int | None = None) -> Collected:
-    """Feed the config, read all three pipes with caps, and enforce the wall-clock limit and
-    the memory budget, which counts what the host work directory `workdir` grows by from
-    `workdir_base` bytes (None: from what it holds now)."""
+             limits: Limits, wrappers: int, workdir: Path | None = None,
+             workdir_base: int | None = None) -> Collected:
+    """Feed the config, read all three pipes with caps, and enforce the wall-clock limit, the
+    process limit and the memory budget, which counts what the host work directory `workdir`
+    grows by from `workdir_base` bytes (None: from what it holds now). `process` is the
+    sandbox tool's, `wrappers` levels above the runner (`Sandbox.wrappers`)."""
     collected = Collected()
     # Before the runner has its config, so before any of the sample's code runs.
     budget = _MEMORY.Budget(limits.memory_mb * 1024 * 1024, workdir=str(workdir) if workdir else None,
@@ -661,7 +664,7 @@ def _collect(process: subprocess.Popen[bytes], results: object | None, config: b
         if (now >= next_poll and process.poll() is None
                 and not (collected.over_budget or collected.over_processes)):
             next_poll = now + _BUDGET_POLL_S
-            tree = _sample_tree(process.pid)
+            tree = _sample_tree(process.pid, wrappers)
             spawned = tree[1:]
             if len(spawned) > limits.processes:
                 collected.over_processes = True
@@ -694,19 +697,36 @@ def _collect(process: subprocess.Popen[bytes], results: object | None, config: b
     return collected
 
 
-def _sample_tree(root: int) -> list[int]:
-    """The runner and the processes a fresh sample started beside it (`[1:]`: the runner's own
-    memory RLIMIT_AS bounds, over its interpreter's baseline): all of the sandbox's process
-    tree but the sandbox tool."""
-    return sorted(pid for pid in _MEMORY.descendants(root) if _command(pid) not in ("bwrap", "unshare"))
+def _sample_tree(root: int, wrappers: int) -> list[int]:
+    """The runner first, then every process the sample started: the process tree below `root`
+    less the sandbox tool's `wrappers` processes above the runner (`Sandbox.wrappers`).
 
-
-def _command(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as handle:
-            return handle.read().strip()
-    except OSError:
-        return ""
+    Found by position, never by name (a sample may call a process `bwrap`): the tool's
+    processes are the first `wrappers` levels of the tree; the runner is the first process
+    started on the level below them, where orphans the sample left (adopted by the PID
+    namespace's init) are too. `[1:]` is what the sample started: the runner's own memory
+    RLIMIT_AS bounds, over its interpreter's baseline."""
+    children: dict[int, list[int]] = {}
+    started: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            fields = _MEMORY.stat_fields(name)
+            if fields is not None and len(fields) > 19:
+                children.setdefault(int(fields[1]), []).append(int(name))
+                started[int(name)] = int(fields[19])
+    level = [root]
+    for _ in range(wrappers):
+        level = [child for pid in level for child in children.get(pid, ())]
+    if not level:
+        return []
+    runner = min(level, key=lambda pid: (started.get(pid, 0), pid))
+    found, stack = [runner], [pid for pid in level if pid != runner]
+    stack += children.get(runner, ())
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, ()))
+    return found
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:

@@ -83,6 +83,13 @@ class Sandbox:
         return self.kind in ("bwrap", "unshare")
 
     @property
+    def wrappers(self) -> int:
+        """How many processes of the sandbox tool stand above the command it runs: bwrap's own
+        and the init of its PID namespace; unshare's (`--fork`: the command is the namespace's
+        init); none. Found by position, never by name: a sample may name its processes."""
+        return {"bwrap": 2, "unshare": 1}.get(self.kind, 0)
+
+    @property
     def tmp_cap(self) -> int | None:
         """The enforced size of /tmp in bytes; None when nothing caps it (no bwrap, or a
         bwrap too old for `--size`: then /tmp is an uncapped tmpfs, and results say so)."""

@@ -110,8 +110,8 @@ class SandboxedShell:
         except OSError as error:
             return ShellResult(output="", exit_code=None, limit="infrastructure",
                                message=f"the sandbox could not start: {error}")
-        collected = _collect(process, None, json.dumps(config).encode(), limits, self.workspace,
-                             self._workspace_base)
+        collected = _collect(process, None, json.dumps(config).encode(), limits, self.sandbox.wrappers,
+                             self.workspace, self._workspace_base)
         duration = round(time.monotonic() - started, 4)
         output = (collected.stdout + collected.stderr).decode(errors="replace")
         truncated = len(collected.stdout) >= limits.output_bytes
