@@ -1482,6 +1482,57 @@ CASES = [
             return written
     """), {"t": "def test_a():\n    assert add(1024, 0) >= 1024\n"},
          limits={"wall_s": 15.0}, unshare_gap=NO_FS_ISOLATION, watch_memory=True, slow=True),
+    Case("fill_the_work_directory_with_mapped_deleted_files", dedent("""
+        import mmap
+        import os
+        import time
+
+
+        def hold(tag, megabytes):
+            # Files written, mapped, closed (mmap's own descriptor too) and removed: only the
+            # mappings keep their blocks, in no directory and behind no descriptor.
+            chunk, held = b"x" * (1 << 20), []
+            for index in range(megabytes // 8):
+                name = f"m{tag}-{index}"
+                fd = os.open(name, os.O_CREAT | os.O_RDWR, 0o600)
+                for _ in range(8):
+                    os.write(fd, chunk)
+                held.append(mmap.mmap(fd, 8 << 20, mmap.MAP_SHARED, mmap.PROT_READ))
+                inode = os.fstat(fd).st_ino
+                for other in range(3, 256):
+                    try:
+                        if os.fstat(other).st_ino == inode:
+                            os.close(other)
+                    except OSError:
+                        pass
+                os.unlink(name)
+            return held
+
+
+        def add(megabytes, _):
+            # In processes of 192 MB each, every one under the address-space limit.
+            read_end, write_end = os.pipe()
+            for tag in range(megabytes // 192):
+                if os.fork() == 0:
+                    try:
+                        held = hold(tag, 192)
+                        os.write(write_end, b"1")
+                        time.sleep(10)
+                    finally:
+                        os._exit(0)
+            os.close(write_end)
+            ready = 0
+            while True:
+                got = os.read(read_end, 16)
+                if not got:
+                    break
+                ready += len(got)
+                if ready == megabytes // 192:
+                    time.sleep(1)
+                    break
+            return ready * 192
+    """), {"t": "def test_a():\n    assert add(768, 0) >= 768\n"},
+         limits={"wall_s": 15.0}, unshare_gap=NO_FS_ISOLATION, watch_memory=True, slow=True),
     Case("fill_the_work_directory_past_path_max", dedent("""
         import os
 

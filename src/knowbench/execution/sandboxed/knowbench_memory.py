@@ -76,32 +76,40 @@ def filesystem_used(path):
 # inodes, and takes a walk as long as a flood of full ones.
 _ENTRY_BYTES = 4096
 # A walk of the work directory takes at most this share of the time between polls (a project
-# sample's copy may hold thousands of files; a split sample's shared directory is usually empty).
+# sample's copy may hold thousands of files; a split sample's shared directory is usually
+# empty), and the next walk comes at most this many seconds after the last one ended.
 _WALK_SHARE = 0.1
+_WALK_GAP_MAX_S = 0.5
+# A tree deeper than this counts as over the budget (each directory is opened from the top).
+_MAX_DEPTH = 64
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 def directory_bytes(path, stop=None):
     """What the files and directories under `path` take on disk: their allocated blocks, at
-    least `_ENTRY_BYTES` each; the walk ends early once the total passes `stop`. Never raises.
+    least `_ENTRY_BYTES` each. The walk ends once the total passes `stop`; a tree deeper than
+    `_MAX_DEPTH` counts as past it. Never raises.
 
-    The sample may change the tree while it is walked: every directory is opened relative to
-    its parent's descriptor and never through a symbolic link (a directory swapped for a link
-    during the walk is not followed; no path grows past PATH_MAX), and entries that vanish are
-    skipped. What a directory the walker may not read holds is not counted: the walk never
-    changes the sample's files, permissions included (a test may depend on them)."""
+    The sample may change the tree while it is walked. Each directory is opened from `path`'s
+    descriptor one name at a time, never through a symbolic link (a directory swapped for a
+    link is not followed; no path grows past PATH_MAX), and at most three descriptors are
+    open at once, however wide the tree (a wide one cannot use up the caller's). Entries that
+    vanish are skipped. The walk changes nothing of the sample's, permissions included (a
+    test may depend on them): what a directory the walker may not read holds is not seen."""
     total = 0
     try:
         root = os.open(path, _DIRECTORY_FLAGS)
     except OSError:
         return 0
-    stack = [root]
     try:
-        while stack:
-            directory = stack.pop()
+        pending = [()]  # directories still to list, as the names leading to them
+        while pending:
+            names = pending.pop()
+            directory = _open_below(root, names)
+            if directory is None:
+                continue
             try:
                 with os.scandir(directory) as entries:
-                    names = []
                     for entry in entries:
                         try:
                             info = entry.stat(follow_symlinks=False)
@@ -112,14 +120,11 @@ def directory_bytes(path, stop=None):
                             continue
                         total += max(info.st_blocks * 512, _ENTRY_BYTES)
                         if stat.S_ISDIR(info.st_mode):
-                            names.append(entry.name)
-                for name in names:
-                    if stop is not None and total > stop:
-                        return total
-                    try:
-                        stack.append(os.open(name, _DIRECTORY_FLAGS, dir_fd=directory))
-                    except OSError:
-                        pass
+                            if len(names) >= _MAX_DEPTH:
+                                return max(total, stop or 0) + 1
+                            pending.append((*names, entry.name))
+                        if stop is not None and total > stop:
+                            return total
             except OSError:
                 pass
             finally:
@@ -127,31 +132,65 @@ def directory_bytes(path, stop=None):
     except Exception:  # never let the sample's tree break the caller's poll
         pass
     finally:
-        for directory in stack:
-            os.close(directory)
+        os.close(root)
     return total
 
 
-def deleted_open_bytes(pids, skip_device=None):
-    """What the regular files the processes `pids` hold open after their last link was
-    removed (or opened with `O_TMPFILE`) take on disk: no directory shows them. Files on
-    `skip_device` (the tmpfs, which counts them itself) are left out."""
-    total, seen = 0, set()
+def _open_below(root, names):
+    """A new descriptor of the directory `names` leads to from `root` (never through a link),
+    or None."""
+    directory = os.dup(root)
+    for name in names:
+        try:
+            inner = os.open(name, _DIRECTORY_FLAGS, dir_fd=directory)
+        except OSError:
+            inner = None
+        os.close(directory)
+        if inner is None:
+            return None
+        directory = inner
+    return directory
+
+
+def held_deleted_bytes(pids, device):
+    """What the regular files on `device` that the processes `pids` keep after their last
+    link was removed (or that were opened with `O_TMPFILE`) take on disk: no directory shows
+    them. Open ones are read from /proc/PID/fd (their allocated blocks), mapped ones from
+    /proc/PID/maps (the extent mapped). Each file is counted once."""
+    sizes = {}
     for pid in pids:
         try:
             descriptors = os.listdir(f"/proc/{pid}/fd")
         except OSError:
-            continue
+            descriptors = ()
         for fd in descriptors:
             try:
                 info = os.stat(f"/proc/{pid}/fd/{fd}")
             except (OSError, ValueError):
                 continue
-            if (stat.S_ISREG(info.st_mode) and info.st_nlink == 0 and info.st_dev != skip_device
-                    and (info.st_dev, info.st_ino) not in seen):
-                seen.add((info.st_dev, info.st_ino))
-                total += info.st_blocks * 512
-    return total
+            if stat.S_ISREG(info.st_mode) and info.st_nlink == 0 and info.st_dev == device:
+                key = (info.st_dev, info.st_ino)
+                sizes[key] = max(sizes.get(key, 0), info.st_blocks * 512)
+        try:
+            with open(f"/proc/{pid}/maps", "rb") as handle:
+                maps = handle.read()
+        except OSError:
+            continue
+        for line in maps.splitlines():
+            if not line.endswith(b" (deleted)"):
+                continue
+            try:
+                span, _, offset, where, inode = line.split(None, 5)[:5]
+                major, minor = where.split(b":")
+                if os.makedev(int(major, 16), int(minor, 16)) != device or inode == b"0":
+                    continue
+                low, high = span.split(b"-")
+                extent = int(offset, 16) + int(high, 16) - int(low, 16)
+            except ValueError:
+                continue
+            key = (device, int(inode))
+            sizes[key] = max(sizes.get(key, 0), extent)
+    return sum(sizes.values())
 
 
 def _device(path):
@@ -170,20 +209,29 @@ class Budget:
         self.tmpfs = tmpfs
         self.tmpfs_base = filesystem_used(tmpfs) if tmpfs else 0
         self.tmpfs_device = _device(tmpfs) if tmpfs else None
-        self.workdir, self.workdir_base, self.workdir_grown, self.next_walk = None, 0, 0, 0.0
+        self.workdir, self.workdir_device, self.workdir_base, self.workdir_grown = None, None, 0, 0
+        self.next_walk = 0.0
         self.peak = 0
         if workdir:
             self.watch(workdir, workdir_base)
 
     def watch(self, workdir, base=None):
         """Count what `workdir` grows by from `base` bytes (None: what it holds now; 0 for a
-        directory just made).
-        A work directory on the tmpfs is counted with it; one elsewhere (a host directory:
-        the subprocess engine's, a split or project sample's) is walked."""
-        if self.tmpfs and _device(workdir) == self.tmpfs_device:
+        directory just made). A work directory on the tmpfs is counted with it; one elsewhere
+        (a host directory: the subprocess engine's, a split or project sample's) is walked,
+        and the removed files on its file system that the sample keeps are counted too."""
+        device = _device(workdir)
+        if device is None or (self.tmpfs and device == self.tmpfs_device):
             return
-        self.workdir = workdir
+        self.workdir, self.workdir_device = workdir, device
+        started = time.monotonic()
         self.workdir_base = directory_bytes(workdir) if base is None else base
+        self._schedule(started)
+
+    def _schedule(self, walk_started):
+        ended = time.monotonic()
+        gap = (ended - walk_started) * (1 - _WALK_SHARE) / _WALK_SHARE
+        self.next_walk = ended + min(gap, _WALK_GAP_MAX_S)
 
     def used(self, pids, holders=None):
         """What the sample holds now, given the pids of its processes whose memory counts, and
@@ -192,14 +240,13 @@ class Budget:
         if self.tmpfs:
             total += max(0, filesystem_used(self.tmpfs) - self.tmpfs_base)
         if self.workdir:
-            total += deleted_open_bytes(pids if holders is None else holders, self.tmpfs_device)
+            total += held_deleted_bytes(pids if holders is None else holders, self.workdir_device)
             started = time.monotonic()
             if started >= self.next_walk:
                 # (A walk stops once the budget is passed: its length is bounded too.)
                 grown = directory_bytes(self.workdir, self.workdir_base + self.limit - total)
                 self.workdir_grown = max(0, grown - self.workdir_base)
-                ended = time.monotonic()
-                self.next_walk = ended + (ended - started) * (1 - _WALK_SHARE) / _WALK_SHARE
+                self._schedule(started)
             total += self.workdir_grown
         self.peak = max(self.peak, total)
         return total
