@@ -1927,6 +1927,38 @@ def test_sandbox_runs_an_honest_sample_with_the_preload(hostile_engine: Engine,
     assert [test.status for test in execution.tests] == ["pass", "pass"], execution.tests
 
 
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_an_honest_sample_writing_its_work_directory_within_the_budget_passes(
+        hostile_engine: Engine, host: Host, isolation: Isolation) -> None:
+    """The control for the `fill_the_work_directory` cases: files well within the budget, a
+    tree a hundred levels deep, a removed file still open and temporary files do not end a
+    sample, wherever its work directory lies."""
+    program = dedent("""
+        import os
+        import tempfile
+
+
+        def add(a, b):
+            for name in ("one", "two", "three"):
+                with open(name, "wb") as handle:
+                    handle.write(b"x" * (10 << 20))
+            os.makedirs("/".join(["deep"] * 100), exist_ok=True)
+            kept = tempfile.TemporaryFile(dir=".")
+            kept.write(b"y" * (10 << 20))
+            kept.flush()
+            for index in range(500):
+                with tempfile.NamedTemporaryFile(dir=".") as scratch:
+                    scratch.write(b"z" * 1000)
+            import time
+            time.sleep(0.3)  # several polls of the budget
+            kept.close()
+            return a + b
+    """)
+    execution = hostile_engine.execute(make_request(program, T_TRUE, "add", preload=PRELOAD,
+                                                    isolation=isolation, **SMALL_LIMITS))
+    assert [test.status for test in execution.tests] == ["pass", "pass"], execution.tests
+
+
 @pytest.mark.parametrize("preload", [(), ("unittest.mock", "unittest.async_case", "asyncio", "pandas",
                                           "pandas.testing")], ids=["loaded-by-the-tests", "preloaded"])
 def test_honest_samples_using_the_watched_modules_pass(hostile_engine: Engine, host: Host,
