@@ -1410,6 +1410,25 @@ CASES = [
             return held * megabytes
     """), {"t": "def test_a():\n    assert add(16, 128) >= 4 * 256\n"},
          limits={"wall_s": 10.0}, watch_memory=True, slow=True),
+    Case("hold_memory_in_memfds", dedent("""
+        import os
+
+
+        def add(megabytes, _):
+            # Memory files written, never mapped: no process's memory shows them.
+            chunk, held, written = b"x" * (1 << 20), [], 0
+            try:
+                while written < megabytes:
+                    fd = os.memfd_create(f"m{written}")
+                    held.append(fd)
+                    for _ in range(8):
+                        os.write(fd, chunk)
+                    written += 8
+            except OSError:
+                pass
+            return written
+    """), {"t": "def test_a():\n    assert add(768, 0) >= 768\n"},
+         limits={"wall_s": 10.0}, watch_memory=True, slow=True),
     Case("fill_the_tmpfs", dedent("""
         import os
 

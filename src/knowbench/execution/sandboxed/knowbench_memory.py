@@ -97,11 +97,18 @@ def directory_bytes(path, stop=None):
     open at once, however wide the tree (a wide one cannot use up the caller's). Entries that
     vanish are skipped. The walk changes nothing of the sample's, permissions included (a
     test may depend on them): what a directory the walker may not read holds is not seen."""
-    total = 0
+    total, too_deep = _walk(path, stop)
+    return max(total, stop or 0) + 1 if too_deep else total
+
+
+def _walk(path, stop=None):
+    """(what `directory_bytes` counts down to `_MAX_DEPTH` levels, whether the tree goes
+    deeper); the walk ends once the total passes `stop`."""
+    total, too_deep = 0, False
     try:
         root = os.open(path, _DIRECTORY_FLAGS)
     except OSError:
-        return 0
+        return 0, False
     try:
         pending = [()]  # directories still to list, as the names leading to them
         while pending:
@@ -122,10 +129,11 @@ def directory_bytes(path, stop=None):
                         total += max(info.st_blocks * 512, _ENTRY_BYTES)
                         if stat.S_ISDIR(info.st_mode):
                             if len(names) >= _MAX_DEPTH:
-                                return max(total, stop or 0) + 1
-                            pending.append((*names, entry.name))
+                                too_deep = True
+                            else:
+                                pending.append((*names, entry.name))
                         if stop is not None and total > stop:
-                            return total
+                            return total, too_deep
             except OSError:
                 pass
             finally:
@@ -134,7 +142,7 @@ def directory_bytes(path, stop=None):
         pass
     finally:
         os.close(root)
-    return total
+    return total, too_deep
 
 
 def _open_below(root, names):
@@ -153,45 +161,81 @@ def _open_below(root, names):
     return directory
 
 
-def held_deleted_bytes(pids, device):
-    """What the regular files on `device` that the processes `pids` keep after their last
-    link was removed (or that were opened with `O_TMPFILE`) take on disk: no directory shows
-    them. Open ones are read from /proc/PID/fd (their allocated blocks), mapped ones from
-    /proc/PID/maps (the extent mapped). Each file is counted once."""
+def open_deleted_sizes(pids, skip_device=None, inherited=frozenset()):
+    """{(device, inode): allocated bytes} of the removed files the processes `pids` keep
+    open (removed after they were opened, or opened with `O_TMPFILE`; memfds and removed
+    /dev/shm files too): no directory shows them, and no process's memory counts them. From
+    /proc/PID/fd; files on `skip_device` (the tmpfs, which counts its own) and in `inherited`
+    (`inherited_files()` of the warm parent the processes were forked from) are left out."""
     sizes = {}
     for pid in pids:
         try:
             descriptors = os.listdir(f"/proc/{pid}/fd")
         except OSError:
-            descriptors = ()
+            continue
         for fd in descriptors:
             try:
                 info = os.stat(f"/proc/{pid}/fd/{fd}")
             except (OSError, ValueError):
                 continue
-            if stat.S_ISREG(info.st_mode) and info.st_nlink == 0 and info.st_dev == device:
-                key = (info.st_dev, info.st_ino)
-                sizes[key] = max(sizes.get(key, 0), info.st_blocks * 512)
+            key = (info.st_dev, info.st_ino)
+            if (stat.S_ISREG(info.st_mode) and info.st_nlink == 0 and info.st_dev != skip_device
+                    and key not in inherited):
+                sizes[key] = info.st_blocks * 512
+    return sizes
+
+
+def mapped_deleted_sizes(pids, device, inherited=frozenset()):
+    """{(device, inode): extent mapped} of the removed files on `device` (the work
+    directory's file system) that the processes `pids` map, less those in `inherited`
+    (libraries replaced on disk since the warm parent loaded them). A file a descriptor also
+    holds is better counted by `open_deleted_sizes` (the extent of a sparse file overstates
+    it); a memfd's or /dev/shm file's mapped pages are the process's memory."""
+    sizes = {}
+    for pid in pids:
+        for key, extent, deleted in _mappings(pid):
+            if deleted and key[0] == device and key not in inherited:
+                sizes[key] = max(sizes.get(key, 0), extent)
+    return sizes
+
+
+def _mappings(pid):
+    """(device, inode), offset + length, whether removed: for each file mapping of `pid`."""
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as handle:
+            maps = handle.read()
+    except OSError:
+        return []
+    found = []
+    for line in maps.splitlines():
         try:
-            with open(f"/proc/{pid}/maps", "rb") as handle:
-                maps = handle.read()
-        except OSError:
+            span, _, offset, where, inode = line.split(None, 5)[:5]
+            if inode == b"0":
+                continue
+            major, minor = where.split(b":")
+            low, high = span.split(b"-")
+            found.append(((os.makedev(int(major, 16), int(minor, 16)), int(inode)),
+                          int(offset, 16) + int(high, 16) - int(low, 16), line.endswith(b" (deleted)")))
+        except (ValueError, OverflowError):
             continue
-        for line in maps.splitlines():
-            if not line.endswith(b" (deleted)"):
-                continue
-            try:
-                span, _, offset, where, inode = line.split(None, 5)[:5]
-                major, minor = where.split(b":")
-                if os.makedev(int(major, 16), int(minor, 16)) != device or inode == b"0":
-                    continue
-                low, high = span.split(b"-")
-                extent = int(offset, 16) + int(high, 16) - int(low, 16)
-            except ValueError:
-                continue
-            key = (device, int(inode))
-            sizes[key] = max(sizes.get(key, 0), extent)
-    return sum(sizes.values())
+    return found
+
+
+def inherited_files(pid="self"):
+    """Every file `pid` maps or holds open, as (device, inode): what a child forked from it
+    starts with, never the child's doing."""
+    held = {key for key, _, _ in _mappings(pid)}
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        descriptors = ()
+    for fd in descriptors:
+        try:
+            info = os.stat(f"/proc/{pid}/fd/{fd}")
+        except (OSError, ValueError):
+            continue
+        held.add((info.st_dev, info.st_ino))
+    return frozenset(held)
 
 
 def _device(path):
@@ -203,30 +247,36 @@ def _device(path):
 
 class Budget:
     """The memory one sample may hold: private memory of its processes + its tmpfs files
-    + what its work directory grew by, where that is not on the tmpfs."""
+    + the removed files its processes keep open + what its work directory grew by, where that
+    is not on the tmpfs, and the removed files there its processes keep mapped."""
 
-    def __init__(self, limit_bytes, tmpfs=None, workdir=None, workdir_base=None):
+    def __init__(self, limit_bytes, tmpfs=None, workdir=None, workdir_base=None, inherited=frozenset()):
         self.limit = limit_bytes
         self.tmpfs = tmpfs
         self.tmpfs_base = filesystem_used(tmpfs) if tmpfs else 0
         self.tmpfs_device = _device(tmpfs) if tmpfs else None
+        self.inherited = inherited
         self.workdir, self.workdir_device, self.workdir_base, self.workdir_grown = None, None, 0, 0
-        self.next_walk = 0.0
+        self.workdir_start = 0
+        self.deep_from_start, self.mapped, self.next_walk = False, {}, 0.0
         self.peak = 0
         if workdir:
             self.watch(workdir, workdir_base)
 
     def watch(self, workdir, base=None):
         """Count what `workdir` grows by from `base` bytes (None: what it holds now; 0 for a
-        directory just made). A work directory on the tmpfs is counted with it; one elsewhere
+        directory just made), while it holds more than it does now. A work directory on the tmpfs is counted with it; one elsewhere
         (a host directory: the subprocess engine's, a split or project sample's) is walked,
-        and the removed files on its file system that the sample keeps are counted too."""
+        and the removed files the sample keeps are counted too."""
         device = _device(workdir)
         if device is None or (self.tmpfs and device == self.tmpfs_device):
             return
         self.workdir, self.workdir_device = workdir, device
         started = time.monotonic()
-        self.workdir_base = directory_bytes(workdir) if base is None else base
+        # A tree already deeper than the walk goes (a project's) is counted as deep as it goes,
+        # and its depth is never held against the sample.
+        self.workdir_start, self.deep_from_start = _walk(workdir)
+        self.workdir_base = self.workdir_start if base is None else base
         self._schedule(started)
 
     def _schedule(self, walk_started):
@@ -237,18 +287,26 @@ class Budget:
     def used(self, pids, holders=None):
         """What the sample holds now, given the pids of its processes whose memory counts, and
         of those whose open files count (`holders`; default the same)."""
+        holders = pids if holders is None else holders
         total = sum(private_bytes(pid) for pid in pids)
         if self.tmpfs:
             total += max(0, filesystem_used(self.tmpfs) - self.tmpfs_base)
+        opened = open_deleted_sizes(holders, self.tmpfs_device, self.inherited)
+        total += sum(opened.values())
         if self.workdir:
-            total += held_deleted_bytes(pids if holders is None else holders, self.workdir_device)
             started = time.monotonic()
             if started >= self.next_walk:
+                # Read at the walk's pace: a large process's maps take milliseconds.
+                self.mapped = mapped_deleted_sizes(holders, self.workdir_device, self.inherited)
                 # (A walk stops once the budget is passed: its length is bounded too.)
-                grown = directory_bytes(self.workdir, self.workdir_base + self.limit - total)
-                self.workdir_grown = max(0, grown - self.workdir_base)
+                grown, too_deep = _walk(self.workdir, self.workdir_base + self.limit - total)
+                if too_deep and not self.deep_from_start:
+                    grown = self.workdir_base + self.limit + 1
+                # Held against it only while it adds to what it started with: given an earlier
+                # `base` (an agent's episode), a command that cleans up is never stopped.
+                self.workdir_grown = max(0, grown - self.workdir_base) if grown > self.workdir_start else 0
                 self._schedule(started)
-            total += self.workdir_grown
+            total += self.workdir_grown + sum(size for key, size in self.mapped.items() if key not in opened)
         self.peak = max(self.peak, total)
         return total
 

@@ -1824,6 +1824,9 @@ def serve():
     # Paused by the engine's boot line while the runner and the preload were imported (one
     # full collection above instead of passes over a growing heap): on for every sample.
     gc.enable()
+    # What every child starts with (the preloaded libraries' files, some of which may be
+    # replaced on disk while this server lives): never a sample's to pay for.
+    inherited = knowbench_memory.inherited_files()
     ready = (json.dumps({"ready": True, "pid": os.getpid(), "warmed": warmed}) + "\n").encode()
     os.write(control_out, ready)
     prepared = _prepare(control_out, setup)
@@ -1838,10 +1841,11 @@ def serve():
         limits = request["limits"]
         # Before the sample starts: what it holds is measured from here. The budget covers
         # every process of the sample (in this PID namespace, all but its init and this server),
-        # what it keeps on the private tmpfs and what a work directory elsewhere (the engine's,
-        # on the host: a split or project sample's) grows by.
+        # what it keeps on the private tmpfs, the removed files it keeps open, and what a work
+        # directory elsewhere (the engine's, on the host: a split or project sample's) grows by.
         budget = knowbench_memory.Budget(limits["memory_mb"] * 1024 * 1024,
-                                         "/tmp" if setup.get("private_tmp") else None, request.get("workdir"))
+                                         "/tmp" if setup.get("private_tmp") else None, request.get("workdir"),
+                                         inherited=inherited)
         prepared, started = _hand_over(line, request, prepared, control_out, base, setup, channel_fd)
         if budget.workdir is None and prepared.workdir is not None:
             budget.watch(prepared.workdir, 0)  # made for it by `_hand_over`
