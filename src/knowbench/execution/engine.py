@@ -706,27 +706,15 @@ def _sample_tree(root: int, wrappers: int) -> list[int]:
     started on the level below them, where orphans the sample left (adopted by the PID
     namespace's init) are too. `[1:]` is what the sample started: the runner's own memory
     RLIMIT_AS bounds, over its interpreter's baseline."""
-    children: dict[int, list[int]] = {}
-    started: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            fields = _MEMORY.stat_fields(name)
-            if fields is not None and len(fields) > 19:
-                children.setdefault(int(fields[1]), []).append(int(name))
-                started[int(name)] = int(fields[19])
+    children, started = _MEMORY.process_table()
     level = [root]
     for _ in range(wrappers):
         level = [child for pid in level for child in children.get(pid, ())]
     if not level:
         return []
     runner = min(level, key=lambda pid: (started.get(pid, 0), pid))
-    found, stack = [runner], [pid for pid in level if pid != runner]
-    stack += children.get(runner, ())
-    while stack:
-        pid = stack.pop()
-        found.append(pid)
-        stack.extend(children.get(pid, ()))
-    return found
+    return [*_MEMORY.descendants(runner, children),
+            *(pid for other in level if other != runner for pid in _MEMORY.descendants(other, children))]
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:

@@ -38,23 +38,34 @@ def stat_fields(pid):
     ...), as bytes; None when the process is gone or unreadable."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
+            line = handle.read()
     except OSError:
         return None
     # The command name may hold spaces and parentheses: the fields follow the last ')'.
-    fields = stat[stat.rfind(b")") + 2:].split()
+    fields = line[line.rfind(b")") + 2:].split()
     return fields if len(fields) > 2 else None
 
 
-def descendants(root):
-    """`root` and every process below it, from /proc (a snapshot)."""
-    children = {}
+def process_table():
+    """{parent pid: [child pids]} and {pid: start time, in clock ticks since boot}, from /proc
+    (a snapshot)."""
+    children, started = {}, {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         fields = stat_fields(name)
         if fields is not None:
             children.setdefault(int(fields[1]), []).append(int(name))
+            if len(fields) > 19:
+                started[int(name)] = int(fields[19])
+    return children, started
+
+
+def descendants(root, children=None):
+    """`root` and every process below it, in `children` (a `process_table()`'s; by default a
+    fresh one)."""
+    if children is None:
+        children = process_table()[0]
     found, stack = [], [root]
     while stack:
         pid = stack.pop()
@@ -86,10 +97,9 @@ _MAX_DEPTH = 256
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
-def directory_bytes(path, stop=None):
-    """What the files and directories under `path` take on disk: their allocated blocks, at
-    least `_ENTRY_BYTES` each. The walk ends once the total passes `stop`; a tree deeper than
-    `_MAX_DEPTH` counts as past it. Never raises.
+def directory_bytes(path):
+    """What the files and directories under `path` take on disk, down to `_MAX_DEPTH` levels:
+    their allocated blocks, at least `_ENTRY_BYTES` each. Never raises.
 
     The sample may change the tree while it is walked. Each directory is opened from `path`'s
     descriptor one name at a time, never through a symbolic link (a directory swapped for a
@@ -97,13 +107,12 @@ def directory_bytes(path, stop=None):
     open at once, however wide the tree (a wide one cannot use up the caller's). Entries that
     vanish are skipped. The walk changes nothing of the sample's, permissions included (a
     test may depend on them): what a directory the walker may not read holds is not seen."""
-    total, too_deep = _walk(path, stop)
-    return max(total, stop or 0) + 1 if too_deep else total
+    return _walk(path)[0]
 
 
 def _walk(path, stop=None):
-    """(what `directory_bytes` counts down to `_MAX_DEPTH` levels, whether the tree goes
-    deeper); the walk ends once the total passes `stop`."""
+    """(what `directory_bytes` counts, whether the tree goes deeper than `_MAX_DEPTH`); the
+    walk ends once the total passes `stop`."""
     total, too_deep = 0, False
     try:
         root = os.open(path, _DIRECTORY_FLAGS)
@@ -169,15 +178,7 @@ def open_deleted_sizes(pids, skip_device=None, inherited=frozenset()):
     (`inherited_files()` of the warm parent the processes were forked from) are left out."""
     sizes = {}
     for pid in pids:
-        try:
-            descriptors = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in descriptors:
-            try:
-                info = os.stat(f"/proc/{pid}/fd/{fd}")
-            except (OSError, ValueError):
-                continue
+        for info in _open_files(pid):
             key = (info.st_dev, info.st_ino)
             if (stat.S_ISREG(info.st_mode) and info.st_nlink == 0 and info.st_dev != skip_device
                     and key not in inherited):
@@ -225,17 +226,21 @@ def inherited_files(pid="self"):
     """Every file `pid` maps or holds open, as (device, inode): what a child forked from it
     starts with, never the child's doing."""
     held = {key for key, _, _ in _mappings(pid)}
+    held.update((info.st_dev, info.st_ino) for info in _open_files(pid))
+    return frozenset(held)
+
+
+def _open_files(pid):
+    """The `os.stat` of what each open descriptor of `pid` refers to (removed files too)."""
     try:
         descriptors = os.listdir(f"/proc/{pid}/fd")
     except OSError:
-        descriptors = ()
+        return
     for fd in descriptors:
         try:
-            info = os.stat(f"/proc/{pid}/fd/{fd}")
+            yield os.stat(f"/proc/{pid}/fd/{fd}")
         except (OSError, ValueError):
             continue
-        held.add((info.st_dev, info.st_ino))
-    return frozenset(held)
 
 
 def _device(path):
@@ -265,9 +270,10 @@ class Budget:
 
     def watch(self, workdir, base=None):
         """Count what `workdir` grows by from `base` bytes (None: what it holds now; 0 for a
-        directory just made), while it holds more than it does now. A work directory on the tmpfs is counted with it; one elsewhere
-        (a host directory: the subprocess engine's, a split or project sample's) is walked,
-        and the removed files the sample keeps are counted too."""
+        directory just made), while it holds more than it does now. A work directory on the
+        tmpfs is counted with it; one elsewhere (a host directory: the subprocess engine's, a
+        split or project sample's) is walked, and the removed files there that the sample
+        keeps mapped are counted too."""
         device = _device(workdir)
         if device is None or (self.tmpfs and device == self.tmpfs_device):
             return
