@@ -277,6 +277,28 @@ OUTPUT_FILES = dedent("""
 """)
 
 
+# Files of 8 MB (under the file-size limit) at `path_of(megabytes written so far)`, until
+# something stops the sample or they hold `megabytes`: a bound, so that the host survives when
+# nothing stops it.
+FILL_FILES = dedent("""
+    import os
+
+
+    def _fill(megabytes, path_of):
+        chunk = b"x" * (1 << 20)
+        written = 0
+        try:
+            while written < megabytes:
+                with open(path_of(written), "wb") as handle:
+                    for _ in range(8):
+                        handle.write(chunk)
+                written += 8
+        except OSError:
+            pass
+        return written
+""")
+
+
 def write_case(case_id: str, path: str, marker: str, gap: str = "") -> Case:
     """Write `path`; `marker` is a file that exists there only on the host, so that a write
     into a private directory of the sandbox (bwrap's /tmp) proves nothing."""
@@ -1429,25 +1451,11 @@ CASES = [
             return written
     """), {"t": "def test_a():\n    assert add(768, 0) >= 768\n"},
          limits={"wall_s": 10.0}, watch_memory=True, slow=True),
-    Case("fill_the_tmpfs", dedent("""
-        import os
-
-
+    Case("fill_the_tmpfs", FILL_FILES + dedent("""
         def add(megabytes, _):
-            # Write /tmp until it is full or holds `megabytes` (a bound, so that the host
-            # survives when nothing stops the sample).
+            # Write /tmp until it is full or holds `megabytes`.
             os.makedirs("/tmp/$pwn", exist_ok=True)
-            chunk = b"x" * (1 << 20)
-            written = 0
-            try:
-                while written < megabytes:
-                    with open(f"/tmp/$pwn/{written}", "wb") as handle:
-                        for _ in range(8):
-                            handle.write(chunk)
-                    written += 8
-            except OSError:
-                pass
-            return written
+            return _fill(megabytes, lambda written: f"/tmp/$pwn/{written}")
     """), {"t": "def test_a():\n    assert add(2048, 0) >= 2048\n"},
          limits={"wall_s": 15.0}, unshare_gap=NO_FS_ISOLATION, watch_memory=True, slow=True),
     # The work directory is a host directory under the subprocess engine, and for split and
@@ -1552,26 +1560,13 @@ CASES = [
             return ready * 192
     """), {"t": "def test_a():\n    assert add(768, 0) >= 768\n"},
          limits={"wall_s": 15.0}, unshare_gap=NO_FS_ISOLATION, watch_memory=True, slow=True),
-    Case("fill_the_work_directory_past_path_max", dedent("""
-        import os
-
-
+    Case("fill_the_work_directory_past_path_max", FILL_FILES + dedent("""
         def add(megabytes, _):
             # Files below a path longer than PATH_MAX: no walk by full paths can stat them.
             for level in range(20):
                 os.mkdir("d" * 250)
                 os.chdir("d" * 250)
-            chunk = b"x" * (1 << 20)
-            written = 0
-            try:
-                while written < megabytes:
-                    with open(str(written), "wb") as handle:
-                        for _ in range(8):
-                            handle.write(chunk)
-                    written += 8
-            except OSError:
-                pass
-            return written
+            return _fill(megabytes, str)
     """), {"t": "def test_a():\n    assert add(1024, 0) >= 1024\n"},
          limits={"wall_s": 15.0}, unshare_gap=NO_FS_ISOLATION, watch_memory=True, slow=True),
     Case("name_a_process_after_the_sandbox_tool", dedent("""
