@@ -29,6 +29,7 @@ from knowbench.execution.engine import SubprocessEngine
 from knowbench.execution.sandbox import Sandbox
 from knowbench.knowledge.corpus import Corpus
 from knowbench.methods import get_method
+from knowbench.models.cache import GenerationCache
 from knowbench.models.offline import ReferenceBackend
 from knowbench.models.openai import OpenAIBackend
 from knowbench.records import Limits, SamplingParams
@@ -75,18 +76,24 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Benchmark:
 
 
 def _run(bench: Benchmark, method: Any, sandbox: Sandbox, run_dir: Path, responder: Any,
-         limits: Limits | None = None) -> tuple[RunSummary, list[dict[str, Any]]]:
+         limits: Limits | None = None, server: ScriptedOpenAIServer | None = None,
+         cache: GenerationCache | None = None) -> tuple[RunSummary, list[dict[str, Any]]]:
+    """One run against `server` (default: a new one answering with `responder`); the request
+    bodies the server got during the run come back with the summary."""
+    if server is None:
+        with ScriptedOpenAIServer(responder=responder) as started:
+            return _run(bench, method, sandbox, run_dir, responder, limits, started, cache)
     limits = limits or Limits(wall_s=5.0)
-    with ScriptedOpenAIServer(responder=responder) as server:
-        backend = OpenAIBackend(model="scripted", base_url=server.base_url, max_retries=0)
-        engine = SubprocessEngine(sandbox, workers=1)
-        try:
-            summary = run_benchmark(bench, backend, method, engine, run_dir,
-                                    SamplingParams(max_tokens=512), limits,
-                                    time_policy=TimePolicy(mode="fixed", fixed_s=limits.wall_s))
-        finally:
-            engine.close()
-        return summary, [request.body for request in server.requests]
+    before = len(server.requests)
+    backend = OpenAIBackend(model="scripted", base_url=server.base_url, max_retries=0, cache=cache)
+    engine = SubprocessEngine(sandbox, workers=1)
+    try:
+        summary = run_benchmark(bench, backend, method, engine, run_dir,
+                                SamplingParams(max_tokens=512), limits,
+                                time_policy=TimePolicy(mode="fixed", fixed_s=limits.wall_s))
+    finally:
+        engine.close()
+    return summary, [request.body for request in server.requests[before:]]
 
 
 def _method(corpus: Corpus | None, **options: Any) -> Any:
@@ -243,17 +250,81 @@ def test_the_token_limit_ends_an_episode(
     assert used - last.prompt_tokens - last.completion_tokens < 2000  # stopped at the first call past it
 
 
-def test_a_backend_that_is_no_endpoint_is_refused_before_the_run(
+def test_a_backend_that_holds_no_conversation_is_refused_before_the_run(
         bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
     engine = SubprocessEngine(best_sandbox, workers=1)
     try:
-        with pytest.raises(UserError, match="OpenAI-compatible endpoint"):
-            run_benchmark(bench, ReferenceBackend(), _method(None), engine, tmp_path / "run",
-                          SamplingParams(), Limits())
+        for mode in ("text", "toolcall"):
+            with pytest.raises(UserError, match=r"--model reference answers each sample alike|"
+                                                r"--model reference makes none"):
+                run_benchmark(bench, ReferenceBackend(), _method(None, mode=mode), engine,
+                              tmp_path / mode, SamplingParams(), Limits())
     finally:
         engine.close()
     with pytest.raises(UserError, match="unknown mini-swe-agent mode 'fast'"):
         get_method("mini-swe-agent:fast")
+
+
+def test_a_rerun_replays_every_model_call_from_the_generation_cache(
+        corpus: Corpus, bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
+    script = [bash("cat solution.py"), WRITE, bash(CHECK), bash(SUBMIT)]
+    with ScriptedOpenAIServer(responder=tool_script_responder({"normalize_title": script})) as server, \
+            GenerationCache(tmp_path / "cache.sqlite") as cache:
+        first, made = _run(bench, _method(corpus), best_sandbox, tmp_path / "first", None,
+                           server=server, cache=cache)
+        again, remade = _run(bench, _method(corpus), best_sandbox, tmp_path / "again", None,
+                             server=server, cache=cache)
+    [one], [two] = first.results, again.results
+    assert len(made) == 4 and remade == []  # the rerun asked the server nothing
+    assert one.passed and two.passed and two.completion == one.completion
+    assert two.usage == one.usage  # the calls' token counts come back with them
+    calls = [[step for step in result.extra["trajectory"]["steps"] if step["role"] == "assistant"]
+             for result in (one, two)]
+    assert [step["content"] for step in calls[1]] == [step["content"] for step in calls[0]] == script
+    assert [step["cached"] for step in calls[0]] == [False] * 4
+    assert [step["cached"] for step in calls[1]] == [True] * 4
+    # the commands ran again: observations are the sandbox's, not the cache's
+    assert "cafe-au-lait" in _observations(two)[2]
+
+
+def test_the_episode_timeout_cuts_a_model_call_short(
+        bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
+    with ScriptedOpenAIServer(responder=lambda body: bash("ls"), delay_s=5.0) as server:
+        summary, bodies = _run(bench, _method(None, episode_timeout=0.5), best_sandbox,
+                               tmp_path / "run", None, server=server)
+    [result] = summary.results
+    trajectory = result.extra["trajectory"]
+    assert len(bodies) == 1 and trajectory["turns"] == 0
+    assert trajectory["end"] == "timeout" and "during a model call" in trajectory["detail"]
+    assert trajectory["duration_s"] < 5.0  # not waiting for the reply
+    assert result.status == "no-code"
+
+
+def test_a_local_model_plays_text_mode_and_toolcall_mode_is_refused(
+        bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
+    hf_helpers = pytest.importorskip("hf_helpers")
+    from knowbench.models.hf import HFBackend
+
+    backend = HFBackend(str(hf_helpers.tiny_model(tmp_path / "model",
+                                                  chat_template=hf_helpers.CHAT_TEMPLATE)))
+    engine = SubprocessEngine(best_sandbox, workers=1)
+    try:
+        with pytest.raises(UserError, match="--model hf makes none"):
+            run_benchmark(bench, backend, _method(None, mode="toolcall"), engine,
+                          tmp_path / "toolcall", SamplingParams(), Limits())
+        summary = run_benchmark(bench, backend, _method(None, max_turns=4), engine, tmp_path / "run",
+                                SamplingParams(max_tokens=12, seed=0), Limits(wall_s=5.0),
+                                time_policy=TimePolicy(mode="fixed", fixed_s=5.0))
+    finally:
+        engine.close()
+    [result] = summary.results
+    trajectory = result.extra["trajectory"]
+    # a random model writes no fenced command: mini-swe-agent's format errors end the episode
+    replies = [step for step in trajectory["steps"] if step["role"] == "assistant"]
+    assert trajectory["end"] in ("format-errors", "max-turns") and trajectory["turns"] == len(replies) > 0
+    assert all(0 < call.completion_tokens <= 12 and call.prompt_tokens > 0 for call in result.usage.calls)
+    assert not result.completion
+    assert result.status == ("truncated" if replies[-1]["finish_reason"] == "length" else "no-code")
 
 
 @pytest.mark.slow

@@ -2,9 +2,9 @@
 
 mini-swe-agent (`pip install 'knowbench[mini-swe-agent]'`) is an agent that acts only
 through bash commands. Its loop (`DefaultAgent.run`) runs here, in knowbench's process; its
-model is the run's OpenAI-compatible endpoint (`--model`, `--base-url`, the API key),
-reached through LiteLLM as `openai/<model>` with that `api_base`, so the endpoint is the
-loop's only network route. Every command it issues runs through `SandboxEnvironment`, an
+model classes parse the replies, and the calls are made by the run's backend (`BackendCall`:
+the generation cache, the backend's retries, the episode's deadline), so the endpoint is the
+loop's only network route and a local model plays text mode too. Every command it issues runs through `SandboxEnvironment`, an
 environment of mini-swe-agent's interface that runs `bash -c COMMAND` in the run's sandbox
 (`knowbench.execution.shell.SandboxedShell`): the task's workspace is the only writable
 host directory, there is no network, the benchmark, the run directory and the corpus are
@@ -38,8 +38,9 @@ import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
 from knowbench.errors import UserError
@@ -136,11 +137,19 @@ class MiniSweAgentMethod(Method):
         return [str(self.corpus.directory)] if self.corpus is not None else []
 
     def attach(self, backend: ModelBackend) -> None:
-        """Refuses, before any work, a backend that is not an OpenAI-compatible endpoint."""
-        if not backend.connection().get("base_url") or not backend.describe().get("model"):
-            raise UserError(f"--method mini-swe-agent makes its own requests to an OpenAI-"
-                            f"compatible endpoint; --model {backend.name} is none\n"
-                            "  fix: pass the model's name and --base-url (see docs/agents.md)")
+        """Refuses, before any work, a backend that holds no conversation (toolcall mode:
+        that makes no tool calls)."""
+        if self.mode == "toolcall" and not backend.supports_tools:
+            raise UserError(f"--method mini-swe-agent:toolcall needs a model that makes tool "
+                            f"calls, served through an OpenAI-compatible endpoint; --model "
+                            f"{backend.name} makes none\n"
+                            "  fix: pass the model's name and --base-url, or use --method "
+                            "mini-swe-agent (text mode; see docs/agents.md)")
+        if not backend.converses:
+            raise UserError(f"--method mini-swe-agent holds a conversation with a model; --model "
+                            f"{backend.name} answers each sample alike whatever it is sent\n"
+                            "  fix: pass the model's name and --base-url, or a local model "
+                            "(--model hf:PATH; see docs/agents.md)")
 
     def check(self, tasks: Sequence[FunctionTask | ChoiceTask]) -> list[str]:
         if self.corpus is None:
@@ -210,47 +219,28 @@ class MiniSweAgentMethod(Method):
                        context: SampleContext) -> Generation:
         """One episode in a thread of the method's own pool, as wide as the backend keeps
         requests in flight: at most that many episodes run at once, and an episode's clock
-        starts when it does."""
+        starts when it does. Its model calls come back to this loop, the backend's."""
         loop = asyncio.get_running_loop()
         if self._running is None or self._running[0] is not loop:
             width = int(context.backend.connection().get("concurrency") or 8)
             # threads of their own: episodes never wait on (or hold up) the run's other work
             self._running = (loop, ThreadPoolExecutor(width, thread_name_prefix="mini-swe-agent"))
-        return await loop.run_in_executor(self._running[1], self._episode, task, context)
+        return await loop.run_in_executor(self._running[1], self._episode, task, context, loop)
 
-    def _model(self, context: SampleContext, deadline: float) -> Any:
-        import litellm
-
-        litellm.suppress_debug_info = True
-        backend = context.backend
-        # LiteLLM's own retries (mini-swe-agent's tenacity loop) as many as the backend's.
-        os.environ.setdefault("MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT",
-                              str(int(backend.connection().get("max_retries") or 0) + 1))
-        module = __import__(f"minisweagent.models.{MODES[self.mode][2]}",
-                            fromlist=[MODES[self.mode][1]])
-        params = context.params
-        kwargs: dict[str, Any] = {
-            **self.config["model"].get("model_kwargs", {}),
-            "api_base": backend.connection()["base_url"],
-            "api_key": getattr(backend, "api_key", None) or "none",
-            "temperature": params.temperature, "top_p": params.top_p,
-            "max_tokens": params.max_tokens,
-            "timeout": float(backend.connection().get("timeout_s") or 120.0)}
-        if params.seed is not None:
-            kwargs["seed"] = params.seed + context.sample_idx
-        if self.mode == "toolcall":
-            # LiteLLM (1.106) sends any request with tools through its MCP bridge, which
-            # imports the `mcp` package it does not depend on; the bash tool needs no MCP.
-            kwargs["_skip_mcp_handler"] = True
+    def _model(self, task: FunctionTask | ChoiceTask, context: SampleContext, deadline: float,
+               loop: asyncio.AbstractEventLoop) -> Any:
+        """mini-swe-agent's own model class for the mode (its parsing of actions, its
+        observation templates), its requests made by the run's backend (`BackendCall`)."""
         settings = {key: value for key, value in self.config["model"].items()
                     if key in ("observation_template", "format_error_template")}
-        model = getattr(module, MODES[self.mode][1])(
-            model_name=f"openai/{backend.describe()['model']}", model_kwargs=kwargs,
-            cost_tracking="ignore_errors", **settings)
-        model.knowbench_deadline = deadline
-        return model
+        return _model_class(self.mode)(
+            model_name=str(context.backend.describe().get("model") or context.backend.name),
+            cost_tracking="ignore_errors",
+            call=BackendCall(task, context, deadline, loop, tools=self.mode == "toolcall"),
+            **settings)
 
-    def _episode(self, task: FunctionTask | ChoiceTask, context: SampleContext) -> Generation:
+    def _episode(self, task: FunctionTask | ChoiceTask, context: SampleContext,
+                 loop: asyncio.AbstractEventLoop) -> Generation:
         from knowbench.execution.shell import SandboxedShell
 
         started = time.monotonic()
@@ -263,25 +253,28 @@ class MiniSweAgentMethod(Method):
             with SandboxedShell(context.engine, directory, context.limits) as shell:
                 environment = SandboxEnvironment(shell, deadline, self.episode_timeout)
                 agent = _agent_class()(
-                    self._model(context, deadline), environment,
+                    self._model(task, context, deadline, loop), environment,
                     system_template=self.config["agent"]["system_template"],
                     instance_template=self.config["agent"]["instance_template"],
                     step_limit=self.max_turns, cost_limit=0.0,
                     episode_tokens=self.episode_tokens, deadline=deadline)
                 try:
                     agent.run(self.task_text(task))
-                except Exception as failure:  # the model failed past LiteLLM's retries
+                except Exception as failure:  # the backend failed past its retries
                     error = f"{type(failure).__name__}: {failure}"
             messages = list(agent.messages)
+            cached = list(agent.model.call.cached)
             final = _final_file(directory, task)
         finally:
             shutil.rmtree(directory, ignore_errors=True)
-        return self._generation(task, context, messages, final, workspace, error,
+        return self._generation(task, context, messages, cached, final, workspace, error,
                                 time.monotonic() - started)
 
     def _generation(self, task: FunctionTask | ChoiceTask, context: SampleContext,
-                    messages: list[dict[str, Any]], final: str, workspace: dict[str, Any],
-                    error: str, duration: float) -> Generation:
+                    messages: list[dict[str, Any]], cached: list[bool], final: str,
+                    workspace: dict[str, Any], error: str, duration: float) -> Generation:
+        """The episode as a sample. `cached`: whether each model call, in order, was answered
+        from the generation cache."""
         last = messages[-1] if messages else {}
         extra = last.get("extra") or {}
         status = str(extra.get("exit_status") or "")
@@ -315,7 +308,8 @@ class MiniSweAgentMethod(Method):
                     "content": str(message.get("content") or message_extra.get("model_response") or ""),
                     "tool_calls": message.get("tool_calls") or [],
                     "usage": calls[-1].model_dump() if isinstance(usage, dict) else {},
-                    "finish_reason": finish_reason, "cached": False,
+                    "finish_reason": finish_reason,
+                    "cached": bool(calls) and len(calls) <= len(cached) and cached[len(calls) - 1],
                     "latency_s": message_extra.get("latency_s")})
             if role in ("user", "tool"):
                 steps.append({"turn": turn, "role": "tool",
@@ -343,7 +337,8 @@ class MiniSweAgentMethod(Method):
             finish_reason = f"agent:{end}" if finish_reason != "length" else "length"
         return Generation(task_id=task.task_id, sample_idx=context.sample_idx,
                           completion=completion, usage=total, finish_reason=finish_reason,
-                          cached=False, latency_s=trajectory["duration_s"], trajectory=trajectory)
+                          cached=bool(cached) and all(cached), latency_s=trajectory["duration_s"],
+                          trajectory=trajectory)
 
 
 class SandboxEnvironment:
@@ -391,6 +386,98 @@ class SandboxEnvironment:
                                     "environment_type": f"{__name__}.{type(self).__name__}"}}}
 
 
+class BackendCall:
+    """One episode's model calls, made by the run's backend: `generate` (text mode) or
+    `generate_with_tools` with mini-swe-agent's bash tool (toolcall mode), on the run's event
+    loop, from the episode's thread. So each call goes through the generation cache under a
+    key covering the conversation so far (a rerun, or a resumed run, replays the calls it
+    finds there), is retried as the backend retries (`--max-retries`), and is abandoned at
+    the episode's deadline, retries included. Returns what mini-swe-agent's LiteLLM models
+    parse: a `litellm.ModelResponse`."""
+
+    def __init__(self, task: FunctionTask | ChoiceTask, context: SampleContext, deadline: float,
+                 loop: asyncio.AbstractEventLoop, tools: bool) -> None:
+        self.task, self.context, self.deadline, self.loop = task, context, deadline, loop
+        self.tools = tools
+        self.cached: list[bool] = []
+        """Whether each call so far, in order, was answered from the cache."""
+
+    def __call__(self, messages: list[dict[str, Any]]) -> Any:
+        import litellm
+        from minisweagent.exceptions import TimeExceeded
+        from minisweagent.models.utils.actions_toolcall import BASH_TOOL
+
+        backend, context = self.context.backend, self.context
+        conversation = [_message(message) for message in messages]
+        if self.tools:
+            pending = backend.generate_with_tools(self.task, conversation, context.params,
+                                                  context.sample_idx, [BASH_TOOL])
+        else:
+            pending = backend.generate(self.task, conversation, context.params, context.sample_idx)
+        future = asyncio.run_coroutine_threadsafe(pending, self.loop)
+        try:
+            reply = future.result(timeout=max(0.0, self.deadline - time.monotonic()))
+        except FutureTimeout:
+            future.cancel()
+            raise TimeExceeded({"role": "exit", "content": "the episode's time ran out during a model call",
+                                "extra": {"exit_status": "TimeExceeded", "submission": ""}}) from None
+        self.cached.append(reply.cached)
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+        if reply.tool_calls:
+            message["tool_calls"] = reply.tool_calls
+        usage = reply.usage
+        return litellm.ModelResponse(
+            id=f"knowbench-{context.sample_idx}-{len(self.cached)}",
+            model=str(backend.describe().get("model") or backend.name),
+            choices=[{"index": 0, "message": message,
+                      "finish_reason": reply.finish_reason or "stop"}],
+            usage={"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                   "total_tokens": usage.prompt_tokens + usage.completion_tokens})
+
+
+def _message(message: dict[str, Any]) -> Message:
+    """A message of mini-swe-agent's conversation as knowbench's backends take it."""
+    calls = message.get("tool_calls")
+    return Message(
+        role=str(message.get("role") or "user"), content=_text(message.get("content")),
+        tool_calls=[{"id": str(call.get("id") or ""), "type": "function",
+                     "function": {"name": str((call.get("function") or {}).get("name") or ""),
+                                  "arguments": str((call.get("function") or {}).get("arguments") or "{}")}}
+                    for call in calls] if calls else None,
+        tool_call_id=message.get("tool_call_id"))
+
+
+_MODEL_CLASSES: dict[str, Any] = {}
+
+
+def _model_class(mode: str) -> Any:
+    """mini-swe-agent's LiteLLM model class for `mode`, its request made by a `BackendCall`
+    instead of `litellm.completion`. Nothing is retried here (the backend retried already),
+    and nothing is priced (knowbench prices tokens with `--price`)."""
+    if mode in _MODEL_CLASSES:
+        return _MODEL_CLASSES[mode]
+    module = __import__(f"minisweagent.models.{MODES[mode][2]}", fromlist=[MODES[mode][1]])
+    base = getattr(module, MODES[mode][1])
+
+    class KnowbenchModel(base):  # type: ignore[misc, valid-type]
+        abort_exceptions: ClassVar = [BaseException]  # mini-swe-agent's retry loop: no second attempt
+
+        def __init__(self, *, call: BackendCall, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.call = call
+
+        def _query(self, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
+            del kwargs
+            return self.call(messages)
+
+        def _calculate_cost(self, response: Any) -> dict[str, float]:
+            del response
+            return {"cost": 0.0}
+
+    _MODEL_CLASSES[mode] = KnowbenchModel
+    return KnowbenchModel
+
+
 _AGENT_CLASS: Any = None
 
 
@@ -419,8 +506,6 @@ def _agent_class() -> Any:
             if left <= 0:
                 raise TimeExceeded({"role": "exit", "content": "the episode's time is up",
                                     "extra": {"exit_status": "TimeExceeded", "submission": ""}})
-            self.model.config.model_kwargs["timeout"] = min(
-                float(self.model.config.model_kwargs.get("timeout") or left), left)
             called = time.monotonic()
             message = super().query()
             message.setdefault("extra", {})["latency_s"] = round(time.monotonic() - called, 4)

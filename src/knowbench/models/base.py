@@ -78,6 +78,10 @@ class ModelBackend(ABC):
         raise BackendError(f"model backend '{self.name}' cannot make tool calls")
 
     supports_tools: bool = False
+    converses: bool = False
+    """Whether a reply answers the conversation it is sent (a model). Methods that hold a
+    conversation over several calls need it; `reference`, `null` and `replay` answer a sample
+    alike whatever they are sent."""
 
     def describe(self) -> dict[str, Any]:
         """Identity written into run.json and used in cache keys (no secrets)."""

@@ -234,6 +234,7 @@ class HFBackend(ModelBackend):
     """Generates with a local transformers model (see the module docstring)."""
 
     name = "hf"
+    converses = True
 
     def __init__(self, ref: str, adapter: str | None = None, cache: GenerationCache | None = None,
                  batch_size: int = 8, device: str | None = None) -> None:

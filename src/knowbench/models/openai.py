@@ -85,6 +85,7 @@ class OpenAIBackend(ModelBackend):
 
     name = "openai"
     supports_tools = True
+    converses = True
 
     def __init__(self, model: str, base_url: str, api_key: str | None = None,
                  concurrency: int = 8, timeout_s: float = 120.0, max_retries: int = 6,
