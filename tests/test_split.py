@@ -648,3 +648,246 @@ def test_the_servers_warm_up_of_the_wire_imports_nothing() -> None:
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
+
+
+# What the candidate's process cannot see of the tests', or did that cannot be made in the
+# tests' process too, fails the call (`cannot-cross`) instead of being dropped: otherwise a
+# wrong program would pass a test that checks something did not happen.
+
+PRINTS_AND_REMOVES = """
+    import os
+
+
+    def add(a, b):
+        print("noise")
+        os.environ.get("HOME")
+        try:
+            os.remove("/nonexistent/knowbench")
+        except OSError:
+            pass
+        return a + b
+"""
+PATCHING_TESTS = {
+    "monkeypatch": """
+        def test_no_print(monkeypatch):
+            printed = []
+            monkeypatch.setattr("builtins.print", lambda *args, **kwargs: printed.append(args))
+            assert add(1, 2) == 3
+            assert printed == []
+    """,
+    "monkeypatch-env": """
+        import os
+
+
+        def test_env(monkeypatch):
+            monkeypatch.setenv("KNOWBENCH_FLAG", "1")
+            assert add(1, 2) == 3
+    """,
+    "mock-decorator": """
+        from unittest import mock
+
+
+        @mock.patch("os.remove")
+        def test_no_remove(fake_remove):
+            assert add(1, 2) == 3
+            fake_remove.assert_not_called()
+    """,
+    "mock-context": """
+        import os
+        from unittest import mock
+
+
+        def test_no_remove():
+            with mock.patch.object(os, "remove") as fake_remove:
+                assert add(1, 2) == 3
+            fake_remove.assert_not_called()
+    """,
+    "mock-started": """
+        import os
+        import unittest
+        from unittest import mock
+
+
+        class TestAdd(unittest.TestCase):
+            def setUp(self):
+                self.patcher = mock.patch.dict(os.environ, {"KNOWBENCH_FLAG": "1"})
+                self.patcher.start()
+                self.addCleanup(self.patcher.stop)
+
+            def test_env(self):
+                self.assertEqual(add(1, 2), 3)
+    """,
+    "mocker": """
+        def test_no_remove(mocker):
+            fake_remove = mocker.patch("os.remove")
+            assert add(1, 2) == 3
+            fake_remove.assert_not_called()
+    """,
+}
+
+
+@pytest.mark.parametrize("style", sorted(PATCHING_TESTS))
+def test_a_call_made_while_the_tests_patch_something_cannot_cross(split_engine: Engine, style: str) -> None:
+    """A patch lives in the tests' process: the candidate's code would run unpatched, so a
+    test that checks the patched thing was not used would pass any program."""
+    result = run(split_engine, PRINTS_AND_REMOVES, PATCHING_TESTS[style], preload=["pytest"])
+    [test] = result.tests
+    assert test.status == "error" and test.reason == "cannot-cross", test
+    assert "patch" in test.message and "in-process" in test.message
+    # the same tests in-process: the patch reaches the program
+    result = split_engine.execute(make_request(dedent(PRINTS_AND_REMOVES), dedent(PATCHING_TESTS[style]),
+                                               "add", preload=["pytest"]))
+    assert result.tests[0].status == ("fail" if style in ("monkeypatch", "mock-decorator",
+                                                          "mock-context", "mocker") else "pass")
+
+
+def test_a_patch_undone_before_the_call_lets_it_cross(split_engine: Engine) -> None:
+    tests = """
+        import os
+        from unittest import mock
+
+
+        def test_after(monkeypatch):
+            with mock.patch.object(os, "remove"):
+                pass
+            monkeypatch.setenv("KNOWBENCH_FLAG", "1")
+            monkeypatch.undo()
+            assert add(1, 2) == 3
+    """
+    result = run(split_engine, PRINTS_AND_REMOVES, tests, preload=["pytest"])
+    assert result.status == "pass", result.tests[0].message
+
+
+def test_a_read_only_array_stays_read_only_in_the_candidates_process(split_engine: Engine) -> None:
+    wrong = """
+        def add(x, b):
+            x -= x.mean()
+            return x + b
+    """
+    right = """
+        def add(x, b):
+            return x - x.mean() + b
+    """
+    tests = """
+        import numpy as np
+
+
+        def test_read_only():
+            x = np.arange(4.0)
+            x.flags.writeable = False
+            assert add(x, 0).tolist() == [-1.5, -0.5, 0.5, 1.5]
+            assert x.tolist() == [0.0, 1.0, 2.0, 3.0]
+    """
+    failing = run(split_engine, wrong, tests, preload=["numpy"])
+    assert failing.tests[0].status in ("fail", "error") and "read-only" in failing.tests[0].message
+    passing = run(split_engine, right, tests, preload=["numpy"])
+    assert passing.status == "pass", passing.tests[0].message
+
+
+def test_lists_inside_a_tuple_argument_change_in_place(split_engine: Engine) -> None:
+    program = """
+        def add(pair, value):
+            pair[0].append(value)
+            pair[1].sort()
+            return len(pair[0])
+    """
+    tests = """
+        def test_changed():
+            first, second = [1], [3, 2]
+            pair = (first, second)
+            assert add(pair, 5) == 2
+            assert pair == ([1, 5], [2, 3]) and pair[0] is first and first == [1, 5]
+
+
+        def test_unchanged():
+            data = ([3, 1], [2, 0])
+            add(data, 7)
+            assert data == ([3, 1], [2, 0])
+    """
+    result = run(split_engine, program, tests)
+    assert [t.status for t in result.tests] == ["pass", "fail"], result.tests
+
+
+@pytest.mark.parametrize("what", ["output", "warnings"])
+def test_more_output_or_warnings_than_cross_fail_the_call(split_engine: Engine, what: str) -> None:
+    program = {"output": """
+        def add(a, b):
+            print("x" * 70000)
+            print("secret")
+            return a + b
+    """, "warnings": """
+        import warnings
+
+
+        def add(a, b):
+            for n in range(1200):
+                warnings.warn(f"noise {n}", UserWarning)
+            warnings.warn("old", DeprecationWarning)
+            return a + b
+    """}[what]
+    tests = """
+        import warnings
+
+
+        def test_quiet(capsys):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                assert add(1, 2) == 3
+            assert "secret" not in capsys.readouterr().out
+            assert not any(issubclass(w.category, DeprecationWarning) for w in caught)
+    """
+    result = run(split_engine, program, tests)
+    [test] = result.tests
+    assert test.status == "error" and test.reason == "cannot-cross", test
+    assert ("printed more" if what == "output" else "1201 warnings") in test.message
+    # within the caps, all of it crosses: the last line printed, the last warning raised
+    fewer = run(split_engine, program.replace("70000", "7000").replace("1200", "120"), tests)
+    assert fewer.tests[0].status == "fail" and fewer.tests[0].reason == "assertion", fewer.tests[0]
+
+
+def test_an_exception_group_crosses_or_fails_the_call(split_engine: Engine) -> None:
+    program = """
+        def add(a, b):
+            raise ExceptionGroup("several", [KeyError("a"), ValueError("b")])
+    """
+    tests = """
+        import pytest
+
+
+        def test_forged():
+            with pytest.raises(TypeError):
+                add(1, 2)
+
+
+        def test_group():
+            with pytest.raises(ExceptionGroup) as caught:
+                add(1, 2)
+            assert len(caught.value.exceptions) == 2
+    """
+    result = run(split_engine, program, tests, preload=["pytest"])
+    statuses = {t.id.split("::")[-1]: (t.status, t.reason) for t in result.tests}
+    assert statuses["test_forged"][0] != "pass", result.tests
+    assert statuses["test_group"][0] == "pass" or statuses["test_group"][1] == "cannot-cross", result.tests
+
+
+def test_a_pandas_index_keeps_its_dtype(split_engine: Engine) -> None:
+    pytest.importorskip("pandas")
+    program = """
+        import pandas as pd
+
+
+        def add(a, b):
+            return pd.DataFrame({"v": [a, b]}, index=pd.Index(["x", "y"], dtype=object))
+    """
+    tests = """
+        import pandas as pd
+
+
+        def test_index():
+            frame = add(1, 2)
+            assert frame.index.dtype == object
+            expected = pd.DataFrame({"v": [1, 2]}, index=pd.Index(["x", "y"], dtype=object))
+            pd.testing.assert_frame_equal(frame, expected)
+    """
+    result = run(split_engine, program, tests, preload=["pandas"])
+    assert result.status == "pass", result.tests[0].message

@@ -35,12 +35,20 @@ class UnsupportedFixture(RuntimeError):
 
 
 class MonkeyPatch:
-    """The subset of pytest's `monkeypatch` fixture that benchmark tests use."""
+    """The subset of pytest's `monkeypatch` fixture that benchmark tests use.
+
+    `held` maps each instance holding changes to what it changed last (split: a call of the
+    target made meanwhile cannot cross, see `knowbench_split.patches_held`)."""
 
     _missing = object()
+    held = {}  # noqa: RUF012 (shared by every instance on purpose)
 
     def __init__(self):
         self._undo = []
+
+    def _hold(self, undo, what):
+        self._undo.append(undo)
+        MonkeyPatch.held[id(self)] = what
 
     def setattr(self, target, name, value=_missing, raising=True):
         if value is self._missing:  # monkeypatch.setattr("module.attr", value)
@@ -49,8 +57,8 @@ class MonkeyPatch:
         old = getattr(target, name, self._missing)
         if old is self._missing and raising:
             raise AttributeError(f"{target!r} has no attribute {name!r}")
-        self._undo.append(lambda: setattr(target, name, old) if old is not self._missing
-                          else delattr(target, name))
+        self._hold(lambda: setattr(target, name, old) if old is not self._missing
+                   else delattr(target, name), f"{_named(target)}.{name}")
         setattr(target, name, value)
 
     def delattr(self, target, name, raising=True):
@@ -59,13 +67,13 @@ class MonkeyPatch:
                 raise AttributeError(name)
             return
         old = getattr(target, name)
-        self._undo.append(lambda: setattr(target, name, old))
+        self._hold(lambda: setattr(target, name, old), f"{_named(target)}.{name}")
         delattr(target, name)
 
     def setitem(self, mapping, key, value):
         old = mapping.get(key, self._missing)
-        self._undo.append(lambda: mapping.__setitem__(key, old) if old is not self._missing
-                          else mapping.pop(key, None))
+        self._hold(lambda: mapping.__setitem__(key, old) if old is not self._missing
+                   else mapping.pop(key, None), f"{_named(mapping)}[{key!r}]")
         mapping[key] = value
 
     def delitem(self, mapping, key, raising=True):
@@ -74,7 +82,7 @@ class MonkeyPatch:
                 raise KeyError(key)
             return
         old = mapping[key]
-        self._undo.append(lambda: mapping.__setitem__(key, old))
+        self._hold(lambda: mapping.__setitem__(key, old), f"{_named(mapping)}[{key!r}]")
         del mapping[key]
 
     def setenv(self, name, value, prepend=None):
@@ -88,16 +96,25 @@ class MonkeyPatch:
 
     def chdir(self, path):
         old = os.getcwd()
-        self._undo.append(lambda: os.chdir(old))
+        self._hold(lambda: os.chdir(old), "the working directory")
         os.chdir(path)
 
     def syspath_prepend(self, path):
-        self._undo.append(lambda: sys.path.remove(str(path)))
+        self._hold(lambda: sys.path.remove(str(path)), "sys.path")
         sys.path.insert(0, str(path))
 
     def undo(self):
+        MonkeyPatch.held.pop(id(self), None)
         while self._undo:
             self._undo.pop()()
+
+
+def _named(target):
+    """How a patched object is named in a message: a module or class by its name."""
+    if target is os.environ:
+        return "os.environ"
+    name = getattr(target, "__name__", None)
+    return name if type(name) is str else type(target).__name__
 
 
 class CaptureResult(tuple):

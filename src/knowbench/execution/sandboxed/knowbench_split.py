@@ -27,6 +27,7 @@ import knowbench_wire as wire
 _HEADER = struct.Struct(">I")
 FRAME_CAP = 64 * 1024 * 1024
 ITEMS_CAP = 100_000  # an iterator the target returns is drained up to this many items
+WARNINGS_CAP = 1000  # warnings one call may raise
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -224,7 +225,7 @@ def _rebuild(peer, data, frames, broken):
     """An exception raised in the other process, as the nearest class known here."""
     try:
         error = wire.decode_exception(data, peer.resolver)
-    except wire.WireError as problem:
+    except Exception as problem:  # WireError, or a class that refused to be made here
         broken(CrossingFailed, f"the other process's exception cannot be rebuilt here: {problem}")
     if type(frames) is str and frames:
         try:
@@ -252,10 +253,21 @@ def _replay(peer, effects, args, kwargs, broken):
             or type(mutated[1]) is not dict or len(mutated[0]) != len(args)
             or set(mutated[1]) != set(kwargs)):
         broken(CrossingFailed, "the changes to the arguments do not match the call")
-    for original, new in zip(args, mutated[0]):  # noqa: B905 (Python 3.8 and 3.9 have no strict; lengths checked above)
+    pairs = [(f"argument {number}", original, new)
+             for number, (original, new) in enumerate(zip(args, mutated[0]), 1)]  # noqa: B905 (Python 3.8 and 3.9 have no strict; lengths checked above)
+    pairs += [(f"argument {name!r}", original, mutated[1][name]) for name, original in kwargs.items()]
+    for what, original, new in pairs:
         wire.assign_in_place(original, new)
-    for name, original in kwargs.items():
-        wire.assign_in_place(original, mutated[1][name])
+        # A change that could not be made here too (an immutable container's item, a
+        # read-only buffer) fails the call: dropped, it would pass a test that checks the
+        # argument was left alone.
+        try:
+            mirrored = wire.dumps(original) == wire.dumps(new)
+        except wire.Unencodable:  # (holds what only crossed as a handle: not compared)
+            mirrored = True
+        if not mirrored:
+            broken(CrossingFailed, f"the candidate changed {what} in a way that cannot be made "
+                                   "in the tests' process too")
 
 
 def _warn(peer, warning, broken):
@@ -266,7 +278,7 @@ def _warn(peer, warning, broken):
         return
     try:
         message = wire.decode_exception(data, peer.resolver)
-    except wire.WireError:
+    except Exception:  # (as `_rebuild`)
         return
     if isinstance(message, Warning):
         warnings.warn_explicit(message, type(message), filename, lineno)
@@ -366,6 +378,11 @@ class Channel(Peer):
     def _across(self, kind, target, args, kwargs, what):
         if self.gone is not None:
             self._fail_gone()
+        held = patches_held()
+        if held:
+            self._fail(CrossingFailed, f"the tests patch {held} while they call {what}: the patch is "
+                       "in the tests' process and the candidate's code runs without it, so a call "
+                       "made under it cannot be judged split (the task is judged in-process)")
         try:
             payload = self.dumps(("request", kind, target, args, kwargs), "the arguments")
         except wire.Unencodable as error:
@@ -394,6 +411,80 @@ class Channel(Peer):
             self.gone = f"the candidate's process for this test ended during a call of {what} ({reply[1]})"
             self._fail(CandidateGone, self.gone)
         return settle(self, reply, args, kwargs, self._fail)
+
+
+# What the tests patch in this process while they call the target: the candidate's process
+# never sees it. monkeypatch (the runner's, `knowbench_pytest.MonkeyPatch.held`) and
+# unittest.mock's patchers (the `mock` backport's too; pytest-mock's `mocker` is built on them)
+# are watched: their enter and exit are wrapped here, as soon as the module is loaded, and
+# what was started before that is on `_patch._active_patches`. A name a test rebinds by hand
+# (`os.remove = fake`) is not seen.
+_MOCK_MODULES = ("unittest.mock", "mock.mock")
+_ENTERED = {}  # id(patcher) -> patcher, for the unittest.mock patchers now entered
+_WATCHED = set()
+
+
+def watch_patches():
+    """Start watching the mock modules loaded in this process (idempotent; cheap)."""
+    for name in _MOCK_MODULES:
+        module = sys.modules.get(name)
+        if module is None or name in _WATCHED:
+            continue
+        _WATCHED.add(name)
+        for cls, on, off in ((getattr(module, "_patch", None), "__enter__", "__exit__"),
+                             (getattr(module, "_patch_dict", None), "_patch_dict", "_unpatch_dict")):
+            if isinstance(cls, type) and callable(getattr(cls, on, None)) and callable(getattr(cls, off, None)):
+                _wrap_patcher(cls, on, off)
+
+
+def _wrap_patcher(cls, on, off):
+    enter, leave = getattr(cls, on), getattr(cls, off)
+
+    @functools.wraps(enter)
+    def entered(self, *args, **kwargs):
+        result = enter(self, *args, **kwargs)
+        _ENTERED[id(self)] = self
+        return result
+
+    @functools.wraps(leave)
+    def left(self, *args, **kwargs):
+        _ENTERED.pop(id(self), None)
+        return leave(self, *args, **kwargs)
+
+    setattr(cls, on, entered)
+    setattr(cls, off, left)
+
+
+def patches_held():
+    """What the tests have patched in this process now ("" when nothing), in a few words."""
+    watch_patches()
+    held = []
+    pytest_emulation = sys.modules.get("knowbench_pytest")
+    if pytest_emulation is not None:
+        held += list(pytest_emulation.MonkeyPatch.held.values())
+    patchers = list(_ENTERED.values())
+    for name in _MOCK_MODULES:
+        module = sys.modules.get(name)
+        started = getattr(getattr(module, "_patch", None), "_active_patches", None)
+        if type(started) is list:
+            patchers += [patcher for patcher in started if id(patcher) not in _ENTERED]
+    held += [_patched(patcher) for patcher in patchers]
+    if not held:
+        return ""
+    return ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+
+
+def _patched(patcher):
+    """What a unittest.mock patcher patches: `module.attribute`, or the patched dict."""
+    attribute = getattr(patcher, "attribute", None)
+    if attribute is not None:
+        target = getattr(patcher, "target", None)
+        name = getattr(target, "__name__", None) or getattr(patcher.getter, "__name__", "")
+        return f"{name}.{attribute}" if type(name) is str and name else str(attribute)
+    in_dict = getattr(patcher, "in_dict", None)
+    if in_dict is os.environ:
+        return "os.environ"
+    return in_dict if type(in_dict) is str else "a dict (mock.patch.dict)"
 
 
 def _iterate(items, error):
@@ -553,8 +644,16 @@ def _answer(peer, function, args, kwargs):
                 err = _captured(sys.stderr, peer.output_cap)
                 sys.stdout, sys.stderr = saved
     try:
+        # What the call printed or warned crosses whole or not at all: a test that checks
+        # something was not printed or warned must not pass because it was cut off.
+        if out is None or err is None:
+            raise wire.Unencodable(f"the call printed more than {peer.output_cap} characters "
+                                   "(the run's output limit)")
+        if len(caught) > WARNINGS_CAP:
+            raise wire.Unencodable(f"the call raised {len(caught)} warnings (more than {WARNINGS_CAP} "
+                                   "cannot cross)")
         warned = [(wire.encode_exception(w.message), str(w.filename), int(w.lineno))
-                  for w in caught[:100] if isinstance(w.message, Warning)]
+                  for w in caught if isinstance(w.message, Warning)]
         mutated = None
         after = peer.dumps((args, kwargs), "the arguments after the call")
         if after != before:
@@ -597,11 +696,14 @@ def _drain(iterator):
 
 
 def _captured(stream, cap):
+    """What `stream` holds, or None when it is more than `cap` characters."""
     try:
         text = stream.getvalue()
     except Exception:
         return ""
-    return text if type(text) is str and len(text) <= cap else str(text)[:cap]
+    if type(text) is not str:
+        return ""
+    return text if len(text) <= cap else None
 
 
 def _frames(error):

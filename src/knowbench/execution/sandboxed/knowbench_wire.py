@@ -38,6 +38,7 @@ like a mutable container, so the same callable met again is `["ref", id]`.
 from __future__ import annotations
 
 import base64
+import builtins
 import collections
 import datetime
 import decimal
@@ -434,7 +435,16 @@ class _Encoder:
             return self.seq(v, "ndo", (list(v.shape),), values=v.flat, step="[flat {}]")
         if problem:
             raise _Refused(problem)
-        return ["nd", self.new_id(v), v.dtype.str, list(v.shape), _b64(v.tobytes(order="C"))]
+        node = ["nd", self.new_id(v), v.dtype.str, list(v.shape), _b64(v.tobytes(order="C"))]
+        # read-only stays read-only: writing to it raises on the other side as it would here
+        return node if v.flags.writeable else [*node, "read-only"]
+
+
+def _enc_writeable(e: _Encoder, array: object) -> object:
+    """An array pandas holds: pandas lends read-only views of its data (copy-on-write) while
+    the object itself stays writeable, so the read-only flag does not cross."""
+    node = e.enc(array)
+    return node[:-1] if type(node) is list and node[:1] == ["nd"] and node[-1] == "read-only" else node
 
 
 def _enc_pd_values(e: _Encoder, pd: types.ModuleType, obj: object) -> object:
@@ -442,13 +452,13 @@ def _enc_pd_values(e: _Encoder, pd: types.ModuleType, obj: object) -> object:
     np = sys.modules["numpy"]
     dtype = obj.dtype
     if isinstance(dtype, np.dtype):
-        return e.enc(obj.to_numpy(copy=False))
+        return _enc_writeable(e, obj.to_numpy(copy=False))
     arr = obj.array
     if isinstance(dtype, pd.CategoricalDtype):
-        return ["pdcat", e.enc(np.asarray(arr.codes)), _enc_pandas(e, pd, dtype.categories),
+        return ["pdcat", _enc_writeable(e, np.asarray(arr.codes)), _enc_pandas(e, pd, dtype.categories),
                 bool(dtype.ordered)]
     if isinstance(dtype, pd.DatetimeTZDtype):
-        return ["pddtz", e.enc(np.asarray(arr.tz_convert(None))), e.enc(dtype.tz)]
+        return ["pddtz", _enc_writeable(e, np.asarray(arr.tz_convert(None))), e.enc(dtype.tz)]
     values = e.child(arr.to_numpy(dtype=object), ".values")
     if isinstance(dtype, pd.StringDtype):
         return ["pdstr", dtype.storage, dtype.na_value is not pd.NA, values]
@@ -806,7 +816,8 @@ class _Decoder:
 
     def nd(self, node: list) -> object:
         np = self.resolver.module("numpy")
-        nid, text, shape, data = _fields(node, 4)
+        nid, text, shape, data, *flags = _fields(node, 4, at_least=True)
+        _need(flags in ([], ["read-only"]), "nd: bad flags")
         dtype = self.np_dtype(text)
         _need(type(shape) is list and len(shape) <= 32 and all(
             type(n) is int and n >= 0 for n in shape), "bad shape")
@@ -815,6 +826,8 @@ class _Decoder:
         array = np.empty(shape, dtype=dtype)
         if raw:
             array.reshape(-1).view(np.uint8)[:] = np.frombuffer(raw, dtype=np.uint8)
+        if flags:
+            array.flags.writeable = False
         return self.register(nid, array)
 
     def ndo(self, node: list) -> object:
@@ -874,7 +887,10 @@ class _Decoder:
             return self.register(nid, frame)
         if tag == "pdindex":
             values, name, freq = _fields(node, 3)
-            index = pd.Index(self.pd_values(values), name=self.dec(name), copy=False)
+            values = self.pd_values(values)
+            # its dtype as sent: pd.Index would infer another for some values (object strings
+            # as `str`, object timestamps as datetime64)
+            index = pd.Index(values, dtype=values.dtype, name=self.dec(name), copy=False)
             if freq is not None:
                 _need(type(freq) is str and type(index) in (pd.DatetimeIndex, pd.TimedeltaIndex),
                       "pdindex: bad freq")
@@ -1244,10 +1260,20 @@ def _safe_str(value: object, limit: int = 10_000) -> str:
     return str.__str__(text)[:limit] if isinstance(text, str) else "<not a string>"
 
 
-def encode_exception(error: BaseException) -> dict:
+_GROUP_DEPTH = 8
+"""Exception groups nested deeper than this cross as their text only."""
+
+
+def _exception_group() -> type | None:
+    """BaseExceptionGroup (Python 3.11+), else None."""
+    return getattr(builtins, "BaseExceptionGroup", None)
+
+
+def encode_exception(error: BaseException, _depth: int = 0) -> dict:
     """A JSON-able record of `error`: its type's MRO as [module, qualname] pairs, its args (each
-    ["v", tree] when encodable, else ["s", its str]), plain instance attributes that encode, and
-    str(error) (capped at 10,000 characters)."""
+    ["v", tree] when encodable, else ["s", its str]; an exception group's exceptions as
+    ["g", [their records]]), plain instance attributes that encode, and str(error) (capped at
+    10,000 characters)."""
     types_ = []
     for cls in type(error).__mro__[:-1]:  # without object
         module = cls.__module__
@@ -1258,6 +1284,10 @@ def encode_exception(error: BaseException) -> dict:
             args.append(["v", _tree(arg)])
         except Unencodable:
             args.append(["s", _safe_str(arg)])
+    group = _exception_group()
+    if group is not None and isinstance(error, group) and _depth < _GROUP_DEPTH:
+        # (message, exceptions): the exceptions as records of their own, ["g", [...]]
+        args[1:] = [["g", [encode_exception(inner, _depth + 1) for inner in error.exceptions]]]
     for name, value in getattr(error, "__dict__", {}).items():
         if _plain_name(name) and not name.startswith("knowbench"):
             try:
@@ -1267,7 +1297,7 @@ def encode_exception(error: BaseException) -> dict:
     return {"types": types_, "args": args, "state": state, "str": _safe_str(error)}
 
 
-def decode_exception(data: dict, resolver: Resolver) -> BaseException:
+def decode_exception(data: dict, resolver: Resolver, _depth: int = 0) -> BaseException:
     """Rebuild the first resolvable class of the recorded MRO (so a candidate's
     `class MyError(ValueError)` arrives as ValueError) without calling its __init__; falls back
     to the next base when one cannot be instantiated. The rebuilt exception carries
@@ -1279,16 +1309,24 @@ def decode_exception(data: dict, resolver: Resolver) -> BaseException:
     _need(type(names) is list and 0 < len(names) <= 200 and all(
         type(p) is list and len(p) == 2 and all(type(s) is str for s in p) for p in names),
           "exception: bad types")
-    _need(type(raw_args) is list and all(type(a) is list and len(a) == 2 and a[0] in ("v", "s")
+    _need(type(raw_args) is list and all(type(a) is list and len(a) == 2 and a[0] in ("v", "s", "g")
                                          for a in raw_args), "exception: bad args")
     _need(type(raw_state) is dict and all(map(_plain_name, raw_state)) and type(text) is str,
           "exception: bad state")
     args = []
+    inner = None  # an exception group's exceptions
     for kind, payload in raw_args:
+        if kind == "g":
+            _need(inner is None and type(payload) is list and 0 < len(payload) <= 1000 and _depth < _GROUP_DEPTH,
+                  "exception: bad group")
+            inner = tuple(decode_exception(record, resolver, _depth + 1) for record in payload)
+            args.append(list(inner))
+            continue
         try:
             args.append(_decode_tree(payload, resolver) if kind == "v" else str(payload))
         except WireError as error:  # keep the exception: its message matters more than an arg
             args.append(f"<undecodable argument: {error}>")
+    group = _exception_group()
     for module, qualname in names:
         try:
             cls = resolver.lookup(module, qualname)
@@ -1297,11 +1335,20 @@ def decode_exception(data: dict, resolver: Resolver) -> BaseException:
         if not (isinstance(cls, type) and issubclass(cls, BaseException)):
             continue
         try:
-            exc = BaseException.__new__(cls)
+            if group is not None and issubclass(cls, group):
+                # its __new__ takes (message, exceptions); an ExceptionGroup only Exceptions
+                if inner is None or len(args) != 2 or type(args[0]) is not str:
+                    continue
+                exc = cls.__new__(cls, args[0], inner)
+            else:
+                exc = BaseException.__new__(cls)
         except TypeError:  # OSError and the like need their own (builtin) __new__
-            if cls.__module__ != "builtins":
+            if cls.__module__ != "builtins" or (group is not None and issubclass(cls, group)):
                 continue
-            exc = cls.__new__(cls)
+            try:
+                exc = cls.__new__(cls)
+            except Exception:
+                continue
         exc.args = tuple(args)
         for name, node in raw_state.items():
             if name != "args" and not name.startswith("knowbench"):
@@ -1341,6 +1388,10 @@ class _Assigner:
         if id(original) in self.paired:
             return self.paired[id(original)] == id(new)
         t = type(original)
+        if issubclass(t, tuple) and t is type(new) and len(original) == len(new):
+            # a tuple cannot change, what it holds can: each item in place, where it can be
+            merged = [self.assign(old, item) for old, item in zip(original, new)]  # noqa: B905 (lengths checked)
+            return all(merged)
         if t is not type(new) or not self.mutable(original):
             return False
         np, pd = sys.modules.get("numpy"), sys.modules.get("pandas")
