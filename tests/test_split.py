@@ -8,17 +8,27 @@ fails the test instead of passing it.
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from textwrap import dedent
 
 import pytest
 
 from helpers import make_request
+from knowbench.benchmark.load import load_benchmark, write_benchmark
+from knowbench.benchmark.schema import FunctionTask, TestSpec
 from knowbench.execution.engine import Engine, SubprocessEngine
 from knowbench.execution.forkserver import ForkServerEngine
 from knowbench.execution.sandbox import RUNNER_DIR, Sandbox
+from knowbench.methods import get_method
+from knowbench.models.offline import ReferenceBackend
+from knowbench.records import Limits, SamplingParams
+from knowbench.run import run_benchmark
+
+ROOT = Path(__file__).resolve().parents[1]
 
 ADD = "def add(a, b):\n    return a + b\n"
 WRONG_ADD = "def add(a, b):\n    return a - b\n"
@@ -891,3 +901,29 @@ def test_a_pandas_index_keeps_its_dtype(split_engine: Engine) -> None:
     """
     result = run(split_engine, program, tests, preload=["pandas"])
     assert result.status == "pass", result.tests[0].message
+
+
+def test_a_task_whose_tests_patch_is_judged_in_process_with_the_reason(
+        best_sandbox: Sandbox, tmp_path: Path) -> None:
+    """--isolation auto: the reference fails split under a patch, so calibration judges the
+    task in-process (and a wrong program fails it there); the task beside it stays split."""
+    basic = load_benchmark(ROOT / "examples" / "basic")
+    plain = FunctionTask(task_id="algorithms/plain", domain="algorithms", instruction="Add.", entry_point="add",
+                         prompt_code="def add(a, b):\n    ...\n", reference="def add(a, b):\n    return a + b\n",
+                         tests=[TestSpec(name="t", code=dedent(CHECK_ADD))])
+    patched = plain.model_copy(update={"task_id": "algorithms/patched", "tests": [
+        TestSpec(name="t", code=dedent(PATCHING_TESTS["mock-decorator"]))]})
+    bench = write_benchmark(tmp_path / "bench", basic.manifest, [plain, patched])
+    engine = SubprocessEngine(best_sandbox, workers=1)
+    try:
+        summary = run_benchmark(bench, ReferenceBackend(), get_method("none"), engine,
+                                tmp_path / "run", SamplingParams(), Limits())
+    finally:
+        engine.close()
+    modes = {r.task_id: r.execution.isolation for r in summary.results if r.execution}
+    assert modes == {"algorithms/plain": "split", "algorithms/patched": "in-process"}
+    assert all(r.passed for r in summary.results)
+    with sqlite3.connect(tmp_path / "run" / "run.sqlite") as db:
+        why = dict(db.execute("SELECT task_id, why FROM isolation WHERE mode = 'in-process'").fetchall())
+    assert list(why) == ["algorithms/patched"]
+    assert "cannot-cross" in why["algorithms/patched"] and "os.remove" in why["algorithms/patched"]
