@@ -295,3 +295,42 @@ def test_short_conclusions_in_prose() -> None:
     assert several("Both A and C.") == ["A", "C"]
     assert single("B, because the cache is flushed.") == ["B"]
     assert single("Step by step.\n\n1. A is wrong.\n2. B is right.\n\nSo B.") == ["B"]
+
+
+# ------------------------------------------------------------- reasoning blocks
+
+
+@pytest.mark.parametrize("tag", ["think", "thinking", "reasoning", "THINK", "Thinking"])
+def test_every_reasoning_tag_opening_the_reply_is_skipped(tag: str) -> None:
+    assert single(f"<{tag}>\nThe answer is B.\n</{tag}>\n\nC") == ["C"]
+    assert single(f"<|im_start|>assistant\n<{tag}>\nMaybe the answer is B.\n</{tag}>\n**C**") == ["C"]
+    assert single(f"<{tag}>\nThe answer is B. Hmm, let me keep checking whether") == []
+
+
+def test_reasoning_block_then_answer_tag() -> None:
+    reply = "<reasoning>\nA is wrong. B is right.\n</reasoning>\n<answer>\nB\n</answer>"
+    assert single(reply) == ["B"]
+    assert several("<think>\nA and C hold.\n</think>\n<answer>A, C</answer>") == ["A", "C"]
+
+
+def test_reasoning_tags_mentioned_in_the_answer_are_text() -> None:
+    mentions_closing = ("Answer: B\n\nExplanation: the reward checks that the completion closes "
+                        "its reasoning with `</think>` before the `<answer>` tag, so option A "
+                        "(which omits it) is wrong.")
+    assert single(mentions_closing) == ["B"]
+    assert single("Option (C) mentions `<think>` tags, which the template emits.\n\nAnswer: C") == ["C"]
+    assert single('The regex r"^<think>.*?</think>$" needs DOTALL.\n\nAnswer: D') == ["D"]
+
+
+def test_a_reasoning_pair_mentioned_inside_the_block_nests() -> None:
+    reply = "<think>\nThe format is `<think>...</think>` then the answer: B?\n</think>\nAnswer: C"
+    assert single(reply) == ["C"]
+
+
+def test_several_leading_reasoning_blocks_are_all_skipped() -> None:
+    assert single("<think>\nOk.\n</think>\n\n<think>\nThe answer is A\n</think>\nAnswer: D") == ["D"]
+
+
+def test_closing_tag_of_a_block_the_template_opened() -> None:
+    assert single("Okay, the user asks about X. The answer is B. Wait, no.\n</think>\n\nAnswer: C") == ["C"]
+    assert single("The answer is B, surely.</think>\n\nAnswer: C") == ["C"]

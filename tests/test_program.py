@@ -548,3 +548,34 @@ def test_splice_method_carries_a_new_annotated_class_attribute() -> None:
 def test_extract_answer_after_a_closing_tag_whose_opening_was_in_the_prompt() -> None:
     reply = "Okay, f doubles.\n```python\ndef f(x):\n    return x\n```\n</think>\n\ndef f(x):\n    return 2 * x\n"
     assert extract_code(reply, "f") == "def f(x):\n    return 2 * x"
+
+
+REWARD_PROMPT = textwrap.dedent('''
+    import re
+
+
+    def format_reward(text: str) -> float:
+        """1.0 when `text` is '<think>...</think><answer>...</answer>', else 0.0."""
+        ...
+''')
+
+
+@pytest.mark.parametrize("pattern", [
+    r'r"^<think>.*?</think>\s*<answer>.*?</answer>$"',
+    r"'<reasoning>(.*?)</reasoning>'",
+    r'"</THINK>"',
+])
+def test_extract_keeps_code_whose_strings_hold_reasoning_tags(pattern: str) -> None:
+    code = ("import re\n\n\ndef format_reward(text: str) -> float:\n"
+            f"    pattern = {pattern}\n"
+            "    return 1.0 if re.match(pattern, text, re.DOTALL) else 0.0")
+    reply = (f"Here is the implementation:\n\n```python\n{code}\n```\n\n"
+             "It checks for a `<think>` block followed by an `<answer>` block.")
+    assert extract_code(reply, "format_reward") == code
+    assert assemble("", REWARD_PROMPT, "format_reward", reply).error is None
+
+
+def test_extract_skips_every_leading_reasoning_tag_in_any_case() -> None:
+    for tag in ("think", "THINK", "Thinking", "reasoning"):
+        reply = f"<{tag}>\n```python\ndef f(x):\n    return x\n```\n</{tag}>\n```python\ndef f(x):\n    return 2 * x\n```"
+        assert extract_code(reply, "f") == "def f(x):\n    return 2 * x", tag

@@ -4,15 +4,17 @@ A reply answers only when it *states* a choice; a reply that never gets there (c
 token limit in the middle of its reasoning) answers nothing, and the parser returns no
 letters rather than a guess from letters mentioned in the reasoning. The steps:
 
-1. **Reasoning blocks.** When the reply holds `</think>`, only the text after the last one is
-   read; a reply that opens `<think>` and never closes it is unanswered.
+1. **Reasoning blocks.** A reasoning block that opens the reply (`<think>`, `<thinking>`,
+   `<reasoning>`, any case) is skipped up to its own closing tag, as code extraction does
+   (`knowbench.reasoning`); a reply still inside one is unanswered. The tags anywhere else
+   are text the reply talks about.
 2. **Run-on.** A model that answers and then keeps generating (a chat-template turn such as
    "Human:", "User:", "Assistant:", a special token such as `<|im_start|>` or `<|file_sep|>`,
    a new "Question"/"Instruction: choose" block, or a new question line followed by option
    lines "- (A) ...") is cut at the first such boundary *after* its first answer; what follows
    is not its reply to this question. Boundaries before any answer are kept (a reply may
    restate the question first).
-3. **Explicit answers**, the last one wins: `\\boxed{...}`, "Answer:", "the answer is",
+3. **Explicit answers**, the last one wins: `\\boxed{...}`, `<answer>...</answer>`, "Answer:", "the answer is",
    "final answer", "the correct options are", ...; the letters are read inside the braces, or
    up to the end of the marker's sentence (from the next line when the marker ends its line).
    Echoed instructions are not answers: a box that describes the answer form ("\\boxed{LETTER}
@@ -49,6 +51,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
+from knowbench.reasoning import after_reasoning
+
 _REGION = 1000  # how far an answer marker's text is read
 _BRACED = 500  # how far the closing brace of \boxed{ is looked for
 _LONE_LINE = 200  # longest line read as a lone-letter line
@@ -57,6 +61,8 @@ _PARAGRAPH = 4000  # how much of the last paragraph is read for a choice stated 
 
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
 _BOXED = re.compile(r"\\boxed\s*\{")
+_ANSWER_TAG = re.compile(r"(?<![`'\"])<answer>(?![`'\"])", re.IGNORECASE)  # quoted: a mention
+_ANSWER_TAG_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
 _MARKER = re.compile(
     r"\b(?:final\s+(?:answers?|choices?|selections?)|answers?(?:\s*\(s\))?"
     r"|correct\s+(?:options?|choices?|answers?|letters?)(?:\s*\(s\))?)"
@@ -127,7 +133,7 @@ def parse_choice(reply: str, letters: Sequence[str], multiple: bool) -> list[str
     found. An empty list means the reply names no option (see the module docstring).
     """
     allowed = set(letters)
-    text = _after_reasoning(reply)
+    text = after_reasoning(reply)
     if text is None:
         return []
 
@@ -159,39 +165,37 @@ def parse_choice(reply: str, letters: Sequence[str], multiple: bool) -> list[str
     return pick(_stated_choice(text))
 
 
-def _after_reasoning(reply: str) -> str | None:
-    """The reply after its last `</think>`; None when a `<think>` block never closes."""
-    closing = reply.rfind("</think>")
-    if closing >= 0:
-        return reply[closing + len("</think>"):]
-    if "<think>" in reply:
-        return None
-    return reply
-
-
 def _run_on_start(text: str, after: int) -> int:
     """Where the reply runs on into invented text after its first answer (ending at `after`)."""
     boundary = _RUN_ON.search(text, after)
     return len(text) if boundary is None else boundary.start()
 
 
-def _answer_spans(text: str) -> list[tuple[int, int, bool]]:
-    """(start, end, is_box) of every `\\boxed{` and answer marker, in order of position."""
-    boxes = [(match.start(), match.end(), True) for match in _BOXED.finditer(text)]
-    markers = [(match.start(), match.end(), False) for match in _MARKER.finditer(text)]
-    return sorted(boxes + markers)
+Span = tuple[int, int, str]  # start, end, kind: "box", "tag" (<answer>) or "marker"
 
 
-def _regions(text: str, spans: Iterable[tuple[int, int, bool]]) -> Iterator[tuple[int, str]]:
+def _answer_spans(text: str) -> list[Span]:
+    """Every `\\boxed{`, `<answer>` tag and answer marker, in order of position."""
+    boxes = [(match.start(), match.end(), "box") for match in _BOXED.finditer(text)]
+    tags = [(match.start(), match.end(), "tag") for match in _ANSWER_TAG.finditer(text)]
+    markers = [(match.start(), match.end(), "marker") for match in _MARKER.finditer(text)]
+    return sorted(boxes + tags + markers)
+
+
+def _regions(text: str, spans: Iterable[Span]) -> Iterator[tuple[int, str]]:
     """(end, answer text) of each span in turn, skipping echoed answer forms."""
-    for start, end, boxed in spans:
+    for start, end, kind in spans:
         if end > len(text):
             continue
-        if boxed:
+        if kind == "box":
             region = _braced(text, end)
             after = end + len(region) + 1
             if not _FORM_DESCRIPTION.match(text, after):
                 yield after, region
+        elif kind == "tag":
+            closing = _ANSWER_TAG_CLOSE.search(text, end, end + _REGION)
+            stop = closing.end() if closing else min(len(text), end + _REGION)
+            yield stop, text[end: closing.start() if closing else stop]
         elif not _QUOTE_BEFORE.search(text, max(0, start - 3), start):
             yield end, _sentence_after(text, end)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from knowbench.benchmark.schema import find_definition
 from knowbench.parsing import parse_python
+from knowbench.reasoning import after_reasoning
 
 _FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _OPEN_FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})\s*\{?\.?(?P<tag>[\w+#.-]*)\}?[^`]*$")
@@ -74,8 +75,10 @@ def stubbed_program(context: str, prompt_code: str, entry_point: str) -> str:
 def extract_code(reply: str, entry_point: str) -> str:
     """The code in a model reply; "" when the reply holds none (empty, or prose only).
 
-    A reasoning block (`<think>...</think>`, also `thinking`, `reasoning`) is not the answer:
-    only what follows it counts, and a reply cut off inside one holds no code.
+    A reasoning block that opens the reply (`<think>...</think>`, also `thinking`,
+    `reasoning`, any case; see `knowbench.reasoning`) is not the answer: only what follows
+    it counts, and a reply cut off inside one holds no code. The same tags elsewhere (in a
+    string of the code, in prose about it) are text.
     Fenced blocks win: the last block that defines the entry point's last name component,
     else the largest block that parses, else the first block (a final fence cut off by a
     token limit still counts); a fence line inside a triple-quoted string does not end a
@@ -100,17 +103,11 @@ def extract_code(reply: str, entry_point: str) -> str:
     return code if _holds_code(code) else ""
 
 
-_REASONING_OPEN = re.compile(r"^\s*<(think|thinking|reasoning)>", re.IGNORECASE)
-_REASONING_CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
-
-
 def _answer(reply: str) -> str:
-    """The reply after its reasoning: what follows the last closing tag (a template may
-    put the opening tag in the prompt), or "" when a reasoning block never closes."""
-    closings = list(_REASONING_CLOSE.finditer(reply))
-    if closings:
-        return reply[closings[-1].end():]
-    return "" if _REASONING_OPEN.match(reply) else reply
+    """The reply after its leading reasoning block (`knowbench.reasoning`), or "" when the
+    block never closes."""
+    answer = after_reasoning(reply)
+    return "" if answer is None else answer
 
 
 def _holds_code(text: str) -> bool:
