@@ -334,3 +334,39 @@ def test_several_leading_reasoning_blocks_are_all_skipped() -> None:
 def test_closing_tag_of_a_block_the_template_opened() -> None:
     assert single("Okay, the user asks about X. The answer is B. Wait, no.\n</think>\n\nAnswer: C") == ["C"]
     assert single("The answer is B, surely.</think>\n\nAnswer: C") == ["C"]
+
+
+# ------------------------------------------------------------- joined letters
+
+
+@pytest.mark.parametrize(("reply", "letters"), [
+    ("Therefore the final answer is \\boxed{ABD}", ["A", "B", "D"]),
+    ("\\boxed{AB}", ["A", "B"]),
+    ("$\\boxed{\\text{CE}}$", ["C", "E"]),
+    ("Answer: BD", ["B", "D"]),
+    ("**Answer: ACE**", ["A", "C", "E"]),
+    ("The correct options are BD.", ["B", "D"]),
+    ("Weighing them all.\n\nBC", ["B", "C"]),
+    ("Weighing them all.\n\n**AD**", ["A", "D"]),
+    ("<answer>AC</answer>", ["A", "C"]),
+])
+def test_joined_letters_in_an_answer_position(reply: str, letters: list[str]) -> None:
+    assert several(reply, letters="ABCDE") == letters
+
+
+@pytest.mark.parametrize("reply", [
+    "Answer: CPU",  # a letter that is no option
+    "Answer: AA",  # a letter twice
+    "The answer is OK",
+    "It is fast.\n\nAPI",
+    "The API is BAD, so option C is correct.",  # a run in prose, not in an answer position
+])
+def test_joined_capitals_that_are_words_are_not_letters(reply: str) -> None:
+    assert several(reply, letters="ABCD") in ([], ["C"])
+    assert "A" not in several(reply, letters="ABCD")
+
+
+def test_joined_letters_are_no_single_choice_answer() -> None:
+    assert single("\\boxed{AB}") == []
+    assert single("Answer: BD") == []
+    assert single("Answer: B") == ["B"]

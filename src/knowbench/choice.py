@@ -34,6 +34,11 @@ A letter counts only when it stands alone: capital, not part of a word or identi
 English article "A" or pronoun "I" before a lowercase word ("A good choice is B" gives B).
 With `multiple` False the last letter of the answer found is returned.
 
+Letters written as one run of capitals ("BD", `\\boxed{ABD}`, `<answer>AC</answer>`) are read
+only in an answer position: the whole text of an explicit answer, or the whole last line of
+the reply; only when every letter is an option and none repeats (else the run is a word:
+"API", "OK"); and only for multiple choice (one option is one letter).
+
 Every step is linear in the length of the reply: each pass scans it at most twice (the first
 answer forward, the last one backward from the run-on), every region read around a match is
 bounded, and no pattern nests unbounded repetitions (a line of letters separated by runs of
@@ -74,6 +79,7 @@ _FORM_DESCRIPTION = re.compile(r"[ \t]*(?:for|in)\s+(?:a\s+)?(?:single|multiple|
                                r"(?:choice|select|answer|option)", re.IGNORECASE)
 _QUOTE_BEFORE = re.compile(r"['\"`\u2018\u201c][ \t*_]*$")
 _LETTER = re.compile(r"(?<![A-Za-z0-9_\\.-])[A-Z](?![A-Za-z0-9_]|-[A-Za-z])")
+_JOINED = re.compile(r"[\s*_`#>$(){}\[\].:!]*([A-Z]{2,26})[\s*_`$(){}\[\].!]*")
 _WORD_AFTER = re.compile(r"\s+([a-z][a-z-]*)")
 _SENTENCE_END = re.compile(
     r"[.;!?](?=\s|$)|\b(?:while|whereas|but|because|since|as|although|except|not|however)\b",
@@ -143,19 +149,24 @@ def parse_choice(reply: str, letters: Sequence[str], multiple: bool) -> list[str
             return []
         return sorted(set(found)) if multiple else [found[-1]]
 
+    def read(answer: str) -> list[str]:
+        """The letters of text in an answer position."""
+        return pick(_joined(answer, allowed) if multiple else []) or pick(_standalone(answer))
+
     # The first answer (explicit, or a line of letters) decides where a run-on starts;
     # every search below stops at the first hit, so each line and marker is read at most twice.
     spans = _answer_spans(text)
-    firsts = [next((end for end, region in _regions(text, spans) if pick(_standalone(region))),
-                   None),
+    firsts = [next((end for end, region in _regions(text, spans) if read(region)), None),
               next((end for end, line in _lone_letter_lines(text) if pick(_standalone(line))),
                    None)]
     found = [end for end in firsts if end is not None]
     if found:
         text = text[: _run_on_start(text, min(found))]
-    last = (pick(_standalone(region)) for end, region in _regions(text, reversed(spans))
-            if end <= len(text))
+    last = (read(region) for end, region in _regions(text, reversed(spans)) if end <= len(text))
     if chosen := next((letters for letters in last if letters), []):
+        return chosen
+    final_line = _final_line(text)
+    if multiple and (chosen := pick(_joined(final_line, allowed))):
         return chosen
     if not _is_complete(text):
         return []
@@ -327,6 +338,22 @@ def _is_label(text: str, line_start: int, start: int, end: int) -> bool:
         return False
     word = _LABEL_WORD.match(text, label_end.end())
     return word is None or word.group(1).lower() not in _AFTER_OPTION
+
+
+def _joined(answer: str, allowed: set[str]) -> list[str]:
+    """The letters of an answer written as one run of capitals ("BD", "\\boxed{ABD}"): only
+    when the run is the whole answer and every letter is a distinct option, as a run of
+    capitals is otherwise a word ("API", "OK")."""
+    run = _JOINED.fullmatch(_LATEX_COMMAND.sub("", answer[:_LONE_LINE]))
+    if run is None:
+        return []
+    letters = list(run.group(1))
+    return letters if set(letters) <= allowed and len(set(letters)) == len(letters) else []
+
+
+def _final_line(text: str) -> str:
+    stripped = text.rstrip()
+    return stripped[stripped.rfind("\n") + 1 :]
 
 
 def _standalone(text: str) -> list[str]:
