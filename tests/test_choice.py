@@ -370,3 +370,30 @@ def test_joined_letters_are_no_single_choice_answer() -> None:
     assert single("\\boxed{AB}") == []
     assert single("Answer: BD") == []
     assert single("Answer: B") == ["B"]
+
+
+# ------------------------------------------------ a list of answers after a marker
+
+
+@pytest.mark.parametrize("reply", [
+    "After analyzing each option, the correct options are:\n\n- **A**: The scheduler flushes "
+    "the cache.\n- **C**: The allocator reuses memory.\n",
+    "The correct answers are:\n\n- (A) The scheduler flushes the cache.\n- (C) The allocator "
+    "reuses Memory Blocks.",
+    "The correct answers are:\n1. A\n2. C",
+    "The correct answers are:\n1. **A.** It flushes (see B).\n2. **C.** It reuses.",
+    "Correct options:\n- A\n- C",
+    "Answer:\nA\nC",
+    "**Answer:**\n\n* **A**\n* **C**",
+    "**Final answer:**\n\n- Option A\n\n- Option C\n\nBoth hold because of the Cache.",
+    "Answer:\n- A: correct, uses the KV cache\n- B: incorrect\n- C: correct",
+])
+def test_a_list_after_a_marker_gives_the_leading_letter_of_every_item(reply: str) -> None:
+    assert several(reply) == ["A", "C"]
+
+
+def test_the_list_after_a_marker_ends_at_the_first_other_line() -> None:
+    reply = "Answer:\n- A\n- C\n\nB is wrong because the D flag is unset."
+    assert several(reply) == ["A", "C"]
+    assert several("Therefore, the correct options are:\n\n- (A), (C)") == ["A", "C"]
+    assert single("The answer is:\n\n**B**\n\nC is tempting but wrong.") == ["B"]

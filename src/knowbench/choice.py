@@ -15,8 +15,12 @@ letters rather than a guess from letters mentioned in the reasoning. The steps:
    is not its reply to this question. Boundaries before any answer are kept (a reply may
    restate the question first).
 3. **Explicit answers**, the last one wins: `\\boxed{...}`, `<answer>...</answer>`, "Answer:", "the answer is",
-   "final answer", "the correct options are", ...; the letters are read inside the braces, or
-   up to the end of the marker's sentence (from the next line when the marker ends its line).
+   "final answer", "the correct options are", ...; the letters are read inside the braces or
+   tags, or up to the end of the marker's sentence. When the marker ends its line, the list
+   that follows is read: every line of nothing but letters, and the leading letter of every
+   list item ("- **A**: text", "2. (C) text"; not letters in the item's text, nothing from an
+   item that rejects its letter, "- B: incorrect"), up to the first other line; with no list,
+   the next non-blank line.
    Echoed instructions are not answers: a box that describes the answer form ("\\boxed{LETTER}
    for single-choice or \\boxed{A,B} for multiple-choice") and a quoted marker ("a line
    'Answer: X'") are skipped.
@@ -80,6 +84,15 @@ _FORM_DESCRIPTION = re.compile(r"[ \t]*(?:for|in)\s+(?:a\s+)?(?:single|multiple|
 _QUOTE_BEFORE = re.compile(r"['\"`\u2018\u201c][ \t*_]*$")
 _LETTER = re.compile(r"(?<![A-Za-z0-9_\\.-])[A-Z](?![A-Za-z0-9_]|-[A-Za-z])")
 _JOINED = re.compile(r"[\s*_`#>$(){}\[\].:!]*([A-Z]{2,26})[\s*_`$(){}\[\].!]*")
+# An item of a list that gives an answer: "- **A**: text", "1. (C) text", "* Option B".
+_LIST_ITEM = re.compile(
+    r"[ \t>]*(?:[-*+\u2022]|\d+[.)])[ \t]+[*_`]*(?i:(?:options?|choices?|statements?)[ \t]*)?"
+    r"[(\[]?[*_`]*([A-Z])(?![A-Za-z0-9_'\u2019-])[*_`]*(?=[ \t]*(?:[):.\]\-\u2013\u2014*_`]|$)"
+    r"|[ \t]+[A-Za-z])"
+)
+_REJECTED = re.compile(
+    r"[ \t)\]:.*_`\-\u2013\u2014]*(?:(?i:incorrect|wrong|false|invalid|not\b|no\b)|[\u2717\u2718\u274c\u00d7])"
+)
 _WORD_AFTER = re.compile(r"\s+([a-z][a-z-]*)")
 _SENTENCE_END = re.compile(
     r"[.;!?](?=\s|$)|\b(?:while|whereas|but|because|since|as|although|except|not|however)\b",
@@ -227,16 +240,33 @@ def _braced(text: str, start: int) -> str:
 
 
 def _sentence_after(text: str, start: int) -> str:
-    """The rest of the sentence after a marker, or the next non-blank line if none."""
-    window = text[start : start + _REGION]
-    line_end = window.find("\n")
-    first = window if line_end < 0 else window[:line_end]
-    if not _is_blank(first) or line_end < 0:
-        return _cut_sentence(first)
-    for line in window[line_end + 1 :].split("\n"):
-        if not _is_blank(line):
-            return _cut_sentence(line)
-    return ""
+    """The rest of the sentence after a marker; when the marker ends its line, the list
+    that follows (the letters of each item) or else the next non-blank line."""
+    lines = text[start : start + _REGION].split("\n")
+    if not _is_blank(lines[0]) or len(lines) == 1:
+        return _cut_sentence(lines[0])
+    items: list[str] = []
+    for line in lines[1:]:
+        if _is_blank(line):
+            continue
+        item = _list_item(line)
+        if item is None:
+            return ", ".join(items) if items else _cut_sentence(line)
+        items.append(item)
+    return ", ".join(items)
+
+
+def _list_item(line: str) -> str | None:
+    """The letters a line of an answer list gives: all of a line of nothing but letters
+    ("**A**", "- (A), (C)"), the leading letter of a list item ("- **A**: text", "2. (C)
+    Uses ...", not letters in its text), nothing for an item that rejects its letter ("- B:
+    incorrect"); None when the line is no list item."""
+    if len(line) <= _LONE_LINE and _LONE_LETTERS.fullmatch(_LATEX_COMMAND.sub(" ", line)):
+        return line
+    item = _LIST_ITEM.match(line)
+    if item is None or _is_word_use(line, item.start(1)):
+        return None
+    return "" if _REJECTED.match(line, item.end()) else item.group(1)
 
 
 def _cut_sentence(line: str) -> str:
