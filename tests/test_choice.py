@@ -397,3 +397,41 @@ def test_the_list_after_a_marker_ends_at_the_first_other_line() -> None:
     assert several(reply) == ["A", "C"]
     assert several("Therefore, the correct options are:\n\n- (A), (C)") == ["A", "C"]
     assert single("The answer is:\n\n**B**\n\nC is tempting but wrong.") == ["B"]
+
+
+# ------------------------------------------- markers that name the rejected options
+
+
+@pytest.mark.parametrize(("reply", "letters"), [
+    ("**Correct answers:** B, C\n**Incorrect answers:** A, D, E", ["B", "C"]),
+    ("Answer: B, C\n\nWrong answers: A, D", ["B", "C"]),
+    ("**Answer: B, C**\n\nIncorrect answers: A (no cache), D (leaks), E (wrong API).", ["B", "C"]),
+    ("Answer: A, C\n\nThe other answers are wrong: B ignores the cache and D leaks memory.",
+     ["A", "C"]),
+    ("Answer: A, C\n\nEliminated answers: B, D", ["A", "C"]),
+    ("Answer: A, C\n\nExplanation of the answer: B ignores the cache, so it is excluded.",
+     ["A", "C"]),
+    ("The answer is A, C.\n\nReasoning behind the answer: D fails and B leaks.", ["A", "C"]),
+    ("Final answer: A, C\n\nThe answers that are not correct are: B, D", ["A", "C"]),
+])
+def test_a_marker_of_rejected_options_is_no_answer(reply: str, letters: list[str]) -> None:
+    assert several(reply) == letters
+
+
+def test_a_negative_marker_does_not_override_a_single_answer() -> None:
+    assert single("Correct answer: B\nWrong answers: A, C, D") == ["B"]
+    assert single("Answer: B\n\nNot the answer: D") == ["B"]
+
+
+@pytest.mark.parametrize("reply", [
+    "Answer: B\n\nNote: the correct answer would be C if the flag were set.",
+    "Final answer: B\n\nIf the question meant the legacy API, the answer is C.",
+    "The answer is B.\n\nUnless the cache is disabled, in which case the answer is C.",
+    "Answer: B\n\n(Assuming an older version, the answer would be C.)",
+])
+def test_a_conditional_answer_does_not_beat_an_unconditional_one(reply: str) -> None:
+    assert single(reply) == ["B"]
+
+
+def test_a_conditional_answer_alone_still_counts() -> None:
+    assert single("If the flag is set, the answer is C.") == ["C"]

@@ -21,6 +21,10 @@ letters rather than a guess from letters mentioned in the reasoning. The steps:
    list item ("- **A**: text", "2. (C) text"; not letters in the item's text, nothing from an
    item that rejects its letter, "- B: incorrect"), up to the first other line; with no list,
    the next non-blank line.
+   A marker of the rejected options ("Incorrect answers:", "the other answers are", "not
+   the answer"), or one where "answer" follows a preposition ("Explanation of the answer:"),
+   is not an answer. A conditional answer (its sentence holds "if", "unless", "assuming":
+   "the answer would be C if the flag were set") counts only when no unconditional one does.
    Echoed instructions are not answers: a box that describes the answer form ("\\boxed{LETTER}
    for single-choice or \\boxed{A,B} for multiple-choice") and a quoted marker ("a line
    'Answer: X'") are skipped.
@@ -58,7 +62,7 @@ options ("\\boxed{C} and \\boxed{D}") gives the last one, whatever it says about
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from knowbench.reasoning import after_reasoning
 
@@ -81,6 +85,15 @@ _MARKER = re.compile(
 # A box that describes the answer form rather than giving an answer.
 _FORM_DESCRIPTION = re.compile(r"[ \t]*(?:for|in)\s+(?:a\s+)?(?:single|multiple|multi)[- ]?"
                                r"(?:choice|select|answer|option)", re.IGNORECASE)
+_CLAUSE = 200  # how far around a marker its sentence is read
+# Words before a marker that make it name the rejected options, or make "answer" the object
+# of a preposition ("Explanation of the answer:").
+_NEGATED_BEFORE = re.compile(
+    r"(?:\b(?:incorrect|wrong|other|eliminated|excluded|rejected|invalid|false|bad|not|non)"
+    r"|\b(?:of|for|behind|about)[ \t]+(?:the|my|this|that|our|each|an?))[ \t*_-]*(?:the[ \t]+)?$",
+    re.IGNORECASE,
+)
+_CONDITION = re.compile(r"\b(?:if|unless|assuming|suppose|supposing|provided)\b", re.IGNORECASE)
 _QUOTE_BEFORE = re.compile(r"['\"`\u2018\u201c][ \t*_]*$")
 _LETTER = re.compile(r"(?<![A-Za-z0-9_\\.-])[A-Z](?![A-Za-z0-9_]|-[A-Za-z])")
 _JOINED = re.compile(r"[\s*_`#>$(){}\[\].:!]*([A-Z]{2,26})[\s*_`$(){}\[\].!]*")
@@ -169,14 +182,13 @@ def parse_choice(reply: str, letters: Sequence[str], multiple: bool) -> list[str
     # The first answer (explicit, or a line of letters) decides where a run-on starts;
     # every search below stops at the first hit, so each line and marker is read at most twice.
     spans = _answer_spans(text)
-    firsts = [next((end for end, region in _regions(text, spans) if read(region)), None),
+    firsts = [next((end for end, region, _ in _regions(text, spans) if read(region)), None),
               next((end for end, line in _lone_letter_lines(text) if pick(_standalone(line))),
                    None)]
     found = [end for end in firsts if end is not None]
     if found:
         text = text[: _run_on_start(text, min(found))]
-    last = (read(region) for end, region in _regions(text, reversed(spans)) if end <= len(text))
-    if chosen := next((letters for letters in last if letters), []):
+    if chosen := _last_answer(text, spans, read):
         return chosen
     final_line = _final_line(text)
     if multiple and (chosen := pick(_joined(final_line, allowed))):
@@ -206,8 +218,22 @@ def _answer_spans(text: str) -> list[Span]:
     return sorted(boxes + tags + markers)
 
 
-def _regions(text: str, spans: Iterable[Span]) -> Iterator[tuple[int, str]]:
-    """(end, answer text) of each span in turn, skipping echoed answer forms."""
+def _last_answer(text: str, spans: list[Span], read: Callable[[str], list[str]]) -> list[str]:
+    """The letters of the last explicit answer in `text`; a conditional one ("the answer
+    would be C if ...") only when no unconditional one gives letters."""
+    conditional: list[str] = []
+    for end, region, is_conditional in _regions(text, reversed(spans)):
+        if end > len(text) or not (letters := read(region)):
+            continue
+        if not is_conditional:
+            return letters
+        conditional = conditional or letters
+    return conditional
+
+
+def _regions(text: str, spans: Iterable[Span]) -> Iterator[tuple[int, str, bool]]:
+    """(end, answer text, is conditional) of each span in turn, skipping echoed answer forms
+    and markers of the rejected options ("Incorrect answers:", "explanation of the answer:")."""
     for start, end, kind in spans:
         if end > len(text):
             continue
@@ -215,13 +241,36 @@ def _regions(text: str, spans: Iterable[Span]) -> Iterator[tuple[int, str]]:
             region = _braced(text, end)
             after = end + len(region) + 1
             if not _FORM_DESCRIPTION.match(text, after):
-                yield after, region
+                yield after, region, False
         elif kind == "tag":
             closing = _ANSWER_TAG_CLOSE.search(text, end, end + _REGION)
             stop = closing.end() if closing else min(len(text), end + _REGION)
-            yield stop, text[end: closing.start() if closing else stop]
-        elif not _QUOTE_BEFORE.search(text, max(0, start - 3), start):
-            yield end, _sentence_after(text, end)
+            yield stop, text[end: closing.start() if closing else stop], False
+        elif not _QUOTE_BEFORE.search(text, max(0, start - 3), start) and not _is_negated(text, start):
+            yield end, _sentence_after(text, end), _is_conditional(text, start, end)
+
+
+def _line_before(text: str, start: int) -> str:
+    """The text of `start`'s line before it, at most `_CLAUSE` characters."""
+    line_start = text.rfind("\n", max(0, start - _CLAUSE), start) + 1
+    return text[max(line_start, start - _CLAUSE) : start]
+
+
+def _is_negated(text: str, start: int) -> bool:
+    """Whether the marker at `start` names rejected options or is the object of a
+    preposition: "Incorrect answers:", "the other answers are", "Explanation of the answer:"."""
+    return _NEGATED_BEFORE.search(_line_before(text, start)) is not None
+
+
+def _is_conditional(text: str, start: int, end: int) -> bool:
+    """Whether the sentence of the marker at `start`..`end` makes it hypothetical: "the
+    answer would be C if the flag were set", "If the question meant X, the answer is C"."""
+    before = _line_before(text, start)
+    sentence_start = max((before.rfind(mark) for mark in ".!?;"), default=-1) + 1
+    after = text[end : end + _CLAUSE]
+    sentence_end = min((index for index in (after.find(mark) for mark in ".!?\n") if index >= 0),
+                       default=len(after))
+    return bool(_CONDITION.search(before[sentence_start:]) or _CONDITION.search(after[:sentence_end]))
 
 
 def _braced(text: str, start: int) -> str:
