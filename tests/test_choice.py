@@ -435,3 +435,43 @@ def test_a_conditional_answer_does_not_beat_an_unconditional_one(reply: str) -> 
 
 def test_a_conditional_answer_alone_still_counts() -> None:
     assert single("If the flag is set, the answer is C.") == ["C"]
+
+
+# ---------------------------------------- what follows the answer in its sentence
+
+
+@pytest.mark.parametrize("reply", [
+    "Answer: C (B is a common misconception)",
+    "Answer: C (option B would be correct for v1)",
+    "Answer: C (per the RFC, section B)",
+    "Answer: C (not B)",
+    "Answer: C rather than B",
+    "Answer: C instead of B",
+    "Answer: C, unlike B",
+    "Answer: C — unlike B, it flushes the cache",
+    "Answer: C - B leaks memory",
+    "The answer is C over B.",
+    "The answer is C versus B in older versions.",
+    "The answer is C if D is set.",
+])
+def test_letters_after_the_answer_in_an_aside_or_contrast_are_not_chosen(reply: str) -> None:
+    assert single(reply) == ["C"]
+
+
+@pytest.mark.parametrize("reply", [
+    "Answer: A, C (B and D are wrong)",
+    "Answer: A, C — B and D are wrong",
+    "Answer: A, C – B and D are wrong",
+    "Answer: A, C (excluding B)",
+    "Answer: A, C (D is a distractor)",
+    "The final answer is A, C (B, D: see above).",
+    "Answer: A (uses the Cache), C",
+])
+def test_an_aside_after_a_list_of_letters_is_not_read(reply: str) -> None:
+    assert several(reply) == ["A", "C"]
+
+
+def test_parenthesised_letters_in_an_answer_still_count() -> None:
+    assert several("Answer: (A) and (C)") == ["A", "C"]
+    assert several("Answer: (A, C)") == ["A", "C"]
+    assert single("Answer: (C) Uses the FSDP API with DDP fallback") == ["C"]

@@ -20,7 +20,11 @@ letters rather than a guess from letters mentioned in the reasoning. The steps:
    that follows is read: every line of nothing but letters, and the leading letter of every
    list item ("- **A**: text", "2. (C) text"; not letters in the item's text, nothing from an
    item that rejects its letter, "- B: incorrect"), up to the first other line; with no list,
-   the next non-blank line.
+   the next non-blank line. A parenthesis that holds a word is an aside and is skipped ("C
+   (B is a common misconception)"; "(A)" is a letter); the sentence ends at ".", ";", "!",
+   "?", a dash clause ("C — unlike B"), or a word that starts a reason, a contrast or a
+   condition ("because", "not", "rather than", "instead of", "unlike", "over", "excluding",
+   "if", ...).
    A marker of the rejected options ("Incorrect answers:", "the other answers are", "not
    the answer"), or one where "answer" follows a preposition ("Explanation of the answer:"),
    is not an answer. A conditional answer (its sentence holds "if", "unless", "assuming":
@@ -107,10 +111,16 @@ _REJECTED = re.compile(
     r"[ \t)\]:.*_`\-\u2013\u2014]*(?:(?i:incorrect|wrong|false|invalid|not\b|no\b)|[\u2717\u2718\u274c\u00d7])"
 )
 _WORD_AFTER = re.compile(r"\s+([a-z][a-z-]*)")
+# What ends the letters of an answer: a sentence's end, a dash clause, a word that starts
+# a reason, a contrast or a condition ("C rather than B", "C, unlike B", "C if D is set").
 _SENTENCE_END = re.compile(
-    r"[.;!?](?=\s|$)|\b(?:while|whereas|but|because|since|as|although|except|not|however)\b",
+    r"[.;!?](?=\s|$)|\u2014|[ \t][-\u2013]{1,2}[ \t]"
+    r"|\b(?:while|whereas|but|because|since|as|although|except|excluding|not|however|rather"
+    r"|instead|unlike|over|versus|vs|if|unless)\b",
     re.IGNORECASE,
 )
+_PARENTHESIS = re.compile(r"\([^()\n]*\)?")
+_WORD = re.compile(r"[A-Za-z]{2}")
 # Where a model's reply to this question ends and invented text begins.
 _RUN_ON = re.compile(
     r"<\|[A-Za-z_]+\|>"
@@ -319,8 +329,16 @@ def _list_item(line: str) -> str | None:
 
 
 def _cut_sentence(line: str) -> str:
+    """The answer part of the line after a marker: without parenthesised asides ("C (B is a
+    common misconception)"; "(A)" stays) and up to the end of its clause."""
+    line = _PARENTHESIS.sub(_without_aside, line).lstrip(" \t*_:-\u2013\u2014")
     end = _SENTENCE_END.search(line)
     return line if end is None else line[: end.start()]
+
+
+def _without_aside(parenthesis: re.Match[str]) -> str:
+    """A parenthesis that holds a word is an aside; one of letters only is kept."""
+    return " " if _WORD.search(parenthesis.group()) else parenthesis.group()
 
 
 def _is_blank(text: str) -> bool:
