@@ -475,3 +475,19 @@ def test_parenthesised_letters_in_an_answer_still_count() -> None:
     assert several("Answer: (A) and (C)") == ["A", "C"]
     assert several("Answer: (A, C)") == ["A", "C"]
     assert single("Answer: (C) Uses the FSDP API with DDP fallback") == ["C"]
+
+
+# ------------------------------------------- labels that reject the options they list
+
+
+@pytest.mark.parametrize("reply", [
+    "Correct: B, C\nIncorrect: A, D, E",
+    "Incorrect: A, D, E\nCorrect: B, C",
+    "Analysis done.\n\nEliminated: A, D\nRemaining: B, C",
+    "True: B and C\nFalse: A, D and E",
+    "Keep: B, C\nRuled out: A, D",
+    "So B and C are right, and the incorrect ones are: A, D.",
+    "Checked all five.\n\nValid: B, C\nWrong: A, D, E",
+])
+def test_a_label_that_rejects_its_letters_states_no_choice(reply: str) -> None:
+    assert several(reply, letters="ABCDE") == ["B", "C"]

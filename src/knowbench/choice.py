@@ -34,8 +34,10 @@ letters rather than a guess from letters mentioned in the reasoning. The steps:
    'Answer: X'") are skipped.
 4. **Lone-letter lines** ("B", "**D**", "(A)", "A, C"), the last first, and
 5. **a choice stated in prose** in the last paragraph, its last 4000 characters ("option C
-   is correct", "A good choice is B", "So B.", "Both A and C."), or the letter the reply opens
-   with ("B. Because ...", "B, because ...")
+   is correct", "A good choice is B", "So B.", "Both A and C.", "Correct: B, C"), or the
+   letter the reply opens with ("B. Because ...", "B, because ..."); letters after a label or
+   clause that rejects them ("Incorrect: A, D", "Eliminated: A", "the wrong ones are A, D")
+   are not chosen
    -- steps 4 and 5 only when the reply is complete: its last line ends a sentence (or is
    itself a lone-letter line), or the reply is a single line.
    Letters merely mentioned in reasoning ("Analyze Option (B)", "as mentioned in E", the
@@ -145,6 +147,12 @@ _CHOICE_STATED = re.compile(
     r"(?i:options?[ \t]+)?(?P<b>" + _LETTER_LIST + r")[ \t*_]*(?=[.!;,]|$)"
     r"|:[ \t*_]*(?P<c>" + _LETTER_LIST + r")[ \t*_.!]*$",
     re.MULTILINE,
+)
+# Words that make a label or clause name the options left out ("Incorrect: A, D").
+_REJECTING = re.compile(
+    r"\b(?:incorrect|wrong|false|invalid|eliminated?|excluded?|rejected?|ruled[ \t]+out|discard"
+    r"(?:ed)?|distractors?|not|none|other|bad)\b",
+    re.IGNORECASE,
 )
 _OPENING_ANSWER = re.compile(r"[ \t\n*_#>]*\(?([A-Z])\)?[).:,][ \t]")
 _SENTENCE_CLOSERS = frozenset(".!?)]*_`\"'\u201d")
@@ -399,6 +407,8 @@ def _stated_choice(text: str) -> list[str]:
     letters: list[str] = []
     for match in _CHOICE_STATED.finditer(paragraph):
         name = next(group for group in ("a", "b", "c") if match.group(group) is not None)
+        if name != "a" and _is_rejection(paragraph, match.start()):
+            continue
         offset = match.start(name)
         for letter in _LETTER.finditer(match.group(name)):
             position = offset + letter.start()
@@ -408,6 +418,14 @@ def _stated_choice(text: str) -> list[str]:
         return letters
     opening = _OPENING_ANSWER.match(text)
     return [opening.group(1)] if opening else []
+
+
+def _is_rejection(text: str, start: int) -> bool:
+    """Whether the clause before `start` rejects the letters that follow it: "Incorrect:",
+    "Eliminated:", "the wrong ones are"."""
+    clause = text[max(0, start - _CLAUSE) : start]
+    clause = clause[max(clause.rfind(mark) for mark in ".;,!?\n") + 1 :]
+    return _REJECTING.search(clause) is not None
 
 
 def _label_spans(text: str) -> set[int]:
