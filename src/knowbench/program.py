@@ -79,8 +79,10 @@ def extract_code(reply: str, entry_point: str) -> str:
     `reasoning`, any case; see `knowbench.reasoning`) is not the answer: only what follows
     it counts, and a reply cut off inside one holds no code. The same tags elsewhere (in a
     string of the code, in prose about it) are text.
-    Fenced blocks win: the last block that defines the entry point's last name component,
-    else the largest block that parses, else the first block (a final fence cut off by a
+    Fenced blocks win: the last block that defines the entry point's last name component
+    with a real body (not a stub: only a docstring, `...`, `pass`, `raise
+    NotImplementedError`), else the last that defines it at all, else the largest block that
+    parses, else the first block (a final fence cut off by a
     token limit still counts); a fence line inside a triple-quoted string does not end a
     block (a docstring with a fenced example) when the block then parses. The chosen block
     gets the other blocks that parse and define names it uses (helpers shown separately),
@@ -208,8 +210,9 @@ def _inside_string(lines: list[str]) -> bool:
 def _choose_block(blocks: list[str], name: str) -> str:
     parsed = [found for found in map(_parse_code, blocks) if found is not None]
     defining = [index for index, (_, tree) in enumerate(parsed) if _defines(tree, name)]
-    if defining:
-        return _with_helper_blocks(parsed, defining[-1])
+    real = [index for index in defining if _defines(parsed[index][1], name, with_body=True)]
+    if real or defining:
+        return _with_helper_blocks(parsed, (real or defining)[-1])
     parsing = [index for index, (text, _) in enumerate(parsed) if text.strip()]
     if parsing:
         return _with_helper_blocks(parsed, max(parsing, key=lambda index: len(parsed[index][0])))
@@ -241,8 +244,29 @@ def _free_names(tree: ast.Module) -> set[str]:
     return loaded - stored - _defined_names(tree.body)
 
 
-def _defines(tree: ast.Module, name: str) -> bool:
-    return any(isinstance(node, _FunctionNode) and node.name == name for node in ast.walk(tree))
+def _defines(tree: ast.Module, name: str, with_body: bool = False) -> bool:
+    """Whether `tree` defines a function `name` (with `with_body`, one that is no stub)."""
+    return any(isinstance(node, _FunctionNode) and node.name == name
+               and not (with_body and _is_stub(node)) for node in ast.walk(tree))
+
+
+def _is_stub(node: ast.stmt) -> bool:
+    """A function whose body holds nothing but a docstring, `...`, `pass` or
+    `raise NotImplementedError`: a signature shown, not an implementation."""
+    if not isinstance(node, _FunctionNode):
+        return False
+    for statement in node.body:
+        if isinstance(statement, ast.Pass):
+            continue
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) \
+                and (statement.value.value is ... or isinstance(statement.value.value, str)):
+            continue
+        raised = statement.exc if isinstance(statement, ast.Raise) else None
+        raised = raised.func if isinstance(raised, ast.Call) else raised
+        if isinstance(raised, ast.Name) and raised.id == "NotImplementedError":
+            continue
+        return False
+    return True
 
 
 def _trim_prose(reply: str) -> str | None:
