@@ -579,3 +579,40 @@ def test_extract_skips_every_leading_reasoning_tag_in_any_case() -> None:
     for tag in ("think", "THINK", "Thinking", "reasoning"):
         reply = f"<{tag}>\n```python\ndef f(x):\n    return x\n```\n</{tag}>\n```python\ndef f(x):\n    return 2 * x\n```"
         assert extract_code(reply, "f") == "def f(x):\n    return 2 * x", tag
+
+
+@pytest.mark.parametrize("stub", [
+    "def area(r: float) -> float:\n    ...",
+    "def area(r: float) -> float:\n    pass",
+    'def area(r: float) -> float:\n    """Area of a circle of radius r."""\n    ...',
+    'def area(r: float) -> float:\n    """Area of a circle of radius r."""',
+    "def area(r: float) -> float:\n    raise NotImplementedError",
+])
+def test_extract_prefers_a_real_definition_to_a_later_stub(stub: str) -> None:
+    good = "def area(r: float) -> float:\n    return 3.0 * r * r"
+    reply = f"```python\n{good}\n```\n\nThe signature is unchanged:\n```python\n{stub}\n```"
+    assert extract_code(reply, "area") == good
+    assert extract_code(f"```python\n{stub}\n```\n\n```python\n{good}\n```", "area") == good
+    assert extract_code(f"```python\n{stub}\n```", "area") == stub
+
+
+STUB_CONTEXT = "def unit():\n    return 1.0\n\n\nSCALE = 10\n"
+
+
+@pytest.mark.parametrize("helper", [
+    "def unit():\n    pass",
+    "def unit():\n    ...  # provided by the library",
+    'def unit():\n    """Defined elsewhere."""',
+])
+def test_splice_drops_a_stub_of_a_context_helper(helper: str) -> None:
+    reply = f"```python\n{helper}\n\n\ndef area(r: float) -> float:\n    return 3.0 * r * r * unit()\n```"
+    program = assemble(STUB_CONTEXT, PROMPT, "area", reply).program
+    assert program is not None
+    assert run(program, "area(2)") == 12.0
+
+
+def test_splice_keeps_a_real_redefinition_of_a_context_helper() -> None:
+    reply = "```python\ndef unit():\n    return 2.0\n\n\ndef area(r: float) -> float:\n    return 3.0 * r * r * unit()\n```"
+    program = assemble(STUB_CONTEXT, PROMPT, "area", reply).program
+    assert program is not None
+    assert run(program, "area(2)") == 24.0

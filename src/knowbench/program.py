@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import io
 import re
 import symtable
@@ -54,7 +55,8 @@ def assemble(context: str, prompt_code: str, entry_point: str, reply: str) -> As
     """
     code = extract_code(reply, entry_point)
     try:
-        program = _join(context, splice(prompt_code, entry_point, code))
+        program = _join(context, splice(prompt_code, entry_point, code,
+                                        context_names=_context_names(context)))
     except SpliceError as error:
         return Assembly(code=code, program=None, error=str(error))
     return Assembly(code=code, program=program, error=None)
@@ -336,7 +338,8 @@ def _normalisations(text: str) -> Iterator[str]:
 # ------------------------------------------------------------------------------ splicing
 
 
-def splice(prompt_code: str, entry_point: str, code: str) -> str:
+def splice(prompt_code: str, entry_point: str, code: str,
+           context_names: frozenset[str] = frozenset()) -> str:
     """`prompt_code` with the target `entry_point` completed by `code`, as `ast.unparse` text.
 
     When `code` defines the target (a top-level def of the name, `class Cls` holding the
@@ -347,6 +350,9 @@ def splice(prompt_code: str, entry_point: str, code: str) -> str:
     top-level statement, the others just after it, each then moved forward past the
     prompt's bindings of the names it reads while the module runs (`_settle`). Otherwise
     `code` is the target's body (the prompt's docstring is kept when `code` has none).
+    `context_names` are the names the task's context binds: a stub of one of them in `code`
+    (`def unit(): pass`, written to show what the code calls) is dropped, so that it does
+    not shadow the context's real definition.
     Empty `code` returns `prompt_code` unchanged; splicing the result again with the same
     `code` returns it unchanged.
     Raises `SpliceError` when the target is missing or `code` does not parse.
@@ -365,7 +371,7 @@ def splice(prompt_code: str, entry_point: str, code: str) -> str:
     if definition is None:
         _replace_body(target, candidate.body)
     else:
-        _replace_definition(tree, entry_point, target, definition, candidate)
+        _replace_definition(tree, entry_point, target, definition, candidate, context_names)
     return ast.unparse(ast.fix_missing_locations(tree))
 
 
@@ -410,7 +416,8 @@ def _docstring(body: list[ast.stmt]) -> ast.Expr | None:
 
 
 def _replace_definition(tree: ast.Module, entry_point: str, target: _FunctionNode,
-                        definition: _FunctionNode, candidate: ast.Module) -> None:
+                        definition: _FunctionNode, candidate: ast.Module,
+                        context_names: frozenset[str]) -> None:
     if not definition.decorator_list:
         definition.decorator_list = target.decorator_list
     container = _container(tree, entry_point)
@@ -418,7 +425,8 @@ def _replace_definition(tree: ast.Module, entry_point: str, target: _FunctionNod
     carried_members = _carry_methods(tree, entry_point, definition, candidate) if "." in entry_point else []
     top = _top_statement(tree, entry_point)
     own_top = next(node for node in candidate.body if any(inner is definition for inner in ast.walk(node)))
-    kept = _kept_statements(tree, candidate, entry_point, own_top, [definition, *carried_members])
+    kept = _kept_statements(tree, candidate, entry_point, own_top, [definition, *carried_members],
+                            context_names)
     before = [node for node in kept if _index_of(candidate.body, node) < _index_of(candidate.body, own_top)]
     after = [node for node in kept if not any(node is other for other in before)]
     index = _index_of(tree.body, top)
@@ -482,11 +490,12 @@ def _is_member(node: ast.stmt) -> bool:
 
 
 def _kept_statements(tree: ast.Module, candidate: ast.Module, entry_point: str, own_top: ast.stmt,
-                     roots: list[ast.stmt]) -> list[ast.stmt]:
+                     roots: list[ast.stmt], context_names: frozenset[str]) -> list[ast.stmt]:
     """The candidate's other top-level statements that belong to its program, in its order.
 
     Imports are handled apart. Statements that rebind a name the prompt binds are dropped
-    (the prompt's definitions stay), as is the `__main__` block. New functions and classes
+    (the prompt's definitions stay), as are stubs of names the context binds and the
+    `__main__` block. New functions and classes
     are kept; any other statement is kept when kept code needs it: it binds a name kept code
     or the prompt reads (a constant, an import fallback), changes an object bound by kept statements
     (`REGISTRY[key] = f`, `REGISTRY.add(f)`), or passes a kept definition to a call
@@ -496,7 +505,8 @@ def _kept_statements(tree: ast.Module, candidate: ast.Module, entry_point: str, 
     pool = [node for node in candidate.body
             if node is not own_top and not isinstance(node, ast.Import | ast.ImportFrom)
             and not _is_main_guard(node) and _docstring([node]) is None
-            and not (_bound_names(node) & prompt_names)]
+            and not (_bound_names(node) & prompt_names)
+            and not (_is_stub(node) and _bound_names(node) & context_names)]
     kept = [node for node in pool if isinstance(node, _DefinitionNode)]
     if len(kept) == len(pool):  # nothing to decide (most replies): spare the scope analysis
         return kept
@@ -654,6 +664,15 @@ def _carry_imports(tree: ast.Module, candidate: ast.Module) -> None:
 
 def _is_future(node: ast.stmt) -> bool:
     return isinstance(node, ast.ImportFrom) and node.module == "__future__"
+
+
+@functools.lru_cache(maxsize=16)  # the samples of a task share its context
+def _context_names(context: str) -> frozenset[str]:
+    """The names the context binds at top level; none when it does not parse."""
+    try:
+        return frozenset(_defined_names(parse_python(context).body)) if context.strip() else frozenset()
+    except (SyntaxError, ValueError, RecursionError):
+        return frozenset()
 
 
 def _join(context: str, spliced: str) -> str:
