@@ -491,3 +491,21 @@ def test_parenthesised_letters_in_an_answer_still_count() -> None:
 ])
 def test_a_label_that_rejects_its_letters_states_no_choice(reply: str) -> None:
     assert several(reply, letters="ABCDE") == ["B", "C"]
+
+
+# ------------------------------------------------- a hedged answer then reconsidered
+
+
+@pytest.mark.parametrize("reply", [
+    "The answer is likely B. Let me check.\n\nWait, B fails for empty input. So C.\n\n**C**",
+    "The answer is probably B. Let me verify.\n\nActually B ignores the cache, so option C is "
+    "correct.",
+    "I think the answer is B. Let me double-check.\n\nHmm, B leaks memory.\n\nC",
+])
+def test_a_hedged_answer_gives_way_to_a_later_conclusion(reply: str) -> None:
+    assert single(reply) == ["C"]
+
+
+def test_a_hedged_answer_without_a_later_one_counts() -> None:
+    assert single("The answer is likely B.") == ["B"]
+    assert single("The answer is probably B, given the cache.\n\nAnswer: D") == ["D"]

@@ -29,6 +29,8 @@ letters rather than a guess from letters mentioned in the reasoning. The steps:
    the answer"), or one where "answer" follows a preposition ("Explanation of the answer:"),
    is not an answer. A conditional answer (its sentence holds "if", "unless", "assuming":
    "the answer would be C if the flag were set") counts only when no unconditional one does.
+   A hedged one ("the answer is likely B", "I think the answer is B") gives way to a
+   conclusion of steps 4 and 5 in a later paragraph ("Wait, B fails. ... **C**").
    Echoed instructions are not answers: a box that describes the answer form ("\\boxed{LETTER}
    for single-choice or \\boxed{A,B} for multiple-choice") and a quoted marker ("a line
    'Answer: X'") are skipped.
@@ -100,6 +102,13 @@ _NEGATED_BEFORE = re.compile(
     re.IGNORECASE,
 )
 _CONDITION = re.compile(r"\b(?:if|unless|assuming|suppose|supposing|provided)\b", re.IGNORECASE)
+_HEDGE_AFTER = re.compile(
+    r"[ \t*_:]*(?:most[ \t]+)?(?:likely|probably|possibly|perhaps|maybe|presumably|tentatively)\b",
+    re.IGNORECASE,
+)
+_HEDGE_BEFORE = re.compile(
+    r"\b(?:I[ \t]+(?:think|believe|guess|suspect)|maybe|perhaps|probably|possibly)\b", re.IGNORECASE
+)
 _QUOTE_BEFORE = re.compile(r"['\"`\u2018\u201c][ \t*_]*$")
 _LETTER = re.compile(r"(?<![A-Za-z0-9_\\.-])[A-Z](?![A-Za-z0-9_]|-[A-Za-z])")
 _JOINED = re.compile(r"[\s*_`#>$(){}\[\].:!]*([A-Z]{2,26})[\s*_`$(){}\[\].!]*")
@@ -206,17 +215,29 @@ def parse_choice(reply: str, letters: Sequence[str], multiple: bool) -> list[str
     found = [end for end in firsts if end is not None]
     if found:
         text = text[: _run_on_start(text, min(found))]
-    if chosen := _last_answer(text, spans, read):
-        return chosen
-    final_line = _final_line(text)
-    if multiple and (chosen := pick(_joined(final_line, allowed))):
+    explicit, hedged_at = _last_answer(text, spans, read)
+    if explicit and hedged_at is None:
+        return explicit
+    # A hedged answer ("the answer is likely B. Let me check.") gives way to a conclusion
+    # in a later paragraph: a line of letters or a choice stated in prose.
+    later = text if hedged_at is None else text[text.find("\n", hedged_at) + 1 or len(text):]
+    joinable = allowed if multiple else set()
+    return _implicit_choice(later, pick, joinable, opening=not explicit) or explicit
+
+
+def _implicit_choice(text: str, pick: Callable[[list[str]], list[str]], joinable: set[str],
+                     opening: bool) -> list[str]:
+    """Letters of a reply without an explicit answer: its last line as letters of `joinable`
+    joined, a line of letters, a choice stated in prose, or (with `opening`) the letter it
+    opens with."""
+    if chosen := pick(_joined(_final_line(text), joinable)):
         return chosen
     if not _is_complete(text):
         return []
     lone = (pick(_standalone(line)) for _, line in _lone_letter_lines(text, backward=True))
     if chosen := next((letters for letters in lone if letters), []):
         return chosen
-    return pick(_stated_choice(text))
+    return pick(_stated_choice(text, opening))
 
 
 def _run_on_start(text: str, after: int) -> int:
@@ -236,22 +257,25 @@ def _answer_spans(text: str) -> list[Span]:
     return sorted(boxes + tags + markers)
 
 
-def _last_answer(text: str, spans: list[Span], read: Callable[[str], list[str]]) -> list[str]:
-    """The letters of the last explicit answer in `text`; a conditional one ("the answer
-    would be C if ...") only when no unconditional one gives letters."""
-    conditional: list[str] = []
-    for end, region, is_conditional in _regions(text, reversed(spans)):
+def _last_answer(text: str, spans: list[Span],
+                 read: Callable[[str], list[str]]) -> tuple[list[str], int | None]:
+    """The letters of the last explicit answer in `text`, and where it ends when it is
+    hedged ("the answer is likely B"); a conditional one ("the answer would be C if ...")
+    only when no unconditional one gives letters."""
+    conditional: tuple[list[str], int | None] = ([], None)
+    for end, region, doubt in _regions(text, reversed(spans)):
         if end > len(text) or not (letters := read(region)):
             continue
-        if not is_conditional:
-            return letters
-        conditional = conditional or letters
+        if doubt != "conditional":
+            return letters, (end if doubt == "hedged" else None)
+        conditional = conditional if conditional[0] else (letters, None)
     return conditional
 
 
-def _regions(text: str, spans: Iterable[Span]) -> Iterator[tuple[int, str, bool]]:
-    """(end, answer text, is conditional) of each span in turn, skipping echoed answer forms
-    and markers of the rejected options ("Incorrect answers:", "explanation of the answer:")."""
+def _regions(text: str, spans: Iterable[Span]) -> Iterator[tuple[int, str, str]]:
+    """(end, answer text, doubt) of each span in turn, doubt being "conditional", "hedged"
+    or "", skipping echoed answer forms and markers of the rejected options ("Incorrect
+    answers:", "explanation of the answer:")."""
     for start, end, kind in spans:
         if end > len(text):
             continue
@@ -259,13 +283,13 @@ def _regions(text: str, spans: Iterable[Span]) -> Iterator[tuple[int, str, bool]
             region = _braced(text, end)
             after = end + len(region) + 1
             if not _FORM_DESCRIPTION.match(text, after):
-                yield after, region, False
+                yield after, region, ""
         elif kind == "tag":
             closing = _ANSWER_TAG_CLOSE.search(text, end, end + _REGION)
             stop = closing.end() if closing else min(len(text), end + _REGION)
-            yield stop, text[end: closing.start() if closing else stop], False
+            yield stop, text[end: closing.start() if closing else stop], ""
         elif not _QUOTE_BEFORE.search(text, max(0, start - 3), start) and not _is_negated(text, start):
-            yield end, _sentence_after(text, end), _is_conditional(text, start, end)
+            yield end, _sentence_after(text, end), _doubt(text, start, end)
 
 
 def _line_before(text: str, start: int) -> str:
@@ -280,15 +304,20 @@ def _is_negated(text: str, start: int) -> bool:
     return _NEGATED_BEFORE.search(_line_before(text, start)) is not None
 
 
-def _is_conditional(text: str, start: int, end: int) -> bool:
-    """Whether the sentence of the marker at `start`..`end` makes it hypothetical: "the
-    answer would be C if the flag were set", "If the question meant X, the answer is C"."""
+def _doubt(text: str, start: int, end: int) -> str:
+    """How the sentence of the marker at `start`..`end` qualifies it: "conditional" ("the
+    answer would be C if the flag were set", "If X, the answer is C"), "hedged" ("the answer
+    is likely B", "I think the answer is B") or ""."""
     before = _line_before(text, start)
-    sentence_start = max((before.rfind(mark) for mark in ".!?;"), default=-1) + 1
+    before = before[max(before.rfind(mark) for mark in ".!?;") + 1 :]
     after = text[end : end + _CLAUSE]
-    sentence_end = min((index for index in (after.find(mark) for mark in ".!?\n") if index >= 0),
-                       default=len(after))
-    return bool(_CONDITION.search(before[sentence_start:]) or _CONDITION.search(after[:sentence_end]))
+    after = after[: min((index for index in (after.find(mark) for mark in ".!?\n") if index >= 0),
+                        default=len(after))]
+    if _CONDITION.search(before) or _CONDITION.search(after):
+        return "conditional"
+    if _HEDGE_AFTER.match(after) or _HEDGE_BEFORE.search(before):
+        return "hedged"
+    return ""
 
 
 def _braced(text: str, start: int) -> str:
@@ -397,8 +426,9 @@ def _is_complete(text: str) -> bool:
     return any(match.end() == len(tail) for match in _CHOICE_STATED.finditer(tail))
 
 
-def _stated_choice(text: str) -> list[str]:
-    """Letters the last paragraph states as the choice, or the letter the reply opens with."""
+def _stated_choice(text: str, opening: bool = True) -> list[str]:
+    """Letters the last paragraph states as the choice, or (with `opening`) the letter the
+    reply opens with."""
     stripped = text.rstrip()
     tail = stripped[-_PARAGRAPH:]
     last_break = max(tail.rfind("\n\n"), tail.rfind("\n \n"))
@@ -416,8 +446,8 @@ def _stated_choice(text: str) -> list[str]:
                 letters.append(letter.group())
     if letters:
         return letters
-    opening = _OPENING_ANSWER.match(text)
-    return [opening.group(1)] if opening else []
+    first = _OPENING_ANSWER.match(text) if opening else None
+    return [first.group(1)] if first else []
 
 
 def _is_rejection(text: str, start: int) -> bool:
