@@ -509,3 +509,34 @@ def test_a_hedged_answer_gives_way_to_a_later_conclusion(reply: str) -> None:
 def test_a_hedged_answer_without_a_later_one_counts() -> None:
     assert single("The answer is likely B.") == ["B"]
     assert single("The answer is probably B, given the cache.\n\nAnswer: D") == ["D"]
+
+
+# ------------------------------------------------------------ other written forms
+
+
+@pytest.mark.parametrize("reply", [
+    "**A** and **C** are correct.",
+    "Reasoning.\n\n**A**, **C**",
+    "Reasoning.\n\n**(A)** and **(C)**",
+    "Answer: ['A', 'C']",
+    'Answer: "A, C"',
+    '{"answer": ["A", "C"]}',
+    '```json\n{"answer": ["A", "C"]}\n```',
+    "Answer：Ａ，Ｃ",
+    "Answer: a, c",
+    "The correct options are a and c.",
+])
+def test_other_written_forms_of_two_letters(reply: str) -> None:
+    assert several(reply) == ["A", "C"]
+
+
+@pytest.mark.parametrize("reply", ["Answer: 'B'", "Answer: \u2018B\u2019", '{"answer": "B"}',
+                                   "Answer：Ｂ", "\\boxed{b}", "the answer is b."])
+def test_other_written_forms_of_one_letter(reply: str) -> None:
+    assert single(reply) == ["B"]
+
+
+@pytest.mark.parametrize("reply", ["The answer is a bit tricky.", "Answer: a cache is used.",
+                                   "I'm sure the cache is used.", "Answer: it depends"])
+def test_lower_case_words_after_a_marker_are_no_letters(reply: str) -> None:
+    assert single(reply) == []

@@ -14,8 +14,9 @@ letters rather than a guess from letters mentioned in the reasoning. The steps:
    lines "- (A) ...") is cut at the first such boundary *after* its first answer; what follows
    is not its reply to this question. Boundaries before any answer are kept (a reply may
    restate the question first).
-3. **Explicit answers**, the last one wins: `\\boxed{...}`, `<answer>...</answer>`, "Answer:", "the answer is",
-   "final answer", "the correct options are", ...; the letters are read inside the braces or
+3. **Explicit answers**, the last one wins: `\\boxed{...}`, `<answer>...</answer>`, "Answer:",
+   "the answer is", "final answer", "the correct options are", `{"answer": ...}`, ...; the
+   letters are read inside the braces or
    tags, or up to the end of the marker's sentence. When the marker ends its line, the list
    that follows is read: every line of nothing but letters, and the leading letter of every
    list item ("- **A**: text", "2. (C) text"; not letters in the item's text, nothing from an
@@ -45,9 +46,15 @@ letters rather than a guess from letters mentioned in the reasoning. The steps:
    Letters merely mentioned in reasoning ("Analyze Option (B)", "as mentioned in E", the
    article "A") are never read.
 
+Letters count in the forms models write them: "**A** and **C**", "(A)", "`A`", "'A'",
+"['A', 'C']", a JSON `{"answer": ["A", "C"]}`, full-width "Answer：Ｂ" (read as ASCII), and
+lower case only as the whole of an explicit answer ("Answer: b, d"; "Answer: a cache" is no
+letter).
+
 A letter counts only when it stands alone: capital, not part of a word or identifier
 (`T_BS`, `X-ray`), not the name of a LaTeX command (`\\text` yields nothing), and not the
-English article "A" or pronoun "I" before a lowercase word ("A good choice is B" gives B).
+English article "A" or pronoun "I" before a lowercase word ("A good choice is B" gives B;
+"I'm" is the pronoun, "A's" the option).
 With `multiple` False the last letter of the answer found is returned.
 
 Letters written as one run of capitals ("BD", `\\boxed{ABD}`, `<answer>AC</answer>`) are read
@@ -64,7 +71,10 @@ What does not hold: a cut-off reply that had already written an explicit answer 
 answer is B", then more checking that was cut off) gives that answer; a run-on that uses none
 of the boundaries above is read as part of the reply; an echoed instruction in another wording
 than the forms above can be read as an answer; and a single-choice reply that names two
-options ("\\boxed{C} and \\boxed{D}") gives the last one, whatever it says about them.
+options ("\\boxed{C} and \\boxed{D}") gives the last one, whatever it says about them (and a
+multiple-choice reply that splits its answer into several boxes gives the last box). Ranges
+and sets in words ("A-D", "all except B", "all of the above"), answers marked in other
+languages ("答案：B") and letters separated by ";" ("Answer: A; C" gives A) are not read.
 """
 
 from __future__ import annotations
@@ -82,12 +92,12 @@ _PARAGRAPH = 4000  # how much of the last paragraph is read for a choice stated 
 
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
 _BOXED = re.compile(r"\\boxed\s*\{")
-_ANSWER_TAG = re.compile(r"(?<![`'\"])<answer>(?![`'\"])", re.IGNORECASE)  # quoted: a mention
+_ANSWER_TAG = re.compile(r"<answer>(?![`'\"])", re.IGNORECASE)
 _ANSWER_TAG_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
 _MARKER = re.compile(
     r"\b(?:final\s+(?:answers?|choices?|selections?)|answers?(?:\s*\(s\))?"
     r"|correct\s+(?:options?|choices?|answers?|letters?)(?:\s*\(s\))?)"
-    r"[ \t*_]*(?::|=|\bis\b|\bare\b|\bwould\s+be\b|\bshould\s+be\b)",
+    r"(?P<key>[\"'])?[ \t*_]*(?::|=|\bis\b|\bare\b|\bwould\s+be\b|\bshould\s+be\b)",
     re.IGNORECASE,
 )
 # A box that describes the answer form rather than giving an answer.
@@ -142,10 +152,16 @@ _RUN_ON = re.compile(
     re.MULTILINE | re.IGNORECASE,
 )
 _SEP = r"(?:[ \t]*(?:,|&|/|\+)[ \t]*(?:and[ \t]+|or[ \t]+)?|[ \t]+(?:and|or)[ \t]+|[ \t]+)"
+# One letter as it is written in a list: "A", "(A)", "**A**", "**(A)**", "`A`".
+_UNIT = r"[*_`]{0,2}\(?[*_`]{0,2}[A-Z][*_`]{0,2}\)?[*_`]{0,2}"
 _LONE_LETTERS = re.compile(
-    r"[ \t*_#>`.:-]*(?i:options?[ \t]*)?\(?[A-Z]\)?(?:" + _SEP + r"\(?[A-Z]\)?){0,25}[ \t*_`.]*"
+    r"[ \t*_#>`.:-]*(?i:options?[ \t]*)?" + _UNIT + "(?:" + _SEP + _UNIT + r"){0,25}[ \t*_`.]*"
 )
-_LETTER_LIST = r"\(?[A-Z]\)?(?:(?:[ \t]*,[ \t]*(?:and[ \t]+)?|[ \t]+and[ \t]+)\(?[A-Z]\)?){0,25}"
+_LETTER_LIST = _UNIT + r"(?:(?:[ \t]*,[ \t]*(?:and[ \t]+)?|[ \t]+and[ \t]+)" + _UNIT + r"){0,25}"
+# Forms written in full width (U+FF01..U+FF5E: "Answer：Ｂ") and CJK punctuation, as ASCII.
+_FULL_WIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)} | {0x3001: ",", 0x3002: "."}
+_FULL_WIDTH_CHAR = re.compile("[\uff01-\uff5e\u3001\u3002]")
+_LOWER_SPLIT = re.compile(r"[\s,;&/+*_`'\"()\[\]{}$.:!\u2018\u2019\u201c\u201d]+")
 # Prose that states a choice: "option C is correct", "A and C are right", "the best is B".
 _CHOICE_STATED = re.compile(
     r"(?:\b(?i:options?|choices?)[ \t]+)?(?P<a>" + _LETTER_LIST + r")[ \t*_]+"
@@ -195,6 +211,8 @@ def parse_choice(reply: str, letters: Sequence[str], multiple: bool) -> list[str
     text = after_reasoning(reply)
     if text is None:
         return []
+    if _FULL_WIDTH_CHAR.search(text):  # translating costs more than looking
+        text = text.translate(_FULL_WIDTH)
 
     def pick(found: list[str]) -> list[str]:
         found = [letter for letter in found if letter in allowed]
@@ -204,7 +222,8 @@ def parse_choice(reply: str, letters: Sequence[str], multiple: bool) -> list[str
 
     def read(answer: str) -> list[str]:
         """The letters of text in an answer position."""
-        return pick(_joined(answer, allowed) if multiple else []) or pick(_standalone(answer))
+        return (pick(_joined(answer, allowed) if multiple else []) or pick(_standalone(answer))
+                or pick(_lower_case(answer)))
 
     # The first answer (explicit, or a line of letters) decides where a run-on starts;
     # every search below stops at the first hit, so each line and marker is read at most twice.
@@ -252,8 +271,11 @@ Span = tuple[int, int, str]  # start, end, kind: "box", "tag" (<answer>) or "mar
 def _answer_spans(text: str) -> list[Span]:
     """Every `\\boxed{`, `<answer>` tag and answer marker, in order of position."""
     boxes = [(match.start(), match.end(), "box") for match in _BOXED.finditer(text)]
-    tags = [(match.start(), match.end(), "tag") for match in _ANSWER_TAG.finditer(text)]
-    markers = [(match.start(), match.end(), "marker") for match in _MARKER.finditer(text)]
+    tags = [(match.start(), match.end(), "tag") for match in _ANSWER_TAG.finditer(text)
+            if text[match.start() - 1 : match.start()] not in {"`", "'", '"'}]  # quoted: a mention
+    markers = [(match.start(), match.end(), "marker") for match in _MARKER.finditer(text)
+               if match.group("key") or not _QUOTE_BEFORE.search(text, max(0, match.start() - 3),
+                                                                 match.start())]
     return sorted(boxes + tags + markers)
 
 
@@ -288,7 +310,7 @@ def _regions(text: str, spans: Iterable[Span]) -> Iterator[tuple[int, str, str]]
             closing = _ANSWER_TAG_CLOSE.search(text, end, end + _REGION)
             stop = closing.end() if closing else min(len(text), end + _REGION)
             yield stop, text[end: closing.start() if closing else stop], ""
-        elif not _QUOTE_BEFORE.search(text, max(0, start - 3), start) and not _is_negated(text, start):
+        elif not _is_negated(text, start):
             yield end, _sentence_after(text, end), _doubt(text, start, end)
 
 
@@ -496,6 +518,16 @@ def _joined(answer: str, allowed: set[str]) -> list[str]:
     return letters if set(letters) <= allowed and len(set(letters)) == len(letters) else []
 
 
+def _lower_case(answer: str) -> list[str]:
+    """The letters of an answer written in lower case ("Answer: b, d"): only when the answer
+    is nothing but single letters ("a cache" is a word)."""
+    words = [word for word in _LOWER_SPLIT.split(_LATEX_COMMAND.sub(" ", answer[:_LONE_LINE]))
+             if word and word not in {"and", "or"}]
+    if words and all(len(word) == 1 and "a" <= word <= "z" for word in words):
+        return [word.upper() for word in words]
+    return []
+
+
 def _final_line(text: str) -> str:
     stripped = text.rstrip()
     return stripped[stripped.rfind("\n") + 1 :]
@@ -513,7 +545,7 @@ def _is_word_use(text: str, position: int) -> bool:
     """Whether the letter at `position` is the English word "A" or "I" rather than an option."""
     if text[position] not in {"A", "I"}:
         return False
-    if text.startswith("'", position + 1):
-        return True  # I'm, I've
+    if text[position] == "I" and re.match(r"['\u2019][a-z]", text[position + 1 : position + 3]):
+        return True  # I'm, I've; "A's" and "'A'" are the option
     word = _WORD_AFTER.match(text, position + 1)
     return word is not None and word.group(1) not in _AFTER_OPTION
