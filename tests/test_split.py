@@ -504,6 +504,44 @@ def test_a_callback_from_the_tests_is_called_in_the_judge(split_engine: Engine) 
     assert result.status == "pass", result.tests[0].message
 
 
+def test_a_callback_that_raises_shows_the_candidate_no_line_of_the_tests(split_engine: Engine) -> None:
+    """The exception crosses (the target may catch it), the test's source lines do not, nor the
+    message of a test's assertion (it names what the tests expect)."""
+    program = """
+        import traceback
+
+
+        def add(items, key, catch=ValueError):
+            try:
+                return sorted(items, key=key)
+            except catch as error:
+                return [str(error), getattr(error, "knowbench_remote_frames", ""), traceback.format_exc()]
+    """
+    tests = """
+        EXPECTED = "cc1f5e-expected"
+
+
+        def test_callback():
+            def key(item):
+                raise ValueError("no key")  # EXPECTED is cc1f5e-expected
+
+            message, frames, text = add([1, 2], key)
+            assert message == "no key"
+            assert "cc1f5e" not in frames + text, frames + text
+
+
+        def test_assertion_in_a_callback():
+            def key(item):
+                assert item == 7, f"expected {EXPECTED}"
+                return item
+
+            caught = add([1, 2], key, catch=AssertionError)
+            assert caught[0] == "" and "cc1f5e" not in "".join(caught), caught
+    """
+    result = run(split_engine, program, tests)
+    assert result.status == "pass", result.tests[0].message
+
+
 def test_a_returned_decorator_wraps_a_test_function(split_engine: Engine) -> None:
     program = """
         import functools
