@@ -18,7 +18,9 @@ from typing import Any
 
 import pytest
 
+from helpers import make_request
 from knowbench.builders.harness import EMULATION, HARNESS, RUNNER_FIXTURES, spec_harness
+from knowbench.execution.engine import Engine
 from knowbench.execution.sandbox import RUNNER_DIR
 
 sys.path.insert(0, str(RUNNER_DIR))
@@ -41,7 +43,7 @@ def builtin_fixtures(tmp_path: Path) -> dict[str, Any]:
 
 
 def test_the_runner_uses_the_emulations_functions_and_fixture_error() -> None:
-    assert runner.run_function is emulation.run_function
+    assert runner.run_test_function is emulation.run_test_function
     assert runner.run_test_class is emulation.run_test_class
     assert runner.run_unittest is emulation.run_unittest
     assert runner.UnsupportedFixture is emulation.UnsupportedFixture
@@ -558,3 +560,121 @@ def test_the_harness_runs_class_methods_with_class_and_method_hooks(tmp_path: Pa
     for _ in range(2):
         spec["_kb_call_method"](TestThing, "test_it", **builtin_fixtures(tmp_path))
     assert events == ["setup_class", *["setup", 7, "teardown"] * 2]
+
+
+# ------------------------------------------------------------ on a real engine, as pytest runs
+
+
+ADD = "def add(a, b):\n    return a + b\n"
+
+
+def _run(engine: Engine, tests: str, program: str = ADD) -> dict[str, tuple[str, str]]:
+    execution = engine.execute(make_request(program, tests, "add"))
+    return {test.id: (test.status, test.message) for test in execution.tests}
+
+
+def _statuses(engine: Engine, tests: str, program: str = ADD) -> dict[str, str]:
+    return {test_id: status for test_id, (status, _) in _run(engine, tests, program).items()}
+
+
+def test_xunit_hooks_get_their_argument_only_when_they_take_one(engine: Engine) -> None:
+    """pytest calls setup_module/setup_function/setup_method with the module, function or
+    method only if they accept it, and setup_class with the class also as a plain method."""
+    tests = ("STATE = {}\n"
+             "def setup_module(module):\n    module.STATE['module'] = module.__name__\n"
+             "def setup_function():\n    STATE['function'] = STATE.get('function', 0) + 1\n"
+             "def teardown_function(function):\n    STATE['last'] = function.__name__\n"
+             "def test_function():\n    assert STATE['module'] == 'knowbench_test' and STATE['function'] == 1\n"
+             "def test_after():\n    assert STATE == {'module': 'knowbench_test', 'function': 2, 'last': 'test_function'}\n"
+             "class TestPlain:\n"
+             "    def setup_class(self):\n        self.base = 1\n"
+             "    def setup_method(self):\n        self.offset = 2\n"
+             "    def teardown_method(self):\n        pass\n"
+             "    def test_one(self):\n        assert add(self.base, self.offset) == 3\n"
+             "class TestStatic:\n"
+             "    @staticmethod\n    def setup_class():\n        STATE['static'] = True\n"
+             "    def test_two(self):\n        assert STATE['static']\n")
+    assert set(_statuses(engine, tests).values()) == {"pass"}
+
+
+def test_a_parameter_with_a_default_is_no_fixture(engine: Engine) -> None:
+    tests = "def test_one(n=3, *, m=4):\n    assert add(n, m) == 7\n"
+    assert _statuses(engine, tests) == {"t::test_one": "pass"}
+
+
+def test_a_test_that_yields_is_refused_as_pytest_refuses_it(engine: Engine) -> None:
+    tests = "def test_gen():\n    assert add(1, 1) == 3\n    yield\n"
+    outcome = _run(engine, tests)["t::test_gen"]
+    assert outcome[0] == "error" and "'yield' keyword is allowed in fixtures, but not in tests" in outcome[1]
+
+
+def test_deprecation_warnings_are_shown_during_a_test_as_pytest_shows_them(engine: Engine) -> None:
+    program = "import warnings\ndef add(a, b):\n    warnings.warn('old', DeprecationWarning)\n    return a + b\n"
+    tests = ("import warnings\n"
+             "def test_recorded():\n"
+             "    with warnings.catch_warnings(record=True) as caught:\n        assert add(1, 2) == 3\n"
+             "    assert [w.category for w in caught] == [DeprecationWarning]\n"
+             "def test_again():\n"
+             "    with warnings.catch_warnings(record=True) as caught:\n        add(1, 2)\n"
+             "    assert len(caught) == 1\n")
+    assert _statuses(engine, tests, program) == {"t::test_recorded": "pass", "t::test_again": "pass"}
+
+
+def test_the_specs_module_is_importable_by_name_while_its_tests_run(engine: Engine) -> None:
+    tests = ("import pickle, sys, typing\n"
+             "class Point:\n    x: 'int'\n    def __init__(self, x):\n        self.x = x\n"
+             "def test_pickle():\n    assert pickle.loads(pickle.dumps(Point(add(1, 2)))).x == 3\n"
+             "def test_hints():\n    assert typing.get_type_hints(Point) == {'x': int}\n"
+             "    assert sys.modules[__name__].Point is Point\n")
+    other = "import sys\ndef test_own_module():\n    assert not hasattr(sys.modules[__name__], 'Point')\n"
+    execution = engine.execute(make_request(ADD, {"t": tests, "u": other}, "add"))
+    assert {test.id: test.status for test in execution.tests} == {
+        "t::test_pickle": "pass", "t::test_hints": "pass", "u::test_own_module": "pass"}
+
+
+def test_the_harness_calls_xunit_hooks_with_an_optional_argument(tmp_path: Path) -> None:
+    spec = spec_namespace()
+    events = []
+
+    class TestThing:
+        def setup_class(self):
+            events.append(("class", self))
+
+        def setup_method(self):
+            events.append("method")
+
+        def test_it(self):
+            events.append("test")
+
+    spec["_kb_call_method"](TestThing, "test_it", **builtin_fixtures(tmp_path))
+    assert events == [("class", TestThing), "method", "test"]
+
+
+def test_the_harness_refuses_a_test_that_yields(tmp_path: Path) -> None:
+    spec = spec_namespace()
+
+    def test_it():
+        yield
+
+    with pytest.raises(TypeError, match="'yield' keyword"):
+        spec["_kb_call"](test_it, **builtin_fixtures(tmp_path))
+
+
+def test_monkeypatch_puts_back_what_a_class_holds_and_has_a_context() -> None:
+    class Target:
+        @staticmethod
+        def make():
+            return 1
+
+    class Child(Target):
+        pass
+
+    patch = emulation.MonkeyPatch()
+    patch.setattr(Target, "make", lambda: 2)
+    patch.setattr(Child, "make", lambda: 3)
+    patch.undo()
+    assert isinstance(Target.__dict__["make"], staticmethod) and "make" not in Child.__dict__
+    with emulation.MonkeyPatch.context() as scoped:
+        scoped.setattr(Target, "make", staticmethod(lambda: 4))
+        assert Target.make() == 4
+    assert Target().make() == 1

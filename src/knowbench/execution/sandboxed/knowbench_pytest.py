@@ -57,6 +57,8 @@ class MonkeyPatch:
         old = getattr(target, name, self._missing)
         if old is self._missing and raising:
             raise AttributeError(f"{target!r} has no attribute {name!r}")
+        if isinstance(target, type):  # what the class itself holds: a staticmethod stays one
+            old = target.__dict__.get(name, self._missing)
         self._hold(lambda: setattr(target, name, old) if old is not self._missing
                    else delattr(target, name), f"{_named(target)}.{name}")
         setattr(target, name, value)
@@ -108,6 +110,21 @@ class MonkeyPatch:
         while self._undo:
             self._undo.pop()()
 
+    @classmethod
+    def context(cls):
+        """A MonkeyPatch whose changes are undone when the `with` block ends."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def scope():
+            patch = cls()
+            try:
+                yield patch
+            finally:
+                patch.undo()
+
+        return scope()
+
 
 def _named(target):
     """How a patched object is named in a message: a module or class by its name."""
@@ -150,12 +167,18 @@ def run_function(function, new_tmp_dir, fixtures, skip_self=False):
     """Call a test function (or bound method, `skip_self`) with the runner fixtures it names.
 
     `new_tmp_dir()` makes the fresh directory behind `tmp_path`. The undo of each fixture set
-    up is appended to `fixtures`, for the caller to run whatever the outcome. Raises
-    `UnsupportedFixture` for any other parameter; a coroutine the test returns is run.
+    up is appended to `fixtures`, for the caller to run whatever the outcome. A parameter
+    with a default value is left to it, as pytest leaves it; any other parameter the runner
+    does not provide raises `UnsupportedFixture`. A generator function is refused, as pytest
+    refuses it; a coroutine the test returns is run.
     """
+    _kb_refuse_generator(function)
     kwargs = {}
     code = function.__code__
-    for parameter in code.co_varnames[int(skip_self): code.co_argcount + code.co_kwonlyargcount]:
+    positional = code.co_varnames[int(skip_self): code.co_argcount - len(function.__defaults__ or ())]
+    keyword_only = code.co_varnames[code.co_argcount: code.co_argcount + code.co_kwonlyargcount]
+    defaults = function.__kwdefaults__ or {}
+    for parameter in positional + tuple(name for name in keyword_only if name not in defaults):
         if parameter == "tmp_path":
             kwargs[parameter] = pathlib.Path(new_tmp_dir())
         elif parameter == "monkeypatch":
@@ -177,18 +200,33 @@ def run_function(function, new_tmp_dir, fixtures, skip_self=False):
         asyncio.run(outcome)
 
 
+def run_test_function(namespace, name, new_tmp_dir, fixtures):
+    """A module-level test function, between the module's `setup_function` and
+    `teardown_function` when it has them (each given the function if it takes an argument)."""
+    function = namespace[name]
+    setup, teardown = _hook(namespace, ("setup_function",)), _hook(namespace, ("teardown_function",))
+    if setup is not None:
+        _kb_call_optional(setup, function)
+    try:
+        run_function(function, new_tmp_dir, fixtures)
+    finally:
+        if teardown is not None:
+            _kb_call_optional(teardown, function)
+
+
 def run_test_class(cls, method, new_tmp_dir, fixtures):
-    """A pytest-style `class Test*`: a fresh instance per test, with xunit setup hooks."""
+    """A pytest-style `class Test*`: a fresh instance per test, between its `setup_method`
+    and `teardown_method` (each given the test method if it takes an argument)."""
     instance = cls()
     setup, teardown = getattr(instance, "setup_method", None), getattr(instance, "teardown_method", None)
     bound = getattr(instance, method)
     if setup is not None:
-        setup(bound)
+        _kb_call_optional(setup, bound)
     try:
         run_function(bound, new_tmp_dir, fixtures, skip_self=True)
     finally:
         if teardown is not None:
-            teardown(bound)
+            _kb_call_optional(teardown, bound)
 
 
 class _UnittestOutcome(__import__("unittest").TestResult):
@@ -245,11 +283,84 @@ def run_direct(namespace, item):
     if item["kind"] == "function":
         namespace[item["function"]]()
     else:
-        getattr(namespace[item["cls"]](), item["function"])()
+        getattr(class_at(namespace, item["cls"])(), item["function"])()
 
 
+def class_at(namespace, path):
+    """The class an item's `cls` names: `Outer::Inner` for a class nested in another; None
+    when there is none."""
+    names = path.split("::")
+    cls = namespace.get(names[0])
+    for name in names[1:]:
+        cls = getattr(cls, name, None) if isinstance(cls, type) else None
+    return cls if isinstance(cls, type) else None
+
+
+def collect(namespace):
+    """The tests pytest would collect from a spec's namespace once its code has run, as
+    (class path or None, name): functions and classes the spec's code made (their
+    `__module__` is the spec's), by the rules `knowbench.benchmark.collect` applies to the
+    syntax tree. The runner compares the two to find tests made while the code ran."""
+    import types
+
+    module_name = namespace.get("__name__")
+    found = []
+    for name, value in list(namespace.items()):
+        if isinstance(value, types.FunctionType) and name.startswith("test") \
+                and value.__module__ == module_name:
+            found.append((None, name))
+        elif isinstance(value, type) and value.__module__ == module_name:
+            found += _class_tests(value, name)
+    return found
+
+
+def _class_tests(cls, path):
+    if not getattr(cls, "__test__", True):
+        return []
+    if issubclass(cls, _kb_unittest.TestCase):
+        return [(path, name) for name in _kb_unittest.TestLoader().getTestCaseNames(cls)]
+    if not path.rpartition("::")[2].startswith("Test") or cls.__init__ is not object.__init__ \
+            or cls.__new__ is not object.__new__:
+        return []
+    per_class, seen = [], set()
+    for owner in cls.__mro__:
+        found = []
+        for name, value in list(vars(owner).items()):
+            if name in seen:
+                continue
+            seen.add(name)
+            if isinstance(value, type):
+                found += _class_tests(value, path + "::" + name)
+            elif name.startswith("test") and callable(getattr(value, "__func__", value)):
+                found.append((path, name))
+        per_class.append(found)
+    return [test for found in reversed(per_class) for test in found]
+
+
+def run_collected(namespace, tests, new_tmp_dir, fixtures):
+    """Run tests the runner found only once the spec ran (see `collect`), each as its item
+    would run; the first failure is raised, naming the test."""
+    for path, name in tests:
+        try:
+            cls = class_at(namespace, path) if path else None
+            if cls is None:
+                run_test_function(namespace, name, new_tmp_dir, fixtures)
+            elif issubclass(cls, _kb_unittest.TestCase):
+                run_unittest(cls, name)
+            else:
+                run_test_class(cls, name, new_tmp_dir, fixtures)
+        except BaseException as error:
+            test = "::".join(part for part in (path, name) if part)
+            if hasattr(error, "add_note"):
+                error.add_note(f"in the test {test}, which the spec's code made while it ran")
+            raise
+
+
+# pytest looks for both spellings of the module's hooks; a unittest.TestCase's class hooks are
+# unittest's, a pytest class's are pytest's (`setUpClass` in a pytest class is no hook).
 _MODULE_HOOKS = (("setUpModule", "setup_module"), ("tearDownModule", "teardown_module"))
-_CLASS_HOOKS = (("setUpClass", "setup_class"), ("tearDownClass", "teardown_class"))
+_UNITTEST_CLASS_HOOKS = (("setUpClass",), ("tearDownClass",))
+_PYTEST_CLASS_HOOKS = (("setup_class",), ("teardown_class",))
 
 
 def _hook(owner, names):
@@ -260,11 +371,32 @@ def _hook(owner, names):
     return None
 
 
+def _class_hooks(cls):
+    return _UNITTEST_CLASS_HOOKS if issubclass(cls, _kb_unittest.TestCase) else _PYTEST_CLASS_HOOKS
+
+
 def _class_of(namespace, item):
-    cls = namespace.get(item["cls"]) if item.get("cls") else None
-    if not isinstance(cls, type) or getattr(cls, "__unittest_skip__", False):
+    cls = class_at(namespace, item["cls"]) if item.get("cls") else None
+    if cls is None or getattr(cls, "__unittest_skip__", False):
         return None  # unittest never sets up a skipped class
     return cls
+
+
+def _module_of(namespace):
+    """The module object a spec's namespace belongs to (the runner registers it), for the
+    module hooks that take it."""
+    module = sys.modules.get(namespace.get("__name__"))
+    return module if module is not None and getattr(module, "__dict__", None) is namespace else None
+
+
+def _run_scope_hook(hook, owner, namespace):
+    """A module or class hook, called as pytest calls it: a class hook is given the class
+    (pytest calls the function under a classmethod, or a plain method, with the class), a
+    module hook the module, each only when it takes an argument."""
+    if isinstance(owner, type):
+        _kb_call_optional(getattr(hook, "__func__", hook), owner)
+    else:
+        _kb_call_optional(hook, _module_of(namespace))
 
 
 def enter_scopes(namespace, item, ready):
@@ -274,7 +406,7 @@ def enter_scopes(namespace, item, ready):
     keys = [(("module", item["spec"]), namespace, _MODULE_HOOKS[0])]
     cls = _class_of(namespace, item)
     if cls is not None:
-        keys.append((("class", item["spec"], item["cls"]), cls, _CLASS_HOOKS[0]))
+        keys.append((("class", item["spec"], item["cls"]), cls, _class_hooks(cls)[0]))
     for key, owner, names in keys:
         if key in ready:
             if ready[key] is not None:
@@ -283,7 +415,7 @@ def enter_scopes(namespace, item, ready):
         hook = _hook(owner, names)
         try:
             if hook is not None:
-                hook()
+                _run_scope_hook(hook, owner, namespace)
         except BaseException as error:
             ready[key] = error
             raise
@@ -296,7 +428,7 @@ def leave_scopes(namespace, item, ready, last_of_class, last_of_spec):
     scopes = []
     cls = _class_of(namespace, item)
     if last_of_class and cls is not None:
-        scopes.append((("class", item["spec"], item["cls"]), cls, _CLASS_HOOKS[1]))
+        scopes.append((("class", item["spec"], item["cls"]), cls, _class_hooks(cls)[1]))
     if last_of_spec:
         scopes.append((("module", item["spec"]), namespace, _MODULE_HOOKS[1]))
     first = None
@@ -306,7 +438,7 @@ def leave_scopes(namespace, item, ready, last_of_class, last_of_spec):
         hook = _hook(owner, names)
         try:
             if hook is not None:
-                hook()
+                _run_scope_hook(hook, owner, namespace)
             if key[0] == "class" and hasattr(owner, "doClassCleanups"):
                 owner.doClassCleanups()
                 errors = getattr(owner, "tearDown_exceptions", None)
@@ -354,6 +486,25 @@ class _KbRequest:
 
     def addfinalizer(self, finalizer):
         self._finalizers.append(finalizer)
+
+
+def _kb_call_optional(function, argument):
+    """Call an xunit hook as pytest does: with `argument` (the module, class, function or
+    method it sets up) only when it takes an argument besides the one a bound method binds."""
+    code = getattr(function, "__code__", None)
+    count = code.co_argcount - int(_kb_inspect.ismethod(function)) if code is not None else 0
+    if count:
+        function(argument)
+    else:
+        function()
+
+
+def _kb_refuse_generator(function):
+    """pytest refuses a test that yields (yield tests were removed in pytest 4); it would
+    otherwise pass without running its body."""
+    if _kb_inspect.isgeneratorfunction(function):
+        raise TypeError(f"'yield' keyword is allowed in fixtures, but not in tests "
+                        f"({getattr(function, '__name__', function)})")
 
 
 def _kb_arguments(function):
@@ -699,6 +850,7 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params):
 
 def _kb_call(function, owner=None, **builtins):
     """Run a pytest-style test as pytest would: each case, with fixtures set up and torn down."""
+    _kb_refuse_generator(function)
     marks = _kb_marks(function, owner)
     reason = _kb_skip_reason(marks)
     if reason:
@@ -727,15 +879,15 @@ def _kb_call_method(cls, name, **builtins):
     """Run the test method `name` of a pytest-style class on a fresh instance."""
     if cls not in _kb_CLASSES_READY:
         _kb_CLASSES_READY.add(cls)
-        if hasattr(cls, "setup_class"):
-            cls.setup_class()
+        if hasattr(cls, "setup_class"):  # given the class, also a plain method (pytest's getimfunc)
+            _kb_call_optional(getattr(cls.setup_class, "__func__", cls.setup_class), cls)
     instance = cls()
     method = getattr(instance, name)
     if hasattr(instance, "setup_method"):
-        instance.setup_method(method)
+        _kb_call_optional(instance.setup_method, method)
     try:
         _kb_call(method, instance, **builtins)
     finally:
         if hasattr(instance, "teardown_method"):
-            instance.teardown_method(method)
+            _kb_call_optional(instance.teardown_method, method)
 # --- spec harness ends

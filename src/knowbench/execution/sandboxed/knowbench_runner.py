@@ -38,6 +38,7 @@ import time
 import traceback
 import types
 import unittest
+import warnings
 
 import knowbench_memory
 import knowbench_project
@@ -50,11 +51,14 @@ from knowbench_limits import drop_privileges as _drop_privileges
 from knowbench_limits import set_limits as _set_limits
 from knowbench_pytest import (
     UnsupportedFixture,
+    class_at,
+    collect,
     enter_scopes,
     leave_scopes,
+    run_collected,
     run_direct,
-    run_function,
     run_test_class,
+    run_test_function,
     run_unittest,
 )
 
@@ -480,12 +484,23 @@ def _target_codes(namespace, entry_point):
     return frozenset(codes)
 
 
+# The name of every spec's module, as registered in sys.modules while its tests run.
+_SPEC_MODULE = knowbench_wire.TESTS_MODULE
+warnings_caught, add_filter = warnings.catch_warnings, warnings.filterwarnings
+
+
 class _SpecFailed(Exception):
     """The test code itself failed to run, so none of its items can pass."""
 
 
-def _load_spec(name, tests, module, namespaces, spec_errors, as_script=False):
+def _load_spec(name, tests, module, modules, spec_errors, as_script=False):
     """The namespace a test spec's code ran in; runs it on first use.
+
+    Each spec is a module of its own, a copy of the program's globals, registered in
+    sys.modules as `knowbench_test` while it loads and while its tests run, as pytest
+    imports a test module: pickling a class it defines, `typing.get_type_hints` and
+    `multiprocessing` find it by name. (Several specs share the name; the one whose test runs
+    holds it.)
 
     A plain-block spec is its own test, so its failure propagates as the test's failure.
     `as_script` (direct invocation) runs it the way DomainEval ran a test: appended to the
@@ -496,34 +511,41 @@ def _load_spec(name, tests, module, namespaces, spec_errors, as_script=False):
     """
     if name in spec_errors:
         raise _SpecFailed(spec_errors[name])
-    if name not in namespaces:
-        code = tests[name]
-        if as_script:
-            import ast
+    if name in modules:
+        spec_module = modules[name]
+        if not as_script:
+            sys.modules[_SPEC_MODULE] = spec_module
+        return spec_module.__dict__
+    code = tests[name]
+    if as_script:
+        import ast
 
-            filename, namespace = "solution.py", module.__dict__
-            program = "".join(linecache.cache[filename][2])
-            if program and not program.endswith("\n"):
-                program += "\n"
-            tree = ast.parse(code, filename)
-            ast.increment_lineno(tree, program.count("\n"))
-            script = program + code
-            linecache.cache[filename] = (len(script), None, script.splitlines(True), filename)
-            compiled = compile(tree, filename, "exec")
-        else:
-            filename, namespace = f"test:{name}", dict(module.__dict__)
-            linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-            namespace["__name__"] = "knowbench_test"
-            namespace["__file__"] = filename  # the test's own, as pytest's module has (warnings point here)
-            compiled = compile(code, filename, "exec")
-        namespace["__builtins__"] = builtins  # never the program's own (it may rebind them)
-        try:
-            exec(compiled, namespace)
-        except BaseException as error:
-            spec_errors[name] = "the test code failed to run:\n" + _describe(error)
-            raise
-        namespaces[name] = namespace
-    return namespaces[name]
+        filename, spec_module = "solution.py", module
+        program = "".join(linecache.cache[filename][2])
+        if program and not program.endswith("\n"):
+            program += "\n"
+        tree = ast.parse(code, filename)
+        ast.increment_lineno(tree, program.count("\n"))
+        script = program + code
+        linecache.cache[filename] = (len(script), None, script.splitlines(True), filename)
+        compiled = compile(tree, filename, "exec")
+    else:
+        filename, spec_module = f"test:{name}", types.ModuleType(_SPEC_MODULE)
+        spec_module.__dict__.update(module.__dict__)
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        spec_module.__name__ = _SPEC_MODULE
+        spec_module.__file__ = filename  # the test's own, as pytest's module has (warnings point here)
+        compiled = compile(code, filename, "exec")
+        sys.modules[_SPEC_MODULE] = spec_module
+    namespace = spec_module.__dict__
+    namespace["__builtins__"] = builtins  # never the program's own (it may rebind them)
+    try:
+        exec(compiled, namespace)
+    except BaseException as error:
+        spec_errors[name] = "the test code failed to run:\n" + _describe(error)
+        raise
+    modules[name] = spec_module
+    return namespace
 
 
 def _shared_dir(parent, prefix="tmp"):
@@ -665,33 +687,49 @@ def _run_item(item, tests, module, target_codes, state, box):
             called[0] = True
             settrace(None)
 
-    namespaces, spec_errors, scopes, tmp_root, channel, invocation = state
+    modules, spec_errors, scopes, tmp_root, channel, invocation, known = state
 
     def new_tmp_dir():
         return _shared_dir(tmp_root)
 
     status, message, reason, fixtures = "pass", "", None, []
     failure_types = (AssertionError,)
+    framework = invocation != "direct"
+    # pytest's warning filters around each test (its set-up, call and tear-down, and the
+    # collection that loads the spec): DeprecationWarning and PendingDeprecationWarning shown
+    # always, what is shown recorded rather than printed, the registries afresh per test.
+    caught = warnings_caught(record=True) if framework else None
     sys.settrace(tracer)
     try:
-        namespace = _load_spec(item["spec"], tests, module, namespaces, spec_errors, invocation == "direct")
-        cls = namespace.get(item["cls"]) if item["kind"] in ("class", "unittest") else None
+        if caught is not None:
+            caught.__enter__()
+            add_filter("always", category=DeprecationWarning)
+            add_filter("always", category=PendingDeprecationWarning)
+        namespace = _load_spec(item["spec"], tests, module, modules, spec_errors, not framework)
+        cls = class_at(namespace, item["cls"]) if item["kind"] in ("class", "unittest") else None
         if isinstance(cls, type) and issubclass(cls, unittest.TestCase):
             failure_types = (AssertionError, cls.failureException)
         # A block ran when its spec loaded.
-        if item["kind"] in ("function", "class", "unittest") and invocation == "direct":
+        if item["kind"] != "block" and not framework:
             run_direct(namespace, item)
-        elif item["kind"] in ("function", "class", "unittest"):
-            enter_scopes(namespace, item, scopes)
-            try:
-                if item["kind"] == "function":
-                    run_function(namespace[item["function"]], new_tmp_dir, fixtures)
-                elif isinstance(cls, type) and issubclass(cls, unittest.TestCase):
-                    run_unittest(cls, item["function"])
-                else:  # a `class Test*`, or a base merely named *TestCase: as pytest runs it
-                    run_test_class(cls, item["function"], new_tmp_dir, fixtures)
-            finally:
-                leave_scopes(namespace, item, scopes, item["last_of_class"], item["last_of_spec"])
+        elif framework:
+            # Tests the spec's code made while it ran (no reading of its syntax tree finds
+            # them) run with its last item, so that a spec whose tests are all made so never
+            # passes as a block that only loaded them.
+            made = [test for test in collect(namespace) if test not in known.get(item["spec"], ())] \
+                if item["last_of_spec"] else []
+            if item["kind"] != "block" or made:
+                enter_scopes(namespace, item, scopes)
+                try:
+                    if item["kind"] == "function":
+                        run_test_function(namespace, item["function"], new_tmp_dir, fixtures)
+                    elif isinstance(cls, type) and issubclass(cls, unittest.TestCase):
+                        run_unittest(cls, item["function"])
+                    elif item["kind"] != "block":  # a `class Test*`, or a base merely named *TestCase
+                        run_test_class(cls, item["function"], new_tmp_dir, fixtures)
+                    run_collected(namespace, made, new_tmp_dir, fixtures)
+                finally:
+                    leave_scopes(namespace, item, scopes, item["last_of_class"], item["last_of_spec"])
         for undo in fixtures:
             undo()
     except BaseException as error:
@@ -709,6 +747,11 @@ def _run_item(item, tests, module, target_codes, state, box):
             status, message, reason = "error", "the test's exception could not be classified", "exception"
     finally:
         sys.settrace(None)
+        if caught is not None:
+            try:
+                caught.__exit__(None, None, None)
+            except BaseException:
+                pass
     problem = channel.take_problem() if channel is not None else None
     if problem is not None:  # even when the test caught it: that call was never checked
         status, reason, message = "error", problem[0], problem[1]
@@ -940,7 +983,10 @@ def execute_sample(config, result_fd):
     module, target_codes = loaded[2]
     if spy_install is not None:
         in_worker(spy_install, *spy_targets, module.__dict__)
-    state = ({}, {}, {}, tmp_root, channel, config.get("invocation", "framework"))
+    known = {}  # spec -> the (class, function) of each of its items: what the runner was sent
+    for item in items:
+        known.setdefault(item["spec"], set()).add((item["cls"], item["function"]))
+    state = ({}, {}, {}, tmp_root, channel, config.get("invocation", "framework"), known)
 
     def run_here(index, item):
         """Run one item in this process and report it; False when it tampered (the run stops)."""
@@ -1755,13 +1801,16 @@ def _warm_failures():
     try:
         exec(compile(_WARM_UP_TESTS, name, "exec"), namespace)
         for _ in range(8):
-            for run in (lambda: run_function(namespace["test_function"], None, []),
+            for run in (lambda: run_test_function(namespace, "test_function", None, []),
                         lambda: run_unittest(namespace["TestCases"], "test_method")):
-                try:
-                    run()
-                except AssertionError as error:
-                    _status_of(error, (AssertionError,))
-                    _describe(error)
+                with warnings_caught(record=True):  # as `_run_item` runs a test
+                    add_filter("always", category=DeprecationWarning)
+                    add_filter("always", category=PendingDeprecationWarning)
+                    try:
+                        run()
+                    except AssertionError as error:
+                        _status_of(error, (AssertionError,))
+                        _describe(error)
     finally:
         del linecache.cache[name]
     namespace.clear()

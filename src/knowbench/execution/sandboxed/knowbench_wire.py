@@ -99,6 +99,11 @@ class _Refused(Exception):
         self.reason, self.steps = reason, []
 
 
+# The name the runner registers each test spec's module under (see knowbench_runner). What a
+# spec defines never crosses by name: the other process has no such module.
+TESTS_MODULE = "knowbench_test"
+
+
 def testing_module(module: str) -> bool:
     """Whether `module` belongs to a testing or mock framework (or to knowbench): no class or
     function of it ever crosses the wire."""
@@ -208,6 +213,8 @@ def _global_name(obj: object) -> tuple[str, str]:
         raise _Refused(f"{type(obj).__name__} {qual!r} has no importable name")
     if "<locals>" in qual or "<lambda>" in qual:
         raise _Refused(f"{qual} is defined inside a function (or is a lambda) and cannot cross")
+    if module == TESTS_MODULE:
+        raise _Refused(f"{qual} is defined by the tests and cannot cross by name")
     try:
         found = _walk(sys.modules.get(module), qual.split("."))
     except LookupError as error:
