@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_knowbench
+from helpers import make_request, run_knowbench
 from knowbench.benchmark.load import load_benchmark, write_benchmark
 from knowbench.benchmark.schema import FunctionTask, Manifest, Provenance, TestSpec, imported_names
 from knowbench.errors import BenchmarkError
+from knowbench.execution.engine import Engine, Isolation
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "basic"
 
@@ -174,3 +175,90 @@ def test_imported_names_sees_every_spelling_of_an_import_statement() -> None:
     assert imported_names(code) == {"os.path", "json.dumps", "a.b", "x.y", "zz"}
     assert imported_names("x = __import__('os')\nimportlib_name = 1\n") == set()
     assert imported_names("def f(:\n    import os\n") == set()  # not Python: nothing
+
+
+def _items(code: str) -> list[tuple[str, str]]:
+    return [(item.id, item.kind) for item in TestSpec(name="s", code=code).items()]
+
+
+def test_a_name_defined_twice_is_one_item_the_last_definition_in_the_first_place() -> None:
+    """Python binds the last definition (in the module dict's place of the first), and the
+    frameworks collect what the module holds."""
+    code = ("import unittest\n"
+            "def test_one():\n    assert False\n"
+            "def test_two():\n    pass\n"
+            "def test_one():\n    pass\n"
+            "class Case(unittest.TestCase):\n"
+            "    def test_a(self):\n        pass\n"
+            "    def test_a(self):\n        pass\n")
+    assert _items(code) == [("s::test_one", "function"), ("s::test_two", "function"), ("s::Case::test_a", "unittest")]
+    assert _items("def test_x():\n    pass\ndel test_x\n") == [("s", "block")]
+
+
+@pytest.mark.parametrize("code, expected", [
+    ("class TestAdd(object):\n    def test_one(self):\n        pass\n", ["s::TestAdd::test_one"]),
+    ("class Helpers:\n    def check(self):\n        pass\n"
+     "class TestAdd(Helpers):\n    def test_one(self):\n        pass\n", ["s::TestAdd::test_one"]),
+    ("import unittest\nclass Base(unittest.TestCase):\n    pass\n"
+     "class AddTests(Base):\n    def test_one(self):\n        pass\n", ["s::AddTests::test_one"]),
+    ("from unittest import TestCase as TC\nclass AddTests(TC):\n    def test_one(self):\n        pass\n",
+     ["s::AddTests::test_one"]),
+    ("import unittest as ut\nclass Checks(ut.TestCase):\n    def test_b(self):\n        pass\n"
+     "    def test_a(self):\n        pass\n", ["s::Checks::test_a", "s::Checks::test_b"]),  # unittest sorts
+    ("import unittest\nclass Mixin:\n    def test_one(self):\n        pass\n"
+     "class AddTestCase(Mixin, unittest.TestCase):\n    pass\n", ["s::AddTestCase::test_one"]),
+    ("class TestBase:\n    def test_add(self):\n        pass\nclass TestSub(TestBase):\n"
+     "    def test_sub(self):\n        pass\n",
+     ["s::TestBase::test_add", "s::TestSub::test_add", "s::TestSub::test_sub"]),  # inherited first
+    ("class TestOuter:\n    class TestInner:\n        def test_in(self):\n            pass\n",
+     ["s::TestOuter::TestInner::test_in"]),
+    ("class TestAdd:\n    def __init__(self):\n        pass\n    def test_one(self):\n        pass\n", ["s"]),
+    ("class TestHelper:\n    __test__ = False\n    def test_no(self):\n        pass\n"
+     "class TestMore(TestHelper):\n    def test_also_no(self):\n        pass\n", ["s"]),
+    ("class Checks:\n    def test_one(self):\n        pass\n", ["s"]),  # neither Test* nor a TestCase
+])
+def test_test_classes_are_collected_by_pytests_and_unittests_rules(code: str, expected: list[str]) -> None:
+    assert [item_id for item_id, _ in _items(code)] == expected
+
+
+def test_a_name_defined_twice_runs_its_last_definition_and_every_other_item(engine: Engine) -> None:
+    tests = ("def test_other():\n    assert add(2, 2) == 4\n"
+             "def test_one():\n    assert add(1, 2) == 4\n"
+             "def test_one():\n    assert add(1, 2) == 3\n")
+    execution = engine.execute(make_request("def add(a, b):\n    return a + b\n", tests, "add"))
+    assert {test.id: test.status for test in execution.tests} == {"t::test_other": "pass", "t::test_one": "pass"}
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_classes_found_through_bases_run_and_fail_a_wrong_program(engine: Engine, isolation: Isolation) -> None:
+    tests = ("import unittest\nfrom unittest import TestCase as TC\n"
+             "class Helpers:\n    def check(self, a, b, c):\n        assert add(a, b) == c\n"
+             "class TestAdd(Helpers):\n    def test_one(self):\n        self.check(1, 2, 3)\n"
+             "class Base(TC):\n    pass\n"
+             "class AddTests(Base):\n    def test_two(self):\n        self.assertEqual(add(2, 2), 4)\n"
+             "class TestSub(TestAdd):\n    pass\n"
+             "class TestOuter:\n    class TestInner:\n        def test_in(self):\n            assert add(0, 1) == 1\n")
+    wrong = "def add(a, b):\n    return a - b\n"
+    execution = engine.execute(make_request(wrong, tests, "add", isolation=isolation,
+                                            trusted_program="def add(a, b):\n    ...\n"))
+    assert {test.id: test.status for test in execution.tests} == {
+        "t::TestAdd::test_one": "fail", "t::AddTests::test_two": "fail", "t::TestSub::test_one": "fail",
+        "t::TestOuter::TestInner::test_in": "fail"}
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_tests_made_while_the_spec_runs_are_run_so_the_spec_cannot_pass_unchecked(
+        engine: Engine, isolation: Isolation) -> None:
+    """No reading of the syntax tree finds them: the runner finds them once the spec ran (as
+    pytest collects the module) and runs them with the spec's last item."""
+    made = ("for i, (a, b, c) in enumerate([(1, 2, 3), (2, 2, 4)]):\n"
+            "    def _t(a=a, b=b, c=c):\n        assert add(a, b) == c\n"
+            "    globals()[f'test_case_{i}'] = _t\n")
+    beside = "def test_plain():\n    assert add(0, 0) == 0\n" + made
+    for program, status in (("def add(a, b):\n    return a + b\n", "pass"), ("def add(a, b):\n    return a * b\n", "fail")):
+        execution = engine.execute(make_request(program, {"made": made, "beside": beside}, "add", isolation=isolation,
+                                                trusted_program="def add(a, b):\n    ...\n"))
+        assert {test.id: test.status for test in execution.tests} == {"made": status, "beside::test_plain": "pass"
+                                                                      if status == "pass" else "fail"}
+        if status == "fail":
+            assert "test_case_0" in execution.tests[0].message

@@ -157,7 +157,9 @@ def test_unittest_methods_are_items_with_setup(engine: Engine) -> None:
     """)
     execution = engine.execute(make_request(ADD, tests, "add"))
     assert statuses(execution) == {"t::TestAdd::test_good": "pass", "t::TestAdd::test_bad": "fail"}
-    assert "2 != 3" in execution.tests[1].message
+    # in unittest's order (sorted by name), as unittest and pytest run a TestCase's methods
+    assert [test.id for test in execution.tests] == ["t::TestAdd::test_bad", "t::TestAdd::test_good"]
+    assert "2 != 3" in execution.tests[0].message
 
 
 def test_messages_leave_out_the_frames_the_frameworks_hide(engine: Engine) -> None:

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from knowbench.benchmark.collect import collect as collect_tests
 from knowbench.parsing import parse_python
 
 FORMAT_VERSION = 1
@@ -134,19 +135,9 @@ PARSE_LOCK = threading.RLock()
 def _spec_items(spec: str, code: str) -> tuple[TestItem, ...]:
     with PARSE_LOCK:
         tree = parse_python(code)
-    found: list[TestItem] = []
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
-            found.append(TestItem(id=f"{spec}::{node.name}", spec=spec, kind="function",
-                                  function=node.name))
-        elif isinstance(node, ast.ClassDef) and (_looks_like_testcase(node)
-                                                 or (node.name.startswith("Test") and not node.bases)):
-            kind: Literal["unittest", "class"] = "unittest" if node.bases else "class"
-            for member in node.body:
-                if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef) and \
-                        member.name.startswith("test"):
-                    found.append(TestItem(id=f"{spec}::{node.name}::{member.name}", spec=spec,
-                                          kind=kind, cls=node.name, function=member.name))
+    found = [TestItem(id="::".join(part for part in (spec, cls, function) if part), spec=spec, kind=kind,
+                      cls=cls, function=function)
+             for cls, function, kind in collect_tests(tree)]
     return tuple(found) or (TestItem(id=spec, spec=spec, kind="block"),)
 
 
@@ -164,14 +155,6 @@ def _spec_imports(code: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             found.append((node.module, tuple(alias.name for alias in node.names if alias.name != "*")))
     return tuple(dict.fromkeys(found))
-
-
-def _looks_like_testcase(node: ast.ClassDef) -> bool:
-    for base in node.bases:
-        name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
-        if name.endswith("TestCase"):
-            return True
-    return False
 
 
 Invocation = Literal["framework", "direct"]
