@@ -281,3 +281,32 @@ def test_tests_inherited_from_a_mixin_in_another_test_module_are_units_and_run(
     assert set(outcomes) == {"test_double", "test_module_function", "test_own"}, built.code
     for outcome in outcomes.values():
         assert (outcome.status, outcome.called) == ("pass", True), outcome.message + built.code
+
+
+def test_mined_xunit_hooks_and_a_name_defined_twice_run_as_pytest_runs_them(
+        tmp_path: Path, engine: SubprocessEngine) -> None:
+    """The module's hooks travel with the spec (no test names them), each hook gets its
+    argument only when it takes one, and a test defined twice is one unit: the last."""
+    (tmp_path / "lib.py").write_text("def double(x):\n    '''Twice.'''\n    y = x * 2\n    return y\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_lib.py").write_text(
+        "import pytest\nfrom lib import double\n\nSTATE = {}\n\n\n"
+        "def setup_module(module):\n    module.STATE['module'] = True\n\n\n"
+        "def setup_function():\n    STATE['function'] = True\n\n\n"
+        "def test_twice():\n    assert double(1) == 3\n\n\n"
+        "def test_twice():\n    assert double(1) == 2 and STATE == {'module': True, 'function': True}\n\n\n"
+        "class TestA:\n    def setup_class(self):\n        self.base = 1\n\n"
+        "    def setup_method(self):\n        self.offset = 2\n\n"
+        "    @pytest.mark.parametrize('b', [2])\n    def test_one(self, b):\n"
+        "        assert double(self.base) == b and self.offset == 2\n")
+    repository = Repository(tmp_path)
+    resolver = Resolver(repository)
+    units = discover_units(repository, resolver)
+    assert sorted(unit.id for unit in units) == ["tests/test_lib.py::TestA::test_one", "tests/test_lib.py::test_twice"]
+    target = cut_target(repository.module("lib"), Symbol("lib", "double", "function"))
+    built = SpecBuilder(repository, resolver, target).build(units[0].module, units)
+    program = assemble(target.context, target.prompt_code, target.entry_point, target.reference).program
+    execution = engine.execute(ExecutionRequest(program=program, tests=[TestSpec(name=built.name, code=built.code)],
+                                                entry_point="double", limits=Limits(wall_s=30)))
+    assert {outcome.id: outcome.status for outcome in execution.tests} == {
+        "tests/test_lib.py::test_twice": "pass", "tests/test_lib.py::TestA::test_one": "pass"}, built.code

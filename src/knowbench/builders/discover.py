@@ -110,7 +110,7 @@ def discover_units(repository: Repository, resolver: Resolver) -> list[TestUnit]
 
 def _units_of(module: Module, resolver: Resolver, repository: Repository) -> Iterator[TestUnit]:
     relpath = repository.relpath(module)
-    for node in module.tree.body:
+    for node in last_definitions(module.tree.body):
         if isinstance(node, _FunctionNode) and node.name.startswith("test"):
             yield TestUnit(module, node.name, None, "function", relpath)
         elif isinstance(node, ast.ClassDef):
@@ -129,6 +129,15 @@ def _units_of(module: Module, resolver: Resolver, repository: Repository) -> Ite
             for name, (base_module, base) in inherited_tests(node, module, resolver).items():
                 if name not in own:
                     yield TestUnit(module, name, node.name, kind, relpath, defined_in=(base_module, base.name))
+
+
+def last_definitions(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements of `body` less each function or class that a later one of the same name
+    replaces: a module holds the last definition of a name, and the frameworks collect what
+    it holds."""
+    last = {node.name: node for node in body if isinstance(node, _FunctionNode | ast.ClassDef)}
+    return [node for node in body
+            if not isinstance(node, _FunctionNode | ast.ClassDef) or last[node.name] is node]
 
 
 def inherited_tests(node: ast.ClassDef, module: Module, resolver: Resolver

@@ -29,7 +29,13 @@ import copy
 from dataclasses import dataclass, field
 
 from knowbench.builders.context import TargetCode, free_names
-from knowbench.builders.discover import TestUnit, conftest_chain, fixture_name, is_testcase_class
+from knowbench.builders.discover import (
+    TestUnit,
+    conftest_chain,
+    fixture_name,
+    is_testcase_class,
+    last_definitions,
+)
 from knowbench.builders.repository import (
     Module,
     Repository,
@@ -44,6 +50,10 @@ from knowbench.parsing import parse_python
 
 _FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 RUNNER_FIXTURES = ("tmp_path", "monkeypatch", "capsys")  # knowbench_pytest.RUNNER_FIXTURES
+# The module's xunit hooks the runner calls around its tests: a spec keeps the ones its module
+# defines, though no test names them.
+XUNIT_MODULE_HOOKS = ("setup_module", "teardown_module", "setUpModule", "tearDownModule",
+                      "setup_function", "teardown_function")
 MAX_ROUNDS = 12
 MAX_STATEMENTS = 400
 
@@ -126,7 +136,7 @@ class SpecBuilder:
         own = self._need(module)
         units_code: list[ast.stmt] = []
         item_of_unit: dict[str, str] = {}
-        for node in module.tree.body:
+        for node in last_definitions(module.tree.body):
             if isinstance(node, _FunctionNode) and node.name in selected.get(None, []):
                 units_code += self._function_unit(node)
                 item_of_unit[f"{spec_name}::{node.name}"] = f"{spec_name}::{node.name}"
@@ -142,7 +152,7 @@ class SpecBuilder:
         for code in units_code:
             fixture_names |= _requested_fixtures(code)
             own.names |= free_names(code)
-        own.names |= {"pytestmark"} & set(module.bindings)
+        own.names |= ({"pytestmark"} | set(XUNIT_MODULE_HOOKS)) & set(module.bindings)
         self._close(fixture_names)
         code = self._emit(module, chain)
         return BuiltSpec(name=spec_name, code=code, item_of_unit=item_of_unit)
