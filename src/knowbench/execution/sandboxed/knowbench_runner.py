@@ -901,7 +901,7 @@ def execute_sample(config, result_fd):
     # a fork server took the snapshot before forking (same objects, same ids in the child).
     imported = _import_test_modules(config.get("test_imports", ()))
     if split:
-        knowbench_split.watch_patches()  # before any test: patches they enter are seen
+        knowbench_split.watch_patches()  # before any test: patches they make are seen
     taken, helper_names, helper_values, helper_functions, helper_versions = _SERVER_SNAPSHOT[0], *(
         _SERVER_IDENTITY[0] or _runner_identity(runner_globals))
     if imported or (taken is not None and _SERVER_WATCHED[0][0] != frozenset(_watched_names())):

@@ -27,7 +27,8 @@ import knowbench_wire as wire
 _HEADER = struct.Struct(">I")
 FRAME_CAP = 64 * 1024 * 1024
 ITEMS_CAP = 100_000  # an iterator the target returns is drained up to this many items
-WARNINGS_CAP = 1000  # warnings one call may raise
+WARNINGS_CAP = 1000  # runs of different warnings one call may raise
+WARNINGS_TOTAL = 100_000  # warnings one call may raise
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -258,30 +259,27 @@ def _replay(peer, effects, args, kwargs, broken):
     pairs += [(f"argument {name!r}", original, mutated[1][name]) for name, original in kwargs.items()]
     for what, original, new in pairs:
         wire.assign_in_place(original, new)
-        # A change that could not be made here too (an immutable container's item, a
-        # read-only buffer) fails the call: dropped, it would pass a test that checks the
-        # argument was left alone.
-        try:
-            mirrored = wire.dumps(original) == wire.dumps(new)
-        except wire.Unencodable:  # (holds what only crossed as a handle: not compared)
-            mirrored = True
-        if not mirrored:
+        # A change that could not be made here too (another dtype for an array passed in)
+        # fails the call: dropped, it would pass a test that checks the argument was left alone.
+        if not wire.mirrors(original, new):
             broken(CrossingFailed, f"the candidate changed {what} in a way that cannot be made "
                                    "in the tests' process too")
 
 
 def _warn(peer, warning, broken):
-    if type(warning) is not tuple or len(warning) != 3:
+    """Raise here a run of warnings the call raised there (see `_warning_runs`)."""
+    if type(warning) is not tuple or len(warning) != 4:
         broken(CandidateGone, "the other process broke the protocol")
-    data, filename, lineno = warning
-    if type(filename) is not str or type(lineno) is not int:
+    data, filename, lineno, count = warning
+    if type(filename) is not str or type(lineno) is not int or type(count) is not int:
         return
     try:
         message = wire.decode_exception(data, peer.resolver)
     except Exception:  # (as `_rebuild`)
         return
     if isinstance(message, Warning):
-        warnings.warn_explicit(message, type(message), filename, lineno)
+        for _ in range(max(0, min(count, WARNINGS_TOTAL))):
+            warnings.warn_explicit(message, type(message), filename, lineno)
 
 
 
@@ -414,27 +412,80 @@ class Channel(Peer):
 
 
 # What the tests patch in this process while they call the target: the candidate's process
-# never sees it. monkeypatch (the runner's, `knowbench_pytest.MonkeyPatch.held`) and
-# unittest.mock's patchers (the `mock` backport's too; pytest-mock's `mocker` is built on them)
-# are watched: their enter and exit are wrapped here, as soon as the module is loaded, and
-# what was started before that is on `_patch._active_patches`. A name a test rebinds by hand
-# (`os.remove = fake`) is not seen.
+# never sees it. Watched: the runner's monkeypatch (`knowbench_pytest.MonkeyPatch.held`),
+# pytest's own `MonkeyPatch` (`pytest.MonkeyPatch.context()`), and unittest.mock's patchers (the
+# `mock` backport's too; pytest-mock's `mocker` is built on them). Their methods are wrapped
+# before any test runs, or, for a module a test imports itself, the moment it is imported
+# (`_WatchImports`). A name a test rebinds by hand (`os.remove = fake`) is not seen.
 _MOCK_MODULES = ("unittest.mock", "mock.mock")
+_PYTEST_MONKEYPATCH = "_pytest.monkeypatch"
+_PATCH_MODULES = frozenset((*_MOCK_MODULES, _PYTEST_MONKEYPATCH))
+_MONKEYPATCH_CHANGES = ("setattr", "delattr", "setitem", "delitem", "setenv", "delenv",
+                        "syspath_prepend", "chdir")
 _ENTERED = {}  # id(patcher) -> patcher, for the unittest.mock patchers now entered
+_MONKEYPATCHES = {}  # id -> a pytest MonkeyPatch that changed something (held until undone)
 _WATCHED = set()
 
 
 def watch_patches():
-    """Start watching the mock modules loaded in this process (idempotent; cheap)."""
-    for name in _MOCK_MODULES:
+    """Watch the patch modules loaded in this process, and those imported later (judge side,
+    before any test runs; idempotent)."""
+    for name in _PATCH_MODULES:
         module = sys.modules.get(name)
         if module is None or name in _WATCHED:
             continue
         _WATCHED.add(name)
+        if name == _PYTEST_MONKEYPATCH:
+            cls = getattr(module, "MonkeyPatch", None)
+            if isinstance(cls, type):
+                for method in _MONKEYPATCH_CHANGES:
+                    if callable(getattr(cls, method, None)):
+                        _wrap_change(cls, method)
+            continue
         for cls, on, off in ((getattr(module, "_patch", None), "__enter__", "__exit__"),
                              (getattr(module, "_patch_dict", None), "_patch_dict", "_unpatch_dict")):
             if isinstance(cls, type) and callable(getattr(cls, on, None)) and callable(getattr(cls, off, None)):
                 _wrap_patcher(cls, on, off)
+    if len(_WATCHED) < len(_PATCH_MODULES) and not any(type(f) is _WatchImports for f in sys.meta_path):
+        sys.meta_path.insert(0, _WatchImports())
+
+
+class _WatchImports:
+    """Finds nothing itself: when a patch module is imported, it has the module loaded as it
+    would be, then watched before any code can use it."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in _PATCH_MODULES or name in _WATCHED:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None or not callable(getattr(spec.loader, "exec_module", None)):
+            return spec
+        spec.loader = _WatchedLoader(spec.loader)
+        return spec
+
+
+class _WatchedLoader:
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        create = getattr(self.loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        watch_patches()
+
+    def __getattr__(self, name):  # get_source, is_package, ...: the real loader's
+        return getattr(self.loader, name)
 
 
 def _wrap_patcher(cls, on, off):
@@ -455,6 +506,33 @@ def _wrap_patcher(cls, on, off):
     setattr(cls, off, left)
 
 
+def _wrap_change(cls, method):
+    change = getattr(cls, method)
+
+    @functools.wraps(change)
+    def changed(self, *args, **kwargs):
+        result = change(self, *args, **kwargs)
+        _MONKEYPATCHES[id(self)] = self
+        return result
+
+    setattr(cls, method, changed)
+
+
+def _monkeypatch_held(patch):
+    """What a pytest MonkeyPatch holds now ("" when it undid everything)."""
+    changes = getattr(patch, "_setattr", None) or []
+    if changes:
+        target, name = changes[-1][0], changes[-1][1]
+        return f"{getattr(target, '__name__', type(target).__name__)}.{name}"
+    if getattr(patch, "_setitem", None):
+        return "a mapping (monkeypatch.setitem/setenv)"
+    if getattr(patch, "_cwd", None) is not None:
+        return "the working directory"
+    if getattr(patch, "_savesyspath", None) is not None:
+        return "sys.path"
+    return ""
+
+
 def patches_held():
     """What the tests have patched in this process now ("" when nothing), in a few words."""
     watch_patches()
@@ -462,6 +540,7 @@ def patches_held():
     pytest_emulation = sys.modules.get("knowbench_pytest")
     if pytest_emulation is not None:
         held += list(pytest_emulation.MonkeyPatch.held.values())
+    held += [what for what in map(_monkeypatch_held, list(_MONKEYPATCHES.values())) if what]
     patchers = list(_ENTERED.values())
     for name in _MOCK_MODULES:
         module = sys.modules.get(name)
@@ -620,7 +699,7 @@ def _answer(peer, function, args, kwargs):
     if type(function) is tuple:  # the entry point: (function, awaited)
         function, awaited = function
     try:
-        before = wire.dumps((args, kwargs))
+        before = peer.dumps((args, kwargs))  # (as `after` below: callables as handles)
     except wire.Unencodable:
         before = None
     saved = sys.stdout, sys.stderr
@@ -649,11 +728,7 @@ def _answer(peer, function, args, kwargs):
         if out is None or err is None:
             raise wire.Unencodable(f"the call printed more than {peer.output_cap} characters "
                                    "(the run's output limit)")
-        if len(caught) > WARNINGS_CAP:
-            raise wire.Unencodable(f"the call raised {len(caught)} warnings (more than {WARNINGS_CAP} "
-                                   "cannot cross)")
-        warned = [(wire.encode_exception(w.message), str(w.filename), int(w.lineno))
-                  for w in caught if isinstance(w.message, Warning)]
+        warned = _warning_runs(caught)
         mutated = None
         after = peer.dumps((args, kwargs), "the arguments after the call")
         if after != before:
@@ -700,6 +775,29 @@ def _drain(iterator):
     except BaseException as error:
         return items, error
     return items, None
+
+
+def _warning_runs(caught):
+    """The warnings a call raised, in order, a run of the same warning from the same line (a
+    loop's) as one entry with its count: [(record, filename, lineno, count)]. More than
+    WARNINGS_CAP runs, or WARNINGS_TOTAL warnings, cannot cross."""
+    runs, last, total = [], None, 0
+    for w in caught:
+        if not isinstance(w.message, Warning):
+            continue
+        total += 1
+        key = (type(w.message), str(w.message), str(w.filename), int(w.lineno))
+        if key == last:
+            runs[-1][3] += 1
+            continue
+        if len(runs) == WARNINGS_CAP:
+            raise wire.Unencodable(f"the call raised more than {WARNINGS_CAP} different warnings "
+                                   "in a row (more cannot cross)")
+        runs.append([wire.encode_exception(w.message), key[2], key[3], 1])
+        last = key
+    if total > WARNINGS_TOTAL:
+        raise wire.Unencodable(f"the call raised {total} warnings (more than {WARNINGS_TOTAL} cannot cross)")
+    return [tuple(run) for run in runs]
 
 
 def _captured(stream, cap):

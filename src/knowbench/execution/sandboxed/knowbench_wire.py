@@ -1267,8 +1267,9 @@ def _safe_str(value: object, limit: int = 10_000) -> str:
     return str.__str__(text)[:limit] if isinstance(text, str) else "<not a string>"
 
 
-_GROUP_DEPTH = 8
-"""Exception groups nested deeper than this cross as their text only."""
+_GROUP_DEPTH = 32
+_GROUP_SIZE = 10_000
+"""Exception groups nested deeper, or holding more exceptions, cannot cross."""
 
 
 def _exception_group() -> type | None:
@@ -1292,9 +1293,13 @@ def encode_exception(error: BaseException, _depth: int = 0) -> dict:
         except Unencodable:
             args.append(["s", _safe_str(arg)])
     group = _exception_group()
-    if group is not None and isinstance(error, group) and _depth < _GROUP_DEPTH:
+    if group is not None and isinstance(error, group):
         # (message, exceptions): the exceptions as records of their own, ["g", [...]]
-        args[1:] = [["g", [encode_exception(inner, _depth + 1) for inner in error.exceptions]]]
+        inner = error.exceptions
+        if _depth >= _GROUP_DEPTH or len(inner) > _GROUP_SIZE:
+            raise Unencodable(f"an exception group nested more than {_GROUP_DEPTH} deep or holding "
+                              f"more than {_GROUP_SIZE} exceptions cannot cross")
+        args[1:] = [["g", [encode_exception(exception, _depth + 1) for exception in inner]]]
     for name, value in getattr(error, "__dict__", {}).items():
         if _plain_name(name) and not name.startswith("knowbench"):
             try:
@@ -1324,8 +1329,8 @@ def decode_exception(data: dict, resolver: Resolver, _depth: int = 0) -> BaseExc
     inner = None  # an exception group's exceptions
     for kind, payload in raw_args:
         if kind == "g":
-            _need(inner is None and type(payload) is list and 0 < len(payload) <= 1000 and _depth < _GROUP_DEPTH,
-                  "exception: bad group")
+            _need(inner is None and type(payload) is list and 0 < len(payload) <= _GROUP_SIZE
+                  and _depth < _GROUP_DEPTH, "exception: bad group")
             inner = tuple(decode_exception(record, resolver, _depth + 1) for record in payload)
             args.append(list(inner))
             continue
@@ -1370,6 +1375,107 @@ def decode_exception(data: dict, resolver: Resolver, _depth: int = 0) -> BaseExc
     raise WireError("exception: no resolvable type")
 
 
+def _reshaped_like(np: types.ModuleType, original: object, new: object) -> bool:
+    """Make `original` (an ndarray) ready to take `new`'s values in place, as the other process
+    could have changed it: its shape (`x.shape = ...`, same size) and its writeable flag (set
+    back on by the array's owner); False when it cannot be (another dtype or size: the array
+    was replaced, or reinterpreted)."""
+    if original.dtype != new.dtype or original.size != new.size:
+        return False
+    saved_shape, saved_flag = original.shape, original.flags.writeable
+    try:
+        if original.shape != new.shape:
+            original.shape = new.shape
+        if not original.flags.writeable:
+            original.flags.writeable = True
+    except (AttributeError, ValueError):
+        try:
+            original.shape = saved_shape
+            original.flags.writeable = saved_flag
+        except (AttributeError, ValueError):
+            pass
+        return False
+    return True
+
+
+def mirrors(original: object, new: object) -> bool:
+    """Whether `original` now holds what `new` holds: the same structure and values, with a
+    callable or handle the same object on both sides. Sets and dicts compare by their items,
+    whatever their order of iteration; a structure too deep to compare counts as the same."""
+    try:
+        return _Mirrors().same(original, new)
+    except RecursionError:
+        return True
+
+
+class _Mirrors:
+    def __init__(self) -> None:
+        self.seen: set[tuple[int, int]] = set()
+
+    def same(self, a: object, b: object) -> bool:
+        if a is b:
+            return True
+        t = type(a)
+        if t is not type(b):
+            return False
+        if (id(a), id(b)) in self.seen:
+            return True
+        if t in (int, str, bytes, bool, type(None), complex, decimal.Decimal, fractions.Fraction):
+            return a == b
+        if t is float:
+            return a == b or (a != a and b != b)
+        np, pd = sys.modules.get("numpy"), sys.modules.get("pandas")
+        if np is not None and t is np.ndarray:
+            if a.shape != b.shape or a.dtype != b.dtype:
+                return False
+            if a.dtype == np.dtype(object):
+                self.seen.add((id(a), id(b)))
+                return all(self.same(x, y) for x, y in zip(a.flat, b.flat))  # noqa: B905 (shapes equal)
+            return a.tobytes() == b.tobytes()
+        if t in (set, frozenset):  # hashable items: equality, whatever the order
+            return bool(a == b)
+        if (pd is not None and t in (pd.DataFrame, pd.Series)) or (np is not None and isinstance(a, np.generic)):
+            try:
+                return bool(dumps(a) == dumps(b))
+            except Unencodable:
+                return True
+        self.seen.add((id(a), id(b)))
+        if t in (list, tuple, collections.deque) or (issubclass(t, tuple) and hasattr(t, "_fields")):
+            return len(a) == len(b) and all(self.same(x, y) for x, y in zip(a, b))  # noqa: B905 (lengths equal)
+        if t in (dict, collections.OrderedDict, collections.defaultdict, collections.Counter):
+            return (len(a) == len(b) and all(key in b for key in a)
+                    and all(self.same(a[key], b[key]) for key in a))
+        if t is bytearray:
+            return a == b
+        if callable(a) or isinstance(a, type):
+            return True  # a handle's stand-in on one side, the callable on the other: not compared
+        _, has_dict, slots = _layout(t)
+        if has_dict:
+            state_a, state_b = object.__getattribute__(a, "__dict__"), object.__getattribute__(b, "__dict__")
+            if not self.same(dict(state_a), dict(state_b)):
+                return False
+        for descriptor in slots.values():
+            try:
+                x = descriptor.__get__(a, t)
+            except AttributeError:
+                x = _MISSING_SLOT
+            try:
+                y = descriptor.__get__(b, t)
+            except AttributeError:
+                y = _MISSING_SLOT
+            if not self.same(x, y):
+                return False
+        if not has_dict and not slots:
+            try:
+                return bool(dumps(a) == dumps(b))
+            except Unencodable:
+                return True
+        return True
+
+
+_MISSING_SLOT = object()
+
+
 def assign_in_place(original: object, new: object) -> bool:
     """Make `original` equal `new` in place, keeping the identity of nested mutable objects
     where the structures match; False (and `original` untouched) when it is immutable or of a
@@ -1403,9 +1509,7 @@ class _Assigner:
             return False
         np, pd = sys.modules.get("numpy"), sys.modules.get("pandas")
         if np is not None and t is np.ndarray:
-            if original.shape != new.shape or original.dtype != new.dtype:
-                return False
-            if not original.flags.writeable:
+            if not _reshaped_like(np, original, new):
                 return False
         elif t is collections.deque and original.maxlen != new.maxlen:
             return False
@@ -1426,11 +1530,13 @@ class _Assigner:
                 original[key] = value
         elif t is set:
             original.clear()
-            original.update(new)
+            for item in new:  # one by one, as `new` was built: the same order of iteration
+                original.add(item)
         elif t is bytearray:
             original[:] = new
         elif np is not None and t is np.ndarray:
             original[...] = new
+            original.flags.writeable = bool(new.flags.writeable)
         elif pd is not None and t in (pd.DataFrame, pd.Series):
             original._update_inplace(new)
             if t is pd.Series:
