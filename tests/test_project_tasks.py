@@ -120,8 +120,8 @@ def test_reference_passes_and_stub_fails_on_both_engines(tmp_path, any_engine):
                   ["tests/test_area.py", "tests/test_pipeline.py::test_pipeline"], reference, prompt)
     original = (root / "projects/geo/code/geometry/shapes.py").read_text()
     task = load_benchmark(root).tasks[0]
-    assert [item.id for item in task.test_items()] == [
-        "tests/test_area.py::TestArea::test_unit", "tests/test_area.py::TestArea::test_two",
+    assert [item.id for item in task.test_items()] == [  # a TestCase's in unittest's (and pytest's) order
+        "tests/test_area.py::TestArea::test_two", "tests/test_area.py::TestArea::test_unit",
         "tests/test_pipeline.py::test_pipeline"]
     limits = Limits(wall_s=60)
     results = {}
