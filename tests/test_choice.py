@@ -322,7 +322,7 @@ def test_reasoning_tags_mentioned_in_the_answer_are_text() -> None:
     assert single('The regex r"^<think>.*?</think>$" needs DOTALL.\n\nAnswer: D') == ["D"]
 
 
-def test_a_reasoning_pair_mentioned_inside_the_block_nests() -> None:
+def test_a_reasoning_pair_mentioned_inside_the_block_does_not_end_it() -> None:
     reply = "<think>\nThe format is `<think>...</think>` then the answer: B?\n</think>\nAnswer: C"
     assert single(reply) == ["C"]
 
@@ -540,3 +540,24 @@ def test_other_written_forms_of_one_letter(reply: str) -> None:
                                    "I'm sure the cache is used.", "Answer: it depends"])
 def test_lower_case_words_after_a_marker_are_no_letters(reply: str) -> None:
     assert single(reply) == []
+
+
+# ---------------------- second review: replies the first round of fixes misread
+# Each case was read right before the first round (commit 428e3ab) and wrong after it.
+
+
+@pytest.mark.parametrize(("reply", "letter"), [
+    ("<think>\nThe format reward requires the completion to start with <think>. Option A says so. "
+     "The answer is A? No.\n</think>\n\nAnswer: B", "B"),
+    ("<think>\nQwen3 chat template inserts `<think>` automatically. So option C.\n</think>\n\n"
+     "**Answer: C**", "C"),
+    ('<think>\nThe regex is r"<think>.*" answer is A\n</think>\nAnswer: B', "B"),
+    ("Okay. First guess: the answer is A. Let me check.\nThe reward needs the completion to start "
+     "with <think>, which option C describes.\n</think>\n\n**C**", "C"),
+    ("Okay, so is the answer A? Let me check. Actually C fits.</think>**C**", "C"),
+    ("Hmm the answer is A? No wait. C fits better.</think>C", "C"),
+    ("<think>\nhmm\n</thinking>\nAnswer: C", "C"),
+])
+def test_a_reasoning_tag_mentioned_inside_the_block_does_not_keep_it_open(
+        reply: str, letter: str) -> None:
+    assert single(reply) == [letter]

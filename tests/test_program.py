@@ -616,3 +616,15 @@ def test_splice_keeps_a_real_redefinition_of_a_context_helper() -> None:
     program = assemble(STUB_CONTEXT, PROMPT, "area", reply).program
     assert program is not None
     assert run(program, "area(2)") == 24.0
+
+
+@pytest.mark.parametrize("reply", [
+    "<think>\nThe completion must begin with `<think>`; I'll check startswith.\n</think>\n\n"
+    "```python\ndef f(s):\n    return s.startswith('<' + 'think>')\n```",
+    "<think>\nSpec: strip the leading <think> block.\n</think>\n"
+    "```python\ndef f(s):\n    end = s.find('</' + 'think>')\n    return s[end + 8:] if end >= 0 else s\n```",
+    "<think>\nThe reward checks that the completion starts with <think>. So I need a regex.\n</think>\n\n"
+    "```python\nimport re\ndef f(s):\n    return 1.0 if re.match(r'^<think>.*?</think>', s, re.S) else 0.0\n```",
+])
+def test_extract_reads_past_a_block_that_mentions_its_own_opening_tag(reply: str) -> None:
+    assert extract_code(reply, "f").startswith(("def f", "import re"))

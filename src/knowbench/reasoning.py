@@ -4,17 +4,23 @@ Reasoning models write their thinking in a tagged block before the answer: `<thi
 `<thinking>` or `<reasoning>` (any case). Both the choice parser and code extraction read
 only what follows that block, so both use `after_reasoning`:
 
-- A block counts only when it *opens* the reply (after whitespace and special tokens such as
-  `<|im_start|>assistant` or `<s>`); a tag written anywhere else is text the reply talks
-  about (a regular expression `r"<think>.*?</think>"` in a reward function, "the template
-  strips everything before `</think>`") and is left alone.
-- The block ends at its own closing tag; tags of the same name opened inside it (a mention of
-  a whole `<think>...</think>` pair) nest. Several leading blocks are all skipped.
+- A block opens only at the start of the reply (after whitespace and special tokens such as
+  `<|im_start|>assistant` or `<s>`); an opening tag anywhere else is text the reply talks
+  about ("the completion must start with <think>", a regular expression
+  `r"<think>.*?</think>"` in a reward function) and opens nothing.
+- The block ends at the *last* closing tag of its name in the reply that is not quoted: not
+  inside inline code (`` `</think>` ``), a quoted string (`"</think>"`, `r'...</think>'`) or
+  a fenced code block (there only a tag alone on its line counts, the end of a block whose
+  draft left its fence open). So tags mentioned inside the block do not matter, and code
+  after the block that holds the tag in a string or a fence is never its end. A block closed
+  by another reasoning name (`<think>` ... `</thinking>`) ends at the last such tag when none
+  of its own name follows. Several leading blocks are all skipped.
 - A chat template may put the opening tag in the prompt, so the reply starts inside the block:
-  when the reply opens with no tag, the first closing tag that stands at the start or the end
-  of a line (never inside inline code or quotes) ends it, provided no opening tag comes before
-  it.
+  when the reply opens with no tag, the last unquoted closing tag ends the block; with none,
+  the whole reply is the answer.
 - A block that never closes means the reply was cut off while still reasoning: None.
+
+Each call scans the reply once per leading block: linear in its length.
 """
 
 from __future__ import annotations
@@ -24,12 +30,9 @@ import re
 _NAMES = r"(?:think|thinking|reasoning)"
 _LEADING = re.compile(r"(?:\s|<\|[A-Za-z0-9_]+\|>(?:assistant\b)?|</?s>)*")
 _OPEN = re.compile(rf"<({_NAMES})>", re.IGNORECASE)
-_TAG = re.compile(rf"<(/?)({_NAMES})>", re.IGNORECASE)
-# A closing tag on its own at a line's start or end, not quoted: the end of a block whose
-# opening tag the chat template wrote.
-_BARE_CLOSE = re.compile(
-    rf"^[ \t]*</{_NAMES}>|(?<![`'\"/\\])</{_NAMES}>[ \t]*$", re.IGNORECASE | re.MULTILINE
-)
+_CLOSE = re.compile(rf"</({_NAMES})>", re.IGNORECASE)
+_FENCE = re.compile(r"[ \t]*(?:`{3,}|~{3,})")
+_QUOTE_SCAN = 300  # how far back on its line a tag is checked for an open quote
 
 
 def after_reasoning(reply: str) -> str | None:
@@ -37,30 +40,54 @@ def after_reasoning(reply: str) -> str | None:
     position = _LEADING.match(reply).end()  # type: ignore[union-attr]
     opening = _OPEN.match(reply, position)
     if opening is None:
-        return _after_prompt_opened_block(reply)
+        closing = _last_closing(reply, 0, None)
+        return reply if closing is None else reply[closing:]
+    end = position
     while opening is not None:
-        end = _block_end(reply, opening.end(), opening.group(1).lower())
-        if end is None:
+        name = opening.group(1).lower()
+        found = _last_closing(reply, opening.end(), name)
+        if found is None:
             return None
+        end = found
         position = _LEADING.match(reply, end).end()  # type: ignore[union-attr]
         opening = _OPEN.match(reply, position)
     return reply[end:]
 
 
-def _block_end(reply: str, start: int, name: str) -> int | None:
-    """Where the block of tag `name` opened just before `start` ends (after its closing tag)."""
-    depth = 1
-    for tag in _TAG.finditer(reply, start):
-        if tag.group(2).lower() != name:
-            continue
-        depth += -1 if tag.group(1) else 1
-        if depth == 0:
-            return tag.end()
-    return None
+def _last_closing(reply: str, start: int, name: str | None) -> int | None:
+    """Where the last unquoted closing tag after `start` ends: of `name` when there is one,
+    else of any reasoning name (any name when `name` is None)."""
+    if "</" not in reply:  # most replies: spare the line scan
+        return None
+    own = other = None
+    in_fence = False
+    line_start = start
+    while line_start <= len(reply):
+        line_end = reply.find("\n", line_start)
+        line_end = len(reply) if line_end < 0 else line_end
+        if _FENCE.match(reply, line_start, line_end):
+            in_fence = not in_fence
+        else:
+            for tag in _CLOSE.finditer(reply, line_start, line_end):
+                if in_fence and reply[line_start:line_end].strip() != tag.group():
+                    continue
+                if _is_quoted(reply[max(line_start, tag.start() - _QUOTE_SCAN) : tag.start()]):
+                    continue
+                if name is None or tag.group(1).lower() == name:
+                    own = tag.end()
+                else:
+                    other = tag.end()
+        line_start = line_end + 1
+    return own if own is not None else other
 
 
-def _after_prompt_opened_block(reply: str) -> str:
-    closing = _BARE_CLOSE.search(reply)
-    if closing is None or _OPEN.search(reply, 0, closing.start()):
-        return reply
-    return reply[closing.end():]
+def _is_quoted(before: str) -> bool:
+    """Whether a tag preceded on its line by `before` stands inside inline code or a quoted
+    string: an odd count of backticks or double quotes, or of single quotes that are not
+    apostrophes ("it's")."""
+    if before.count("`") % 2 or before.count('"') % 2:
+        return True
+    singles = sum(1 for index, char in enumerate(before) if char == "'"
+                  and not (0 < index < len(before) - 1 and before[index - 1].isalnum()
+                           and before[index + 1].isalnum()))
+    return singles % 2 == 1
