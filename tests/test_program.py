@@ -628,3 +628,13 @@ def test_splice_keeps_a_real_redefinition_of_a_context_helper() -> None:
 ])
 def test_extract_reads_past_a_block_that_mentions_its_own_opening_tag(reply: str) -> None:
     assert extract_code(reply, "f").startswith(("def f", "import re"))
+
+
+@pytest.mark.parametrize("context", ["log = None\n", "from logging import info as log\n"])
+def test_splice_keeps_a_no_op_that_replaces_a_context_value(context: str) -> None:
+    reply = ("```python\ndef log(*args):\n    pass\n\n\n"
+             "def area(r: float) -> float:\n    log('area')\n    return 3.0 * r * r\n```")
+    program = assemble(context, PROMPT, "area", reply).program
+    assert program is not None
+    assert "def log(*args):" in program
+    assert run(program, "area(2)") == 12.0

@@ -350,9 +350,10 @@ def splice(prompt_code: str, entry_point: str, code: str,
     top-level statement, the others just after it, each then moved forward past the
     prompt's bindings of the names it reads while the module runs (`_settle`). Otherwise
     `code` is the target's body (the prompt's docstring is kept when `code` has none).
-    `context_names` are the names the task's context binds: a stub of one of them in `code`
-    (`def unit(): pass`, written to show what the code calls) is dropped, so that it does
-    not shadow the context's real definition.
+    `context_names` are the functions and classes the task's context defines: a stub of one
+    of them in `code` (`def unit(): pass`, written to show what the code calls) is dropped,
+    so that it does not shadow the context's real definition. A no-op that replaces a value
+    or an import of the context (`log = None`) stays.
     Empty `code` returns `prompt_code` unchanged; splicing the result again with the same
     `code` returns it unchanged.
     Raises `SpliceError` when the target is missing or `code` does not parse.
@@ -494,7 +495,7 @@ def _kept_statements(tree: ast.Module, candidate: ast.Module, entry_point: str, 
     """The candidate's other top-level statements that belong to its program, in its order.
 
     Imports are handled apart. Statements that rebind a name the prompt binds are dropped
-    (the prompt's definitions stay), as are stubs of names the context binds and the
+    (the prompt's definitions stay), as are stubs of functions the context defines and the
     `__main__` block. New functions and classes
     are kept; any other statement is kept when kept code needs it: it binds a name kept code
     or the prompt reads (a constant, an import fallback), changes an object bound by kept statements
@@ -668,11 +669,15 @@ def _is_future(node: ast.stmt) -> bool:
 
 @functools.lru_cache(maxsize=16)  # the samples of a task share its context
 def _context_names(context: str) -> frozenset[str]:
-    """The names the context binds at top level; none when it does not parse."""
+    """The functions and classes the context defines at top level; none when it does not
+    parse. Names it binds otherwise (`log = None`, an import) are placeholders a reply may
+    mean to replace, even with a no-op."""
     try:
-        return frozenset(_defined_names(parse_python(context).body)) if context.strip() else frozenset()
+        body = parse_python(context).body if context.strip() else []
     except (SyntaxError, ValueError, RecursionError):
         return frozenset()
+    return frozenset(node.name for node in body
+                     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef))
 
 
 def _join(context: str, spliced: str) -> str:
