@@ -498,8 +498,8 @@ def test_a_label_that_rejects_its_letters_states_no_choice(reply: str) -> None:
 
 @pytest.mark.parametrize("reply", [
     "The answer is likely B. Let me check.\n\nWait, B fails for empty input. So C.\n\n**C**",
-    "The answer is probably B. Let me verify.\n\nActually B ignores the cache, so option C is "
-    "correct.",
+    # prose alone ("so option C is correct") no longer overrides it: explanations name options
+    "The answer is probably B. Let me verify.\n\nActually B ignores the cache, so the answer is C.",
     "I think the answer is B. Let me double-check.\n\nHmm, B leaks memory.\n\nC",
 ])
 def test_a_hedged_answer_gives_way_to_a_later_conclusion(reply: str) -> None:
@@ -524,14 +524,15 @@ def test_a_hedged_answer_without_a_later_one_counts() -> None:
     '```json\n{"answer": ["A", "C"]}\n```',
     "Answer：Ａ，Ｃ",
     "Answer: a, c",
-    "The correct options are a and c.",
+    "Correct options: a and c",
 ])
 def test_other_written_forms_of_two_letters(reply: str) -> None:
     assert several(reply) == ["A", "C"]
 
 
 @pytest.mark.parametrize("reply", ["Answer: 'B'", "Answer: \u2018B\u2019", '{"answer": "B"}',
-                                   "Answer：Ｂ", "\\boxed{b}", "the answer is b."])
+                                   "Answer：Ｂ", "\\boxed{b}", "answer: b.",
+                                   "The answer is: b"])
 def test_other_written_forms_of_one_letter(reply: str) -> None:
     assert single(reply) == ["B"]
 
@@ -544,6 +545,137 @@ def test_lower_case_words_after_a_marker_are_no_letters(reply: str) -> None:
 
 # ---------------------- second review: replies the first round of fixes misread
 # Each case was read right before the first round (commit 428e3ab) and wrong after it.
+
+
+@pytest.mark.parametrize("reply", [
+    "The answer is likely **B**.\n\n### Option A\nRecomputes every call.\n\n### Option B\nUses "
+    "the cache.\n\n### Option C\nNot thread-safe.",
+    "The answer is likely **B**.\n\n**A**\nRecomputes every call.\n\n**B**\nUses the cache.\n\n"
+    "**D**\nNot thread-safe.",
+    "I think the answer is B.\n\nHere is why: the loop in option A never terminates, so the one "
+    "that fails is A.",
+    "The answer is probably (B).\n\nThe most common mistake is A.",
+    "I think the answer is B.\n\nReasoning: the cache is shared, so option D would be the answer "
+    "only on a single thread.",
+    "I think the answer is B.\n\nNote: option A is true in PyTorch 1.x but not 2.x.",
+    "I think the answer is B.\n\nThe key is: A.",
+])
+def test_a_hedged_answer_yields_only_to_a_later_explicit_one(reply: str) -> None:
+    assert single(reply) == ["B"]
+
+
+def test_a_hedged_list_of_answers_keeps_its_letters_over_a_later_summary() -> None:
+    reply = ("I think the answer is A, B, D.\n\nEvaluating the most likely design decisions:\n"
+             "- (A) is highly likely - handles partial joint mapping\n- (B) is highly likely - "
+             "standard articulation state format\n- (D) is highly likely - matches IsaacLab's "
+             "hierarchical structure\n- (E) is plausible - supports delta observations\n- (C) is "
+             "questionable in phrasing but addresses a real integration need\n\nThe strongest "
+             "integration design decisions are A, B, and D as they directly address format "
+             "compatibility and data mapping between systems.")
+    assert several(reply, letters="ABCDE") == ["A", "B", "D"]
+
+
+@pytest.mark.parametrize(("reply", "letter"), [
+    ("The answer is A.\n\nWait, that is wrong: A recomputes.\n\nThe correct answer is B, since it "
+     "works even if the cache is cold.", "B"),
+    ("Answer: A\n\nHmm, let me reconsider. Actually the answer is C, because it holds even if the "
+     "tensor is on CPU.", "C"),
+    ("My first guess: the answer is A.\n\nChecking the source: if the flag is set, the code "
+     "returns early, so the answer is C.", "C"),
+    ("Answer: A\n\nOn reflection, if we look at line 42, the final answer is C.", "C"),
+])
+def test_a_condition_word_near_a_later_answer_does_not_make_it_hypothetical(
+        reply: str, letter: str) -> None:
+    assert single(reply) == [letter]
+
+
+@pytest.mark.parametrize(("reply", "letter"), [
+    ("The statement that is NOT true is C.", "C"),
+    ("Looking at each option, A, B and D hold.\n\nThe incorrect statement is C.", "C"),
+    ("A, B and D are all valid uses.\n\nSo the option that does not apply is B.", "B"),
+    ("The only option that does not deadlock is B.", "B"),
+    ("The one that is not thread-safe is D.", "D"),
+    ("The incorrect answer is B.", "B"),
+    ("The wrong answer here is B, because it claims X.", "B"),
+    ("The false statement is: C", "C"),
+    ("**Incorrect statement: C**", "C"),
+    ("There is no other choice: B.", "B"),
+    ("Now, for the final answer: B.\n\nA fails because it recomputes; C fails because it leaks.",
+     "B"),
+])
+def test_the_answer_to_a_not_question_is_the_rejected_option_it_names(reply: str, letter: str) -> None:
+    assert single(reply) == [letter]
+
+
+def test_rejected_options_are_the_answer_only_when_nothing_is_chosen() -> None:
+    assert several("The false statements are A and D.") == ["A", "D"]
+    assert several("**Correct answers:** B, C\n**Incorrect answers:** A, D, E") == ["B", "C"]
+    assert several("Incorrect answers: A, D, E\n\nCorrect answers: B, C") == ["B", "C"]
+
+
+@pytest.mark.parametrize("reply", [
+    "**Answer:**\n- **C** is correct.\n- A is wrong because it recomputes.\n- B is wrong because "
+    "it leaks.",
+    "**Answer:**\n- C: correct\n- A: recomputes every call\n- B: leaks memory",
+    "To determine the correct answer:\n\n- A: The loop never terminates.\n- C: Uses the cache and "
+    "a lock.\n- B: Leaks memory.\n- D: Deadlocks.\n\nC is correct.",
+])
+def test_a_list_explaining_each_option_gives_the_one_it_marks_correct(reply: str) -> None:
+    assert single(reply) == ["C"]
+
+
+@pytest.mark.parametrize("reply", [
+    "Let me evaluate each option to identify the correct answers:\n\n1. **Option A**: This is "
+    "correct because the scheduler drains the queue.\n2. **Option B**: This is incorrect because "
+    "it ignores the lock.\n3. **Option C**: This is correct since the cache is shared.\n4. "
+    "**Option D**: This is not the case; D recomputes.\n\nSo A and C are correct.",
+    "**Answer:**\n\n- **A** is correct: X\n- **B** is incorrect: Y\n- **C** is correct: Z",
+    "**Answer:**\n\n1. **Option A**: Correct - it drains the queue.\n2. **Option B**: This is "
+    "incorrect because it ignores the lock.\n3. **Option C**: Correct - shared cache.",
+])
+def test_list_items_that_reject_their_option_are_not_chosen(reply: str) -> None:
+    assert several(reply) == ["A", "C"]
+
+
+@pytest.mark.parametrize(("reply", "letters"), [
+    ("Answer: C (and D)", ["C", "D"]),
+    ("Answer: B (also D)", ["B", "D"]),
+    ("Answer: A - B - D", ["A", "B", "D"]),
+])
+def test_letters_added_in_an_aside_or_between_dashes_count(reply: str, letters: list[str]) -> None:
+    assert several(reply) == letters
+
+
+@pytest.mark.parametrize("reply", [
+    '{"answer": "B", "explanation": "A is wrong because it recomputes"}',
+    '{"answer": "B", "reason": "Option D leaks"}',
+])
+def test_a_json_answer_ends_at_its_value(reply: str) -> None:
+    assert single(reply) == ["B"]
+    assert several('{"answer": ["A", "C"], "rejected": ["B", "D"]}') == ["A", "C"]
+
+
+@pytest.mark.parametrize("reply", [
+    "Looking at the options, the answer is a",  # cut off before "a cache ..."
+    "Answer: i.e. the second one",
+    "Answer: e.g.",
+    # lower case counts only after a label or in a box: after "is" it may be the article
+    "the answer is b.",
+    "The correct options are a and c.",
+])
+def test_lower_case_outside_a_labelled_answer_is_no_letter(reply: str) -> None:
+    assert single(reply, letters="ABCDEFGHI") == []
+
+
+@pytest.mark.parametrize(("reply", "letters"), [
+    ("Answer: CBD", FOUR),
+    ("Answer: BAD", SIX),
+    ("Answer: FACE", SIX),
+    ("So we should use\nCBD", FOUR),
+    ("The answer is ACID compliance.", FOUR),
+])
+def test_a_word_of_capitals_is_no_run_of_letters(reply: str, letters: str) -> None:
+    assert several(reply, letters=letters) == []
 
 
 @pytest.mark.parametrize(("reply", "letter"), [

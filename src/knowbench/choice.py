@@ -81,6 +81,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import NamedTuple
 
 from knowbench.reasoning import after_reasoning
 
@@ -104,14 +105,33 @@ _MARKER = re.compile(
 _FORM_DESCRIPTION = re.compile(r"[ \t]*(?:for|in)\s+(?:a\s+)?(?:single|multiple|multi)[- ]?"
                                r"(?:choice|select|answer|option)", re.IGNORECASE)
 _CLAUSE = 200  # how far around a marker its sentence is read
-# Words before a marker that make it name the rejected options, or make "answer" the object
-# of a preposition ("Explanation of the answer:").
-_NEGATED_BEFORE = re.compile(
-    r"(?:\b(?:incorrect|wrong|other|eliminated|excluded|rejected|invalid|false|bad|not|non)"
-    r"|\b(?:of|for|behind|about)[ \t]+(?:the|my|this|that|our|each|an?))[ \t*_-]*(?:the[ \t]+)?$",
+# Words before a marker that make it name the rejected options ("Incorrect answers:"): the
+# answer of a NOT-question, or the options left out beside the chosen ones.
+_REJECTING_BEFORE = re.compile(
+    r"\b(?:incorrect|wrong|other|eliminated|excluded|rejected|invalid|false|bad|not|non)"
+    r"[ \t*_-]*(?:the[ \t]+)?$",
+    re.IGNORECASE,
+)
+# A preposition that makes "answer" its object ("Explanation of the answer:").
+_PREPOSITION_BEFORE = re.compile(
+    r"\b(?:of|for|behind|about)[ \t]+(?:the|my|this|that|our|each|an?)[ \t*_-]*$", re.IGNORECASE
+)
+# A marker that announces a plan, not an answer ("To determine the correct answer:").
+_PLAN_BEFORE = re.compile(
+    r"\b(?:to|let[ \t]+me|let's|let[ \t]+us|I'll|I[ \t]+will|we'll|we[ \t]+will)[ \t]+"
+    r"(?:identify|determine|find|figure[ \t]+out|select|choose|pick|decide|work[ \t]+out)\b",
     re.IGNORECASE,
 )
 _CONDITION = re.compile(r"\b(?:if|unless|assuming|suppose|supposing|provided)\b", re.IGNORECASE)
+_HYPOTHETICAL_MARKER = re.compile(r"\b(?:would|could|might)\s+be\s*$", re.IGNORECASE)
+# A sentence that opens with a condition whose clause the marker follows at once: "If the
+# flag is set, the answer is C", "Unless X, in which case the answer is C".
+_CONDITION_CLAUSE = re.compile(
+    r"[\s(\[*_\"'>-]*(?:if|unless|assuming|suppose|supposing|provided|in[ \t]+case)\b[^,;:\n]*,"
+    r"[ \t]*(?:then[ \t]+|in[ \t]+which[ \t]+case[ \t]+)?(?:(?:the|my|our)[ \t]+)?"
+    r"(?:(?:correct|right|final|best)[ \t]+)?",
+    re.IGNORECASE,
+)
 _HEDGE_AFTER = re.compile(
     r"[ \t*_:]*(?:most[ \t]+)?(?:likely|probably|possibly|perhaps|maybe|presumably|tentatively)\b",
     re.IGNORECASE,
@@ -128,8 +148,16 @@ _LIST_ITEM = re.compile(
     r"[(\[]?[*_`]*([A-Z])(?![A-Za-z0-9_'\u2019-])[*_`]*(?=[ \t]*(?:[):.\]\-\u2013\u2014*_`]|$)"
     r"|[ \t]+[A-Za-z])"
 )
+# What an item's text says of its option first: "- B: incorrect", "- **B** is wrong because",
+# "2. **Option B**: This is incorrect", "- C: correct", "- C ✓".
+_VERDICT_PREFIX = (r"[ \t)\]:.*_`\-\u2013\u2014]*(?i:(?:this|it|which|that)[ \t]+)?"
+                   r"(?i:(?:is|are)[ \t]+)?")
 _REJECTED = re.compile(
-    r"[ \t)\]:.*_`\-\u2013\u2014]*(?:(?i:incorrect|wrong|false|invalid|not\b|no\b)|[\u2717\u2718\u274c\u00d7])"
+    _VERDICT_PREFIX
+    + r"(?:(?i:incorrect|wrong|false|invalid|not\b|no\b)|[\u2717\u2718\u274c\u00d7])"
+)
+_APPROVED = re.compile(
+    _VERDICT_PREFIX + r"(?:(?i:correct|right|true|valid)\b|[\u2713\u2714\u2705])"
 )
 _WORD_AFTER = re.compile(r"\s+([a-z][a-z-]*)")
 # What ends the letters of an answer: a sentence's end, a dash clause, a word that starts
@@ -141,6 +169,8 @@ _SENTENCE_END = re.compile(
     re.IGNORECASE,
 )
 _PARENTHESIS = re.compile(r"\([^()\n]*\)?")
+# A parenthesis that adds letters to the answer: "C (and D)", "B (also D)".
+_ADDITION = re.compile(r"\([ \t]*(?i:and|also|plus|as[ \t]+well[ \t]+as)[ \t]+[^()\n]*\)")
 _WORD = re.compile(r"[A-Za-z]{2}")
 # Where a model's reply to this question ends and invented text begins.
 _RUN_ON = re.compile(
@@ -161,7 +191,14 @@ _LETTER_LIST = _UNIT + r"(?:(?:[ \t]*,[ \t]*(?:and[ \t]+)?|[ \t]+and[ \t]+)" + _
 # Forms written in full width (U+FF01..U+FF5E: "Answer：Ｂ") and CJK punctuation, as ASCII.
 _FULL_WIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)} | {0x3001: ",", 0x3002: "."}
 _FULL_WIDTH_CHAR = re.compile("[\uff01-\uff5e\u3001\u3002]")
-_LOWER_SPLIT = re.compile(r"[\s,;&/+*_`'\"()\[\]{}$.:!\u2018\u2019\u201c\u201d]+")
+# An answer of nothing but lower-case letters: "b, d", "(b)", "'a' and 'c'"; not "i.e.".
+_LOWER_UNIT = r"[*_`'\"(\[\u2018\u201c]{0,3}[a-z][*_`'\")\]\u2019\u201d]{0,3}"
+_LOWER_LETTER = re.compile(r"(?<![a-z])[a-z](?![a-z])")
+_LOWER_ANSWER = re.compile(
+    r"[ \t]*" + _LOWER_UNIT + r"(?:(?:[ \t]*[,&/+][ \t]*(?:and[ \t]+|or[ \t]+)?|[ \t]+(?:and|or)[ \t]+"
+    r"|[ \t]+)" + _LOWER_UNIT + r"){0,25}[ \t.!*_]*"
+)
+_DASHED = re.compile(_UNIT + r"(?:[ \t]+[-\u2013][ \t]+" + _UNIT + r"){1,25}[ \t.]*")
 # Prose that states a choice: "option C is correct", "A and C are right", "the best is B".
 _CHOICE_STATED = re.compile(
     r"(?:\b(?i:options?|choices?)[ \t]+)?(?P<a>" + _LETTER_LIST + r")[ \t*_]+"
@@ -220,43 +257,66 @@ def parse_choice(reply: str, letters: Sequence[str], multiple: bool) -> list[str
             return []
         return sorted(set(found)) if multiple else [found[-1]]
 
-    def read(answer: str) -> list[str]:
+    joinable = allowed if multiple else set()
+
+    def read(region: Region) -> list[str]:
         """The letters of text in an answer position."""
-        return (pick(_joined(answer, allowed) if multiple else []) or pick(_standalone(answer))
-                or pick(_lower_case(answer)))
+        return (pick(_joined(region.text, joinable)) or pick(_standalone(region.text))
+                or (pick(_lower_case(region.text)) if region.labelled else []))
 
     # The first answer (explicit, or a line of letters) decides where a run-on starts;
     # every search below stops at the first hit, so each line and marker is read at most twice.
     spans = _answer_spans(text)
-    firsts = [next((end for end, region, _ in _regions(text, spans) if read(region)), None),
+    firsts = [next((region.end for region in _regions(text, spans, multiple) if read(region)),
+                   None),
               next((end for end, line in _lone_letter_lines(text) if pick(_standalone(line))),
                    None)]
     found = [end for end in firsts if end is not None]
     if found:
         text = text[: _run_on_start(text, min(found))]
-    explicit, hedged_at = _last_answer(text, spans, read)
-    if explicit and hedged_at is None:
+    explicit, doubt, end = _last_answer(text, spans, multiple, read)
+    if explicit and doubt in {"", "conditional"}:
         return explicit
-    # A hedged answer ("the answer is likely B. Let me check.") gives way to a conclusion
-    # in a later paragraph: a line of letters or a choice stated in prose.
-    later = text if hedged_at is None else text[text.find("\n", hedged_at) + 1 or len(text):]
-    joinable = allowed if multiple else set()
-    return _implicit_choice(later, pick, joinable, opening=not explicit) or explicit
+    if doubt == "hedged":
+        # "The answer is likely B. Let me check. ... **C**": only a line of nothing but
+        # letters that ends the reply overrides it (a later marker already has).
+        return _final_letters(text[end:], pick, joinable) or explicit
+    # No answer marker, or one that names rejected options ("The incorrect statement is C"):
+    # a choice the reply states wins; the rejected options only when it states none.
+    chosen, rejected = _implicit_choice(text, pick, joinable)
+    if chosen or explicit:
+        return chosen or explicit
+    if rejected:
+        return rejected
+    first = _OPENING_ANSWER.match(text)
+    return pick([first.group(1)]) if first and _is_complete(text) else []
 
 
-def _implicit_choice(text: str, pick: Callable[[list[str]], list[str]], joinable: set[str],
-                     opening: bool) -> list[str]:
-    """Letters of a reply without an explicit answer: its last line as letters of `joinable`
-    joined, a line of letters, a choice stated in prose, or (with `opening`) the letter it
-    opens with."""
-    if chosen := pick(_joined(_final_line(text), joinable)):
-        return chosen
+def _implicit_choice(text: str, pick: Callable[[list[str]], list[str]],
+                     joinable: set[str]) -> tuple[list[str], list[str]]:
+    """Letters of a reply without an explicit answer, and letters it names as rejected: its
+    last line as letters of `joinable` joined, a line of letters, a choice stated in prose."""
+    if chosen := _final_letters(text, pick, joinable):
+        return chosen, []
     if not _is_complete(text):
-        return []
+        return [], []
     lone = (pick(_standalone(line)) for _, line in _lone_letter_lines(text, backward=True))
     if chosen := next((letters for letters in lone if letters), []):
+        return chosen, []
+    chosen, rejected = _stated_choice(text)
+    return pick(chosen), pick(rejected)
+
+
+def _final_letters(text: str, pick: Callable[[list[str]], list[str]],
+                   joinable: set[str]) -> list[str]:
+    """The letters of the last non-blank line of `text` when it holds nothing but letters
+    ("C", "**C**", "A, C", or a run "AC" of `joinable`)."""
+    line = _final_line(text)
+    if chosen := pick(_joined(line, joinable)):
         return chosen
-    return pick(_stated_choice(text, opening))
+    if len(line) <= _LONE_LINE and _LONE_LETTERS.fullmatch(_LATEX_COMMAND.sub(" ", line)):
+        return pick(_standalone(line))
+    return []
 
 
 def _run_on_start(text: str, after: int) -> int:
@@ -266,6 +326,17 @@ def _run_on_start(text: str, after: int) -> int:
 
 
 Span = tuple[int, int, str]  # start, end, kind: "box", "tag" (<answer>) or "marker"
+
+
+class Region(NamedTuple):
+    """The text of one explicit answer: where it ends, what it says, how its sentence
+    qualifies it ("", "hedged", "conditional" or "rejecting"), and whether it is labelled
+    (a box, a tag, "Answer:"), where lower-case letters count."""
+
+    end: int
+    text: str
+    doubt: str
+    labelled: bool
 
 
 def _answer_spans(text: str) -> list[Span]:
@@ -279,25 +350,25 @@ def _answer_spans(text: str) -> list[Span]:
     return sorted(boxes + tags + markers)
 
 
-def _last_answer(text: str, spans: list[Span],
-                 read: Callable[[str], list[str]]) -> tuple[list[str], int | None]:
-    """The letters of the last explicit answer in `text`, and where it ends when it is
-    hedged ("the answer is likely B"); a conditional one ("the answer would be C if ...")
-    only when no unconditional one gives letters."""
-    conditional: tuple[list[str], int | None] = ([], None)
-    for end, region, doubt in _regions(text, reversed(spans)):
-        if end > len(text) or not (letters := read(region)):
+def _last_answer(text: str, spans: list[Span], multiple: bool,
+                 read: Callable[[Region], list[str]]) -> tuple[list[str], str, int]:
+    """The letters of the last explicit answer in `text`, its doubt and where it ends: the
+    last plain or hedged one ("the answer is likely B"), else the last conditional one ("the
+    answer would be C if ..."), else the last that names rejected options."""
+    fallback: dict[str, tuple[list[str], str, int]] = {}
+    for region in _regions(text, reversed(spans), multiple):
+        if region.end > len(text) or not (letters := read(region)):
             continue
-        if doubt != "conditional":
-            return letters, (end if doubt == "hedged" else None)
-        conditional = conditional if conditional[0] else (letters, None)
-    return conditional
+        if region.doubt in {"", "hedged"}:
+            return letters, region.doubt, region.end
+        fallback.setdefault(region.doubt, (letters, region.doubt, region.end))
+    return fallback.get("conditional") or fallback.get("rejecting") or ([], "", 0)
 
 
-def _regions(text: str, spans: Iterable[Span]) -> Iterator[tuple[int, str, str]]:
-    """(end, answer text, doubt) of each span in turn, doubt being "conditional", "hedged"
-    or "", skipping echoed answer forms and markers of the rejected options ("Incorrect
-    answers:", "explanation of the answer:")."""
+def _regions(text: str, spans: Iterable[Span], multiple: bool) -> Iterator[Region]:
+    """The region of each span in turn, skipping echoed answer forms, markers that make
+    "answer" the object of a preposition ("explanation of the answer:") and markers that
+    announce a plan ("To determine the correct answer:")."""
     for start, end, kind in spans:
         if end > len(text):
             continue
@@ -305,13 +376,18 @@ def _regions(text: str, spans: Iterable[Span]) -> Iterator[tuple[int, str, str]]
             region = _braced(text, end)
             after = end + len(region) + 1
             if not _FORM_DESCRIPTION.match(text, after):
-                yield after, region, ""
+                yield Region(after, region, "", True)
         elif kind == "tag":
             closing = _ANSWER_TAG_CLOSE.search(text, end, end + _REGION)
             stop = closing.end() if closing else min(len(text), end + _REGION)
-            yield stop, text[end: closing.start() if closing else stop], ""
-        elif not _is_negated(text, start):
-            yield end, _sentence_after(text, end), _doubt(text, start, end)
+            yield Region(stop, text[end: closing.start() if closing else stop], "", True)
+        elif not _is_no_answer(text, start, end):
+            labelled = text[end - 1] in ":=" or text[end : end + 4].lstrip(" \t*_")[:1] == ":"
+            if text[start:end].rstrip(" \t*_:=").endswith(("\"", "'")):  # a JSON key
+                yield Region(end, _json_value(text, end), "", True)
+            else:
+                yield Region(end, _sentence_after(text, end, multiple), _doubt(text, start, end),
+                             labelled)
 
 
 def _line_before(text: str, start: int) -> str:
@@ -320,26 +396,51 @@ def _line_before(text: str, start: int) -> str:
     return text[max(line_start, start - _CLAUSE) : start]
 
 
-def _is_negated(text: str, start: int) -> bool:
-    """Whether the marker at `start` names rejected options or is the object of a
-    preposition: "Incorrect answers:", "the other answers are", "Explanation of the answer:"."""
-    return _NEGATED_BEFORE.search(_line_before(text, start)) is not None
+def _is_no_answer(text: str, start: int, end: int) -> bool:
+    """Whether the marker at `start`..`end` is no answer: "answer" is the object of a
+    preposition ("Explanation of the answer:"; "for the final answer:" is an answer), or the
+    marker ends its line after a plan ("Let me evaluate each option to identify the correct
+    answers:")."""
+    before = _line_before(text, start)
+    if not text[start:end].lower().startswith("final") and _PREPOSITION_BEFORE.search(before):
+        return True
+    line_end = text.find("\n", end, end + _CLAUSE)
+    return _is_blank(text[end : end + _CLAUSE if line_end < 0 else line_end]) \
+        and _PLAN_BEFORE.search(before) is not None
 
 
 def _doubt(text: str, start: int, end: int) -> str:
-    """How the sentence of the marker at `start`..`end` qualifies it: "conditional" ("the
-    answer would be C if the flag were set", "If X, the answer is C"), "hedged" ("the answer
-    is likely B", "I think the answer is B") or ""."""
+    """How the sentence of the marker at `start`..`end` qualifies it: "rejecting" ("Incorrect
+    answers:", "the other answers are"), "conditional" ("the answer would be C if the flag
+    were set", "If X, the answer is C"; not "the answer is C, since it works even if ..."),
+    "hedged" ("the answer is likely B", "I think the answer is B") or ""."""
     before = _line_before(text, start)
+    if _REJECTING_BEFORE.search(before):
+        return "rejecting"
     before = before[max(before.rfind(mark) for mark in ".!?;") + 1 :]
     after = text[end : end + _CLAUSE]
     after = after[: min((index for index in (after.find(mark) for mark in ".!?\n") if index >= 0),
                         default=len(after))]
-    if _CONDITION.search(before) or _CONDITION.search(after):
+    hypothetical = _HYPOTHETICAL_MARKER.search(text, start, end) is not None
+    if (hypothetical and (_CONDITION.search(before) or _CONDITION.search(after))) \
+            or _CONDITION_CLAUSE.fullmatch(before):
         return "conditional"
     if _HEDGE_AFTER.match(after) or _HEDGE_BEFORE.search(before):
         return "hedged"
     return ""
+
+
+def _json_value(text: str, start: int) -> str:
+    """The value after a JSON answer key: a quoted string or a list, up to its closing quote
+    or bracket, so that the next key (`"explanation": "A is wrong"`) is not read."""
+    value = text[start : start + _REGION].lstrip()
+    if value[:1] == "[":
+        close = value.find("]")
+        return value[: close + 1] if close >= 0 else value
+    if value[:1] in {'"', "'"}:
+        close = value.find(value[0], 1)
+        return value[1:close] if close >= 0 else value[1:]
+    return _cut_sentence(value.split("\n", 1)[0].split(",", 1)[0])
 
 
 def _braced(text: str, start: int) -> str:
@@ -357,46 +458,67 @@ def _braced(text: str, start: int) -> str:
     return text[start:stop]
 
 
-def _sentence_after(text: str, start: int) -> str:
+def _sentence_after(text: str, start: int, multiple: bool) -> str:
     """The rest of the sentence after a marker; when the marker ends its line, the list
     that follows (the letters of each item) or else the next non-blank line."""
     lines = text[start : start + _REGION].split("\n")
     if not _is_blank(lines[0]) or len(lines) == 1:
         return _cut_sentence(lines[0])
-    items: list[str] = []
+    first = next((line for line in lines[1:] if not _is_blank(line)), "")
+    items: list[tuple[str, str]] = []
     for line in lines[1:]:
         if _is_blank(line):
             continue
         item = _list_item(line)
         if item is None:
-            return ", ".join(items) if items else _cut_sentence(line)
+            break
         items.append(item)
-    return ", ".join(items)
+    chosen = [letters for letters, verdict in items if verdict != "rejected"]
+    if not items:
+        return _cut_sentence(first)
+    if multiple:
+        return ", ".join(chosen)
+    # One option: the item the list marks correct, the one it does not reject, or else (a
+    # list that explains every option) the first line, as a marker's next line is read.
+    approved = [letters for letters, verdict in items if verdict == "approved"]
+    for candidates in (approved, chosen):
+        if len(candidates) == 1:
+            return candidates[0]
+    return _cut_sentence(first)
 
 
-def _list_item(line: str) -> str | None:
-    """The letters a line of an answer list gives: all of a line of nothing but letters
-    ("**A**", "- (A), (C)"), the leading letter of a list item ("- **A**: text", "2. (C)
-    Uses ...", not letters in its text), nothing for an item that rejects its letter ("- B:
-    incorrect"); None when the line is no list item."""
+def _list_item(line: str) -> tuple[str, str] | None:
+    """The letters a line of an answer list gives and what the item says of them ("approved",
+    "rejected" or ""): all of a line of nothing but letters ("**A**", "- (A), (C)"), the
+    leading letter of a list item ("- **A**: text", "2. (C) Uses ...", not letters in its
+    text; "- B: incorrect", "- **B** is wrong because ..." reject it, "- C: correct" approves
+    it); None when the line is no list item."""
     if len(line) <= _LONE_LINE and _LONE_LETTERS.fullmatch(_LATEX_COMMAND.sub(" ", line)):
-        return line
+        return line, ""
     item = _LIST_ITEM.match(line)
     if item is None or _is_word_use(line, item.start(1)):
         return None
-    return "" if _REJECTED.match(line, item.end()) else item.group(1)
+    if _REJECTED.match(line, item.end()):
+        return item.group(1), "rejected"
+    return item.group(1), "approved" if _APPROVED.match(line, item.end()) else ""
 
 
 def _cut_sentence(line: str) -> str:
     """The answer part of the line after a marker: without parenthesised asides ("C (B is a
-    common misconception)"; "(A)" stays) and up to the end of its clause."""
+    common misconception)"; "(A)" and "(and D)" stay) and up to the end of its clause;
+    letters joined by dashes ("A - B - D") are a list, not a dash clause."""
     line = _PARENTHESIS.sub(_without_aside, line).lstrip(" \t*_:-\u2013\u2014")
+    if _DASHED.fullmatch(line[:_LONE_LINE]):
+        return line
     end = _SENTENCE_END.search(line)
     return line if end is None else line[: end.start()]
 
 
 def _without_aside(parenthesis: re.Match[str]) -> str:
-    """A parenthesis that holds a word is an aside; one of letters only is kept."""
+    """A parenthesis that holds a word is an aside, unless it adds letters ("(and D)",
+    "(also D)"); one of letters only is kept."""
+    if _ADDITION.fullmatch(parenthesis.group()):
+        return " " + parenthesis.group()[1:-1] + " "
     return " " if _WORD.search(parenthesis.group()) else parenthesis.group()
 
 
@@ -448,28 +570,25 @@ def _is_complete(text: str) -> bool:
     return any(match.end() == len(tail) for match in _CHOICE_STATED.finditer(tail))
 
 
-def _stated_choice(text: str, opening: bool = True) -> list[str]:
-    """Letters the last paragraph states as the choice, or (with `opening`) the letter the
-    reply opens with."""
+def _stated_choice(text: str) -> tuple[list[str], list[str]]:
+    """Letters the last paragraph states as the choice, and letters it names after a clause
+    that rejects them ("The incorrect statement is C", "Incorrect: A, D")."""
     stripped = text.rstrip()
     tail = stripped[-_PARAGRAPH:]
     last_break = max(tail.rfind("\n\n"), tail.rfind("\n \n"))
     paragraph = _LATEX_COMMAND.sub(" ", tail[last_break + 1 :])
     labels = _label_spans(paragraph)
-    letters: list[str] = []
+    chosen: list[str] = []
+    rejected: list[str] = []
     for match in _CHOICE_STATED.finditer(paragraph):
         name = next(group for group in ("a", "b", "c") if match.group(group) is not None)
-        if name != "a" and _is_rejection(paragraph, match.start()):
-            continue
+        letters = rejected if name != "a" and _is_rejection(paragraph, match.start()) else chosen
         offset = match.start(name)
         for letter in _LETTER.finditer(match.group(name)):
             position = offset + letter.start()
             if position not in labels and not _is_word_use(paragraph, position):
                 letters.append(letter.group())
-    if letters:
-        return letters
-    first = _OPENING_ANSWER.match(text) if opening else None
-    return [first.group(1)] if first else []
+    return chosen, rejected
 
 
 def _is_rejection(text: str, start: int) -> bool:
@@ -509,23 +628,24 @@ def _is_label(text: str, line_start: int, start: int, end: int) -> bool:
 
 def _joined(answer: str, allowed: set[str]) -> list[str]:
     """The letters of an answer written as one run of capitals ("BD", "\\boxed{ABD}"): only
-    when the run is the whole answer and every letter is a distinct option, as a run of
-    capitals is otherwise a word ("API", "OK")."""
+    when the run is the whole answer and its letters are distinct options in option order,
+    as a run of capitals is otherwise a word or an acronym ("API", "OK", "CBD", "BAD")."""
+    if not allowed:
+        return []
     run = _JOINED.fullmatch(_LATEX_COMMAND.sub("", answer[:_LONE_LINE]))
     if run is None:
         return []
     letters = list(run.group(1))
-    return letters if set(letters) <= allowed and len(set(letters)) == len(letters) else []
+    return letters if set(letters) <= allowed and letters == sorted(set(letters)) else []
 
 
 def _lower_case(answer: str) -> list[str]:
-    """The letters of an answer written in lower case ("Answer: b, d"): only when the answer
-    is nothing but single letters ("a cache" is a word)."""
-    words = [word for word in _LOWER_SPLIT.split(_LATEX_COMMAND.sub(" ", answer[:_LONE_LINE]))
-             if word and word not in {"and", "or"}]
-    if words and all(len(word) == 1 and "a" <= word <= "z" for word in words):
-        return [word.upper() for word in words]
-    return []
+    """The letters of a labelled answer written in lower case ("Answer: b, d"): only when
+    the answer is nothing but single letters ("a cache" is a word, "i.e." an abbreviation)."""
+    answer = _LATEX_COMMAND.sub(" ", answer[:_LONE_LINE]).strip()
+    if not _LOWER_ANSWER.fullmatch(answer):
+        return []
+    return [letter.upper() for letter in _LOWER_LETTER.findall(answer)]
 
 
 def _final_line(text: str) -> str:
