@@ -5,9 +5,10 @@ token limit in the middle of its reasoning) answers nothing, and the parser retu
 letters rather than a guess from letters mentioned in the reasoning. The steps:
 
 1. **Reasoning blocks.** A reasoning block that opens the reply (`<think>`, `<thinking>`,
-   `<reasoning>`, any case) is skipped up to its own closing tag, as code extraction does
-   (`knowbench.reasoning`); a reply still inside one is unanswered. The tags anywhere else
-   are text the reply talks about.
+   `<reasoning>`, any case) is skipped up to the last closing tag of its name that is not
+   quoted (inline code, a string, a fence), as code extraction does (`knowbench.reasoning`);
+   a reply still inside one is unanswered. Opening tags anywhere else are text the reply
+   talks about.
 2. **Run-on.** A model that answers and then keeps generating (a chat-template turn such as
    "Human:", "User:", "Assistant:", a special token such as `<|im_start|>` or `<|file_sep|>`,
    a new "Question"/"Instruction: choose" block, or a new question line followed by option
@@ -21,17 +22,27 @@ letters rather than a guess from letters mentioned in the reasoning. The steps:
    that follows is read: every line of nothing but letters, and the leading letter of every
    list item ("- **A**: text", "2. (C) text"; not letters in the item's text, nothing from an
    item that rejects its letter, "- B: incorrect"), up to the first other line; with no list,
-   the next non-blank line. A parenthesis that holds a word is an aside and is skipped ("C
-   (B is a common misconception)"; "(A)" is a letter); the sentence ends at ".", ";", "!",
-   "?", a dash clause ("C — unlike B"), or a word that starts a reason, a contrast or a
-   condition ("because", "not", "rather than", "instead of", "unlike", "over", "excluding",
-   "if", ...).
-   A marker of the rejected options ("Incorrect answers:", "the other answers are", "not
-   the answer"), or one where "answer" follows a preposition ("Explanation of the answer:"),
-   is not an answer. A conditional answer (its sentence holds "if", "unless", "assuming":
-   "the answer would be C if the flag were set") counts only when no unconditional one does.
-   A hedged one ("the answer is likely B", "I think the answer is B") gives way to a
-   conclusion of steps 4 and 5 in a later paragraph ("Wait, B fails. ... **C**").
+   the next non-blank line. With `multiple` False a list that explains every option gives
+   the item it marks correct ("- **C** is correct.", "- C: correct"), else the one item it
+   does not reject ("- A is wrong because ...", "This is incorrect", a cross), else the
+   marker's next line as above. A parenthesis that holds a word is an aside and is skipped
+   ("C (B is a common misconception)"; "(A)" is a letter, "(and D)" and "(also D)" add D);
+   the sentence ends at ".", ";", "!", "?", a dash clause ("C — unlike B"; "A - B - D" is a
+   list), or a word that starts a reason, a contrast or a condition ("because", "not",
+   "rather than", "instead of", "unlike", "over", "excluding", "if", ...). A JSON answer
+   key's value ends at its closing quote or bracket.
+   A marker where "answer" follows a preposition ("Explanation of the answer:"; not "for the
+   final answer:") or that ends its line after a plan ("Let me evaluate each option to
+   identify the correct answers:") is not an answer. The kinds of answer, strongest first:
+   a plain or hedged one; a conditional one, only when hypothetical ("the answer would be C
+   if the flag were set": "would/could/might be" with a condition in its sentence; "If X,
+   the answer is C": a sentence that opens with the condition; not "the answer is B, since
+   it works even if ..."); a marker of the rejected options ("Incorrect answers:", "The
+   incorrect answer is B", "the other answers are"), which counts only when steps 4 and 5
+   find no choice either (the answer of a NOT-question). A hedged answer ("the answer is
+   likely B", "I think the answer is B") gives way only to a later explicit one: a marker
+   (read as the last one), or a last non-blank line of nothing but letters ("Wait, B fails.
+   ... **C**"); never to prose, headings or explanations ("so the one that fails is A").
    Echoed instructions are not answers: a box that describes the answer form ("\\boxed{LETTER}
    for single-choice or \\boxed{A,B} for multiple-choice") and a quoted marker ("a line
    'Answer: X'") are skipped.
@@ -39,8 +50,8 @@ letters rather than a guess from letters mentioned in the reasoning. The steps:
 5. **a choice stated in prose** in the last paragraph, its last 4000 characters ("option C
    is correct", "A good choice is B", "So B.", "Both A and C.", "Correct: B, C"), or the
    letter the reply opens with ("B. Because ...", "B, because ..."); letters after a label or
-   clause that rejects them ("Incorrect: A, D", "Eliminated: A", "the wrong ones are A, D")
-   are not chosen
+   clause that rejects them ("Incorrect: A, D", "Eliminated: A", "The statement that is NOT
+   true is C") are chosen only when nothing else is (before the opening letter)
    -- steps 4 and 5 only when the reply is complete: its last line ends a sentence (or is
    itself a lone-letter line), or the reply is a single line.
    Letters merely mentioned in reasoning ("Analyze Option (B)", "as mentioned in E", the
@@ -48,8 +59,9 @@ letters rather than a guess from letters mentioned in the reasoning. The steps:
 
 Letters count in the forms models write them: "**A** and **C**", "(A)", "`A`", "'A'",
 "['A', 'C']", a JSON `{"answer": ["A", "C"]}`, full-width "Answer：Ｂ" (read as ASCII), and
-lower case only as the whole of an explicit answer ("Answer: b, d"; "Answer: a cache" is no
-letter).
+lower case only as the whole of a labelled answer ("Answer: b, d", "The answer is: b",
+`\\boxed{b}`), letters separated by commas or "and" ("Answer: a cache", "Answer: i.e. ..."
+and a cut-off "the answer is a" give no letter).
 
 A letter counts only when it stands alone: capital, not part of a word or identifier
 (`T_BS`, `X-ray`), not the name of a LaTeX command (`\\text` yields nothing), and not the
@@ -59,8 +71,9 @@ With `multiple` False the last letter of the answer found is returned.
 
 Letters written as one run of capitals ("BD", `\\boxed{ABD}`, `<answer>AC</answer>`) are read
 only in an answer position: the whole text of an explicit answer, or the whole last line of
-the reply; only when every letter is an option and none repeats (else the run is a word:
-"API", "OK"); and only for multiple choice (one option is one letter).
+the reply; only when its letters are distinct options in option order (else the run is a
+word or an acronym: "API", "OK", "CBD", "BAD", "FACE"); and only for multiple choice (one
+option is one letter).
 
 Every step is linear in the length of the reply: each pass scans it at most twice (the first
 answer forward, the last one backward from the run-on), every region read around a match is
@@ -74,7 +87,10 @@ than the forms above can be read as an answer; and a single-choice reply that na
 options ("\\boxed{C} and \\boxed{D}") gives the last one, whatever it says about them (and a
 multiple-choice reply that splits its answer into several boxes gives the last box). Ranges
 and sets in words ("A-D", "all except B", "all of the above"), answers marked in other
-languages ("答案：B") and letters separated by ";" ("Answer: A; C" gives A) are not read.
+languages ("答案：B") and letters separated by ";" ("Answer: A; C" gives A) are not read;
+joined letters out of option order ("\\boxed{BA}") are read as a word; a hedged answer that
+the reply corrects only in prose ("I think B. ... Actually option C is correct.") keeps the
+hedged letter; lower case after "the answer is" without a colon is not read.
 """
 
 from __future__ import annotations
