@@ -425,12 +425,25 @@ def test_a_negative_marker_does_not_override_a_single_answer() -> None:
 
 @pytest.mark.parametrize("reply", [
     "Answer: B\n\nNote: the correct answer would be C if the flag were set.",
-    "Final answer: B\n\nIf the question meant the legacy API, the answer is C.",
-    "The answer is B.\n\nUnless the cache is disabled, in which case the answer is C.",
     "Answer: B\n\n(Assuming an older version, the answer would be C.)",
+    "Answer: B\n\nHad the question asked about 2.x, the answer would have been C.",
 ])
-def test_a_conditional_answer_does_not_beat_an_unconditional_one(reply: str) -> None:
+def test_a_hypothetical_answer_does_not_beat_an_unconditional_one(reply: str) -> None:
+    """Hypothetical: 'would be' under a condition contrary to fact or an assumption."""
     assert single(reply) == ["B"]
+
+
+@pytest.mark.parametrize("reply", [
+    "Answer: A\n\nWait, A re-raises. The correct answer would be C, because suppress swallows "
+    "the error if it matches.",
+    "The answer is B.\n\nHmm, B ignores symlinks. If we take symlinks into account, the correct "
+    "answer is C.",
+    "Answer: B\n\nHmm, B mutates the list. Unless I'm misreading the question, the answer is C.",
+    "Both B and D work.\n\nThe answer is A? No. If I had to pick one, the best answer would be C.",
+])
+def test_a_later_answer_under_a_condition_is_still_the_replys_answer(reply: str) -> None:
+    """A self-correction often carries an 'if': only a hypothetical one is set aside."""
+    assert single(reply) == ["C"]
 
 
 def test_a_conditional_answer_alone_still_counts() -> None:

@@ -34,10 +34,9 @@ letters rather than a guess from letters mentioned in the reasoning. The steps:
    A marker where "answer" follows a preposition ("Explanation of the answer:"; not "for the
    final answer:") or that ends its line after a plan ("Let me evaluate each option to
    identify the correct answers:") is not an answer. The kinds of answer, strongest first:
-   a plain or hedged one; a conditional one, only when hypothetical ("the answer would be C
-   if the flag were set": "would/could/might be" with a condition in its sentence; "If X,
-   the answer is C": a sentence that opens with the condition; not "the answer is B, since
-   it works even if ..."); a marker of the rejected options ("Incorrect answers:", "The
+   a plain or hedged one; a hypothetical one ("the answer would be C if the flag were set":
+   "would/could/might be" under a condition contrary to fact or an assumption; not "If X, the
+   answer is C", nor "the answer would be C, since it works even if ..."); a marker of the rejected options ("Incorrect answers:", "The
    incorrect answer is B", "the other answers are"), which counts only when steps 4 and 5
    find no choice either (the answer of a NOT-question). A hedged answer ("the answer is
    likely B", "I think the answer is B") gives way only to a later explicit one: a marker
@@ -139,6 +138,13 @@ _PLAN_BEFORE = re.compile(
     re.IGNORECASE,
 )
 _CONDITION = re.compile(r"\b(?:if|unless|assuming|suppose|supposing|provided)\b", re.IGNORECASE)
+# A condition contrary to fact ("if the flag were set", "if we had used"): the answer under it
+# is hypothetical; "If I had to pick one" and "if it matches" state the reply's own answer.
+_COUNTERFACTUAL = re.compile(
+    r"\b(?:assuming|suppose|supposing)\b|^[ \t*_(]*had\b"
+    r"|\b(?:if|unless)\b[^.!?\n]*?\b(?:were|had(?![ \t]+to\b))\b",
+    re.IGNORECASE,
+)
 _HYPOTHETICAL_MARKER = re.compile(r"\b(?:would|could|might)\s+be\s*$", re.IGNORECASE)
 # A sentence that opens with a condition whose clause the marker follows at once: "If the
 # flag is set, the answer is C", "Unless X, in which case the answer is C".
@@ -230,6 +236,11 @@ _CHOICE_STATED = re.compile(
 _REJECTING = re.compile(
     r"\b(?:incorrect|wrong|false|invalid|eliminated?|excluded?|rejected?|ruled[ \t]+out|discard"
     r"(?:ed)?|distractors?|not|none|other|bad)\b",
+    re.IGNORECASE,
+)
+_CHOOSING = re.compile(
+    r"\b(?:go(?:ing)?[ \t]+with|choose|chose|select|pick|so|thus|hence|therefore|answer|leaves?"
+    r"|leaving)\b",
     re.IGNORECASE,
 )
 _OPENING_ANSWER = re.compile(r"[ \t\n*_#>]*\(?([A-Z])\)?[).:,][ \t]")
@@ -326,8 +337,11 @@ def _implicit_choice(text: str, pick: Callable[[list[str]], list[str]],
 def _final_letters(text: str, pick: Callable[[list[str]], list[str]],
                    joinable: set[str]) -> list[str]:
     """The letters of the last non-blank line of `text` when it holds nothing but letters
-    ("C", "**C**", "A, C", or a run "AC" of `joinable`)."""
+    ("C", "**C**", "A, C", or a run "AC" of `joinable`), unless a heading or label above it
+    rejects them ("### Eliminated")."""
     line = _final_line(text)
+    if _under_rejecting_heading(text, len(text.rstrip()) - len(line)):
+        return []
     if chosen := pick(_joined(line, joinable)):
         return chosen
     if len(line) <= _LONE_LINE and _LONE_LETTERS.fullmatch(_LATEX_COMMAND.sub(" ", line)):
@@ -438,8 +452,7 @@ def _doubt(text: str, start: int, end: int) -> str:
     after = after[: min((index for index in (after.find(mark) for mark in ".!?\n") if index >= 0),
                         default=len(after))]
     hypothetical = _HYPOTHETICAL_MARKER.search(text, start, end) is not None
-    if (hypothetical and (_CONDITION.search(before) or _CONDITION.search(after))) \
-            or _CONDITION_CLAUSE.fullmatch(before):
+    if hypothetical and (_COUNTERFACTUAL.search(before) or _COUNTERFACTUAL.search(after)):
         return "conditional"
     if _HEDGE_AFTER.match(after) or _HEDGE_BEFORE.search(before):
         return "hedged"
@@ -549,8 +562,26 @@ def _lone_letter_lines(text: str, backward: bool = False) -> Iterator[tuple[int,
     for start, end in bounds:
         if end - start <= _LONE_LINE:
             line = _LATEX_COMMAND.sub(" ", text[start:end])
-            if line.strip() and _LONE_LETTERS.fullmatch(line):
+            if line.strip() and _LONE_LETTERS.fullmatch(line) and not _under_rejecting_heading(text, start):
                 yield end, line
+
+
+_HEADING = re.compile(r"[ \t>]*(?:#{1,6}[ \t]|[*_]{2}[^\n]*[*_]{2}[ \t]*$|[^\n]*:[*_ \t]*$)")
+
+
+def _under_rejecting_heading(text: str, start: int) -> bool:
+    """Whether the line at `start` comes under a heading or label (the nearest line above it
+    that is not blank, when it is a heading, a bold line or ends with a colon) whose words
+    reject options ("### Incorrect", "**Eliminated:**")."""
+    above = text.rfind("\n", 0, max(0, start - 1))
+    while start > 0:
+        line = text[above + 1 : start].strip()
+        if line:
+            return _HEADING.match(line) is not None and _REJECTING.search(line) is not None
+        start, above = above, text.rfind("\n", 0, max(0, above))
+        if start < 0:
+            return False
+    return False
 
 
 def _lines_forward(text: str) -> Iterator[tuple[int, int]]:
@@ -598,7 +629,7 @@ def _stated_choice(text: str) -> tuple[list[str], list[str]]:
     rejected: list[str] = []
     for match in _CHOICE_STATED.finditer(paragraph):
         name = next(group for group in ("a", "b", "c") if match.group(group) is not None)
-        letters = rejected if name != "a" and _is_rejection(paragraph, match.start()) else chosen
+        letters = rejected if name != "a" and _is_rejection(paragraph, match.start(name)) else chosen
         offset = match.start(name)
         for letter in _LETTER.finditer(match.group(name)):
             position = offset + letter.start()
@@ -609,10 +640,14 @@ def _stated_choice(text: str) -> tuple[list[str], list[str]]:
 
 def _is_rejection(text: str, start: int) -> bool:
     """Whether the clause before `start` rejects the letters that follow it: "Incorrect:",
-    "Eliminated:", "the wrong ones are"."""
+    "Eliminated:", "the wrong ones are"; not when the reply chooses after the rejecting word
+    ("since C is not thread-safe I'd go with B", "D is not hashable so B")."""
     clause = text[max(0, start - _CLAUSE) : start]
     clause = clause[max(clause.rfind(mark) for mark in ".;,!?\n") + 1 :]
-    return _REJECTING.search(clause) is not None
+    last = None
+    for last in _REJECTING.finditer(clause):  # noqa: B007 (the last one is wanted)
+        continue
+    return last is not None and not _CHOOSING.search(clause, last.end())
 
 
 def _label_spans(text: str) -> set[int]:

@@ -9,8 +9,8 @@ only what follows that block, so both use `after_reasoning`:
   about ("the completion must start with <think>", a regular expression
   `r"<think>.*?</think>"` in a reward function) and opens nothing.
 - The block ends at the *last* closing tag of its name in the reply that is not quoted: not
-  inside inline code (`` `</think>` ``), a quoted string (`"</think>"`, `r'...</think>'`) or
-  a fenced code block (there only a tag alone on its line counts, the end of a block whose
+  written inside inline code (`` `</think>` ``) or a string (`"</think>"`, `r'^.*?</think>'`:
+  the word the tag is part of opens with a quote or backtick), nor in a fenced code block (there only a tag alone on its line counts, the end of a block whose
   draft left its fence open). So tags mentioned inside the block do not matter, and code
   after the block that holds the tag in a string or a fence is never its end. A block closed
   by another reasoning name (`<think>` ... `</thinking>`) ends at the last such tag when none
@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 
 _NAMES = r"(?:think|thinking|reasoning)"
-_LEADING = re.compile(r"(?:\s|<\|[A-Za-z0-9_]+\|>(?:assistant\b)?|</?s>)*")
+_LEADING = re.compile(r"(?:\s|<\|[A-Za-z0-9_]+\|>(?:assistant\b)?|[<\u2039]\uff5c[^\uff5c\n]{1,40}\uff5c>|</?s>)*")
 _OPEN = re.compile(rf"<({_NAMES})>", re.IGNORECASE)
 _CLOSE = re.compile(rf"</({_NAMES})>", re.IGNORECASE)
 _FENCE = re.compile(r"[ \t]*(?:`{3,}|~{3,})")
@@ -82,12 +82,14 @@ def _last_closing(reply: str, start: int, name: str | None) -> int | None:
 
 
 def _is_quoted(before: str) -> bool:
-    """Whether a tag preceded on its line by `before` stands inside inline code or a quoted
-    string: an odd count of backticks or double quotes, or of single quotes that are not
-    apostrophes ("it's")."""
-    if before.count("`") % 2 or before.count('"') % 2:
-        return True
-    singles = sum(1 for index, char in enumerate(before) if char == "'"
-                  and not (0 < index < len(before) - 1 and before[index - 1].isalnum()
-                           and before[index + 1].isalnum()))
-    return singles % 2 == 1
+    """Whether a tag preceded on its line by `before` is written inside inline code or a
+    string: the word it is part of (what stands between it and the last space) opens with a
+    quote or backtick (`` `</think>` ``, `'</think>'`, `r"^<think>.*?</think>`). Quotes further
+    back on the line (an apostrophe, a quotation the reasoning ended) do not matter."""
+    words = before.split()
+    if not words or before[-1].isspace():
+        return False
+    word = words[-1]
+    return any(char in "`'\"" and not (0 < index < len(word) - 1 and word[index - 1].isalnum()
+                                       and word[index + 1].isalnum())  # not an apostrophe ("that's")
+               for index, char in enumerate(word))
