@@ -706,3 +706,38 @@ def test_a_word_of_capitals_is_no_run_of_letters(reply: str, letters: str) -> No
 def test_a_reasoning_tag_mentioned_inside_the_block_does_not_keep_it_open(
         reply: str, letter: str) -> None:
     assert single(reply) == [letter]
+
+
+@pytest.mark.parametrize(("reply", "expected"), [
+    # an apostrophe or an earlier quotation on the closing tag's line does not quote the tag
+    ("<thinking>I'll check the user's claim that options' order matters. It doesn't. A.</thinking>"
+     "\n\nAnswer: A", ["A"]),
+    ("<think>\nWait 'til the loop is closed... that's C.</think>\n\nAnswer: C", ["C"]),
+    ('<think>\nThe docs say "gather waits for all". So with return_exceptions the others keep '
+     "running, and D is the one. So D.</think>\n\n**Answer: D**", ["D"]),
+    ("<think>\n`subprocess.run(check=True) raises... So D.</think>\n\nAnswer: D", ["D"]),
+    # a tag written inside inline code or a string is quoted
+    ("<think>\nThe template ends with `</think>` and the answer.\n</think>\n\nAnswer: B", ["B"]),
+    # DeepSeek's full-width special tokens before the opening tag
+    ("<\uff5cAssistant\uff5c><think>\nThe answer is A? Let's verify B", []),
+])
+def test_a_closing_tag_is_quoted_only_when_its_own_word_opens_with_a_quote(reply: str,
+                                                                            expected: list[str]) -> None:
+    assert single(reply) == expected
+
+
+@pytest.mark.parametrize(("reply", "expected"), [
+    ("A is true but irrelevant here. Since C is not thread-safe I'd go with B.", ["B"]),
+    ("A is right for lists, but the question is about tuples. D is not hashable so B.", ["B"]),
+    ("B is correct in CPython 3.6 only. None of the others preserve order on every version so "
+     "I choose C.", ["C"]),
+])
+def test_a_choice_after_a_rejecting_word_is_still_the_choice(reply: str, expected: list[str]) -> None:
+    assert single(reply) == expected
+
+
+def test_letters_under_a_heading_that_rejects_them_are_not_chosen() -> None:
+    assert single("### Answer\n**C**\n\n### Eliminated\n**A**, **B**, **D**") == ["C"]
+    assert several("### Correct\n**A**, **C**\n\n### Incorrect\n**B**, **D**", "ABCD") == ["A", "C"]
+    assert several("## Correct answers\n\n**A**, **C**\n\n## Incorrect\n\n**B**, **D**",
+                   "ABCD") == ["A", "C"]

@@ -441,9 +441,9 @@ def _is_no_answer(text: str, start: int, end: int) -> bool:
 
 def _doubt(text: str, start: int, end: int) -> str:
     """How the sentence of the marker at `start`..`end` qualifies it: "rejecting" ("Incorrect
-    answers:", "the other answers are"), "conditional" ("the answer would be C if the flag
-    were set", "If X, the answer is C"; not "the answer is C, since it works even if ..."),
-    "hedged" ("the answer is likely B", "I think the answer is B") or ""."""
+    answers:", "the other answers are"), "conditional" (hypothetical: "the answer would be C
+    if the flag were set"; not "If X, the answer is C" nor "it would be C, since it works even
+    if ..."), "hedged" ("the answer is likely B", "I think the answer is B") or ""."""
     before = _line_before(text, start)
     if _REJECTING_BEFORE.search(before):
         return "rejecting"
