@@ -1094,3 +1094,54 @@ def test_many_warnings_of_one_kind_cross_and_exception_groups_of_any_size(split_
     """
     result = run(split_engine, program, tests, preload=["pytest"])
     assert result.status == "pass", [(t.id, t.message[-300:]) for t in result.tests if t.status != "pass"]
+
+
+def test_state_of_the_tests_the_candidate_would_not_see_fails_the_call(split_engine: Engine) -> None:
+    """Warnings made errors, numpy's error state, a pool the tests fork: the candidate's
+    process runs without them, so the call cannot be judged split (calibration then judges the
+    task in-process); a warning attributed to the target's caller points at the test."""
+    program = """
+        import warnings
+
+        import numpy as np
+
+
+        def add(a, b):
+            warnings.warn("add is old", DeprecationWarning, stacklevel=2)
+            return float(np.float64(a) / np.float64(b))
+    """
+    tests = """
+        import multiprocessing
+        import warnings
+
+        import numpy as np
+
+
+        def test_errors():
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                assert add(1, 2) == 0.5
+
+
+        def test_errstate():
+            with np.errstate(divide="raise"):
+                assert add(1, 0) == float("inf")
+
+
+        def test_pool():
+            with multiprocessing.get_context("fork").Pool(2) as pool:
+                assert pool.starmap(add, [(1, 2), (3, 4)]) == [0.5, 0.75]
+
+
+        def test_warning_points_at_the_test():
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                assert add(1, 4) == 0.25
+            assert caught[0].filename == __file__, caught[0].filename
+    """
+    result = run(split_engine, program, tests, preload=["numpy"], wall_s=30)
+    outcomes = {t.id.split("::")[-1]: (t.status, t.reason) for t in result.tests}
+    assert outcomes["test_errors"] == ("error", "cannot-cross"), result.tests
+    assert outcomes["test_errstate"] == ("error", "cannot-cross"), result.tests
+    assert outcomes["test_pool"][0] == "error" and "process the tests started" in result.tests[2].message
+    assert outcomes["test_warning_points_at_the_test"] == ("pass", None), result.tests[3].message

@@ -56,6 +56,10 @@ class CallInterrupted(CandidateGone):
     reason = "interrupted"
 
 
+class CalledFromAnotherProcess(RuntimeError):
+    """The target was called in a process the tests started, which split cannot serve."""
+
+
 class FrameTooLarge(ValueError):
     """A frame over the cap: the other side broke the protocol."""
 
@@ -278,8 +282,19 @@ def _warn(peer, warning, broken):
     except Exception:  # (as `_rebuild`)
         return
     if isinstance(message, Warning):
+        if os.path.basename(filename) == os.path.basename(__file__):
+            # `stacklevel` pointed past the target, at its caller: there, this module's frame
+            # that made the call; here, the tests' frame that called the proxy
+            filename, lineno = _caller_outside_this_module()
         for _ in range(max(0, min(count, WARNINGS_TOTAL))):
             warnings.warn_explicit(message, type(message), filename, lineno)
+
+
+def _caller_outside_this_module():
+    frame = sys._getframe(1)
+    while frame is not None and os.path.dirname(frame.f_code.co_filename) == _HERE:
+        frame = frame.f_back
+    return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("sys", 1)
 
 
 
@@ -293,6 +308,8 @@ class Channel(Peer):
         super().__init__(fd, resolver)
         self.problem = None  # (reason, message) of the first failure since the last take_problem()
         self.stale = False  # a call was interrupted: the candidate's answer to it is still to come
+        self.pid = os.getpid()  # calls come from this process only (not a pool the tests fork)
+        self.numpy_state = None  # numpy's error state once the program loaded (`install_proxy`)
 
     def take_problem(self):
         """The crossing failure seen during the current test, and forget it."""
@@ -335,7 +352,9 @@ class Channel(Peer):
 
     def fork_candidate(self):
         """Ask the candidate's process for a fresh copy of itself to answer this test item's
-        calls (direct invocation); a report that an earlier copy died is passed over."""
+        calls (direct invocation); a report that an earlier copy died is passed over. Called
+        in the judge's own fresh copy for the item, which then owns the channel."""
+        self.pid = os.getpid()
         if self.gone is not None:
             return
         try:
@@ -376,7 +395,14 @@ class Channel(Peer):
     def _across(self, kind, target, args, kwargs, what):
         if self.gone is not None:
             self._fail_gone()
-        held = patches_held()
+        if os.getpid() != self.pid:
+            # A process the tests started (a multiprocessing pool) holds a copy of the channel:
+            # its calls would cross answers with this process's. An Exception, so that the pool
+            # hands it back to the test instead of losing its worker.
+            raise CalledFromAnotherProcess(
+                f"{what} was called from a process the tests started (a multiprocessing pool); "
+                "split serves calls of the tests' own process only (the task is judged in-process)")
+        held = patches_held() or _judge_state_changed(self.numpy_state)
         if held:
             self._fail(CrossingFailed, f"the tests patch {held} while they call {what}: the patch is "
                        "in the tests' process and the candidate's code runs without it, so a call "
@@ -553,6 +579,32 @@ def patches_held():
     return ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
 
 
+_NUMPY_DEFAULT = {"divide": "warn", "over": "warn", "under": "ignore", "invalid": "warn"}
+
+
+def _numpy_state():
+    """numpy's error state (`np.seterr`), when numpy is loaded: None otherwise."""
+    numpy = sys.modules.get("numpy")
+    geterr = getattr(numpy, "geterr", None)
+    try:
+        return geterr() if callable(geterr) else None
+    except Exception:
+        return None
+
+
+def _judge_state_changed(numpy_state):
+    """State of the tests' process that changes what the target does, set by the tests and
+    not seen by the candidate's process ("" when none): warnings made errors
+    (`simplefilter("error")`), numpy's error state (`np.seterr`, `np.errstate`)."""
+    changed = []
+    if any(type(entry) is tuple and entry[:1] == ("error",) for entry in warnings.filters):
+        changed.append("the warning filters (warnings made errors)")
+    now = _numpy_state()
+    if now is not None and now != (numpy_state or _NUMPY_DEFAULT):
+        changed.append("numpy's error state")
+    return " and ".join(changed)
+
+
 def _patched(patcher):
     """What a unittest.mock patcher patches: `module.attribute`, or the patched dict."""
     attribute = getattr(patcher, "attribute", None)
@@ -580,6 +632,7 @@ def install_proxy(namespace, entry_point, channel):
     class travel as the first argument. The proxy wraps the original stub, so
     `inspect.signature` still shows the benchmark's signature.
     """
+    channel.numpy_state = _numpy_state()  # as the benchmark's program left it, loaded
     parts = entry_point.split(".")
     if len(parts) == 1:
         original = namespace.get(parts[0])
