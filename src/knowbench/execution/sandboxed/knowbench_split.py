@@ -453,9 +453,10 @@ _MONKEYPATCHES = {}  # id -> a pytest MonkeyPatch that changed something (held u
 _WATCHED = set()
 
 
-def watch_patches():
-    """Watch the patch modules loaded in this process, and those imported later (judge side,
-    before any test runs; idempotent)."""
+def watch_patches(imports=False):
+    """Watch the patch modules loaded in this process (idempotent), and with `imports` those
+    imported later too (the judge, before any test runs: never a server, whose children
+    include the candidate's processes)."""
     for name in _PATCH_MODULES:
         module = sys.modules.get(name)
         if module is None or name in _WATCHED:
@@ -472,7 +473,8 @@ def watch_patches():
                              (getattr(module, "_patch_dict", None), "_patch_dict", "_unpatch_dict")):
             if isinstance(cls, type) and callable(getattr(cls, on, None)) and callable(getattr(cls, off, None)):
                 _wrap_patcher(cls, on, off)
-    if len(_WATCHED) < len(_PATCH_MODULES) and not any(type(f) is _WatchImports for f in sys.meta_path):
+    if imports and len(_WATCHED) < len(_PATCH_MODULES) and not any(
+            type(f) is _WatchImports for f in sys.meta_path):
         sys.meta_path.insert(0, _WatchImports())
 
 
