@@ -73,6 +73,11 @@ def test_files_a_command_writes_in_the_workspace_count_against_its_memory_budget
                     break
             assert added.limit == "memory", added
             assert sum(path.stat().st_size for path in tmp_path.iterdir()) < 256 << 20
+        # A burst that may end before the first poll is counted as the command ends.
+        (tmp_path / "burst").mkdir()
+        with SandboxedShell(engine, tmp_path / "burst", Limits(wall_s=20.0, memory_mb=128)) as shell:
+            burst = shell.run("for i in $(seq 12); do fallocate -l 15M burst$i; done")
+            assert burst.limit == "memory", burst
     finally:
         engine.close()
 

@@ -564,6 +564,8 @@ class Collected:
     timed_out: bool = False
     over_budget: bool = False  # the sample's processes and tmpfs files passed its memory budget
     over_processes: bool = False  # the sample started more processes than limits.processes
+    # the files it left (tmpfs, work directory) passed its memory budget, counted as it ended
+    left_over_budget: bool = False
     exit_code: int | None = None
     stderr_tail: bytes = b""  # the last STDERR_TAIL_BYTES written to stderr, past the cap too
 
@@ -574,6 +576,10 @@ def build_execution(request: ExecutionRequest, nonce: str, collected: Collected,
     outcomes, problem = _outcomes(request.items(), collected, nonce, collected.exit_code)
     if collected.over_processes:
         _void_passes(outcomes)
+    elif collected.left_over_budget:
+        _void_passes(outcomes, "memory", "memory", "passed, but the files the sample left passed its "
+                     "memory budget (counted every 50 ms and as it ended: they may have been written "
+                     "in this test)")
     return Execution(
         status=_summary_status(outcomes), tests=outcomes,
         stdout=collected.stdout.decode(errors="replace"),
@@ -611,6 +617,9 @@ def build_split_execution(request: ExecutionRequest, nonce: str, judge: Collecte
             outcome.message += f" (the candidate's process: {died}){last_words}"
     if candidate.over_processes:
         _void_passes(execution.tests)
+    elif candidate.left_over_budget:
+        _void_passes(execution.tests, "memory", "memory", "passed, but the files the candidate's "
+                     "process left passed its memory budget (counted every 50 ms and as it ended)")
     if limit is not None:
         for outcome in execution.tests:
             if outcome.reason == "candidate-died":
@@ -694,6 +703,10 @@ def _collect(process: subprocess.Popen[bytes], results: object | None, config: b
     collected.exit_code = process.wait()
     for stream in (process.stdout, process.stderr):
         stream.close()
+    if not (collected.timed_out or collected.over_budget or collected.over_processes):
+        # What it wrote in the work directory since the last poll: a burst that ended before
+        # a poll is held against it too.
+        collected.left_over_budget = budget.exceeded_at_end()
     return collected
 
 
@@ -795,14 +808,15 @@ def _outcomes(items: list[TestItem], collected: Collected, nonce: str,
     return outcomes, note
 
 
-def _void_passes(outcomes: list[TestOutcome]) -> None:
-    """A sample found over its process limit fails the items it passed too: the count is
-    polled, so a test can fork past the limit and pass before the next poll sees it."""
+def _void_passes(outcomes: list[TestOutcome], status: Status = "error", reason: Reason = "process-limit",
+                 message: str = "passed while the sample went over its process limit (counted every "
+                                "50 ms, so the extra processes may have started in this test)") -> None:
+    """A sample found over a limit as it ended (its process limit, its memory budget in the
+    files it left) fails the items it passed too: the counts are polled, so a test can pass
+    the limit and pass before the next poll sees it."""
     for index, outcome in enumerate(outcomes):
         if outcome.status == "pass":
-            outcomes[index] = _failed(outcome.id, "error", "process-limit",
-                                      "passed while the sample went over its process limit (counted "
-                                      "every 50 ms, so the extra processes may have started in this test)")
+            outcomes[index] = _failed(outcome.id, status, reason, message)
 
 
 def last_stderr_lines(collected: Collected) -> str:

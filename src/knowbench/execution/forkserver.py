@@ -401,4 +401,5 @@ def _collected(reply: dict[str, Any]) -> Collected:
                      results=reply.get("results", "").encode(), timed_out=reply.get("timed_out", False),
                      over_budget=reply.get("over_budget", False), exit_code=reply.get("exit_code"),
                      over_processes=reply.get("over_processes", False),
+                     left_over_budget=reply.get("left_over_budget", False),
                      stderr_tail=reply.get("stderr_tail", "").encode())

@@ -119,6 +119,9 @@ class SandboxedShell:
         if collected.over_budget:
             limit, message = "memory", (f"the command's processes and the files it wrote passed the "
                                         f"memory budget ({limits.memory_mb} MB) and were killed")
+        elif collected.left_over_budget:
+            limit, message = "memory", (f"the files the command wrote passed the memory budget "
+                                        f"({limits.memory_mb} MB) before it ended")
         elif collected.over_processes:
             limit, message = "process-limit", (f"the command started more than "
                                                f"{limits.processes} processes and was killed")

@@ -318,3 +318,12 @@ class Budget:
 
     def exceeded(self, pids, holders=None):
         return self.used(pids, holders) > self.limit
+
+    def exceeded_at_end(self):
+        """Whether the files the sample left (on the tmpfs, in the work directory: its
+        processes are gone) pass the budget; the work directory is walked now, whatever the
+        walk's pace."""
+        if not (self.tmpfs or self.workdir):
+            return False
+        self.next_walk = 0.0
+        return self.exceeded([], holders=[])

@@ -901,7 +901,7 @@ def execute_sample(config, result_fd):
     # a fork server took the snapshot before forking (same objects, same ids in the child).
     imported = _import_test_modules(config.get("test_imports", ()))
     if split:
-        knowbench_split.watch_patches()  # before any test: patches they make are seen
+        knowbench_split.watch_patches(imports=True)  # before any test: patches they make are seen
     taken, helper_names, helper_values, helper_functions, helper_versions = _SERVER_SNAPSHOT[0], *(
         _SERVER_IDENTITY[0] or _runner_identity(runner_globals))
     if imported or (taken is not None and _SERVER_WATCHED[0][0] != frozenset(_watched_names())):
@@ -1643,6 +1643,7 @@ def _serve_one(limits, budget, prepared, started, control_out, base, setup):
         return True
 
     timed_out, over_budget, over_processes, status = False, False, False, None
+    left_over_budget = False
     watch_budget = setup.get("pid_namespace")
     next_poll = started + _BUDGET_POLL_S
     # Wait for the runner's last record, the sample process to end (end-of-file alone is not
@@ -1676,6 +1677,9 @@ def _serve_one(limits, budget, prepared, started, control_out, base, setup):
     # counts gets the same verdict as a slower one.
     if watch_budget and not (timed_out or over_budget or over_processes):
         over_processes = _too_many(_stragglers(), pid, limits["processes"])
+        # and what it left in files (its tmpfs, a host work directory), written since the
+        # last count: a burst that ended before a poll is held against it too
+        left_over_budget = not over_processes and budget.exceeded_at_end()
     try:
         os.killpg(pid, signal.SIGKILL)
     except OSError:
@@ -1701,7 +1705,7 @@ def _serve_one(limits, budget, prepared, started, control_out, base, setup):
             pass
     reply = {"results": text(result_read), "exit_code": exit_code, "timed_out": timed_out,
              "over_budget": over_budget, "over_processes": over_processes,
-             "memory_peak": budget.peak,
+             "left_over_budget": left_over_budget, "memory_peak": budget.peak,
              "stdout": text(out_read), "stderr": text(err_read),
              "stderr_tail": tail[0].decode(errors="replace"),
              "duration_s": time.monotonic() - started, "stragglers": len(escaped),
