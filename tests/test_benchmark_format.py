@@ -221,6 +221,78 @@ def test_test_classes_are_collected_by_pytests_and_unittests_rules(code: str, ex
     assert [item_id for item_id, _ in _items(code)] == expected
 
 
+@pytest.mark.parametrize("code", [
+    "from typing import NamedTuple\nclass TestPoint(NamedTuple):\n    a: int\n    def test_sum(self):\n        pass\n",
+    "from enum import Enum\nclass TestMode(Enum):\n    A = 1\n    def test_x(self):\n        pass\n",
+    "from typing import Protocol\nclass Testable(Protocol):\n    __test__ = True\n    def test(self): ...\n",
+    "class TestAcc(Acc):\n    def test_add(self):\n        pass\n",  # Acc: a class of the program
+    "import helpers\nclass TestX(helpers.Base):\n    def test_x(self):\n        pass\n",
+    "from abc import ABC, abstractmethod\nclass TestBase(ABC):\n    @abstractmethod\n"
+    "    def make(self): ...\n    def test_add(self):\n        pass\n",
+    "import unittest, abc\nclass Base(unittest.TestCase, metaclass=abc.ABCMeta):\n    @abc.abstractmethod\n"
+    "    def make(self): ...\n    def test_add(self):\n        pass\n",
+    "class TestK(metaclass=Meta):\n    def test_k(self):\n        pass\n",
+    "@attr.s\nclass TestRow:\n    def test_r(self):\n        pass\n",
+])
+def test_a_class_with_a_base_from_outside_the_spec_makes_no_item(code: str) -> None:
+    """What an outside base brings (an `__init__`, `__new__`, abstract methods, `__test__`)
+    cannot be read here: pytest may skip the class, so an item could fail a correct program.
+    The runner collects such classes by pytest's rules on the live class."""
+    assert [item_id for item_id, _ in _items(code)] == ["s"]
+
+
+def test_a_class_whose_abstract_methods_are_all_overridden_is_collected() -> None:
+    code = ("from abc import ABC, abstractmethod\nimport unittest\n"
+            "class TestBase(ABC):\n    @abstractmethod\n    def make(self): ...\n"
+            "    def test_add(self):\n        pass\n"
+            "class TestInts(TestBase):\n    def make(self):\n        return 1\n"
+            "class Base(unittest.TestCase, ABC):\n    @abstractmethod\n    def make(self): ...\n"
+            "    def test_b(self):\n        pass\n"
+            "class IntTests(Base):\n    def make(self):\n        return 1\n")
+    assert [item_id for item_id, _ in _items(code)] == ["s::TestInts::test_add", "s::IntTests::test_b"]
+
+
+@pytest.mark.parametrize("code, expected", [
+    ("import sys\nif sys.version_info >= (3,):\n    def test_new():\n        pass\nelse:\n"
+     "    def test_old():\n        pass\ndef test_plain():\n    pass\n", ["s::test_plain"]),
+    ("try:\n    import zz\nexcept ImportError:\n    class TestFallback:\n        def test_fb(self):\n"
+     "            pass\n", ["s"]),
+    ("import contextlib\nwith contextlib.nullcontext():\n    def test_in_with():\n        pass\n", ["s"]),
+    ("def test_one():\n    pass\nif FLAG:\n    test_one = None\n", ["s"]),  # maybe rebound
+    ("class TestA:\n    if FLAG:\n        def test_a(self):\n            pass\n    def test_b(self):\n"
+     "        pass\n", ["s::TestA::test_b"]),
+])
+def test_tests_bound_under_a_condition_make_no_item(code: str, expected: list[str]) -> None:
+    """Which branch runs is not known here; the runner collects what the one that ran bound."""
+    assert [item_id for item_id, _ in _items(code)] == expected
+
+
+@pytest.mark.parametrize("code, expected", [
+    ("def test_helper(a):\n    pass\ntest_helper.__test__ = False\ndef test_x():\n    pass\n", ["s::test_x"]),
+    ("class TestOne:\n    def test_c(self):\n        pass\n    def test_d(self):\n        pass\n"
+     "    test_d.__test__ = False\n", ["s::TestOne::test_c"]),
+    ("class Checks:\n    __test__ = True\n    def test_a(self):\n        pass\n", ["s::Checks::test_a"]),
+    ("def check_b():\n    pass\ncheck_b.__test__ = True\n", ["s::check_b"]),
+    ("class TestLater:\n    __test__ = False\n    def test_a(self):\n        pass\nTestLater.__test__ = True\n",
+     ["s::TestLater::test_a"]),
+    ("class TestOff:\n    def test_a(self):\n        pass\nTestOff.__test__ = False\n", ["s"]),
+    ("class TestMaybe:\n    __test__ = FLAG\n    def test_a(self):\n        pass\n", ["s"]),  # left to the runner
+    ("def test_one():\n    pass\ntest_alias = test_one\n", ["s::test_one", "s::test_alias"]),
+])
+def test_dunder_test_is_honoured_on_classes_functions_and_methods(code: str, expected: list[str]) -> None:
+    """pytest collects an object whose `__test__` is True whatever its name, and none whose
+    `__test__` is false; a module-level assignment after the definition counts."""
+    assert [item_id for item_id, _ in _items(code)] == expected
+
+
+def test_a_testcase_with_only_run_test_is_one_item() -> None:
+    """unittest's loader (and pytest) run `runTest` when a TestCase has no test* method."""
+    code = ("import unittest\nclass AddCheck(unittest.TestCase):\n    def runTest(self):\n        pass\n"
+            "class Both(unittest.TestCase):\n    def runTest(self):\n        pass\n"
+            "    def test_a(self):\n        pass\n")
+    assert _items(code) == [("s::AddCheck::runTest", "unittest"), ("s::Both::test_a", "unittest")]
+
+
 def test_a_name_defined_twice_runs_its_last_definition_and_every_other_item(engine: Engine) -> None:
     tests = ("def test_other():\n    assert add(2, 2) == 4\n"
              "def test_one():\n    assert add(1, 2) == 4\n"
