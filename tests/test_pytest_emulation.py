@@ -632,6 +632,80 @@ def test_the_specs_module_is_importable_by_name_while_its_tests_run(engine: Engi
         "t::test_pickle": "pass", "t::test_hints": "pass", "u::test_own_module": "pass"}
 
 
+WRONG = "def add(a, b):\n    return a - b\n"
+
+
+@pytest.mark.parametrize("tests", [
+    "from typing import NamedTuple\nclass TestPoint(NamedTuple):\n    a: int\n    def test_sum(self):\n"
+    "        return self.a\ndef test_points():\n    assert add(1, 2) == 3\n",
+    "from enum import Enum\nclass TestMode(Enum):\n    A = 1\n    def test_x(self):\n        return 1\n"
+    "def test_modes():\n    assert add(1, 2) == 3\n",
+    "from typing import Protocol\nclass Testable(Protocol):\n    __test__ = True\n    def test(self): ...\n"
+    "def test_impl():\n    assert add(1, 2) == 3\n",
+    "from abc import ABC, abstractmethod\nclass TestBase(ABC):\n    @abstractmethod\n    def make(self): ...\n"
+    "    def test_add(self):\n        assert add(*self.make()) == 3\n"
+    "class TestInts(TestBase):\n    def make(self):\n        return 1, 2\n",
+    "class Acc:\n    def __init__(self, start):\n        self.total = start\n"
+    "Base = [Acc][0]\nclass TestAcc(Base):\n    def test_add(self):\n        assert False\n"
+    "def test_f():\n    assert add(1, 2) == 3\n",
+    "def test_helper(a, b):\n    return add(a, b) == a + b\ntest_helper.__test__ = False\n"
+    "class TestOne:\n    def test_c(self):\n        assert test_helper(3, 3)\n"
+    "    def test_d(self):\n        assert False\n    test_d.__test__ = False\n",
+])
+def test_a_correct_program_passes_where_pytest_collects_no_class_or_function(engine: Engine, tests: str) -> None:
+    """A class with an `__init__` or `__new__` of its own or inherited (a NamedTuple, an Enum,
+    a Protocol, a base known only at run time), an abstract class and an object whose
+    `__test__` is false are not pytest's tests; the runner does not run them either."""
+    statuses = _statuses(engine, tests)
+    assert statuses and set(statuses.values()) == {"pass"}, _run(engine, tests)
+
+
+@pytest.mark.parametrize("tests", [
+    "import unittest\nclass AddCheck(unittest.TestCase):\n    def runTest(self):\n"
+    "        self.assertEqual(add(1, 2), 3)\n",
+    "class Checks:\n    __test__ = True\n    def test_a(self):\n        assert add(1, 2) == 3\n",
+    "def check_b():\n    assert add(2, 2) == 4\ncheck_b.__test__ = True if 1 else None\n",
+    "import functools\ndef _check(a, b):\n    assert add(a, b) == a + b\n"
+    "test_one = functools.partial(_check, 1, 2)\n",
+    "import sys\nif sys.version_info >= (3,):\n    class TestNew:\n        def test_new(self):\n"
+    "            assert add(1, 2) == 3\n",
+    "class Acc:\n    pass\nBase = [Acc][0]\nclass TestAcc(Base):\n    def test_add(self):\n"
+    "        assert add(1, 2) == 3\n",
+])
+def test_tests_pytest_collects_fail_a_wrong_program(engine: Engine, tests: str) -> None:
+    """`runTest` alone, a class or function whose `__test__` is True, a `functools.partial` of
+    a check, a class bound under a condition or on a base known only at run time: pytest
+    runs each, so a wrong program must not pass."""
+    assert set(_statuses(engine, tests).values()) == {"pass"}
+    assert "pass" not in _statuses(engine, tests, WRONG).values()
+
+
+def test_set_up_class_without_classmethod_errors_every_test_as_unittest_does(engine: Engine) -> None:
+    """unittest (and pytest) call `setUpClass()` with no argument: a plain method fails."""
+    tests = ("import unittest\nclass AddTest(unittest.TestCase):\n    def setUpClass(cls):\n"
+             "        cls.v = add(1, 2)\n    def test_v(self):\n        self.assertEqual(self.v, 3)\n"
+             "    def test_w(self):\n        pass\n")
+    outcomes = _run(engine, tests)
+    assert {status for status, _ in outcomes.values()} == {"error"}
+    assert all("missing 1 required positional argument" in message for _, message in outcomes.values())
+
+
+def test_a_testcase_gets_pytests_setup_class_and_setup_method(engine: Engine) -> None:
+    tests = ("import unittest\nclass AddTest(unittest.TestCase):\n"
+             "    def setup_method(self, method):\n        self.v = add(1, 2)\n"
+             "    @classmethod\n    def setup_class(cls):\n        cls.c = add(2, 2)\n"
+             "    def test_v(self):\n        self.assertEqual(self.v, 3)\n"
+             "    def test_c(self):\n        self.assertEqual(self.c, 4)\n")
+    assert _statuses(engine, tests) == {"t::AddTest::test_c": "pass", "t::AddTest::test_v": "pass"}
+
+
+def test_a_static_method_test_gets_the_fixtures_its_signature_names(engine: Engine) -> None:
+    tests = ("class TestS:\n    @staticmethod\n    def test_tmp(tmp_path):\n"
+             "        (tmp_path / 'x').write_text(str(add(1, 2)))\n        assert (tmp_path / 'x').read_text() == '3'\n"
+             "    @classmethod\n    def test_c(cls):\n        assert add(2, 2) == 4\n")
+    assert _statuses(engine, tests) == {"t::TestS::test_tmp": "pass", "t::TestS::test_c": "pass"}
+
+
 def test_the_harness_calls_xunit_hooks_with_an_optional_argument(tmp_path: Path) -> None:
     spec = spec_namespace()
     events = []

@@ -163,8 +163,10 @@ class Capsys:
         sys.stdout, sys.stderr = self._saved
 
 
-def run_function(function, new_tmp_dir, fixtures, skip_self=False):
-    """Call a test function (or bound method, `skip_self`) with the runner fixtures it names.
+def run_function(function, new_tmp_dir, fixtures):
+    """Call a test function (a bound method, a static method, a `functools.partial`) with the
+    runner fixtures its signature names, as pytest reads it (`inspect.signature`: a bound
+    method's `self` is not one; arguments `mock.patch` injects are not either).
 
     `new_tmp_dir()` makes the fresh directory behind `tmp_path`. The undo of each fixture set
     up is appended to `fixtures`, for the caller to run whatever the outcome. A parameter
@@ -174,11 +176,7 @@ def run_function(function, new_tmp_dir, fixtures, skip_self=False):
     """
     _kb_refuse_generator(function)
     kwargs = {}
-    code = function.__code__
-    positional = code.co_varnames[int(skip_self): code.co_argcount - len(function.__defaults__ or ())]
-    keyword_only = code.co_varnames[code.co_argcount: code.co_argcount + code.co_kwonlyargcount]
-    defaults = function.__kwdefaults__ or {}
-    for parameter in positional + tuple(name for name in keyword_only if name not in defaults):
+    for parameter in _kb_arguments(function):
         if parameter == "tmp_path":
             kwargs[parameter] = pathlib.Path(new_tmp_dir())
         elif parameter == "monkeypatch":
@@ -223,7 +221,7 @@ def run_test_class(cls, method, new_tmp_dir, fixtures):
     if setup is not None:
         _kb_call_optional(setup, bound)
     try:
-        run_function(bound, new_tmp_dir, fixtures, skip_self=True)
+        run_function(bound, new_tmp_dir, fixtures)
     finally:
         if teardown is not None:
             _kb_call_optional(teardown, bound)
@@ -262,13 +260,25 @@ class _UnittestOutcome(__import__("unittest").TestResult):
 
 def run_unittest(cls, method):
     """One method of a `unittest.TestCase`, run by unittest itself (`TestCase.run`): `setUp`,
-    the test, `tearDown`, cleanups, skip decorators, `expectedFailure`, `subTest`. Raises
-    what made it fail, `unittest.SkipTest` when it was skipped, AssertionError for an
-    unexpected success. Class and module set-up are the caller's (see `enter_scopes`)."""
+    the test, `tearDown`, cleanups, skip decorators, `expectedFailure`, `subTest`; around it
+    the class's `setup_method`/`teardown_method`, given the instance and the method, as pytest
+    calls them on a TestCase. Raises what made it fail, `unittest.SkipTest` when it was
+    skipped, AssertionError for an unexpected success. Class and module set-up are the
+    caller's (see `enter_scopes`)."""
     import unittest
 
     outcome = _UnittestOutcome()
-    cls(method).run(outcome)
+    case = cls(method)
+    skipped = getattr(cls, "__unittest_skip__", False)
+    setup = None if skipped else getattr(cls, "setup_method", None)
+    teardown = None if skipped else getattr(cls, "teardown_method", None)
+    if setup is not None:
+        setup(case, getattr(case, method))
+    try:
+        case.run(outcome)
+    finally:
+        if teardown is not None:
+            teardown(case, getattr(case, method))
     if outcome.problem is not None:
         raise outcome.problem
     if outcome.skip is not None:
@@ -299,27 +309,66 @@ def class_at(namespace, path):
 def collect(namespace):
     """The tests pytest would collect from a spec's namespace once its code has run, as
     (class path or None, name): functions and classes the spec's code made (their
-    `__module__` is the spec's), by the rules `knowbench.benchmark.collect` applies to the
-    syntax tree. The runner compares the two to find tests made while the code ran."""
+    `__module__` is the spec's), by pytest's rules on the live objects (see `_class_tests`
+    and `_is_test`). The runner compares them with the static items
+    (`knowbench.benchmark.collect`) to find tests no reading of the syntax tree could."""
     import types
 
     module_name = namespace.get("__name__")
     found = []
     for name, value in list(namespace.items()):
-        if isinstance(value, types.FunctionType) and name.startswith("test") \
-                and value.__module__ == module_name:
-            found.append((None, name))
-        elif isinstance(value, type) and value.__module__ == module_name:
-            found += _class_tests(value, name)
+        if isinstance(value, type):
+            if value.__module__ == module_name:
+                found += _class_tests(value, name)
+        else:
+            function = _real_function(value)
+            if isinstance(function, types.FunctionType) and function.__module__ == module_name \
+                    and _is_test(name, value):
+                found.append((None, name))
     return found
 
 
+def _real_function(value):
+    """The function a test object calls: itself, or what a `functools.partial` wraps (pytest
+    collects both)."""
+    import functools
+
+    while isinstance(value, functools.partial):
+        value = value.func
+    return getattr(value, "__func__", value)
+
+
+def _flag(value):
+    """An object's `__test__`, None when it has none (or reading it fails)."""
+    try:
+        return getattr(value, "__test__", None)
+    except Exception:
+        return None
+
+
+def _is_test(name, value):
+    """pytest's rule for a function or method: its name starts with `test` or its `__test__`
+    is True, and its `__test__` is not false."""
+    flag = _flag(value)
+    return (name.startswith("test") or flag is True) and (flag is None or bool(flag))
+
+
 def _class_tests(cls, path):
-    if not getattr(cls, "__test__", True):
+    """pytest's rules for a class: none if its `__test__` is false or it is abstract; a
+    `unittest.TestCase` by unittest's loader (its `test*` methods, sorted, or `runTest` when
+    it has none); any other class named `Test*` (or whose `__test__` is True) unless it has an
+    `__init__` or `__new__` other than object's: its test methods, inherited first, and the
+    test classes nested in it."""
+    flag = _flag(cls)
+    if (flag is not None and not flag) or _kb_inspect.isabstract(cls):
         return []
     if issubclass(cls, _kb_unittest.TestCase):
-        return [(path, name) for name in _kb_unittest.TestLoader().getTestCaseNames(cls)]
-    if not path.rpartition("::")[2].startswith("Test") or cls.__init__ is not object.__init__ \
+        names = [name for name in _kb_unittest.TestLoader().getTestCaseNames(cls)
+                 if _flag(getattr(cls, name, None)) is None or _flag(getattr(cls, name, None))]
+        if not names and getattr(cls, "runTest", None) is not None:
+            names = ["runTest"]
+        return [(path, name) for name in names]
+    if not (path.rpartition("::")[2].startswith("Test") or flag is True) or cls.__init__ is not object.__init__ \
             or cls.__new__ is not object.__new__:
         return []
     per_class, seen = [], set()
@@ -331,7 +380,7 @@ def _class_tests(cls, path):
             seen.add(name)
             if isinstance(value, type):
                 found += _class_tests(value, path + "::" + name)
-            elif name.startswith("test") and callable(getattr(value, "__func__", value)):
+            elif callable(getattr(value, "__func__", value)) and _is_test(name, getattr(value, "__func__", value)):
                 found.append((path, name))
         per_class.append(found)
     return [test for found in reversed(per_class) for test in found]
@@ -356,19 +405,38 @@ def run_collected(namespace, tests, new_tmp_dir, fixtures):
             raise
 
 
-# pytest looks for both spellings of the module's hooks; a unittest.TestCase's class hooks are
-# unittest's, a pytest class's are pytest's (`setUpClass` in a pytest class is no hook).
-_MODULE_HOOKS = (("setUpModule", "setup_module"), ("tearDownModule", "teardown_module"))
-_UNITTEST_CLASS_HOOKS = (("setUpClass",), ("tearDownClass",))
-_PYTEST_CLASS_HOOKS = (("setup_class",), ("teardown_class",))
+# Each scope's hooks, in the order they set up (tear-downs run the other way), each with how it
+# is called: "unittest" with no argument, exactly as unittest calls it (so a `setUpClass`
+# without @classmethod fails as it fails there), "pytest" with the module or class only when it
+# takes one (a class hook also as a plain method: pytest's getimfunc). pytest looks for both
+# spellings of the module's hooks; a TestCase gets unittest's class hooks and pytest's own
+# (pytest calls `setup_class` on it too); `setUpClass` in a pytest class is no hook.
+_MODULE_HOOKS = (((("setUpModule", "unittest"), ("setup_module", "pytest")),),
+                 ((("tearDownModule", "unittest"), ("teardown_module", "pytest")),))
+_UNITTEST_CLASS_HOOKS = (((("setUpClass", "unittest"),), (("setup_class", "pytest"),)),
+                         ((("teardown_class", "pytest"),), (("tearDownClass", "unittest"),)))
+_PYTEST_CLASS_HOOKS = (((("setup_class", "pytest"),),), ((("teardown_class", "pytest"),),))
 
 
 def _hook(owner, names):
+    """The first of `names` the module (a dict) or class holds as a callable."""
     for name in names:
         hook = owner.get(name) if isinstance(owner, dict) else getattr(owner, name, None)
         if callable(hook):
             return hook
     return None
+
+
+def _scope_hooks(owner, choices):
+    """(hook, how it is called) for each hook `choices` finds: one per group of spellings."""
+    found = []
+    for group in choices:
+        for name, style in group:
+            hook = _hook(owner, (name,))
+            if hook is not None:
+                found.append((hook, style))
+                break
+    return found
 
 
 def _class_hooks(cls):
@@ -389,11 +457,14 @@ def _module_of(namespace):
     return module if module is not None and getattr(module, "__dict__", None) is namespace else None
 
 
-def _run_scope_hook(hook, owner, namespace):
-    """A module or class hook, called as pytest calls it: a class hook is given the class
-    (pytest calls the function under a classmethod, or a plain method, with the class), a
-    module hook the module, each only when it takes an argument."""
-    if isinstance(owner, type):
+def _run_scope_hook(hook, style, owner, namespace):
+    """A module or class hook: a unittest one with no argument, as unittest calls it; a
+    pytest one as pytest calls it: a class hook given the class (pytest calls the function
+    under a classmethod, or a plain method, with the class), a module hook the module, each
+    only when it takes an argument."""
+    if style == "unittest":
+        hook()
+    elif isinstance(owner, type):
         _kb_call_optional(getattr(hook, "__func__", hook), owner)
     else:
         _kb_call_optional(hook, _module_of(namespace))
@@ -407,15 +478,14 @@ def enter_scopes(namespace, item, ready):
     cls = _class_of(namespace, item)
     if cls is not None:
         keys.append((("class", item["spec"], item["cls"]), cls, _class_hooks(cls)[0]))
-    for key, owner, names in keys:
+    for key, owner, choices in keys:
         if key in ready:
             if ready[key] is not None:
                 raise ready[key]
             continue
-        hook = _hook(owner, names)
         try:
-            if hook is not None:
-                _run_scope_hook(hook, owner, namespace)
+            for hook, style in _scope_hooks(owner, choices):
+                _run_scope_hook(hook, style, owner, namespace)
         except BaseException as error:
             ready[key] = error
             raise
@@ -432,21 +502,24 @@ def leave_scopes(namespace, item, ready, last_of_class, last_of_spec):
     if last_of_spec:
         scopes.append((("module", item["spec"]), namespace, _MODULE_HOOKS[1]))
     first = None
-    for key, owner, names in scopes:
+    for key, owner, choices in scopes:
         if key not in ready or ready.pop(key) is not None:
             continue
-        hook = _hook(owner, names)
-        try:
-            if hook is not None:
-                _run_scope_hook(hook, owner, namespace)
-            if key[0] == "class" and hasattr(owner, "doClassCleanups"):
+        for hook, style in _scope_hooks(owner, choices):
+            try:
+                _run_scope_hook(hook, style, owner, namespace)
+            except BaseException as error:
+                if first is None:
+                    first = error
+        if key[0] == "class" and hasattr(owner, "doClassCleanups"):
+            try:
                 owner.doClassCleanups()
                 errors = getattr(owner, "tearDown_exceptions", None)
                 if errors:
                     raise errors[0][1]
-        except BaseException as error:
-            if first is None:
-                first = error
+            except BaseException as error:
+                if first is None:
+                    first = error
     if first is not None:
         raise first
 
