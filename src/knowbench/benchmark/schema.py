@@ -86,7 +86,7 @@ class TestSpec(_Record):
     """A named piece of test code.
 
     `code` may define pytest-style functions (`def test*`, optionally taking the fixtures
-    `tmp_path`, `monkeypatch`, `capsys`), pytest-style classes (`class Test*` without a base,
+    `tmp_path`, `monkeypatch`, `capsys`), pytest-style classes (`class Test*` on bases the spec defines,
     methods `test*`), `unittest.TestCase` subclasses, or none of these; in the last case the
     code itself is one test (a plain block of asserts). It runs in a namespace that already
     holds everything the program defines, so it can call the target by its bare name.
