@@ -216,6 +216,11 @@ def test_a_name_defined_twice_is_one_item_the_last_definition_in_the_first_place
     ("class TestHelper:\n    __test__ = False\n    def test_no(self):\n        pass\n"
      "class TestMore(TestHelper):\n    def test_also_no(self):\n        pass\n", ["s"]),
     ("class Checks:\n    def test_one(self):\n        pass\n", ["s"]),  # neither Test* nor a TestCase
+    # a library's TestCase is unittest's: its loader's rules
+    ("from absl.testing import absltest\nclass FooTest(absltest.TestCase):\n    def test_b(self):\n"
+     "        pass\n    def test_a(self):\n        pass\n", ["s::FooTest::test_a", "s::FooTest::test_b"]),
+    ("from django.test import TestCase\nclass ViewTests(TestCase):\n    def test_view(self):\n"
+     "        pass\n", ["s::ViewTests::test_view"]),
 ])
 def test_test_classes_are_collected_by_pytests_and_unittests_rules(code: str, expected: list[str]) -> None:
     assert [item_id for item_id, _ in _items(code)] == expected

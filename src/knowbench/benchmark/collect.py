@@ -13,7 +13,8 @@ where the tree shows for certain that they collect it:
 - a top-level function whose name starts with `test`, or whose `__test__` is set True, is a
   test unless its `__test__` is set false (`name.__test__ = False` after the `def`);
 - a class is read only when its whole base chain is known: classes of the spec, `object`,
-  `unittest.TestCase` however spelled, `abc.ABC`/`ABCMeta`; a base from elsewhere (the
+  `unittest.TestCase` however spelled or a library's `*TestCase` (`absltest.TestCase`,
+  `django.test.TestCase`: unittest's, so its loader's rules), `abc.ABC`/`ABCMeta`; a base from elsewhere (the
   program, an import, `NamedTuple`, `Enum`, `Protocol`), a metaclass other than `ABCMeta`, a
   value only known at run time or a decorator other than the frameworks' own may bring an
   `__init__`, abstract methods or `__test__`, so such a class makes no item;
@@ -102,10 +103,10 @@ class _Class:
 
     def fully_known(self) -> bool:
         """Whether every class of the base chain is the spec's and known, or an outside class
-        whose effect is known (`object`, `unittest.TestCase`, `abc.ABC`)."""
+        whose effect is known (`object`, a TestCase, `abc.ABC`)."""
         return self.known and all(
             base.fully_known() if isinstance(base, _Class) else
-            isinstance(base, str) and base in _OBJECT | _TESTCASE | _ABC
+            isinstance(base, str) and (base in _OBJECT | _ABC or _is_testcase(base))
             for base in self.bases)
 
 
@@ -123,6 +124,13 @@ def collect(tree: ast.Module) -> list[tuple[str | None, str, Kind]]:
         elif isinstance(value, _Class):
             found += _class_tests(value, name)
     return found
+
+
+def _is_testcase(name: str) -> bool:
+    """`unittest.TestCase` however spelled, or a library's TestCase (`absltest.TestCase`,
+    `parameterized.TestCase`, `django.test.TestCase`): subclasses of unittest's, collected by
+    its loader. Tests such a base adds itself are found by the runner once the spec has run."""
+    return name in _TESTCASE or name.rpartition(".")[2].endswith("TestCase")
 
 
 def _is_test(name: str, function: _Function, prefix: str) -> bool:
@@ -143,7 +151,7 @@ def _class_tests(cls: _Class, path: str) -> list[tuple[str | None, str, Kind]]:
                 None)
     if flag is False or _abstract(cls, mro):
         return []
-    if any(isinstance(entry, str) and entry in _TESTCASE for entry in mro):
+    if any(isinstance(entry, str) and _is_testcase(entry) for entry in mro):
         names = {name for entry in mro if isinstance(entry, _Class) for name in entry.members
                  if name.startswith("test")}
         # the nearest binding decides: a test method replaced by a plain attribute is no test
