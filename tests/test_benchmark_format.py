@@ -221,6 +221,12 @@ def test_a_name_defined_twice_is_one_item_the_last_definition_in_the_first_place
      "        pass\n    def test_a(self):\n        pass\n", ["s::FooTest::test_a", "s::FooTest::test_b"]),
     ("from django.test import TestCase\nclass ViewTests(TestCase):\n    def test_view(self):\n"
      "        pass\n", ["s::ViewTests::test_view"]),
+    # a TestCase is unittest's whatever else it mixes in (cachetools' tests: a mixin on a Protocol)
+    ("import unittest\nfrom typing import Protocol\nclass Proto(Protocol):\n    def assertEqual(self, a, b): ...\n"
+     "class Mixin(Proto):\n    def test_delete(self):\n        pass\n"
+     "class CacheTest(unittest.TestCase, Mixin):\n    pass\n", ["s::CacheTest::test_delete"]),
+    ("import unittest, helpers\nclass T(unittest.TestCase, helpers.Mixin):\n    def test_a(self):\n"
+     "        pass\n", ["s::T::test_a"]),
 ])
 def test_test_classes_are_collected_by_pytests_and_unittests_rules(code: str, expected: list[str]) -> None:
     assert [item_id for item_id, _ in _items(code)] == expected

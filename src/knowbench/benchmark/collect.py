@@ -144,14 +144,18 @@ def _is_test(name: str, function: _Function, prefix: str) -> bool:
 
 
 def _class_tests(cls: _Class, path: str) -> list[tuple[str | None, str, Kind]]:
-    if not cls.fully_known():
-        return []
     mro = cls.mro()
+    # unittest's loader takes any TestCase subclass, whatever else it mixes in: a mixin from
+    # elsewhere (a `Protocol` a test mixin subclasses) only adds tests, found at run time
+    testcase = any(isinstance(entry, str) and _is_testcase(entry) for entry in mro) and all(
+        entry.known for entry in mro if isinstance(entry, _Class)) and None not in cls.bases
+    if not (cls.fully_known() or testcase):
+        return []
     flag = next((entry.test_flag for entry in mro if isinstance(entry, _Class) and entry.test_flag is not None),
                 None)
     if flag is False or _abstract(cls, mro):
         return []
-    if any(isinstance(entry, str) and _is_testcase(entry) for entry in mro):
+    if testcase:
         names = {name for entry in mro if isinstance(entry, _Class) for name in entry.members
                  if name.startswith("test")}
         # the nearest binding decides: a test method replaced by a plain attribute is no test
