@@ -17,7 +17,8 @@ where the tree shows for certain that they collect it:
   `django.test.TestCase`: unittest's, so its loader's rules), `abc.ABC`/`ABCMeta`; a base from elsewhere (the
   program, an import, `NamedTuple`, `Enum`, `Protocol`), a metaclass other than `ABCMeta`, a
   value only known at run time or a decorator other than the frameworks' own may bring an
-  `__init__`, abstract methods or `__test__`, so such a class makes no item;
+  `__init__`, abstract methods or `__test__`, so such a class makes no item (but a TestCase
+  subclass, which unittest's loader takes whatever it mixes in);
 - an abstract class (an `abstractmethod` its MRO leaves unimplemented, under `ABCMeta`) and a
   class whose `__test__` is false (in it, a base, or set after it) are not collected;
 - a `unittest.TestCase` subclass: its tests are its `test*` methods and those it inherits, in
