@@ -582,12 +582,34 @@ def _kb_refuse_generator(function):
 
 def _kb_arguments(function):
     """The parameters pytest would fill: no default value, not injected by mock.patch."""
+    parameters = _kb_plain_arguments(function)
+    if parameters is not None:
+        return parameters
     parameters = [p.name for p in _kb_inspect.signature(function).parameters.values()
                   if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is p.empty]
     patchings = getattr(function, "patchings", ())
     injected = [p for p in patchings if not getattr(p, "attribute_name", None)
                 and type(getattr(p, "new", None)).__name__ == "_SentinelObject"]
     return parameters[len(injected):]
+
+
+def _kb_plain_arguments(function):
+    """`_kb_arguments` of a plain function or a method bound to one, read from its code as
+    `inspect.signature` would give it (None for anything else: wrapped, patched, a partial).
+    Every item of every sample calls this: the signature's objects would cost each forked
+    sample process pages of its own."""
+    bound = type(function).__name__ == "method"
+    plain = function.__func__ if bound else function
+    if (type(plain).__name__ != "function" or "__wrapped__" in plain.__dict__
+            or "__signature__" in plain.__dict__ or "patchings" in plain.__dict__):
+        return None
+    code = plain.__code__
+    positional = code.co_varnames[:code.co_argcount]
+    keyword_only = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
+    defaults = len(plain.__defaults__ or ())
+    required = list(positional[int(bound):len(positional) - defaults])
+    kw_defaults = plain.__kwdefaults__ or {}
+    return required + [name for name in keyword_only if name not in kw_defaults]
 
 
 def _kb_marks(function, owner):
