@@ -752,3 +752,35 @@ def test_monkeypatch_puts_back_what_a_class_holds_and_has_a_context() -> None:
         scoped.setattr(Target, "make", staticmethod(lambda: 4))
         assert Target.make() == 4
     assert Target().make() == 1
+
+
+def test_a_plain_functions_fixtures_read_from_its_code_agree_with_its_signature() -> None:
+    """The fast reading (code object) and inspect.signature name the same fixtures; what the
+    fast one cannot read (wrapped, patched, partial) it leaves to the signature."""
+    import functools
+    import inspect
+
+    def plain(tmp_path, capsys, flag=True, *rest, monkeypatch, level=2, **more): ...
+
+    class Holder:
+        def method(self, tmp_path, x=1): ...
+
+        @staticmethod
+        def static(tmp_path): ...
+
+        @classmethod
+        def klass(cls, capsys): ...
+
+    @functools.wraps(plain)
+    def wrapped(*args, **kwargs): ...
+
+    def by_signature(function: Callable[..., Any]) -> list[str]:
+        return [p.name for p in inspect.signature(function).parameters.values()
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is p.empty]
+
+    for function in (plain, Holder().method, Holder.static, Holder().static, Holder.klass, lambda: None):
+        assert emulation._kb_plain_arguments(function) == by_signature(function), function
+        assert emulation._kb_arguments(function) == by_signature(function)
+    assert emulation._kb_plain_arguments(wrapped) is None
+    assert emulation._kb_plain_arguments(functools.partial(plain, 1)) is None
+    assert emulation._kb_arguments(wrapped) == by_signature(wrapped) == ["tmp_path", "capsys", "monkeypatch"]
