@@ -202,7 +202,21 @@ def run_test_function(namespace, name, new_tmp_dir, fixtures):
     """A module-level test function, between the module's `setup_function` and
     `teardown_function` when it has them (each given the function if it takes an argument)."""
     function = namespace[name]
-    setup, teardown = _hook(namespace, ("setup_function",)), _hook(namespace, ("teardown_function",))
+    _run_between(_hook(namespace, ("setup_function",)), _hook(namespace, ("teardown_function",)),
+                 function, new_tmp_dir, fixtures)
+
+
+def run_test_class(cls, method, new_tmp_dir, fixtures):
+    """A pytest-style `class Test*`: a fresh instance per test, between its `setup_method`
+    and `teardown_method` (each given the test method if it takes an argument)."""
+    instance = cls()
+    _run_between(getattr(instance, "setup_method", None), getattr(instance, "teardown_method", None),
+                 getattr(instance, method), new_tmp_dir, fixtures)
+
+
+def _run_between(setup, teardown, function, new_tmp_dir, fixtures):
+    """`run_function` between a set-up and a tear-down hook (None: none), each given the test
+    if it takes an argument; the tear-down runs whatever the test did."""
     if setup is not None:
         _kb_call_optional(setup, function)
     try:
@@ -210,21 +224,6 @@ def run_test_function(namespace, name, new_tmp_dir, fixtures):
     finally:
         if teardown is not None:
             _kb_call_optional(teardown, function)
-
-
-def run_test_class(cls, method, new_tmp_dir, fixtures):
-    """A pytest-style `class Test*`: a fresh instance per test, between its `setup_method`
-    and `teardown_method` (each given the test method if it takes an argument)."""
-    instance = cls()
-    setup, teardown = getattr(instance, "setup_method", None), getattr(instance, "teardown_method", None)
-    bound = getattr(instance, method)
-    if setup is not None:
-        _kb_call_optional(setup, bound)
-    try:
-        run_function(bound, new_tmp_dir, fixtures)
-    finally:
-        if teardown is not None:
-            _kb_call_optional(teardown, bound)
 
 
 class _UnittestOutcome(__import__("unittest").TestResult):
