@@ -137,7 +137,6 @@ _PLAN_BEFORE = re.compile(
     r"(?:identify|determine|find|figure[ \t]+out|select|choose|pick|decide|work[ \t]+out)\b",
     re.IGNORECASE,
 )
-_CONDITION = re.compile(r"\b(?:if|unless|assuming|suppose|supposing|provided)\b", re.IGNORECASE)
 # A condition contrary to fact ("if the flag were set", "if we had used"): the answer under it
 # is hypothetical; "If I had to pick one" and "if it matches" state the reply's own answer.
 _COUNTERFACTUAL = re.compile(
@@ -146,14 +145,6 @@ _COUNTERFACTUAL = re.compile(
     re.IGNORECASE,
 )
 _HYPOTHETICAL_MARKER = re.compile(r"\b(?:would|could|might)\s+be\s*$", re.IGNORECASE)
-# A sentence that opens with a condition whose clause the marker follows at once: "If the
-# flag is set, the answer is C", "Unless X, in which case the answer is C".
-_CONDITION_CLAUSE = re.compile(
-    r"[\s(\[*_\"'>-]*(?:if|unless|assuming|suppose|supposing|provided|in[ \t]+case)\b[^,;:\n]*,"
-    r"[ \t]*(?:then[ \t]+|in[ \t]+which[ \t]+case[ \t]+)?(?:(?:the|my|our)[ \t]+)?"
-    r"(?:(?:correct|right|final|best)[ \t]+)?",
-    re.IGNORECASE,
-)
 _HEDGE_AFTER = re.compile(
     r"[ \t*_:]*(?:most[ \t]+)?(?:likely|probably|possibly|perhaps|maybe|presumably|tentatively)\b",
     re.IGNORECASE,
