@@ -32,7 +32,7 @@ _LEADING = re.compile(r"(?:\s|<\|[A-Za-z0-9_]+\|>(?:assistant\b)?|[<\u2039]\uff5
 _OPEN = re.compile(rf"<({_NAMES})>", re.IGNORECASE)
 _CLOSE = re.compile(rf"</({_NAMES})>", re.IGNORECASE)
 _FENCE = re.compile(r"[ \t]*(?:`{3,}|~{3,})")
-_QUOTE_SCAN = 300  # how far back on its line a tag is checked for an open quote
+_QUOTE_SCAN = 300  # how much of its line before a tag is read for the word it is part of
 
 
 def after_reasoning(reply: str) -> str | None:

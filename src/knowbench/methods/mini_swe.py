@@ -233,11 +233,9 @@ class MiniSweAgentMethod(Method):
         observation templates), its requests made by the run's backend (`BackendCall`)."""
         settings = {key: value for key, value in self.config["model"].items()
                     if key in ("observation_template", "format_error_template")}
-        return _model_class(self.mode)(
-            model_name=str(context.backend.describe().get("model") or context.backend.name),
-            cost_tracking="ignore_errors",
-            call=BackendCall(task, context, deadline, loop, tools=self.mode == "toolcall"),
-            **settings)
+        call = BackendCall(task, context, deadline, loop, tools=self.mode == "toolcall")
+        return _model_class(self.mode)(model_name=call.model_name, cost_tracking="ignore_errors",
+                                       call=call, **settings)
 
     def _episode(self, task: FunctionTask | ChoiceTask, context: SampleContext,
                  loop: asyncio.AbstractEventLoop) -> Generation:
@@ -399,6 +397,8 @@ class BackendCall:
                  loop: asyncio.AbstractEventLoop, tools: bool) -> None:
         self.task, self.context, self.deadline, self.loop = task, context, deadline, loop
         self.tools = tools
+        backend = context.backend
+        self.model_name = str(backend.describe().get("model") or backend.name)
         self.cached: list[bool] = []
         """Whether each call so far, in order, was answered from the cache."""
 
@@ -428,7 +428,7 @@ class BackendCall:
         usage = reply.usage
         return litellm.ModelResponse(
             id=f"knowbench-{context.sample_idx}-{len(self.cached)}",
-            model=str(backend.describe().get("model") or backend.name),
+            model=self.model_name,
             choices=[{"index": 0, "message": message,
                       "finish_reason": reply.finish_reason or "stop"}],
             usage={"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
