@@ -153,6 +153,23 @@ def test_a_broken_candidate_fails_the_wrapped_tests(spec_and_program: tuple[Test
     assert status["test_value"] == "fail"
 
 
+def _mine(root: Path) -> tuple[list, object, object]:
+    """The test units of the repository at `root`, the cut target `lib.double`, and the spec
+    mining builds from the first unit's module."""
+    repository = Repository(root)
+    resolver = Resolver(repository)
+    units = discover_units(repository, resolver)
+    target = cut_target(repository.module("lib"), Symbol("lib", "double", "function"))
+    return units, target, SpecBuilder(repository, resolver, target).build(units[0].module, units)
+
+
+def _run_mined(engine: SubprocessEngine, target: object, built: object) -> object:
+    """The mined spec run against the target's reference."""
+    program = assemble(target.context, target.prompt_code, target.entry_point, target.reference).program
+    return engine.execute(ExecutionRequest(program=program, tests=[TestSpec(name=built.name, code=built.code)],
+                                           entry_point="double", limits=Limits(wall_s=30)))
+
+
 def test_a_testcase_through_a_helper_base_class_is_found_by_the_runner(tmp_path: Path) -> None:
     (tmp_path / "lib.py").write_text("def double(x):\n    '''Twice.'''\n    y = x * 2\n    return y\n")
     (tmp_path / "tests").mkdir()
@@ -161,11 +178,7 @@ def test_a_testcase_through_a_helper_base_class_is_found_by_the_runner(tmp_path:
     (tmp_path / "tests" / "test_lib.py").write_text(
         "from base import BaseTest\nfrom lib import double\n\n\nclass DoubleTest(BaseTest):\n"
         "    def test_double(self):\n        self.assertEqual(double(self.two()), 4)\n")
-    repository = Repository(tmp_path)
-    resolver = Resolver(repository)
-    units = discover_units(repository, resolver)
-    target = cut_target(repository.module("lib"), Symbol("lib", "double", "function"))
-    built = SpecBuilder(repository, resolver, target).build(units[0].module, units)
+    _, _, built = _mine(tmp_path)
     assert "class BaseTest(unittest.TestCase):" in built.code  # copied from the helper module
     items = TestSpec(name=built.name, code=built.code).items()
     assert [(item.kind, item.cls, item.function) for item in items] == [("unittest", "DoubleTest", "test_double")]
@@ -233,19 +246,13 @@ def test_module_statements_the_tests_depend_on_are_carried_in_order(tmp_path: Pa
     (tmp_path / "lib.py").write_text(textwrap.dedent(LIBRARY))
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_lib.py").write_text(MUTATING_TESTS)
-    repository = Repository(tmp_path)
-    resolver = Resolver(repository)
-    units = discover_units(repository, resolver)
-    target = cut_target(repository.module("lib"), Symbol("lib", "double", "function"))
-    built = SpecBuilder(repository, resolver, target).build(units[0].module, units)
+    _, target, built = _mine(tmp_path)
     code = built.code
     assert code.index("class Helper") < code.index("Helper.factor = 2") < code.index("SCALE =")
     assert "make.extra = 3" in code and "REGISTRY['a'] = 5" in code and "Base.value = 4" in code
     assert "setattr(Helper, 'other', 7)" in code
     assert "UNUSED" not in code and "unittest.main()" not in code  # not needed: left out
-    program = assemble(target.context, target.prompt_code, target.entry_point, target.reference).program
-    execution = engine.execute(ExecutionRequest(program=program, tests=[TestSpec(name=built.name, code=code)],
-                                                entry_point="double", limits=Limits(wall_s=30)))
+    execution = _run_mined(engine, target, built)
     assert len(execution.tests) == 6
     for outcome in execution.tests:
         assert (outcome.status, outcome.called) == ("pass", True), outcome.message
@@ -264,19 +271,13 @@ def test_tests_inherited_from_a_mixin_in_another_test_module_are_units_and_run(
         "import unittest\nfrom lib import double\n\nfrom . import DoubleMixin\n\n\n"
         "class DoubleTest(unittest.TestCase, DoubleMixin):\n    function = staticmethod(double)\n\n"
         "    def test_own(self):\n        self.assertEqual(double(0), 0)\n")
-    repository = Repository(tmp_path)
-    resolver = Resolver(repository)
-    units = discover_units(repository, resolver)
+    units, target, built = _mine(tmp_path)
     assert sorted(unit.id for unit in units) == ["tests/test_lib.py::DoubleTest::test_double",
                                                  "tests/test_lib.py::DoubleTest::test_module_function",
                                                  "tests/test_lib.py::DoubleTest::test_own"]
     symbol = Symbol("lib", "double", "function")
     assert all(symbol in unit.targets for unit in units if unit.function != "test_double")
-    target = cut_target(repository.module("lib"), symbol)
-    built = SpecBuilder(repository, resolver, target).build(units[0].module, units)
-    program = assemble(target.context, target.prompt_code, target.entry_point, target.reference).program
-    execution = engine.execute(ExecutionRequest(program=program, tests=[TestSpec(name=built.name, code=built.code)],
-                                                entry_point="double", limits=Limits(wall_s=30)))
+    execution = _run_mined(engine, target, built)
     outcomes = {outcome.id.rsplit("::", 1)[-1]: outcome for outcome in execution.tests}
     assert set(outcomes) == {"test_double", "test_module_function", "test_own"}, built.code
     for outcome in outcomes.values():
@@ -299,14 +300,8 @@ def test_mined_xunit_hooks_and_a_name_defined_twice_run_as_pytest_runs_them(
         "    def setup_method(self):\n        self.offset = 2\n\n"
         "    @pytest.mark.parametrize('b', [2])\n    def test_one(self, b):\n"
         "        assert double(self.base) == b and self.offset == 2\n")
-    repository = Repository(tmp_path)
-    resolver = Resolver(repository)
-    units = discover_units(repository, resolver)
+    units, target, built = _mine(tmp_path)
     assert sorted(unit.id for unit in units) == ["tests/test_lib.py::TestA::test_one", "tests/test_lib.py::test_twice"]
-    target = cut_target(repository.module("lib"), Symbol("lib", "double", "function"))
-    built = SpecBuilder(repository, resolver, target).build(units[0].module, units)
-    program = assemble(target.context, target.prompt_code, target.entry_point, target.reference).program
-    execution = engine.execute(ExecutionRequest(program=program, tests=[TestSpec(name=built.name, code=built.code)],
-                                                entry_point="double", limits=Limits(wall_s=30)))
+    execution = _run_mined(engine, target, built)
     assert {outcome.id: outcome.status for outcome in execution.tests} == {
         "tests/test_lib.py::test_twice": "pass", "tests/test_lib.py::TestA::test_one": "pass"}, built.code
