@@ -1145,3 +1145,128 @@ def test_state_of_the_tests_the_candidate_would_not_see_fails_the_call(split_eng
     assert outcomes["test_errstate"] == ("error", "cannot-cross"), result.tests
     assert outcomes["test_pool"][0] == "error" and "process the tests started" in result.tests[2].message
     assert outcomes["test_warning_points_at_the_test"] == ("pass", None), result.tests[3].message
+
+
+LOGGING_PROGRAM = """
+    import logging
+
+    log = logging.getLogger("shop")
+
+
+    def add(a, b):
+        if a < 0:
+            log.warning("negative %s", a, extra={"user": "ann"})
+        if b == 0:
+            try:
+                1 / b
+            except ZeroDivisionError:
+                log.exception("dividing by %d", b)
+        log.debug("adding %r and %r", a, b)
+        logging.info("root info %d", b)
+        for _ in range(20000):
+            log.debug("a loop's debug line, made only when the tests ask for it")
+        return a + b
+"""
+
+LOGGING_TESTS = """
+    import logging
+    import unittest
+
+
+    class Logs(unittest.TestCase):
+        def test_assert_logs(self):
+            with self.assertLogs("shop", level="WARNING") as seen:
+                self.assertEqual(add(-1, 2), 1)
+            self.assertEqual(seen.output, ["WARNING:shop:negative -1"])
+            self.assertEqual(seen.records[0].user, "ann")
+            self.assertEqual(seen.records[0].args, (-1,))
+
+        def test_assert_no_logs(self):
+            with self.assertNoLogs("shop", level="WARNING"):
+                self.assertEqual(add(1, 2), 3)
+
+        def test_debug_when_asked(self):
+            with self.assertLogs("shop", level="DEBUG") as seen:
+                add(2, 3)
+            self.assertEqual(seen.output[0], "DEBUG:shop:adding 2 and 3")
+            self.assertEqual(len(seen.output), 20001)
+
+
+    def test_caplog(caplog):
+        caplog.set_level(logging.INFO)
+        add(-3, 4)
+        assert [(r.name, r.levelname) for r in caplog.records] == [("shop", "WARNING"), ("root", "INFO")]
+        assert "negative -3" in caplog.text
+
+
+    def test_exception_info(caplog):
+        add(5, 0)
+        record = caplog.records[0]
+        assert record.exc_info[0] is ZeroDivisionError
+        assert "ZeroDivisionError: division by zero" in caplog.text
+        assert record.getMessage() == "dividing by 0"
+
+
+    def test_disabled(caplog):
+        logging.disable(logging.CRITICAL)
+        try:
+            add(-1, 0)
+        finally:
+            logging.disable(logging.NOTSET)
+        assert caplog.records == []
+
+"""
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_log_records_reach_the_tests_loggers(split_engine: Engine, isolation: str) -> None:
+    # The candidate's records are made at the levels the tests set and handled by the tests'
+    # loggers: assertLogs, assertNoLogs and caplog judge split as they judge in-process.
+    honest = split_engine.execute(make_request(dedent(LOGGING_PROGRAM), dedent(LOGGING_TESTS), "add",
+                                               isolation=isolation))  # type: ignore[arg-type]
+    assert honest.status == "pass", [(t.id, t.message[-400:]) for t in honest.tests if t.status != "pass"]
+    noisy = LOGGING_PROGRAM.replace("if a < 0:", "if a < 0 or a == 1:")
+    wrong = split_engine.execute(make_request(dedent(noisy), dedent(LOGGING_TESTS), "add",
+                                              isolation=isolation))  # type: ignore[arg-type]
+    assert [t.id.rsplit(":", 1)[-1] for t in wrong.tests if t.status != "pass"] == ["test_assert_no_logs"]
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_logging_configured_by_the_targets_first_log_call_is_configured_for_the_tests(
+        split_engine: Engine, isolation: str) -> None:
+    # `logging.info()` with no handler on the root logger calls `basicConfig()`: in-process in
+    # the tests' process, so it happens there too when the call was made in the candidate's.
+    tests = """
+        import logging
+
+
+        def test_configured(capsys):
+            assert add(2, 3) == 5
+            logging.getLogger("other").warning("after")
+            assert capsys.readouterr().err == "INFO:root:root info 3\\nWARNING:other:after\\n"
+    """
+    program = dedent(LOGGING_PROGRAM).replace("logging.info(", "logging.root.setLevel(logging.INFO)\n    logging.info(")
+    result = split_engine.execute(make_request(program, dedent(tests), "add",
+                                               isolation=isolation))  # type: ignore[arg-type]
+    assert result.status == "pass", [(t.id, t.message[-400:]) for t in result.tests if t.status != "pass"]
+
+
+def test_a_log_record_made_up_to_raise_in_the_tests_handlers_fails_the_call(split_engine: Engine) -> None:
+    program = """
+        import logging
+
+
+        def add(a, b):
+            record = logging.makeLogRecord({"name": "shop", "levelno": "not a level", "msg": "x"})
+            logging.getLogger("shop").handle(record)
+    """
+    tests = """
+        import pytest
+
+
+        def test_rejects_strings():
+            with pytest.raises(TypeError):
+                add("1", 2)
+    """
+    result = run(split_engine, program, tests, preload=["pytest"])
+    assert result.tests[0].status == "error" and result.tests[0].reason == "cannot-cross", result.tests[0].message

@@ -29,6 +29,7 @@ FRAME_CAP = 64 * 1024 * 1024
 ITEMS_CAP = 100_000  # an iterator the target returns is drained up to this many items
 WARNINGS_CAP = 1000  # runs of different warnings one call may raise
 WARNINGS_TOTAL = 100_000  # warnings one call may raise
+LOG_RECORDS_CAP = 100_000  # log records one call may make
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -145,15 +146,18 @@ class Peer:
         send_frame(self.fd, payload)
         while True:
             message = self.loads(recv_frame(self.fd))
-            if type(message) is tuple and len(message) == 5 and message[0] == "request":
+            if type(message) is tuple and len(message) == 6 and message[0] == "request":
                 send_frame(self.fd, self.answer(*message[1:]))
                 if self.gone is not None:  # a call made while answering broke the channel
                     return None
                 continue
             return message
 
-    def answer(self, kind, target, args, kwargs):
-        """Reply to one request from the other side (never raises for what the call does)."""
+    def answer(self, kind, target, args, kwargs, levels=None):
+        """Reply to one request from the other side (never raises for what the call does).
+        `levels`: the judge's logging levels, when they changed (see `logging_levels`)."""
+        if self.entry is not None:
+            _take_levels(levels)
         try:
             if type(args) is not tuple or type(kwargs) is not dict:
                 raise TypeError("malformed call")
@@ -172,7 +176,7 @@ class Peer:
 
     def call(self, kind, target, args, kwargs):
         """Call across; return the reply as a message (see _answer)."""
-        return self.exchange(self.dumps(("request", kind, target, args, kwargs), "the arguments"))
+        return self.exchange(self.dumps(("request", kind, target, args, kwargs, None), "the arguments"))
 
 
 # What the judge lets the candidate call back: functions and methods, not objects that merely
@@ -241,10 +245,11 @@ def _rebuild(peer, data, frames, broken):
 
 
 def _replay(peer, effects, args, kwargs, broken):
-    """What the call printed and warned, and what it changed in its arguments, happen here too."""
-    if type(effects) is not tuple or len(effects) != 4:
+    """What the call printed, warned and logged, and what it changed in its arguments, happen
+    here too."""
+    if type(effects) is not tuple or len(effects) != 5:
         broken(CandidateGone, "the other process broke the protocol")
-    mutated, out, err, warned = effects
+    mutated, out, err, warned, logged = effects
     if type(out) is str and out:
         sys.stdout.write(out)
     if type(err) is str and err:
@@ -252,6 +257,8 @@ def _replay(peer, effects, args, kwargs, broken):
     if type(warned) is list:
         for warning in warned:
             _warn(peer, warning, broken)
+    if type(logged) is list and logged:
+        _log(peer, logged, broken)
     if mutated is None:
         return
     if (type(mutated) is not tuple or len(mutated) != 2 or type(mutated[0]) is not tuple
@@ -297,6 +304,186 @@ def _caller_outside_this_module():
     return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("sys", 1)
 
 
+# Logging. A call's log records are made in the candidate's process, at the levels the tests'
+# process has set (sent with each call that follows a change: `caplog.set_level`, `assertLogs`,
+# `logging.disable`), and handled in the tests' process by its logger of the same name, with
+# its handlers, filters and propagation (caplog's, assertLogs', a test's own): what handles a
+# record in-process handles it here.
+
+def logging_levels():
+    """The judge's side: `(logging.disable's level, ((logger name, level), ...))` for the root
+    logger (named "") and every logger with a level of its own; None without logging loaded."""
+    logging = sys.modules.get("logging")
+    root = getattr(logging, "root", None)
+    manager = getattr(root, "manager", None)
+    if manager is None or type(manager.disable) is not int or type(root.level) is not int:
+        return None
+    levels = [("", root.level)]
+    for name, logger in list(manager.loggerDict.items()):
+        if isinstance(logger, logging.Logger) and type(name) is str and type(logger.level) is int and logger.level:
+            levels.append((name, logger.level))
+    return manager.disable, tuple(levels)
+
+
+_LOG_CAPTURES = []  # the candidate's side: the records of each call under way, innermost last
+_LOGS_CROSS = [True]  # (not in a server's warm-up: `Logger.handle` stays the judge's own)
+_ROOT_HANDLED = [False]  # whether the root logger had a handler here at the last record
+_LEVELS = {"sent": None, "applied": None}  # the judge's levels last sent, and last applied here
+_LEVELS_SET = {}  # logger name -> the level applying the judge's gave it here
+
+
+def _take_levels(levels):
+    if (type(levels) is tuple and len(levels) == 2 and type(levels[0]) is int and type(levels[1]) is tuple
+            and all(type(pair) is tuple and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is int
+                    for pair in levels[1])):
+        _LEVELS["sent"] = levels
+
+
+def _apply_levels(logging):
+    """Give the loggers here the judge's levels (a logger whose level came from an earlier
+    view and is not in this one goes back to NOTSET, unless the candidate's code changed it)."""
+    wanted = _LEVELS["sent"]
+    if wanted is None or wanted is _LEVELS["applied"]:
+        return
+    _LEVELS["applied"] = wanted
+    disable, levels = wanted
+    named = dict(levels)
+    for name in [name for name in _LEVELS_SET if name not in named]:
+        logger = logging.getLogger(name) if name else logging.root
+        if logger.level == _LEVELS_SET.pop(name):
+            logger.setLevel(logging.NOTSET)
+    for name, level in levels:
+        logger = logging.getLogger(name) if name else logging.root
+        if logger.level != level:
+            logger.setLevel(level)
+        _LEVELS_SET[name] = level
+    if logging.root.manager.disable != disable:
+        logging.disable(disable)
+
+
+def _capture_logs():
+    """The candidate's side, as a call starts: the list its log records will be kept in
+    (None when logging is not loaded here). `Logger.handle` keeps them while a call is under
+    way instead of passing them to this process's handlers."""
+    logging = sys.modules.get("logging")
+    logger_class = getattr(logging, "Logger", None)
+    if not _LOGS_CROSS[0] or not isinstance(logger_class, type) or not callable(getattr(logger_class, "handle", None)):
+        return None
+    if not getattr(logger_class.handle, "knowbench_capture", False):
+        handle = logger_class.handle
+
+        def capture(self, record):
+            if _LOG_CAPTURES:
+                # The root logger given its first handler since the last record (the
+                # `basicConfig()` that `logging.info()` and its kind make): the judge's too.
+                configured = bool(logging.root.handlers) and not _ROOT_HANDLED[0]
+                _ROOT_HANDLED[0] = bool(logging.root.handlers)
+                _LOG_CAPTURES[-1].append((record, configured))
+                return None
+            return handle(self, record)
+
+        capture.knowbench_capture = True
+        logger_class.handle = capture
+    try:
+        _apply_levels(logging)
+    except Exception:  # the candidate's code broke its own logging: its records still cross
+        pass
+    _ROOT_HANDLED[0] = bool(logging.root.handlers)
+    records = []
+    _LOG_CAPTURES.append(records)
+    return records
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _log_entries(records):
+    """The records a call made, as `(attributes, msg, args, message, exception, configured)`: the record's
+    own attributes and `extra` ones that cross by value (others are left out), its `msg` and
+    `args` when they cross (else the formatted message and no args), the formatted message,
+    the exception of `exc_info` (its text in `exc_text`), and whether the root logger was
+    given its first handler just before (see `_capture_logs`)."""
+    if len(records) > LOG_RECORDS_CAP:
+        raise wire.Unencodable(f"the call made {len(records)} log records (more than "
+                               f"{LOG_RECORDS_CAP} cannot cross)")
+    entries = []
+    for record, configured in records:
+        try:
+            entries.append((*_log_entry(record), configured))
+        except wire.Unencodable:
+            raise
+        except Exception as error:
+            raise wire.Unencodable(f"a log record of the call cannot be read ({type(error).__name__})") from None
+    return entries
+
+
+def _log_entry(record):
+    attributes = {}
+    for key, value in list(vars(record).items()):
+        if type(key) is not str or key in ("msg", "args", "exc_info"):
+            continue
+        if type(value) not in _PLAIN:
+            try:
+                wire.dumps(value)
+            except Exception:
+                continue
+        attributes[key] = value
+    try:
+        message = record.getMessage()
+    except Exception:
+        message = str(record.msg)
+    msg, args = record.msg, record.args
+    try:
+        wire.dumps((msg, args))
+    except Exception:
+        msg, args = message, ()
+    error = None
+    exc_info = record.exc_info
+    if type(exc_info) is tuple and len(exc_info) == 3 and isinstance(exc_info[1], BaseException):
+        error = wire.encode_exception(exc_info[1])
+        if not attributes.get("exc_text"):
+            import logging  # loaded: the record was made by it
+
+            attributes["exc_text"] = logging.Formatter().formatException(exc_info)
+    return attributes, msg, args, message, error
+
+
+def _log(peer, logged, broken):
+    """The judge's side: handle the records a call made there with the loggers here."""
+    import logging  # stdlib, in the tests' process: no candidate code runs here
+
+    for entry in logged:
+        if type(entry) is not tuple or len(entry) != 6 or type(entry[0]) is not dict or type(entry[3]) is not str:
+            broken(CandidateGone, "the other process broke the protocol")
+        attributes, msg, args, message, error, configured = entry
+        if configured is True and not logging.root.handlers:
+            logging.basicConfig()
+        record = logging.makeLogRecord({key: value for key, value in attributes.items()
+                                        if type(key) is str and not hasattr(logging.LogRecord, key)})
+        record.msg, record.args = msg, args if type(args) in (tuple, dict) else ()
+        try:
+            same = record.getMessage() == message
+        except Exception:
+            same = False
+        if not same:  # values that print otherwise here (a class of the candidate's)
+            record.msg, record.args = message, ()
+        if error is not None:
+            try:
+                rebuilt = wire.decode_exception(error, peer.resolver)
+                record.exc_info = (type(rebuilt), rebuilt, None)
+            except Exception:  # its text (`exc_text`) still shows
+                record.exc_info = None
+        name = record.name if type(record.name) is str else logging.root.name
+        logger = logging.root if name == logging.root.name else logging.getLogger(name)
+        try:
+            logger.handle(record)
+        except Exception as error:
+            # Never an exception a test could take for the target's (a record the candidate
+            # made up, whose level is not a number): the call fails instead.
+            broken(CrossingFailed, f"a log record of the call could not be handled in the tests' "
+                                   f"process ({type(error).__name__})")
+
+
 
 # --------------------------------------------------------------------------- trusted side
 
@@ -310,6 +497,7 @@ class Channel(Peer):
         self.stale = False  # a call was interrupted: the candidate's answer to it is still to come
         self.pid = os.getpid()  # calls come from this process only (not a pool the tests fork)
         self.numpy_state = None  # numpy's error state once the program loaded (`install_proxy`)
+        self.levels_sent = None  # the logging levels the candidate's process was last sent
 
     def take_problem(self):
         """The crossing failure seen during the current test, and forget it."""
@@ -407,8 +595,11 @@ class Channel(Peer):
             self._fail(CrossingFailed, f"the tests patch {held} while they call {what}: the patch is "
                        "in the tests' process and the candidate's code runs without it, so a call "
                        "made under it cannot be judged split (the task is judged in-process)")
+        levels = logging_levels()
         try:
-            payload = self.dumps(("request", kind, target, args, kwargs), "the arguments")
+            payload = self.dumps(("request", kind, target, args, kwargs,
+                                  None if levels == self.levels_sent else levels), "the arguments")
+            self.levels_sent = levels
         except wire.Unencodable as error:
             self._fail(CrossingFailed, f"the call cannot cross to the candidate's process: {error}")
         try:
@@ -701,7 +892,7 @@ def serve_calls(module, fd, output_cap, fork_limits=None):
         except wire.WireError as error:
             send_frame(fd, wire.dumps(("cannot-cross", f"the call could not be rebuilt: {error}")))
             continue
-        if type(message) is tuple and len(message) == 5 and message[0] == "request":
+        if type(message) is tuple and len(message) == 6 and message[0] == "request":
             send_frame(fd, peer.answer(*message[1:]))
         elif type(message) is tuple and message == ("end",):
             if copy:
@@ -760,6 +951,8 @@ def _answer(peer, function, args, kwargs):
     saved = sys.stdout, sys.stderr
     if peer.capture_output:
         sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
+    # The candidate's side keeps the call's log records for the judge's loggers to handle.
+    records = _capture_logs() if peer.entry is not None else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -772,6 +965,8 @@ def _answer(peer, function, args, kwargs):
         except BaseException as error:
             outcome = ("raise", error)
         finally:
+            if records is not None:
+                _LOG_CAPTURES.pop()
             out, err = "", ""
             if peer.capture_output:
                 out = _captured(sys.stdout, peer.output_cap)
@@ -784,11 +979,12 @@ def _answer(peer, function, args, kwargs):
             raise wire.Unencodable(f"the call printed more than {peer.output_cap} characters "
                                    "(the run's output limit)")
         warned = _warning_runs(caught)
+        logged = _log_entries(records) if records else []
         mutated = None
         after = peer.dumps((args, kwargs), "the arguments after the call")
         if after != before:
             mutated = (tuple(args), dict(kwargs))
-        effects = (mutated, out, err, warned)
+        effects = (mutated, out, err, warned, logged)
         if outcome[0] == "return" and _is_lazy(outcome[1]):
             # Iterators and generators cannot cross alive: drain them here (bounded), and the
             # other side replays the items and then the exception they ended with.
@@ -929,13 +1125,14 @@ def warm_up():
         values.append((pd.DataFrame({0: [1, 2], 1: [0.5, 1.5]}), pd.Series([1.0, 2.0])))
     calls = [(name, args) for args in values for name in ("echo", "fail")]
     saved = sys.stdout, sys.stderr
+    _LOGS_CROSS[0] = False
     try:
         sys.stdout = sys.stderr = io.StringIO()  # what the target prints, replayed by the judge
         # The candidate's side: its loop answers requests written ahead, until the channel ends.
         judge_end, candidate_end = socket.socketpair()
         with judge_end, candidate_end:
             for name, args in calls:
-                send_frame(judge_end.fileno(), wire.dumps(("request", "call", (name, False), args, {})))
+                send_frame(judge_end.fileno(), wire.dumps(("request", "call", (name, False), args, {}, None)))
             judge_end.shutdown(socket.SHUT_WR)
             serve_calls(module, candidate_end.fileno(), 1024)
             replies = [recv_frame(judge_end.fileno()) for _ in calls]
@@ -951,4 +1148,5 @@ def warm_up():
                 except (ValueError, CrossingFailed, CandidateGone):  # `fail`; a value that did not cross
                     pass
     finally:
+        _LOGS_CROSS[0] = True
         sys.stdout, sys.stderr = saved
