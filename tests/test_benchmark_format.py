@@ -167,6 +167,27 @@ def test_a_specs_imports_are_found_anywhere_in_it_and_only_absolute_ones() -> No
     assert TestSpec(name="t", code="assert 1 + 1 == 2\n").imports() == []
 
 
+def test_a_specs_rebindings_by_hand_are_found_through_its_imports() -> None:
+    code = ("import numpy as np, os.path\n"
+            "from requests import Session\n"
+            "import solution\n"
+            "def test_x(self):\n"
+            "    import shutil\n"
+            "    saved, os.remove = os.remove, print\n"
+            "    os.path.join = lambda *parts: ''\n"
+            "    np.random.seed: object = None\n"
+            "    Session.get = None\n"
+            "    setattr(shutil, 'rmtree', print)\n"
+            "    solution.counter += 1\n"
+            "    self.value = 3\n"
+            "    local.attribute = 4\n"
+            "    os.environ['X'] = '1'\n")
+    assert TestSpec(name="t", code=code).rebinds() == [
+        ("os", ("remove",)), ("os", ("path", "join")), ("numpy", ("random", "seed")),
+        ("requests", ("Session", "get")), ("solution", ("counter",)), ("shutil", ("rmtree",))]
+    assert TestSpec(name="t", code="def test_x():\n    assert add(1, 2) == 3\n").rebinds() == []
+
+
 def test_imported_names_sees_every_spelling_of_an_import_statement() -> None:
     """What a fork server preloads comes from these names; code with no import statement is
     not even parsed (every import statement spells the keyword), so each spelling counts."""

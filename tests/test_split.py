@@ -765,6 +765,35 @@ PATCHING_TESTS = {
             def test_env(self):
                 self.assertEqual(add(1, 2), 3)
     """,
+    "by-hand": """
+        import os
+
+
+        def test_no_remove():
+            removed = []
+            original, os.remove = os.remove, removed.append
+            try:
+                assert add(1, 2) == 3
+            finally:
+                os.remove = original
+            assert removed == []
+    """,
+    "by-hand-setattr": """
+        import os as system
+
+
+        class TestAdd:
+            def setup_method(self):
+                self.removed, self.original = [], system.remove
+                setattr(system, "remove", self.removed.append)
+
+            def teardown_method(self):
+                system.remove = self.original
+
+            def test_no_remove(self):
+                assert add(1, 2) == 3
+                assert self.removed == []
+    """,
     "mocker": """
         def test_no_remove(mocker):
             fake_remove = mocker.patch("os.remove")
@@ -785,8 +814,9 @@ def test_a_call_made_while_the_tests_patch_something_cannot_cross(split_engine: 
     # the same tests in-process: the patch reaches the program
     result = split_engine.execute(make_request(dedent(PRINTS_AND_REMOVES), dedent(PATCHING_TESTS[style]),
                                                "add", preload=["pytest"]))
-    assert result.tests[0].status == ("fail" if style in ("monkeypatch", "mock-decorator",
-                                                          "mock-context", "mocker") else "pass")
+    assert result.tests[0].status == ("fail" if style in ("monkeypatch", "mock-decorator", "by-hand",
+                                                          "by-hand-setattr", "mock-context", "mocker")
+                                      else "pass")
 
 
 def test_a_patch_undone_before_the_call_lets_it_cross(split_engine: Engine) -> None:

@@ -122,6 +122,13 @@ class TestSpec(_Record):
         only. The runner imports these before any sample code runs (see docs/execution.md)."""
         return list(_spec_imports(self.code))
 
+    def rebinds(self) -> list[tuple[str, tuple[str, ...]]]:
+        """What the code rebinds by hand in a module it imports, anywhere in it: `os.remove =
+        fake`, `np.random.seed = ...`, `setattr(os, "remove", fake)`, `Session.get = fake` after
+        `from requests import Session`, as (module, attribute path): `("os", ("remove",))`.
+        A split judge watches these (docs/execution.md, *Patches stay in the tests' process*)."""
+        return list(_spec_rebinds(self.code))
+
 
 # CPython before 3.11.8 / 3.12.1 can raise "SystemError: AST constructor recursion depth
 # mismatch" when threads parse at the same time (cpython#106905). Evaluation, certification and
@@ -155,6 +162,63 @@ def _spec_imports(code: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             found.append((node.module, tuple(alias.name for alias in node.names if alias.name != "*")))
     return tuple(dict.fromkeys(found))
+
+
+@functools.lru_cache(maxsize=65536)
+def _spec_rebinds(code: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if "." not in code and "setattr" not in code:  # neither `a.b = ...` nor setattr(...)
+        return ()
+    with PARSE_LOCK:
+        tree = parse_python(code)
+    aliases: dict[str, tuple[str, tuple[str, ...]]] = {}  # local name -> (module, path in it)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                top = alias.name.split(".")[0]
+                aliases[alias.asname or top] = (alias.name if alias.asname else top, ())
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                if alias.name != "*":
+                    aliases[alias.asname or alias.name] = (node.module, (alias.name,))
+    chains: list[list[str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            targets = [leaf for target in node.targets for leaf in _assigned(target)]
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            targets = [node.target]
+        else:
+            targets = []
+        chains.extend(chain for chain in map(_attribute_chain, targets) if len(chain) > 1)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr"
+                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)):
+            owner = _attribute_chain(node.args[0])
+            if owner:
+                chains.append([*owner, node.args[1].value])
+    found = []
+    for chain in chains:
+        if chain[0] in aliases:
+            module, path = aliases[chain[0]]
+            found.append((module, (*path, *chain[1:])))
+    return tuple(dict.fromkeys(found))
+
+
+def _assigned(target: ast.expr) -> list[ast.expr]:
+    """The single targets of an assignment's target (`a, os.remove = ...` has two)."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [leaf for element in target.elts for leaf in _assigned(element)]
+    if isinstance(target, ast.Starred):
+        return _assigned(target.value)
+    return [target]
+
+
+def _attribute_chain(node: ast.expr) -> list[str]:
+    """`os.path.join` as ["os", "path", "join"]; [] for anything but names and attributes."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return [node.id, *reversed(parts)] if isinstance(node, ast.Name) else []
 
 
 Invocation = Literal["framework", "direct"]

@@ -369,6 +369,7 @@ def split_configs(request: ExecutionRequest, judge_uid: int | None,
     judge = runner_config(request, judge_uid)
     judge["program"] = request.trusted_program
     judge["program_packages"] = _program_packages(request.trusted_program)
+    judge["rebinds"] = list(dict.fromkeys(found for spec in request.tests for found in spec.rebinds()))
     candidate = {
         "role": "candidate", "program": request.program, "entry_point": request.entry_point,
         "limits": request.limits.model_dump(), "preload": request.preload, "uid": candidate_uid,

@@ -981,6 +981,9 @@ def execute_sample(config, result_fd):
         fail_all(0, "error", "the program tampered with the runner while loading", "tampering")
         finish()
     module, target_codes = loaded[2]
+    if channel is not None:
+        knowbench_split.watch_rebinds(channel, config.get("rebinds"), module.__dict__,
+                                      config.get("entry_point", "").split(".")[0])
     if spy_install is not None:
         in_worker(spy_install, *spy_targets, module.__dict__)
     known = {}  # spec -> the (class, function) of each of its items: what the runner was sent

@@ -497,6 +497,7 @@ class Channel(Peer):
         self.stale = False  # a call was interrupted: the candidate's answer to it is still to come
         self.pid = os.getpid()  # calls come from this process only (not a pool the tests fork)
         self.numpy_state = None  # numpy's error state once the program loaded (`install_proxy`)
+        self.bindings = ()  # what the names the tests rebind by hand were bound to (`watch_rebinds`)
         self.levels_sent = None  # the logging levels the candidate's process was last sent
 
     def take_problem(self):
@@ -590,7 +591,7 @@ class Channel(Peer):
             raise CalledFromAnotherProcess(
                 f"{what} was called from a process the tests started (a multiprocessing pool); "
                 "split serves calls of the tests' own process only (the task is judged in-process)")
-        held = patches_held() or _judge_state_changed(self.numpy_state)
+        held = patches_held() or _judge_state_changed(self.numpy_state) or _rebound(self.bindings)
         if held:
             self._fail(CrossingFailed, f"the tests patch {held} while they call {what}: the patch is "
                        "in the tests' process and the candidate's code runs without it, so a call "
@@ -633,7 +634,8 @@ class Channel(Peer):
 # pytest's own `MonkeyPatch` (`pytest.MonkeyPatch.context()`), and unittest.mock's patchers (the
 # `mock` backport's too; pytest-mock's `mocker` is built on them). Their methods are wrapped
 # before any test runs, or, for a module a test imports itself, the moment it is imported
-# (`_WatchImports`). A name a test rebinds by hand (`os.remove = fake`) is not seen.
+# (`_WatchImports`). A name a test rebinds by hand (`os.remove = fake`) is watched from what
+# its code assigns (`watch_rebinds`).
 _MOCK_MODULES = ("unittest.mock", "mock.mock")
 _PYTEST_MONKEYPATCH = "_pytest.monkeypatch"
 _PATCH_MODULES = frozenset((*_MOCK_MODULES, _PYTEST_MONKEYPATCH))
@@ -849,6 +851,43 @@ def install_proxy(namespace, entry_point, channel):
         proxy = _proxy(channel, entry_point, raw)
         setattr(owner, parts[-1], proxy)
     return frozenset({proxy.__code__})
+
+
+def watch_rebinds(channel, rebinds, namespace, target):
+    """Before any test runs: remember what the names the tests rebind by hand (`os.remove =
+    fake`, `setattr(np.random, "seed", fake)`, `solution.helper = fake`; found in their code
+    when the benchmark loaded, `TestSpec.rebinds`) are bound to now. The candidate's process
+    never sees such a rebinding, so a call made while one holds fails (`_rebound`). The
+    target's own name in the program's module is left out: rebinding it wraps the proxy,
+    whose calls still cross."""
+    bindings = []
+    for entry in rebinds if type(rebinds) is list else ():
+        if (type(entry) is not list or len(entry) != 2 or type(entry[0]) is not str
+                or type(entry[1]) is not list or not entry[1] or not all(type(p) is str for p in entry[1])):
+            continue
+        module_name, path = entry
+        owner = sys.modules.get(module_name)
+        try:
+            for part in path[:-1]:
+                owner = getattr(owner, part)
+            own = vars(owner)
+        except Exception:  # not loaded, not there yet, or no __dict__: nothing to compare
+            continue
+        if own is namespace and path[-1] == target:
+            continue
+        bindings.append((own, ".".join((module_name, *path[:-1])), path[-1], own.get(path[-1], _UNBOUND)))
+    channel.bindings = tuple(bindings)
+
+
+_UNBOUND = object()
+
+
+def _rebound(bindings):
+    """The first name of `watch_rebinds` that a test has rebound by hand ("" when none)."""
+    for own, label, name, value in bindings:
+        if own.get(name, _UNBOUND) is not value:
+            return f"{label}.{name} (rebound by hand)"
+    return ""
 
 
 def _proxy(channel, entry_point, original):
