@@ -784,3 +784,107 @@ def test_a_plain_functions_fixtures_read_from_its_code_agree_with_its_signature(
     assert emulation._kb_plain_arguments(wrapped) is None
     assert emulation._kb_plain_arguments(functools.partial(plain, 1)) is None
     assert emulation._kb_arguments(wrapped) == by_signature(wrapped) == ["tmp_path", "capsys", "monkeypatch"]
+
+
+# A spec written by hand for pytest (not mined): marks, module and class fixtures. Its verdicts
+# with the wrong program below are pytest 9's on the same file (`from solution import add`).
+PYTEST_STYLE_SPEC = '''
+import sys
+import pytest
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+@pytest.fixture
+def base(tmp_path):
+    (tmp_path / "x").write_text("1")
+    yield 10
+
+
+@pytest.fixture(params=[0, 1])
+def offset(request):
+    return request.param
+
+
+@pytest.mark.parametrize("a, b, expected", [(1, 2, 3), (2, 3, 5), pytest.param(0, 0, 1, marks=pytest.mark.xfail)])
+def test_param(a, b, expected):
+    assert add(a, b) == expected
+
+
+def test_fixture(base, offset, capsys):
+    print(add(base, offset))
+    assert capsys.readouterr().out == f"{10 + offset}\\n"
+
+
+@pytest.mark.skip(reason="never")
+def test_skipped():
+    assert False
+
+
+@pytest.mark.skipif("sys.version_info < (3,)")
+def test_skipif_false():
+    assert add(1, 1) == 2
+
+
+@pytest.mark.xfail(strict=True)
+def test_xfail():
+    assert add(1, 1) == 3
+
+
+class TestClass:
+    @pytest.fixture(autouse=True)
+    def setup(self):
+        self.value = 5
+
+    @pytest.fixture
+    def two(self):
+        return 2
+
+    @pytest.mark.parametrize("x", [1, 3])
+    def test_method(self, x, two):
+        assert add(self.value, x) == 5 + x
+        assert add(x, two) == x + 2
+'''
+WRONG_ON_THREE = "def add(a, b):\n    return a - b if b == 3 else a + b\n"
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_a_spec_written_for_pytest_runs_its_marks_and_fixtures_as_pytest_does(engine: Engine,
+                                                                               isolation: str) -> None:
+    """A spec knowbench did not mine gets the spec harness at run time when it uses pytest's
+    marks or defines fixtures: parametrize, skip, skipif, xfail, the module's and a class's
+    fixtures (autouse, parametrized, yielding) and the runner's own beside them."""
+    def statuses(program: str) -> dict[str, str]:
+        execution = engine.execute(make_request(program, PYTEST_STYLE_SPEC, "add", isolation=isolation,
+                                                preload=["pytest"]))  # type: ignore[arg-type]
+        return {test.id.rsplit("::", 1)[-1]: test.reason or test.status for test in execution.tests}
+
+    assert statuses(ADD) == {"test_param": "pass", "test_fixture": "pass", "test_skipped": "skipped",
+                             "test_skipif_false": "pass", "test_xfail": "pass", "test_method": "pass"}
+    assert statuses(WRONG_ON_THREE) == {"test_param": "assertion", "test_fixture": "pass",
+                                        "test_skipped": "skipped", "test_skipif_false": "pass",
+                                        "test_xfail": "pass", "test_method": "assertion"}
+
+
+def test_a_fixture_is_read_as_every_pytest_release_makes_it() -> None:
+    """pytest 8.4 and later wrap a fixture in a `FixtureFunctionDefinition`; earlier releases
+    marked the function (`_pytestfixturefunction`) and wrapped it (`__pytest_wrapped__`)."""
+    @pytest.fixture(params=[1, 2], scope="module", autouse=True, name="renamed")
+    def current(request: Any) -> int:
+        return 3
+
+    function, name, params, scope, autouse = emulation._fixture_of(current)
+    assert (function(None), name, params, scope, autouse) == (3, "renamed", [1, 2], "module", True)
+
+    def original() -> int:
+        return 4
+
+    def older() -> None:
+        raise AssertionError("a fixture called directly")
+
+    older._pytestfixturefunction = type("Marker", (), {"scope": "class", "params": None, "autouse": False,  # type: ignore[attr-defined]
+                                                       "name": None})()
+    older.__pytest_wrapped__ = type("Wrapped", (), {"obj": staticmethod(original)})()  # type: ignore[attr-defined]
+    function, name, params, scope, autouse = emulation._fixture_of(older)
+    assert (function(), name, params, scope, autouse) == (4, None, None, "class", False)
+    assert emulation._fixture_of(original) is None and emulation._fixture_of(3) is None

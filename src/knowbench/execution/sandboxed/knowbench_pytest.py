@@ -172,9 +172,15 @@ def run_function(function, new_tmp_dir, fixtures):
     up is appended to `fixtures`, for the caller to run whatever the outcome. A parameter
     with a default value is left to it, as pytest leaves it; any other parameter the runner
     does not provide raises `UnsupportedFixture`. A generator function is refused, as pytest
-    refuses it; a coroutine the test returns is run.
+    refuses it; a coroutine the test returns is run. A test of a spec that uses pytest's marks
+    or defines fixtures runs through the spec harness instead (`spec_harness`).
     """
     _kb_refuse_generator(function)
+    harness = spec_harness(getattr(_real_function(function), "__globals__", None))
+    if harness is not None:
+        _CURRENT_TMP[0] = new_tmp_dir
+        harness["_kb_call"](function, getattr(function, "__self__", None))
+        return
     kwargs = {}
     for parameter in _kb_arguments(function):
         if parameter == "tmp_path":
@@ -196,6 +202,130 @@ def run_function(function, new_tmp_dir, fixtures):
         import asyncio
 
         asyncio.run(outcome)
+
+
+# What `spec_harness` found for each spec namespace (by id; each lives as long as the process):
+# the namespace, with the harness installed, or None when the spec needs none.
+_HARNESSED = {}
+_CURRENT_TMP = [None]  # the running item's `new_tmp_dir`, for the harness's `tmp_path`
+
+
+def spec_harness(namespace):
+    """For a spec knowbench did not mine that uses pytest's marks (`parametrize`, `skip`,
+    `skipif`, `xfail`, `usefixtures`, a module's or class's `pytestmark`) or defines fixtures
+    (`@pytest.fixture` in the module or in a test class): its namespace, with the spec
+    harness installed in it as mining copies it into a spec, and its fixtures registered as
+    mining registers them, so its tests run as pytest runs them. None for any other spec,
+    and for a mined one (its tests call the harness themselves)."""
+    if type(namespace) is not dict:
+        return None
+    key = id(namespace)
+    if key not in _HARNESSED:
+        needed = "_kb_call" not in namespace and _uses_pytest(namespace)
+        _HARNESSED[key] = _install_harness(namespace) if needed else None
+    return _HARNESSED[key]
+
+
+def _fixture_of(value):
+    """(function, name or None, params, scope, autouse) of a pytest fixture definition, or None:
+    pytest 8.4 and later make a `FixtureFunctionDefinition`, earlier releases mark the
+    function (`_pytestfixturefunction`) and wrap it."""
+    if type(value).__name__ == "FixtureFunctionDefinition":
+        marker = getattr(value, "_fixture_function_marker", None)
+        function = getattr(value, "_fixture_function", None)
+    elif type(value).__name__ == "function" and "_pytestfixturefunction" in value.__dict__:
+        marker = value.__dict__["_pytestfixturefunction"]
+        function = getattr(value.__dict__.get("__pytest_wrapped__"), "obj", value)
+    else:
+        return None
+    if marker is None or not callable(function):
+        return None
+    scope = getattr(marker, "scope", "function")
+    params = getattr(marker, "params", None)
+    return (function, getattr(marker, "name", None), None if params is None else list(params),
+            scope if isinstance(scope, str) else "function", bool(getattr(marker, "autouse", False)))
+
+
+def _spec_classes(namespace):
+    name = namespace.get("__name__")
+    return [value for value in list(namespace.values())
+            if isinstance(value, type) and value.__dict__.get("__module__") == name]
+
+
+def _uses_pytest(namespace):
+    if "pytestmark" in namespace:
+        return True
+    for cls in _spec_classes(namespace):
+        if getattr(cls, "pytestmark", None) is not None or any(map(_pytest_object, list(cls.__dict__.values()))):
+            return True
+    return any(map(_pytest_object, list(namespace.values())))
+
+
+def _pytest_object(value):
+    """A fixture definition, or a function with marks (only functions are looked into)."""
+    return _fixture_of(value) is not None or (type(value).__name__ == "function" and "pytestmark" in value.__dict__)
+
+
+def _runner_tmp_path():
+    return pathlib.Path(_CURRENT_TMP[0]())
+
+
+def _runner_monkeypatch():
+    patch = MonkeyPatch()
+    yield patch
+    patch.undo()
+
+
+def _runner_capsys():
+    capture = Capsys()
+    yield capture
+    capture.close()
+
+
+def _install_harness(namespace):
+    """The spec harness in `namespace`, as if its source had run there: this module's own
+    harness functions (every name `_kb_*`/`_Kb*` is the harness's) made again on the spec's
+    globals, which they read (`pytestmark`, `skipif` strings, the fixtures registered), and
+    the harness's registries afresh. Compiling the source again would cost each sample's
+    process about 13 ms."""
+    import types
+
+    for name, value in list(globals().items()):
+        if name.startswith(("_kb_", "_Kb")):
+            if type(value) is types.FunctionType:
+                made = types.FunctionType(value.__code__, namespace, value.__name__, value.__defaults__)
+                made.__kwdefaults__, made.__doc__ = value.__kwdefaults__, value.__doc__
+                value = made
+            namespace[name] = value
+    namespace.update(_kb_FIXTURES={}, _kb_AUTOUSE=[], _kb_CLASSES_READY=set(), _kb_SCOPED={})
+    fixtures, autouse = namespace["_kb_FIXTURES"], namespace["_kb_AUTOUSE"]
+    for name, function in (("tmp_path", _runner_tmp_path), ("monkeypatch", _runner_monkeypatch),
+                           ("capsys", _runner_capsys), ("capfd", _runner_capsys)):
+        fixtures[name] = (function, None, "function")
+    for name, value in list(namespace.items()):
+        found = _fixture_of(value)
+        if found is not None:
+            function, named, params, scope, auto = found
+            fixtures[named or name] = (function, params, scope)
+            if auto:
+                autouse.append(named or name)
+    for cls in _spec_classes(namespace):
+        for name, value in list(cls.__dict__.items()):
+            found = _fixture_of(value)
+            if found is None:
+                continue
+            function, named, params, scope, auto = found
+            named = named or name
+            setattr(cls, "_kb_fixture_" + named, function)
+            for attribute, entry in (("_kb_fixture_params", params), ("_kb_fixture_scopes", scope)):
+                if attribute not in cls.__dict__:
+                    setattr(cls, attribute, dict(getattr(cls, attribute, {})))
+                cls.__dict__[attribute][named] = entry
+            if auto:
+                if "_kb_autouse" not in cls.__dict__:
+                    cls._kb_autouse = list(getattr(cls, "_kb_autouse", ()))
+                cls._kb_autouse.append(named)
+    return namespace
 
 
 def run_test_function(namespace, name, new_tmp_dir, fixtures):
