@@ -923,12 +923,13 @@ class _KbCaplog:
         class Handler(logging.Handler):
             def __init__(self):
                 super().__init__(0)
-                self.records = []
+                self.records, self.texts = [], []
                 self.setFormatter(logging.Formatter(
                     "%(levelname)-8s %(name)s:%(filename)s:%(lineno)d %(message)s"))
 
-            def emit(self, record):
+            def emit(self, record):  # formatted now, as pytest's handler writes its stream
                 self.records.append(record)
+                self.texts.append(self.format(record) + "\n")
 
         self._logging, self.handler, self._restore = logging, Handler(), []
         logging.getLogger().addHandler(self.handler)
@@ -947,13 +948,13 @@ class _KbCaplog:
 
     @property
     def text(self):
-        return "".join(self.handler.format(record) + "\n" for record in self.records)
+        return "".join(self.handler.texts)
 
     def get_records(self, when="call"):
         return list(self.records) if when == "call" else []
 
     def clear(self):
-        self.handler.records = []
+        self.handler.records, self.handler.texts = [], []
 
     def set_level(self, level, logger=None):
         target = self._logging.getLogger(logger)

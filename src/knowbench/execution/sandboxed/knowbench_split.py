@@ -153,11 +153,12 @@ class Peer:
                 continue
             return message
 
-    def answer(self, kind, target, args, kwargs, levels=None):
+    def answer(self, kind, target, args, kwargs, view=None):
         """Reply to one request from the other side (never raises for what the call does).
-        `levels`: the judge's logging levels, when they changed (see `logging_levels`)."""
+        `view`: what the tests changed in the judge's logging, when it changed (see
+        `logging_view`)."""
         if self.entry is not None:
-            _take_levels(levels)
+            _take_view(view)
         try:
             if type(args) is not tuple or type(kwargs) is not dict:
                 raise TypeError("malformed call")
@@ -304,185 +305,250 @@ def _caller_outside_this_module():
     return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("sys", 1)
 
 
-# Logging. A call's log records are made in the candidate's process, at the levels the tests'
-# process has set (sent with each call that follows a change: `caplog.set_level`, `assertLogs`,
-# `logging.disable`), and handled in the tests' process by its logger of the same name, with
-# its handlers, filters and propagation (caplog's, assertLogs', a test's own): what handles a
-# record in-process handles it here.
+# Logging. The loggers, handlers and filters the candidate's program sets up are in its own
+# process, and the ones the tests add (caplog's, assertLogs', a test's own handler) are in the
+# judge's. Each call that follows a change in the judge carries what the tests changed since the
+# benchmark's program loaded (`logging_view`): levels, `propagate`, `disabled`,
+# `logging.disable`, and each handler they added, by number and level. The candidate's process
+# makes those changes to its own loggers and stands a `_ToJudge` handler in for each handler
+# added (`_apply_view`); its records go through its own loggers as in-process, and what reaches
+# a stand-in is sent with the next reply and handled by that handler in the judge (`_log`).
 
-def logging_levels():
-    """The judge's side: `(logging.disable's level, ((logger name, level), ...))` for the root
-    logger (named "") and every logger with a level of its own; None without logging loaded."""
+# The judge's side. What every logger was once the program loaded, and the loggers the tests
+# changed since (by `setLevel`, `addHandler` or `removeHandler`, which `watch_patches` wraps
+# here: caplog and assertLogs call them), with `logging.disable`'s level.
+_LOG_BASE = [None, {}]  # [logging.disable's level, {logger name ("" root): (level, handlers, propagate, disabled)}]
+_LOG_TOUCHED = {}  # logger name -> logger
+_NO_VIEW = (None, ())
+
+
+def logging_loaded():
+    """The judge's side, once the benchmark's program has loaded: what the tests change in the
+    logging from now on is what `logging_view` sends."""
+    _LOG_TOUCHED.clear()
     logging = sys.modules.get("logging")
     root = getattr(logging, "root", None)
     manager = getattr(root, "manager", None)
-    if manager is None or type(manager.disable) is not int or type(root.level) is not int:
-        return None
-    levels = [("", root.level)]
-    for name, logger in list(manager.loggerDict.items()):
-        if isinstance(logger, logging.Logger) and type(name) is str and type(logger.level) is int and logger.level:
-            levels.append((name, logger.level))
-    return manager.disable, tuple(levels)
-
-
-_LOG_CAPTURES = []  # the candidate's side: the records of each call under way, innermost last
-_LOGS_CROSS = [True]  # (not in a server's warm-up: `Logger.handle` stays the judge's own)
-_ROOT_HANDLED = [False]  # whether the root logger had a handler here at the last record
-_LEVELS = {"sent": None, "applied": None}  # the judge's levels last sent, and last applied here
-_LEVELS_SET = {}  # logger name -> the level applying the judge's gave it here
-
-
-def _take_levels(levels):
-    if (type(levels) is tuple and len(levels) == 2 and type(levels[0]) is int and type(levels[1]) is tuple
-            and all(type(pair) is tuple and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is int
-                    for pair in levels[1])):
-        _LEVELS["sent"] = levels
-
-
-def _apply_levels(logging):
-    """Give the loggers here the judge's levels (a logger whose level came from an earlier
-    view and is not in this one goes back to NOTSET, unless the candidate's code changed it)."""
-    wanted = _LEVELS["sent"]
-    if wanted is None or wanted is _LEVELS["applied"]:
+    if manager is None:  # not loaded yet: the defaults
+        _LOG_BASE[:] = [0, {"": (30, [], True, False)}]
         return
-    _LEVELS["applied"] = wanted
-    disable, levels = wanted
-    named = dict(levels)
-    for name in [name for name in _LEVELS_SET if name not in named]:
-        logger = logging.getLogger(name) if name else logging.root
-        if logger.level == _LEVELS_SET.pop(name):
-            logger.setLevel(logging.NOTSET)
-    for name, level in levels:
-        logger = logging.getLogger(name) if name else logging.root
-        if logger.level != level:
-            logger.setLevel(level)
-        _LEVELS_SET[name] = level
-    if logging.root.manager.disable != disable:
-        logging.disable(disable)
+    loggers = [("", root), *((name, logger) for name, logger in list(manager.loggerDict.items())
+                             if isinstance(logger, logging.Logger))]
+    _LOG_BASE[:] = [manager.disable, {name: (logger.level, list(logger.handlers), logger.propagate,
+                                             logger.disabled) for name, logger in loggers}]
 
 
-def _capture_logs():
-    """The candidate's side, as a call starts: the list its log records will be kept in
-    (None when logging is not loaded here). `Logger.handle` keeps them while a call is under
-    way instead of passing them to this process's handlers."""
+def logging_view(handlers):
+    """What the tests changed in the judge's logging since the program loaded, as
+    `(logging.disable's level or None, ((name, level, propagate, disabled, ((number, level),
+    ...)), ...))`, None for what they left alone; each handler they added is numbered in
+    `handlers` (number -> handler)."""
     logging = sys.modules.get("logging")
-    logger_class = getattr(logging, "Logger", None)
-    if not _LOGS_CROSS[0] or not isinstance(logger_class, type) or not callable(getattr(logger_class, "handle", None)):
-        return None
-    if not getattr(logger_class.handle, "knowbench_capture", False):
-        handle = logger_class.handle
+    disable = getattr(getattr(getattr(logging, "root", None), "manager", None), "disable", None)
+    if not _LOG_TOUCHED and disable == _LOG_BASE[0]:
+        return _NO_VIEW
+    changed = []
+    for name, logger in list(_LOG_TOUCHED.items()):
+        level, attached, propagate, disabled = _LOG_BASE[1].get(name, (0, [], True, False))
+        if (logger.level == level and logger.handlers == attached and logger.propagate == propagate
+                and logger.disabled == disabled):
+            continue
+        added = []
+        for handler in logger.handlers:
+            if handler not in attached and type(handler.level) is int:
+                handlers[id(handler)] = handler
+                added.append((id(handler), handler.level))
+        changed.append((name, None if logger.level == level or type(logger.level) is not int else logger.level,
+                        None if logger.propagate == propagate else bool(logger.propagate),
+                        None if logger.disabled == disabled else bool(logger.disabled), tuple(added)))
+    return (None if disable == _LOG_BASE[0] or type(disable) is not int else disable), tuple(changed)
 
-        def capture(self, record):
-            if _LOG_CAPTURES:
-                # The root logger given its first handler since the last record (the
-                # `basicConfig()` that `logging.info()` and its kind make): the judge's too.
-                configured = bool(logging.root.handlers) and not _ROOT_HANDLED[0]
-                _ROOT_HANDLED[0] = bool(logging.root.handlers)
-                _LOG_CAPTURES[-1].append((record, configured))
-                return None
-            return handle(self, record)
 
-        capture.knowbench_capture = True
-        logger_class.handle = capture
-    try:
-        _apply_levels(logging)
-    except Exception:  # the candidate's code broke its own logging: its records still cross
-        pass
-    _ROOT_HANDLED[0] = bool(logging.root.handlers)
-    records = []
-    _LOG_CAPTURES.append(records)
-    return records
+def _watch_logging(logging):
+    """Note the loggers a test changes (see `_LOG_TOUCHED`)."""
+    cls = getattr(logging, "Logger", None)
+    if not isinstance(cls, type):
+        return
+    root = getattr(logging, "root", None)
+    for method in ("setLevel", "addHandler", "removeHandler"):
+        change = getattr(cls, method, None)
+        if callable(change):
+            setattr(cls, method, _noting_logger(change, root))
+
+
+def _noting_logger(change, root):
+    @functools.wraps(change)
+    def changed(self, *args, **kwargs):
+        name = "" if self is root else getattr(self, "name", None)
+        if type(name) is str:
+            _LOG_TOUCHED[name] = self
+        return change(self, *args, **kwargs)
+
+    return changed
+
+
+# The candidate's side.
+_LOG_PENDING = []  # (handler number, entry) of the records its stand-ins took, not yet sent
+_LOG_STATE = {"wanted": None, "applied": None, "over": None}
+_LOG_SAVED = {}  # (logger name, what) -> the candidate's own value, while the judge's is applied
+_STAND_INS = {}  # logger name -> the `_ToJudge` handlers standing in on it
+_TO_JUDGE = []  # the stand-in handler class, made once logging is loaded
+
+
+def _take_view(view):
+    if type(view) is tuple and len(view) == 2 and type(view[1]) is tuple and (view[0] is None or type(view[0]) is int):
+        _LOG_STATE["wanted"] = view
+
+
+def _apply_view():
+    """Make the judge's latest view this process's (see the section's comment)."""
+    wanted = _LOG_STATE["wanted"]
+    logging = sys.modules.get("logging")
+    if wanted is None or wanted is _LOG_STATE["applied"] or logging is None:
+        return
+    _LOG_STATE["applied"] = wanted
+    if not _TO_JUDGE:
+        class ToJudge(logging.Handler):
+            """Stands in for a handler the tests added: keeps the record for the judge."""
+
+            def __init__(self, number, level):
+                super().__init__(level)
+                self.number = number
+
+            def handle(self, record):
+                if len(_LOG_PENDING) >= LOG_RECORDS_CAP:
+                    _LOG_STATE["over"] = f"more than {LOG_RECORDS_CAP} log records were made"
+                else:
+                    _LOG_PENDING.append((self.number, _log_entry(record)))
+                return True
+
+            def emit(self, record):
+                pass
+
+        _TO_JUDGE.append(ToJudge)
+    disable, changed = wanted
+    named = {}
+    for entry in changed:
+        if (type(entry) is tuple and len(entry) == 5 and type(entry[0]) is str and type(entry[4]) is tuple
+                and (entry[1] is None or type(entry[1]) is int)):
+            named[entry[0]] = entry
+    for name in set(_STAND_INS) | {key[0] for key in _LOG_SAVED} | set(named):
+        logger = logging.getLogger(name) if name else logging.root
+        entry = named.get(name, (name, None, None, None, ()))
+        for what, value in (("level", entry[1]), ("propagate", entry[2]), ("disabled", entry[3])):
+            if value is not None:
+                _LOG_SAVED.setdefault((name, what), getattr(logger, what))
+                if what == "level":
+                    logger.setLevel(value)
+                else:
+                    setattr(logger, what, value)
+            elif (name, what) in _LOG_SAVED:
+                own = _LOG_SAVED.pop((name, what))
+                if what == "level":
+                    logger.setLevel(own)
+                else:
+                    setattr(logger, what, own)
+        for stand_in in _STAND_INS.pop(name, ()):
+            logger.removeHandler(stand_in)
+        made = [_TO_JUDGE[0](number, level) for number, level in
+                (pair for pair in entry[4] if type(pair) is tuple and len(pair) == 2
+                 and type(pair[0]) is int and type(pair[1]) is int)]
+        for stand_in in made:
+            logger.addHandler(stand_in)
+        if made:
+            _STAND_INS[name] = made
+    if disable is not None:
+        _LOG_SAVED.setdefault(("", "disable"), logging.root.manager.disable)
+        logging.disable(disable)
+    elif ("", "disable") in _LOG_SAVED:
+        logging.disable(_LOG_SAVED.pop(("", "disable")))
 
 
 _PLAIN = (str, int, float, bool, type(None))
-
-
-def _log_entries(records):
-    """The records a call made, as `(attributes, msg, args, message, exception, configured)`: the record's
-    own attributes and `extra` ones that cross by value (others are left out), its `msg` and
-    `args` when they cross (else the formatted message and no args), the formatted message,
-    the exception of `exc_info` (its text in `exc_text`), and whether the root logger was
-    given its first handler just before (see `_capture_logs`)."""
-    if len(records) > LOG_RECORDS_CAP:
-        raise wire.Unencodable(f"the call made {len(records)} log records (more than "
-                               f"{LOG_RECORDS_CAP} cannot cross)")
-    entries = []
-    for record, configured in records:
-        try:
-            entries.append((*_log_entry(record), configured))
-        except wire.Unencodable:
-            raise
-        except Exception as error:
-            raise wire.Unencodable(f"a log record of the call cannot be read ({type(error).__name__})") from None
-    return entries
+_OWN_ATTRIBUTES = frozenset(("msg", "args", "exc_info", "message"))
 
 
 def _log_entry(record):
-    attributes = {}
-    for key, value in list(vars(record).items()):
-        if type(key) is not str or key in ("msg", "args", "exc_info"):
-            continue
-        if type(value) not in _PLAIN:
-            try:
-                wire.dumps(value)
-            except Exception:
-                continue
-        attributes[key] = value
+    """A record as it is when a stand-in takes it: `(attributes, frozen, msg, message,
+    exception)`: its own and `extra` attributes of plain types, `(msg, args)` encoded now (None
+    when there are no args or they cannot cross), `msg` when it is a string sent unencoded, the
+    formatted message (what the judge uses when the rest cannot be rebuilt there), and the
+    exception of `exc_info` (its traceback's text in `exc_text`)."""
+    attributes = {key: value for key, value in list(vars(record).items())
+                  if type(key) is str and key not in _OWN_ATTRIBUTES and type(value) in _PLAIN}
     try:
         message = record.getMessage()
     except Exception:
         message = str(record.msg)
-    msg, args = record.msg, record.args
     try:
-        wire.dumps((msg, args))
+        frozen = None if type(record.msg) is str and not record.args else wire.dumps((record.msg, record.args))
     except Exception:
-        msg, args = message, ()
+        frozen = None
+    if frozen is None and type(record.msg) is not str:
+        message = str(message)
     error = None
     exc_info = record.exc_info
     if type(exc_info) is tuple and len(exc_info) == 3 and isinstance(exc_info[1], BaseException):
-        error = wire.encode_exception(exc_info[1])
+        try:
+            error = wire.encode_exception(exc_info[1])
+        except Exception:
+            error = None
         if not attributes.get("exc_text"):
             import logging  # loaded: the record was made by it
 
             attributes["exc_text"] = logging.Formatter().formatException(exc_info)
-    return attributes, msg, args, message, error
+    return attributes, frozen, record.msg if frozen is None and type(record.msg) is str else None, message, error
+
+
+def _take_logged():
+    """The candidate's side, as a reply is made: the records its stand-ins took since the
+    last reply (a thread's made between calls too)."""
+    over, _LOG_STATE["over"] = _LOG_STATE["over"], None
+    logged = _LOG_PENDING[:]
+    del _LOG_PENDING[:len(logged)]
+    if over:
+        raise wire.Unencodable(over)
+    return logged
 
 
 def _log(peer, logged, broken):
-    """The judge's side: handle the records a call made there with the loggers here."""
+    """The judge's side: hand each record the candidate's stand-ins took to the handler of the
+    tests it stood in for."""
     import logging  # stdlib, in the tests' process: no candidate code runs here
 
+    handlers = getattr(peer, "log_handlers", {})
     for entry in logged:
-        if type(entry) is not tuple or len(entry) != 6 or type(entry[0]) is not dict or type(entry[3]) is not str:
+        if (type(entry) is not tuple or len(entry) != 2 or type(entry[1]) is not tuple or len(entry[1]) != 5
+                or type(entry[1][0]) is not dict or type(entry[1][3]) is not str):
             broken(CandidateGone, "the other process broke the protocol")
-        attributes, msg, args, message, error, configured = entry
-        if configured is True and not logging.root.handlers:
-            logging.basicConfig()
+        number, (attributes, frozen, msg, message, error) = entry
+        handler = handlers.get(number)
+        if handler is None:
+            continue
         record = logging.makeLogRecord({key: value for key, value in attributes.items()
                                         if type(key) is str and not hasattr(logging.LogRecord, key)})
-        record.msg, record.args = msg, args if type(args) in (tuple, dict) else ()
-        try:
-            same = record.getMessage() == message
-        except Exception:
-            same = False
-        if not same:  # values that print otherwise here (a class of the candidate's)
-            record.msg, record.args = message, ()
+        record.msg, record.args = (msg if type(msg) is str else message), ()
+        if type(frozen) is bytes:
+            try:
+                record.msg, record.args = wire.loads(frozen, peer.resolver)
+                if record.getMessage() != message:  # values that print otherwise here
+                    raise ValueError
+            except Exception:
+                record.msg, record.args = message, ()
         if error is not None:
             try:
                 rebuilt = wire.decode_exception(error, peer.resolver)
                 record.exc_info = (type(rebuilt), rebuilt, None)
             except Exception:  # its text (`exc_text`) still shows
                 record.exc_info = None
-        name = record.name if type(record.name) is str else logging.root.name
-        logger = logging.root if name == logging.root.name else logging.getLogger(name)
         try:
-            logger.handle(record)
-        except Exception as error:
+            if record.levelno >= handler.level:
+                handler.handle(record)
+        except Exception as problem:
             # Never an exception a test could take for the target's (a record the candidate
             # made up, whose level is not a number): the call fails instead.
             broken(CrossingFailed, f"a log record of the call could not be handled in the tests' "
-                                   f"process ({type(error).__name__})")
-
+                                   f"process ({type(problem).__name__})")
 
 
 # --------------------------------------------------------------------------- trusted side
@@ -498,7 +564,8 @@ class Channel(Peer):
         self.pid = os.getpid()  # calls come from this process only (not a pool the tests fork)
         self.numpy_state = None  # numpy's error state once the program loaded (`install_proxy`)
         self.bindings = ()  # what the names the tests rebind by hand were bound to (`watch_rebinds`)
-        self.levels_sent = None  # the logging levels the candidate's process was last sent
+        self.log_handlers = {}  # number -> a handler the tests added (`logging_view`)
+        self.log_view_sent = None  # what the candidate's process was last told of the logging
 
     def take_problem(self):
         """The crossing failure seen during the current test, and forget it."""
@@ -596,11 +663,11 @@ class Channel(Peer):
             self._fail(CrossingFailed, f"the tests patch {held} while they call {what}: the patch is "
                        "in the tests' process and the candidate's code runs without it, so a call "
                        "made under it cannot be judged split (the task is judged in-process)")
-        levels = logging_levels()
+        view = logging_view(self.log_handlers)
         try:
             payload = self.dumps(("request", kind, target, args, kwargs,
-                                  None if levels == self.levels_sent else levels), "the arguments")
-            self.levels_sent = levels
+                                  None if view == self.log_view_sent else view), "the arguments")
+            self.log_view_sent = view
         except wire.Unencodable as error:
             self._fail(CrossingFailed, f"the call cannot cross to the candidate's process: {error}")
         try:
@@ -638,7 +705,8 @@ class Channel(Peer):
 # its code assigns (`watch_rebinds`).
 _MOCK_MODULES = ("unittest.mock", "mock.mock")
 _PYTEST_MONKEYPATCH = "_pytest.monkeypatch"
-_PATCH_MODULES = frozenset((*_MOCK_MODULES, _PYTEST_MONKEYPATCH))
+# (and logging, whose changes by the tests cross with each call: see `logging_view`)
+_PATCH_MODULES = frozenset((*_MOCK_MODULES, _PYTEST_MONKEYPATCH, "logging"))
 _MONKEYPATCH_CHANGES = ("setattr", "delattr", "setitem", "delitem", "setenv", "delenv",
                         "syspath_prepend", "chdir")
 _ENTERED = {}  # id(patcher) -> patcher, for the unittest.mock patchers now entered
@@ -649,12 +717,18 @@ _WATCHED = set()
 def watch_patches(imports=False):
     """Watch the patch modules loaded in this process (idempotent), and with `imports` those
     imported later too (the judge, before any test runs: never a server, whose children
-    include the candidate's processes)."""
+    include the candidate's processes). logging is watched in the judge only (the first call
+    with `imports` says this is one): a server's warm-up makes calls too."""
+    if imports:
+        _WATCHED.add("judge")
     for name in _PATCH_MODULES:
         module = sys.modules.get(name)
-        if module is None or name in _WATCHED:
+        if module is None or name in _WATCHED or (name == "logging" and "judge" not in _WATCHED):
             continue
         _WATCHED.add(name)
+        if name == "logging":
+            _watch_logging(module)
+            continue
         if name == _PYTEST_MONKEYPATCH:
             cls = getattr(module, "MonkeyPatch", None)
             if isinstance(cls, type):
@@ -666,7 +740,7 @@ def watch_patches(imports=False):
                              (getattr(module, "_patch_dict", None), "_patch_dict", "_unpatch_dict")):
             if isinstance(cls, type) and callable(getattr(cls, on, None)) and callable(getattr(cls, off, None)):
                 _wrap_patcher(cls, on, off)
-    if imports and len(_WATCHED) < len(_PATCH_MODULES) and not any(
+    if imports and not _PATCH_MODULES <= _WATCHED and not any(
             type(f) is _WatchImports for f in sys.meta_path):
         sys.meta_path.insert(0, _WatchImports())
 
@@ -828,6 +902,7 @@ def install_proxy(namespace, entry_point, channel):
     `inspect.signature` still shows the benchmark's signature.
     """
     channel.numpy_state = _numpy_state()  # as the benchmark's program left it, loaded
+    logging_loaded()
     parts = entry_point.split(".")
     if len(parts) == 1:
         original = namespace.get(parts[0])
@@ -990,8 +1065,8 @@ def _answer(peer, function, args, kwargs):
     saved = sys.stdout, sys.stderr
     if peer.capture_output:
         sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
-    # The candidate's side keeps the call's log records for the judge's loggers to handle.
-    records = _capture_logs() if peer.entry is not None else None
+    if peer.entry is not None:
+        _apply_view()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -1004,8 +1079,6 @@ def _answer(peer, function, args, kwargs):
         except BaseException as error:
             outcome = ("raise", error)
         finally:
-            if records is not None:
-                _LOG_CAPTURES.pop()
             out, err = "", ""
             if peer.capture_output:
                 out = _captured(sys.stdout, peer.output_cap)
@@ -1018,7 +1091,7 @@ def _answer(peer, function, args, kwargs):
             raise wire.Unencodable(f"the call printed more than {peer.output_cap} characters "
                                    "(the run's output limit)")
         warned = _warning_runs(caught)
-        logged = _log_entries(records) if records else []
+        logged = _take_logged() if peer.entry is not None else []
         mutated = None
         after = peer.dumps((args, kwargs), "the arguments after the call")
         if after != before:
@@ -1029,9 +1102,9 @@ def _answer(peer, function, args, kwargs):
             # other side replays the items and then the exception they ended with.
             items, stop = _drain(outcome[1])
             data = None if stop is None else wire.encode_exception(stop)
-            return peer.dumps(("iterate", items, data, effects), "the returned iterator")
+            return _framed(peer.dumps(("iterate", items, data, effects), "the returned iterator"))
         if outcome[0] == "return":
-            return peer.dumps(("return", outcome[1], None, effects), "the return value")
+            return _framed(peer.dumps(("return", outcome[1], None, effects), "the return value"))
         error = outcome[1]
         # The candidate's frames go to the judge (a failure shows them); the judge's, from a
         # callback of the tests, would show the candidate the tests' source lines.
@@ -1040,11 +1113,20 @@ def _answer(peer, function, args, kwargs):
         if peer.entry is None and isinstance(error, AssertionError):
             # a test's assertion failing in its callback: its message names expected values
             data = {**data, "args": [], "state": {}, "str": ""}
-        return peer.dumps(("raise", data, frames, effects))
+        return _framed(peer.dumps(("raise", data, frames, effects)))
     except wire.Unencodable as error:
         return wire.dumps(("cannot-cross", str(error)))
     except BaseException as error:  # a hostile __repr__/__reduce__ while encoding
         return wire.dumps(("cannot-cross", f"the reply could not be encoded ({type(error).__name__})"))
+
+
+def _framed(reply):
+    """A reply the other side can read: over the frame cap it would end the channel for every
+    later call (the other side takes such a frame for a broken protocol), so it cannot cross."""
+    if len(reply) > FRAME_CAP:
+        raise wire.Unencodable(f"the call's reply ({len(reply)} bytes: its value, output, warnings and "
+                               f"log records) is over the {FRAME_CAP}-byte cap")
+    return reply
 
 
 def _is_lazy(value):
@@ -1164,7 +1246,6 @@ def warm_up():
         values.append((pd.DataFrame({0: [1, 2], 1: [0.5, 1.5]}), pd.Series([1.0, 2.0])))
     calls = [(name, args) for args in values for name in ("echo", "fail")]
     saved = sys.stdout, sys.stderr
-    _LOGS_CROSS[0] = False
     try:
         sys.stdout = sys.stderr = io.StringIO()  # what the target prints, replayed by the judge
         # The candidate's side: its loop answers requests written ahead, until the channel ends.
@@ -1187,5 +1268,4 @@ def warm_up():
                 except (ValueError, CrossingFailed, CandidateGone):  # `fail`; a value that did not cross
                     pass
     finally:
-        _LOGS_CROSS[0] = True
         sys.stdout, sys.stderr = saved
