@@ -370,6 +370,25 @@ def test_the_harness_sets_fixtures_up_and_tears_them_down_in_reverse(tmp_path: P
     assert events == ["outer up", "inner up", ("test", ("outer", tmp_path)), "inner down", "outer down"]
 
 
+def test_the_harness_request_node_finds_the_tests_marks(tmp_path: Path) -> None:
+    spec = spec_namespace(pytestmark=[pytest.mark.usefixtures()])
+    seen = []
+
+    def limit(request):
+        seen.append((request.node.get_closest_marker("filterwarnings").args, request.node.get_closest_marker("none"),
+                     [mark.name for mark in request.node.iter_markers()]))
+        return request.node.get_closest_marker("filterwarnings").args[0]
+
+    spec["_kb_FIXTURES"].update(limit=(limit, None))
+
+    @pytest.mark.filterwarnings("ignore")
+    def test_it(limit):
+        assert limit == "ignore"
+
+    spec["_kb_call"](test_it, **builtin_fixtures(tmp_path))
+    assert seen == [(("ignore",), None, ["filterwarnings", "usefixtures"])]
+
+
 def test_the_harness_runs_once_per_param_of_a_parametrized_fixture(tmp_path: Path) -> None:
     spec = spec_namespace()
     seen = []

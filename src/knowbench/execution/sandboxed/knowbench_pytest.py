@@ -686,6 +686,13 @@ class _KbRequest:
     def getfixturevalue(self, name):
         return self._resolve(name)
 
+    def iter_markers(self, name=None):
+        """The test's marks (its own, its class's, its module's), nearest first."""
+        return iter([mark for mark in _kb_marks(self.function, self.instance) if name is None or mark.name == name])
+
+    def get_closest_marker(self, name, default=None):
+        return next(self.iter_markers(name), default)
+
     def addfinalizer(self, finalizer):
         self._finalizers.append(finalizer)
 
