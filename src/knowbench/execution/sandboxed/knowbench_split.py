@@ -307,61 +307,73 @@ def _caller_outside_this_module():
 
 # Logging. The loggers, handlers and filters the candidate's program sets up are in its own
 # process, and the ones the tests add (caplog's, assertLogs', a test's own handler) are in the
-# judge's. Each call that follows a change in the judge carries what the tests changed since the
-# benchmark's program loaded (`logging_view`): levels, `propagate`, `disabled`,
-# `logging.disable`, and each handler they added, by number and level. The candidate's process
-# makes those changes to its own loggers and stands a `_ToJudge` handler in for each handler
-# added (`_apply_view`); its records go through its own loggers as in-process, and what reaches
-# a stand-in is sent with the next reply and handled by that handler in the judge (`_log`).
+# judge's. A logger the tests change (`setLevel`, `addHandler`, `removeHandler`, `addFilter`,
+# `removeFilter`, which the judge wraps) is theirs until the test item ends: each call then
+# carries its level, `propagate` and `disabled`, whether they replaced its handlers (assertLogs
+# does), and each handler they added, by number and level (`logging_view`). The candidate's
+# process gives its own logger those values, stands a `ToJudge` handler in for each handler
+# added (`_apply_view`), and puts its own values back once the item is over. Its records go
+# through its own loggers as in-process; what reaches a stand-in is sent with the next reply
+# and handled by that handler in the judge, after the filters the tests added to the logger
+# that made it (`_log`).
 
-# The judge's side. What every logger was once the program loaded, and the loggers the tests
-# changed since (by `setLevel`, `addHandler` or `removeHandler`, which `watch_patches` wraps
-# here: caplog and assertLogs call them), with `logging.disable`'s level.
-_LOG_BASE = [None, {}]  # [logging.disable's level, {logger name ("" root): (level, handlers, propagate, disabled)}]
-_LOG_TOUCHED = {}  # logger name -> logger
+# The judge's side.
+_LOG_BASE = [0, {}]  # [logging.disable's level, {name ("" root): (handlers list, its items, filters)}]
+_LOG_TOUCHED = {}  # logger name -> a logger the tests changed in this test item
+_LOG_LISTS = {}  # logger name -> the handler list a logger made after the program loaded began with
 _NO_VIEW = (None, ())
 
 
 def logging_loaded():
-    """The judge's side, once the benchmark's program has loaded: what the tests change in the
-    logging from now on is what `logging_view` sends."""
+    """The judge's side, once the benchmark's program has loaded: the handlers and filters
+    every logger has now are the program's (never a test's)."""
     _LOG_TOUCHED.clear()
     logging = sys.modules.get("logging")
     root = getattr(logging, "root", None)
     manager = getattr(root, "manager", None)
     if manager is None:  # not loaded yet: the defaults
-        _LOG_BASE[:] = [0, {"": (30, [], True, False)}]
+        _LOG_BASE[:] = [0, {}]
         return
     loggers = [("", root), *((name, logger) for name, logger in list(manager.loggerDict.items())
                              if isinstance(logger, logging.Logger))]
-    _LOG_BASE[:] = [manager.disable, {name: (logger.level, list(logger.handlers), logger.propagate,
-                                             logger.disabled) for name, logger in loggers}]
+    _LOG_BASE[:] = [manager.disable, {name: (logger.handlers, list(logger.handlers), list(logger.filters))
+                                      for name, logger in loggers}]
 
 
-def logging_view(handlers):
-    """What the tests changed in the judge's logging since the program loaded, as
-    `(logging.disable's level or None, ((name, level, propagate, disabled, ((number, level),
-    ...)), ...))`, None for what they left alone; each handler they added is numbered in
-    `handlers` (number -> handler)."""
+def logging_item_done():
+    """The test item is over: the loggers it changed are the candidate's own again."""
+    _LOG_TOUCHED.clear()
+
+
+def logging_view(channel):
+    """What the tests hold of the judge's logging now, as `(logging.disable's level or None,
+    ((name, level, propagate, disabled, replaced, ((number, level), ...)), ...))`; the handlers
+    they added are numbered in `channel.log_handlers` (number -> handler), afresh each call."""
     logging = sys.modules.get("logging")
     disable = getattr(getattr(getattr(logging, "root", None), "manager", None), "disable", None)
-    if not _LOG_TOUCHED and disable == _LOG_BASE[0]:
-        return _NO_VIEW
-    changed = []
+    disable = None if disable == _LOG_BASE[0] or type(disable) is not int else disable
+    if not _LOG_TOUCHED:
+        channel.log_handlers = {}
+        return _NO_VIEW if disable is None else (disable, ())
+    numbers = {id(handler): number for number, handler in channel.log_handlers.items()}
+    handlers, changed = {}, []
     for name, logger in list(_LOG_TOUCHED.items()):
-        level, attached, propagate, disabled = _LOG_BASE[1].get(name, (0, [], True, False))
-        if (logger.level == level and logger.handlers == attached and logger.propagate == propagate
-                and logger.disabled == disabled):
-            continue
+        attached, before, _ = _LOG_BASE[1].get(name, (_LOG_LISTS.get(name), (), ()))
         added = []
-        for handler in logger.handlers:
-            if handler not in attached and type(handler.level) is int:
-                handlers[id(handler)] = handler
-                added.append((id(handler), handler.level))
-        changed.append((name, None if logger.level == level or type(logger.level) is not int else logger.level,
-                        None if logger.propagate == propagate else bool(logger.propagate),
-                        None if logger.disabled == disabled else bool(logger.disabled), tuple(added)))
-    return (None if disable == _LOG_BASE[0] or type(disable) is not int else disable), tuple(changed)
+        for handler in list(logger.handlers):
+            if handler in before:
+                continue
+            number = numbers.get(id(handler))
+            if number is None or channel.log_handlers.get(number) is not handler:
+                channel.log_numbers += 1
+                number = channel.log_numbers
+            handlers[number] = handler
+            added.append((number, handler.level if type(handler.level) is int else 0))
+        level = logger.level if type(logger.level) is int else 0
+        changed.append((name, level, bool(logger.propagate), bool(logger.disabled),
+                        attached is not None and logger.handlers is not attached, tuple(added)))
+    channel.log_handlers = handlers
+    return disable, tuple(changed)
 
 
 def _watch_logging(logging):
@@ -370,10 +382,19 @@ def _watch_logging(logging):
     if not isinstance(cls, type):
         return
     root = getattr(logging, "root", None)
-    for method in ("setLevel", "addHandler", "removeHandler"):
+    for method in ("setLevel", "addHandler", "removeHandler", "addFilter", "removeFilter"):
         change = getattr(cls, method, None)
         if callable(change):
             setattr(cls, method, _noting_logger(change, root))
+    made = cls.__init__
+
+    @functools.wraps(made)
+    def init(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        if type(getattr(self, "name", None)) is str:  # whether the tests later replace its handlers
+            _LOG_LISTS[self.name] = self.handlers
+
+    cls.__init__ = init
 
 
 def _noting_logger(change, root):
@@ -389,9 +410,8 @@ def _noting_logger(change, root):
 
 # The candidate's side.
 _LOG_PENDING = []  # (handler number, entry) of the records its stand-ins took, not yet sent
-_LOG_STATE = {"wanted": None, "applied": None, "over": None}
-_LOG_SAVED = {}  # (logger name, what) -> the candidate's own value, while the judge's is applied
-_STAND_INS = {}  # logger name -> the `_ToJudge` handlers standing in on it
+_LOG_STATE = {"wanted": None, "applied": None, "over": None, "disable": None}
+_LOG_HELD = {}  # logger name -> its own values while the tests' are applied, and the stand-ins
 _TO_JUDGE = []  # the stand-in handler class, made once logging is loaded
 
 
@@ -400,13 +420,7 @@ def _take_view(view):
         _LOG_STATE["wanted"] = view
 
 
-def _apply_view():
-    """Make the judge's latest view this process's (see the section's comment)."""
-    wanted = _LOG_STATE["wanted"]
-    logging = sys.modules.get("logging")
-    if wanted is None or wanted is _LOG_STATE["applied"] or logging is None:
-        return
-    _LOG_STATE["applied"] = wanted
+def _stand_in_class(logging):
     if not _TO_JUDGE:
         class ToJudge(logging.Handler):
             """Stands in for a handler the tests added: keeps the record for the judge."""
@@ -426,42 +440,60 @@ def _apply_view():
                 pass
 
         _TO_JUDGE.append(ToJudge)
+    return _TO_JUDGE[0]
+
+
+def _apply_view():
+    """Make the judge's latest view this process's (see the section's comment)."""
+    wanted = _LOG_STATE["wanted"]
+    logging = sys.modules.get("logging")
+    if wanted is None or wanted is _LOG_STATE["applied"] or logging is None:
+        return
+    _LOG_STATE["applied"] = wanted
+    stand_in = _stand_in_class(logging)
     disable, changed = wanted
     named = {}
     for entry in changed:
-        if (type(entry) is tuple and len(entry) == 5 and type(entry[0]) is str and type(entry[4]) is tuple
-                and (entry[1] is None or type(entry[1]) is int)):
+        if (type(entry) is tuple and len(entry) == 6 and type(entry[0]) is str and type(entry[1]) is int
+                and type(entry[2]) is bool and type(entry[3]) is bool and type(entry[4]) is bool
+                and type(entry[5]) is tuple):
             named[entry[0]] = entry
-    for name in set(_STAND_INS) | {key[0] for key in _LOG_SAVED} | set(named):
+    for name in set(_LOG_HELD) | set(named):
         logger = logging.getLogger(name) if name else logging.root
-        entry = named.get(name, (name, None, None, None, ()))
-        for what, value in (("level", entry[1]), ("propagate", entry[2]), ("disabled", entry[3])):
-            if value is not None:
-                _LOG_SAVED.setdefault((name, what), getattr(logger, what))
-                if what == "level":
-                    logger.setLevel(value)
-                else:
-                    setattr(logger, what, value)
-            elif (name, what) in _LOG_SAVED:
-                own = _LOG_SAVED.pop((name, what))
-                if what == "level":
-                    logger.setLevel(own)
-                else:
-                    setattr(logger, what, own)
-        for stand_in in _STAND_INS.pop(name, ()):
-            logger.removeHandler(stand_in)
-        made = [_TO_JUDGE[0](number, level) for number, level in
-                (pair for pair in entry[4] if type(pair) is tuple and len(pair) == 2
-                 and type(pair[0]) is int and type(pair[1]) is int)]
-        for stand_in in made:
-            logger.addHandler(stand_in)
-        if made:
-            _STAND_INS[name] = made
+        held = _LOG_HELD.get(name)
+        if held is None:
+            held = _LOG_HELD[name] = {"level": logger.level, "propagate": logger.propagate,
+                                      "disabled": logger.disabled, "stand_ins": [], "own": None}
+        for handler in held["stand_ins"]:
+            logger.removeHandler(handler)
+        entry = named.get(name)
+        replaced = entry is not None and entry[4]
+        if replaced and held["own"] is None:  # the tests replaced the handlers: the candidate's are off
+            held["own"] = list(logger.handlers)
+            for handler in held["own"]:
+                logger.removeHandler(handler)
+        elif not replaced and held["own"] is not None:
+            for handler in held["own"]:
+                logger.addHandler(handler)
+            held["own"] = None
+        if entry is None:  # the item that changed it is over: the candidate's own values again
+            del _LOG_HELD[name]
+            logger.setLevel(held["level"])
+            logger.propagate, logger.disabled = held["propagate"], held["disabled"]
+            continue
+        logger.setLevel(entry[1])
+        logger.propagate, logger.disabled = entry[2], entry[3]
+        held["stand_ins"] = [stand_in(number, level) for number, level in entry[5]
+                             if type(number) is int and type(level) is int]
+        for handler in held["stand_ins"]:
+            logger.addHandler(handler)
     if disable is not None:
-        _LOG_SAVED.setdefault(("", "disable"), logging.root.manager.disable)
+        if _LOG_STATE["disable"] is None:
+            _LOG_STATE["disable"] = logging.root.manager.disable
         logging.disable(disable)
-    elif ("", "disable") in _LOG_SAVED:
-        logging.disable(_LOG_SAVED.pop(("", "disable")))
+    elif _LOG_STATE["disable"] is not None:
+        logging.disable(_LOG_STATE["disable"])
+        _LOG_STATE["disable"] = None
 
 
 _PLAIN = (str, int, float, bool, type(None))
@@ -469,23 +501,34 @@ _OWN_ATTRIBUTES = frozenset(("msg", "args", "exc_info", "message"))
 
 
 def _log_entry(record):
-    """A record as it is when a stand-in takes it: `(attributes, frozen, msg, message,
-    exception)`: its own and `extra` attributes of plain types, `(msg, args)` encoded now (None
-    when there are no args or they cannot cross), `msg` when it is a string sent unencoded, the
-    formatted message (what the judge uses when the rest cannot be rebuilt there), and the
-    exception of `exc_info` (its traceback's text in `exc_text`)."""
-    attributes = {key: value for key, value in list(vars(record).items())
-                  if type(key) is str and key not in _OWN_ATTRIBUTES and type(value) in _PLAIN}
-    try:
-        message = record.getMessage()
-    except Exception:
-        message = str(record.msg)
-    try:
-        frozen = None if type(record.msg) is str and not record.args else wire.dumps((record.msg, record.args))
-    except Exception:
-        frozen = None
-    if frozen is None and type(record.msg) is not str:
-        message = str(message)
+    """A record as it is when a stand-in takes it: `(attributes, extras, frozen, message,
+    exception)`: its attributes of plain types; the others (a structured `extra`) encoded now
+    (those that cannot cross left out); `(msg, args)` encoded now; the formatted message, only
+    where the judge could not format it alike (args that are not plain values, or that cannot
+    cross); the exception of `exc_info` (its traceback's text in `exc_text`)."""
+    attributes, extras = {}, {}
+    for key, value in list(vars(record).items()):
+        if type(key) is str and key not in _OWN_ATTRIBUTES:
+            if type(value) in _PLAIN:
+                attributes[key] = value
+            else:
+                extras[key] = value
+    if extras:
+        kept = _frozen(extras)
+        extras = kept if kept is not None else _frozen(
+            {key: value for key, value in extras.items() if _frozen(value) is not None})
+    else:
+        extras = None
+    msg, args = record.msg, record.args
+    values = args.values() if type(args) is dict else args if type(args) is tuple else (args,)
+    plain = type(msg) is str and all(type(value) in _PLAIN for value in values)
+    message = None
+    if not plain:
+        try:
+            message = str(record.getMessage())
+        except Exception:
+            message = str(msg)
+    frozen = _frozen((msg, args))
     error = None
     exc_info = record.exc_info
     if type(exc_info) is tuple and len(exc_info) == 3 and isinstance(exc_info[1], BaseException):
@@ -497,7 +540,15 @@ def _log_entry(record):
             import logging  # loaded: the record was made by it
 
             attributes["exc_text"] = logging.Formatter().formatException(exc_info)
-    return attributes, frozen, record.msg if frozen is None and type(record.msg) is str else None, message, error
+    return attributes, extras, frozen, message, error
+
+
+def _frozen(value):
+    """`value` encoded (bytes), or None when it cannot cross."""
+    try:
+        return wire.dumps(value)
+    except Exception:
+        return None
 
 
 def _take_logged():
@@ -516,39 +567,72 @@ def _log(peer, logged, broken):
     tests it stood in for."""
     import logging  # stdlib, in the tests' process: no candidate code runs here
 
+    if len(logged) > LOG_RECORDS_CAP:
+        broken(CrossingFailed, f"the call made more than {LOG_RECORDS_CAP} log records")
     handlers = getattr(peer, "log_handlers", {})
     for entry in logged:
-        if (type(entry) is not tuple or len(entry) != 2 or type(entry[1]) is not tuple or len(entry[1]) != 5
-                or type(entry[1][0]) is not dict or type(entry[1][3]) is not str):
+        if (type(entry) is not tuple or len(entry) != 2 or type(entry[0]) is not int
+                or type(entry[1]) is not tuple or len(entry[1]) != 5 or type(entry[1][0]) is not dict
+                or not (entry[1][1] is None or type(entry[1][1]) is bytes)
+                or not (entry[1][2] is None or type(entry[1][2]) is bytes)
+                or not (entry[1][3] is None or type(entry[1][3]) is str)):
             broken(CandidateGone, "the other process broke the protocol")
-        number, (attributes, frozen, msg, message, error) = entry
-        handler = handlers.get(number)
-        if handler is None:
+        handler = handlers.get(entry[0])
+        if handler is None:  # no longer the tests' (a thread's record after its test)
             continue
-        record = logging.makeLogRecord({key: value for key, value in attributes.items()
-                                        if type(key) is str and not hasattr(logging.LogRecord, key)})
-        record.msg, record.args = (msg if type(msg) is str else message), ()
-        if type(frozen) is bytes:
-            try:
-                record.msg, record.args = wire.loads(frozen, peer.resolver)
-                if record.getMessage() != message:  # values that print otherwise here
-                    raise ValueError
-            except Exception:
-                record.msg, record.args = message, ()
-        if error is not None:
-            try:
-                rebuilt = wire.decode_exception(error, peer.resolver)
-                record.exc_info = (type(rebuilt), rebuilt, None)
-            except Exception:  # its text (`exc_text`) still shows
-                record.exc_info = None
         try:
-            if record.levelno >= handler.level:
+            record = _rebuilt_record(logging, peer, *entry[1])
+            if record is not None and record.levelno >= handler.level:
                 handler.handle(record)
         except Exception as problem:
             # Never an exception a test could take for the target's (a record the candidate
             # made up, whose level is not a number): the call fails instead.
             broken(CrossingFailed, f"a log record of the call could not be handled in the tests' "
                                    f"process ({type(problem).__name__})")
+
+
+def _rebuilt_record(logging, peer, attributes, extras, frozen, message, error):
+    """The record as the candidate's stand-in took it, after the filters the tests added to the
+    logger that made it (None when they drop it)."""
+    record = logging.makeLogRecord({key: value for key, value in attributes.items()
+                                    if type(key) is str and not hasattr(logging.LogRecord, key)})
+    if extras is not None:
+        try:
+            values = wire.loads(extras, peer.resolver)
+        except Exception:  # a class the tests' process does not have: left out
+            values = {}
+        if type(values) is dict:
+            for key, value in values.items():
+                if type(key) is str and not hasattr(logging.LogRecord, key) and key not in _OWN_ATTRIBUTES:
+                    setattr(record, key, value)
+    record.msg, record.args = ("" if message is None else message), ()
+    if frozen is not None:
+        try:
+            msg, args = wire.loads(frozen, peer.resolver)
+            record.msg, record.args = msg, args
+            if message is not None and record.getMessage() != message:  # values that print otherwise here
+                raise ValueError
+        except Exception:
+            record.msg, record.args = ("" if message is None else message), ()
+    if error is not None:
+        try:
+            rebuilt = wire.decode_exception(error, peer.resolver)
+            record.exc_info = (type(rebuilt), rebuilt, None)
+        except Exception:  # its text (`exc_text`) still shows
+            record.exc_info = None
+    name = record.name if type(record.name) is str else ""
+    logger = logging.root if name in ("", logging.root.name) else logging.getLogger(name)
+    own = _LOG_BASE[1].get("" if logger is logging.root else name, (None, (), ()))[2]
+    added = [found for found in logger.filters if found not in own]
+    if added:
+        screen = logging.Filterer()
+        screen.filters = added
+        result = screen.filter(record)
+        if not result:
+            return None
+        if isinstance(result, logging.LogRecord):  # (Python 3.12: a filter may replace it)
+            record = result
+    return record
 
 
 # --------------------------------------------------------------------------- trusted side
@@ -565,11 +649,13 @@ class Channel(Peer):
         self.numpy_state = None  # numpy's error state once the program loaded (`install_proxy`)
         self.bindings = ()  # what the names the tests rebind by hand were bound to (`watch_rebinds`)
         self.log_handlers = {}  # number -> a handler the tests added (`logging_view`)
+        self.log_numbers = 0  # the last number given to one
         self.log_view_sent = None  # what the candidate's process was last told of the logging
 
     def take_problem(self):
         """The crossing failure seen during the current test, and forget it."""
         problem, self.problem = self.problem, None
+        logging_item_done()  # (called as each test item ends)
         return problem
 
     def _fail(self, kind, message):
@@ -663,7 +749,7 @@ class Channel(Peer):
             self._fail(CrossingFailed, f"the tests patch {held} while they call {what}: the patch is "
                        "in the tests' process and the candidate's code runs without it, so a call "
                        "made under it cannot be judged split (the task is judged in-process)")
-        view = logging_view(self.log_handlers)
+        view = logging_view(self)
         try:
             payload = self.dumps(("request", kind, target, args, kwargs,
                                   None if view == self.log_view_sent else view), "the arguments")
@@ -1076,6 +1162,14 @@ def _answer(peer, function, args, kwargs):
 
                 result = asyncio.run(result)
             outcome = ("return", result)
+            if _is_lazy(result):
+                # Iterators and generators cannot cross alive: drained here (bounded), while
+                # the call's output, warnings and log records are still taken, and the other
+                # side replays the items and then the exception they ended with.
+                try:
+                    outcome = ("iterate", _drain(result))
+                except wire.Unencodable as error:
+                    outcome = ("cannot-cross", error)
         except BaseException as error:
             outcome = ("raise", error)
         finally:
@@ -1097,10 +1191,10 @@ def _answer(peer, function, args, kwargs):
         if after != before:
             mutated = (tuple(args), dict(kwargs))
         effects = (mutated, out, err, warned, logged)
-        if outcome[0] == "return" and _is_lazy(outcome[1]):
-            # Iterators and generators cannot cross alive: drain them here (bounded), and the
-            # other side replays the items and then the exception they ended with.
-            items, stop = _drain(outcome[1])
+        if outcome[0] == "cannot-cross":
+            raise outcome[1]
+        if outcome[0] == "iterate":
+            items, stop = outcome[1]
             data = None if stop is None else wire.encode_exception(stop)
             return _framed(peer.dumps(("iterate", items, data, effects), "the returned iterator"))
         if outcome[0] == "return":
