@@ -907,3 +907,93 @@ def test_a_fixture_is_read_as_every_pytest_release_makes_it() -> None:
     function, name, params, scope, autouse = emulation._fixture_of(older)
     assert (function(), name, params, scope, autouse) == (4, None, None, "class", False)
     assert emulation._fixture_of(original) is None and emulation._fixture_of(3) is None
+
+
+@pytest.mark.parametrize("program", [
+    # a module-level pytestmark of the program's, duck-typed or pytest's own
+    "class _M:\n    name = 'xfail'; args = (); kwargs = {}\npytestmark = [_M()]\ndef add(a, b):\n    return a - b\n",
+    "import pytest\npytestmark = pytest.mark.xfail()\ndef add(a, b):\n    return a - b\n",
+    # a fixture of the program's named as the runner's
+    "import pytest\nclass Fake:\n    def readouterr(self):\n        return ('3\\n', '')\n"
+    "@pytest.fixture(name='capsys')\ndef _fake():\n    return Fake()\ndef add(a, b):\n    return a - b\n",
+])
+def test_the_programs_marks_and_fixtures_are_not_the_specs(engine: Engine, program: str) -> None:
+    """A spec's namespace starts as a copy of the program's globals: what the program put there
+    (in-process, the candidate's) never marks or serves the spec's tests."""
+    tests = ("import pytest\n@pytest.mark.parametrize('x', [1])\ndef test_add(x):\n    assert add(1, 2) == 3\n"
+             "def test_print(capsys):\n    print(add(1, 2))\n    assert capsys.readouterr()[0] == '3\\n'\n")
+    execution = engine.execute(make_request(program, tests, "add", preload=["pytest"]))
+    assert [(test.status, test.reason) for test in execution.tests] == [("fail", "assertion")] * 2
+
+
+# More of pytest, by the spec harness at run time. pytest 9 on this file (as test_h.py, with
+# `from solution import add`): test_no_cases skipped ("got empty parameter set"),
+# TestDerived's test xfailed (the base class's mark), every other test passed, and no test of
+# the fixture named test_data.
+PYTEST_MORE_SPEC = '''
+import warnings
+
+import pytest
+
+CALLS = []
+
+
+@pytest.fixture
+def test_data():
+    return 5
+
+
+@pytest.fixture(scope="class")
+def per_class(request):
+    CALLS.append(request.cls.__name__)
+    return request.cls.__name__
+
+
+@pytest.fixture
+def maybe(request):
+    return getattr(request, "param", 7)
+
+
+@pytest.mark.parametrize("x", [])
+def test_no_cases(x):
+    assert add(x, 1) == -1
+
+
+@pytest.mark.skipif("sys.platform == 'no-such' or os.sep == '?' or platform.system() == 'Nowhere'")
+def test_skipif_names(test_data, maybe):
+    assert add(test_data, maybe) == 12
+
+
+def test_tmpdir_and_recwarn(tmpdir, recwarn):
+    tmpdir.join("f").write("x")
+    warnings.warn("careful", UserWarning)
+    assert len(recwarn) == 1 and add(1, 1) == 2
+
+
+class TestOne:
+    def test_scope(self, per_class):
+        assert per_class == "TestOne" and add(1, 2) == 3
+
+
+class TestTwo:
+    def test_scope(self, per_class):
+        assert per_class == "TestTwo" and add(2, 2) == 4
+
+
+@pytest.mark.xfail(strict=True)
+class Base:
+    pass
+
+
+class TestDerived(Base):
+    @pytest.mark.parametrize("y", [1])
+    def test_expected_to_fail(self, y):
+        assert add(y, 1) == 3
+'''
+
+
+def test_more_of_pytest_in_a_hand_written_spec(engine: Engine) -> None:
+    execution = engine.execute(make_request(ADD, PYTEST_MORE_SPEC, "add", preload=["pytest"]))
+    assert {test.id.split("::", 1)[1]: test.reason or test.status for test in execution.tests} == {
+        "test_no_cases": "skipped", "test_skipif_names": "pass", "test_tmpdir_and_recwarn": "pass",
+        "TestOne::test_scope": "pass", "TestTwo::test_scope": "pass", "TestDerived::test_expected_to_fail": "pass"}

@@ -64,6 +64,12 @@ class _Function:
         return any(decorator_name(decorator).rpartition(".")[2] in _ABSTRACT
                    for decorator in self.node.decorator_list)
 
+    @property
+    def fixture(self) -> bool:
+        """A pytest fixture (`@pytest.fixture`, `@fixture(...)`): pytest collects no test of it."""
+        return any(decorator_name(decorator).rpartition(".")[2] == "fixture"
+                   for decorator in self.node.decorator_list)
+
 
 @dataclass(eq=False)  # compared by identity, as classes are
 class _Class:
@@ -137,7 +143,7 @@ def _is_testcase(name: str) -> bool:
 def _is_test(name: str, function: _Function, prefix: str) -> bool:
     """pytest's rule for a function or method: its name has the prefix or its `__test__` is
     True, and its `__test__` is not false."""
-    if not function.flag_known:
+    if not function.flag_known or function.fixture:
         return False
     if function.test_flag is not None:
         return function.test_flag

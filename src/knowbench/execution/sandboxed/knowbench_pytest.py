@@ -207,6 +207,21 @@ def run_function(function, new_tmp_dir, fixtures):
 # What `spec_harness` found for each spec namespace (by id; each lives as long as the process):
 # the namespace, with the harness installed, or None when the spec needs none.
 _HARNESSED = {}
+# The names each spec namespace holds from the program's module (copied into it before the
+# spec's code ran, `spec_loaded`): never the spec's marks or fixtures.
+_INHERITED = {}
+_ABSENT = object()
+
+
+def spec_loaded(namespace, program):
+    """The runner, once a spec's code has run in `namespace`, a copy of the program's globals
+    (`program`, as they were copied): what the program put there is the program's, and (in
+    process) the candidate's. A module-level `pytestmark` it holds is dropped: the harness
+    would apply it to every test (`[pytest.mark.xfail]` would pass a wrong program)."""
+    inherited = frozenset(name for name, value in program.items() if namespace.get(name, _ABSENT) is value)
+    _INHERITED[id(namespace)] = inherited
+    if "pytestmark" in inherited:
+        del namespace["pytestmark"]
 _CURRENT_TMP = [None]  # the running item's `new_tmp_dir`, for the harness's `tmp_path`
 
 
@@ -221,8 +236,10 @@ def spec_harness(namespace):
         return None
     key = id(namespace)
     if key not in _HARNESSED:
-        needed = "_kb_call" not in namespace and _uses_pytest(namespace)
-        _HARNESSED[key] = _install_harness(namespace) if needed else None
+        inherited = _INHERITED.get(key, frozenset())
+        own = {name: value for name, value in list(namespace.items()) if name not in inherited}
+        needed = "_kb_call" not in own and _uses_pytest(own)
+        _HARNESSED[key] = _install_harness(namespace, own) if needed else None
     return _HARNESSED[key]
 
 
@@ -282,7 +299,31 @@ def _runner_capsys():
     capture.close()
 
 
-def _install_harness(namespace):
+def _runner_tmpdir(tmp_path):
+    """pytest's `tmpdir`: `tmp_path` as a `py.path.local` (pytest's own class)."""
+    try:
+        from _pytest._py.path import LocalPath
+    except ImportError:  # pytest before 7.2
+        from py.path import local as LocalPath
+    return LocalPath(tmp_path)
+
+
+def _runner_recwarn():
+    """pytest's `recwarn`: its own `WarningsRecorder`, every warning recorded."""
+    import warnings
+
+    from _pytest.recwarn import WarningsRecorder
+
+    try:
+        recorder = WarningsRecorder(_ispytest=True)
+    except TypeError:  # pytest before 6.2
+        recorder = WarningsRecorder()
+    with recorder:
+        warnings.simplefilter("default")
+        yield recorder
+
+
+def _install_harness(namespace, own):
     """The spec harness in `namespace`, as if its source had run there: this module's own
     harness functions (every name `_kb_*`/`_Kb*` is the harness's) made again on the spec's
     globals, which they read (`pytestmark`, `skipif` strings, the fixtures registered), and
@@ -300,16 +341,17 @@ def _install_harness(namespace):
     namespace.update(_kb_FIXTURES={}, _kb_AUTOUSE=[], _kb_CLASSES_READY=set(), _kb_SCOPED={})
     fixtures, autouse = namespace["_kb_FIXTURES"], namespace["_kb_AUTOUSE"]
     for name, function in (("tmp_path", _runner_tmp_path), ("monkeypatch", _runner_monkeypatch),
-                           ("capsys", _runner_capsys), ("capfd", _runner_capsys)):
+                           ("capsys", _runner_capsys), ("capfd", _runner_capsys), ("tmpdir", _runner_tmpdir),
+                           ("recwarn", _runner_recwarn)):
         fixtures[name] = (function, None, "function")
-    for name, value in list(namespace.items()):
+    for name, value in list(own.items()):  # the spec's own: never the program's (`spec_loaded`)
         found = _fixture_of(value)
         if found is not None:
             function, named, params, scope, auto = found
             fixtures[named or name] = (function, params, scope)
             if auto:
                 autouse.append(named or name)
-    for cls in _spec_classes(namespace):
+    for cls in _spec_classes(own):
         for name, value in list(cls.__dict__.items()):
             found = _fixture_of(value)
             if found is None:
@@ -478,6 +520,8 @@ def _flag(value):
 def _is_test(name, value):
     """pytest's rule for a function or method: its name starts with `test` or its `__test__`
     is True, and its `__test__` is not false."""
+    if _fixture_of(value) is not None:  # a fixture named test_*: pytest collects no test of it
+        return False
     flag = _flag(value)
     return (name.startswith("test") or flag is True) and (flag is None or bool(flag))
 
@@ -668,6 +712,7 @@ except ImportError:
 _kb_FIXTURES = {}
 _kb_AUTOUSE = []
 _kb_CLASSES_READY = set()
+_kb_NO_PARAM = object()
 
 
 class _KbRequest:
@@ -677,7 +722,8 @@ class _KbRequest:
         self.instance = owner
         self.cls = type(owner) if owner is not None else None
         self.function = function
-        self.param = param
+        if param is not _kb_NO_PARAM:  # as pytest's: only a parametrized fixture's request has one
+            self.param = param
         self.node = self
         self.name = getattr(function, "__name__", "")
         self._resolve = resolve
@@ -750,8 +796,10 @@ def _kb_plain_arguments(function):
 
 def _kb_marks(function, owner):
     found = list(getattr(function, "pytestmark", []))
-    if owner is not None:
-        found += list(getattr(type(owner), "pytestmark", []))
+    if owner is not None:  # the class's and its bases' (pytest merges them along the MRO)
+        for cls in type(owner).__mro__:
+            marks = cls.__dict__.get("pytestmark", [])
+            found += list(marks) if isinstance(marks, (list, tuple)) else [marks]
     module_marks = globals().get("pytestmark", [])
     found += list(module_marks) if isinstance(module_marks, (list, tuple)) else [module_marks]
     return [getattr(mark, "mark", mark) for mark in found]
@@ -764,8 +812,12 @@ def _kb_condition(mark, default):
     if not conditions:
         return default
     for condition in conditions:
-        if isinstance(condition, str):
-            condition = eval(condition, globals())
+        if isinstance(condition, str):  # pytest evaluates it with os, sys and platform at hand
+            import os as kb_os
+            import platform as kb_platform
+            import sys as kb_sys
+
+            condition = eval(condition, {"os": kb_os, "sys": kb_sys, "platform": kb_platform, **globals()})
         if condition:
             return True
     return False
@@ -1026,7 +1078,7 @@ def _kb_fixture_cases(function, owner, used, case):
 def _kb_run_case(function, owner, case, used, builtins, fixture_params):
     values, finalizers = dict(case), []
 
-    def request(param=None):
+    def request(param=_kb_NO_PARAM):
         return _KbRequest(owner, function, param, resolve, finalizers)
 
     def resolve(name):
@@ -1051,11 +1103,12 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params):
         if entry is None:
             raise _KbUnsupportedFixture(f"fixture '{name}' is not available in the knowbench harness")
         fixture, _, scope = entry
-        key = (name, repr(fixture_params.get(name)))
+        # (a class-scoped fixture once per class, as pytest sets it up per class)
+        key = (name, repr(fixture_params.get(name)), type(owner) if scope == "class" else None)
         if scope != "function" and key in _kb_SCOPED:
             values[name] = _kb_SCOPED[key]
             return values[name]
-        arguments = {argument: request(fixture_params.get(name)) if argument == "request"
+        arguments = {argument: request(fixture_params.get(name, _kb_NO_PARAM)) if argument == "request"
                      else resolve(argument) for argument in _kb_arguments(fixture)}
         value = fixture(**arguments)
         if _kb_inspect.isgenerator(value):
@@ -1088,9 +1141,11 @@ def _kb_call(function, owner=None, **builtins):
     if reason:
         raise _kb_unittest.SkipTest(f"marked {reason}")
     used = [name for mark in marks if mark.name == "usefixtures" for name in mark.args]
+    ran = False
     for case, case_marks in _kb_cases(marks):
         xfail = _kb_xfail(case_marks + marks)
         for fixture_params in _kb_fixture_cases(function, owner, used, case):
+            ran = True
             if xfail is None:
                 _kb_run_case(function, owner, case, used, builtins, fixture_params)
                 continue
@@ -1105,6 +1160,8 @@ def _kb_call(function, owner=None, **builtins):
                 continue
             if xfail.kwargs.get("strict", False):
                 raise AssertionError("[XPASS(strict)] the test is marked xfail(strict=True) but passed")
+    if not ran:  # pytest skips a test whose parameter sets are empty (or all skipped)
+        raise _kb_unittest.SkipTest("got empty parameter set")
 
 
 def _kb_call_method(cls, name, **builtins):

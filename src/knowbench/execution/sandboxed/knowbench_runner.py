@@ -60,6 +60,7 @@ from knowbench_pytest import (
     run_test_class,
     run_test_function,
     run_unittest,
+    spec_loaded,
 )
 
 _MESSAGE_CAP = 4000
@@ -531,7 +532,8 @@ def _load_spec(name, tests, module, modules, spec_errors, as_script=False):
         compiled = compile(tree, filename, "exec")
     else:
         filename, spec_module = f"test:{name}", types.ModuleType(_SPEC_MODULE)
-        spec_module.__dict__.update(module.__dict__)
+        program_names = dict(module.__dict__)
+        spec_module.__dict__.update(program_names)
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         spec_module.__name__ = _SPEC_MODULE
         spec_module.__file__ = filename  # the test's own, as pytest's module has (warnings point here)
@@ -544,6 +546,8 @@ def _load_spec(name, tests, module, modules, spec_errors, as_script=False):
     except BaseException as error:
         spec_errors[name] = "the test code failed to run:\n" + _describe(error)
         raise
+    if not as_script:
+        spec_loaded(namespace, program_names)
     modules[name] = spec_module
     return namespace
 
