@@ -182,9 +182,15 @@ def test_a_specs_rebindings_by_hand_are_found_through_its_imports() -> None:
             "    self.value = 3\n"
             "    local.attribute = 4\n"
             "    os.environ['X'] = '1'\n")
+    # `local` is bound by no import: looked up in the program's globals (""); `self` is skipped
     assert TestSpec(name="t", code=code).rebinds() == [
         ("os", ("remove",)), ("os", ("path", "join")), ("numpy", ("random", "seed")),
-        ("requests", ("Session", "get")), ("solution", ("counter",)), ("shutil", ("rmtree",))]
+        ("requests", ("Session", "get")), ("solution", ("counter",)), ("", ("local", "attribute")),
+        ("shutil", ("rmtree",))]
+    spread = ("import os as m\nimport shutil as m\n"
+              "def test_x(name):\n    m.copy = None\n    setattr(m, name, None)\n    __builtins__.print = None\n")
+    assert TestSpec(name="t", code=spread).rebinds() == [
+        ("os", ("copy",)), ("shutil", ("copy",)), ("builtins", ("print",)), ("os", ("*",)), ("shutil", ("*",))]
     assert TestSpec(name="t", code="def test_x():\n    assert add(1, 2) == 3\n").rebinds() == []
 
 

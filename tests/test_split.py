@@ -794,6 +794,42 @@ PATCHING_TESTS = {
                 assert add(1, 2) == 3
                 assert self.removed == []
     """,
+    "by-hand-programs-os": """
+        def test_no_remove():
+            removed = []
+            original, os.remove = os.remove, removed.append
+            try:
+                assert add(1, 2) == 3
+            finally:
+                os.remove = original
+            assert removed == []
+    """,
+    "by-hand-computed-name": """
+        import os
+
+
+        def test_no_remove():
+            removed, saved = [], {}
+            for name in ("remove", "unlink"):
+                saved[name] = getattr(os, name)
+                setattr(os, name, removed.append)
+            try:
+                assert add(1, 2) == 3
+            finally:
+                for name, value in saved.items():
+                    setattr(os, name, value)
+            assert removed == []
+    """,
+    "by-hand-builtins": """
+        def test_no_print():
+            printed = []
+            original, __builtins__.print = print, lambda *args, **kwargs: printed.append(args)
+            try:
+                assert add(1, 2) == 3
+            finally:
+                __builtins__.print = original
+            assert printed == []
+    """,
     "mocker": """
         def test_no_remove(mocker):
             fake_remove = mocker.patch("os.remove")
@@ -807,7 +843,8 @@ PATCHING_TESTS = {
 def test_a_call_made_while_the_tests_patch_something_cannot_cross(split_engine: Engine, style: str) -> None:
     """A patch lives in the tests' process: the candidate's code would run unpatched, so a
     test that checks the patched thing was not used would pass any program."""
-    result = run(split_engine, PRINTS_AND_REMOVES, PATCHING_TESTS[style], preload=["pytest"])
+    result = run(split_engine, PRINTS_AND_REMOVES, PATCHING_TESTS[style], preload=["pytest"],
+                 trusted_program=dedent(PRINTS_AND_REMOVES))  # (the benchmark's program imports os too)
     [test] = result.tests
     assert test.status == "error" and test.reason == "cannot-cross", test
     assert "patch" in test.message and "in-process" in test.message
@@ -815,7 +852,9 @@ def test_a_call_made_while_the_tests_patch_something_cannot_cross(split_engine: 
     result = split_engine.execute(make_request(dedent(PRINTS_AND_REMOVES), dedent(PATCHING_TESTS[style]),
                                                "add", preload=["pytest"]))
     assert result.tests[0].status == ("fail" if style in ("monkeypatch", "mock-decorator", "by-hand",
-                                                          "by-hand-setattr", "mock-context", "mocker")
+                                                          "by-hand-setattr", "mock-context", "mocker",
+                                                          "by-hand-programs-os", "by-hand-computed-name",
+                                                          "by-hand-builtins")
                                       else "pass")
 
 
@@ -1494,4 +1533,63 @@ def test_what_the_tests_set_in_the_logging_holds_for_the_candidate_during_the_te
     result = split_engine.execute(make_request(dedent(program), dedent(tests), "add",
                                                isolation=isolation,  # type: ignore[arg-type]
                                                trusted_program=dedent(benchmark)))
+    assert result.status == "pass", [(t.id, t.message[-400:]) for t in result.tests if t.status != "pass"]
+
+
+def test_what_the_tests_set_up_or_replace_harmlessly_still_crosses(split_engine: Engine) -> None:
+    # Not rebindings the candidate would miss: the spec's top-level set-up (made before any test),
+    # an attribute that was not there before, sys.stdout (what the candidate prints is written to
+    # the tests' own), and a spy wrapped around the target itself.
+    program = """
+        class Counter:
+            def __init__(self):
+                self.count = 0
+
+            def bump(self, by):
+                print("bumped")
+                self.count += by
+                return self.count
+    """
+    tests = """
+        import io
+        import sys
+        import unittest.util
+
+        import pytest
+
+        unittest.util._MAX_LENGTH = 2000
+
+
+        def test_new_attribute():
+            pytest.knowbench_shared = 3
+            assert Counter().bump(pytest.knowbench_shared) == 3
+
+
+        def test_stdout_replaced():
+            saved, sys.stdout = sys.stdout, io.StringIO()
+            try:
+                Counter().bump(1)
+                printed = sys.stdout.getvalue()
+            finally:
+                sys.stdout = saved
+            assert printed == "bumped\\n"
+
+
+        def test_spy_on_the_target():
+            calls, original = [], Counter.bump
+
+            def spy(self, by):
+                calls.append(by)
+                return original(self, by)
+
+            Counter.bump = spy
+            try:
+                assert Counter().bump(2) == 2
+            finally:
+                Counter.bump = original
+            assert calls == [2]
+    """
+    result = split_engine.execute(make_request(dedent(program), dedent(tests), "Counter.bump",
+                                               isolation="split", preload=["pytest"],
+                                               trusted_program=dedent(program)))
     assert result.status == "pass", [(t.id, t.message[-400:]) for t in result.tests if t.status != "pass"]

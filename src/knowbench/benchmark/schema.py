@@ -108,7 +108,7 @@ class TestSpec(_Record):
     @classmethod
     def _parses(cls, code: str) -> str:
         try:
-            parse_python(code)
+            _spec_tree(code)
         except SyntaxError as error:
             raise ValueError(f"test code does not parse: {error.msg} (line {error.lineno})") from None
         return code
@@ -123,10 +123,12 @@ class TestSpec(_Record):
         return list(_spec_imports(self.code))
 
     def rebinds(self) -> list[tuple[str, tuple[str, ...]]]:
-        """What the code rebinds by hand in a module it imports, anywhere in it: `os.remove =
-        fake`, `np.random.seed = ...`, `setattr(os, "remove", fake)`, `Session.get = fake` after
-        `from requests import Session`, as (module, attribute path): `("os", ("remove",))`.
-        A split judge watches these (docs/execution.md, *Patches stay in the tests' process*)."""
+        """What the code rebinds by hand, anywhere in it: `os.remove = fake`, `np.random.seed =
+        ...`, `setattr(os, "remove", fake)`, `Session.get = fake` after `from requests import
+        Session`, as (module, attribute path): `("os", ("remove",))`. A name no import binds is
+        looked up in the program's globals (module ""); `setattr` with a computed name watches
+        all of the owner's ("*"). A split judge watches these (docs/execution.md, *Patches stay
+        in the tests' process*)."""
         return list(_spec_rebinds(self.code))
 
 
@@ -138,10 +140,17 @@ class TestSpec(_Record):
 PARSE_LOCK = threading.RLock()
 
 
+@functools.lru_cache(maxsize=4)
+def _spec_tree(code: str) -> ast.Module:
+    """A spec's syntax tree, parsed once for its items, imports and rebindings (read, never
+    changed, by each)."""
+    with PARSE_LOCK:
+        return parse_python(code)
+
+
 @functools.lru_cache(maxsize=65536)
 def _spec_items(spec: str, code: str) -> tuple[TestItem, ...]:
-    with PARSE_LOCK:
-        tree = parse_python(code)
+    tree = _spec_tree(code)
     found = [TestItem(id="::".join(part for part in (spec, cls, function) if part), spec=spec, kind=kind,
                       cls=cls, function=function)
              for cls, function, kind in collect_tests(tree)]
@@ -153,8 +162,7 @@ def _spec_imports(code: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     # An import statement spells the ASCII keyword `import`: code without it has none.
     if "import" not in code:
         return ()
-    with PARSE_LOCK:
-        tree = parse_python(code)
+    tree = _spec_tree(code)
     found: list[tuple[str, tuple[str, ...]]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -168,18 +176,18 @@ def _spec_imports(code: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
 def _spec_rebinds(code: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     if "." not in code and "setattr" not in code:  # neither `a.b = ...` nor setattr(...)
         return ()
-    with PARSE_LOCK:
-        tree = parse_python(code)
-    aliases: dict[str, tuple[str, tuple[str, ...]]] = {}  # local name -> (module, path in it)
+    tree = _spec_tree(code)
+    # local name -> every (module, path in it) an import binds it to, anywhere in the code
+    aliases: dict[str, list[tuple[str, tuple[str, ...]]]] = {"__builtins__": [("builtins", ())]}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 top = alias.name.split(".")[0]
-                aliases[alias.asname or top] = (alias.name if alias.asname else top, ())
+                aliases.setdefault(alias.asname or top, []).append((alias.name if alias.asname else top, ()))
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for alias in node.names:
                 if alias.name != "*":
-                    aliases[alias.asname or alias.name] = (node.module, (alias.name,))
+                    aliases.setdefault(alias.asname or alias.name, []).append((node.module, (alias.name,)))
     chains: list[list[str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign):
@@ -190,15 +198,19 @@ def _spec_rebinds(code: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
             targets = []
         chains.extend(chain for chain in map(_attribute_chain, targets) if len(chain) > 1)
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr"
-                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
-                and isinstance(node.args[1].value, str)):
+                and len(node.args) >= 2):
             owner = _attribute_chain(node.args[0])
-            if owner:
-                chains.append([*owner, node.args[1].value])
+            name = node.args[1]
+            if owner:  # a name computed at run time: any of the owner's ("*")
+                chains.append([*owner, name.value if isinstance(name, ast.Constant)
+                               and isinstance(name.value, str) else "*"])
     found = []
     for chain in chains:
-        if chain[0] in aliases:
-            module, path = aliases[chain[0]]
+        if chain[0] in ("self", "cls"):
+            continue
+        # a name no import binds: one the tests hold from the program's globals (`os` the
+        # program imported), looked up there ("")
+        for module, path in aliases.get(chain[0], [("", (chain[0],))]):
             found.append((module, (*path, *chain[1:])))
     return tuple(dict.fromkeys(found))
 

@@ -548,6 +548,8 @@ def _load_spec(name, tests, module, modules, spec_errors, as_script=False):
         raise
     if not as_script:
         spec_loaded(namespace, program_names)
+    if _SPLIT[0]:
+        knowbench_split.rebinds_settled()  # what the spec's top level set is its set-up
     modules[name] = spec_module
     return namespace
 
@@ -986,8 +988,7 @@ def execute_sample(config, result_fd):
         finish()
     module, target_codes = loaded[2]
     if channel is not None:
-        knowbench_split.watch_rebinds(channel, config.get("rebinds"), module.__dict__,
-                                      config.get("entry_point", "").split(".")[0])
+        knowbench_split.watch_rebinds(config.get("rebinds"), module.__dict__, config.get("entry_point"))
     if spy_install is not None:
         in_worker(spy_install, *spy_targets, module.__dict__)
     known = {}  # spec -> the (class, function) of each of its items: what the runner was sent

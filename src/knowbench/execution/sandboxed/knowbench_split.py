@@ -647,7 +647,6 @@ class Channel(Peer):
         self.stale = False  # a call was interrupted: the candidate's answer to it is still to come
         self.pid = os.getpid()  # calls come from this process only (not a pool the tests fork)
         self.numpy_state = None  # numpy's error state once the program loaded (`install_proxy`)
-        self.bindings = ()  # what the names the tests rebind by hand were bound to (`watch_rebinds`)
         self.log_handlers = {}  # number -> a handler the tests added (`logging_view`)
         self.log_numbers = 0  # the last number given to one
         self.log_view_sent = None  # what the candidate's process was last told of the logging
@@ -744,7 +743,7 @@ class Channel(Peer):
             raise CalledFromAnotherProcess(
                 f"{what} was called from a process the tests started (a multiprocessing pool); "
                 "split serves calls of the tests' own process only (the task is judged in-process)")
-        held = patches_held() or _judge_state_changed(self.numpy_state) or _rebound(self.bindings)
+        held = patches_held() or _judge_state_changed(self.numpy_state) or _rebound()
         if held:
             self._fail(CrossingFailed, f"the tests patch {held} while they call {what}: the patch is "
                        "in the tests' process and the candidate's code runs without it, so a call "
@@ -1014,39 +1013,74 @@ def install_proxy(namespace, entry_point, channel):
     return frozenset({proxy.__code__})
 
 
-def watch_rebinds(channel, rebinds, namespace, target):
-    """Before any test runs: remember what the names the tests rebind by hand (`os.remove =
-    fake`, `setattr(np.random, "seed", fake)`, `solution.helper = fake`; found in their code
-    when the benchmark loaded, `TestSpec.rebinds`) are bound to now. The candidate's process
-    never sees such a rebinding, so a call made while one holds fails (`_rebound`). The
-    target's own name in the program's module is left out: rebinding it wraps the proxy,
-    whose calls still cross."""
-    bindings = []
+def watch_rebinds(rebinds, namespace, entry_point):
+    """Once the program has loaded: the names the tests rebind by hand (`os.remove = fake`,
+    `setattr(np.random, "seed", fake)`, `solution.helper = fake`; found in their code when the
+    benchmark loaded, `TestSpec.rebinds`), with what holds each (a module, a class, the
+    program's globals). The candidate's process never sees such a rebinding, so a call made
+    while one holds fails (`_rebound`). Left out: the target itself (a test that wraps it wraps
+    the proxy, whose calls still cross) and `sys.stdout`/`sys.stderr` (what the candidate
+    prints is written to the tests' own)."""
+    exempt = {(id(sys), "stdout"), (id(sys), "stderr")}
+    parts = entry_point.split(".") if type(entry_point) is str and entry_point else []
+    if parts:
+        holder = _resolved(namespace, parts[:-1])
+        if holder is not None:
+            exempt.add((id(holder), parts[-1]))
+    watched = []
     for entry in rebinds if type(rebinds) is list else ():
         if (type(entry) is not list or len(entry) != 2 or type(entry[0]) is not str
                 or type(entry[1]) is not list or not entry[1] or not all(type(p) is str for p in entry[1])):
             continue
         module_name, path = entry
-        owner = sys.modules.get(module_name)
-        try:
-            for part in path[:-1]:
-                owner = getattr(owner, part)
-            own = vars(owner)
-        except Exception:  # not loaded, not there yet, or no __dict__: nothing to compare
-            continue
-        if own is namespace and path[-1] == target:
-            continue
-        bindings.append((own, ".".join((module_name, *path[:-1])), path[-1], own.get(path[-1], _UNBOUND)))
-    channel.bindings = tuple(bindings)
+        holder = _resolved(namespace if module_name == "" else sys.modules.get(module_name), path[:-1])
+        if holder is not None and (id(holder), path[-1]) not in exempt:
+            watched.append((holder, ".".join(([module_name] if module_name else ["solution"]) + path[:-1]),
+                            path[-1]))
+    _REBINDS[:] = watched
+    rebinds_settled()
 
 
+def _resolved(start, path):
+    """What `path` reaches from `start` (the program's globals, or an object), when what it
+    reaches has a dict of its own to watch; None otherwise."""
+    try:
+        found = start
+        for part in path:
+            found = found[part] if type(found) is dict else getattr(found, part)
+        if type(found) is not dict:
+            vars(found)
+        return found
+    except Exception:  # not loaded, not there, no __dict__
+        return None
+
+
+def _own(holder):
+    return holder if type(holder) is dict else vars(holder)
+
+
+_REBINDS = []  # (holder, label, name) the tests rebind by hand ("*": any name of the holder)
+_BOUND = []  # what each was bound to when last settled (for "*", a copy of the holder's dict)
 _UNBOUND = object()
 
 
-def _rebound(bindings):
-    """The first name of `watch_rebinds` that a test has rebound by hand ("" when none)."""
-    for own, label, name, value in bindings:
-        if own.get(name, _UNBOUND) is not value:
+def rebinds_settled():
+    """What `_REBINDS` names are bound to now is how they are meant to be: once the program
+    has loaded, and again once a spec's code has run (what it sets at its top level is its
+    set-up, made before any test, and judged as the candidate sees it)."""
+    _BOUND[:] = [dict(_own(holder)) if name == "*" else _own(holder).get(name, _UNBOUND)
+                 for holder, _, name in _REBINDS]
+
+
+def _rebound():
+    """The first name of `watch_rebinds` that a test has rebound by hand ("" when none). A name
+    that was not bound when it was settled is not one the candidate could use."""
+    for (holder, label, name), value in zip(_REBINDS, _BOUND):  # noqa: B905 (same length)
+        own = _own(holder)
+        if name == "*":
+            if len(own) != len(value) or any(own.get(key, _UNBOUND) is not item for key, item in value.items()):
+                return f"an attribute of {label} (rebound by hand)"
+        elif value is not _UNBOUND and own.get(name, _UNBOUND) is not value:
             return f"{label}.{name} (rebound by hand)"
     return ""
 
