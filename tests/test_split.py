@@ -1593,3 +1593,97 @@ def test_what_the_tests_set_up_or_replace_harmlessly_still_crosses(split_engine:
                                                isolation="split", preload=["pytest"],
                                                trusted_program=dedent(program)))
     assert result.status == "pass", [(t.id, t.message[-400:]) for t in result.tests if t.status != "pass"]
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_the_tests_save_and_restore_the_candidates_logging_not_the_benchmarks(split_engine: Engine,
+                                                                              isolation: str) -> None:
+    # The benchmark's program sets the root logger to INFO; the candidate's sets it to ERROR
+    # and "calc" to DEBUG. What caplog and assertLogs find, change and put back is the
+    # candidate's, as in-process; what a class's set-up and the spec's top level add holds
+    # for all their tests. (pytest 9 and unittest pass these tests too.)
+    benchmark = """
+        import logging
+
+        logging.getLogger().setLevel(logging.INFO)
+
+
+        def add(a, b):
+            raise NotImplementedError
+    """
+    program = """
+        import logging
+
+        logging.getLogger().setLevel(logging.ERROR)
+        log = logging.getLogger("calc")
+        log.setLevel(logging.DEBUG)
+
+
+        class Conn:
+            pass
+
+
+        def add(a, b):
+            log.info("adding %s and %s", a, b, extra={"conn": Conn(), "tags": {"x"}})
+            log.debug("debug %s", a)
+            return a + b
+    """
+    tests = """
+        import logging
+        import unittest
+
+        SEEN = []
+
+
+        class Keep(logging.Handler):
+            def emit(self, record):
+                SEEN.append(record.getMessage())
+
+
+        logging.getLogger("calc").addHandler(Keep())
+
+
+        def test_root_is_the_candidates(caplog):
+            assert add(1, 2) == 3
+            assert [r.levelname for r in caplog.records] == ["INFO", "DEBUG"]  # through "calc"
+            assert caplog.records[0].tags == {"x"}
+
+
+        def test_at_level_puts_back_the_candidates(caplog):
+            with caplog.at_level(logging.WARNING, logger="calc"):
+                add(1, 2)
+            assert caplog.records == []
+            add(2, 3)
+            assert [r.getMessage() for r in caplog.records] == ["adding 2 and 3", "debug 2"]
+
+
+        def test_the_top_levels_handler_holds():
+            SEEN.clear()
+            add(3, 4)
+            assert SEEN == ["adding 3 and 4", "debug 3"]
+
+
+        class TestSetUpClass(unittest.TestCase):
+            @classmethod
+            def setUpClass(cls):
+                cls.seen = []
+                cls.handler = logging.Handler()
+                cls.handler.emit = lambda record: cls.seen.append(record.levelname)
+                logging.getLogger("calc").addHandler(cls.handler)
+
+            @classmethod
+            def tearDownClass(cls):
+                logging.getLogger("calc").removeHandler(cls.handler)
+
+            def test_a(self):
+                add(1, 1)
+                self.assertEqual(self.seen[-2:], ["INFO", "DEBUG"])
+
+            def test_b(self):
+                add(2, 2)
+                self.assertEqual(self.seen[-2:], ["INFO", "DEBUG"])
+    """
+    result = split_engine.execute(make_request(dedent(program), dedent(tests), "add",
+                                               isolation=isolation,  # type: ignore[arg-type]
+                                               trusted_program=dedent(benchmark), preload=["pytest"]))
+    assert result.status == "pass", [(t.id, t.message[-400:]) for t in result.tests if t.status != "pass"]

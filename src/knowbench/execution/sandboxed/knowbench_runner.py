@@ -1136,7 +1136,7 @@ def run_candidate(config, channel_fd):
                 ("failed", status, _describe(error))))
         finally:
             _flush_and_exit()
-    knowbench_split.send_frame(channel_fd, knowbench_wire.dumps(("loaded",)))
+    knowbench_split.send_frame(channel_fd, knowbench_wire.dumps(("loaded", knowbench_split.logging_state())))
     cpu_s = config["limits"]["cpu_s"]
     knowbench_split.serve_calls(module, channel_fd, config["limits"]["output_bytes"],
                                 fork_limits=(lambda: cpu_s - _cpu_used(), _limit_cpu))

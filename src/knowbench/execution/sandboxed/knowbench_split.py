@@ -307,27 +307,81 @@ def _caller_outside_this_module():
 
 # Logging. The loggers, handlers and filters the candidate's program sets up are in its own
 # process, and the ones the tests add (caplog's, assertLogs', a test's own handler) are in the
-# judge's. A logger the tests change (`setLevel`, `addHandler`, `removeHandler`, `addFilter`,
-# `removeFilter`, which the judge wraps) is theirs until the test item ends: each call then
-# carries its level, `propagate` and `disabled`, whether they replaced its handlers (assertLogs
-# does), and each handler they added, by number and level (`logging_view`). The candidate's
-# process gives its own logger those values, stands a `ToJudge` handler in for each handler
-# added (`_apply_view`), and puts its own values back once the item is over. Its records go
-# through its own loggers as in-process; what reaches a stand-in is sent with the next reply
-# and handled by that handler in the judge, after the filters the tests added to the logger
-# that made it (`_log`).
+# judge's. As the candidate's program loads, it reports its loggers' levels, `propagate` and
+# `disabled` (`logging_state`), and the judge gives its own loggers those (`adopt_logging`):
+# what the tests save and put back is then the candidate's, as in-process. From then on, a
+# logger the tests change (`setLevel`, `addHandler`, `removeHandler`, `addFilter`,
+# `removeFilter`, which the judge wraps) is sent with each call while it differs from that
+# start: its level, `propagate` and `disabled`, whether its handler list was replaced
+# (assertLogs does), and each handler the tests added, by number and level (`logging_view`).
+# The candidate's process gives its own logger those values, stands a `ToJudge` handler in for
+# each handler added (`_apply_view`), and puts its own values back once the logger is no longer
+# sent. Its records go through its own loggers as in-process; what reaches a stand-in is sent
+# with the next reply and handled by that handler in the judge, after the filters the tests
+# added to the logger that made it (`_log`).
 
-# The judge's side.
-_LOG_BASE = [0, {}]  # [logging.disable's level, {name ("" root): (handlers list, its items, filters)}]
-_LOG_TOUCHED = {}  # logger name -> a logger the tests changed in this test item
+LOGGERS_CAP = 10_000  # loggers whose state the candidate's process reports as its program loads
+
+
+def logging_state():
+    """The candidate's side, once its program has loaded: `(logging.disable's level,
+    ((name, level, propagate, disabled), ...))` of its loggers ("" the root), None without
+    logging loaded."""
+    logging = sys.modules.get("logging")
+    root = getattr(logging, "root", None)
+    manager = getattr(root, "manager", None)
+    if manager is None:
+        return None
+    loggers = [("", root), *((name, logger) for name, logger in list(manager.loggerDict.items())
+                             if isinstance(logger, logging.Logger) and type(name) is str)]
+    return (manager.disable if type(manager.disable) is int else 0,
+            tuple((name, logger.level if type(logger.level) is int else 0, bool(logger.propagate),
+                   bool(logger.disabled)) for name, logger in loggers[:LOGGERS_CAP]))
+
+
+def adopt_logging(state):
+    """The judge's side, as the candidate's program has loaded (before the proxy and any test):
+    its loggers get the candidate's levels, `propagate` and `disabled` (those the candidate's
+    process does not have get the defaults), as if its program were the one loaded here."""
+    logging = sys.modules.get("logging")
+    if logging is None and state is not None:
+        import logging  # stdlib, in the tests' process: the candidate's program set some up
+    root = getattr(logging, "root", None)
+    if getattr(root, "manager", None) is None:
+        return
+    disable, given = state if state is not None else (0, ())
+    values = {}
+    for entry in given[:LOGGERS_CAP]:
+        if (type(entry) is tuple and len(entry) == 4 and type(entry[0]) is str and type(entry[1]) is int
+                and type(entry[2]) is bool and type(entry[3]) is bool):
+            values[entry[0]] = entry[1:]
+    values.setdefault("", (logging.WARNING, True, False))
+    loggers = {"": root, **{name: logger for name, logger in list(root.manager.loggerDict.items())
+                            if isinstance(logger, logging.Logger)}}
+    for name in set(loggers) | set(values):
+        logger = loggers.get(name) or logging.getLogger(name)
+        level, propagate, disabled = values.get(name, (logging.NOTSET, True, False))
+        if logger.level != level:
+            logger.setLevel(level)
+        logger.propagate, logger.disabled = propagate, disabled
+    if root.manager.disable != disable and type(disable) is int:
+        logging.disable(disable)
+
+
+# The judge's side: every logger as it was once the program loaded (after `adopt_logging`), the
+# loggers the tests changed since, and whether one of the wrapped calls ran since the last view.
+_LOG_BASE = [0, {}]  # [logging.disable's level, {name: (level, propagate, disabled, handlers list, its items, filters)}]
+_LOG_TOUCHED = {}  # logger name -> a logger the tests changed
 _LOG_LISTS = {}  # logger name -> the handler list a logger made after the program loaded began with
+_LOG_DIRTY = [True]
 _NO_VIEW = (None, ())
 
 
 def logging_loaded():
-    """The judge's side, once the benchmark's program has loaded: the handlers and filters
-    every logger has now are the program's (never a test's)."""
+    """The judge's side, once the benchmark's program has loaded and the candidate's loggers
+    were adopted: the start every change of the tests is measured from."""
     _LOG_TOUCHED.clear()
+    _LOG_DIRTY[0] = True
     logging = sys.modules.get("logging")
     root = getattr(logging, "root", None)
     manager = getattr(root, "manager", None)
@@ -336,29 +390,31 @@ def logging_loaded():
         return
     loggers = [("", root), *((name, logger) for name, logger in list(manager.loggerDict.items())
                              if isinstance(logger, logging.Logger))]
-    _LOG_BASE[:] = [manager.disable, {name: (logger.handlers, list(logger.handlers), list(logger.filters))
+    _LOG_BASE[:] = [manager.disable, {name: (logger.level, logger.propagate, logger.disabled, logger.handlers,
+                                             list(logger.handlers), list(logger.filters))
                                       for name, logger in loggers}]
-
-
-def logging_item_done():
-    """The test item is over: the loggers it changed are the candidate's own again."""
-    _LOG_TOUCHED.clear()
 
 
 def logging_view(channel):
     """What the tests hold of the judge's logging now, as `(logging.disable's level or None,
     ((name, level, propagate, disabled, replaced, ((number, level), ...)), ...))`; the handlers
-    they added are numbered in `channel.log_handlers` (number -> handler), afresh each call."""
+    they added are numbered in `channel.log_handlers` (number -> handler). Made again only after
+    one of the wrapped calls ran (`channel.log_view` keeps the last)."""
     logging = sys.modules.get("logging")
     disable = getattr(getattr(getattr(logging, "root", None), "manager", None), "disable", None)
     disable = None if disable == _LOG_BASE[0] or type(disable) is not int else disable
-    if not _LOG_TOUCHED:
-        channel.log_handlers = {}
-        return _NO_VIEW if disable is None else (disable, ())
+    if not _LOG_DIRTY[0] and channel.log_view is not None and channel.log_view[0] == disable:
+        return channel.log_view
+    _LOG_DIRTY[0] = False
     numbers = {id(handler): number for number, handler in channel.log_handlers.items()}
     handlers, changed = {}, []
     for name, logger in list(_LOG_TOUCHED.items()):
-        attached, before, _ = _LOG_BASE[1].get(name, (_LOG_LISTS.get(name), (), ()))
+        default = (logging.WARNING if name == "" else 0, True, False, _LOG_LISTS.get(name), (), ())
+        level, propagate, disabled, attached, before, filters = _LOG_BASE[1].get(name, default)
+        if (logger.level == level and logger.propagate == propagate and logger.disabled == disabled
+                and logger.handlers is attached and logger.handlers == before and logger.filters == filters):
+            del _LOG_TOUCHED[name]  # back as it started: the candidate's own again
+            continue
         added = []
         for handler in list(logger.handlers):
             if handler in before:
@@ -369,11 +425,12 @@ def logging_view(channel):
                 number = channel.log_numbers
             handlers[number] = handler
             added.append((number, handler.level if type(handler.level) is int else 0))
-        level = logger.level if type(logger.level) is int else 0
-        changed.append((name, level, bool(logger.propagate), bool(logger.disabled),
-                        attached is not None and logger.handlers is not attached, tuple(added)))
+        changed.append((name, logger.level if type(logger.level) is int else 0, bool(logger.propagate),
+                        bool(logger.disabled), attached is not None and logger.handlers is not attached,
+                        tuple(added)))
     channel.log_handlers = handlers
-    return disable, tuple(changed)
+    channel.log_view = (disable, tuple(changed)) if changed or disable is not None else _NO_VIEW
+    return channel.log_view
 
 
 def _watch_logging(logging):
@@ -403,6 +460,7 @@ def _noting_logger(change, root):
         name = "" if self is root else getattr(self, "name", None)
         if type(name) is str:
             _LOG_TOUCHED[name] = self
+            _LOG_DIRTY[0] = True
         return change(self, *args, **kwargs)
 
     return changed
@@ -502,8 +560,8 @@ _OWN_ATTRIBUTES = frozenset(("msg", "args", "exc_info", "message"))
 
 def _log_entry(record):
     """A record as it is when a stand-in takes it: `(attributes, extras, frozen, message,
-    exception)`: its attributes of plain types; the others (a structured `extra`) encoded now
-    (those that cannot cross left out); `(msg, args)` encoded now; the formatted message, only
+    exception)`: its attributes of plain types; the others (a structured `extra`) encoded now,
+    each on its own (those that cannot cross left out); `(msg, args)` encoded now; the formatted message, only
     where the judge could not format it alike (args that are not plain values, or that cannot
     cross); the exception of `exc_info` (its traceback's text in `exc_text`)."""
     attributes, extras = {}, {}
@@ -513,12 +571,9 @@ def _log_entry(record):
                 attributes[key] = value
             else:
                 extras[key] = value
-    if extras:
-        kept = _frozen(extras)
-        extras = kept if kept is not None else _frozen(
-            {key: value for key, value in extras.items() if _frozen(value) is not None})
-    else:
-        extras = None
+    # each on its own: one the tests' process cannot rebuild leaves the others
+    extras = {key: frozen for key, frozen in ((key, _frozen(value)) for key, value in extras.items())
+              if frozen is not None} or None
     msg, args = record.msg, record.args
     values = args.values() if type(args) is dict else args if type(args) is tuple else (args,)
     plain = type(msg) is str and all(type(value) in _PLAIN for value in values)
@@ -573,7 +628,7 @@ def _log(peer, logged, broken):
     for entry in logged:
         if (type(entry) is not tuple or len(entry) != 2 or type(entry[0]) is not int
                 or type(entry[1]) is not tuple or len(entry[1]) != 5 or type(entry[1][0]) is not dict
-                or not (entry[1][1] is None or type(entry[1][1]) is bytes)
+                or not (entry[1][1] is None or type(entry[1][1]) is dict)
                 or not (entry[1][2] is None or type(entry[1][2]) is bytes)
                 or not (entry[1][3] is None or type(entry[1][3]) is str)):
             broken(CandidateGone, "the other process broke the protocol")
@@ -596,15 +651,13 @@ def _rebuilt_record(logging, peer, attributes, extras, frozen, message, error):
     logger that made it (None when they drop it)."""
     record = logging.makeLogRecord({key: value for key, value in attributes.items()
                                     if type(key) is str and not hasattr(logging.LogRecord, key)})
-    if extras is not None:
-        try:
-            values = wire.loads(extras, peer.resolver)
-        except Exception:  # a class the tests' process does not have: left out
-            values = {}
-        if type(values) is dict:
-            for key, value in values.items():
-                if type(key) is str and not hasattr(logging.LogRecord, key) and key not in _OWN_ATTRIBUTES:
-                    setattr(record, key, value)
+    for key, frozen_value in (extras or {}).items():
+        if type(key) is str and type(frozen_value) is bytes and not hasattr(logging.LogRecord, key) \
+                and key not in _OWN_ATTRIBUTES:
+            try:
+                setattr(record, key, wire.loads(frozen_value, peer.resolver))
+            except Exception:  # a class the tests' process does not have: left out
+                pass
     record.msg, record.args = ("" if message is None else message), ()
     if frozen is not None:
         try:
@@ -621,8 +674,11 @@ def _rebuilt_record(logging, peer, attributes, extras, frozen, message, error):
         except Exception:  # its text (`exc_text`) still shows
             record.exc_info = None
     name = record.name if type(record.name) is str else ""
-    logger = logging.root if name in ("", logging.root.name) else logging.getLogger(name)
-    own = _LOG_BASE[1].get("" if logger is logging.root else name, (None, (), ()))[2]
+    # (looked up, never made: a record's name must not add a logger to this process)
+    logger = logging.root if name in ("", logging.root.name) else logging.root.manager.loggerDict.get(name)
+    if not isinstance(logger, logging.Logger):
+        return record
+    own = _LOG_BASE[1].get("" if logger is logging.root else name, (0, True, False, None, (), ()))[5]
     added = [found for found in logger.filters if found not in own]
     if added:
         screen = logging.Filterer()
@@ -649,12 +705,13 @@ class Channel(Peer):
         self.numpy_state = None  # numpy's error state once the program loaded (`install_proxy`)
         self.log_handlers = {}  # number -> a handler the tests added (`logging_view`)
         self.log_numbers = 0  # the last number given to one
+        self.log_view = None  # the last view made
         self.log_view_sent = None  # what the candidate's process was last told of the logging
 
     def take_problem(self):
         """The crossing failure seen during the current test, and forget it."""
         problem, self.problem = self.problem, None
-        logging_item_done()  # (called as each test item ends)
+        _LOG_DIRTY[0] = True  # (as each test item ends: what the tests assigned is looked at again)
         return problem
 
     def _fail(self, kind, message):
@@ -683,7 +740,10 @@ class Channel(Peer):
         except (OSError, EOFError, ValueError, wire.WireError) as error:
             self.gone = f"the candidate's process ended while loading the program ({error})"
             return "error", self.gone
-        if type(reply) is tuple and reply == ("loaded",):
+        if type(reply) is tuple and len(reply) == 2 and reply[0] == "loaded" and (
+                reply[1] is None or (type(reply[1]) is tuple and len(reply[1]) == 2
+                and type(reply[1][0]) is int and type(reply[1][1]) is tuple)):
+            adopt_logging(reply[1])
             return None
         if (type(reply) is tuple and len(reply) == 3 and reply[0] == "failed"
                 and type(reply[1]) is str and reply[1] in ("error", "memory") and type(reply[2]) is str):
