@@ -560,6 +560,8 @@ def test_the_harness_runs_class_methods_with_class_and_method_hooks(tmp_path: Pa
     events = []
 
     class TestThing:
+        __module__ = "knowbench_test"  # a class the spec defines (a program's class would be ignored)
+
         @classmethod
         def setup_class(cls):
             events.append("setup_class")
@@ -989,6 +991,25 @@ class TestDerived(Base):
     @pytest.mark.parametrize("y", [1])
     def test_expected_to_fail(self, y):
         assert add(y, 1) == 3
+
+
+@pytest.fixture
+def val():
+    return 1
+
+
+class TestOverride:
+    @pytest.fixture
+    def val(self, val):
+        return val + 1
+
+    def test_outer_and_own(self, val):
+        assert add(val, 0) == 2
+
+
+@pytest.mark.skipif(reason="no condition: skipped")
+def test_skipif_without_condition():
+    assert add(1, 1) == 3
 '''
 
 
@@ -996,4 +1017,27 @@ def test_more_of_pytest_in_a_hand_written_spec(engine: Engine) -> None:
     execution = engine.execute(make_request(ADD, PYTEST_MORE_SPEC, "add", preload=["pytest"]))
     assert {test.id.split("::", 1)[1]: test.reason or test.status for test in execution.tests} == {
         "test_no_cases": "skipped", "test_skipif_names": "pass", "test_tmpdir_and_recwarn": "pass",
-        "TestOne::test_scope": "pass", "TestTwo::test_scope": "pass", "TestDerived::test_expected_to_fail": "pass"}
+        "TestOne::test_scope": "pass", "TestTwo::test_scope": "pass", "TestDerived::test_expected_to_fail": "pass",
+        "TestOverride::test_outer_and_own": "pass", "test_skipif_without_condition": "skipped"}
+
+
+def test_tmpdir_and_recwarn_without_the_harness(engine: Engine) -> None:
+    tests = ("import warnings\n"
+             "def test_it(tmpdir, recwarn):\n"
+             "    tmpdir.join('f').write('x')\n"
+             "    warnings.warn('careful', UserWarning)\n"
+             "    assert len(recwarn) == 1 and add(1, 1) == 2\n")
+    execution = engine.execute(make_request(ADD, tests, "add", preload=["pytest"]))
+    assert execution.status == "pass", execution.tests[0].message
+
+
+def test_the_programs_classes_and_names_never_mark_the_specs_tests(engine: Engine) -> None:
+    # In-process the program is the candidate's: a base class of its marked xfail, or a `sys`
+    # of its shadowing the one a skipif string names, must not excuse a wrong answer.
+    program = ("import pytest\nclass Stack:\n    pytestmark = [pytest.mark.xfail]\n"
+               "class sys:\n    platform = 'win32'\ndef add(a, b):\n    return a - b\n")
+    tests = {"derived": "class TestStack(Stack):\n    def test_add(self):\n        assert add(1, 2) == 3\n",
+             "condition": "import pytest\n@pytest.mark.xfail(\"sys.platform == 'win32'\", reason='known bug')\n"
+                          "def test_add():\n    assert add(1, 2) == 3\n"}
+    execution = engine.execute(make_request(program, tests, "add", preload=["pytest"]))
+    assert [(test.status, test.reason) for test in execution.tests] == [("fail", "assertion")] * 2, execution.tests

@@ -830,6 +830,32 @@ PATCHING_TESTS = {
                 __builtins__.print = original
             assert printed == []
     """,
+    "by-hand-top-level": """
+        import os
+
+        REMOVED = []
+        os.remove = REMOVED.append
+
+
+        def test_no_remove():
+            assert add(1, 2) == 3
+            assert REMOVED == []
+    """,
+    "by-hand-alias": """
+        import os
+
+        fs = os
+
+
+        def test_no_remove():
+            removed, original = [], fs.remove
+            fs.remove = removed.append
+            try:
+                assert add(1, 2) == 3
+            finally:
+                fs.remove = original
+            assert removed == []
+    """,
     "mocker": """
         def test_no_remove(mocker):
             fake_remove = mocker.patch("os.remove")
@@ -854,7 +880,8 @@ def test_a_call_made_while_the_tests_patch_something_cannot_cross(split_engine: 
     assert result.tests[0].status == ("fail" if style in ("monkeypatch", "mock-decorator", "by-hand",
                                                           "by-hand-setattr", "mock-context", "mocker",
                                                           "by-hand-programs-os", "by-hand-computed-name",
-                                                          "by-hand-builtins")
+                                                          "by-hand-builtins", "by-hand-top-level",
+                                                          "by-hand-alias")
                                       else "pass")
 
 
@@ -1687,3 +1714,26 @@ def test_the_tests_save_and_restore_the_candidates_logging_not_the_benchmarks(sp
                                                isolation=isolation,  # type: ignore[arg-type]
                                                trusted_program=dedent(benchmark), preload=["pytest"]))
     assert result.status == "pass", [(t.id, t.message[-400:]) for t in result.tests if t.status != "pass"]
+
+
+def test_a_spy_wrapped_around_the_target_through_its_module_crosses(split_engine: Engine) -> None:
+    tests = """
+        import solution
+
+
+        def test_spy():
+            calls, original = [], solution.add
+
+            def spy(a, b):
+                calls.append((a, b))
+                return original(a, b)
+
+            solution.add = spy
+            try:
+                assert solution.add(1, 2) == 3
+            finally:
+                solution.add = original
+            assert calls == [(1, 2)]
+    """
+    result = run(split_engine, ADD, tests)
+    assert result.status == "pass", result.tests[0].message

@@ -174,10 +174,11 @@ def _spec_imports(code: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
 
 @functools.lru_cache(maxsize=65536)
 def _spec_rebinds(code: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    if "." not in code and "setattr" not in code:  # neither `a.b = ...` nor setattr(...)
+    if "." not in code and "setattr" not in code and "delattr" not in code:  # no `a.b = ...`, no setattr
         return ()
     tree = _spec_tree(code)
-    # local name -> every (module, path in it) an import binds it to, anywhere in the code
+    # local name -> every (module, path in it) it may stand for: what an import binds it to, or
+    # an assignment of one (`fs = os`, `join = os.path`), anywhere in the code
     aliases: dict[str, list[tuple[str, tuple[str, ...]]]] = {"__builtins__": [("builtins", ())]}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -188,16 +189,25 @@ def _spec_rebinds(code: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
             for alias in node.names:
                 if alias.name != "*":
                     aliases.setdefault(alias.asname or alias.name, []).append((node.module, (alias.name,)))
+    assigned = [(node.targets[0].id, _attribute_chain(node.value)) for node in ast.walk(tree)
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)]
+    for _ in range(2):  # (an alias of an alias)
+        for name, chain in assigned:
+            for module, path in _resolve_chain(chain, aliases) if chain and chain[0] != name else ():
+                if (module, path) not in aliases.setdefault(name, []):
+                    aliases[name].append((module, path))
     chains: list[list[str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign):
             targets = [leaf for target in node.targets for leaf in _assigned(target)]
         elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
             targets = [node.target]
+        elif isinstance(node, ast.Delete):
+            targets = node.targets
         else:
             targets = []
         chains.extend(chain for chain in map(_attribute_chain, targets) if len(chain) > 1)
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr"
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr")
                 and len(node.args) >= 2):
             owner = _attribute_chain(node.args[0])
             name = node.args[1]
@@ -206,13 +216,19 @@ def _spec_rebinds(code: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
                                and isinstance(name.value, str) else "*"])
     found = []
     for chain in chains:
-        if chain[0] in ("self", "cls"):
-            continue
-        # a name no import binds: one the tests hold from the program's globals (`os` the
-        # program imported), looked up there ("")
-        for module, path in aliases.get(chain[0], [("", (chain[0],))]):
-            found.append((module, (*path, *chain[1:])))
+        if chain[0] not in ("self", "cls"):
+            found.extend(_resolve_chain(chain, aliases))
     return tuple(dict.fromkeys(found))
+
+
+def _resolve_chain(chain: list[str], aliases: dict[str, list[tuple[str, tuple[str, ...]]]]) -> list[
+        tuple[str, tuple[str, ...]]]:
+    """What `chain` may reach, as (module, path): through every module its first name may stand
+    for; a name no import binds is one the tests hold from the program's globals (`os` the
+    program imported), looked up there (module "")."""
+    if chain[0].startswith("<import>"):
+        return [(chain[0][len("<import>"):], tuple(chain[1:]))]
+    return [(module, (*path, *chain[1:])) for module, path in aliases.get(chain[0], [("", (chain[0],))])]
 
 
 def _assigned(target: ast.expr) -> list[ast.expr]:
@@ -225,11 +241,17 @@ def _assigned(target: ast.expr) -> list[ast.expr]:
 
 
 def _attribute_chain(node: ast.expr) -> list[str]:
-    """`os.path.join` as ["os", "path", "join"]; [] for anything but names and attributes."""
+    """`os.path.join` as ["os", "path", "join"], `importlib.import_module("os").remove` (or
+    `__import__("os")`) as ["<import>os", "remove"]; [] for anything else."""
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
+    if (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and (_attribute_chain(node.func)[-1:] == ["import_module"]
+                 or (isinstance(node.func, ast.Name) and node.func.id == "__import__"))):
+        return ["<import>" + node.args[0].value, *reversed(parts)]
     return [node.id, *reversed(parts)] if isinstance(node, ast.Name) else []
 
 

@@ -191,6 +191,12 @@ def run_function(function, new_tmp_dir, fixtures):
         elif parameter in ("capsys", "capfd"):
             kwargs[parameter] = Capsys()
             fixtures.append(kwargs[parameter].close)
+        elif parameter == "tmpdir":
+            kwargs[parameter] = _runner_tmpdir(pathlib.Path(new_tmp_dir()))
+        elif parameter == "recwarn":
+            recording = _runner_recwarn()
+            kwargs[parameter] = next(recording)
+            fixtures.append(lambda recording=recording: next(recording, None))
         elif parameter in ("mocker", "caplog"):
             made, teardown = _kb_BUILTIN_FIXTURES[parameter]
             kwargs[parameter] = made()
@@ -222,6 +228,7 @@ def spec_loaded(namespace, program):
     _INHERITED[id(namespace)] = inherited
     if "pytestmark" in inherited:
         del namespace["pytestmark"]
+    namespace["_kb_INHERITED"] = inherited  # (the harness evaluates skipif strings without them)
 _CURRENT_TMP = [None]  # the running item's `new_tmp_dir`, for the harness's `tmp_path`
 
 
@@ -272,8 +279,10 @@ def _spec_classes(namespace):
 def _uses_pytest(namespace):
     if "pytestmark" in namespace:
         return True
+    module = namespace.get("__name__")
     for cls in _spec_classes(namespace):
-        if getattr(cls, "pytestmark", None) is not None or any(map(_pytest_object, list(cls.__dict__.values()))):
+        if any("pytestmark" in base.__dict__ for base in cls.__mro__ if base.__dict__.get("__module__") == module) \
+                or any(map(_pytest_object, list(cls.__dict__.values()))):
             return True
     return any(map(_pytest_object, list(namespace.values())))
 
@@ -281,6 +290,14 @@ def _uses_pytest(namespace):
 def _pytest_object(value):
     """A fixture definition, or a function with marks (only functions are looked into)."""
     return _fixture_of(value) is not None or (type(value).__name__ == "function" and "pytestmark" in value.__dict__)
+
+
+def _spec_attribute(cls, name, default):
+    """`name` as the first of `cls` and its bases that the spec defined holds it."""
+    for base in cls.__mro__:
+        if base.__dict__.get("__module__") == cls.__dict__.get("__module__") and name in base.__dict__:
+            return base.__dict__[name]
+    return default
 
 
 def _runner_tmp_path():
@@ -361,11 +378,11 @@ def _install_harness(namespace, own):
             setattr(cls, "_kb_fixture_" + named, function)
             for attribute, entry in (("_kb_fixture_params", params), ("_kb_fixture_scopes", scope)):
                 if attribute not in cls.__dict__:
-                    setattr(cls, attribute, dict(getattr(cls, attribute, {})))
+                    setattr(cls, attribute, dict(_spec_attribute(cls, attribute, {})))
                 cls.__dict__[attribute][named] = entry
             if auto:
                 if "_kb_autouse" not in cls.__dict__:
-                    cls._kb_autouse = list(getattr(cls, "_kb_autouse", ()))
+                    cls._kb_autouse = list(_spec_attribute(cls, "_kb_autouse", ()))
                 cls._kb_autouse.append(named)
     return namespace
 
@@ -796,8 +813,10 @@ def _kb_plain_arguments(function):
 
 def _kb_marks(function, owner):
     found = list(getattr(function, "pytestmark", []))
-    if owner is not None:  # the class's and its bases' (pytest merges them along the MRO)
+    if owner is not None:  # the class's and its bases' (pytest merges them along the MRO), the spec's own
         for cls in type(owner).__mro__:
+            if cls.__dict__.get("__module__") != globals().get("__name__"):
+                continue
             marks = cls.__dict__.get("pytestmark", [])
             found += list(marks) if isinstance(marks, (list, tuple)) else [marks]
     module_marks = globals().get("pytestmark", [])
@@ -817,7 +836,9 @@ def _kb_condition(mark, default):
             import platform as kb_platform
             import sys as kb_sys
 
-            condition = eval(condition, {"os": kb_os, "sys": kb_sys, "platform": kb_platform, **globals()})
+            inherited = globals().get("_kb_INHERITED", ())  # the program's names are not the spec's
+            names = {key: value for key, value in globals().items() if key not in inherited}
+            condition = eval(condition, {"os": kb_os, "sys": kb_sys, "platform": kb_platform, **names})
         if condition:
             return True
     return False
@@ -827,7 +848,7 @@ def _kb_skip_reason(marks):
     for mark in marks:
         if mark.name == "skip":
             return mark.name
-        if mark.name == "skipif" and _kb_condition(mark, False):
+        if mark.name == "skipif" and _kb_condition(mark, True):  # (no condition: pytest skips)
             return "skipif"
         if mark.name == "xfail" and mark.kwargs.get("run", True) is False and _kb_condition(mark, True):
             return "xfail(run=False)"
@@ -876,13 +897,23 @@ def _kb_cases(marks):
         yield merged, case_marks
 
 
+def _kb_owned(owner, attribute, default=None):
+    """`attribute` as the first of the owner's classes that the spec itself defined holds it
+    (never a base class of the program's: in-process, the candidate's)."""
+    for cls in type(owner).__mro__:
+        if cls.__dict__.get("__module__") == globals().get("__name__") and attribute in cls.__dict__:
+            return cls.__dict__[attribute]
+    return default
+
+
 def _kb_lookup(name, owner):
     """(fixture, params, scope) of the fixture `name` a test of `owner` (or a function) sees."""
     if owner is not None:
-        method = getattr(owner, "_kb_fixture_" + name, None)
+        method = _kb_owned(owner, "_kb_fixture_" + name)
         if method is not None:
-            return (method, getattr(type(owner), "_kb_fixture_params", {}).get(name),
-                    getattr(type(owner), "_kb_fixture_scopes", {}).get(name, "function"))
+            bound = method.__get__(owner, type(owner)) if hasattr(method, "__get__") else method
+            return (bound, _kb_owned(owner, "_kb_fixture_params", {}).get(name),
+                    _kb_owned(owner, "_kb_fixture_scopes", {}).get(name, "function"))
     entry = _kb_FIXTURES.get(name)
     if entry is None:
         return None
@@ -1053,7 +1084,7 @@ _kb_SCOPED = {}
 
 
 def _kb_autouse(owner):
-    return [*_kb_AUTOUSE, *(getattr(type(owner), "_kb_autouse", ()) if owner is not None else ())]
+    return [*_kb_AUTOUSE, *(_kb_owned(owner, "_kb_autouse", ()) if owner is not None else ())]
 
 
 def _kb_fixture_cases(function, owner, used, case):
@@ -1081,10 +1112,13 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params):
     def request(param=_kb_NO_PARAM):
         return _KbRequest(owner, function, param, resolve, finalizers)
 
-    def resolve(name):
-        if name in values:
-            return values[name]
-        if name in builtins:
+    def resolve(name, outer=False):
+        # `outer`: the fixture a class's fixture of the same name requests (it overrides that
+        # one), looked up outside the class, as pytest does
+        slot = ("outer", name) if outer else name
+        if slot in values:
+            return values[slot]
+        if name in builtins and not outer:
             return builtins[name]
         if name == "request":
             return request()
@@ -1094,22 +1128,22 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params):
             return values[name]
         if name == "capfd" and "capsys" in builtins:
             return builtins["capsys"]
-        entry = _kb_lookup(name, owner)
+        entry = _kb_lookup(name, None if outer else owner)
         if entry is None and name in _kb_BUILTIN_FIXTURES:
             made, teardown = _kb_BUILTIN_FIXTURES[name]
-            values[name] = made()
-            finalizers.append(getattr(values[name], teardown))
-            return values[name]
+            values[slot] = made()
+            finalizers.append(getattr(values[slot], teardown))
+            return values[slot]
         if entry is None:
             raise _KbUnsupportedFixture(f"fixture '{name}' is not available in the knowbench harness")
         fixture, _, scope = entry
         # (a class-scoped fixture once per class, as pytest sets it up per class)
-        key = (name, repr(fixture_params.get(name)), type(owner) if scope == "class" else None)
+        key = (name, repr(fixture_params.get(name)), type(owner) if scope == "class" else None, outer)
         if scope != "function" and key in _kb_SCOPED:
-            values[name] = _kb_SCOPED[key]
-            return values[name]
+            values[slot] = _kb_SCOPED[key]
+            return values[slot]
         arguments = {argument: request(fixture_params.get(name, _kb_NO_PARAM)) if argument == "request"
-                     else resolve(argument) for argument in _kb_arguments(fixture)}
+                     else resolve(argument, outer or argument == name) for argument in _kb_arguments(fixture)}
         value = fixture(**arguments)
         if _kb_inspect.isgenerator(value):
             generator = value
@@ -1118,7 +1152,7 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params):
                 finalizers.append(lambda: next(generator, None))
         if scope != "function":  # kept for the process, as pytest keeps it for its scope
             _kb_SCOPED[key] = value
-        values[name] = value
+        values[slot] = value
         return value
 
     try:

@@ -1073,15 +1073,22 @@ def install_proxy(namespace, entry_point, channel):
     return frozenset({proxy.__code__})
 
 
+# Names a test may rebind that only the tests' process uses: what the candidate prints is
+# written to the tests' own `sys.stdout`/`sys.stderr`, and `sys.path` and
+# `sys.dont_write_bytecode` are about importing the tests. (A testing framework's own settings,
+# `unittest.util._MAX_LENGTH`, are the tests' too: `knowbench_wire.testing_module`.)
+_TESTS_OWN = frozenset(("stdout", "stderr", "path", "dont_write_bytecode"))
+
+
 def watch_rebinds(rebinds, namespace, entry_point):
     """Once the program has loaded: the names the tests rebind by hand (`os.remove = fake`,
     `setattr(np.random, "seed", fake)`, `solution.helper = fake`; found in their code when the
-    benchmark loaded, `TestSpec.rebinds`), with what holds each (a module, a class, the
-    program's globals). The candidate's process never sees such a rebinding, so a call made
-    while one holds fails (`_rebound`). Left out: the target itself (a test that wraps it wraps
-    the proxy, whose calls still cross) and `sys.stdout`/`sys.stderr` (what the candidate
-    prints is written to the tests' own)."""
-    exempt = {(id(sys), "stdout"), (id(sys), "stderr")}
+    benchmark loaded, `TestSpec.rebinds`), with what holds each (a module's or the program's
+    globals, a class), and what each is bound to now. The candidate's process never sees such a
+    rebinding, so a call made while one holds fails (`_rebound`). Left out: the target itself
+    (a test that wraps it wraps the proxy, whose calls still cross) and what only the tests'
+    process uses (`_TESTS_OWN`, a testing framework's settings)."""
+    exempt = {(id(vars(sys)), name) for name in _TESTS_OWN}
     parts = entry_point.split(".") if type(entry_point) is str and entry_point else []
     if parts:
         holder = _resolved(namespace, parts[:-1])
@@ -1094,20 +1101,26 @@ def watch_rebinds(rebinds, namespace, entry_point):
             continue
         module_name, path = entry
         holder = _resolved(namespace if module_name == "" else sys.modules.get(module_name), path[:-1])
-        if holder is not None and (id(holder), path[-1]) not in exempt:
-            watched.append((holder, ".".join(([module_name] if module_name else ["solution"]) + path[:-1]),
-                            path[-1]))
+        if holder is None or (id(holder), path[-1]) in exempt:
+            continue
+        owner_module = holder.get("__name__") if type(holder) is dict else getattr(holder, "__module__", None)
+        if type(owner_module) is str and wire.testing_module(owner_module):
+            continue
+        watched.append((holder, ".".join(([module_name] if module_name else ["solution"]) + path[:-1]), path[-1]))
     _REBINDS[:] = watched
-    rebinds_settled()
+    _BOUND[:] = [_binding(holder, name) for holder, _, name in watched]
 
 
 def _resolved(start, path):
     """What `path` reaches from `start` (the program's globals, or an object), when what it
-    reaches has a dict of its own to watch; None otherwise."""
+    reaches has a dict of its own to watch: a module as its dict (the same object for as long as
+    the module lives), a class as itself; None otherwise."""
     try:
         found = start
         for part in path:
             found = found[part] if type(found) is dict else getattr(found, part)
+        if isinstance(found, types.ModuleType):
+            return vars(found)
         if type(found) is not dict:
             vars(found)
         return found
@@ -1119,26 +1132,37 @@ def _own(holder):
     return holder if type(holder) is dict else vars(holder)
 
 
+def _binding(holder, name):
+    """What `name` of `holder` is bound to now (for "*", the callables and modules it holds)."""
+    if name != "*":
+        return _own(holder).get(name, _UNBOUND)
+    return {key: value for key, value in list(_own(holder).items())
+            if callable(value) or isinstance(value, types.ModuleType)}
+
+
 _REBINDS = []  # (holder, label, name) the tests rebind by hand ("*": any name of the holder)
-_BOUND = []  # what each was bound to when last settled (for "*", a copy of the holder's dict)
+_BOUND = []  # what each was bound to once the program loaded
 _UNBOUND = object()
 
 
 def rebinds_settled():
-    """What `_REBINDS` names are bound to now is how they are meant to be: once the program
-    has loaded, and again once a spec's code has run (what it sets at its top level is its
-    set-up, made before any test, and judged as the candidate sees it)."""
-    _BOUND[:] = [dict(_own(holder)) if name == "*" else _own(holder).get(name, _UNBOUND)
-                 for holder, _, name in _REBINDS]
+    """Once a spec's code has run: a name its top level bound that was not bound when the
+    program loaded (`np.float = float` for an old library) is set-up the candidate could not
+    miss; what it rebound that the program had stays watched (a spy it set for all its
+    tests)."""
+    for index, (holder, _, name) in enumerate(_REBINDS):
+        if name != "*" and _BOUND[index] is _UNBOUND:
+            _BOUND[index] = _binding(holder, name)
 
 
 def _rebound():
     """The first name of `watch_rebinds` that a test has rebound by hand ("" when none). A name
-    that was not bound when it was settled is not one the candidate could use."""
+    that was not bound when the program loaded is not one the candidate could use; for "*", the
+    callables and modules it held then."""
     for (holder, label, name), value in zip(_REBINDS, _BOUND):  # noqa: B905 (same length)
         own = _own(holder)
         if name == "*":
-            if len(own) != len(value) or any(own.get(key, _UNBOUND) is not item for key, item in value.items()):
+            if any(own.get(key, _UNBOUND) is not item for key, item in value.items()):
                 return f"an attribute of {label} (rebound by hand)"
         elif value is not _UNBOUND and own.get(name, _UNBOUND) is not value:
             return f"{label}.{name} (rebound by hand)"
