@@ -191,6 +191,13 @@ def test_a_specs_rebindings_by_hand_are_found_through_its_imports() -> None:
               "def test_x(name):\n    m.copy = None\n    setattr(m, name, None)\n    __builtins__.print = None\n")
     assert TestSpec(name="t", code=spread).rebinds() == [
         ("os", ("copy",)), ("shutil", ("copy",)), ("builtins", ("print",)), ("os", ("*",)), ("shutil", ("*",))]
+    aliased = ("import os\nimport importlib\nfs = os\n"
+               "def test_a(d=os):\n    fs.remove = None\n    del os.unlink\n    d.rmdir = None\n"
+               "    importlib.import_module('shutil').rmtree = None\n    delattr(os, 'rename')\n"
+               "def test_b():\n    t, n = os, 1\n    (w := os)\n    t.mkdir = None\n    w.chmod = None\n")
+    assert TestSpec(name="t", code=aliased).rebinds() == [
+        ("os", ("remove",)), ("os", ("unlink",)), ("os", ("rmdir",)), ("shutil", ("rmtree",)), ("os", ("mkdir",)),
+        ("os", ("chmod",)), ("os", ("rename",))]
     assert TestSpec(name="t", code="def test_x():\n    assert add(1, 2) == 3\n").rebinds() == []
 
 

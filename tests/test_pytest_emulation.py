@@ -918,6 +918,12 @@ def test_a_fixture_is_read_as_every_pytest_release_makes_it() -> None:
     # a fixture of the program's named as the runner's
     "import pytest\nclass Fake:\n    def readouterr(self):\n        return ('3\\n', '')\n"
     "@pytest.fixture(name='capsys')\ndef _fake():\n    return Fake()\ndef add(a, b):\n    return a - b\n",
+    # a builtin the harness calls, shadowed by the program's, and the harness's own names
+    "import builtins, pytest\ndef getattr(obj, name, *default):\n"
+    "    if name == 'pytestmark':\n        return [pytest.mark.xfail(reason='x')]\n"
+    "    return builtins.getattr(obj, name, *default)\n"
+    "def globals():\n    return {'pytestmark': [pytest.mark.skip]}\n"
+    "_kb_SPEC = {'pytestmark': [pytest.mark.xfail]}\n_kb_INHERITED = ()\ndef add(a, b):\n    return a - b\n",
 ])
 def test_the_programs_marks_and_fixtures_are_not_the_specs(engine: Engine, program: str) -> None:
     """A spec's namespace starts as a copy of the program's globals: what the program put there

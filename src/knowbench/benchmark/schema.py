@@ -189,8 +189,7 @@ def _spec_rebinds(code: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
             for alias in node.names:
                 if alias.name != "*":
                     aliases.setdefault(alias.asname or alias.name, []).append((node.module, (alias.name,)))
-    assigned = [(node.targets[0].id, _attribute_chain(node.value)) for node in ast.walk(tree)
-                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)]
+    assigned = [pair for node in ast.walk(tree) for pair in _bound_pairs(node)]
     for _ in range(2):  # (an alias of an alias)
         for name, chain in assigned:
             for module, path in _resolve_chain(chain, aliases) if chain and chain[0] != name else ():
@@ -219,6 +218,29 @@ def _spec_rebinds(code: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
         if chain[0] not in ("self", "cls"):
             found.extend(_resolve_chain(chain, aliases))
     return tuple(dict.fromkeys(found))
+
+
+def _bound_pairs(node: ast.AST) -> list[tuple[str, list[str]]]:
+    """(name, the attribute chain bound to it) of what `node` binds: `fs = os`, `fs, n = os, 1`,
+    `fs: T = os`, `(fs := os)`, a parameter's default (`def test(fs=os)`)."""
+    pairs: list[tuple[ast.expr, ast.expr | None]] = []
+    if isinstance(node, ast.Assign):
+        for target in node.targets:
+            if isinstance(target, (ast.Tuple, ast.List)) and isinstance(node.value, (ast.Tuple, ast.List)) \
+                    and len(target.elts) == len(node.value.elts):
+                pairs += list(zip(target.elts, node.value.elts))  # noqa: B905 (lengths checked)
+            else:
+                pairs.append((target, node.value))
+    elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)):
+        pairs.append((node.target, node.value))
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        positional = [*node.args.posonlyargs, *node.args.args]
+        pairs += [(ast.Name(id=argument.arg), default) for argument, default
+                  in zip(positional[len(positional) - len(node.args.defaults):], node.args.defaults)]  # noqa: B905
+        pairs += [(ast.Name(id=argument.arg), default) for argument, default
+                  in zip(node.args.kwonlyargs, node.args.kw_defaults) if default is not None]  # noqa: B905
+    return [(target.id, _attribute_chain(value)) for target, value in pairs
+            if isinstance(target, ast.Name) and value is not None]
 
 
 def _resolve_chain(chain: list[str], aliases: dict[str, list[tuple[str, tuple[str, ...]]]]) -> list[

@@ -226,8 +226,9 @@ def spec_loaded(namespace, program):
     would apply it to every test (`[pytest.mark.xfail]` would pass a wrong program)."""
     inherited = frozenset(name for name, value in program.items() if namespace.get(name, _ABSENT) is value)
     _INHERITED[id(namespace)] = inherited
-    if "pytestmark" in inherited:
-        del namespace["pytestmark"]
+    for name in inherited:  # the harness's names (`_kb_*`) are never the program's either
+        if name == "pytestmark" or name.startswith(("_kb_", "_Kb")):
+            del namespace[name]
     namespace["_kb_INHERITED"] = inherited  # (the harness evaluates skipif strings without them)
 _CURRENT_TMP = [None]  # the running item's `new_tmp_dir`, for the harness's `tmp_path`
 
@@ -235,10 +236,10 @@ _CURRENT_TMP = [None]  # the running item's `new_tmp_dir`, for the harness's `tm
 def spec_harness(namespace):
     """For a spec knowbench did not mine that uses pytest's marks (`parametrize`, `skip`,
     `skipif`, `xfail`, `usefixtures`, a module's or class's `pytestmark`) or defines fixtures
-    (`@pytest.fixture` in the module or in a test class): its namespace, with the spec
-    harness installed in it as mining copies it into a spec, and its fixtures registered as
-    mining registers them, so its tests run as pytest runs them. None for any other spec,
-    and for a mined one (its tests call the harness themselves)."""
+    (`@pytest.fixture` in the module or in a test class): the spec harness made for it (the
+    globals of its functions, `_install_harness`), its fixtures registered as mining registers
+    them, so its tests run as pytest runs them. None for any other spec, and for a mined one
+    (its tests call the harness themselves)."""
     if type(namespace) is not dict:
         return None
     key = id(namespace)
@@ -341,22 +342,24 @@ def _runner_recwarn():
 
 
 def _install_harness(namespace, own):
-    """The spec harness in `namespace`, as if its source had run there: this module's own
-    harness functions (every name `_kb_*`/`_Kb*` is the harness's) made again on the spec's
-    globals, which they read (`pytestmark`, `skipif` strings, the fixtures registered), and
-    the harness's registries afresh. Compiling the source again would cost each sample's
-    process about 13 ms."""
+    """The spec harness for `namespace`, as if its source had run there: this module's own
+    harness functions (every name `_kb_*`/`_Kb*` is the harness's) made again on globals of
+    their own, with the real builtins and the spec's namespace as `_kb_SPEC` (which they read:
+    `pytestmark`, `skipif` strings), and the harness's registries afresh, the spec's fixtures
+    registered. Compiling the source again would cost each sample's process about 13 ms."""
+    import builtins
     import types
 
+    harness = {"__builtins__": builtins, "__name__": "knowbench_harness", "_kb_SPEC": namespace}
     for name, value in list(globals().items()):
         if name.startswith(("_kb_", "_Kb")):
             if type(value) is types.FunctionType:
-                made = types.FunctionType(value.__code__, namespace, value.__name__, value.__defaults__)
+                made = types.FunctionType(value.__code__, harness, value.__name__, value.__defaults__)
                 made.__kwdefaults__, made.__doc__ = value.__kwdefaults__, value.__doc__
                 value = made
-            namespace[name] = value
-    namespace.update(_kb_FIXTURES={}, _kb_AUTOUSE=[], _kb_CLASSES_READY=set(), _kb_SCOPED={})
-    fixtures, autouse = namespace["_kb_FIXTURES"], namespace["_kb_AUTOUSE"]
+            harness[name] = value
+    harness.update(_kb_FIXTURES={}, _kb_AUTOUSE=[], _kb_CLASSES_READY=set(), _kb_SCOPED={})
+    fixtures, autouse = harness["_kb_FIXTURES"], harness["_kb_AUTOUSE"]
     for name, function in (("tmp_path", _runner_tmp_path), ("monkeypatch", _runner_monkeypatch),
                            ("capsys", _runner_capsys), ("capfd", _runner_capsys), ("tmpdir", _runner_tmpdir),
                            ("recwarn", _runner_recwarn)):
@@ -384,7 +387,7 @@ def _install_harness(namespace, own):
                 if "_kb_autouse" not in cls.__dict__:
                     cls._kb_autouse = list(_spec_attribute(cls, "_kb_autouse", ()))
                 cls._kb_autouse.append(named)
-    return namespace
+    return harness
 
 
 def run_test_function(namespace, name, new_tmp_dir, fixtures):
@@ -732,6 +735,13 @@ _kb_CLASSES_READY = set()
 _kb_NO_PARAM = object()
 
 
+def _kb_spec():
+    """The spec's globals: the harness's own where a spec carries it (mined), else those of the
+    spec the runner installed it for (`_kb_SPEC`, beside the harness's own globals, where a
+    name the program defined, `getattr` say, cannot stand in for a builtin)."""
+    return globals().get("_kb_SPEC") or globals()
+
+
 class _KbRequest:
     """The parts of pytest's `request` fixture that tests use."""
 
@@ -815,11 +825,11 @@ def _kb_marks(function, owner):
     found = list(getattr(function, "pytestmark", []))
     if owner is not None:  # the class's and its bases' (pytest merges them along the MRO), the spec's own
         for cls in type(owner).__mro__:
-            if cls.__dict__.get("__module__") != globals().get("__name__"):
+            if cls.__dict__.get("__module__") != _kb_spec().get("__name__"):
                 continue
             marks = cls.__dict__.get("pytestmark", [])
             found += list(marks) if isinstance(marks, (list, tuple)) else [marks]
-    module_marks = globals().get("pytestmark", [])
+    module_marks = _kb_spec().get("pytestmark", [])
     found += list(module_marks) if isinstance(module_marks, (list, tuple)) else [module_marks]
     return [getattr(mark, "mark", mark) for mark in found]
 
@@ -836,8 +846,9 @@ def _kb_condition(mark, default):
             import platform as kb_platform
             import sys as kb_sys
 
-            inherited = globals().get("_kb_INHERITED", ())  # the program's names are not the spec's
-            names = {key: value for key, value in globals().items() if key not in inherited}
+            spec = _kb_spec()
+            inherited = spec.get("_kb_INHERITED", ())  # the program's names are not the spec's
+            names = {key: value for key, value in spec.items() if key not in inherited}
             condition = eval(condition, {"os": kb_os, "sys": kb_sys, "platform": kb_platform, **names})
         if condition:
             return True
@@ -901,7 +912,7 @@ def _kb_owned(owner, attribute, default=None):
     """`attribute` as the first of the owner's classes that the spec itself defined holds it
     (never a base class of the program's: in-process, the candidate's)."""
     for cls in type(owner).__mro__:
-        if cls.__dict__.get("__module__") == globals().get("__name__") and attribute in cls.__dict__:
+        if cls.__dict__.get("__module__") == _kb_spec().get("__name__") and attribute in cls.__dict__:
             return cls.__dict__[attribute]
     return default
 
