@@ -918,6 +918,9 @@ def test_a_fixture_is_read_as_every_pytest_release_makes_it() -> None:
     # a fixture of the program's named as the runner's
     "import pytest\nclass Fake:\n    def readouterr(self):\n        return ('3\\n', '')\n"
     "@pytest.fixture(name='capsys')\ndef _fake():\n    return Fake()\ndef add(a, b):\n    return a - b\n",
+    # a module hook of the program's, which would swap each test's code for a pass
+    "def setup_function(function):\n    function.__code__ = (lambda *a, **k: None).__code__\n"
+    "def add(a, b):\n    return a - b\n",
     # a builtin the harness calls, shadowed by the program's, and the harness's own names
     "import builtins, pytest\ndef getattr(obj, name, *default):\n"
     "    if name == 'pytestmark':\n        return [pytest.mark.xfail(reason='x')]\n"

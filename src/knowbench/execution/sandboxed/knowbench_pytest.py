@@ -217,6 +217,10 @@ _HARNESSED = {}
 # spec's code ran, `spec_loaded`): never the spec's marks or fixtures.
 _INHERITED = {}
 _ABSENT = object()
+# What a test module's own code defines for pytest and unittest, never a program's: a program's
+# `setup_function` would run around every test (and could swap the test's code for a pass).
+_NOT_INHERITED = frozenset(("pytestmark", "setup_module", "teardown_module", "setUpModule", "tearDownModule",
+                            "setup_function", "teardown_function"))
 
 
 def spec_loaded(namespace, program):
@@ -226,8 +230,8 @@ def spec_loaded(namespace, program):
     would apply it to every test (`[pytest.mark.xfail]` would pass a wrong program)."""
     inherited = frozenset(name for name, value in program.items() if namespace.get(name, _ABSENT) is value)
     _INHERITED[id(namespace)] = inherited
-    for name in inherited:  # the harness's names (`_kb_*`) are never the program's either
-        if name == "pytestmark" or name.startswith(("_kb_", "_Kb")):
+    for name in inherited:  # nor are the harness's names (`_kb_*`) or a module's xunit hooks
+        if name in _NOT_INHERITED or name.startswith(("_kb_", "_Kb")):
             del namespace[name]
     namespace["_kb_INHERITED"] = inherited  # (the harness evaluates skipif strings without them)
 _CURRENT_TMP = [None]  # the running item's `new_tmp_dir`, for the harness's `tmp_path`
