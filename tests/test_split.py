@@ -51,6 +51,15 @@ def run(engine: Engine, program: str, tests: str, entry_point: str = "add", **op
                                        isolation="split", **options))  # type: ignore[arg-type]
 
 
+def assert_all_pass(engine: Engine, program: str, tests: str, isolation: str, benchmark: str,
+                    **options: object) -> None:
+    """Every test passes the candidate's `program` with `isolation`, the judge loading
+    `benchmark` as the benchmark's own program (split)."""
+    result = engine.execute(make_request(dedent(program), dedent(tests), "add", isolation=isolation,  # type: ignore[arg-type]
+                                         trusted_program=dedent(benchmark), **options))  # type: ignore[arg-type]
+    assert result.status == "pass", [(t.id, t.message[-400:]) for t in result.tests if t.status != "pass"]
+
+
 def test_an_honest_sample_passes_and_a_wrong_one_fails(split_engine: Engine) -> None:
     passing = run(split_engine, ADD, CHECK_ADD)
     assert passing.status == "pass", passing.tests
@@ -794,16 +803,6 @@ PATCHING_TESTS = {
                 assert add(1, 2) == 3
                 assert self.removed == []
     """,
-    "by-hand-programs-os": """
-        def test_no_remove():
-            removed = []
-            original, os.remove = os.remove, removed.append
-            try:
-                assert add(1, 2) == 3
-            finally:
-                os.remove = original
-            assert removed == []
-    """,
     "by-hand-computed-name": """
         import os
 
@@ -841,21 +840,6 @@ PATCHING_TESTS = {
             assert add(1, 2) == 3
             assert REMOVED == []
     """,
-    "by-hand-alias": """
-        import os
-
-        fs = os
-
-
-        def test_no_remove():
-            removed, original = [], fs.remove
-            fs.remove = removed.append
-            try:
-                assert add(1, 2) == 3
-            finally:
-                fs.remove = original
-            assert removed == []
-    """,
     "mocker": """
         def test_no_remove(mocker):
             fake_remove = mocker.patch("os.remove")
@@ -863,6 +847,13 @@ PATCHING_TESTS = {
             fake_remove.assert_not_called()
     """,
 }
+
+
+# The hand-made spy again, spelled otherwise: through the program's own `os` (no import of the
+# tests'), and through an alias.
+PATCHING_TESTS["by-hand-programs-os"] = PATCHING_TESTS["by-hand"].replace("        import os\n\n\n", "")
+PATCHING_TESTS["by-hand-alias"] = (PATCHING_TESTS["by-hand"].replace("import os\n", "import os\n\n        fs = os\n")
+                                   .replace("os.remove", "fs.remove"))
 
 
 @pytest.mark.parametrize("style", sorted(PATCHING_TESTS))
@@ -1453,10 +1444,7 @@ def test_the_candidates_logging_is_its_own_and_the_tests_handlers_see_its_record
             assert "after the call" in caplog.messages
     """
     # (pytest 9 passes these tests too, with the candidate's program as the module they import)
-    result = split_engine.execute(make_request(dedent(program), dedent(tests), "add",
-                                               isolation=isolation,  # type: ignore[arg-type]
-                                               trusted_program=dedent(benchmark)))
-    assert result.status == "pass", [(t.id, t.message[-400:]) for t in result.tests if t.status != "pass"]
+    assert_all_pass(split_engine, program, tests, isolation, benchmark)
 
 
 def test_a_reply_over_the_frame_cap_fails_its_call_and_later_calls_still_cross(split_engine: Engine) -> None:
@@ -1557,10 +1545,7 @@ def test_what_the_tests_set_in_the_logging_holds_for_the_candidate_during_the_te
                     add(1, 2)
                 self.assertEqual(add("seen", 0), before)
     """
-    result = split_engine.execute(make_request(dedent(program), dedent(tests), "add",
-                                               isolation=isolation,  # type: ignore[arg-type]
-                                               trusted_program=dedent(benchmark)))
-    assert result.status == "pass", [(t.id, t.message[-400:]) for t in result.tests if t.status != "pass"]
+    assert_all_pass(split_engine, program, tests, isolation, benchmark)
 
 
 def test_what_the_tests_set_up_or_replace_harmlessly_still_crosses(split_engine: Engine) -> None:
@@ -1710,10 +1695,7 @@ def test_the_tests_save_and_restore_the_candidates_logging_not_the_benchmarks(sp
                 add(2, 2)
                 self.assertEqual(self.seen[-2:], ["INFO", "DEBUG"])
     """
-    result = split_engine.execute(make_request(dedent(program), dedent(tests), "add",
-                                               isolation=isolation,  # type: ignore[arg-type]
-                                               trusted_program=dedent(benchmark), preload=["pytest"]))
-    assert result.status == "pass", [(t.id, t.message[-400:]) for t in result.tests if t.status != "pass"]
+    assert_all_pass(split_engine, program, tests, isolation, benchmark, preload=["pytest"])
 
 
 def test_a_spy_wrapped_around_the_target_through_its_module_crosses(split_engine: Engine) -> None:
