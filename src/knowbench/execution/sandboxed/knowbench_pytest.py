@@ -217,6 +217,7 @@ _HARNESSED = {}
 # spec's code ran, `spec_loaded`): never the spec's marks or fixtures.
 _INHERITED = {}
 _ABSENT = object()
+_CURRENT_TMP = [None]  # the running item's `new_tmp_dir`, for the harness's `tmp_path`
 # What a test module's own code defines for pytest and unittest, never a program's: a program's
 # `setup_function` would run around every test (and could swap the test's code for a pass).
 _NOT_INHERITED = frozenset(("pytestmark", "setup_module", "teardown_module", "setUpModule", "tearDownModule",
@@ -234,7 +235,6 @@ def spec_loaded(namespace, program):
         if name in _NOT_INHERITED or name.startswith(("_kb_", "_Kb")):
             del namespace[name]
     namespace["_kb_INHERITED"] = inherited  # (the harness evaluates skipif strings without them)
-_CURRENT_TMP = [None]  # the running item's `new_tmp_dir`, for the harness's `tmp_path`
 
 
 def spec_harness(namespace):
@@ -284,9 +284,8 @@ def _spec_classes(namespace):
 def _uses_pytest(namespace):
     if "pytestmark" in namespace:
         return True
-    module = namespace.get("__name__")
     for cls in _spec_classes(namespace):
-        if any("pytestmark" in base.__dict__ for base in cls.__mro__ if base.__dict__.get("__module__") == module) \
+        if _kb_owned(cls, "pytestmark", None, namespace.get("__name__")) is not None \
                 or any(map(_pytest_object, list(cls.__dict__.values()))):
             return True
     return any(map(_pytest_object, list(namespace.values())))
@@ -295,14 +294,6 @@ def _uses_pytest(namespace):
 def _pytest_object(value):
     """A fixture definition, or a function with marks (only functions are looked into)."""
     return _fixture_of(value) is not None or (type(value).__name__ == "function" and "pytestmark" in value.__dict__)
-
-
-def _spec_attribute(cls, name, default):
-    """`name` as the first of `cls` and its bases that the spec defined holds it."""
-    for base in cls.__mro__:
-        if base.__dict__.get("__module__") == cls.__dict__.get("__module__") and name in base.__dict__:
-            return base.__dict__[name]
-    return default
 
 
 def _runner_tmp_path():
@@ -385,11 +376,11 @@ def _install_harness(namespace, own):
             setattr(cls, "_kb_fixture_" + named, function)
             for attribute, entry in (("_kb_fixture_params", params), ("_kb_fixture_scopes", scope)):
                 if attribute not in cls.__dict__:
-                    setattr(cls, attribute, dict(_spec_attribute(cls, attribute, {})))
+                    setattr(cls, attribute, dict(_kb_owned(cls, attribute, {}, own["__name__"])))
                 cls.__dict__[attribute][named] = entry
             if auto:
                 if "_kb_autouse" not in cls.__dict__:
-                    cls._kb_autouse = list(_spec_attribute(cls, "_kb_autouse", ()))
+                    cls._kb_autouse = list(_kb_owned(cls, "_kb_autouse", (), own["__name__"]))
                 cls._kb_autouse.append(named)
     return harness
 
@@ -912,23 +903,25 @@ def _kb_cases(marks):
         yield merged, case_marks
 
 
-def _kb_owned(owner, attribute, default=None):
-    """`attribute` as the first of the owner's classes that the spec itself defined holds it
-    (never a base class of the program's: in-process, the candidate's)."""
-    for cls in type(owner).__mro__:
-        if cls.__dict__.get("__module__") == _kb_spec().get("__name__") and attribute in cls.__dict__:
-            return cls.__dict__[attribute]
+def _kb_owned(cls, attribute, default=None, module=None):
+    """`attribute` as the first of `cls` and its bases that the spec itself defined holds it
+    (never a base class of the program's: in-process, the candidate's); `module`: the spec's
+    name, where the caller is not a harness of the spec's."""
+    module = module or _kb_spec().get("__name__")
+    for base in cls.__mro__:
+        if base.__dict__.get("__module__") == module and attribute in base.__dict__:
+            return base.__dict__[attribute]
     return default
 
 
 def _kb_lookup(name, owner):
     """(fixture, params, scope) of the fixture `name` a test of `owner` (or a function) sees."""
     if owner is not None:
-        method = _kb_owned(owner, "_kb_fixture_" + name)
+        method = _kb_owned(type(owner), "_kb_fixture_" + name)
         if method is not None:
             bound = method.__get__(owner, type(owner)) if hasattr(method, "__get__") else method
-            return (bound, _kb_owned(owner, "_kb_fixture_params", {}).get(name),
-                    _kb_owned(owner, "_kb_fixture_scopes", {}).get(name, "function"))
+            return (bound, _kb_owned(type(owner), "_kb_fixture_params", {}).get(name),
+                    _kb_owned(type(owner), "_kb_fixture_scopes", {}).get(name, "function"))
     entry = _kb_FIXTURES.get(name)
     if entry is None:
         return None
@@ -1099,7 +1092,7 @@ _kb_SCOPED = {}
 
 
 def _kb_autouse(owner):
-    return [*_kb_AUTOUSE, *(_kb_owned(owner, "_kb_autouse", ()) if owner is not None else ())]
+    return [*_kb_AUTOUSE, *(_kb_owned(type(owner), "_kb_autouse", ()) if owner is not None else ())]
 
 
 def _kb_fixture_cases(function, owner, used, case):

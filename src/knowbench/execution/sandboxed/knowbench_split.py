@@ -323,17 +323,25 @@ def _caller_outside_this_module():
 LOGGERS_CAP = 10_000  # loggers whose state the candidate's process reports as its program loads
 
 
+def _loggers(logging):
+    """This process's loggers as (name, logger), the root first as "" (placeholders left out);
+    None when `logging` is not loaded."""
+    root = getattr(logging, "root", None)
+    if getattr(root, "manager", None) is None:
+        return None
+    return [("", root), *((name, logger) for name, logger in list(root.manager.loggerDict.items())
+                          if isinstance(logger, logging.Logger) and type(name) is str)]
+
+
 def logging_state():
     """The candidate's side, once its program has loaded: `(logging.disable's level,
     ((name, level, propagate, disabled), ...))` of its loggers ("" the root), None without
     logging loaded."""
     logging = sys.modules.get("logging")
-    root = getattr(logging, "root", None)
-    manager = getattr(root, "manager", None)
-    if manager is None:
+    loggers = _loggers(logging)
+    if loggers is None:
         return None
-    loggers = [("", root), *((name, logger) for name, logger in list(manager.loggerDict.items())
-                             if isinstance(logger, logging.Logger) and type(name) is str)]
+    manager = logging.root.manager
     return (manager.disable if type(manager.disable) is int else 0,
             tuple((name, logger.level if type(logger.level) is int else 0, bool(logger.propagate),
                    bool(logger.disabled)) for name, logger in loggers[:LOGGERS_CAP]))
@@ -346,8 +354,8 @@ def adopt_logging(state):
     logging = sys.modules.get("logging")
     if logging is None and state is not None:
         import logging  # stdlib, in the tests' process: the candidate's program set some up
-    root = getattr(logging, "root", None)
-    if getattr(root, "manager", None) is None:
+    found = _loggers(logging)
+    if found is None:
         return
     disable, given = state if state is not None else (0, ())
     values = {}
@@ -356,15 +364,14 @@ def adopt_logging(state):
                 and type(entry[2]) is bool and type(entry[3]) is bool):
             values[entry[0]] = entry[1:]
     values.setdefault("", (logging.WARNING, True, False))
-    loggers = {"": root, **{name: logger for name, logger in list(root.manager.loggerDict.items())
-                            if isinstance(logger, logging.Logger)}}
+    loggers = dict(found)
     for name in set(loggers) | set(values):
         logger = loggers.get(name) or logging.getLogger(name)
         level, propagate, disabled = values.get(name, (logging.NOTSET, True, False))
         if logger.level != level:
             logger.setLevel(level)
         logger.propagate, logger.disabled = propagate, disabled
-    if root.manager.disable != disable and type(disable) is int:
+    if logging.root.manager.disable != disable and type(disable) is int:
         logging.disable(disable)
 
 
@@ -383,16 +390,13 @@ def logging_loaded():
     _LOG_TOUCHED.clear()
     _LOG_DIRTY[0] = True
     logging = sys.modules.get("logging")
-    root = getattr(logging, "root", None)
-    manager = getattr(root, "manager", None)
-    if manager is None:  # not loaded yet: the defaults
+    loggers = _loggers(logging)
+    if loggers is None:  # not loaded yet: the defaults
         _LOG_BASE[:] = [0, {}]
         return
-    loggers = [("", root), *((name, logger) for name, logger in list(manager.loggerDict.items())
-                             if isinstance(logger, logging.Logger))]
-    _LOG_BASE[:] = [manager.disable, {name: (logger.level, logger.propagate, logger.disabled, logger.handlers,
-                                             list(logger.handlers), list(logger.filters))
-                                      for name, logger in loggers}]
+    _LOG_BASE[:] = [logging.root.manager.disable,
+                    {name: (logger.level, logger.propagate, logger.disabled, logger.handlers,
+                            list(logger.handlers), list(logger.filters)) for name, logger in loggers}]
 
 
 def logging_view(channel):
@@ -534,7 +538,7 @@ def _apply_view():
             for handler in held["own"]:
                 logger.addHandler(handler)
             held["own"] = None
-        if entry is None:  # the item that changed it is over: the candidate's own values again
+        if entry is None:  # no longer sent (the tests put it back): the candidate's own values again
             del _LOG_HELD[name]
             logger.setLevel(held["level"])
             logger.propagate, logger.disabled = held["propagate"], held["disabled"]
