@@ -732,14 +732,6 @@ PATCHING_TESTS = {
             assert add(1, 2) == 3
             assert printed == []
     """,
-    "monkeypatch-env": """
-        import os
-
-
-        def test_env(monkeypatch):
-            monkeypatch.setenv("KNOWBENCH_FLAG", "1")
-            assert add(1, 2) == 3
-    """,
     "mock-decorator": """
         from unittest import mock
 
@@ -767,12 +759,13 @@ PATCHING_TESTS = {
 
         class TestAdd(unittest.TestCase):
             def setUp(self):
-                self.patcher = mock.patch.dict(os.environ, {"KNOWBENCH_FLAG": "1"})
-                self.patcher.start()
+                self.patcher = mock.patch.object(os, "remove")
+                self.fake_remove = self.patcher.start()
                 self.addCleanup(self.patcher.stop)
 
-            def test_env(self):
+            def test_no_remove(self):
                 self.assertEqual(add(1, 2), 3)
+                self.fake_remove.assert_not_called()
     """,
     "by-hand": """
         import os
@@ -868,7 +861,7 @@ def test_a_call_made_while_the_tests_patch_something_cannot_cross(split_engine: 
     # the same tests in-process: the patch reaches the program
     result = split_engine.execute(make_request(dedent(PRINTS_AND_REMOVES), dedent(PATCHING_TESTS[style]),
                                                "add", preload=["pytest"]))
-    assert result.tests[0].status == ("fail" if style in ("monkeypatch", "mock-decorator", "by-hand",
+    assert result.tests[0].status == ("fail" if style in ("monkeypatch", "mock-decorator", "by-hand", "mock-started",
                                                           "by-hand-setattr", "mock-context", "mocker",
                                                           "by-hand-programs-os", "by-hand-computed-name",
                                                           "by-hand-builtins", "by-hand-top-level",
@@ -891,6 +884,150 @@ def test_a_patch_undone_before_the_call_lets_it_cross(split_engine: Engine) -> N
     """
     result = run(split_engine, PRINTS_AND_REMOVES, tests, preload=["pytest"])
     assert result.status == "pass", result.tests[0].message
+
+
+# The environment and the working directory are one process's in-process: the tests' changes
+# reach the target.
+READS_THE_ENVIRONMENT = """
+    import os
+
+    os.environ.setdefault("KNOWBENCH_MODE", "own")  # the program's own, set as it loads
+
+
+    def add(a, b, export=None):
+        if export is not None:
+            os.environ[export[0]] = export[1]
+        scale = int(os.environ.get("KNOWBENCH_SCALE", "1"))
+        return ((a + b) * scale, os.environ.get("KNOWBENCH_MODE"), os.environ.get("KNOWBENCH_TOP"),
+                os.getcwd(), os.environ.get("KNOWBENCH_EXPORTED"))
+"""
+# The benchmark's own program: the same context code, a target that reads nothing.
+READS_NOTHING = """
+    import os
+
+    os.environ.setdefault("KNOWBENCH_MODE", "own")
+
+
+    def add(a, b, export=None):
+        return ((a + b), None, None, "", None)
+"""
+ENVIRONMENT_TESTS = """
+    import os
+    from unittest import mock
+
+    import pytest
+
+    os.environ["KNOWBENCH_TOP"] = "set-up"  # the spec's top level
+
+
+    def test_monkeypatch_setenv(monkeypatch):
+        monkeypatch.setenv("KNOWBENCH_SCALE", "10")
+        assert add(1, 2)[0] == 30
+
+
+    def test_the_programs_own_value_comes_back(monkeypatch):
+        assert os.environ["KNOWBENCH_MODE"] == "own"
+        assert add(0, 0)[1] == "own"
+        monkeypatch.setenv("KNOWBENCH_MODE", "tests")
+        assert add(0, 0)[1] == "tests"
+        monkeypatch.undo()
+        assert add(0, 0)[1] == "own"
+        monkeypatch.delenv("KNOWBENCH_MODE")
+        assert add(0, 0)[1] is None
+        monkeypatch.undo()
+        assert add(0, 0)[1] == "own"
+
+
+    def test_pytests_own_monkeypatch():
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("KNOWBENCH_SCALE", "4")
+            assert add(1, 1)[0] == 8
+        assert add(1, 1)[0] == 2
+
+
+    def test_mock_patch_dict():
+        with mock.patch.dict(os.environ, {"KNOWBENCH_SCALE": "3"}):
+            assert add(1, 1)[0] == 6
+        with mock.patch.dict(os.environ, clear=True):
+            assert add(1, 1)[:2] == (2, None)
+        assert add(1, 1)[:2] == (2, "own")
+
+
+    def test_by_hand():
+        os.environ["KNOWBENCH_SCALE"] = "5"
+        try:
+            assert add(1, 1)[0] == 10
+        finally:
+            del os.environ["KNOWBENCH_SCALE"]
+        assert add(1, 1)[0] == 2
+
+
+    def test_the_specs_set_up():
+        assert add(0, 0)[2] == "set-up"
+
+
+    def test_chdir(monkeypatch, tmp_path):
+        start = os.getcwd()
+        assert add(0, 0)[3] == start
+        monkeypatch.chdir(tmp_path)
+        assert add(0, 0)[3] == str(tmp_path)
+        monkeypatch.undo()
+        assert add(0, 0)[3] == start
+"""
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_the_environment_and_the_working_directory_are_shared_with_the_target(split_engine: Engine,
+                                                                                isolation: str) -> None:
+    assert_all_pass(split_engine, READS_THE_ENVIRONMENT, ENVIRONMENT_TESTS, isolation, READS_NOTHING,
+                    preload=["pytest"])
+    # A program that reads none of it fails the tests that need it.
+    ignores = READS_THE_ENVIRONMENT.replace('int(os.environ.get("KNOWBENCH_SCALE", "1"))', "1")
+    result = split_engine.execute(make_request(dedent(ignores), dedent(ENVIRONMENT_TESTS), "add",  # type: ignore[arg-type]
+                                               isolation=isolation, trusted_program=dedent(READS_NOTHING),
+                                               preload=["pytest"]))
+    assert sorted(t.id.rsplit(":", 1)[-1] for t in result.tests if t.status != "pass") == [
+        "test_by_hand", "test_mock_patch_dict", "test_monkeypatch_setenv", "test_pytests_own_monkeypatch"]
+
+
+def test_what_the_candidate_sets_in_its_environment_stays_in_its_process(split_engine: Engine) -> None:
+    """Not the other way: in the tests' process the candidate's environment would choose what
+    their subprocesses load (`LD_PRELOAD`) and where their temporary files go (`TMPDIR`)."""
+    tests = """
+        import os
+
+
+        def test_exported():
+            assert add(0, 0, export=("LD_PRELOAD", "/tmp/sample/evil.so"))[0] == 0
+            assert "LD_PRELOAD" not in os.environ
+            os.environ["KNOWBENCH_SCALE"] = "2"
+            assert add(1, 1)[0] == 4
+            assert "LD_PRELOAD" not in os.environ
+    """
+    program = READS_THE_ENVIRONMENT.replace('os.environ.get("KNOWBENCH_EXPORTED")', 'os.environ.get("LD_PRELOAD")')
+    result = run(split_engine, program, tests, trusted_program=dedent(READS_NOTHING))
+    assert result.status == "pass", result.tests[0].message
+
+
+def test_a_working_directory_the_candidate_cannot_enter_fails_the_call(split_engine: Engine) -> None:
+    tests = """
+        import os
+
+
+        def test_private(tmp_path):
+            private = tmp_path / "private"
+            private.mkdir(mode=0o700)
+            os.chdir(private)
+            try:
+                add(1, 2)
+            finally:
+                os.chdir(tmp_path)
+            assert add(1, 2) == 3
+    """
+    result = run(split_engine, ADD, tests)
+    [test] = result.tests
+    assert (test.status, test.reason) == ("error", "cannot-cross"), test
+    assert "working directory" in test.message
 
 
 def test_a_read_only_array_stays_read_only_in_the_candidates_process(split_engine: Engine) -> None:

@@ -38,7 +38,9 @@ class MonkeyPatch:
     """The subset of pytest's `monkeypatch` fixture that benchmark tests use.
 
     `held` maps each instance holding changes to what it changed last (split: a call of the
-    target made meanwhile cannot cross, see `knowbench_split.patches_held`)."""
+    target made meanwhile cannot cross, see `knowbench_split.patches_held`). Changes of the
+    environment and of the working directory are not held: they cross with each call
+    (`knowbench_split.process_view`)."""
 
     _missing = object()
     held = {}  # noqa: RUF012 (shared by every instance on purpose)
@@ -48,7 +50,8 @@ class MonkeyPatch:
 
     def _hold(self, undo, what):
         self._undo.append(undo)
-        MonkeyPatch.held[id(self)] = what
+        if what is not None:
+            MonkeyPatch.held[id(self)] = what
 
     def setattr(self, target, name, value=_missing, raising=True):
         if value is self._missing:  # monkeypatch.setattr("module.attr", value)
@@ -75,7 +78,7 @@ class MonkeyPatch:
     def setitem(self, mapping, key, value):
         old = mapping.get(key, self._missing)
         self._hold(lambda: mapping.__setitem__(key, old) if old is not self._missing
-                   else mapping.pop(key, None), f"{_named(mapping)}[{key!r}]")
+                   else mapping.pop(key, None), None if mapping is os.environ else f"{_named(mapping)}[{key!r}]")
         mapping[key] = value
 
     def delitem(self, mapping, key, raising=True):
@@ -84,7 +87,8 @@ class MonkeyPatch:
                 raise KeyError(key)
             return
         old = mapping[key]
-        self._hold(lambda: mapping.__setitem__(key, old), f"{_named(mapping)}[{key!r}]")
+        self._hold(lambda: mapping.__setitem__(key, old),
+                   None if mapping is os.environ else f"{_named(mapping)}[{key!r}]")
         del mapping[key]
 
     def setenv(self, name, value, prepend=None):
@@ -98,7 +102,7 @@ class MonkeyPatch:
 
     def chdir(self, path):
         old = os.getcwd()
-        self._hold(lambda: os.chdir(old), "the working directory")
+        self._hold(lambda: os.chdir(old), None)
         os.chdir(path)
 
     def syspath_prepend(self, path):

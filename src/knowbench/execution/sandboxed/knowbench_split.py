@@ -146,19 +146,20 @@ class Peer:
         send_frame(self.fd, payload)
         while True:
             message = self.loads(recv_frame(self.fd))
-            if type(message) is tuple and len(message) == 6 and message[0] == "request":
+            if type(message) is tuple and len(message) == 7 and message[0] == "request":
                 send_frame(self.fd, self.answer(*message[1:]))
                 if self.gone is not None:  # a call made while answering broke the channel
                     return None
                 continue
             return message
 
-    def answer(self, kind, target, args, kwargs, view=None):
+    def answer(self, kind, target, args, kwargs, view=None, state=None):
         """Reply to one request from the other side (never raises for what the call does).
-        `view`: what the tests changed in the judge's logging, when it changed (see
-        `logging_view`)."""
+        `view`: what the tests changed in the judge's logging, `state` in its environment and
+        working directory, each when it changed (see `logging_view`, `process_view`)."""
         if self.entry is not None:
             _take_view(view)
+            _take_process_state(state)
         try:
             if type(args) is not tuple or type(kwargs) is not dict:
                 raise TypeError("malformed call")
@@ -177,7 +178,7 @@ class Peer:
 
     def call(self, kind, target, args, kwargs):
         """Call across; return the reply as a message (see _answer)."""
-        return self.exchange(self.dumps(("request", kind, target, args, kwargs, None), "the arguments"))
+        return self.exchange(self.dumps(("request", kind, target, args, kwargs, None, None), "the arguments"))
 
 
 # What the judge lets the candidate call back: functions and methods, not objects that merely
@@ -695,6 +696,114 @@ def _rebuilt_record(logging, peer, attributes, extras, frozen, message, error):
     return record
 
 
+# ------------------------------------------------------------------------------ process state
+# In-process, the environment and the working directory are one process's: what the tests set
+# (by hand, `monkeypatch.setenv`/`delenv`/`chdir`, `mock.patch.dict(os.environ)`, the spec's top
+# level) is what the target reads. Split, with each call the judge sends what it changed of its
+# own since its program loaded (the environment's changes, its working directory) whenever that
+# is not what it last sent (`process_view`), and the candidate's process makes those changes in
+# its own before the call, keeping its own values of the names to put them back once the tests
+# do (`_apply_process_state`). Nothing goes the other way: what the candidate sets in its
+# environment stays in its process (in the tests' process it would be the candidate's say in
+# what the tests' subprocesses load, `LD_PRELOAD`, or where their temporary files go).
+_NO_STATE = ((), None)  # no change of the environment, the working directory as it started
+_STATE = {"cwd": None, "held": {}, "wanted": _NO_STATE, "applied": _NO_STATE, "failed": None}
+
+
+def _environ_mark():
+    """A cheap copy of the environment, to tell later whether it changed (os.environ's own
+    mapping where it has one: decoding every variable would cost each call about 25 µs)."""
+    data = getattr(os.environ, "_data", None)
+    return dict(data) if type(data) is dict else dict(os.environ)
+
+
+def _decoded(mark):
+    data = getattr(os.environ, "_data", None)
+    if type(data) is not dict:
+        return mark
+    return {os.environ.decodekey(name): os.environ.decodevalue(value) for name, value in mark.items()}
+
+
+def _environ_changes(before, after):
+    """`((name, value or None), ...)`, sorted: what differs in the environment `after` from
+    `before` (two `_environ_mark`s; None: removed)."""
+    if before == after:
+        return ()
+    before, after = _decoded(before), _decoded(after)
+    changes = [(name, value) for name, value in after.items() if before.get(name) != value]
+    changes += [(name, None) for name in before if name not in after]
+    return tuple(sorted(changes))
+
+
+def _cwd():
+    try:
+        return os.getcwd()
+    except OSError:  # removed under it
+        return None
+
+
+def process_loaded(channel):
+    """The judge's side, once the benchmark's program has loaded: the start every change of
+    the tests is measured from."""
+    channel.process_start = (_environ_mark(), _cwd())
+    channel.process_seen = channel.process_start
+    channel.process_sent = _NO_STATE
+
+
+def process_view(channel):
+    """What the tests changed of their environment and working directory since the start, when
+    it is not what the candidate's process was last sent, else None; and what was looked at
+    (for `channel.process_seen`, once the request holding the view is on its way)."""
+    seen = (_environ_mark(), _cwd())
+    if seen == channel.process_seen:
+        return None, seen
+    start = channel.process_start
+    view = (_environ_changes(start[0], seen[0]), None if seen[1] in (None, start[1]) else seen[1])
+    return (None if view == channel.process_sent else view), seen
+
+
+def _take_process_state(state):
+    if (type(state) is tuple and len(state) == 2 and type(state[0]) is tuple
+            and all(type(change) is tuple and len(change) == 2 and type(change[0]) is str
+                    and (change[1] is None or type(change[1]) is str) for change in state[0])
+            and (state[1] is None or type(state[1]) is str)):
+        _STATE["wanted"] = state
+
+
+def _apply_process_state():
+    """The candidate's side, before a call: the tests' changes of the environment made in its
+    own (the names they no longer change get back the values they had here before), in the
+    tests' working directory (or its own again); why it cannot, else None (each later call
+    fails too, until the tests change it again)."""
+    wanted, applied, held = _STATE["wanted"], _STATE["applied"], _STATE["held"]
+    if wanted is applied:
+        return _STATE["failed"]
+    changed = dict(wanted[0])
+    changes = [(name, held.pop(name)) for name in list(held) if name not in changed]
+    for name, value in wanted[0]:
+        if name not in held:
+            held[name] = os.environ.get(name)
+        changes.append((name, value))
+    failed = None
+    try:
+        for name, value in changes:
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    except (ValueError, TypeError, OSError) as error:
+        failed = f"the tests set an environment variable the candidate's process cannot set ({error})"
+    if wanted[1] != applied[1]:
+        where = wanted[1] if wanted[1] is not None else _STATE["cwd"]
+        try:
+            os.chdir(where)
+        except (OSError, TypeError) as error:
+            failed = (f"the tests' working directory {where!r} cannot be entered in the candidate's "
+                      f"process ({getattr(error, 'strerror', None) or error})")
+    _STATE["applied"], _STATE["failed"] = wanted, failed
+    return failed
+
+
 # --------------------------------------------------------------------------- trusted side
 
 
@@ -711,6 +820,8 @@ class Channel(Peer):
         self.log_numbers = 0  # the last number given to one
         self.log_view = None  # the last view made
         self.log_view_sent = None  # what the candidate's process was last told of the logging
+        self.process_start = ({}, None)  # see `process_loaded`
+        self.process_seen, self.process_sent = None, _NO_STATE
 
     def take_problem(self):
         """The crossing failure seen during the current test, and forget it."""
@@ -813,10 +924,14 @@ class Channel(Peer):
                        "in the tests' process and the candidate's code runs without it, so a call "
                        "made under it cannot be judged split (the task is judged in-process)")
         view = logging_view(self)
+        state, seen = process_view(self)
         try:
             payload = self.dumps(("request", kind, target, args, kwargs,
-                                  None if view == self.log_view_sent else view), "the arguments")
+                                  None if view == self.log_view_sent else view, state), "the arguments")
             self.log_view_sent = view
+            self.process_seen = seen
+            if state is not None:
+                self.process_sent = state
         except wire.Unencodable as error:
             self._fail(CrossingFailed, f"the call cannot cross to the candidate's process: {error}")
         try:
@@ -963,15 +1078,15 @@ def _wrap_change(cls, method):
 
 
 def _monkeypatch_held(patch):
-    """What a pytest MonkeyPatch holds now ("" when it undid everything)."""
+    """What a pytest MonkeyPatch holds now ("" when it undid everything, or holds only changes
+    of the environment and the working directory, which cross with each call)."""
     changes = getattr(patch, "_setattr", None) or []
     if changes:
         target, name = changes[-1][0], changes[-1][1]
         return f"{getattr(target, '__name__', type(target).__name__)}.{name}"
-    if getattr(patch, "_setitem", None):
-        return "a mapping (monkeypatch.setitem/setenv)"
-    if getattr(patch, "_cwd", None) is not None:
-        return "the working directory"
+    if any(type(entry) is not tuple or not entry or entry[0] is not os.environ
+           for entry in getattr(patch, "_setitem", None) or ()):
+        return "a mapping (monkeypatch.setitem)"
     if getattr(patch, "_savesyspath", None) is not None:
         return "sys.path"
     return ""
@@ -991,7 +1106,7 @@ def patches_held():
         started = getattr(getattr(module, "_patch", None), "_active_patches", None)
         if type(started) is list:
             patchers += [patcher for patcher in started if id(patcher) not in _ENTERED]
-    held += [_patched(patcher) for patcher in patchers]
+    held += [_patched(patcher) for patcher in patchers if getattr(patcher, "in_dict", None) is not os.environ]
     if not held:
         return ""
     return ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
@@ -1052,6 +1167,7 @@ def install_proxy(namespace, entry_point, channel):
     """
     channel.numpy_state = _numpy_state()  # as the benchmark's program left it, loaded
     logging_loaded()
+    process_loaded(channel)
     parts = entry_point.split(".")
     if len(parts) == 1:
         original = namespace.get(parts[0])
@@ -1205,6 +1321,7 @@ def serve_calls(module, fd, output_cap, fork_limits=None):
     peer = Peer(fd, wire.Resolver(allowed_modules=None, import_missing=True),
                 capture_output=True, output_cap=output_cap)
     peer.entry = module
+    _STATE["cwd"] = _cwd()
     copy = False
     while True:
         try:
@@ -1214,7 +1331,7 @@ def serve_calls(module, fd, output_cap, fork_limits=None):
         except wire.WireError as error:
             send_frame(fd, wire.dumps(("cannot-cross", f"the call could not be rebuilt: {error}")))
             continue
-        if type(message) is tuple and len(message) == 6 and message[0] == "request":
+        if type(message) is tuple and len(message) == 7 and message[0] == "request":
             send_frame(fd, peer.answer(*message[1:]))
         elif type(message) is tuple and message == ("end",):
             if copy:
@@ -1266,6 +1383,10 @@ def _answer(peer, function, args, kwargs):
     awaited = False
     if type(function) is tuple:  # the entry point: (function, awaited)
         function, awaited = function
+    if peer.entry is not None:
+        failed = _apply_process_state()
+        if failed is not None:
+            return wire.dumps(("cannot-cross", failed))
     try:
         before = peer.dumps((args, kwargs))  # (as `after` below: callables as handles)
     except wire.Unencodable:
