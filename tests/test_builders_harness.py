@@ -305,3 +305,22 @@ def test_mined_xunit_hooks_and_a_name_defined_twice_run_as_pytest_runs_them(
     execution = _run_mined(engine, target, built)
     assert {outcome.id: outcome.status for outcome in execution.tests} == {
         "tests/test_lib.py::test_twice": "pass", "tests/test_lib.py::TestA::test_one": "pass"}, built.code
+
+
+def test_a_fixture_the_modules_pytestmark_uses_is_carried_with_it(tmp_path: Path, engine: SubprocessEngine) -> None:
+    """`pytestmark = pytest.mark.usefixtures("name")` at the module's top: the spec keeps the mark,
+    so it must carry the fixture (and what that fixture uses), as it does for a test's own mark."""
+    (tmp_path / "lib.py").write_text(textwrap.dedent(LIBRARY))
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_lib.py").write_text(
+        "import pytest\nfrom lib import double\n\nSEEN = []\n\n\n"
+        "@pytest.fixture\ndef base():\n    return 21\n\n\n"
+        "@pytest.fixture\ndef seen(base):\n    SEEN.append(base)\n    yield\n    SEEN.clear()\n\n\n"
+        "pytestmark = [pytest.mark.usefixtures('seen'), pytest.mark.filterwarnings('ignore')]\n\n\n"
+        "def test_double():\n    assert double(SEEN[0]) == 42\n\n\n"
+        "class TestDouble:\n    def test_in_a_class(self):\n        assert double(SEEN[-1]) == 42\n")
+    _, target, built = _mine(tmp_path)
+    assert "_kb_FIXTURES['seen']" in built.code and "_kb_FIXTURES['base']" in built.code, built.code
+    execution = _run_mined(engine, target, built)
+    assert [(outcome.status, outcome.called) for outcome in execution.tests] == [("pass", True)] * 2, (
+        [outcome.message for outcome in execution.tests], built.code)

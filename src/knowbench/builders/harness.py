@@ -113,6 +113,8 @@ class SpecBuilder:
         chain = conftest_chain(module, self.repo)
         self.fixtures: dict[str, tuple[Module, _FunctionNode]] = {}
         self.autouse: list[str] = []
+        # A module-level `pytestmark` marks every test: each runs through the harness.
+        self.module_marked = "pytestmark" in module.bindings
         for source in [*chain, module]:
             for node in source.tree.body:
                 if isinstance(node, _FunctionNode):
@@ -153,6 +155,10 @@ class SpecBuilder:
             fixture_names |= _requested_fixtures(code)
             own.names |= free_names(code)
         own.names |= ({"pytestmark"} | set(XUNIT_MODULE_HOOKS)) & set(module.bindings)
+        # The module's own marks travel with the spec: the fixtures their `usefixtures` names too.
+        for node in module.tree.body:
+            if "pytestmark" in _bound_names(node):
+                fixture_names |= _requested_fixtures(node)
         self._close(fixture_names)
         code = self._emit(module, chain)
         return BuiltSpec(name=spec_name, code=code, item_of_unit=item_of_unit)
@@ -186,7 +192,7 @@ class SpecBuilder:
     def _needs_wrapping(self, node: _FunctionNode) -> bool:
         arguments = [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs
                      if a.arg not in ("self", "cls")]
-        return bool(node.decorator_list) or bool(self.autouse) or \
+        return bool(node.decorator_list) or bool(self.autouse) or self.module_marked or \
             any(argument not in RUNNER_FIXTURES for argument in arguments)
 
     def _class_unit(self, module: Module, node: ast.ClassDef, selected: list[str]) -> list[ast.stmt]:
@@ -531,6 +537,13 @@ def _requested_fixtures(node: ast.AST) -> set[str]:
             if called.endswith(("usefixtures", "getfixturevalue")):
                 names |= {a.value for a in inner.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
     return names - {"self", "cls"}
+
+
+def _bound_names(statement: ast.stmt) -> set[str]:
+    """The names a top-level assignment binds (`pytestmark = ...`, `+=`, annotated)."""
+    targets = (statement.targets if isinstance(statement, ast.Assign)
+               else [statement.target] if isinstance(statement, ast.AugAssign | ast.AnnAssign) else [])
+    return {inner.id for target in targets for inner in ast.walk(target) if isinstance(inner, ast.Name)}
 
 
 def _local_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
