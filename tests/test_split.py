@@ -698,13 +698,16 @@ def test_the_servers_warm_up_of_the_wire_imports_nothing() -> None:
         import knowbench_split
 
         before = set(sys.modules)
-        knowbench_split.warm_up()
+        answered = knowbench_split.warm_up()
         print(sorted(set(sys.modules) - before))
+        print(sorted(set(answered)), len(answered))
     """)
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=RUNNER_DIR,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "[]"
+    imported, answered = done.stdout.strip().splitlines()
+    assert imported == "[]"
+    assert answered.startswith("['raise', 'return']"), answered  # answered as calls, not refused
 
 
 # What the candidate's process cannot see of the tests', or did that cannot be made in the
@@ -990,6 +993,64 @@ def test_the_environment_and_the_working_directory_are_shared_with_the_target(sp
         "test_by_hand", "test_mock_patch_dict", "test_monkeypatch_setenv", "test_pytests_own_monkeypatch"]
 
 
+def test_a_view_the_candidate_refused_is_sent_again(split_engine: Engine) -> None:
+    """A request the candidate's process could not rebuild (a class only the benchmark's program
+    defines) never reached its state: the next call carries the tests' changes again."""
+    trusted = """
+        import os
+
+
+        class Point:
+            def __init__(self, x):
+                self.x = x
+
+
+        def add(a=None, b=None):
+            return os.environ.get("KNOWBENCH_TOP")
+    """
+    program = 'import os\n\n\ndef add(a=None, b=None):\n    return os.environ.get("KNOWBENCH_TOP")\n'
+    tests = """
+        import os
+
+        os.environ["KNOWBENCH_TOP"] = "top"
+
+
+        def test_refused():
+            add(Point(1))
+
+
+        def test_later():
+            assert add() == "top"
+    """
+    result = run(split_engine, program, tests, trusted_program=dedent(trusted))
+    assert [(t.status, t.reason) for t in result.tests] == [("error", "cannot-cross"), ("pass", None)], result.tests
+
+
+TIME_ZONE_TESTS = """
+    import time
+
+
+    def test_time_zone(monkeypatch):
+        monkeypatch.setenv("TZ", "UTC0")
+        time.tzset()
+        assert add(0, 0) == "00"
+        monkeypatch.setenv("TZ", "JST-9")
+        time.tzset()
+        assert add(0, 0) == "09"
+        monkeypatch.setenv("TZ", "UTC0")
+        time.tzset()
+        assert add(0, 0) == "00"
+        monkeypatch.undo()
+        time.tzset()
+"""
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_a_time_zone_the_tests_set_holds_for_the_target(split_engine: Engine, isolation: str) -> None:
+    program = 'import time\n\n\ndef add(a, b):\n    return time.strftime("%H", time.localtime(a + b))\n'
+    assert_all_pass(split_engine, program, TIME_ZONE_TESTS, isolation, program)
+
+
 def test_what_the_candidate_sets_in_its_environment_stays_in_its_process(split_engine: Engine) -> None:
     """Not the other way: in the tests' process the candidate's environment would choose what
     their subprocesses load (`LD_PRELOAD`) and where their temporary files go (`TMPDIR`)."""
@@ -1006,6 +1067,29 @@ def test_what_the_candidate_sets_in_its_environment_stays_in_its_process(split_e
     """
     program = READS_THE_ENVIRONMENT.replace('os.environ.get("KNOWBENCH_EXPORTED")', 'os.environ.get("LD_PRELOAD")')
     result = run(split_engine, program, tests, trusted_program=dedent(READS_NOTHING))
+    assert result.status == "pass", result.tests[0].message
+
+
+def test_a_working_directory_made_again_at_the_same_path_is_entered_again(split_engine: Engine) -> None:
+    program = 'import os\n\n\ndef add(a, b):\n    return open("a.txt").read() if os.path.exists("a.txt") else ""\n'
+    tests = """
+        import os
+        import shutil
+
+
+        def test_again(tmp_path):
+            place = tmp_path / "place"
+            place.mkdir()
+            os.chdir(place)
+            assert add(0, 0) == ""
+            os.chdir(tmp_path)
+            shutil.rmtree(place)
+            place.mkdir()
+            os.chdir(place)
+            (place / "a.txt").write_text("again")
+            assert add(0, 0) == "again"
+    """
+    result = run(split_engine, program, tests)
     assert result.status == "pass", result.tests[0].message
 
 
@@ -1028,6 +1112,48 @@ def test_a_working_directory_the_candidate_cannot_enter_fails_the_call(split_eng
     [test] = result.tests
     assert (test.status, test.reason) == ("error", "cannot-cross"), test
     assert "working directory" in test.message
+    removed = """
+        import os
+
+
+        def test_removed(tmp_path):
+            gone = tmp_path / "gone"
+            gone.mkdir()
+            os.chdir(gone)
+            os.rmdir(gone)
+            try:
+                add(1, 2)
+            finally:
+                os.chdir(tmp_path)
+    """
+    [test] = run(split_engine, ADD, removed).tests
+    assert (test.status, test.reason) == ("error", "cannot-cross") and "removed" in test.message, test
+
+
+def test_a_directory_the_candidate_could_not_enter_is_tried_again_whatever_else_changes() -> None:
+    """After a refused directory, a view that changes only the environment still fails: the
+    call must not run in the directory the candidate's process was left in."""
+    probe = dedent("""
+        import os
+        import tempfile
+
+        import knowbench_split as split
+
+        start = os.getcwd()
+        split._STATE["cwd"] = start
+        missing = (os.path.join(tempfile.gettempdir(), "knowbench-no-such-dir"), 1, 2)
+        split._take_process_state(((), missing))
+        first = split._apply_process_state()
+        split._take_process_state(((("KNOWBENCH_X", "1"),), missing))
+        second = split._apply_process_state()
+        split._take_process_state(((("KNOWBENCH_X", "1"),), None))
+        third = split._apply_process_state()
+        print(bool(first), bool(second), third, os.environ.get("KNOWBENCH_X"), os.getcwd() == start)
+    """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=RUNNER_DIR,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "True", "None", "1", "True"]
 
 
 def test_a_read_only_array_stays_read_only_in_the_candidates_process(split_engine: Engine) -> None:

@@ -18,6 +18,7 @@ import os
 import signal
 import struct
 import sys
+import time
 import traceback
 import types
 import warnings
@@ -705,9 +706,14 @@ def _rebuilt_record(logging, peer, attributes, extras, frozen, message, error):
 # its own before the call, keeping its own values of the names to put them back once the tests
 # do (`_apply_process_state`). Nothing goes the other way: what the candidate sets in its
 # environment stays in its process (in the tests' process it would be the candidate's say in
-# what the tests' subprocesses load, `LD_PRELOAD`, or where their temporary files go).
+# what the tests' subprocesses load, `LD_PRELOAD`, or where their temporary files go). So the
+# changes are measured from the judge's start: where the two programs set the environment
+# differently as they load, a change that makes no difference in the judge does not cross.
 _NO_STATE = ((), None)  # no change of the environment, the working directory as it started
-_STATE = {"cwd": None, "held": {}, "wanted": _NO_STATE, "applied": _NO_STATE, "failed": None}
+# The candidate's side: its own working directory, the values the tests' changes replaced, the
+# last state sent, the last one applied, the directory last entered for the tests, and why the
+# last one could not be applied.
+_STATE = {"cwd": None, "held": {}, "wanted": _NO_STATE, "applied": _NO_STATE, "entered": None, "failed": None}
 
 
 def _environ_mark():
@@ -742,10 +748,21 @@ def _cwd():
         return None
 
 
+def _where():
+    """The working directory as (path, device, inode), so that one removed and made again at
+    the same path is another; () when it was removed."""
+    try:
+        path = os.getcwd()
+        found = os.stat(".")
+    except OSError:
+        return ()
+    return (path, found.st_dev, found.st_ino)
+
+
 def process_loaded(channel):
     """The judge's side, once the benchmark's program has loaded: the start every change of
     the tests is measured from."""
-    channel.process_start = (_environ_mark(), _cwd())
+    channel.process_start = (_environ_mark(), _where())
     channel.process_seen = channel.process_start
     channel.process_sent = _NO_STATE
 
@@ -753,20 +770,33 @@ def process_loaded(channel):
 def process_view(channel):
     """What the tests changed of their environment and working directory since the start, when
     it is not what the candidate's process was last sent, else None; and what was looked at
-    (for `channel.process_seen`, once the request holding the view is on its way)."""
-    seen = (_environ_mark(), _cwd())
+    (for `channel.process_seen`, once the request holding the view is on its way). The
+    directory is None where it is the start's, else `_where()`'s."""
+    seen = (_environ_mark(), _where())
     if seen == channel.process_seen:
         return None, seen
     start = channel.process_start
-    view = (_environ_changes(start[0], seen[0]), None if seen[1] in (None, start[1]) else seen[1])
+    view = (_environ_changes(start[0], seen[0]), None if seen[1] == start[1] else seen[1])
     return (None if view == channel.process_sent else view), seen
 
 
+def process_unsent(channel):
+    """The candidate's process refused a request: it may not have taken the views it held, so
+    the next call sends them again."""
+    channel.log_view_sent = None
+    channel.process_seen = channel.process_sent = None
+
+
 def _take_process_state(state):
-    if (type(state) is tuple and len(state) == 2 and type(state[0]) is tuple
-            and all(type(change) is tuple and len(change) == 2 and type(change[0]) is str
-                    and (change[1] is None or type(change[1]) is str) for change in state[0])
-            and (state[1] is None or type(state[1]) is str)):
+    if type(state) is not tuple or len(state) != 2:
+        return
+    where = state[1]
+    if (type(state[0]) is tuple and all(
+            type(change) is tuple and len(change) == 2 and type(change[0]) is str
+            and (change[1] is None or type(change[1]) is str) for change in state[0])
+            and (where is None or where == () or (type(where) is tuple and len(where) == 3
+                                                 and type(where[0]) is str and type(where[1]) is int
+                                                 and type(where[2]) is int))):
         _STATE["wanted"] = state
 
 
@@ -793,12 +823,18 @@ def _apply_process_state():
                 os.environ[name] = value
     except (ValueError, TypeError, OSError) as error:
         failed = f"the tests set an environment variable the candidate's process cannot set ({error})"
-    if wanted[1] != applied[1]:
-        where = wanted[1] if wanted[1] is not None else _STATE["cwd"]
+    if any(name == "TZ" for name, _ in changes) and hasattr(time, "tzset"):
+        time.tzset()  # as the tests' own `time.tzset()` did for their process
+    where = wanted[1]
+    if where == ():
+        failed = "the tests' working directory was removed: the candidate's process cannot be in it"
+    elif where != _STATE["entered"]:  # (tried again after a failure, whatever else changed)
+        path = _STATE["cwd"] if where is None else where[0]
         try:
-            os.chdir(where)
+            os.chdir(path)
+            _STATE["entered"] = where
         except (OSError, TypeError) as error:
-            failed = (f"the tests' working directory {where!r} cannot be entered in the candidate's "
+            failed = (f"the tests' working directory {path!r} cannot be entered in the candidate's "
                       f"process ({getattr(error, 'strerror', None) or error})")
     _STATE["applied"], _STATE["failed"] = wanted, failed
     return failed
@@ -936,6 +972,8 @@ class Channel(Peer):
             self._fail(CrossingFailed, f"the call cannot cross to the candidate's process: {error}")
         try:
             reply = self.exchange(payload)
+            if type(reply) is tuple and reply[:1] == ("cannot-cross",):
+                process_unsent(self)
         except wire.WireError as error:
             self._fail(CrossingFailed, f"the candidate's reply cannot be rebuilt here: {error}")
         except BaseException as error:
@@ -1569,7 +1607,7 @@ def warm_up():
     target of the runner's own, so that each child finds these paths warm (quickened code,
     filled caches) instead of writing to those pages itself on its first call. No sample's
     code or value is involved, no module is imported; what it leaves is garbage for the
-    caller's collection."""
+    caller's collection. Returns the kinds of the candidate's replies ("return", "raise")."""
     import socket
 
     module = types.ModuleType("knowbench_warm_up")
@@ -1589,7 +1627,7 @@ def warm_up():
         judge_end, candidate_end = socket.socketpair()
         with judge_end, candidate_end:
             for name, args in calls:
-                send_frame(judge_end.fileno(), wire.dumps(("request", "call", (name, False), args, {}, None)))
+                send_frame(judge_end.fileno(), wire.dumps(("request", "call", (name, False), args, {}, None, None)))
             judge_end.shutdown(socket.SHUT_WR)
             serve_calls(module, candidate_end.fileno(), 1024)
             replies = [recv_frame(judge_end.fileno()) for _ in calls]
@@ -1599,6 +1637,7 @@ def warm_up():
             for reply in replies:
                 send_frame(candidate_end.fileno(), reply)
             channel = Channel(judge_end.fileno(), resolver)
+            process_loaded(channel)
             for name, args in calls:
                 try:
                     channel.call_entry(name, args, {})
@@ -1606,3 +1645,4 @@ def warm_up():
                     pass
     finally:
         sys.stdout, sys.stderr = saved
+    return [wire.loads(reply, resolver)[0] for reply in replies]
