@@ -324,3 +324,29 @@ def test_a_fixture_the_modules_pytestmark_uses_is_carried_with_it(tmp_path: Path
     execution = _run_mined(engine, target, built)
     assert [(outcome.status, outcome.called) for outcome in execution.tests] == [("pass", True)] * 2, (
         [outcome.message for outcome in execution.tests], built.code)
+
+
+def test_module_marks_made_in_any_shape_carry_what_they_name(tmp_path: Path, engine: SubprocessEngine) -> None:
+    """A `pytestmark` built under an `if` and appended to, a helper import of two names, a
+    `skipif` whose string reads a module constant: the spec carries the fixture, both helpers
+    and the constant; `recwarn` is served: the verdicts are pytest's (pass, pass, skipped, pass)."""
+    (tmp_path / "lib.py").write_text(textwrap.dedent(LIBRARY))
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "common.py").write_text("def one():\n    return 1\n\n\ndef two():\n    return 2\n")
+    (tmp_path / "tests" / "test_lib.py").write_text(
+        "import sys\n\nimport pytest\nfrom lib import double\nfrom tests.common import one, two\n\n"
+        "STATE = {}\nSKIP_ME = True\n\n\n"
+        "@pytest.fixture\ndef setstate():\n    STATE['x'] = 21\n    yield\n    STATE.clear()\n\n\n"
+        "pytestmark = []\nif sys.version_info >= (3,):\n    pytestmark.append(pytest.mark.usefixtures('setstate'))\n\n\n"
+        "def test_double():\n    assert double(STATE['x']) == 42\n\n\n"
+        "def test_helpers():\n    assert double(one()) + two() == 4\n\n\n"
+        "@pytest.mark.skipif('SKIP_ME', reason='x')\ndef test_skipped():\n    assert double(1) == 3\n\n\n"
+        "def test_recorded(recwarn):\n    import warnings\n    warnings.warn('seen', DeprecationWarning)\n"
+        "    assert len(recwarn) == 1 and double(1) == 2\n")
+    _, target, built = _mine(tmp_path)
+    execution = _run_mined(engine, target, built)
+    assert [(outcome.id.rsplit("::", 1)[-1], outcome.status, outcome.reason) for outcome in execution.tests] == [
+        ("test_double", "pass", None), ("test_helpers", "pass", None), ("test_skipped", "error", "skipped"),
+        ("test_recorded", "pass", None)], (
+        [outcome.message for outcome in execution.tests], built.code[-1500:])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import subprocess
 import sys
 import unittest
 import unittest.mock
@@ -1050,3 +1051,50 @@ def test_the_programs_classes_and_names_never_mark_the_specs_tests(engine: Engin
                           "def test_add():\n    assert add(1, 2) == 3\n"}
     execution = engine.execute(make_request(program, tests, "add", preload=["pytest"]))
     assert [(test.status, test.reason) for test in execution.tests] == [("fail", "assertion")] * 2, execution.tests
+
+
+FILTERWARNINGS_SPEC = """
+import warnings
+
+import pytest
+
+pytestmark = pytest.mark.filterwarnings("error::UserWarning")
+
+
+def test_an_error_by_the_module_mark():
+    with pytest.raises(UserWarning):
+        warnings.warn("made an error", UserWarning)
+    assert add(1, 2) == 3
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_the_tests_own_mark_too():
+    warnings.warn("noisy", DeprecationWarning)
+    assert add(1, 2) == 3
+
+
+@pytest.mark.filterwarnings("ignore:noisy")
+def test_the_modules_mark_is_put_in_front_last():
+    warnings.warn("noisy", UserWarning)  # (pytest: the module's `error` wins)
+
+
+def test_recorded(recwarn):
+    warnings.warn("seen", DeprecationWarning)
+    assert [str(w.message) for w in recwarn] == ["seen"]
+    assert add(1, 2) == 3
+"""
+
+
+def test_filterwarnings_marks_and_recwarn_are_pytests(engine: Engine, tmp_path: Path) -> None:
+    """The module's and the test's `filterwarnings` marks hold while the test runs, as pytest
+    applies them (the module's put in front last, so it wins a conflict), and `recwarn`
+    records; pytest itself agrees on the same file."""
+    program = "def add(a, b):\n    return a + b\n"
+    result = engine.execute(make_request(program, FILTERWARNINGS_SPEC, "add", preload=["pytest"]))
+    failed = [t.id.rsplit(":", 1)[-1] for t in result.tests if t.status != "pass"]
+    assert failed == ["test_the_modules_mark_is_put_in_front_last"], [(t.id, t.message[-300:]) for t in result.tests]
+    (tmp_path / "test_spec.py").write_text(program + FILTERWARNINGS_SPEC)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_spec.py"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert "1 failed, 3 passed" in done.stdout and "FAILED test_spec.py::" + failed[0] in done.stdout, (
+        done.stdout[-1500:])

@@ -155,10 +155,16 @@ class SpecBuilder:
             fixture_names |= _requested_fixtures(code)
             own.names |= free_names(code)
         own.names |= ({"pytestmark"} | set(XUNIT_MODULE_HOOKS)) & set(module.bindings)
-        # The module's own marks travel with the spec: the fixtures their `usefixtures` names too.
-        for node in module.tree.body:
-            if "pytestmark" in _bound_names(node):
-                fixture_names |= _requested_fixtures(node)
+        # The module's own marks travel with the spec (however they are made: under an `if`,
+        # appended to): the fixtures their `usefixtures` names too, and the module's names their
+        # `skipif`/`xfail` conditions read from a string.
+        if self.module_marked:
+            for node in module.tree.body:
+                if not isinstance(node, _FunctionNode | ast.ClassDef):
+                    fixture_names |= _marked_fixtures(node)
+                    own.names |= _condition_names(node)
+        for code in units_code:
+            own.names |= _condition_names(code)
         self._close(fixture_names)
         code = self._emit(module, chain)
         return BuiltSpec(name=spec_name, code=code, item_of_unit=item_of_unit)
@@ -286,6 +292,8 @@ class SpecBuilder:
         for statement in module.bindings.get(name, []):
             enclosing = _enclosing(module, statement)
             if id(enclosing) in needed.statements:
+                if isinstance(enclosing, ast.ImportFrom):  # another name of an import already carried
+                    self._follow_import(module, enclosing, {name})
                 continue
             if isinstance(enclosing, _FunctionNode) and enclosing.name.startswith("test"):
                 continue  # another test, not a helper
@@ -528,22 +536,36 @@ def _class_fixtures(cls: ast.ClassDef) -> tuple[list[str], list[str], dict[str, 
 
 def _requested_fixtures(node: ast.AST) -> set[str]:
     """Fixture names a unit or fixture asks for: its parameters, `usefixtures`, getfixturevalue."""
-    names: set[str] = set()
+    names = _marked_fixtures(node)
     for inner in ast.walk(node):
         if isinstance(inner, _FunctionNode):
             names |= {a.arg for a in inner.args.posonlyargs + inner.args.args + inner.args.kwonlyargs}
-        if isinstance(inner, ast.Call):
-            called = decorator_name(inner.func)
-            if called.endswith(("usefixtures", "getfixturevalue")):
-                names |= {a.value for a in inner.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
     return names - {"self", "cls"}
 
 
-def _bound_names(statement: ast.stmt) -> set[str]:
-    """The names a top-level assignment binds (`pytestmark = ...`, `+=`, annotated)."""
-    targets = (statement.targets if isinstance(statement, ast.Assign)
-               else [statement.target] if isinstance(statement, ast.AugAssign | ast.AnnAssign) else [])
-    return {inner.id for target in targets for inner in ast.walk(target) if isinstance(inner, ast.Name)}
+def _marked_fixtures(node: ast.AST) -> set[str]:
+    """Fixture names the `usefixtures` marks and `getfixturevalue` calls in `node` spell out."""
+    names: set[str] = set()
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Call) and decorator_name(inner.func).endswith(("usefixtures", "getfixturevalue")):
+            names |= {a.value for a in inner.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+    return names
+
+
+def _condition_names(node: ast.AST) -> set[str]:
+    """Names the string conditions of the `skipif`/`xfail` marks in `node` read (pytest
+    evaluates them in the module's globals)."""
+    names: set[str] = set()
+    for inner in ast.walk(node):
+        if not (isinstance(inner, ast.Call) and decorator_name(inner.func).endswith(("skipif", "xfail"))):
+            continue
+        for condition in [*inner.args, *(k.value for k in inner.keywords if k.arg == "condition")]:
+            if isinstance(condition, ast.Constant) and isinstance(condition.value, str):
+                try:
+                    names |= free_names(parse_python(condition.value, mode="eval").body)
+                except (SyntaxError, ValueError, RecursionError, MemoryError):
+                    continue
+    return names
 
 
 def _local_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:

@@ -198,7 +198,7 @@ def run_function(function, new_tmp_dir, fixtures):
         elif parameter == "tmpdir":
             kwargs[parameter] = _runner_tmpdir(pathlib.Path(new_tmp_dir()))
         elif parameter == "recwarn":
-            recording = _runner_recwarn()
+            recording = _kb_recwarn()
             kwargs[parameter] = next(recording)
             fixtures.append(lambda recording=recording: next(recording, None))
         elif parameter in ("mocker", "caplog"):
@@ -325,21 +325,6 @@ def _runner_tmpdir(tmp_path):
     return LocalPath(tmp_path)
 
 
-def _runner_recwarn():
-    """pytest's `recwarn`: its own `WarningsRecorder`, every warning recorded."""
-    import warnings
-
-    from _pytest.recwarn import WarningsRecorder
-
-    try:
-        recorder = WarningsRecorder(_ispytest=True)
-    except TypeError:  # pytest before 6.2
-        recorder = WarningsRecorder()
-    with recorder:
-        warnings.simplefilter("default")
-        yield recorder
-
-
 def _install_harness(namespace, own):
     """The spec harness for `namespace`, as if its source had run there: this module's own
     harness functions (every name `_kb_*`/`_Kb*` is the harness's) made again on globals of
@@ -361,7 +346,7 @@ def _install_harness(namespace, own):
     fixtures, autouse = harness["_kb_FIXTURES"], harness["_kb_AUTOUSE"]
     for name, function in (("tmp_path", _runner_tmp_path), ("monkeypatch", _runner_monkeypatch),
                            ("capsys", _runner_capsys), ("capfd", _runner_capsys), ("tmpdir", _runner_tmpdir),
-                           ("recwarn", _runner_recwarn)):
+                           ("recwarn", _kb_recwarn)):
         fixtures[name] = (function, None, "function")
     for name, value in list(own.items()):  # the spec's own: never the program's (`spec_loaded`)
         found = _fixture_of(value)
@@ -865,6 +850,35 @@ def _kb_skip_reason(marks):
     return None
 
 
+def _kb_recwarn():
+    """pytest's `recwarn`: its own `WarningsRecorder`, every warning recorded."""
+    import warnings
+
+    from _pytest.recwarn import WarningsRecorder
+
+    try:
+        recorder = WarningsRecorder(_ispytest=True)
+    except TypeError:  # pytest before 6.2
+        recorder = WarningsRecorder()
+    with recorder:
+        warnings.simplefilter("default")
+        yield recorder
+
+
+def _kb_warning_filters(marks):
+    """The test's `filterwarnings` marks made warning filters, as pytest makes them: in the
+    order its marks come (the test's own first), each put in front of the filters."""
+    import warnings
+
+    for mark in marks:
+        if mark.name != "filterwarnings":
+            continue
+        from _pytest.config import parse_warning_filter
+
+        for argument in mark.args:
+            warnings.filterwarnings(*parse_warning_filter(argument, escape=False))
+
+
 def _kb_xfail(marks):
     """The xfail mark that applies to a test, or None."""
     for mark in marks:
@@ -1118,7 +1132,7 @@ def _kb_fixture_cases(function, owner, used, case):
         yield {name: value for (name, _), value in zip(parametrized, values)}  # noqa: B905
 
 
-def _kb_run_case(function, owner, case, used, builtins, fixture_params):
+def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()):
     values, finalizers = dict(case), []
 
     def request(param=_kb_NO_PARAM):
@@ -1141,6 +1155,8 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params):
         if name == "capfd" and "capsys" in builtins:
             return builtins["capsys"]
         entry = _kb_lookup(name, None if outer else owner)
+        if entry is None and name == "recwarn":
+            entry = (_kb_recwarn, None, "function")
         if entry is None and name in _kb_BUILTIN_FIXTURES:
             made, teardown = _kb_BUILTIN_FIXTURES[name]
             values[slot] = made()
@@ -1167,16 +1183,20 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params):
         values[slot] = value
         return value
 
-    try:
-        for name in [*_kb_autouse(owner), *used]:
-            resolve(name)
-        outcome = function(**{name: resolve(name) for name in _kb_arguments(function)})
-        if _kb_inspect.isawaitable(outcome):
-            import asyncio
-            asyncio.run(outcome)
-    finally:
-        while finalizers:
-            finalizers.pop()()
+    import warnings
+
+    with warnings.catch_warnings():
+        _kb_warning_filters(marks)
+        try:
+            for name in [*_kb_autouse(owner), *used]:
+                resolve(name)
+            outcome = function(**{name: resolve(name) for name in _kb_arguments(function)})
+            if _kb_inspect.isawaitable(outcome):
+                import asyncio
+                asyncio.run(outcome)
+        finally:
+            while finalizers:
+                finalizers.pop()()
 
 
 def _kb_call(function, owner=None, **builtins):
@@ -1193,13 +1213,13 @@ def _kb_call(function, owner=None, **builtins):
         for fixture_params in _kb_fixture_cases(function, owner, used, case):
             ran = True
             if xfail is None:
-                _kb_run_case(function, owner, case, used, builtins, fixture_params)
+                _kb_run_case(function, owner, case, used, builtins, fixture_params, case_marks + marks)
                 continue
             # pytest: a failure is expected (xfailed); a pass is XPASS, a failure only when
             # strict; an exception other than `raises` is a real failure.
             expected = xfail.kwargs.get("raises") or Exception
             try:
-                _kb_run_case(function, owner, case, used, builtins, fixture_params)
+                _kb_run_case(function, owner, case, used, builtins, fixture_params, case_marks + marks)
             except _kb_unittest.SkipTest:
                 raise
             except expected:
