@@ -350,3 +350,30 @@ def test_module_marks_made_in_any_shape_carry_what_they_name(tmp_path: Path, eng
         ("test_double", "pass", None), ("test_helpers", "pass", None), ("test_skipped", "error", "skipped"),
         ("test_recorded", "pass", None)], (
         [outcome.message for outcome in execution.tests], built.code[-1500:])
+
+
+def test_a_mined_classes_own_marks_and_a_helpers_warning_category_hold(tmp_path: Path,
+                                                                       engine: SubprocessEngine) -> None:
+    """A class's `pytestmark` in its body has it wrapped (its `filterwarnings` hold, around its
+    `setup_method` too), and a `filterwarnings` category defined in a test helper, which the spec
+    carries, is found there: pytest's verdicts (pass, error at set-up, pass)."""
+    (tmp_path / "lib.py").write_text(textwrap.dedent(LIBRARY))
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "common.py").write_text("class HelperWarning(UserWarning):\n    pass\n")
+    (tmp_path / "tests" / "test_lib.py").write_text(
+        "import warnings\n\nimport pytest\nfrom lib import double\nfrom tests.common import HelperWarning\n\n\n"
+        "class TestBodyMark:\n    pytestmark = pytest.mark.filterwarnings('error')\n\n"
+        "    def test_made_an_error(self):\n        with pytest.raises(UserWarning):\n"
+        "            warnings.warn('w', UserWarning)\n        assert double(1) == 2\n\n\n"
+        "class TestSetUpWarns:\n    pytestmark = pytest.mark.filterwarnings('error')\n\n"
+        "    def setup_method(self):\n        warnings.warn('set-up', UserWarning)\n\n"
+        "    def test_never_runs(self):\n        assert double(1) == 2\n\n\n"
+        "@pytest.mark.filterwarnings('ignore::tests.common.HelperWarning')\ndef test_a_helpers_category():\n"
+        "    warnings.warn('h', HelperWarning)\n    assert double(1) == 2\n")
+    _, target, built = _mine(tmp_path)
+    execution = _run_mined(engine, target, built)
+    assert [(outcome.id.rsplit("::", 1)[-1], outcome.status) for outcome in execution.tests] == [
+        ("test_made_an_error", "pass"), ("test_never_runs", "error"), ("test_a_helpers_category", "pass")], (
+        [outcome.message for outcome in execution.tests])
+    assert "UserWarning: set-up" in execution.tests[1].message

@@ -1098,3 +1098,61 @@ def test_filterwarnings_marks_and_recwarn_are_pytests(engine: Engine, tmp_path: 
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert "1 failed, 3 passed" in done.stdout and "FAILED test_spec.py::" + failed[0] in done.stdout, (
         done.stdout[-1500:])
+
+
+MARK_ORDER_SPEC = """
+import warnings
+
+import pytest
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("x", [pytest.param(2, marks=pytest.mark.filterwarnings("ignore::UserWarning"))])
+def test_a_cases_mark_comes_after_the_tests_own(x):
+    warnings.warn("w", UserWarning)
+    assert add(x, 0) == 2
+
+
+@pytest.mark.parametrize("x", [pytest.param(1, marks=pytest.mark.xfail(strict=False))])
+@pytest.mark.xfail(strict=True)
+def test_the_tests_own_xfail_is_found_first(x):
+    assert add(x, 0) == 1
+
+
+class Base:
+    pytestmark = pytest.mark.filterwarnings("error")
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+class TestDerived(Base):
+    def test_the_derived_classes_mark_wins(self):
+        warnings.warn("w", UserWarning)
+        assert add(1, 1) == 2
+
+
+class TestSetUpWarns:
+    pytestmark = pytest.mark.filterwarnings("error")
+
+    def setup_method(self):
+        warnings.warn("set-up", UserWarning)
+
+    def test_never_runs(self):
+        assert add(1, 1) == 2
+"""
+
+
+def test_marks_come_in_pytests_order(engine: Engine, tmp_path: Path) -> None:
+    """A case's marks after the test's own, a base class's before its subclass's: which
+    `filterwarnings` wins and which `xfail` is found first are pytest's; a class's
+    `filterwarnings` holds around its `setup_method` too."""
+    program = "def add(a, b):\n    return a + b\n"
+    result = engine.execute(make_request(program, MARK_ORDER_SPEC, "add", preload=["pytest"]))
+    failed = [(t.id.rsplit(":", 1)[-1], t.status) for t in result.tests if t.status != "pass"]
+    assert failed == [("test_the_tests_own_xfail_is_found_first", "fail"), ("test_never_runs", "error")], (
+        [(t.id, t.message[-300:]) for t in result.tests])
+    (tmp_path / "test_spec.py").write_text(program + MARK_ORDER_SPEC)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_spec.py"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert "1 failed, 2 passed, 1 error" in done.stdout, done.stdout[-1500:]
+    assert "FAILED test_spec.py::test_the_tests_own_xfail_is_found_first" in done.stdout
+    assert "ERROR test_spec.py::TestSetUpWarns::test_never_runs" in done.stdout

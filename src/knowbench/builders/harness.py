@@ -225,7 +225,8 @@ class SpecBuilder:
             return [cls]
         fixtures, autouse, params, scopes = _class_fixtures(cls)
         plain_bases = all(decorator_name(b) == "object" for b in cls.bases)
-        needs = (not plain_bases or cls.decorator_list or fixtures or self.autouse or
+        marked = any(_assigns(member, "pytestmark") for member in cls.body)  # marks in its body
+        needs = (not plain_bases or cls.decorator_list or fixtures or self.autouse or marked or
                  any(isinstance(m, _FunctionNode) and m.name in ("setup_class", "teardown_class", "setup",
                                                                  "teardown")
                      for m in cls.body) or
@@ -541,6 +542,13 @@ def _requested_fixtures(node: ast.AST) -> set[str]:
         if isinstance(inner, _FunctionNode):
             names |= {a.arg for a in inner.args.posonlyargs + inner.args.args + inner.args.kwonlyargs}
     return names - {"self", "cls"}
+
+
+def _assigns(statement: ast.stmt, name: str) -> bool:
+    """Whether `statement` assigns `name` (`=`, `+=`, annotated)."""
+    targets = (statement.targets if isinstance(statement, ast.Assign)
+               else [statement.target] if isinstance(statement, ast.AugAssign | ast.AnnAssign) else [])
+    return any(isinstance(target, ast.Name) and target.id == name for target in targets)
 
 
 def _marked_fixtures(node: ast.AST) -> set[str]:

@@ -392,14 +392,21 @@ def run_test_class(cls, method, new_tmp_dir, fixtures):
 
 def _run_between(setup, teardown, function, new_tmp_dir, fixtures):
     """`run_function` between a set-up and a tear-down hook (None: none), each given the test
-    if it takes an argument; the tear-down runs whatever the test did."""
-    if setup is not None:
-        _kb_call_optional(setup, function)
-    try:
-        run_function(function, new_tmp_dir, fixtures)
-    finally:
-        if teardown is not None:
-            _kb_call_optional(teardown, function)
+    if it takes an argument; the tear-down runs whatever the test did. With the spec harness,
+    the test's `filterwarnings` marks hold around the hooks too, as pytest has them."""
+    import warnings
+
+    harness = spec_harness(getattr(_real_function(function), "__globals__", None))
+    with warnings.catch_warnings():
+        if harness is not None and (setup is not None or teardown is not None):
+            harness["_kb_warning_filters"](harness["_kb_marks"](function, getattr(function, "__self__", None)))
+        if setup is not None:
+            _kb_call_optional(setup, function)
+        try:
+            run_function(function, new_tmp_dir, fixtures)
+        finally:
+            if teardown is not None:
+                _kb_call_optional(teardown, function)
 
 
 class _UnittestOutcome(__import__("unittest").TestResult):
@@ -806,9 +813,12 @@ def _kb_plain_arguments(function):
 
 
 def _kb_marks(function, owner):
+    """The test's marks in pytest's order (`iter_markers`): its own, its class's and its bases'
+    (the spec's own; the bases' first, as pytest merges them along the reversed MRO), the
+    module's."""
     found = list(getattr(function, "pytestmark", []))
-    if owner is not None:  # the class's and its bases' (pytest merges them along the MRO), the spec's own
-        for cls in type(owner).__mro__:
+    if owner is not None:
+        for cls in reversed(type(owner).__mro__):
             if cls.__dict__.get("__module__") != _kb_spec().get("__name__"):
                 continue
             marks = cls.__dict__.get("pytestmark", [])
@@ -816,6 +826,12 @@ def _kb_marks(function, owner):
     module_marks = _kb_spec().get("pytestmark", [])
     found += list(module_marks) if isinstance(module_marks, (list, tuple)) else [module_marks]
     return [getattr(mark, "mark", mark) for mark in found]
+
+
+def _kb_with_case(function, marks, case_marks):
+    """`marks` with a parametrize case's marks where pytest puts them: after the test's own."""
+    own = len(list(getattr(function, "pytestmark", [])))
+    return marks[:own] + case_marks + marks[own:]
 
 
 def _kb_condition(mark, default):
@@ -876,7 +892,16 @@ def _kb_warning_filters(marks):
         from _pytest.config import parse_warning_filter
 
         for argument in mark.args:
-            warnings.filterwarnings(*parse_warning_filter(argument, escape=False))
+            try:
+                parsed = parse_warning_filter(argument, escape=False)
+            except ImportError:  # a category of a test helper the spec carries (not importable)
+                action, message, category, module, lineno = ([part.strip() for part in argument.split(":")] + [""] * 5)[:5]
+                found = _kb_spec().get(category.rpartition(".")[2])
+                if not (isinstance(found, type) and issubclass(found, Warning)):
+                    raise
+                parsed = parse_warning_filter(":".join((action, message, "", module, lineno)), escape=False)
+                parsed = (parsed[0], parsed[1], found, *parsed[3:])
+            warnings.filterwarnings(*parsed)
 
 
 def _kb_xfail(marks):
@@ -1209,17 +1234,18 @@ def _kb_call(function, owner=None, **builtins):
     used = [name for mark in marks if mark.name == "usefixtures" for name in mark.args]
     ran = False
     for case, case_marks in _kb_cases(marks):
-        xfail = _kb_xfail(case_marks + marks)
+        case_marks = _kb_with_case(function, marks, case_marks)
+        xfail = _kb_xfail(case_marks)
         for fixture_params in _kb_fixture_cases(function, owner, used, case):
             ran = True
             if xfail is None:
-                _kb_run_case(function, owner, case, used, builtins, fixture_params, case_marks + marks)
+                _kb_run_case(function, owner, case, used, builtins, fixture_params, case_marks)
                 continue
             # pytest: a failure is expected (xfailed); a pass is XPASS, a failure only when
             # strict; an exception other than `raises` is a real failure.
             expected = xfail.kwargs.get("raises") or Exception
             try:
-                _kb_run_case(function, owner, case, used, builtins, fixture_params, case_marks + marks)
+                _kb_run_case(function, owner, case, used, builtins, fixture_params, case_marks)
             except _kb_unittest.SkipTest:
                 raise
             except expected:
@@ -1238,11 +1264,15 @@ def _kb_call_method(cls, name, **builtins):
             _kb_call_optional(getattr(cls.setup_class, "__func__", cls.setup_class), cls)
     instance = cls()
     method = getattr(instance, name)
-    if hasattr(instance, "setup_method"):
-        _kb_call_optional(instance.setup_method, method)
-    try:
-        _kb_call(method, instance, **builtins)
-    finally:
-        if hasattr(instance, "teardown_method"):
-            _kb_call_optional(instance.teardown_method, method)
+    import warnings
+
+    with warnings.catch_warnings():  # the test's warning filters hold around its set-up too
+        _kb_warning_filters(_kb_marks(method, instance))
+        if hasattr(instance, "setup_method"):
+            _kb_call_optional(instance.setup_method, method)
+        try:
+            _kb_call(method, instance, **builtins)
+        finally:
+            if hasattr(instance, "teardown_method"):
+                _kb_call_optional(instance.teardown_method, method)
 # --- spec harness ends
