@@ -1045,10 +1045,36 @@ TIME_ZONE_TESTS = """
 """
 
 
+# The time zone is the tests' last `time.tzset()`'s: setting TZ alone changes nothing, and
+# putting TZ back without it keeps the zone set (in-process, glibc reads TZ at tzset only).
+TIME_ZONE_LATER_TESTS = """
+    import os
+    import time
+
+
+    def test_set_by_the_first_test(monkeypatch):
+        monkeypatch.setenv("TZ", "JST-9")
+        time.tzset()
+        assert add(0, 0) == "09"
+
+
+    def test_kept_after_the_undo():
+        assert add(0, 0) == "09" == time.strftime("%H", time.localtime(0))
+
+
+    def test_tz_alone_changes_nothing(monkeypatch):
+        monkeypatch.setenv("TZ", "UTC0")
+        assert add(0, 0) == "09"
+        time.tzset()
+        assert add(0, 0) == "00"
+"""
+
+
 @pytest.mark.parametrize("isolation", ["in-process", "split"])
 def test_a_time_zone_the_tests_set_holds_for_the_target(split_engine: Engine, isolation: str) -> None:
     program = 'import time\n\n\ndef add(a, b):\n    return time.strftime("%H", time.localtime(a + b))\n'
     assert_all_pass(split_engine, program, TIME_ZONE_TESTS, isolation, program)
+    assert_all_pass(split_engine, program, TIME_ZONE_LATER_TESTS, isolation, program)
 
 
 def test_what_the_candidate_sets_in_its_environment_stays_in_its_process(split_engine: Engine) -> None:
@@ -1142,11 +1168,11 @@ def test_a_directory_the_candidate_could_not_enter_is_tried_again_whatever_else_
         start = os.getcwd()
         split._STATE["cwd"] = start
         missing = (os.path.join(tempfile.gettempdir(), "knowbench-no-such-dir"), 1, 2)
-        split._take_process_state(((), missing))
+        split._take_process_state(((), missing, None))
         first = split._apply_process_state()
-        split._take_process_state(((("KNOWBENCH_X", "1"),), missing))
+        split._take_process_state(((("KNOWBENCH_X", "1"),), missing, None))
         second = split._apply_process_state()
-        split._take_process_state(((("KNOWBENCH_X", "1"),), None))
+        split._take_process_state(((("KNOWBENCH_X", "1"),), None, None))
         third = split._apply_process_state()
         print(bool(first), bool(second), third, os.environ.get("KNOWBENCH_X"), os.getcwd() == start)
     """)

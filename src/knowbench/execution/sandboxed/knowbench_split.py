@@ -709,11 +709,16 @@ def _rebuilt_record(logging, peer, attributes, extras, frozen, message, error):
 # what the tests' subprocesses load, `LD_PRELOAD`, or where their temporary files go). So the
 # changes are measured from the judge's start: where the two programs set the environment
 # differently as they load, a change that makes no difference in the judge does not cross.
-_NO_STATE = ((), None)  # no change of the environment, the working directory as it started
-# The candidate's side: its own working directory, the values the tests' changes replaced, the
-# last state sent, the last one applied, the directory last entered for the tests, and why the
-# last one could not be applied.
-_STATE = {"cwd": None, "held": {}, "wanted": _NO_STATE, "applied": _NO_STATE, "entered": None, "failed": None}
+_NO_STATE = ((), None, None)  # no change of the environment, the start's directory, no tzset()
+# The candidate's side: its own working directory and TZ, the values the tests' changes
+# replaced, the last state sent, the last one applied, the directory last entered for the
+# tests, the TZ of the tests' last `time.tzset()` made here, and why the last state could not be
+# applied.
+_STATE = {"cwd": None, "tz": None, "held": {}, "wanted": _NO_STATE, "applied": _NO_STATE, "entered": None,
+          "tzset": None, "failed": None}
+# The judge's side: the TZ its tests' last `time.tzset()` read, as `(value or None,)`; None when
+# they did not call it since the program loaded (`_watch_tzset`).
+_TZSET = [None]
 
 
 def _environ_mark():
@@ -748,35 +753,55 @@ def _cwd():
         return None
 
 
-def _where():
+def _where(start=None):
     """The working directory as (path, device, inode), so that one removed and made again at
-    the same path is another; () when it was removed."""
+    the same path is another (the start's path, `start`, is taken as it: no `stat` for the
+    common case); () when it was removed."""
     try:
         path = os.getcwd()
+        if start is not None and path == start[0]:
+            return start
         found = os.stat(".")
     except OSError:
         return ()
     return (path, found.st_dev, found.st_ino)
 
 
+def _watch_tzset():
+    """The judge's side: note the TZ each `time.tzset()` of the tests reads (in-process, their
+    call sets the time zone the target's `time.localtime` uses; setting TZ alone does not)."""
+    tzset = getattr(time, "tzset", None)
+    if tzset is None or getattr(tzset, "_knowbench_watched", False):
+        return
+
+    @functools.wraps(tzset)
+    def watched():
+        tzset()
+        _TZSET[0] = (os.environ.get("TZ"),)
+
+    watched._knowbench_watched = True
+    time.tzset = watched
+
+
 def process_loaded(channel):
     """The judge's side, once the benchmark's program has loaded: the start every change of
     the tests is measured from."""
-    channel.process_start = (_environ_mark(), _where())
+    _TZSET[0] = None
+    channel.process_start = (_environ_mark(), _where(), None)
     channel.process_seen = channel.process_start
     channel.process_sent = _NO_STATE
 
 
 def process_view(channel):
-    """What the tests changed of their environment and working directory since the start, when
-    it is not what the candidate's process was last sent, else None; and what was looked at
-    (for `channel.process_seen`, once the request holding the view is on its way). The
-    directory is None where it is the start's, else `_where()`'s."""
-    seen = (_environ_mark(), _where())
+    """What the tests changed of their environment, working directory and time zone since the
+    start, when it is not what the candidate's process was last sent, else None; and what was
+    looked at (for `channel.process_seen`, once the request holding the view is on its way).
+    The directory is None where it is the start's, else `_where()`'s."""
+    start = channel.process_start
+    seen = (_environ_mark(), _where(start[1]), _TZSET[0])
     if seen == channel.process_seen:
         return None, seen
-    start = channel.process_start
-    view = (_environ_changes(start[0], seen[0]), None if seen[1] == start[1] else seen[1])
+    view = (_environ_changes(start[0], seen[0]), None if seen[1] == start[1] else seen[1], seen[2])
     return (None if view == channel.process_sent else view), seen
 
 
@@ -787,16 +812,24 @@ def process_unsent(channel):
     channel.process_seen = channel.process_sent = None
 
 
+def _set_tz(value):
+    if value is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = value
+
+
 def _take_process_state(state):
-    if type(state) is not tuple or len(state) != 2:
+    if type(state) is not tuple or len(state) != 3:
         return
-    where = state[1]
+    where, tz = state[1], state[2]
     if (type(state[0]) is tuple and all(
             type(change) is tuple and len(change) == 2 and type(change[0]) is str
             and (change[1] is None or type(change[1]) is str) for change in state[0])
             and (where is None or where == () or (type(where) is tuple and len(where) == 3
                                                  and type(where[0]) is str and type(where[1]) is int
-                                                 and type(where[2]) is int))):
+                                                 and type(where[2]) is int))
+            and (tz is None or (type(tz) is tuple and len(tz) == 1 and (tz[0] is None or type(tz[0]) is str)))):
         _STATE["wanted"] = state
 
 
@@ -823,8 +856,17 @@ def _apply_process_state():
                 os.environ[name] = value
     except (ValueError, TypeError, OSError) as error:
         failed = f"the tests set an environment variable the candidate's process cannot set ({error})"
-    if any(name == "TZ" for name, _ in changes) and hasattr(time, "tzset"):
-        time.tzset()  # as the tests' own `time.tzset()` did for their process
+    if failed is None and wanted[2] != _STATE["tzset"] and hasattr(time, "tzset"):
+        # The time zone the tests' last `time.tzset()` set (its own again when they made none):
+        # TZ as it was then, tzset(), and TZ as it is now, as in their process.
+        now = os.environ.get("TZ")
+        try:
+            _set_tz(wanted[2][0] if wanted[2] is not None else _STATE["tz"])
+            time.tzset()
+            _set_tz(now)
+            _STATE["tzset"] = wanted[2]
+        except (ValueError, OSError) as error:
+            failed = f"the tests' time zone cannot be set in the candidate's process ({error})"
     where = wanted[1]
     if where == ():
         failed = "the tests' working directory was removed: the candidate's process cannot be in it"
@@ -1205,6 +1247,7 @@ def install_proxy(namespace, entry_point, channel):
     """
     channel.numpy_state = _numpy_state()  # as the benchmark's program left it, loaded
     logging_loaded()
+    _watch_tzset()
     process_loaded(channel)
     parts = entry_point.split(".")
     if len(parts) == 1:
@@ -1359,7 +1402,7 @@ def serve_calls(module, fd, output_cap, fork_limits=None):
     peer = Peer(fd, wire.Resolver(allowed_modules=None, import_missing=True),
                 capture_output=True, output_cap=output_cap)
     peer.entry = module
-    _STATE["cwd"] = _cwd()
+    _STATE["cwd"], _STATE["tz"] = _cwd(), os.environ.get("TZ")
     copy = False
     while True:
         try:
