@@ -14,7 +14,8 @@ modules that are not installed (copied in). Then it is rewired so that the tests
 The knowbench runner supports only the `tmp_path`, `monkeypatch` and `capsys` fixtures, so
 pytest-style tests are wrapped: the original becomes `_kb_<name>` and a wrapper of the same
 name runs it through a small harness (`HARNESS`, emitted once per spec) that applies
-`parametrize` cases, `skip`/`skipif`/`xfail` and `usefixtures` marks, autouse fixtures,
+`parametrize` cases, `skip`/`skipif`/`xfail`, `filterwarnings` and `usefixtures` marks (a
+module's `pytestmark` has every test of the module wrapped), autouse fixtures,
 generator fixtures with teardown, parametrized fixtures and a minimal `request`. The harness
 is the "spec harness" section of the sandbox's pytest emulation (`knowbench_pytest`, beside
 the runner), copied from its source so that a spec runs on its own. Execution,
