@@ -2008,3 +2008,38 @@ def test_a_spy_wrapped_around_the_target_through_its_module_crosses(split_engine
     """
     result = run(split_engine, ADD, tests)
     assert result.status == "pass", result.tests[0].message
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_an_os_error_keeps_its_number_and_file_names(split_engine: Engine, isolation: str) -> None:
+    """`str()` of an OSError is made of its errno, strerror and file names, which are not its
+    args: a test that matches the message (`pytest.raises(..., match=the file)`) sees them."""
+    program = """
+        import os
+
+
+        def add(a, b):
+            if b:
+                os.rename(a, b)
+            return open(a).read()
+    """
+    tests = """
+        import errno
+
+        import pytest
+
+
+        def test_missing():
+            with pytest.raises(FileNotFoundError, match="knowbench-missing") as caught:
+                add("knowbench-missing.txt", None)
+            error = caught.value
+            assert (error.errno, error.strerror, error.filename, error.filename2) == (
+                errno.ENOENT, "No such file or directory", "knowbench-missing.txt", None)
+
+
+        def test_two_names():
+            with pytest.raises(OSError, match="knowbench-a.txt' -> 'knowbench-b.txt") as caught:
+                add("knowbench-a.txt", "knowbench-b.txt")
+            assert caught.value.filename2 == "knowbench-b.txt"
+    """
+    assert_all_pass(split_engine, program, tests, isolation, program, preload=["pytest"])

@@ -1306,7 +1306,17 @@ def encode_exception(error: BaseException, _depth: int = 0) -> dict:
                 state[name] = _tree(value)
             except Unencodable:
                 pass
+    if isinstance(error, OSError):  # what its str() is made of, which its args are not
+        for name in _OS_ERROR_FIELDS:
+            try:
+                state[name] = _tree(getattr(error, name, None))
+            except Unencodable:
+                pass
     return {"types": types_, "args": args, "state": state, "str": _safe_str(error)}
+
+
+# An OSError's own fields (C-level: set as attributes, never in its __dict__).
+_OS_ERROR_FIELDS = ("errno", "strerror", "filename", "filename2")
 
 
 def decode_exception(data: dict, resolver: Resolver, _depth: int = 0) -> BaseException:
@@ -1365,9 +1375,16 @@ def decode_exception(data: dict, resolver: Resolver, _depth: int = 0) -> BaseExc
         for name, node in raw_state.items():
             if name != "args" and not name.startswith("knowbench"):
                 try:
-                    vars(exc)[name] = _decode_tree(node, resolver)
+                    value = _decode_tree(node, resolver)
                 except WireError:
-                    pass
+                    continue
+                if name in _OS_ERROR_FIELDS and isinstance(exc, OSError):
+                    try:
+                        setattr(exc, name, value)
+                    except (TypeError, ValueError):
+                        pass
+                else:
+                    vars(exc)[name] = value
         first = names[0]
         exc.knowbench_type = first[1] if first[0] == "builtins" else ".".join(first)
         exc.knowbench_str = text
