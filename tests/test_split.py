@@ -2011,14 +2011,26 @@ def test_a_spy_wrapped_around_the_target_through_its_module_crosses(split_engine
 
 
 @pytest.mark.parametrize("isolation", ["in-process", "split"])
-def test_an_os_error_keeps_its_number_and_file_names(split_engine: Engine, isolation: str) -> None:
+def test_builtin_exceptions_keep_the_fields_their_messages_are_made_of(split_engine: Engine,
+                                                                       isolation: str) -> None:
     """`str()` of an OSError is made of its errno, strerror and file names, which are not its
-    args: a test that matches the message (`pytest.raises(..., match=the file)`) sees them."""
+    args, and a UnicodeError's or a SyntaxError's of fields its __init__ sets: a test that
+    matches the message (`pytest.raises(..., match=the file)`) sees them, as it sees
+    `SystemExit.code` and `ImportError.name`."""
     program = """
         import os
+        import sys
 
 
         def add(a, b):
+            if a == "exit":
+                sys.exit(3)
+            if a == "decode":
+                return bytes([255]).decode("utf-8")
+            if a == "import":
+                import knowbench_no_such_module
+            if a == "syntax":
+                compile("x = = 1", "made.py", "exec")
             if b:
                 os.rename(a, b)
             return open(a).read()
@@ -2041,5 +2053,20 @@ def test_an_os_error_keeps_its_number_and_file_names(split_engine: Engine, isola
             with pytest.raises(OSError, match="knowbench-a.txt' -> 'knowbench-b.txt") as caught:
                 add("knowbench-a.txt", "knowbench-b.txt")
             assert caught.value.filename2 == "knowbench-b.txt"
+
+
+        def test_other_builtins():
+            with pytest.raises(SystemExit) as caught:
+                add("exit", None)
+            assert caught.value.code == 3
+            with pytest.raises(UnicodeDecodeError, match="invalid start byte") as caught:
+                add("decode", None)
+            assert (caught.value.start, caught.value.reason) == (0, "invalid start byte")
+            with pytest.raises(ImportError) as caught:
+                add("import", None)
+            assert caught.value.name == "knowbench_no_such_module"
+            with pytest.raises(SyntaxError, match="made.py, line 1") as caught:
+                add("syntax", None)
+            assert caught.value.lineno == 1
     """
     assert_all_pass(split_engine, program, tests, isolation, program, preload=["pytest"])

@@ -1306,23 +1306,32 @@ def encode_exception(error: BaseException, _depth: int = 0) -> dict:
                 state[name] = _tree(value)
             except Unencodable:
                 pass
-    if isinstance(error, OSError):  # what its str() is made of, which its args are not
-        for name in _OS_ERROR_FIELDS:
+    for name in _exception_fields(error):  # what its str() or its tests read, which its args are not
+        value = getattr(error, name, None)
+        if value is not None:  # (unset: a None set would show in its str(), `-> None`)
             try:
-                state[name] = _tree(getattr(error, name, None))
+                state[name] = _tree(value)
             except Unencodable:
                 pass
     return {"types": types_, "args": args, "state": state, "str": _safe_str(error)}
 
 
-# An OSError's own fields (C-level: set as attributes, never in its __dict__).
-_OS_ERROR_FIELDS = ("errno", "strerror", "filename", "filename2")
+# Builtin exceptions' own fields that their args do not set (C-level: set as attributes, never
+# in the instance's __dict__): an OSError's message is made of its errno, strerror and file
+# names; an ImportError's and a NameError's names are read by tests.
+_EXCEPTION_FIELDS = ((OSError, ("errno", "strerror", "filename", "filename2")), (ImportError, ("name", "path")),
+                     (NameError, ("name",)), (AttributeError, ("name",)))
+
+
+def _exception_fields(error):
+    return [name for kind, names in _EXCEPTION_FIELDS if isinstance(error, kind) for name in names]
 
 
 def decode_exception(data: dict, resolver: Resolver, _depth: int = 0) -> BaseException:
     """Rebuild the first resolvable class of the recorded MRO (so a candidate's
-    `class MyError(ValueError)` arrives as ValueError) without calling its __init__; falls back
-    to the next base when one cannot be instantiated. The rebuilt exception carries
+    `class MyError(ValueError)` arrives as ValueError) without calling its __init__ (but a
+    builtin's, which sets the fields its args give); falls back to the next base when one
+    cannot be instantiated. The rebuilt exception carries
     `knowbench_type` (the original "module.qualname") and `knowbench_str` (the original str).
     Raises WireError (only) when `data` is malformed."""
     _need(type(data) is dict and set(data) == {"types", "args", "state", "str"},
@@ -1371,14 +1380,22 @@ def decode_exception(data: dict, resolver: Resolver, _depth: int = 0) -> BaseExc
                 exc = cls.__new__(cls)
             except Exception:
                 continue
+        if cls.__module__ == "builtins" and not (group is not None and issubclass(cls, group)):
+            # A builtin's own __init__ (C code, no one's else) sets the fields its args give:
+            # SystemExit.code, StopIteration.value, a UnicodeError's and a SyntaxError's parts.
+            try:
+                cls.__init__(exc, *args)
+            except Exception:
+                pass
         exc.args = tuple(args)
+        fields = _exception_fields(exc)
         for name, node in raw_state.items():
             if name != "args" and not name.startswith("knowbench"):
                 try:
                     value = _decode_tree(node, resolver)
                 except WireError:
                     continue
-                if name in _OS_ERROR_FIELDS and isinstance(exc, OSError):
+                if name in fields:
                     try:
                         setattr(exc, name, value)
                     except (TypeError, ValueError):
