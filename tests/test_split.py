@@ -1077,6 +1077,82 @@ def test_a_time_zone_the_tests_set_holds_for_the_target(split_engine: Engine, is
     assert_all_pass(split_engine, program, TIME_ZONE_LATER_TESTS, isolation, program)
 
 
+TZSET_BOUND_BY_THE_PROGRAM = """
+    from time import tzset  # bound as the program loads, before any test
+    import os
+    import time
+
+
+    def add(a, b, zone=None):
+        if zone is not None:  # the target sets a zone of its own, and leaves TZ as it found it
+            saved = os.environ.get("TZ")
+            os.environ["TZ"] = zone
+            time.tzset()
+            hour = time.localtime(a + b).tm_hour
+            os.environ["TZ"] = saved
+            return hour
+        return time.localtime(a + b).tm_hour
+"""
+TZSET_TESTS = """
+    import os
+
+
+    def test_the_programs_tzset(monkeypatch):
+        monkeypatch.setenv("TZ", "JST-9")
+        tzset()
+        assert add(0, 0) == 9
+
+
+    def test_the_same_zone_set_again(monkeypatch):
+        monkeypatch.setenv("TZ", "JST-9")
+        tzset()
+        assert add(0, 0, zone="UTC0") == 0
+        tzset()  # the same TZ, the zone set again (the target left UTC behind)
+        assert add(0, 0) == 9
+        monkeypatch.setenv("TZ", "UTC0")
+        tzset()
+"""
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_every_tzset_of_the_tests_reaches_the_target(split_engine: Engine, isolation: str) -> None:
+    """A `tzset` the benchmark's program bound as it loaded is the one the tests call; each
+    call counts, the same TZ again included."""
+    assert_all_pass(split_engine, TZSET_BOUND_BY_THE_PROGRAM, TZSET_TESTS, isolation, TZSET_BOUND_BY_THE_PROGRAM)
+
+
+def test_a_tzset_the_candidate_replaced_is_not_the_one_its_process_calls(split_engine: Engine) -> None:
+    program = """
+        import time
+
+
+        def tzset():
+            raise RuntimeError("no")
+
+
+        time.tzset = tzset
+
+
+        def add(a, b):
+            return time.localtime(a + b).tm_hour
+    """
+    tests = """
+        import os
+        import time
+
+
+        def test_zone(monkeypatch):
+            monkeypatch.setenv("TZ", "JST-9")
+            time.tzset()
+            assert add(0, 0) == 9
+            monkeypatch.setenv("TZ", "UTC0")
+            time.tzset()
+            assert add(0, 0) == 0
+    """
+    result = run(split_engine, program, tests, trusted_program=dedent(TZSET_BOUND_BY_THE_PROGRAM))
+    assert result.status == "pass", result.tests[0].message
+
+
 def test_what_the_candidate_sets_in_its_environment_stays_in_its_process(split_engine: Engine) -> None:
     """Not the other way: in the tests' process the candidate's environment would choose what
     their subprocesses load (`LD_PRELOAD`) and where their temporary files go (`TMPDIR`)."""
@@ -2031,12 +2107,22 @@ def test_builtin_exceptions_keep_the_fields_their_messages_are_made_of(split_eng
                 import knowbench_no_such_module
             if a == "syntax":
                 compile("x = = 1", "made.py", "exec")
+            if a == "noted":
+                error = ValueError("bad")
+                error.add_note("hint: use ints")
+                raise error
+            if a == "blocked":
+                raise BlockingIOError(11, "blocked", 5)
+            if a == "url":
+                import urllib.error
+                raise urllib.error.URLError("down")
             if b:
                 os.rename(a, b)
             return open(a).read()
     """
     tests = """
         import errno
+        import urllib.error
 
         import pytest
 
@@ -2068,5 +2154,44 @@ def test_builtin_exceptions_keep_the_fields_their_messages_are_made_of(split_eng
             with pytest.raises(SyntaxError, match="made.py, line 1") as caught:
                 add("syntax", None)
             assert caught.value.lineno == 1
+            with pytest.raises(ValueError) as caught:
+                add("noted", None)
+            assert caught.value.__notes__ == ["hint: use ints"]
+            with pytest.raises(BlockingIOError) as caught:
+                add("blocked", None)
+            assert caught.value.characters_written == 5
+            with pytest.raises(urllib.error.URLError, match="urlopen error down"):  # a library's OSError
+                add("url", None)
     """
     assert_all_pass(split_engine, program, tests, isolation, program, preload=["pytest"])
+
+
+@pytest.mark.parametrize("start", [-(2**40), -40, 10**6])
+def test_a_forged_unicode_error_does_not_reach_the_judges_memory(split_engine: Engine, start: int) -> None:
+    """CPython's `UnicodeDecodeError.__str__` reads `object[start]` unchecked: a rebuilt one
+    whose positions lie outside its object keeps them unset (its message empty), instead of
+    reading the tests' process's memory or crashing it."""
+    program = f"""
+        class Forged(UnicodeDecodeError):
+            def __str__(self):
+                return "forged"
+
+
+        def add(a, b):
+            raise Forged("utf-8", b"a", {start}, {start} + 1, "reason")
+    """
+    tests = """
+        import pytest
+
+
+        def test_message():
+            with pytest.raises(ValueError) as caught:
+                add(1, 2)
+            assert str(caught.value) == ""
+
+
+        def test_failure_described():
+            add(1, 2)
+    """
+    result = run(split_engine, program, tests, preload=["pytest"])
+    assert [(t.status, t.reason) for t in result.tests] == [("pass", None), ("error", "exception")], result.tests

@@ -1047,3 +1047,14 @@ def test_module_imports_stdlib_only() -> None:
             "'pytz', 'dateutil')]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-I", "-c", code, str(RUNNER_DIR)], check=True)
+
+
+def test_a_syntax_errors_offsets_beyond_its_text_leave_its_fields_unset() -> None:
+    """`traceback` draws `end_offset - offset` carets under a SyntaxError's text: offsets the
+    other process made up (a hundred million) would make the judge build that string."""
+    forged = wire.encode_exception(SyntaxError("m", ("f.py", 1, 1, "abc", 1, 10**8)))
+    rebuilt = wire.decode_exception(forged, R)
+    assert isinstance(rebuilt, SyntaxError) and rebuilt.end_offset is None and rebuilt.args[0] == "m"
+    honest = SyntaxError("m", ("f.py", 1, 1, "abc", 1, 3))
+    again = wire.decode_exception(wire.encode_exception(honest), R)
+    assert (again.msg, again.lineno, again.end_offset, str(again)) == ("m", 1, 3, str(honest))

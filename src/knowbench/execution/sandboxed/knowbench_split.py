@@ -716,9 +716,12 @@ _NO_STATE = ((), None, None)  # no change of the environment, the start's direct
 # applied.
 _STATE = {"cwd": None, "tz": None, "held": {}, "wanted": _NO_STATE, "applied": _NO_STATE, "entered": None,
           "tzset": None, "failed": None}
-# The judge's side: the TZ its tests' last `time.tzset()` read, as `(value or None,)`; None when
-# they did not call it since the program loaded (`_watch_tzset`).
+# The judge's side: how many `time.tzset()` calls its tests made since the program loaded, and
+# the TZ the last one read, as `(count, value or None)`; None when they made none
+# (`watch_tzset`). The candidate's side calls the real one, whatever its program put there.
 _TZSET = [None]
+_REAL_TZSET = getattr(time, "tzset", None)
+_WATCHED_TZSET = [None]
 
 
 def _environ_mark():
@@ -767,19 +770,22 @@ def _where(start=None):
     return (path, found.st_dev, found.st_ino)
 
 
-def _watch_tzset():
-    """The judge's side: note the TZ each `time.tzset()` of the tests reads (in-process, their
-    call sets the time zone the target's `time.localtime` uses; setting TZ alone does not)."""
-    tzset = getattr(time, "tzset", None)
-    if tzset is None or getattr(tzset, "_knowbench_watched", False):
+def watch_tzset():
+    """The judge's side, before the benchmark's program loads (which may bind the name): count
+    the tests' `time.tzset()` calls and note the TZ each one reads (in-process, their call sets
+    the time zone the target's `time.localtime` uses; setting TZ alone does not). The stand-in
+    is a Python function named as the builtin (a test can tell it is not one)."""
+    tzset = _REAL_TZSET
+    if tzset is None or _WATCHED_TZSET[0] is not None:
         return
 
-    @functools.wraps(tzset)
     def watched():
         tzset()
-        _TZSET[0] = (os.environ.get("TZ"),)
+        _TZSET[0] = (_TZSET[0][0] + 1 if _TZSET[0] is not None else 1, os.environ.get("TZ"))
 
-    watched._knowbench_watched = True
+    watched.__name__ = watched.__qualname__ = "tzset"
+    watched.__module__, watched.__doc__ = "time", tzset.__doc__
+    _WATCHED_TZSET[0] = watched
     time.tzset = watched
 
 
@@ -829,7 +835,8 @@ def _take_process_state(state):
             and (where is None or where == () or (type(where) is tuple and len(where) == 3
                                                  and type(where[0]) is str and type(where[1]) is int
                                                  and type(where[2]) is int))
-            and (tz is None or (type(tz) is tuple and len(tz) == 1 and (tz[0] is None or type(tz[0]) is str)))):
+            and (tz is None or (type(tz) is tuple and len(tz) == 2 and type(tz[0]) is int
+                                and (tz[1] is None or type(tz[1]) is str)))):
         _STATE["wanted"] = state
 
 
@@ -856,16 +863,16 @@ def _apply_process_state():
                 os.environ[name] = value
     except (ValueError, TypeError, OSError) as error:
         failed = f"the tests set an environment variable the candidate's process cannot set ({error})"
-    if failed is None and wanted[2] != _STATE["tzset"] and hasattr(time, "tzset"):
+    if failed is None and wanted[2] != _STATE["tzset"] and _REAL_TZSET is not None:
         # The time zone the tests' last `time.tzset()` set (its own again when they made none):
         # TZ as it was then, tzset(), and TZ as it is now, as in their process.
         now = os.environ.get("TZ")
         try:
-            _set_tz(wanted[2][0] if wanted[2] is not None else _STATE["tz"])
-            time.tzset()
+            _set_tz(wanted[2][1] if wanted[2] is not None else _STATE["tz"])
+            _REAL_TZSET()
             _set_tz(now)
             _STATE["tzset"] = wanted[2]
-        except (ValueError, OSError) as error:
+        except Exception as error:  # (TZ as the tests set it: a name or value the C library refuses)
             failed = f"the tests' time zone cannot be set in the candidate's process ({error})"
     where = wanted[1]
     if where == ():
@@ -1247,7 +1254,7 @@ def install_proxy(namespace, entry_point, channel):
     """
     channel.numpy_state = _numpy_state()  # as the benchmark's program left it, loaded
     logging_loaded()
-    _watch_tzset()
+    watch_tzset()  # (normally done already, before the program loaded)
     process_loaded(channel)
     parts = entry_point.split(".")
     if len(parts) == 1:

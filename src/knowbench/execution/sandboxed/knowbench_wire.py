@@ -1306,13 +1306,16 @@ def encode_exception(error: BaseException, _depth: int = 0) -> dict:
                 state[name] = _tree(value)
             except Unencodable:
                 pass
+    notes = getattr(error, "__dict__", {}).get("__notes__")
+    if type(notes) is list and all(type(note) is str for note in notes):  # (add_note: pytest's match reads them)
+        state["__notes__"] = _tree(notes)
     for name in _exception_fields(error):  # what its str() or its tests read, which its args are not
-        value = getattr(error, name, None)
-        if value is not None:  # (unset: a None set would show in its str(), `-> None`)
-            try:
+        try:
+            value = getattr(error, name, None)
+            if value is not None:  # (unset: a None set would show in its str(), `-> None`)
                 state[name] = _tree(value)
-            except Unencodable:
-                pass
+        except Exception:  # Unencodable, or a class's own __getattr__ raising
+            pass
     return {"types": types_, "args": args, "state": state, "str": _safe_str(error)}
 
 
@@ -1320,7 +1323,30 @@ def encode_exception(error: BaseException, _depth: int = 0) -> dict:
 # in the instance's __dict__): an OSError's message is made of its errno, strerror and file
 # names; an ImportError's and a NameError's names are read by tests.
 _EXCEPTION_FIELDS = ((OSError, ("errno", "strerror", "filename", "filename2")), (ImportError, ("name", "path")),
-                     (NameError, ("name",)), (AttributeError, ("name",)))
+                     (NameError, ("name",)), (AttributeError, ("name",)),
+                     (BlockingIOError, ("characters_written",)))
+
+
+def _builtin_base(cls):
+    """The first builtin class along `cls`'s MRO (an exception's: BaseException at worst)."""
+    return next(base for base in cls.__mro__ if base.__module__ == "builtins")
+
+
+def _safe_to_init(cls, args):
+    """Whether the builtin base's __init__ may take `args` as the other process sent them:
+    CPython's `UnicodeDecodeError.__str__` reads `object[start]` unchecked (out of bounds: a
+    read of this process's memory, or a crash), and a SyntaxError's offsets size what
+    `traceback` draws under its text."""
+    if issubclass(cls, UnicodeError) and len(args) == 5:
+        text, start, end = args[1], args[2], args[3]
+        return (isinstance(text, (str, bytes, bytearray)) and type(start) is int and type(end) is int
+                and 0 <= start <= end <= len(text))
+    if issubclass(cls, SyntaxError) and len(args) == 2 and type(args[1]) is tuple:
+        where = args[1]
+        text = where[3] if len(where) > 3 and type(where[3]) is str else ""
+        return all(type(number) is not int or 0 <= number <= max(len(text) + 1, 1 << 20)
+                   for number in where[1:3] + where[4:6])
+    return True
 
 
 def _exception_fields(error):
@@ -1342,7 +1368,7 @@ def decode_exception(data: dict, resolver: Resolver, _depth: int = 0) -> BaseExc
           "exception: bad types")
     _need(type(raw_args) is list and all(type(a) is list and len(a) == 2 and a[0] in ("v", "s", "g")
                                          for a in raw_args), "exception: bad args")
-    _need(type(raw_state) is dict and all(map(_plain_name, raw_state)) and type(text) is str,
+    _need(type(raw_state) is dict and all(name == "__notes__" or _plain_name(name) for name in raw_state) and type(text) is str,
           "exception: bad state")
     args = []
     inner = None  # an exception group's exceptions
@@ -1373,18 +1399,22 @@ def decode_exception(data: dict, resolver: Resolver, _depth: int = 0) -> BaseExc
                 exc = cls.__new__(cls, args[0], inner)
             else:
                 exc = BaseException.__new__(cls)
-        except TypeError:  # OSError and the like need their own (builtin) __new__
-            if cls.__module__ != "builtins" or (group is not None and issubclass(cls, group)):
+        except TypeError:  # OSError and the like (a library's subclasses too) need their base's __new__
+            if group is not None and issubclass(cls, group):
                 continue
             try:
-                exc = cls.__new__(cls)
+                exc = _builtin_base(cls).__new__(cls)
             except Exception:
                 continue
-        if cls.__module__ == "builtins" and not (group is not None and issubclass(cls, group)):
-            # A builtin's own __init__ (C code, no one's else) sets the fields its args give:
-            # SystemExit.code, StopIteration.value, a UnicodeError's and a SyntaxError's parts.
+        base = _builtin_base(cls)
+        if (cls.__init__ is base.__init__ and not (group is not None and issubclass(cls, group))
+                and _safe_to_init(cls, args)):
+            # Its builtin base's own __init__ (C code, no one's else), where the class keeps it,
+            # sets the fields the args give: SystemExit.code, StopIteration.value, a UnicodeError's
+            # and a SyntaxError's parts (a library's subclass of one too, such as ElementTree's
+            # ParseError).
             try:
-                cls.__init__(exc, *args)
+                base.__init__(exc, *args)
             except Exception:
                 pass
         exc.args = tuple(args)
@@ -1400,7 +1430,7 @@ def decode_exception(data: dict, resolver: Resolver, _depth: int = 0) -> BaseExc
                         setattr(exc, name, value)
                     except (TypeError, ValueError):
                         pass
-                else:
+                elif name != "__notes__" or (type(value) is list and all(type(note) is str for note in value)):
                     vars(exc)[name] = value
         first = names[0]
         exc.knowbench_type = first[1] if first[0] == "builtins" else ".".join(first)
