@@ -2195,3 +2195,46 @@ def test_a_forged_unicode_error_does_not_reach_the_judges_memory(split_engine: E
     """
     result = run(split_engine, program, tests, preload=["pytest"])
     assert [(t.status, t.reason) for t in result.tests] == [("pass", None), ("error", "exception")], result.tests
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_struct_sequences_cross_both_ways(split_engine: Engine, isolation: str) -> None:
+    """`time.struct_time` (with its zone fields) and `os.stat_result` cross by value, as
+    returns and as arguments."""
+    program = """
+        import os
+        import time
+
+
+        def add(a, b):
+            if a == "stat":
+                return os.stat(b)
+            if a == "format":
+                return time.strftime("%H:%M %Z", b)
+            return time.localtime(a + b)
+    """
+    tests = """
+        import os
+        import time
+
+
+        def test_returned(monkeypatch):
+            monkeypatch.setenv("TZ", "JST-9")
+            time.tzset()
+            local = add(0, 0)
+            assert isinstance(local, time.struct_time) and local.tm_hour == 9 and local.tm_zone == "JST"
+            assert local == time.localtime(0)
+            monkeypatch.setenv("TZ", "UTC0")
+            time.tzset()
+
+
+        def test_passed():
+            assert add("format", time.gmtime(3600)) == "01:00 GMT"
+
+
+        def test_stat(tmp_path):
+            path = tmp_path / "f"
+            path.write_text("four")
+            assert add("stat", str(path)).st_size == 4
+    """
+    assert_all_pass(split_engine, program, tests, isolation, program)

@@ -3,7 +3,8 @@
 Calls from the trusted tests into the untrusted candidate cross a process boundary BY VALUE:
 arguments, return values, raised exceptions and mutated arguments are encoded with `dumps` on
 one side and rebuilt with `loads` on the other. No pickle, no marshal: the decoder only calls the
-constructors of the value types listed below, `object.__new__`, `cls._make` (namedtuples),
+constructors of the value types listed below, `object.__new__`, `cls._make` (namedtuples), a
+builtin struct sequence's own constructor (`time.struct_time`, `os.stat_result`),
 numpy / pandas constructors, the fixed constructors and lookups of the curated library types
 (gmpy2, ipaddress, pytz, dateutil.tz) and the caller's `handles` hook, and it hands out classes
 and functions only through a `Resolver`, which decides which names the other side may mention.
@@ -327,7 +328,7 @@ class _Encoder:
         """Sequence node; mutable ones take their memo id before their items, frozen ones
         (tuple, frozenset, namedtuple) after them."""
         tag = tag or _SEQ_TAGS[type(v)]
-        frozen = tag in ("tuple", "frozenset", "nt")
+        frozen = tag in ("tuple", "frozenset", "nt", "ss")
         out = [tag, None if frozen else self.new_id(v), *head]
         for i, item in enumerate(v if values is None else values):
             try:
@@ -400,6 +401,11 @@ class _Encoder:
             return ["enum", *_global_name(t), self.child(v.value, ".value")]
         if isinstance(v, tuple) and hasattr(t, "_fields") and hasattr(t, "_make"):
             return self.seq(v, "nt", _global_name(t))
+        if isinstance(v, tuple) and _is_struct_sequence(t):
+            # (its visible fields, then the others by name: struct_time's tm_zone, tm_gmtoff)
+            extra = t.__reduce__(v)[1][1]
+            names = sorted(name for name in extra if type(name) is str)
+            return self.seq(v, "ss", (*_global_name(t), names), values=[*v, *(extra[name] for name in names)])
         if isinstance(v, type) or _is_routine(v):
             return ["global", *_global_name(v)]
         problem, has_dict, slots = _layout(t)
@@ -1000,6 +1006,29 @@ def _dec_enum(d: _Decoder, node: list) -> object:
     return cls(d.dec(value))
 
 
+def _is_struct_sequence(cls: type) -> bool:
+    """A struct sequence type of a C module (`time.struct_time`, `os.stat_result`, ...): a
+    tuple whose constructor is C code, no one's Python."""
+    return (cls.__bases__ == (tuple,) and type(cls.__dict__.get("__new__")) is types.BuiltinFunctionType
+            and "__init__" not in cls.__dict__ and type(cls.__dict__.get("n_sequence_fields")) is int
+            and type(cls.__dict__.get("n_fields")) is int)
+
+
+def _dec_structseq(d: _Decoder, node: list) -> object:
+    nid, module, qualname, names, *items = _fields(node, 4, at_least=True)
+    cls = d.lookup_class(module, qualname)
+    _need(isinstance(cls, type) and _is_struct_sequence(cls) and type(names) is list
+          and all(type(name) is str for name in names) and len(names) <= cls.n_fields
+          and len(items) == cls.n_sequence_fields + len(names), f"{qualname} is not a matching struct sequence")
+    values = [d.dec(item) for item in items]
+    visible = cls.n_sequence_fields
+    try:
+        made = cls(values[:visible], dict(zip(names, values[visible:])))  # noqa: B905 (3.8 and 3.9: no strict; lengths checked)
+    except (TypeError, ValueError) as error:
+        raise WireError(f"{qualname}: {error}") from None
+    return d.register(nid, made)
+
+
 def _dec_namedtuple(d: _Decoder, node: list) -> object:
     nid, module, qualname, *items = _fields(node, 3, at_least=True)
     cls = d.lookup_class(module, qualname)
@@ -1189,6 +1218,7 @@ _DECODERS = {
     "global": _dec_global,
     "enum": _dec_enum,
     "nt": _dec_namedtuple,
+    "ss": _dec_structseq,
     "obj": _Decoder.obj,
     "nd": _Decoder.nd,
     "ndo": _Decoder.ndo,
