@@ -10,10 +10,12 @@ import decimal
 import enum
 import fractions
 import functools
+import gc
 import importlib
 import io
 import ipaddress
 import json
+import os
 import pathlib
 import re
 import socket
@@ -1058,3 +1060,50 @@ def test_a_syntax_errors_offsets_beyond_its_text_leave_its_fields_unset() -> Non
     honest = SyntaxError("m", ("f.py", 1, 1, "abc", 1, 3))
     again = wire.decode_exception(wire.encode_exception(honest), R)
     assert (again.msg, again.lineno, again.end_offset, str(again)) == ("m", 1, 3, str(honest))
+
+
+def test_an_exceptions_state_never_stands_in_for_its_methods_nor_holds_code() -> None:
+    """`assertRaises` calls the exception's `with_traceback`: an attribute the other process
+    sent under that name (or any name its class defines) is dropped, and so is one holding a
+    function, a class or a handle; plain attributes stay."""
+    error = ValueError("bad")
+    error.with_traceback = sys.addaudithook  # type: ignore[method-assign]
+    error.hook = os.popen
+    error.nested = {"deep": [print]}
+    error.code = 42
+    rebuilt = wire.decode_exception(wire.encode_exception(error), wire.Resolver(allowed_modules=None))
+    assert "with_traceback" not in vars(rebuilt) and rebuilt.with_traceback(None) is rebuilt
+    assert not hasattr(rebuilt, "hook") and not hasattr(rebuilt, "nested") and rebuilt.code == 42
+
+
+def test_a_class_with_a_finalizer_is_not_rebuilt_from_state(tmp_path: Path) -> None:
+    """tempfile's `_TemporaryFileCloser.__del__` unlinks the `name` it holds: rebuilt from the
+    other process's state, it would delete a file of the receiver's choosing when collected."""
+    import tempfile
+
+    victim = tmp_path / "victim"
+    victim.write_text("kept")
+    closer = object.__new__(tempfile._TemporaryFileCloser)
+    vars(closer).update(file=1, name=str(victim), delete=True, close_called=True)
+    with pytest.raises(wire.Unencodable, match="finalizer"):
+        wire.dumps(closer)
+    forged = ["knowbench-wire", 1, ["obj", 0, "tempfile", "_TemporaryFileCloser", 3,
+                                    "file", 1, "name", str(victim), "delete", True]]
+    with pytest.raises(wire.WireError, match="finalizer"):
+        wire.loads(json.dumps(forged).encode(), wire.Resolver({"tempfile"}))
+    gc.collect()
+    assert victim.read_text() == "kept"
+    vars(closer)["close_called"] = True  # (its own finalizer: nothing to close)
+
+
+def test_forged_fields_of_builtin_exceptions_are_left_unset() -> None:
+    """A SyntaxError whose details come as a list (its __init__ takes any sequence) or hold an
+    int subclass, and a field value the field refuses, leave the fields unset."""
+    resolver = wire.Resolver(allowed_modules=None)
+    record = wire.encode_exception(SyntaxError("m", ("f.py", 1, 1, "abc", 1, 3)))
+    record["args"][1] = ["v", ["list", 0, "f.py", 1, 1, "abc", 1, 10**8]]
+    assert wire.decode_exception(record, resolver).end_offset is None
+    blocked = wire.encode_exception(BlockingIOError(11, "x", 5))
+    blocked["state"]["characters_written"] = wire.encode_exception(ValueError(2**70))["args"][0][1]
+    rebuilt = wire.decode_exception(blocked, resolver)  # (OverflowError in the field: left unset)
+    assert rebuilt.errno == 11 and not hasattr(rebuilt, "characters_written")

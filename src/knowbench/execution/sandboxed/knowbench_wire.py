@@ -247,6 +247,10 @@ def _layout(cls: type) -> tuple[str | None, bool, dict[str, object]]:
         problem = "it customises pickling (__reduce__)"
     elif setstate is not None and getattr(setstate, "__qualname__", "") != "_dataclass_setstate":
         problem = "it has a custom __setstate__"  # dataclasses' own one sets fields, as we do
+    elif any("__del__" in vars(klass) for klass in cls.__mro__[:-1]):
+        # Its finalizer would act on the sender's state with no test asking: tempfile's
+        # _TemporaryFileCloser unlinks the `name` it is given.
+        problem = "it has a finalizer (__del__)"
     for klass in cls.__mro__:
         names = vars(klass).get("__slots__", ())
         for name in [names] if isinstance(names, str) else names:
@@ -1371,10 +1375,16 @@ def _safe_to_init(cls, args):
         text, start, end = args[1], args[2], args[3]
         return (isinstance(text, (str, bytes, bytearray)) and type(start) is int and type(end) is int
                 and 0 <= start <= end <= len(text))
-    if issubclass(cls, SyntaxError) and len(args) == 2 and type(args[1]) is tuple:
+    if issubclass(cls, UnicodeError) and len(args) == 4:  # UnicodeTranslateError
+        text, start, end = args[0], args[1], args[2]
+        return (type(text) is str and type(start) is int and type(end) is int
+                and 0 <= start <= end <= len(text))
+    if issubclass(cls, SyntaxError) and len(args) == 2:
         where = args[1]
+        if type(where) is not tuple:  # (its __init__ takes any sequence: only a tuple is looked at)
+            return False
         text = where[3] if len(where) > 3 and type(where[3]) is str else ""
-        return all(type(number) is not int or 0 <= number <= max(len(text) + 1, 1 << 20)
+        return all(number is None or (type(number) is int and 0 <= number <= max(len(text) + 1, 1 << 20))
                    for number in where[1:3] + where[4:6])
     return True
 
@@ -1458,9 +1468,14 @@ def decode_exception(data: dict, resolver: Resolver, _depth: int = 0) -> BaseExc
                 if name in fields:
                     try:
                         setattr(exc, name, value)
-                    except (TypeError, ValueError):
+                    except Exception:  # (a value the field refuses: an int too large, say)
                         pass
-                elif name != "__notes__" or (type(value) is list and all(type(note) is str for note in value)):
+                elif name == "__notes__":
+                    if type(value) is list and all(type(note) is str for note in value):
+                        vars(exc)[name] = value
+                elif not any(name in vars(klass) for klass in type(exc).__mro__) and _holds_code(value) is None:
+                    # Never in place of a method of its class (`with_traceback`, which
+                    # assertRaises calls; an exception group's `derive`), nor holding code.
                     vars(exc)[name] = value
         first = names[0]
         exc.knowbench_type = first[1] if first[0] == "builtins" else ".".join(first)
