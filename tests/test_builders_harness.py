@@ -326,15 +326,20 @@ def test_a_fixture_the_modules_pytestmark_uses_is_carried_with_it(tmp_path: Path
         [outcome.message for outcome in execution.tests], built.code)
 
 
+def _with_helpers(root: Path, common: str, tests: str) -> None:
+    """A repository of `lib` and a `tests` package with a helper module `common`."""
+    (root / "lib.py").write_text(textwrap.dedent(LIBRARY))
+    (root / "tests").mkdir()
+    (root / "tests" / "__init__.py").write_text("")
+    (root / "tests" / "common.py").write_text(common)
+    (root / "tests" / "test_lib.py").write_text(tests)
+
+
 def test_module_marks_made_in_any_shape_carry_what_they_name(tmp_path: Path, engine: SubprocessEngine) -> None:
     """A `pytestmark` built under an `if` and appended to, a helper import of two names, a
     `skipif` whose string reads a module constant: the spec carries the fixture, both helpers
     and the constant; `recwarn` is served: the verdicts are pytest's (pass, pass, skipped, pass)."""
-    (tmp_path / "lib.py").write_text(textwrap.dedent(LIBRARY))
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "__init__.py").write_text("")
-    (tmp_path / "tests" / "common.py").write_text("def one():\n    return 1\n\n\ndef two():\n    return 2\n")
-    (tmp_path / "tests" / "test_lib.py").write_text(
+    _with_helpers(tmp_path, "def one():\n    return 1\n\n\ndef two():\n    return 2\n",
         "import sys\n\nimport pytest\nfrom lib import double\nfrom tests.common import one, two\n\n"
         "STATE = {}\nSKIP_ME = True\n\n\n"
         "@pytest.fixture\ndef setstate():\n    STATE['x'] = 21\n    yield\n    STATE.clear()\n\n\n"
@@ -357,11 +362,7 @@ def test_a_mined_classes_own_marks_and_a_helpers_warning_category_hold(tmp_path:
     """A class's `pytestmark` in its body has it wrapped (its `filterwarnings` hold, around its
     `setup_method` too), and a `filterwarnings` category defined in a test helper, which the spec
     carries, is found there: pytest's verdicts (pass, error at set-up, pass)."""
-    (tmp_path / "lib.py").write_text(textwrap.dedent(LIBRARY))
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "__init__.py").write_text("")
-    (tmp_path / "tests" / "common.py").write_text("class HelperWarning(UserWarning):\n    pass\n")
-    (tmp_path / "tests" / "test_lib.py").write_text(
+    _with_helpers(tmp_path, "class HelperWarning(UserWarning):\n    pass\n",
         "import warnings\n\nimport pytest\nfrom lib import double\nfrom tests.common import HelperWarning\n\n\n"
         "class TestBodyMark:\n    pytestmark = pytest.mark.filterwarnings('error')\n\n"
         "    def test_made_an_error(self):\n        with pytest.raises(UserWarning):\n"
