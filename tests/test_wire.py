@@ -1107,3 +1107,27 @@ def test_forged_fields_of_builtin_exceptions_are_left_unset() -> None:
     blocked["state"]["characters_written"] = wire.encode_exception(ValueError(2**70))["args"][0][1]
     rebuilt = wire.decode_exception(blocked, resolver)  # (OverflowError in the field: left unset)
     assert rebuilt.errno == 11 and not hasattr(rebuilt, "characters_written")
+
+
+def test_no_code_the_other_side_names_runs_while_a_value_is_decoded(tmp_path: Path) -> None:
+    """A rebuilt object's state is checked for code as soon as it is given, never read back
+    through its class (numpy's `_ctypes._as_parameter_` property calls `self._ctypes.cast`),
+    and an enum is looked up by a plain value only (its lookup compares the value with each
+    member's: a rebuilt `UserList` would call its `_UserList__cast`)."""
+    keep = tmp_path / "keep.txt"
+    keep.write_text("kept")
+    internal = type(np.arange(1).ctypes).__module__
+    forged = ["knowbench-wire", 1,
+              ["obj", 0, internal, "_ctypes", 3, "_as_parameter_", 0, "_data", str(keep),
+               "_ctypes", ["obj", 1, internal, "_ctypes", 1, "cast", ["global", "numpy", "savetxt"]]]]
+    with pytest.raises(wire.WireError, match="cannot hold functions"):
+        wire.loads(json.dumps(forged).encode(), wire.Resolver({"numpy"}))
+    assert keep.read_text() == "kept"
+    printed = []
+    enum_value = ["enum", "re", "RegexFlag",
+                  ["obj", 0, "collections", "UserList", 2, "data", ["list", 1], "_UserList__cast",
+                   ["global", "builtins", "print"]]]
+    with unittest.mock.patch("builtins.print", printed.append), pytest.raises(wire.WireError):
+        wire.loads(json.dumps(["knowbench-wire", 1, enum_value]).encode(), wire.Resolver({"re", "collections"}))
+    assert printed == []
+    assert wire.loads(wire.dumps(re.IGNORECASE), wire.Resolver({"re"})) is re.IGNORECASE

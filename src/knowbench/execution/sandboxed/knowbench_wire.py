@@ -247,6 +247,9 @@ def _layout(cls: type) -> tuple[str | None, bool, dict[str, object]]:
         problem = "it customises pickling (__reduce__)"
     elif setstate is not None and getattr(setstate, "__qualname__", "") != "_dataclass_setstate":
         problem = "it has a custom __setstate__"  # dataclasses' own one sets fields, as we do
+    elif any("__dict__" in vars(klass) and type(vars(klass)["__dict__"]) is not types.GetSetDescriptorType
+             for klass in cls.__mro__[:-1]):
+        problem = "it defines __dict__ itself"  # (read to fill its state: it would run)
     elif any("__del__" in vars(klass) for klass in cls.__mro__[:-1]):
         # Its finalizer would act on the sender's state with no test asking: tempfile's
         # _TemporaryFileCloser unlinks the `name` it is given.
@@ -720,7 +723,7 @@ class _Decoder:
         self.resolver = resolver
         self.handles = handles
         self.values_node: object = None  # the node `pd_values` is decoding
-        self.rebuilt: list[tuple[str, object, tuple[str, ...]]] = []  # `obj`: checked at the end
+        self.rebuilt: list[tuple[str, dict]] = []  # `obj`: (class, the state given), checked again at the end
         self.memo: list[object] = []
         self.depth = 0
 
@@ -808,8 +811,9 @@ class _Decoder:
         _need(type(ndict) is int and 0 <= 2 * ndict <= len(pairs) and len(pairs) % 2 == 0,
               "obj: bad state size")
         value = self.register(nid, object.__new__(cls))
-        self.rebuilt.append((qualname, value, tuple(pairs[0::2])))
         namespace = object.__getattribute__(value, "__dict__") if has_dict else None
+        state = {}
+        self.rebuilt.append((qualname, state))
         for i in range(0, len(pairs), 2):
             name = pairs[i]
             _need(_plain_name(name), f"obj: bad attribute name {name!r}"[:80])
@@ -820,6 +824,10 @@ class _Decoder:
             else:
                 _need(name in slots, f"{qualname}: no slot {name}")
                 slots[name].__set__(value, item)
+            state[name] = item
+        # Checked now, before the object can be hashed, compared or handed to a constructor
+        # further up (an enum's lookup, a dict key): its class's methods would call the code.
+        self.check_state(qualname, state)
         return value
 
     # numpy and pandas: used only when the other side sent such values
@@ -870,15 +878,16 @@ class _Decoder:
         would be called by them and decide what they answer (`__eq__` included), and one under
         the name of a method would stand in for it. Checked once the whole value is decoded, so
         that a reference filled in later is seen too."""
-        for qualname, value, names in self.rebuilt:
-            for name in names:
-                try:
-                    item = object.__getattribute__(value, name)
-                except AttributeError:
-                    continue
-                where = _holds_code(item)
-                _need(where is None, f"{qualname}.{name}{where or ''}: the state of a rebuilt "
-                      "object cannot hold functions, classes or handles"[:200])
+        for qualname, state in self.rebuilt:
+            self.check_state(qualname, state)
+
+    def check_state(self, qualname: str, state: dict) -> None:
+        """The values a rebuilt object was given (never read back through its class: a property
+        of the same name would run) hold no code."""
+        for name, item in state.items():
+            where = _holds_code(item)
+            _need(where is None, f"{qualname}.{name}{where or ''}: the state of a rebuilt "
+                  "object cannot hold functions, classes or handles"[:200])
 
     def pd_index(self, node: object) -> object:
         return self.typed(node, self.resolver.module("pandas").Index, "pandas index")
@@ -1007,7 +1016,17 @@ def _dec_enum(d: _Decoder, node: list) -> object:
     module, qualname, value = _fields(node, 3)
     cls = d.lookup_class(module, qualname)
     _need(isinstance(cls, enum.EnumMeta), f"{qualname} is not an enum")
-    return cls(d.dec(value))
+    value = d.dec(value)
+    # The lookup compares the value with every member's (`==`, and a hash): a plain value only.
+    _need(_plain_value(value), f"{qualname}: an enum is named by a plain value")
+    return cls(value)
+
+
+def _plain_value(value: object, depth: int = 0) -> bool:
+    """None, a bool, int, float, complex, str or bytes, or a tuple of those (nested a little)."""
+    if value is None or type(value) in (bool, int, float, complex, str, bytes):
+        return True
+    return type(value) is tuple and depth < 8 and all(_plain_value(item, depth + 1) for item in value)
 
 
 def _is_struct_sequence(cls: type) -> bool:
