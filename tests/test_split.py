@@ -2238,3 +2238,37 @@ def test_struct_sequences_cross_both_ways(split_engine: Engine, isolation: str) 
             assert add("stat", str(path)).st_size == 4
     """
     assert_all_pass(split_engine, program, tests, isolation, program)
+
+
+def test_a_function_the_target_returns_runs_in_the_candidates_process(split_engine: Engine) -> None:
+    """A function of a module the judge knows (`os.remove`, `len`) crosses as a handle, never
+    by name: a test that calls what the target returned calls it back in the candidate's
+    process, which cannot remove the tests' files (in the judge, the real `os.remove` would)."""
+    program = """
+        import os
+
+
+        def add(a, b):
+            return os.remove if a == "remove" else len
+    """
+    tests = """
+        import os
+
+
+        def test_remove(tmp_path):
+            kept = tmp_path / "kept.txt"
+            kept.write_text("the tests'")
+            returned = add("remove", None)
+            assert returned is not os.remove
+            try:
+                returned(str(kept))
+            except OSError:
+                pass
+            assert kept.read_text() == "the tests'"
+
+
+        def test_len():
+            assert add(None, None)([1, 2, 3]) == 3
+    """
+    result = run(split_engine, program, tests, trusted_program=dedent(program))
+    assert result.status == "pass", [(t.id, t.message[-300:]) for t in result.tests]

@@ -1131,3 +1131,23 @@ def test_no_code_the_other_side_names_runs_while_a_value_is_decoded(tmp_path: Pa
         wire.loads(json.dumps(["knowbench-wire", 1, enum_value]).encode(), wire.Resolver({"re", "collections"}))
     assert printed == []
     assert wire.loads(wire.dumps(re.IGNORECASE), wire.Resolver({"re"})) is re.IGNORECASE
+
+
+def test_a_judge_names_classes_only_and_functions_go_as_handles() -> None:
+    """The judge's resolver (`functions=False`) refuses a function named by the other side,
+    whose encoder (`functions=False`) sends each function as a handle; classes still cross by
+    name."""
+    judge = wire.Resolver({"os"}, functions=False)
+    with pytest.raises(wire.WireError, match="crosses as a handle"):
+        judge.lookup("os", "popen")
+    assert judge.lookup("builtins", "ValueError") is ValueError
+    handed: list[object] = []
+
+    def hand(obj: object) -> int:
+        handed.append(obj)
+        return len(handed) - 1
+
+    document = wire.dumps([os.popen, len, int], handles=hand, functions=False)
+    assert handed == [os.popen, len]
+    assert wire.loads(document, judge, handles=lambda number: ("handle", number)) == [
+        ("handle", 0), ("handle", 1), int]

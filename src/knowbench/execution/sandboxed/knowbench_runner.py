@@ -968,7 +968,7 @@ def execute_sample(config, result_fd):
     if split:
         known = config.get("program_packages")  # the engine parsed the program once
         resolver = knowbench_wire.Resolver(allowed_modules=frozenset(known) if type(known) is list
-                                           else _program_packages(config["program"]))
+                                           else _program_packages(config["program"]), functions=False)
         channel = knowbench_split.Channel(config["channel_fd"], resolver)
         hang_up[0] = channel.hang_up
     loaded = in_worker(_load_program, config["program"], config.get("entry_point"), channel)

@@ -163,10 +163,14 @@ class Resolver:
     """
 
     def __init__(self, allowed_modules: frozenset[str] | set[str] | None = frozenset(),
-                 program_module: str = "solution", import_missing: bool = False) -> None:
+                 program_module: str = "solution", import_missing: bool = False,
+                 functions: bool = True) -> None:
         self.allowed_modules = None if allowed_modules is None else frozenset(allowed_modules)
         self.program_module = program_module
         self.import_missing = import_missing
+        # False (the judge's): the other side names classes only; its functions come as
+        # handles, called back there (a function named here would run here, on a test's call).
+        self.functions = functions
 
     def permitted(self, module: object) -> bool:
         if type(module) is not str or testing_module(module):
@@ -198,6 +202,8 @@ class Resolver:
             raise WireError(f"{where}: {error}") from None
         if not (isinstance(obj, type) or _is_routine(obj)):
             raise WireError(f"{where}: only classes and functions can be named")
+        if not self.functions and not isinstance(obj, type):
+            raise WireError(f"{where}: a function of the other process crosses as a handle, not by name")
         if not self.permitted(_owner_module(obj)):
             raise WireError(f"{where}: defined in a module that is not allowed")
         if module == "builtins" and qualname in _UNSAFE_BUILTINS:
@@ -287,11 +293,12 @@ def _simple_dtype_problem(dtype: object, sized: bool = True) -> str | None:
 
 
 class _Encoder:
-    def __init__(self, handles: Callable[[object], int | None] | None = None) -> None:
+    def __init__(self, handles: Callable[[object], int | None] | None = None, functions: bool = True) -> None:
         self.memo: dict[int, int] = {}  # id(obj) -> memo id
         self.keep: list[object] = []  # keeps memoised objects alive so their ids are not reused
         self.depth = 0
         self.handles = handles
+        self.functions = functions
 
     def new_id(self, value: object) -> int:
         self.memo[id(value)] = len(self.keep)
@@ -414,6 +421,8 @@ class _Encoder:
             names = sorted(name for name in extra if type(name) is str)
             return self.seq(v, "ss", (*_global_name(t), names), values=[*v, *(extra[name] for name in names)])
         if isinstance(v, type) or _is_routine(v):
+            if not (self.functions or isinstance(v, type)):
+                raise _Refused(f"{getattr(v, '__qualname__', 'a function')} crosses as a handle, not by name")
             return ["global", *_global_name(v)]
         problem, has_dict, slots = _layout(t)
         if problem:
@@ -679,14 +688,15 @@ _LIBRARY_ENCODERS = {"gmpy2": _enc_gmpy2, "ipaddress": _enc_ipaddress, "pytz": _
 
 
 def dumps(value: object, path: str = "value",
-          handles: Callable[[object], int | None] | None = None) -> bytes:
+          handles: Callable[[object], int | None] | None = None, functions: bool = True) -> bytes:
     """Encode `value` as UTF-8 JSON; raises Unencodable naming where the value cannot cross.
 
     `handles(obj)`, when given, is asked about each callable (not a class) that cannot cross by
     name or by value: an int in [0, 2**53) sends it as `["handle", that int]` (the object met
     again in the document is a reference to that node), None keeps the refusal. Errors of the
-    hook, and results of another kind, come out as Unencodable."""
-    encoder = _Encoder(handles)
+    hook, and results of another kind, come out as Unencodable. `functions` False: no function
+    crosses by name (the hook is asked about each: a split candidate's side)."""
+    encoder = _Encoder(handles, functions)
     try:
         root = encoder.enc(value)
     except _Refused as refusal:
