@@ -1151,3 +1151,13 @@ def test_a_judge_names_classes_only_and_functions_go_as_handles() -> None:
     assert handed == [os.popen, len]
     assert wire.loads(document, judge, handles=lambda number: ("handle", number)) == [
         ("handle", 0), ("handle", 1), int]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="Python 3.10 and later flag C types (IMMUTABLETYPE)")
+def test_a_c_type_is_not_rebuilt_from_state() -> None:
+    """`_ssl._SSLSocket` is made by a C module at run time (a heap type) whose `__new__` is
+    `object.__new__`: made so, its C fields are unset, and reading `.context` crashes."""
+    importlib.import_module("_ssl")  # (loaded, as the resolver finds only loaded modules)
+    forged = ["knowbench-wire", 1, ["obj", 0, "_ssl", "_SSLSocket", 0]]
+    with pytest.raises(wire.WireError, match="C type"):
+        wire.loads(json.dumps(forged).encode(), wire.Resolver({"_ssl"}))

@@ -234,6 +234,9 @@ def _global_name(obj: object) -> tuple[str, str]:
 # Py_TPFLAGS_HEAPTYPE is set for classes defined in Python (and some C types, which then
 # usually also carry Py_TPFLAGS_DISALLOW_INSTANTIATION, e.g. _thread.lock).
 _HEAPTYPE, _NO_INSTANCES = 1 << 9, 1 << 7
+# Py_TPFLAGS_IMMUTABLETYPE (3.10+): set on C types, static or made by a C module at run time
+# (`_ssl._SSLSocket`), never on a class a `class` statement makes.
+_IMMUTABLE = 1 << 8
 _LAYOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # class -> _layout(class)
 
 
@@ -248,6 +251,10 @@ def _layout(cls: type) -> tuple[str | None, bool, dict[str, object]]:
         problem = "builtin"
     elif cls.__new__ is not object.__new__:
         problem = "it has its own __new__"
+    elif any(klass.__flags__ & _IMMUTABLE for klass in cls.__mro__[:-1]):
+        # A C type among its bases: `object.__new__` leaves its C fields unset, and reading
+        # one can crash the process (`_ssl._SSLSocket().context`).
+        problem = "a C type is among its bases"
     elif (getattr(cls, "__reduce_ex__", None) is not object.__reduce_ex__
           or getattr(cls, "__reduce__", None) is not object.__reduce__):
         problem = "it customises pickling (__reduce__)"
