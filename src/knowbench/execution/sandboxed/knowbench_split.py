@@ -820,11 +820,12 @@ def process_unsent(channel):
     channel.process_seen = channel.process_sent = None
 
 
-def _set_tz(value):
+def _set_variable(name, value):
+    """Set an environment variable, or remove it (`value` None)."""
     if value is None:
-        os.environ.pop("TZ", None)
+        os.environ.pop(name, None)
     else:
-        os.environ["TZ"] = value
+        os.environ[name] = value
 
 
 def _take_process_state(state):
@@ -859,10 +860,7 @@ def _apply_process_state():
     failed = None
     try:
         for name, value in changes:
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+            _set_variable(name, value)
     except (ValueError, TypeError, OSError) as error:
         failed = f"the tests set an environment variable the candidate's process cannot set ({error})"
     if failed is None and wanted[2] != _STATE["tzset"] and _REAL_TZSET is not None:
@@ -870,9 +868,9 @@ def _apply_process_state():
         # TZ as it was then, tzset(), and TZ as it is now, as in their process.
         now = os.environ.get("TZ")
         try:
-            _set_tz(wanted[2][1] if wanted[2] is not None else _STATE["tz"])
+            _set_variable("TZ", wanted[2][1] if wanted[2] is not None else _STATE["tz"])
             _REAL_TZSET()
-            _set_tz(now)
+            _set_variable("TZ", now)
             _STATE["tzset"] = wanted[2]
         except Exception as error:  # (TZ as the tests set it: a name or value the C library refuses)
             failed = f"the tests' time zone cannot be set in the candidate's process ({error})"

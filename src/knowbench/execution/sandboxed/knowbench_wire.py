@@ -1377,7 +1377,7 @@ def encode_exception(error: BaseException, _depth: int = 0) -> dict:
             except Unencodable:
                 pass
     notes = getattr(error, "__dict__", {}).get("__notes__")
-    if type(notes) is list and all(type(note) is str for note in notes):  # (add_note: pytest's match reads them)
+    if _are_notes(notes):  # (add_note: pytest's match reads them)
         state["__notes__"] = _tree(notes)
     for name in _exception_fields(error):  # what its str() or its tests read, which its args are not
         try:
@@ -1407,13 +1407,11 @@ def _safe_to_init(cls, args):
     CPython's `UnicodeDecodeError.__str__` reads `object[start]` unchecked (out of bounds: a
     read of this process's memory, or a crash), and a SyntaxError's offsets size what
     `traceback` draws under its text."""
-    if issubclass(cls, UnicodeError) and len(args) == 5:
-        text, start, end = args[1], args[2], args[3]
+    if issubclass(cls, UnicodeError) and len(args) in (4, 5):
+        # (object, start, end) before the reason: a decode or encode error has its encoding
+        # first, a translate error does not
+        text, start, end = args[-4:-1]
         return (isinstance(text, (str, bytes, bytearray)) and type(start) is int and type(end) is int
-                and 0 <= start <= end <= len(text))
-    if issubclass(cls, UnicodeError) and len(args) == 4:  # UnicodeTranslateError
-        text, start, end = args[0], args[1], args[2]
-        return (type(text) is str and type(start) is int and type(end) is int
                 and 0 <= start <= end <= len(text))
     if issubclass(cls, SyntaxError) and len(args) == 2:
         where = args[1]
@@ -1423,6 +1421,11 @@ def _safe_to_init(cls, args):
         return all(number is None or (type(number) is int and 0 <= number <= max(len(text) + 1, 1 << 20))
                    for number in where[1:3] + where[4:6])
     return True
+
+
+def _are_notes(value):
+    """Whether `value` is what `add_note` makes: a list of strings."""
+    return type(value) is list and all(type(note) is str for note in value)
 
 
 def _exception_fields(error):
@@ -1467,6 +1470,7 @@ def decode_exception(data: dict, resolver: Resolver, _depth: int = 0) -> BaseExc
             continue
         if not (isinstance(cls, type) and issubclass(cls, BaseException)):
             continue
+        base = _builtin_base(cls)
         try:
             if group is not None and issubclass(cls, group):
                 # its __new__ takes (message, exceptions); an ExceptionGroup only Exceptions
@@ -1479,10 +1483,9 @@ def decode_exception(data: dict, resolver: Resolver, _depth: int = 0) -> BaseExc
             if group is not None and issubclass(cls, group):
                 continue
             try:
-                exc = _builtin_base(cls).__new__(cls)
+                exc = base.__new__(cls)
             except Exception:
                 continue
-        base = _builtin_base(cls)
         if (cls.__init__ is base.__init__ and not (group is not None and issubclass(cls, group))
                 and _safe_to_init(cls, args)):
             # Its builtin base's own __init__ (C code, no one's else), where the class keeps it,
@@ -1507,7 +1510,7 @@ def decode_exception(data: dict, resolver: Resolver, _depth: int = 0) -> BaseExc
                     except Exception:  # (a value the field refuses: an int too large, say)
                         pass
                 elif name == "__notes__":
-                    if type(value) is list and all(type(note) is str for note in value):
+                    if _are_notes(value):
                         vars(exc)[name] = value
                 elif not any(name in vars(klass) for klass in type(exc).__mro__) and _holds_code(value) is None:
                     # Never in place of a method of its class (`with_traceback`, which
