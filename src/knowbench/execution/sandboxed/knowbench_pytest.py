@@ -345,9 +345,8 @@ def _install_harness(namespace, own):
     harness.update(_kb_FIXTURES={}, _kb_AUTOUSE=[], _kb_CLASSES_READY=set(), _kb_SCOPED={})
     fixtures, autouse = harness["_kb_FIXTURES"], harness["_kb_AUTOUSE"]
     for name, function in (("tmp_path", _runner_tmp_path), ("monkeypatch", _runner_monkeypatch),
-                           ("capsys", _runner_capsys), ("capfd", _runner_capsys), ("tmpdir", _runner_tmpdir),
-                           ("recwarn", _kb_recwarn)):
-        fixtures[name] = (function, None, "function")
+                           ("capsys", _runner_capsys), ("capfd", _runner_capsys), ("tmpdir", _runner_tmpdir)):
+        fixtures[name] = (function, None, "function")  # (`recwarn`: the harness's own, `_kb_recwarn`)
     for name, value in list(own.items()):  # the spec's own: never the program's (`spec_loaded`)
         found = _fixture_of(value)
         if found is not None:
