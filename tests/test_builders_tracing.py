@@ -29,6 +29,20 @@ def test_modules_are_named_as_python_imports_them() -> None:
     assert not repository.module("test_text").library
 
 
+def test_a_single_module_library_beside_a_tests_package_is_the_library(tmp_path: Path) -> None:
+    """`lib.py` at the root with a `tests/` package (and `setup.py`): the module is the library; a
+    loose script beside a real package is not."""
+    (tmp_path / "lib.py").write_text("def double(x):\n    return 2 * x\n")
+    (tmp_path / "setup.py").write_text("")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "test_lib.py").write_text("from lib import double\n")
+    assert Repository(tmp_path).library_tops == {"lib"}
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    assert Repository(tmp_path).library_tops == {"pkg"}
+
+
 def test_relative_import_and_init_reexport_resolve_to_the_definition() -> None:
     repository = Repository(MINILIB)
     resolver = Resolver(repository)

@@ -242,8 +242,9 @@ class Repository:
             if top in _NON_LIBRARY_DIRS or top.startswith("_"):
                 continue
             if module.name == top and not module.is_package and module.root == self.root and \
-                    any(m.is_package and m.root == self.root for m in self.modules):
-                continue  # a loose script next to the real package
+                    any(m.is_package and m.root == self.root and m.name not in _NON_LIBRARY_DIRS
+                        and not m.name.startswith("_") for m in self.modules):
+                continue  # a loose script next to the real package (a `tests` package is not one)
             tops.add(top)
         return tops
 
