@@ -260,7 +260,7 @@ def test_module_statements_the_tests_depend_on_are_carried_in_order(tmp_path: Pa
 
 def test_tests_inherited_from_a_mixin_in_another_test_module_are_units_and_run(
         tmp_path: Path, engine: SubprocessEngine) -> None:
-    (tmp_path / "lib").mkdir()  # a package: a loose module beside a tests package is not the library
+    (tmp_path / "lib").mkdir()
     (tmp_path / "lib" / "__init__.py").write_text(textwrap.dedent(LIBRARY))
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "__init__.py").write_text(
@@ -378,3 +378,30 @@ def test_a_mined_classes_own_marks_and_a_helpers_warning_category_hold(tmp_path:
         ("test_made_an_error", "pass"), ("test_never_runs", "error"), ("test_a_helpers_category", "pass")], (
         [outcome.message for outcome in execution.tests])
     assert "UserWarning: set-up" in execution.tests[1].message
+
+
+def test_a_helper_imported_as_a_module_is_a_module_of_its_definitions(tmp_path: Path,
+                                                                      engine: SubprocessEngine) -> None:
+    """`import tests.common as cm`, `import tests.common`, `from tests import common`, `from .
+    import common as c2`: the helper is not installed, so each name is bound to a module object
+    of the helper's copied definitions, which import the target from the library (rewired to the
+    candidate) and another helper as a module. pytest passes all four; so must the spec, on the
+    target, and fail them on a wrong one."""
+    _with_helpers(tmp_path, "import tests.numbers as numbers\nfrom lib import double\n\n\n"
+                  "def one():\n    return numbers.ONE\n\n\ndef two():\n    return double(one())\n\n\nK = 3\n",
+                  "import tests.common as cm\nimport tests.common\nfrom tests import common\n"
+                  "from . import common as c2\nfrom lib import double\n\n\n"
+                  "def test_alias():\n    assert double(cm.one()) == 2\n\n\n"
+                  "def test_dotted():\n    assert double(tests.common.two()) == 4\n\n\n"
+                  "def test_from_the_package():\n    assert double(common.K) + c2.one() == 7\n\n\n"
+                  "def test_the_module_itself():\n    assert getattr(cm, 'two')() == 2 and cm.__name__ == 'tests.common'\n")
+    (tmp_path / "tests" / "numbers.py").write_text("ONE = 1\n")
+    _, target, built = _mine(tmp_path)
+    assert "import tests" not in built.code and "from tests" not in built.code, built.code
+    execution = _run_mined(engine, target, built)
+    assert [(outcome.status, outcome.called) for outcome in execution.tests] == [("pass", True)] * 4, (
+        [outcome.message for outcome in execution.tests], built.code)
+    wrong = engine.execute(ExecutionRequest(
+        program="def double(x):\n    return x * 3\n", tests=[TestSpec(name=built.name, code=built.code)],
+        entry_point="double", limits=Limits(wall_s=30)))
+    assert [outcome.status for outcome in wrong.tests] == ["fail"] * 4, [outcome.message for outcome in wrong.tests]

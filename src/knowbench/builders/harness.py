@@ -3,7 +3,9 @@
 The spec keeps only the selected tests and what they need: the module's imports (relative
 imports made absolute), its constants, helpers and base classes, the pytest fixtures they
 request from the module or its `conftest.py` files, and definitions imported from test-helper
-modules that are not installed (copied in). Then it is rewired so that the tests call the
+modules that are not installed (copied in; a helper imported as a module, `import tests.common
+as cm` or `from . import common`, becomes a module object of the copied definitions the tests
+reach through it). Then it is rewired so that the tests call the
 *candidate*, which lives in the program's namespace:
 
 - an import binding a name the program defines (the target, or a helper the context copied)
@@ -128,6 +130,9 @@ class SpecBuilder:
         self.aliases: list[ast.stmt] = []
         self.shadowed: set[str] = set()
         self.helper_aliases: list[ast.stmt] = []
+        # Helpers imported as modules: the path the import binds (`("cm",)`, `("tests",
+        # "common")`) -> the module, and the names the tests reach through it.
+        self.module_objects: dict[tuple[str, ...], tuple[Module | None, set[str]]] = {}
         self.wrapped = False
         self.needs_unittest = False
         selected: dict[str | None, list[str]] = {}
@@ -314,16 +319,54 @@ class SpecBuilder:
 
     def _follow_import(self, module: Module, statement: ast.Import | ast.ImportFrom, names: set[str]) -> None:
         """Imports from test helpers that are not installed pull in the helper's definitions."""
-        if not isinstance(statement, ast.ImportFrom):
+        if isinstance(statement, ast.Import):
+            for alias in statement.names:
+                if (alias.asname or alias.name.partition(".")[0]) in names:
+                    self._helper_module(module, alias.name, (alias.asname,) if alias.asname else None)
             return
         source = resolve_relative(module, statement.level, statement.module)
-        helper = self.repo.module(source, module) if source else None
+        if source is None:
+            return
+        helper = self.repo.module(source, module)
+        wanted: set[str] = set()
+        for alias in statement.names:
+            if (alias.asname or alias.name) not in names or alias.name == "*":
+                continue
+            if (helper is None or alias.name not in helper.bindings) and \
+                    self._helper_module(module, f"{source}.{alias.name}", (alias.asname or alias.name,)):
+                continue  # `from tests import common`: a helper module, not a name of the package
+            wanted.add(alias.name)
         if helper is None or helper.library:
             return
-        wanted = {alias.name for alias in statement.names if (alias.asname or alias.name) in names}
         if any(alias.name == "*" for alias in statement.names):
             wanted = {n for n in helper.bindings if not n.startswith("_")}
         self._need(helper).names |= wanted
+
+    def _helper_module(self, module: Module, name: str, bound: tuple[str, ...] | None) -> bool:
+        """Whether `name`, imported by `module` as a module object, is a test helper that is not
+        installed; if so, it (and, for `import a.b` binding `a`, each package on the way) is
+        noted as a module object of the definitions `module` reaches through the name it binds
+        (`bound`, or the dotted name itself), and those definitions are needed."""
+        helper = self.repo.module(name, module)
+        if helper is None or helper.library:
+            return False
+        parts = tuple(name.split("."))
+        paths = [bound] if bound is not None else [parts[:i] for i in range(1, len(parts) + 1)]
+        for path in paths:
+            found = helper if path == paths[-1] else self.repo.module(".".join(path), module)
+            if found is not None and found.library:
+                return False  # `import lib.testing` binds the installed library `lib`
+            self.module_objects.setdefault(path, (found, set()))
+        for path, names in _reached_through(module.tree, paths[0][0], set(self.module_objects)).items():
+            found, kept = self.module_objects.get(path, (None, set()))
+            if found is None:
+                continue
+            if names is None:  # the module itself is passed around: all it defines
+                names = {n for n in found.bindings if not n.startswith("_")}
+            names = {n for n in names if n in found.bindings}
+            kept |= names
+            self._need(found).names |= names
+        return True
 
     # -- emitting
 
@@ -346,6 +389,7 @@ class SpecBuilder:
         for index, needed in enumerate(order):
             if index == len(helpers):
                 body += self.helper_aliases  # `from helpers import f as g` needs f defined first
+                body += self._module_objects()
             for statement in _in_source_order(needed.module, needed.statements):
                 if isinstance(statement, ast.Import | ast.ImportFrom):
                     continue
@@ -363,6 +407,21 @@ class SpecBuilder:
         tree = ast.Module(body=_dedupe_futures(futures) + imports + self.aliases + shadow_aliases + harness + body,
                           type_ignores=[])
         return ast.unparse(ast.fix_missing_locations(tree))
+
+    def _module_objects(self) -> list[ast.stmt]:
+        """`cm = _kb_module('tests.common', ('one', ...))` for each helper imported as a module
+        (packages on a dotted name's way hold their submodules), after the definitions."""
+        if not self.module_objects:
+            return []
+
+        def made(path: tuple[str, ...]) -> str:
+            found, names = self.module_objects[path]
+            children = sorted(p for p in self.module_objects if len(p) == len(path) + 1 and p[:-1] == path)
+            submodules = "".join(f", {child[-1]}={made(child)}" for child in children)
+            return f"_kb_module({(found.name if found else '.'.join(path))!r}, {tuple(sorted(names))!r}{submodules})"
+
+        roots = sorted(path for path in self.module_objects if len(path) == 1)
+        return parse_python(_MODULE_OBJECT + "".join(f"{root[0]} = {made(root)}\n" for root in roots)).body
 
     def _drop_unused_library_imports(self, imports: list[ast.stmt], code: list[ast.stmt]) -> list[ast.stmt]:
         """Imports of the mined library that rewiring left unused (`import lib` once every
@@ -413,10 +472,22 @@ class SpecBuilder:
     def _rewrite_import(self, module: Module, statement: ast.Import | ast.ImportFrom) -> list[ast.stmt]:
         """The import as the spec needs it: absolute, without program names, helpers copied."""
         if isinstance(statement, ast.Import):
-            return [statement]
+            # A helper imported as a module is a module object of its copied definitions.
+            kept_modules = [alias for alias in statement.names
+                            if ((alias.asname,) if alias.asname else tuple(alias.name.split(".")))
+                            not in self.module_objects]
+            if len(kept_modules) == len(statement.names):
+                return [statement]
+            return [ast.Import(names=kept_modules)] if kept_modules else []
         source = resolve_relative(module, statement.level, statement.module)
         if source is None:
             return []
+        names = [alias for alias in statement.names if (alias.asname or alias.name,) not in self.module_objects
+                 or alias.name == "*"]
+        if len(names) < len(statement.names):
+            if not names:
+                return []
+            statement = ast.ImportFrom(module=statement.module, names=names, level=statement.level)
         target = self.repo.module(source, module)
         if target is not None and not target.library:
             for alias in statement.names:  # a test helper: its definitions were copied in instead
@@ -484,6 +555,46 @@ class SpecBuilder:
                 return node
 
         return Rewire().visit(copy.deepcopy(statement))
+
+
+# Emitted once where a spec rebuilds a helper imported as a module (`_module_objects`).
+_MODULE_OBJECT = """\
+def _kb_module(name, names, **submodules):
+    module = __import__('types').ModuleType(name)
+    module.__dict__.update({n: globals()[n] for n in names if n in globals()}, **submodules)
+    return module
+"""
+
+
+def _reached_through(tree: ast.Module, root: str,
+                     modules: set[tuple[str, ...]]) -> dict[tuple[str, ...], set[str] | None]:
+    """The names `tree` reads through the module objects `modules` bound under `root`: for
+    `cm.one()`, `{("cm",): {"one"}}`; `tests.common.two` reaches "two" of ("tests", "common").
+    None where a module itself is used as a value (all its names)."""
+    inner = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    reached: dict[tuple[str, ...], set[str] | None] = {}
+    for node in ast.walk(tree):
+        if id(node) in inner or not isinstance(node, ast.Attribute | ast.Name):
+            continue
+        chain: list[str] = []
+        part: ast.expr = node
+        while isinstance(part, ast.Attribute):
+            chain.append(part.attr)
+            part = part.value
+        if not isinstance(part, ast.Name) or part.id != root:
+            continue
+        chain = [root, *reversed(chain)]
+        path = (root,)
+        while len(path) < len(chain) and (*path, chain[len(path)]) in modules:
+            path = (*path, chain[len(path)])
+        if path not in modules:
+            continue
+        names = reached.setdefault(path, set())
+        if len(path) == len(chain):
+            reached[path] = None
+        elif names is not None:
+            names.add(chain[len(path)])
+    return reached
 
 
 def _set_origin(node: ast.stmt, origin: str) -> None:
