@@ -261,6 +261,11 @@ def test_a_name_defined_twice_is_one_item_the_last_definition_in_the_first_place
      "class CacheTest(unittest.TestCase, Mixin):\n    pass\n", ["s::CacheTest::test_delete"]),
     ("import unittest, helpers\nclass T(unittest.TestCase, helpers.Mixin):\n    def test_a(self):\n"
      "        pass\n", ["s::T::test_a"]),
+    # a mark, skip or patch made once and used as a decorator by name
+    ("import sys, pytest\nneeds_py4 = pytest.mark.skipif(sys.version_info < (4,), reason='')\n"
+     "@needs_py4\nclass TestNew:\n    def test_n(self):\n        pass\n", ["s::TestNew::test_n"]),
+    ("import unittest\nlinux_only = unittest.skipUnless(True, '')\n"
+     "@linux_only\nclass T(unittest.TestCase):\n    def test_l(self):\n        pass\n", ["s::T::test_l"]),
 ])
 def test_test_classes_are_collected_by_pytests_and_unittests_rules(code: str, expected: list[str]) -> None:
     assert [item_id for item_id, _ in _items(code)] == expected
@@ -278,6 +283,7 @@ def test_test_classes_are_collected_by_pytests_and_unittests_rules(code: str, ex
     "    def make(self): ...\n    def test_add(self):\n        pass\n",
     "class TestK(metaclass=Meta):\n    def test_k(self):\n        pass\n",
     "@attr.s\nclass TestRow:\n    def test_r(self):\n        pass\n",
+    "made = attr.s(slots=True)\n@made\nclass TestRow:\n    def test_r(self):\n        pass\n",
 ])
 def test_a_class_with_a_base_from_outside_the_spec_makes_no_item(code: str) -> None:
     """What an outside base brings (an `__init__`, `__new__`, abstract methods, `__test__`)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -405,3 +407,30 @@ def test_a_helper_imported_as_a_module_is_a_module_of_its_definitions(tmp_path: 
         program="def double(x):\n    return x * 3\n", tests=[TestSpec(name=built.name, code=built.code)],
         entry_point="double", limits=Limits(wall_s=30)))
     assert [outcome.status for outcome in wrong.tests] == ["fail"] * 4, [outcome.message for outcome in wrong.tests]
+
+
+def test_a_mined_testcases_marks_and_the_modules_fixtures_are_pytests(tmp_path: Path,
+                                                                       engine: SubprocessEngine) -> None:
+    """`unittest.TestCase` classes with pytest's marks (skipif by a name the module binds,
+    filterwarnings, usefixtures naming a module fixture, an xfail method): the spec carries
+    the harness and the fixture, and the runner applies them as pytest does (skipped, failed,
+    pass, xfailed)."""
+    _with_helpers(tmp_path, "X = 1\n",
+        "import sys\nimport unittest\nimport warnings\n\nimport pytest\nfrom lib import double\n\n"
+        "STATE = {}\nneeds_py2 = pytest.mark.skipif(sys.version_info >= (3,), reason='py2')\n\n\n"
+        "@pytest.fixture\ndef set_x():\n    STATE['x'] = 2\n    yield\n    STATE.clear()\n\n\n"
+        "@needs_py2\nclass SkippedTest(unittest.TestCase):\n"
+        "    def test_a(self):\n        self.assertEqual(double(1), 3)\n\n\n"
+        "@pytest.mark.filterwarnings('error')\nclass WarnTest(unittest.TestCase):\n"
+        "    def test_b(self):\n        warnings.warn('x')\n        self.assertEqual(double(1), 2)\n\n\n"
+        "@pytest.mark.usefixtures('set_x')\nclass FixtureTest(unittest.TestCase):\n"
+        "    def test_c(self):\n        self.assertEqual(double(STATE['x']), 4)\n\n"
+        "    @pytest.mark.xfail(reason='known')\n    def test_d(self):\n        self.assertEqual(double(1), 3)\n")
+    _, target, built = _mine(tmp_path)
+    execution = _run_mined(engine, target, built)
+    assert [(outcome.id.rsplit("::", 1)[-1], outcome.reason or outcome.status) for outcome in execution.tests] == [
+        ("test_a", "skipped"), ("test_b", "exception"), ("test_c", "pass"), ("test_d", "pass")], (
+        [outcome.message for outcome in execution.tests], built.code[-1500:])
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert "1 failed, 1 passed, 1 skipped, 1 xfailed" in done.stdout, done.stdout[-1500:]

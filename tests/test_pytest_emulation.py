@@ -1156,3 +1156,110 @@ def test_marks_come_in_pytests_order(engine: Engine, tmp_path: Path) -> None:
     assert "1 failed, 2 passed, 1 error" in done.stdout, done.stdout[-1500:]
     assert "FAILED test_spec.py::test_the_tests_own_xfail_is_found_first" in done.stdout
     assert "ERROR test_spec.py::TestSetUpWarns::test_never_runs" in done.stdout
+
+
+UNITTEST_MARKS_SPEC = """
+import sys
+import unittest
+import warnings
+
+import pytest
+
+LOG = []
+needs_py2 = pytest.mark.skipif(sys.version_info >= (3,), reason="Python 2 only")
+
+
+@pytest.fixture(autouse=True)
+def logged(request):
+    LOG.append(("auto", type(request.instance).__name__))
+    yield
+    LOG.append("auto-down")
+
+
+@pytest.fixture
+def value(request):
+    request.instance.value = 5
+    LOG.append("value")
+    yield
+    LOG.append("value-down")
+
+
+@pytest.mark.skipif("sys.version_info >= (3,)", reason="Python 2 only")
+class TestSkippedCase(unittest.TestCase):
+    def test_never_runs(self):
+        assert add(1, 1) == 3
+
+
+@needs_py2
+class TestSkippedByAName(unittest.TestCase):
+    def test_never_runs_either(self):
+        assert add(1, 1) == 3
+
+
+@pytest.mark.usefixtures("value")
+class TestFixtures(unittest.TestCase):
+    def setUp(self):
+        LOG.append("setUp")
+
+    def tearDown(self):
+        LOG.append("tearDown")
+
+    def test_the_fixture_set_the_instance_up(self):
+        assert add(self.value, 0) == 5
+
+    @pytest.mark.parametrize("x", [1, 2])
+    def test_parametrize_is_ignored(self, x=0):
+        assert add(x, 0) == 0
+
+    def test_the_order_is_pytests(self):
+        assert LOG[-3:] == [("auto", "TestFixtures"), "value", "setUp"], LOG
+
+
+class TestMarkedMethods(unittest.TestCase):
+    pytestmark = pytest.mark.filterwarnings("error")
+
+    def test_a_warning_is_an_error(self):
+        warnings.warn("w", UserWarning)
+        assert add(1, 1) == 2
+
+    @pytest.mark.filterwarnings("ignore::UserWarning")
+    def test_the_classs_filter_wins_over_the_methods(self):
+        warnings.warn("w", UserWarning)
+        assert add(1, 1) == 2
+
+
+class TestExpectations(unittest.TestCase):
+    @pytest.mark.xfail(reason="known", strict=True)
+    def test_expected_to_fail(self):
+        assert add(1, 1) == 3
+
+    @pytest.mark.xfail(strict=True)
+    def test_strict_xpass_fails(self):
+        assert add(1, 1) == 2
+"""
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_pytests_marks_and_autouse_fixtures_apply_to_unittest_cases(engine: Engine, tmp_path: Path,
+                                                                    isolation: str) -> None:
+    """skip/skipif (as a string, and through a name the module binds), usefixtures and autouse
+    fixtures (set up before `setUp`, `request.instance` the case), filterwarnings (its class's
+    winning over the method's own, as in pytest 9) and xfail on `unittest.TestCase` classes and methods, with
+    parametrize ignored: pytest's verdicts on the same file, split and in-process."""
+    program = "def add(a, b):\n    return a + b\n"
+    result = engine.execute(make_request(program, UNITTEST_MARKS_SPEC, "add", preload=["pytest"],
+                                         isolation=isolation))
+    verdicts = {t.id.rsplit(":", 1)[-1]: t.reason or t.status for t in result.tests}
+    assert result.isolation == isolation and verdicts == {
+        "test_never_runs": "skipped", "test_never_runs_either": "skipped",
+        "test_the_fixture_set_the_instance_up": "pass", "test_parametrize_is_ignored": "pass",
+        "test_the_order_is_pytests": "pass", "test_a_warning_is_an_error": "exception",
+        "test_the_classs_filter_wins_over_the_methods": "exception", "test_expected_to_fail": "pass",
+        "test_strict_xpass_fails": "assertion"}, [(t.id, t.message[-300:]) for t in result.tests]
+    (tmp_path / "test_spec.py").write_text(program + UNITTEST_MARKS_SPEC)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "test_spec.py"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert "3 failed, 3 passed, 2 skipped, 1 xfailed" in done.stdout, done.stdout[-1500:]
+    assert "FAILED test_spec.py::TestMarkedMethods::test_a_warning_is_an_error" in done.stdout
+    assert "FAILED test_spec.py::TestExpectations::test_strict_xpass_fails" in done.stdout
+    assert "FAILED test_spec.py::TestMarkedMethods::test_the_classs_filter_wins_over_the_methods" in done.stdout

@@ -298,6 +298,11 @@ class _Scope:
         test is a test), an imported object's dotted name, or None."""
         if isinstance(expression, ast.Name) and isinstance(self.bindings.get(expression.id), _Function):
             return self.bindings[expression.id]
+        if isinstance(expression, ast.Call):
+            # `needs_numpy = pytest.mark.skipif(...)`: a mark (a skip, a patch) made once and
+            # used as a decorator, as harmless as the call written out where it decorates
+            made = self.resolve(expression.func)
+            return made if isinstance(made, str) and made.startswith(_HARMLESS_DECORATORS) else None
         return self.resolve(expression)
 
     def resolve(self, expression: ast.expr | None) -> _Class | str | None:

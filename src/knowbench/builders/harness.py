@@ -222,6 +222,10 @@ class SpecBuilder:
                 self._need(base_module).names |= free_names(method) - {"self", "cls"}
         named_testcase = any(decorator_name(base).endswith("TestCase") for base in node.bases)
         if named_testcase or is_testcase_class(node, module, self.resolver):
+            # The runner applies pytest's marks and autouse fixtures to a TestCase's methods
+            # through the spec's harness (`_kb_call_unittest`), as pytest does.
+            if self.autouse or self.module_marked or _pytest_marked(module, cls):
+                self.wrapped = True
             if not named_testcase:
                 # A TestCase through a repository base (`class T(BaseTest)`): the runner finds
                 # unittest classes by a base named *TestCase, so name one (the MRO is unchanged).
@@ -654,6 +658,25 @@ def _requested_fixtures(node: ast.AST) -> set[str]:
         if isinstance(inner, _FunctionNode):
             names |= {a.arg for a in inner.args.posonlyargs + inner.args.args + inner.args.kwonlyargs}
     return names - {"self", "cls"}
+
+
+def _pytest_marked(module: Module, cls: ast.ClassDef) -> bool:
+    """Whether the class or one of its methods carries a pytest mark: a `pytestmark` in its
+    body, a decorator `pytest.mark.*` (`mark.*`), or a name the module binds to one
+    (`needs_numpy = pytest.mark.skipif(...)`)."""
+    def is_mark(expression: ast.expr) -> bool:
+        return "mark" in decorator_name(expression).split(".")[:-1]
+
+    decorators = [*cls.decorator_list, *(d for member in cls.body if isinstance(member, _FunctionNode)
+                                         for d in member.decorator_list)]
+    for decorator in decorators:
+        if is_mark(decorator):
+            return True
+        for bound in module.bindings.get(decorator_name(decorator), []) if isinstance(decorator, ast.Name) else []:
+            if isinstance(bound, ast.Assign) and any(
+                    isinstance(inner, ast.Call | ast.Attribute) and is_mark(inner) for inner in ast.walk(bound.value)):
+                return True
+    return any(_assigns(member, "pytestmark") for member in cls.body)
 
 
 def _assigns(statement: ast.stmt, name: str) -> bool:

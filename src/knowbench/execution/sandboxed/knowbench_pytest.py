@@ -439,33 +439,54 @@ class _UnittestOutcome(__import__("unittest").TestResult):
         self.unexpected = True
 
 
-def run_unittest(cls, method):
+def run_unittest(cls, method, namespace=None):
     """One method of a `unittest.TestCase`, run by unittest itself (`TestCase.run`): `setUp`,
     the test, `tearDown`, cleanups, skip decorators, `expectedFailure`, `subTest`; around it
     the class's `setup_method`/`teardown_method`, given the instance and the method, as pytest
     calls them on a TestCase. Raises what made it fail, `unittest.SkipTest` when it was
     skipped, AssertionError for an unexpected success. Class and module set-up are the
-    caller's (see `enter_scopes`)."""
+    caller's (see `enter_scopes`). In a spec (`namespace`) that uses pytest's marks or
+    fixtures, pytest's marks and autouse fixtures apply around it (`_kb_call_unittest`)."""
     import unittest
 
     outcome = _UnittestOutcome()
     case = cls(method)
-    skipped = getattr(cls, "__unittest_skip__", False)
-    setup = None if skipped else getattr(cls, "setup_method", None)
-    teardown = None if skipped else getattr(cls, "teardown_method", None)
-    if setup is not None:
-        setup(case, getattr(case, method))
-    try:
-        case.run(outcome)
-    finally:
-        if teardown is not None:
-            teardown(case, getattr(case, method))
-    if outcome.problem is not None:
-        raise outcome.problem
-    if outcome.skip is not None:
-        raise unittest.SkipTest(outcome.skip)
-    if outcome.unexpected:
-        raise AssertionError("unexpected success: the test is marked expectedFailure but passed")
+
+    def run():
+        __tracebackhide__ = True
+        skipped = getattr(cls, "__unittest_skip__", False)
+        setup = None if skipped else getattr(cls, "setup_method", None)
+        teardown = None if skipped else getattr(cls, "teardown_method", None)
+        if setup is not None:
+            setup(case, getattr(case, method))
+        try:
+            case.run(outcome)
+        finally:
+            if teardown is not None:
+                teardown(case, getattr(case, method))
+        if outcome.problem is not None:
+            raise outcome.problem
+        if outcome.skip is not None:
+            raise unittest.SkipTest(outcome.skip)
+        if outcome.unexpected:
+            raise AssertionError("unexpected success: the test is marked expectedFailure but passed")
+
+    harness = _unittest_harness(namespace)
+    if harness is None:
+        run()
+    else:
+        harness["_kb_call_unittest"](case, method, run)
+
+
+def _unittest_harness(namespace):
+    """The harness a spec's unittest methods run through: a mined spec's own copy (one mined
+    before this function existed has none: its TestCases run as they always did), else the one
+    installed for a spec that uses pytest (`spec_harness`), else None."""
+    if type(namespace) is not dict:
+        return None
+    if "_kb_call" in namespace and "_kb_call" not in _INHERITED.get(id(namespace), ()):
+        return namespace if "_kb_call_unittest" in namespace else None
+    return spec_harness(namespace)
 
 
 def run_direct(namespace, item):
@@ -1157,6 +1178,7 @@ def _kb_fixture_cases(function, owner, used, case):
 
 
 def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()):
+    __tracebackhide__ = True
     values, finalizers = dict(case), []
 
     def request(param=_kb_NO_PARAM):
@@ -1223,8 +1245,28 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
                 finalizers.pop()()
 
 
+def _kb_expecting(xfail, run):
+    """`run()` under the xfail mark that applies (None: none), as pytest has it: a failure is
+    expected (xfailed); a pass is XPASS, a failure only when strict; an exception other than
+    the mark's `raises` is a real failure."""
+    __tracebackhide__ = True  # (the harness's frames are left out of a failure's report, as pytest's)
+    if xfail is None:
+        run()
+        return
+    expected = xfail.kwargs.get("raises") or Exception
+    try:
+        run()
+    except _kb_unittest.SkipTest:
+        raise
+    except expected:
+        return
+    if xfail.kwargs.get("strict", False):
+        raise AssertionError("[XPASS(strict)] the test is marked xfail(strict=True) but passed")
+
+
 def _kb_call(function, owner=None, **builtins):
     """Run a pytest-style test as pytest would: each case, with fixtures set up and torn down."""
+    __tracebackhide__ = True
     _kb_refuse_generator(function)
     marks = _kb_marks(function, owner)
     reason = _kb_skip_reason(marks)
@@ -1237,26 +1279,43 @@ def _kb_call(function, owner=None, **builtins):
         xfail = _kb_xfail(case_marks)
         for fixture_params in _kb_fixture_cases(function, owner, used, case):
             ran = True
-            if xfail is None:
+            def run(case=case, fixture_params=fixture_params, case_marks=case_marks):
+                __tracebackhide__ = True
                 _kb_run_case(function, owner, case, used, builtins, fixture_params, case_marks)
-                continue
-            # pytest: a failure is expected (xfailed); a pass is XPASS, a failure only when
-            # strict; an exception other than `raises` is a real failure.
-            expected = xfail.kwargs.get("raises") or Exception
-            try:
-                _kb_run_case(function, owner, case, used, builtins, fixture_params, case_marks)
-            except _kb_unittest.SkipTest:
-                raise
-            except expected:
-                continue
-            if xfail.kwargs.get("strict", False):
-                raise AssertionError("[XPASS(strict)] the test is marked xfail(strict=True) but passed")
+
+            _kb_expecting(xfail, run)
     if not ran:  # pytest skips a test whose parameter sets are empty (or all skipped)
         raise _kb_unittest.SkipTest("got empty parameter set")
 
 
+def _kb_call_unittest(case, name, run):
+    """A `unittest.TestCase` method, which `run()` runs by unittest itself, as pytest runs one:
+    the skip, skipif, xfail, filterwarnings and usefixtures marks of the method, its classes
+    and the module apply, and the autouse and used fixtures are set up before `setUp` and torn
+    down after `tearDown` (`request.instance` is the case). pytest passes a unittest method no
+    fixture and ignores its parametrize marks."""
+    __tracebackhide__ = True
+    marks = [mark for mark in _kb_marks(getattr(case, name), case) if mark.name != "parametrize"]
+    reason = _kb_skip_reason(marks)
+    if reason:
+        raise _kb_unittest.SkipTest(f"marked {reason}")
+    used = [fixture for mark in marks if mark.name == "usefixtures" for fixture in mark.args]
+
+    def test():
+        __tracebackhide__ = True
+        run()
+
+    for fixture_params in _kb_fixture_cases(test, case, used, {}):
+        def run_case(fixture_params=fixture_params):
+            __tracebackhide__ = True
+            _kb_run_case(test, case, {}, used, {}, fixture_params, marks)
+
+        _kb_expecting(_kb_xfail(marks), run_case)
+
+
 def _kb_call_method(cls, name, **builtins):
     """Run the test method `name` of a pytest-style class on a fresh instance."""
+    __tracebackhide__ = True
     if cls not in _kb_CLASSES_READY:
         _kb_CLASSES_READY.add(cls)
         if hasattr(cls, "setup_class"):  # given the class, also a plain method (pytest's getimfunc)
