@@ -161,6 +161,27 @@ def test_extract_keeps_a_docstring_that_holds_a_fenced_example() -> None:
     assert run(code, "fetch_json('u')") == {"url": "u"}
 
 
+@pytest.mark.parametrize("fence", ["```pycon", "```", "~~~python"])
+def test_an_unfenced_reply_whose_docstring_holds_a_fenced_example_is_the_code(fence: str) -> None:
+    """A bare reply (a mined reference is one) whose docstring holds a fenced example: the
+    reply parses, so its fence lines are its strings', not blocks of the reply."""
+    reply = (
+        "def double(x):\n"
+        '    """Twice `x`.\n\n'
+        f"    {fence}\n"
+        "    >>> double(2)\n"
+        "    4\n"
+        f"    {fence[:3]}\n"
+        '    """\n'
+        "    result = x\n"
+        "    result += x\n"
+        "    return result\n"
+    )
+    assert extract_code(reply, "double") == reply.strip("\n")
+    program = assemble("", 'def double(x):\n    """Twice."""\n    ...\n', "double", reply).program
+    assert run(program, "double(3)") == 6
+
+
 def test_extract_ends_a_block_at_a_fence_outside_strings() -> None:
     reply = 'Code:\n```python\nX = """a\n```\nb"""\n```\nAnd then:\n```\nnot code\n```'
     assert extract_code(reply, "f") == 'X = """a\n```\nb"""'

@@ -86,7 +86,8 @@ def extract_code(reply: str, entry_point: str) -> str:
     NotImplementedError`), else the last that defines it at all, else the largest block that
     parses, else the first block (a final fence cut off by a
     token limit still counts); a fence line inside a triple-quoted string does not end a
-    block (a docstring with a fenced example) when the block then parses. The chosen block
+    block (a docstring with a fenced example) when the block then parses, and a reply that
+    parses as Python as it is holds no fenced block (its fence lines are in its strings). The chosen block
     gets the other blocks that parse and define names it uses (helpers shown separately),
     in reply order. Without fences: the reply itself when it parses (dedented when it is an
     indented body), else the reply less its leading prose lines and the fewest trailing
@@ -98,10 +99,13 @@ def extract_code(reply: str, entry_point: str) -> str:
     if not answer.strip():
         return ""
     blocks = _fenced_blocks(answer)
-    if blocks:
+    # A reply that parses as Python has its fence lines inside its strings (a docstring's
+    # fenced example): they are the code's, not the reply's.
+    parsed = _parse_code(answer) if blocks else None
+    if blocks and parsed is None:
         code = _choose_block(blocks, entry_point.rsplit(".", 1)[-1])
     else:
-        parsed = _parse_code(answer)
+        parsed = parsed or _parse_code(answer)
         trimmed = parsed[0] if parsed is not None else _trim_prose(answer)
         code = trimmed if trimmed is not None else answer.strip()
     return code if _holds_code(code) else ""
