@@ -427,6 +427,29 @@ def test_assemble_bad_context_needing_future_hoist_sets_error() -> None:
     assert assembly.error is not None and "context does not parse" in assembly.error
 
 
+POSED_CONTEXT = (
+    "class Bag(dict):\n"  # the installed class, which the posed one subclasses
+    "    def __setitem__(self, key, value):\n        raise TypeError('use add()')\n"
+    "    def add(self, key, value):\n        raise AssertionError('the installed add ran')\n"
+    "_kb_base_Bag = Bag\n"
+)
+POSED_PROMPT = "class Bag(_kb_base_Bag):\n    def add(self, key, value):\n        \"\"\"Add to key's count.\"\"\"\n        ...\n"
+
+
+@pytest.mark.parametrize("call", ["super(Bag, self)", "super()"])
+def test_super_in_a_posed_class_looks_past_the_installed_class(call: str) -> None:
+    """A method posed in a subclass of the installed class (`class Bag(_kb_base_Bag)`): its
+    `super()` means what it meant in the library, the class after the installed one, not the
+    installed class's own override."""
+    reply = f"def add(self, key, value):\n    {call}.__setitem__(key, self.get(key, 0) + value)\n"
+    program = assemble(POSED_CONTEXT, POSED_PROMPT, "Bag.add", reply).program
+    assert "super(_kb_base_Bag, self)" in program
+    assert run(program, "(lambda b: (b.add('a', 2), b.add('a', 3), b['a'])[-1])(Bag())") == 5
+    nested = ("def add(self, key, value):\n    class Inner(dict):\n        def get(self, k, d=None):\n"
+              "            return super().get(k, d)\n    dict.__setitem__(self, key, Inner().get(key, value))\n")
+    assert "super().get(k, d)" in assemble(POSED_CONTEXT, POSED_PROMPT, "Bag.add", nested).program
+
+
 def test_assemble_is_frozen() -> None:
     assembly = assemble("", PROMPT, "area", "return 1.0")
     with pytest.raises(AttributeError):

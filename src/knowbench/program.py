@@ -28,6 +28,9 @@ _FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _OPEN_FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})\s*\{?\.?(?P<tag>[\w+#.-]*)\}?[^`]*$")
 _PYTHON_TAGS = frozenset({"", "python", "py", "python3", "py3", "ipython", "pycon"})
 _MAX_PROSE_LINES = 40  # how many prose lines extract_code may drop at each end
+# A method of a class too long for its prompt is posed in a subclass of the installed class,
+# `class Cls(_kb_base_Cls)` (knowbench.builders.context.cut_target).
+POSED_BASE_PREFIX = "_kb_base_"
 
 
 class SpliceError(ValueError):
@@ -377,7 +380,43 @@ def splice(prompt_code: str, entry_point: str, code: str,
         _replace_body(target, candidate.body)
     else:
         _replace_definition(tree, entry_point, target, definition, candidate, context_names)
+    _unpose_super(tree)
     return ast.unparse(ast.fix_missing_locations(tree))
+
+
+def _unpose_super(tree: ast.Module) -> None:
+    """In a posed class (`class Cls(_kb_base_Cls)`, `POSED_BASE_PREFIX`), `super()` and
+    `super(Cls, x)` in its methods become `super(_kb_base_Cls, x)`: in the library they look
+    past the class they were written in, so here they look past the installed class, not into
+    it (where its own version of the method would run)."""
+    for node in tree.body:
+        if not (isinstance(node, ast.ClassDef) and len(node.bases) == 1 and isinstance(node.bases[0], ast.Name)
+                and node.bases[0].id == POSED_BASE_PREFIX + node.name):
+            continue
+        for method in node.body:
+            if not isinstance(method, _FunctionNode):
+                continue
+            arguments = method.args.posonlyargs + method.args.args
+            first = arguments[0].arg if arguments else None
+            for call in _own_calls(method):
+                if not (isinstance(call.func, ast.Name) and call.func.id == "super" and not call.keywords):
+                    continue
+                if not call.args and first is not None:
+                    call.args = [ast.Name(node.bases[0].id, ast.Load()), ast.Name(first, ast.Load())]
+                elif len(call.args) == 2 and isinstance(call.args[0], ast.Name) and call.args[0].id == node.name:
+                    call.args[0] = ast.Name(node.bases[0].id, ast.Load())
+
+
+def _own_calls(function: _FunctionNode) -> Iterator[ast.Call]:
+    """The calls in `function`'s own body (and its lambdas and comprehensions), not in the
+    functions or classes it defines: their `super()` is theirs."""
+    stack: list[ast.AST] = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Call):
+            yield node
+        if not isinstance(node, _FunctionNode | ast.ClassDef):
+            stack.extend(ast.iter_child_nodes(node))
 
 
 def _parse_prompt(prompt_code: str) -> ast.Module:

@@ -33,6 +33,7 @@ from knowbench.builders.repository import (
     top_level_statements,
 )
 from knowbench.parsing import parse_python
+from knowbench.program import POSED_BASE_PREFIX
 
 _FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__package__",
@@ -126,7 +127,7 @@ def cut_target(module: Module, symbol: Symbol, max_prompt_lines: int | None = No
     return target
 
 
-_BASE_PREFIX = "_kb_base_"
+_BASE_PREFIX = POSED_BASE_PREFIX
 
 
 def _subclass_prompt(cls: ast.ClassDef, masked_method: list[str], lines: list[str]) -> str:
