@@ -434,3 +434,23 @@ def test_a_mined_testcases_marks_and_the_modules_fixtures_are_pytests(tmp_path: 
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert "1 failed, 1 passed, 1 skipped, 1 xfailed" in done.stdout, done.stdout[-1500:]
+
+
+def test_a_test_of_another_target_that_a_test_calls_is_carried_but_not_collected(
+        tmp_path: Path, engine: SubprocessEngine) -> None:
+    """`test_double` calls `test_positive` (not one of the target's tests) as a helper: the
+    spec carries it, marked `__test__ = False`, so it is no item of the task (pytest: both pass)."""
+    _with_helpers(tmp_path, "X = 1\n",
+                  "from lib import double\n\n\ndef test_positive(f=abs):\n    assert f(3) >= 3\n\n\n"
+                  "def test_double():\n    assert double(2) == 4\n    test_positive(f=double)\n")
+    repository = Repository(tmp_path)
+    resolver = Resolver(repository)
+    symbol = Symbol("lib", "double", "function")
+    units = [unit for unit in discover_units(repository, resolver) if symbol in unit.targets]
+    assert [unit.function for unit in units] == ["test_double"]
+    target = cut_target(repository.module("lib"), symbol)
+    built = SpecBuilder(repository, resolver, target).build(units[0].module, units)
+    assert [item.function for item in TestSpec(name=built.name, code=built.code).items()] == ["test_double"]
+    execution = _run_mined(engine, target, built)
+    assert [(outcome.status, outcome.called) for outcome in execution.tests] == [("pass", True)], (
+        [outcome.message for outcome in execution.tests], built.code[-600:])

@@ -155,6 +155,7 @@ class SpecBuilder:
                 for function in selected[node.name]:
                     item_of_unit[f"{spec_name}::{node.name}::{function}"] = f"{spec_name}::{node.name}::{function}"
         self.unit_nodes = {id(node) for node in own.statements.values()}
+        self.called_tests: set[int] = set()  # tests of other targets the carried code calls
         self.replacements = {id(node): code for node, code in self._pair_units(module, units_code)}
         fixture_names = set(self.autouse)
         for code in units_code:
@@ -307,7 +308,8 @@ class SpecBuilder:
                     self._follow_import(module, enclosing, {name})
                 continue
             if isinstance(enclosing, _FunctionNode) and enclosing.name.startswith("test"):
-                continue  # another test, not a helper
+                # another test, which a carried test calls as a helper: carried, but not collected
+                self.called_tests.add(id(enclosing))
             if isinstance(enclosing, ast.ClassDef) and id(enclosing) in self.unit_nodes:
                 continue
             needed.statements[id(enclosing)] = enclosing
@@ -403,6 +405,8 @@ class SpecBuilder:
                     body += self._fixture(needed.module, statement)
                 else:
                     body.append(self._rewire(needed.module, self._strip_unselected(needed.module, statement)))
+                    if id(statement) in self.called_tests:
+                        body.append(parse_python(f"{statement.name}.__test__ = False").body[0])  # type: ignore[attr-defined]
         imports = self._drop_unused_library_imports(imports, [*self.aliases, *body])
         harness = parse_python(HARNESS).body if self.wrapped or self.fixtures_used(body) else []
         if harness:
