@@ -1,7 +1,9 @@
 """Benchmark environments: a cached virtual environment per set of requirements.
 
 Samples run in their benchmark's environment, not in knowbench's own. An environment is
-keyed by a hash of the normalised requirements and the interpreter's version, built with
+keyed by a hash of the normalised requirements and the interpreter's version (and, for a
+local archive or directory, `name @ file:///...`, what is there now: an edited repository
+mined again gets an environment of its edited code), built with
 `uv` when available (else venv + pip), and published atomically: a half-built environment
 is never used. The package index is whatever pip is configured with (pip.conf, PIP_* env),
 so builds work offline against a local mirror.
@@ -64,8 +66,41 @@ def normalise(requirements: list[str] | tuple[str, ...]) -> tuple[str, ...]:
 
 
 def env_key(requirements: tuple[str, ...], python_version: str) -> str:
-    payload = json.dumps({"requirements": list(requirements), "python": python_version})
+    payload = json.dumps({"requirements": list(requirements), "python": python_version,
+                          "local": [_local_state(r) for r in requirements if _local_path(r) is not None]})
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def _local_path(requirement: str) -> Path | None:
+    """The file or directory a `name @ file:///...` requirement installs, else None."""
+    _, at, url = requirement.partition(" @ ")
+    if not at or not url.startswith("file://"):
+        return None
+    from urllib.parse import unquote, urlparse
+
+    return Path(unquote(urlparse(url).path))
+
+
+def _local_state(requirement: str) -> str:
+    """What a local requirement's file or directory holds now: an archive's content hash, a
+    directory's files by path, size and modification time (its `.git`, caches and what
+    building it writes there left out)."""
+    path = _local_path(requirement)
+    assert path is not None
+    digest = hashlib.sha256()
+    if path.is_file():
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    elif path.is_dir():
+        for directory, subdirs, files in os.walk(path):
+            subdirs[:] = sorted(d for d in subdirs if not d.startswith(".") and d not in ("__pycache__", "build", "dist")
+                                and not d.endswith(".egg-info"))  # (what building it writes there)
+            for name in sorted(files):
+                stat = os.stat(os.path.join(directory, name))
+                relative = os.path.relpath(os.path.join(directory, name), path)
+                digest.update(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+    return digest.hexdigest()
 
 
 def ensure_env(requirements: list[str] | tuple[str, ...], python: str | None = None,
