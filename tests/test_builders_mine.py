@@ -26,7 +26,8 @@ from knowbench.run import run_benchmark
 PUBLISHED = {"minilib.textutil.slug", "minilib.textutil.normalise_case", "minilib.mathutil.clamp",
              "minilib.mathutil.Stats.mean", "minilib.geometry.shapes.Rect.area",
              "minilib.geometry.shapes.Rect.scale", "minilib.geometry.shapes.Rect.perimeter",
-             "minilib.geometry.shapes.Rect.__add__"}  # a property, an operator
+             "minilib.geometry.shapes.Rect.__add__",  # a property, an operator
+             "minilib.units.scale"}  # reads its package's data file (`pkgutil.get_data(__name__, ...)`)
 
 
 @pytest.fixture(scope="module")

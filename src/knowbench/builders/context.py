@@ -409,12 +409,37 @@ def build_context(module: Module, top: ast.stmt, target: TargetCode) -> None:
     parts = [ast.unparse(f) for f in futures]
     parts += [imports[key] for key in sorted(imports)]
     parts += library_imports
+    if _reads_its_location([top, *(parse_python(textwrap.dedent(copies[key])) for key in copies)]):
+        parts.append(_LOCATION.format(module=module.name))
     parts += [textwrap.dedent(copies[key]) for key in sorted(copies)]
     target.context = "\n".join(_dedupe(parts))
     try:
         parse_python(target.context)
     except SyntaxError as error:
         raise ContextError(f"the context does not parse ({error.msg}, line {error.lineno})") from None
+
+
+# Where the cut code finds its module's files (`os.path.dirname(__file__)`,
+# `pkgutil.get_data(__name__, ...)`), the program, module `solution`, stands in for the
+# installed module: its location, loader and package are that module's.
+_LOCATION = """\
+import importlib.util as _kb_importlib_util
+__spec__ = _kb_importlib_util.find_spec({module!r})
+if __spec__ is not None:
+    __file__, __loader__, __package__ = __spec__.origin, __spec__.loader, __spec__.parent"""
+
+
+def _reads_its_location(nodes: list[ast.AST]) -> bool:
+    """Whether the code reads its module's location (`__file__`, `__spec__`, `__loader__`,
+    `__package__`) or hands its module's name to a call (`pkgutil.get_data(__name__, ...)`)."""
+    for node in nodes:
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Name) and inner.id in ("__file__", "__spec__", "__loader__", "__package__"):
+                return True
+            if isinstance(inner, ast.Call) and any(isinstance(argument, ast.Name) and argument.id == "__name__"
+                                                   for argument in [*inner.args, *(k.value for k in inner.keywords)]):
+                return True
+    return False
 
 
 def _dedupe(parts: list[str]) -> list[str]:
