@@ -454,3 +454,27 @@ def test_a_test_of_another_target_that_a_test_calls_is_carried_but_not_collected
     execution = _run_mined(engine, target, built)
     assert [(outcome.status, outcome.called) for outcome in execution.tests] == [("pass", True)], (
         [outcome.message for outcome in execution.tests], built.code[-600:])
+
+
+def test_a_version_switch_is_cut_from_the_branch_that_runs_here(tmp_path: Path, engine: SubprocessEngine) -> None:
+    """The target is defined in both branches of module-level switches this interpreter decides
+    (`hasattr` of a standard-library class, a `PY3` flag, `sys.version_info`): it is cut from
+    the branch that runs, and the dead branch's names are not the context's (dateutil's
+    `enfold` was cut from its Python 2 branch, whose `_DatetimeWithFold` the context then
+    imported and could not find)."""
+    (tmp_path / "lib.py").write_text(
+        "import sys\nfrom datetime import datetime\n\nPY3 = sys.version_info[0] == 3\n\n"
+        "if hasattr(datetime, 'fold'):\n    def double(x):\n        '''Twice.'''\n        y = x\n        y = y * 2\n"
+        "        return y\nelse:\n    class _Old(int):\n        pass\n\n"
+        "    def double(x):\n        '''Twice.'''\n        y = _Old(x)\n        y = y * 2\n        return y\n\n"
+        "if not PY3 or sys.version_info < (3, 6):\n    def half(x):\n        return _Old(x)\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_lib.py").write_text(
+        "from lib import double\n\n\ndef test_double():\n    assert double(2) == 4\n")
+    repository = Repository(tmp_path)
+    assert "_Old" not in repository.module("lib").bindings and "half" not in repository.module("lib").bindings
+    _, target, built = _mine(tmp_path)
+    assert "y = x" in target.reference and "_Old" not in target.context
+    execution = _run_mined(engine, target, built)
+    assert [(outcome.status, outcome.called) for outcome in execution.tests] == [("pass", True)], (
+        [outcome.message for outcome in execution.tests])

@@ -28,11 +28,12 @@ def test_imports_in_branches_that_never_run_are_not_requirements() -> None:
         "if ON_PY2:\n    import flagged_py2\n"
         "def f():\n    if PY3:\n        return 1\n    else:\n        import __builtin__\n"
         "if sys.platform == 'definitely-not-this':\n    import other_platform\n"
+        "import os\nif hasattr(os, 'definitely_missing'):\n    import no_such_attribute\n"
         "try:\n    import optional\nexcept ImportError:\n    optional = None\n"
         "import always\n"
     )
     assert imported_modules(code, required_only=True) == {
-        "sys", "typing", "compat", "on_this_python", "newer_than_38", "always"}
+        "sys", "typing", "compat", "on_this_python", "newer_than_38", "os", "always"}
     assert {"never", "py2_only", "__builtin__", "optional"} <= imported_modules(code)
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,8 +137,11 @@ def read_source(path: Path) -> str:
 
 
 def top_level_statements(tree: ast.Module) -> Iterator[ast.stmt]:
-    """Module-level statements, descending into `if`, `try` and `with` blocks (not defs)."""
+    """Module-level statements, descending into `if`, `try` and `with` blocks (not defs); of an
+    `if` whose test this interpreter decides without running code (`static_truth`), only the
+    branch that runs."""
     stack: list[ast.stmt] = list(reversed(tree.body))
+    names: dict[str, object] | None = None  # (`static_names`, made when a test needs them)
     while stack:
         statement = stack.pop()
         if isinstance(statement, ast.If | ast.Try | ast.TryStar | ast.With):
@@ -146,13 +151,155 @@ def top_level_statements(tree: ast.Module) -> Iterator[ast.stmt]:
                     parts.extend(handler.body)
                 parts += statement.orelse + statement.finalbody
             elif isinstance(statement, ast.If):
-                if _is_type_checking(statement.test):
-                    parts = list(statement.orelse)  # names only a type checker sees do not exist
+                # names only a type checker sees do not exist; a version or platform switch
+                # has one branch here: the one that runs
+                holds = False if _is_type_checking(statement.test) else static_truth(statement.test)
+                if holds is None and any(isinstance(node, ast.Name) for node in ast.walk(statement.test)):
+                    if names is None:
+                        names = static_names(tree)
+                    holds = static_truth(statement.test, names)
+                if holds is not None:
+                    parts = list(statement.body if holds else statement.orelse)
                 else:
                     parts += statement.orelse
             stack.extend(reversed(parts))
         else:
             yield statement
+
+
+_UNKNOWN = object()
+
+
+@dataclass(frozen=True)
+class _Stdlib:
+    """A standard-library module or module attribute a module imports (`datetime.datetime`):
+    what `hasattr` is asked of, imported only then."""
+
+    dotted: str
+
+    def resolve(self) -> object:
+        import importlib
+
+        parts = self.dotted.split(".")
+        for cut in range(len(parts), 0, -1):
+            try:
+                found: object = importlib.import_module(".".join(parts[:cut]))
+            except ImportError:
+                continue
+            for attribute in parts[cut:]:
+                found = getattr(found, attribute, _UNKNOWN)
+            return found
+        return _UNKNOWN
+
+
+
+
+def static_names(tree: ast.Module) -> dict[str, object]:
+    """Module-level names assigned exactly once to a test this interpreter can decide
+    (`PY3 = sys.version_info[0] == 3`), with their values, and the standard-library modules
+    and objects the module imports by name (for `hasattr(datetime, "fold")`)."""
+    counts: dict[str, int] = {}
+    values: dict[str, object] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            counts[node.id] = counts.get(node.id, 0) + 1
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom) and not getattr(node, "level", 0):
+            for alias in node.names:
+                if isinstance(node, ast.Import):
+                    dotted = alias.name if alias.asname else alias.name.split(".")[0]
+                elif alias.name != "*":
+                    dotted = f"{node.module}.{alias.name}"
+                else:
+                    continue
+                bound = alias.asname or alias.name.split(".")[0]
+                if dotted.split(".")[0] in sys.stdlib_module_names and counts.get(bound, 0) == 0:
+                    values[bound] = _Stdlib(dotted)
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = _static_value(node.value, values)
+            if value is not _UNKNOWN and counts.get(node.targets[0].id) == 1:
+                values[node.targets[0].id] = value
+    return values
+
+
+def static_truth(test: ast.expr, names: dict[str, object] | None = None) -> bool | None:
+    """The truth of `test` on this interpreter when it can be known without running code
+    (constants, `TYPE_CHECKING`, `sys.version_info`, `sys.platform`, `os.name`), else None."""
+    value = _static_value(test, names or {})
+    return None if value is _UNKNOWN else bool(value)
+
+
+def _static_value(node: ast.expr, names: dict[str, object]) -> object:
+    import os
+
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Tuple):
+        items = [_static_value(e, names) for e in node.elts]
+        return _UNKNOWN if any(i is _UNKNOWN for i in items) else tuple(items)
+    dotted = dotted_name(node) if isinstance(node, ast.Name | ast.Attribute) else ""
+    known: dict[str, object] = {"TYPE_CHECKING": False, "typing.TYPE_CHECKING": False,
+                                "sys.version_info": tuple(sys.version_info), "sys.platform": sys.platform,
+                                "os.name": os.name, "sys.maxsize": sys.maxsize,
+                                "sys.version_info.major": sys.version_info[0],
+                                "sys.version_info.minor": sys.version_info[1]}
+    if dotted in known:
+        return known[dotted]
+    if isinstance(node, ast.Name) and node.id in names:
+        return names[node.id]
+    flag = re.fullmatch(r"(?:IS_)?PY(?:THON)?_?([23])K?", dotted.rsplit(".", 1)[-1]) if dotted else None
+    if flag:  # the compat modules' convention (six.PY2, psutil._compat.PY3, PY3K …)
+        return sys.version_info[0] == int(flag.group(1))
+    if isinstance(node, ast.Subscript):
+        base, index = _static_value(node.value, names), node.slice
+        if isinstance(base, tuple | str):
+            if isinstance(index, ast.Slice):
+                bounds = [_static_value(b, names) if b is not None else None
+                          for b in (index.lower, index.upper, index.step)]
+                if all(b is None or isinstance(b, int) for b in bounds):
+                    return base[slice(*bounds)]  # type: ignore[misc]
+                return _UNKNOWN
+            position = _static_value(index, names)
+            if isinstance(position, int) and -len(base) <= position < len(base):
+                return base[position]
+        return _UNKNOWN
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner = _static_value(node.operand, names)
+        return _UNKNOWN if inner is _UNKNOWN else not inner
+    if isinstance(node, ast.BoolOp):
+        values = [_static_value(v, names) for v in node.values]
+        if isinstance(node.op, ast.And):
+            if any(v is not _UNKNOWN and not v for v in values):
+                return False
+            return _UNKNOWN if any(v is _UNKNOWN for v in values) else values[-1]
+        if any(v is not _UNKNOWN and v for v in values):
+            return True
+        return _UNKNOWN if any(v is _UNKNOWN for v in values) else values[-1]
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        left, right = _static_value(node.left, names), _static_value(node.comparators[0], names)
+        if left is _UNKNOWN or right is _UNKNOWN:
+            return _UNKNOWN
+        operations = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+                      ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
+                      ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+        operation = operations.get(type(node.ops[0]))
+        try:
+            return operation(left, right) if operation else _UNKNOWN
+        except TypeError:
+            return _UNKNOWN
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "hasattr" and \
+            len(node.args) == 2 and not node.keywords:
+        owner, attribute = _static_value(node.args[0], names), _static_value(node.args[1], names)
+        if isinstance(owner, _Stdlib) and isinstance(attribute, str):
+            found = owner.resolve()
+            return _UNKNOWN if found is _UNKNOWN else hasattr(found, attribute)
+        return _UNKNOWN
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr in ("startswith", "endswith") and len(node.args) == 1:
+        base, argument = _static_value(node.func.value, names), _static_value(node.args[0], names)
+        if isinstance(base, str) and isinstance(argument, str | tuple):
+            return getattr(base, node.func.attr)(argument)
+    return _UNKNOWN
 
 
 def _is_type_checking(test: ast.expr) -> bool:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from knowbench.builders.repository import dotted_name
+from knowbench.builders.repository import dotted_name, static_names, static_truth
 from knowbench.parsing import parse_python
 
 IMPORT_TO_DISTRIBUTION = {
@@ -61,7 +61,7 @@ def imported_modules(code: str, required_only: bool = False) -> set[str]:
         return set()
     skipped: set[int] = set()
     if required_only:
-        constants = _static_names(tree)
+        constants = static_names(tree)
         for node in ast.walk(tree):
             if isinstance(node, ast.Try) and any(_catches_import_error(h) for h in node.handlers):
                 skipped |= {id(inner) for statement in node.body for inner in ast.walk(statement)}
@@ -134,96 +134,6 @@ def _path_pieces(node: ast.expr) -> list[str]:
 
 def _callee(func: ast.expr) -> str:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-
-
-_UNKNOWN = object()
-
-
-def _static_names(tree: ast.Module) -> dict[str, object]:
-    """Module-level names assigned exactly once to a test this interpreter can decide
-    (`PY3 = sys.version_info[0] == 3`), with their values."""
-    counts: dict[str, int] = {}
-    values: dict[str, object] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            counts[node.id] = counts.get(node.id, 0) + 1
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            value = _static_value(node.value, values)
-            if value is not _UNKNOWN and counts.get(node.targets[0].id) == 1:
-                values[node.targets[0].id] = value
-    return values
-
-
-def static_truth(test: ast.expr, names: dict[str, object] | None = None) -> bool | None:
-    """The truth of `test` on this interpreter when it can be known without running code
-    (constants, `TYPE_CHECKING`, `sys.version_info`, `sys.platform`, `os.name`), else None."""
-    value = _static_value(test, names or {})
-    return None if value is _UNKNOWN else bool(value)
-
-
-def _static_value(node: ast.expr, names: dict[str, object]) -> object:
-    import os
-
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Tuple):
-        items = [_static_value(e, names) for e in node.elts]
-        return _UNKNOWN if any(i is _UNKNOWN for i in items) else tuple(items)
-    dotted = dotted_name(node) if isinstance(node, ast.Name | ast.Attribute) else ""
-    known: dict[str, object] = {"TYPE_CHECKING": False, "typing.TYPE_CHECKING": False,
-                                "sys.version_info": tuple(sys.version_info), "sys.platform": sys.platform,
-                                "os.name": os.name, "sys.maxsize": sys.maxsize}
-    if dotted in known:
-        return known[dotted]
-    if isinstance(node, ast.Name) and node.id in names:
-        return names[node.id]
-    flag = re.fullmatch(r"(?:IS_)?PY(?:THON)?_?([23])K?", dotted.rsplit(".", 1)[-1]) if dotted else None
-    if flag:  # the compat modules' convention (six.PY2, psutil._compat.PY3, PY3K …)
-        return sys.version_info[0] == int(flag.group(1))
-    if isinstance(node, ast.Subscript):
-        base, index = _static_value(node.value, names), node.slice
-        if isinstance(base, tuple | str):
-            if isinstance(index, ast.Slice):
-                bounds = [_static_value(b, names) if b is not None else None
-                          for b in (index.lower, index.upper, index.step)]
-                if all(b is None or isinstance(b, int) for b in bounds):
-                    return base[slice(*bounds)]  # type: ignore[misc]
-                return _UNKNOWN
-            position = _static_value(index, names)
-            if isinstance(position, int) and -len(base) <= position < len(base):
-                return base[position]
-        return _UNKNOWN
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        inner = _static_value(node.operand, names)
-        return _UNKNOWN if inner is _UNKNOWN else not inner
-    if isinstance(node, ast.BoolOp):
-        values = [_static_value(v, names) for v in node.values]
-        if isinstance(node.op, ast.And):
-            if any(v is not _UNKNOWN and not v for v in values):
-                return False
-            return _UNKNOWN if any(v is _UNKNOWN for v in values) else values[-1]
-        if any(v is not _UNKNOWN and v for v in values):
-            return True
-        return _UNKNOWN if any(v is _UNKNOWN for v in values) else values[-1]
-    if isinstance(node, ast.Compare) and len(node.ops) == 1:
-        left, right = _static_value(node.left, names), _static_value(node.comparators[0], names)
-        if left is _UNKNOWN or right is _UNKNOWN:
-            return _UNKNOWN
-        operations = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
-                      ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
-                      ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
-        operation = operations.get(type(node.ops[0]))
-        try:
-            return operation(left, right) if operation else _UNKNOWN
-        except TypeError:
-            return _UNKNOWN
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-            node.func.attr in ("startswith", "endswith") and len(node.args) == 1:
-        base, argument = _static_value(node.func.value, names), _static_value(node.args[0], names)
-        if isinstance(base, str) and isinstance(argument, str | tuple):
-            return getattr(base, node.func.attr)(argument)
-    return _UNKNOWN
 
 
 def _catches_import_error(handler: ast.ExceptHandler) -> bool:
