@@ -478,3 +478,29 @@ def test_a_version_switch_is_cut_from_the_branch_that_runs_here(tmp_path: Path, 
     execution = _run_mined(engine, target, built)
     assert [(outcome.status, outcome.called) for outcome in execution.tests] == [("pass", True)], (
         [outcome.message for outcome in execution.tests])
+
+
+def test_a_local_def_named_like_the_target_does_not_hide_it_from_its_own_decorator(
+        tmp_path: Path, engine: SubprocessEngine) -> None:
+    """`@lib.command()` on a local `def command()` (click's tests): the decorator is read where
+    the `def` runs, before the local name exists, so it must reach the target, not the local
+    (which raised UnboundLocalError); a default `f=lib.command` likewise."""
+    (tmp_path / "lib.py").write_text(
+        "def command(label=None):\n    '''A decorator that labels a function.'''\n    def decorator(f):\n"
+        "        f.label = label or f.__name__\n        return f\n    return decorator\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_lib.py").write_text(
+        "import lib\n\n\ndef test_label():\n    @lib.command()\n    def command():\n        pass\n"
+        "    assert command.label == 'command'\n\n\n"
+        "def test_default(make=lib.command):\n    @make('x')\n    def command():\n        pass\n"
+        "    assert command.label == 'x'\n")
+    repository = Repository(tmp_path)
+    resolver = Resolver(repository)
+    units = discover_units(repository, resolver)
+    target = cut_target(repository.module("lib"), Symbol("lib", "command", "function"))
+    built = SpecBuilder(repository, resolver, target).build(units[0].module, units)
+    program = assemble(target.context, target.prompt_code, target.entry_point, target.reference).program
+    execution = engine.execute(ExecutionRequest(program=program, tests=[TestSpec(name=built.name, code=built.code)],
+                                                entry_point="command", limits=Limits(wall_s=30)))
+    assert [(outcome.status, outcome.called) for outcome in execution.tests] == [("pass", True)] * 2, (
+        [outcome.message for outcome in execution.tests], built.code)

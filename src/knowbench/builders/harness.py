@@ -44,6 +44,7 @@ from knowbench.builders.repository import (
     Repository,
     Resolver,
     Symbol,
+    bound_names,
     decorator_name,
     resolve_relative,
     top_level_statements,
@@ -541,8 +542,8 @@ class SpecBuilder:
 
         class Rewire(ast.NodeTransformer):
             def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
-                for decorator in node.decorator_list:
-                    self.visit(decorator)
+                node.decorator_list = [self.visit(decorator) for decorator in node.decorator_list]
+                node.args = self.visit(node.args)  # defaults are read where the def runs
                 scopes.append(_local_names(node))
                 node.body = [self.visit(s) for s in node.body]
                 scopes.pop()
@@ -722,6 +723,10 @@ def _local_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     for inner in ast.walk(function):
         if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
             names.add(inner.id)
+        elif isinstance(inner, _FunctionNode | ast.ClassDef) and inner is not function:
+            names.add(inner.name)  # `@lib.command()` on a local `def command()`
+        elif isinstance(inner, ast.Import | ast.ImportFrom):
+            names.update(bound_names(inner))
     return names
 
 
