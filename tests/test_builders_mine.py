@@ -27,7 +27,8 @@ PUBLISHED = {"minilib.textutil.slug", "minilib.textutil.normalise_case", "minili
              "minilib.mathutil.Stats.mean", "minilib.geometry.shapes.Rect.area",
              "minilib.geometry.shapes.Rect.scale", "minilib.geometry.shapes.Rect.perimeter",
              "minilib.geometry.shapes.Rect.__add__",  # a property, an operator
-             "minilib.units.scale"}  # reads its package's data file (`pkgutil.get_data(__name__, ...)`)
+             "minilib.units.scale",  # reads its package's data file (`pkgutil.get_data(__name__, ...)`)
+             "minilib.units.to_base"}  # a relative import in its body
 
 
 @pytest.fixture(scope="module")

@@ -420,8 +420,9 @@ def build_context(module: Module, top: ast.stmt, target: TargetCode) -> None:
 
 
 # Where the cut code finds its module's files (`os.path.dirname(__file__)`,
-# `pkgutil.get_data(__name__, ...)`), the program, module `solution`, stands in for the
-# installed module: its location, loader and package are that module's.
+# `pkgutil.get_data(__name__, ...)`) or imports relative to its package inside a function
+# (`from ._impl import helper`), the program, module `solution`, stands in for the installed
+# module: its location, loader and package are that module's.
 _LOCATION = """\
 import importlib.util as _kb_importlib_util
 __spec__ = _kb_importlib_util.find_spec({module!r})
@@ -431,9 +432,13 @@ if __spec__ is not None:
 
 def _reads_its_location(nodes: list[ast.AST]) -> bool:
     """Whether the code reads its module's location (`__file__`, `__spec__`, `__loader__`,
-    `__package__`) or hands its module's name to a call (`pkgutil.get_data(__name__, ...)`)."""
+    `__package__`), hands its module's name to a call (`pkgutil.get_data(__name__, ...)`), or
+    imports relative to its package (module-level imports are made absolute; these are the
+    ones in function bodies)."""
     for node in nodes:
         for inner in ast.walk(node):
+            if isinstance(inner, ast.ImportFrom) and inner.level:
+                return True
             if isinstance(inner, ast.Name) and inner.id in ("__file__", "__spec__", "__loader__", "__package__"):
                 return True
             if isinstance(inner, ast.Call) and any(isinstance(argument, ast.Name) and argument.id == "__name__"
