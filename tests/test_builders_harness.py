@@ -504,3 +504,23 @@ def test_a_local_def_named_like_the_target_does_not_hide_it_from_its_own_decorat
                                                 entry_point="command", limits=Limits(wall_s=30)))
     assert [(outcome.status, outcome.called) for outcome in execution.tests] == [("pass", True)] * 2, (
         [outcome.message for outcome in execution.tests], built.code)
+
+
+def test_a_module_named_like_the_target_is_bound_apart_from_it(tmp_path: Path) -> None:
+    """`import wc` where the target is `wc.wc` (wcwidth's `wcwidth.wcwidth`): the call becomes
+    the program's `wc`, and the module, which would replace it, is bound as `_kb_module_wc` for
+    the names still read through it. (Run end to end: minilib's `wordcount.wordcount`.)"""
+    (tmp_path / "wc").mkdir()
+    (tmp_path / "wc" / "__init__.py").write_text("from .wc import wc, VERSION\n")
+    (tmp_path / "wc" / "wc.py").write_text(
+        "VERSION = '1'\n\n\ndef wc(s):\n    '''Length.'''\n    n = 0\n    for _ in s:\n        n += 1\n    return n\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_wc.py").write_text(
+        "import wc\n\n\ndef test_wc():\n    assert wc.wc('ab') == 2\n    assert wc.VERSION == '1'\n")
+    repository = Repository(tmp_path)
+    resolver = Resolver(repository)
+    units = discover_units(repository, resolver)
+    target = cut_target(repository.module("wc.wc"), Symbol("wc.wc", "wc", "function"))
+    code = SpecBuilder(repository, resolver, target).build(units[0].module, units).code
+    assert "import wc as _kb_module_wc" in code and "assert wc('ab') == 2" in code
+    assert "_kb_module_wc.VERSION == '1'" in code and "\nimport wc\n" not in code

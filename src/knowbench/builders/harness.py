@@ -130,6 +130,7 @@ class SpecBuilder:
         self.sources: dict[str, _Needed] = {}
         self.aliases: list[ast.stmt] = []
         self.shadowed: set[str] = set()
+        self.colliding: dict[str, str] = {}  # a module import named like a program name -> its alias
         self.helper_aliases: list[ast.stmt] = []
         # Helpers imported as modules: the path the import binds (`("cm",)`, `("tests",
         # "common")`) -> the module, and the names the tests reach through it.
@@ -383,6 +384,23 @@ class SpecBuilder:
         order.append(self.sources[str(module.path)])
         futures: list[ast.stmt] = []
         imports: list[ast.stmt] = []
+        # `import wcwidth` where the target is `wcwidth.wcwidth` (or `from pkg import mod` for
+        # `mod.mod`): the module would replace the program's function of its name, so it is
+        # bound as `_kb_module_wcwidth`, and the names that read it read that.
+        program_names = {name for _, name in self.program}
+        for needed in order:
+            for statement in needed.statements.values():
+                if not isinstance(statement, ast.Import | ast.ImportFrom):
+                    continue
+                for alias in statement.names:
+                    bound = alias.asname or alias.name
+                    if bound not in program_names or (isinstance(statement, ast.Import) and not alias.asname
+                                                      and "." in alias.name):
+                        continue
+                    # (`from lib import wc` of the target itself is no module: it goes)
+                    if isinstance(statement, ast.Import) or \
+                            self._program_name(self.resolver.name(needed.module, bound)) is None:
+                        self.colliding[bound] = f"_kb_module_{bound}"
         for needed in order:  # imports first: rewriting them decides the aliases
             for statement in _in_source_order(needed.module, needed.statements):
                 if isinstance(statement, ast.ImportFrom) and statement.module == "__future__":
@@ -482,10 +500,11 @@ class SpecBuilder:
         """The import as the spec needs it: absolute, without program names, helpers copied."""
         if isinstance(statement, ast.Import):
             # A helper imported as a module is a module object of its copied definitions.
-            kept_modules = [alias for alias in statement.names
+            kept_modules = [ast.alias(alias.name, self.colliding.get(alias.asname or alias.name, alias.asname))
+                            for alias in statement.names
                             if ((alias.asname,) if alias.asname else tuple(alias.name.split(".")))
                             not in self.module_objects]
-            if len(kept_modules) == len(statement.names):
+            if [(a.name, a.asname) for a in kept_modules] == [(a.name, a.asname) for a in statement.names]:
                 return [statement]
             return [ast.Import(names=kept_modules)] if kept_modules else []
         source = resolve_relative(module, statement.level, statement.module)
@@ -513,7 +532,7 @@ class SpecBuilder:
             symbol = self.resolver.name(module, bound)
             program_name = self._program_name(symbol)
             if program_name is None:
-                kept.append(alias)
+                kept.append(ast.alias(alias.name, self.colliding.get(bound, alias.asname)))
             elif bound != program_name:
                 self.aliases.append(ast.Assign(targets=[ast.Name(bound, ast.Store())],
                                                value=ast.Name(program_name, ast.Load()), lineno=0))
@@ -550,6 +569,12 @@ class SpecBuilder:
                 return node
 
             visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+            def visit_Name(self, node: ast.Name) -> ast.AST:
+                if isinstance(node.ctx, ast.Load) and node.id in builder.colliding and \
+                        not any(node.id in scope for scope in scopes):
+                    return ast.copy_location(ast.Name(builder.colliding[node.id], ast.Load()), node)
+                return node
 
             def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
                 if isinstance(node.ctx, ast.Load) and _is_dotted(node):
