@@ -1263,3 +1263,52 @@ def test_pytests_marks_and_autouse_fixtures_apply_to_unittest_cases(engine: Engi
     assert "FAILED test_spec.py::TestMarkedMethods::test_a_warning_is_an_error" in done.stdout
     assert "FAILED test_spec.py::TestExpectations::test_strict_xpass_fails" in done.stdout
     assert "FAILED test_spec.py::TestMarkedMethods::test_the_classs_filter_wins_over_the_methods" in done.stdout
+
+
+MORE_BUILTIN_FIXTURES_SPEC = """
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def add_to_doctests(doctest_namespace):
+    doctest_namespace["add"] = add
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory):
+    made = tmp_path_factory.mktemp("data")
+    (made / "n.txt").write_text("2")
+    return made
+
+
+def test_a_session_directory(data_dir, tmp_path_factory):
+    assert add(int((data_dir / "n.txt").read_text()), 1) == 3
+    assert tmp_path_factory.mktemp("other", numbered=False).is_dir()
+
+
+def test_recorded(record_property, record_testsuite_property):
+    record_property("size", 3)
+    record_testsuite_property("suite", "x")
+    assert add(1, 2) == 3
+
+
+def test_plain(doctest_namespace):
+    doctest_namespace["x"] = 1
+    assert add(2, 2) == 4
+"""
+
+
+def test_more_of_pytests_builtin_fixtures_are_served(engine: Engine, tmp_path: Path) -> None:
+    """`doctest_namespace` (which a conftest's autouse fixture fills: semver's), `tmp_path_factory`
+    (behind a session fixture), `record_property` and `record_testsuite_property`: pytest passes
+    every test; so must the harness, and fail them on a wrong program."""
+    program = "def add(a, b):\n    return a + b\n"
+    result = engine.execute(make_request(program, MORE_BUILTIN_FIXTURES_SPEC, "add", preload=["pytest"]))
+    assert [(t.status, t.called) for t in result.tests] == [("pass", True)] * 3, [t.message for t in result.tests]
+    wrong = engine.execute(make_request("def add(a, b):\n    return a - b\n", MORE_BUILTIN_FIXTURES_SPEC, "add",
+                                        preload=["pytest"]))
+    assert [t.status for t in wrong.tests] == ["fail"] * 3, [t.message for t in wrong.tests]
+    (tmp_path / "test_spec.py").write_text(program + MORE_BUILTIN_FIXTURES_SPEC)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_spec.py"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert "3 passed" in done.stdout, done.stdout[-1500:]

@@ -201,7 +201,7 @@ def run_function(function, new_tmp_dir, fixtures):
             recording = _kb_recwarn()
             kwargs[parameter] = next(recording)
             fixtures.append(lambda recording=recording: next(recording, None))
-        elif parameter in ("mocker", "caplog"):
+        elif parameter in _kb_BUILTIN_FIXTURES:
             made, teardown = _kb_BUILTIN_FIXTURES[parameter]
             kwargs[parameter] = made()
             fixtures.append(getattr(kwargs[parameter], teardown))
@@ -1148,8 +1148,56 @@ class _KbCaplog:
         self._logging.getLogger().removeHandler(self.handler)
 
 
-# Built-in fixtures the harness makes itself: name -> (class, its tear-down method).
-_kb_BUILTIN_FIXTURES = {"mocker": (_KbMocker, "stopall"), "caplog": (_KbCaplog, "close")}
+class _KbRecorder:
+    """pytest's `record_property` (`record_testsuite_property`, `record_xml_attribute`): what a
+    test reports about itself for the JUnit XML report, kept here and never judged."""
+
+    def __init__(self):
+        self.recorded = []
+
+    def __call__(self, *args):
+        self.recorded.append(args)
+
+    def close(self):
+        pass
+
+
+class _KbTmpPathFactory:
+    """pytest's `tmp_path_factory`: fresh directories under a base of the test's own."""
+
+    def __init__(self):
+        self._base = None
+
+    def getbasetemp(self):
+        import pathlib
+        import tempfile
+
+        if self._base is None:
+            self._base = pathlib.Path(tempfile.mkdtemp(prefix="pytest-of-knowbench-"))
+        return self._base
+
+    def mktemp(self, basename, numbered=True):
+        import tempfile
+
+        if numbered:
+            import pathlib
+
+            return pathlib.Path(tempfile.mkdtemp(prefix=basename, dir=self.getbasetemp()))
+        path = self.getbasetemp() / basename
+        path.mkdir()
+        return path
+
+    def close(self):
+        pass
+
+
+# Built-in fixtures the harness makes itself: name -> (class, its tear-down method). A
+# `doctest_namespace` is a plain dict: knowbench runs no doctests, but conftest fixtures fill it.
+_kb_BUILTIN_FIXTURES = {"mocker": (_KbMocker, "stopall"), "caplog": (_KbCaplog, "close"),
+                        "doctest_namespace": (dict, "clear"), "record_property": (_KbRecorder, "close"),
+                        "record_testsuite_property": (_KbRecorder, "close"),
+                        "record_xml_attribute": (_KbRecorder, "close"),
+                        "tmp_path_factory": (_KbTmpPathFactory, "close")}
 # Fixtures wider than a function, set up once: (name, param) -> value.
 _kb_SCOPED = {}
 
