@@ -349,6 +349,17 @@ def test_called_is_true_for_a_method_target(engine: Engine) -> None:
     assert execution.tests[0].called is True
 
 
+def test_called_is_true_through_a_decorator_that_keeps_the_function_as_func(engine: Engine) -> None:
+    """A target wrapped by a decorator that keeps it as `.func` (functools.partial, toolz's
+    `curry`), not `__wrapped__`: a test that calls it calls the target."""
+    program = ("class curry:\n    def __init__(self, func):\n        self.func = func\n"
+               "    def __call__(self, *args):\n        return self.func(*args)\n\n"
+               "@curry\ndef add(a, b):\n    return a + b\n")
+    tests = "def test_a():\n    assert add(1, 2) == 3\n\ndef test_b():\n    assert 1 + 2 == 3\n"
+    execution = engine.execute(make_request(program, tests, "add"))
+    assert [(test.status, test.called) for test in execution.tests] == [("pass", True), ("pass", False)]
+
+
 def test_called_is_false_when_the_test_redefines_the_target(engine: Engine) -> None:
     tests = code("""
         def add(a, b):

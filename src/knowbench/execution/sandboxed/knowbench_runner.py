@@ -477,11 +477,14 @@ def _target_codes(namespace, entry_point):
         obj = raw if raw is not None else getattr(obj, part, None)
     codes = set()
     for candidate in (obj, getattr(obj, "__func__", None), getattr(obj, "fget", None)):
-        while candidate is not None:
+        for _ in range(16):  # through decorators: `__wrapped__`, or `func` (functools.partial, toolz's curry)
+            if candidate is None:
+                break
             code = getattr(candidate, "__code__", None)
             if code is not None:
                 codes.add(code)
-            candidate = getattr(candidate, "__wrapped__", None)
+            wrapped = getattr(candidate, "__wrapped__", None)
+            candidate = wrapped if wrapped is not None else getattr(candidate, "func", None)
     return frozenset(codes)
 
 
