@@ -427,6 +427,55 @@ def test_assemble_bad_context_needing_future_hoist_sets_error() -> None:
     assert assembly.error is not None and "context does not parse" in assembly.error
 
 
+FENCE = "`" * 3
+F_PROMPT = 'def f(x):\n    """Return x + 1."""\n    ...\n'
+
+
+@pytest.mark.parametrize("reply", [
+    f"{FENCE}python\ndef f(x):\n    return x + 1\n\nif __name__ == '__main__':\n    print(f(",  # cut off
+    "def f(x):\n    return x + 1\n\nprint(f(1)",  # unfenced, a broken usage line
+    f"{FENCE}python\ndef f(x):\n    return x + 1\n\nfor n in range(3):\n    print(f(n)\n{FENCE}",
+])
+def test_a_broken_demo_after_a_complete_answer_is_dropped(reply: str) -> None:
+    """A reply cut off by the token limit (or ending in a broken line) in the demo after its
+    complete answer: the answer runs, without the demo."""
+    program = assemble("", F_PROMPT, "f", reply)
+    assert program.error is None and run(program.program, "f(1)") == 2
+
+
+@pytest.mark.parametrize("reply", [
+    f"{FENCE}python\ndef f(x):\n    return x + (1\n{FENCE}",
+    f"{FENCE}python\ndef f(x):\n    if x:\n        return x + 1\n    return (\n",
+])
+def test_a_broken_answer_is_never_cut_into_a_valid_one(reply: str) -> None:
+    assert assemble("", F_PROMPT, "f", reply).error is not None
+
+
+def test_an_excerpt_shown_after_the_answer_is_not_the_answer() -> None:
+    """The whole function, then "the key step" with `...` standing for the lines left out:
+    the whole one runs."""
+    reply = (f"{FENCE}python\ndef f(x):\n    y = x\n    y += 1\n    return y\n{FENCE}\nThe key step:\n"
+             f"{FENCE}python\ndef f(x):\n    ...\n    y += 1\n    ...\n{FENCE}\n")
+    assert run(assemble("", F_PROMPT, "f", reply).program, "f(1)") == 2
+
+
+@pytest.mark.parametrize("reply", [
+    "    def _add(self, x):\n        return x + self.v\n\n    def method(self, x):\n        return self._add(x)",
+    "def _add(self, x):\n    return x + self.v\n\n@staticmethod\ndef _one():\n    return 0\n\n"
+    "def method(self, x):\n    return self._add(x) + self._one()\n",
+])
+def test_methods_written_as_bare_defs_beside_the_target_join_its_class(reply: str) -> None:
+    """A method target answered with bare (or indented) defs and no class line: the other
+    defs shaped as methods (`self` first, or a static/class method) are methods of its class;
+    a plain helper stays a module function."""
+    prompt = "class Cls:\n    def __init__(self):\n        self.v = 1\n\n    def method(self, x):\n        \"\"\"Add v.\"\"\"\n        ...\n"
+    program = assemble("", prompt, "Cls.method", reply).program
+    assert run(program, "Cls().method(1)") == 2 and program.count("def _add") == 1
+    helper = "def helper(x):\n    return x + 1\n\ndef method(self, x):\n    return helper(x)\n"
+    program = assemble("", prompt, "Cls.method", helper).program
+    assert run(program, "Cls().method(1)") == 2 and run(program, "callable(helper)")
+
+
 POSED_CONTEXT = (
     "class Bag(dict):\n"  # the installed class, which the posed one subclasses
     "    def __setitem__(self, key, value):\n        raise TypeError('use add()')\n"

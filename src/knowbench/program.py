@@ -86,7 +86,8 @@ def extract_code(reply: str, entry_point: str) -> str:
     string of the code, in prose about it) are text.
     Fenced blocks win: the last block that defines the entry point's last name component
     with a real body (not a stub: only a docstring, `...`, `pass`, `raise
-    NotImplementedError`), else the last that defines it at all, else the largest block that
+    NotImplementedError`; nor an excerpt, real lines between `...` statements, where a whole
+    one exists), else the last that defines it at all, else the largest block that
     parses, else the first block (a final fence cut off by a
     token limit still counts); a fence line inside a triple-quoted string does not end a
     block (a docstring with a fenced example) when the block then parses, and a reply that
@@ -96,7 +97,9 @@ def extract_code(reply: str, entry_point: str) -> str:
     indented body), else the reply less its leading prose lines and the fewest trailing
     unindented lines that make it parse (indented lines are never dropped, so broken code
     is not cut into valid code), else the stripped reply. Text with no line that looks like
-    Python (`Sure`, `I cannot do that.`) is prose: "".
+    Python (`Sure`, `I cannot do that.`) is prose: "". A block or reply that does not parse
+    loses its last top-level statements where what remains parses and defines the entry point
+    (a demo cut off by the token limit after the answer).
     """
     answer = _answer(reply)
     if not answer.strip():
@@ -108,7 +111,7 @@ def extract_code(reply: str, entry_point: str) -> str:
     if blocks and parsed is None:
         code = _choose_block(blocks, entry_point.rsplit(".", 1)[-1])
     else:
-        parsed = parsed or _parse_code(answer)
+        parsed = parsed or _parse_code(answer) or _without_broken_tail(answer, entry_point.rsplit(".", 1)[-1])
         trimmed = parsed[0] if parsed is not None else _trim_prose(answer)
         code = trimmed if trimmed is not None else answer.strip()
     return code if _holds_code(code) else ""
@@ -217,11 +220,14 @@ def _inside_string(lines: list[str]) -> bool:
 
 
 def _choose_block(blocks: list[str], name: str) -> str:
-    parsed = [found for found in map(_parse_code, blocks) if found is not None]
+    parsed = [found for found in (_parse_code(block) or _without_broken_tail(block, name) for block in blocks)
+              if found is not None]
     defining = [index for index, (_, tree) in enumerate(parsed) if _defines(tree, name)]
     real = [index for index in defining if _defines(parsed[index][1], name, with_body=True)]
+    # an excerpt of the answer shown after it (`...` standing for the lines left out) is not it
+    whole = [index for index in real if not _elided(parsed[index][1], name)]
     if real or defining:
-        return _with_helper_blocks(parsed, (real or defining)[-1])
+        return _with_helper_blocks(parsed, (whole or real or defining)[-1])
     parsing = [index for index, (text, _) in enumerate(parsed) if text.strip()]
     if parsing:
         return _with_helper_blocks(parsed, max(parsing, key=lambda index: len(parsed[index][0])))
@@ -259,6 +265,15 @@ def _defines(tree: ast.Module, name: str, with_body: bool = False) -> bool:
                and not (with_body and _is_stub(node)) for node in ast.walk(tree))
 
 
+def _elided(tree: ast.Module, name: str) -> bool:
+    """Whether every definition of `name` in `tree` leaves lines out: a `...` statement
+    among real ones (`y += 1` between two `...`), an excerpt rather than the code."""
+    definitions = [node for node in ast.walk(tree) if isinstance(node, _FunctionNode) and node.name == name]
+    return bool(definitions) and all(
+        any(isinstance(inner, ast.Expr) and isinstance(inner.value, ast.Constant) and inner.value.value is ...
+            for inner in ast.walk(definition)) for definition in definitions)
+
+
 def _is_stub(node: ast.stmt) -> bool:
     """A function whose body holds nothing but a docstring, `...`, `pass` or
     `raise NotImplementedError`: a signature shown, not an implementation."""
@@ -276,6 +291,22 @@ def _is_stub(node: ast.stmt) -> bool:
             continue
         return False
     return True
+
+
+def _without_broken_tail(code: str, name: str) -> tuple[str, ast.Module] | None:
+    """`code` that does not parse, less its last top-level statements (each from a line at
+    column 0 to the end), when what remains parses and defines `name` with a real body: a
+    reply cut off by the token limit in the demo after its answer (`if __name__ ==
+    "__main__":` then `print(f(`), or ending in a broken usage line. The answer itself is
+    never cut: what is dropped follows its complete definition."""
+    lines = textwrap.dedent(code).strip("\n").splitlines()
+    starts = [index for index, line in enumerate(lines)
+              if index and line.strip() and not line[0].isspace() and not line.startswith("#")]
+    for start in reversed(starts[-8:]):
+        found = _parse_code("\n".join(lines[:start]))
+        if found is not None and _defines(found[1], name, with_body=True):
+            return found
+    return None
 
 
 def _trim_prose(reply: str) -> str | None:
@@ -506,15 +537,33 @@ def _carry_methods(tree: ast.Module, entry_point: str, definition: _FunctionNode
     returns them."""
     owners = entry_point.split(".")[:-1]
     candidate_class = _find_class(candidate.body, owners)
-    if candidate_class is None:
-        return []
     container = _container(tree, entry_point)
     known = _defined_names(container)
-    extra = [node for node in candidate_class.body
-             if node is not definition and _is_member(node) and not (_bound_names(node) & known)]
+    if candidate_class is None:
+        if not any(node is definition for node in candidate.body):
+            return []
+        # the method written as a bare def: so are the other methods it brings (a first
+        # parameter `self`, or a `classmethod`/`staticmethod`/`property`), not module functions
+        extra = [node for node in candidate.body
+                 if node is not definition and _bare_method(node) and not (_bound_names(node) & known)]
+    else:
+        extra = [node for node in candidate_class.body
+                 if node is not definition and _is_member(node) and not (_bound_names(node) & known)]
     index = _index_of(container, definition)
     container[index:index] = extra
     return extra
+
+
+def _bare_method(node: ast.stmt) -> bool:
+    """A top-level def that is a method by its shape: its first parameter is `self`, or it
+    is decorated `classmethod`, `staticmethod` or `property`."""
+    if not isinstance(node, _FunctionNode):
+        return False
+    decorators = {(d.id if isinstance(d, ast.Name) else getattr(d, "attr", "")) for d in node.decorator_list}
+    if decorators & {"classmethod", "staticmethod", "property"}:
+        return True
+    arguments = [*node.args.posonlyargs, *node.args.args]
+    return bool(arguments) and arguments[0].arg == "self"
 
 
 def _find_class(body: list[ast.stmt], owners: list[str]) -> ast.ClassDef | None:
@@ -547,7 +596,8 @@ def _kept_statements(tree: ast.Module, candidate: ast.Module, entry_point: str, 
     """
     prompt_names = _defined_names(tree.body) | {entry_point.split(".")[0]}
     pool = [node for node in candidate.body
-            if node is not own_top and not isinstance(node, ast.Import | ast.ImportFrom)
+            if node is not own_top and not any(node is root for root in roots)  # (bare methods carried)
+            and not isinstance(node, ast.Import | ast.ImportFrom)
             and not _is_main_guard(node) and _docstring([node]) is None
             and not (_bound_names(node) & prompt_names)
             and not (_is_stub(node) and _bound_names(node) & context_names)]
