@@ -1312,3 +1312,57 @@ def test_more_of_pytests_builtin_fixtures_are_served(engine: Engine, tmp_path: P
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_spec.py"],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert "3 passed" in done.stdout, done.stdout[-1500:]
+
+
+UNITTEST_RUNNER_FIXTURES_SPEC = """
+import os
+import unittest
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def isolate(request, tmp_path, monkeypatch, capsys):
+    if request.cls is not None and request.cls.__name__ == "TestSkipped":
+        raise RuntimeError("pytest runs no fixture of a skipped TestCase")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KB_ISOLATED", "1")
+
+
+class TestInIsolation(unittest.TestCase):
+    @pytest.fixture(autouse=True)
+    def inject(self, tmp_path):
+        self.where = tmp_path
+
+    def test_in_its_directory(self):
+        assert os.getcwd() == str(self.where) and os.environ["KB_ISOLATED"] == "1"
+        assert add(1, 1) == 2
+
+
+@unittest.skip("never")
+class TestSkipped(unittest.TestCase):
+    def test_skipped(self):
+        assert add(1, 1) == 3
+
+
+def test_plain():
+    assert add(2, 2) == 4
+"""
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_a_unittest_cases_autouse_fixtures_get_the_runners_fixtures(engine: Engine, tmp_path: Path,
+                                                                    isolation: str) -> None:
+    """An autouse fixture that asks for `tmp_path`, `monkeypatch` and `capsys`, and a class's
+    own autouse fixture asking for `tmp_path`, around a TestCase's method; a skipped TestCase
+    runs no fixture. pytest's verdicts on the same file: pass, skipped, pass."""
+    program = "def add(a, b):\n    return a + b\n"
+    result = engine.execute(make_request(program, UNITTEST_RUNNER_FIXTURES_SPEC, "add", preload=["pytest"],
+                                         isolation=isolation))
+    assert [(t.id.rsplit(":", 1)[-1], t.reason or t.status) for t in result.tests] == [
+        ("test_in_its_directory", "pass"), ("test_skipped", "skipped"), ("test_plain", "pass")], (
+        [t.message[-400:] for t in result.tests])
+    (tmp_path / "test_spec.py").write_text(program + UNITTEST_RUNNER_FIXTURES_SPEC)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_spec.py"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert "2 passed, 1 skipped" in done.stdout, done.stdout[-1500:]

@@ -439,14 +439,43 @@ class _UnittestOutcome(__import__("unittest").TestResult):
         self.unexpected = True
 
 
-def run_unittest(cls, method, namespace=None):
+class _RunnerFixtures(dict):
+    """The runner's fixtures (`tmp_path`, `monkeypatch`, `capsys`) for the harness to hand a
+    test's fixtures where no wrapper of the spec's own hands them over (a unittest method's
+    autouse fixtures), each made on first use, its undo appended to `fixtures`."""
+
+    def __init__(self, new_tmp_dir, fixtures):
+        super().__init__()
+        self._new_tmp_dir, self._fixtures = new_tmp_dir, fixtures
+
+    def __contains__(self, name):
+        return name in RUNNER_FIXTURES
+
+    def __getitem__(self, name):
+        if not dict.__contains__(self, name):
+            if name == "tmp_path":
+                value = pathlib.Path(self._new_tmp_dir())
+            elif name == "monkeypatch":
+                value = MonkeyPatch()
+                self._fixtures.append(value.undo)
+            elif name == "capsys":
+                value = Capsys()
+                self._fixtures.append(value.close)
+            else:
+                raise KeyError(name)
+            dict.__setitem__(self, name, value)
+        return dict.__getitem__(self, name)
+
+
+def run_unittest(cls, method, namespace=None, new_tmp_dir=None, fixtures=None):
     """One method of a `unittest.TestCase`, run by unittest itself (`TestCase.run`): `setUp`,
     the test, `tearDown`, cleanups, skip decorators, `expectedFailure`, `subTest`; around it
     the class's `setup_method`/`teardown_method`, given the instance and the method, as pytest
     calls them on a TestCase. Raises what made it fail, `unittest.SkipTest` when it was
     skipped, AssertionError for an unexpected success. Class and module set-up are the
     caller's (see `enter_scopes`). In a spec (`namespace`) that uses pytest's marks or
-    fixtures, pytest's marks and autouse fixtures apply around it (`_kb_call_unittest`)."""
+    fixtures, pytest's marks and autouse fixtures apply around it (`_kb_call_unittest`), the
+    runner's own (`tmp_path` from `new_tmp_dir()`, undos appended to `fixtures`) served to them."""
     import unittest
 
     outcome = _UnittestOutcome()
@@ -474,8 +503,12 @@ def run_unittest(cls, method, namespace=None):
     harness = _unittest_harness(namespace)
     if harness is None:
         run()
-    else:
+    elif new_tmp_dir is None:
         harness["_kb_call_unittest"](case, method, run)
+    else:
+        _CURRENT_TMP[0] = new_tmp_dir  # (the installed harness's `tmp_path` fixture)
+        harness["_kb_call_unittest"](case, method, run,
+                                     _RunnerFixtures(new_tmp_dir, fixtures if fixtures is not None else []))
 
 
 def _unittest_harness(namespace):
@@ -1336,13 +1369,18 @@ def _kb_call(function, owner=None, **builtins):
         raise _kb_unittest.SkipTest("got empty parameter set")
 
 
-def _kb_call_unittest(case, name, run):
+def _kb_call_unittest(case, name, run, builtins=None):
     """A `unittest.TestCase` method, which `run()` runs by unittest itself, as pytest runs one:
     the skip, skipif, xfail, filterwarnings and usefixtures marks of the method, its classes
     and the module apply, and the autouse and used fixtures are set up before `setUp` and torn
     down after `tearDown` (`request.instance` is the case). pytest passes a unittest method no
-    fixture and ignores its parametrize marks."""
+    fixture and ignores its parametrize marks; a case unittest skips runs no fixture.
+    `builtins`: the runner's fixtures (`tmp_path`, `monkeypatch`, `capsys`)."""
     __tracebackhide__ = True
+    if getattr(type(case), "__unittest_skip__", False) or getattr(getattr(type(case), name, None),
+                                                                  "__unittest_skip__", False):
+        run()
+        return
     marks = [mark for mark in _kb_marks(getattr(case, name), case) if mark.name != "parametrize"]
     reason = _kb_skip_reason(marks)
     if reason:
@@ -1356,7 +1394,7 @@ def _kb_call_unittest(case, name, run):
     for fixture_params in _kb_fixture_cases(test, case, used, {}):
         def run_case(fixture_params=fixture_params):
             __tracebackhide__ = True
-            _kb_run_case(test, case, {}, used, {}, fixture_params, marks)
+            _kb_run_case(test, case, {}, used, builtins or {}, fixture_params, marks)
 
         _kb_expecting(_kb_xfail(marks), run_case)
 

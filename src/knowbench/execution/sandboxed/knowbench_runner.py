@@ -735,7 +735,7 @@ def _run_item(item, tests, module, target_codes, state, box):
                     if item["kind"] == "function":
                         run_test_function(namespace, item["function"], new_tmp_dir, fixtures)
                     elif isinstance(cls, type) and issubclass(cls, unittest.TestCase):
-                        run_unittest(cls, item["function"], namespace)
+                        run_unittest(cls, item["function"], namespace, new_tmp_dir, fixtures)
                     elif item["kind"] != "block":  # a `class Test*`, or a base merely named *TestCase
                         run_test_class(cls, item["function"], new_tmp_dir, fixtures)
                     run_collected(namespace, made, new_tmp_dir, fixtures)
