@@ -515,8 +515,11 @@ def test_a_module_named_like_the_target_is_bound_apart_from_it(tmp_path: Path) -
     (tmp_path / "wc" / "wc.py").write_text(
         "VERSION = '1'\n\n\ndef wc(s):\n    '''Length.'''\n    n = 0\n    for _ in s:\n        n += 1\n    return n\n")
     (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "common.py").write_text("from wc import wc\n\n\ndef count(s):\n    return wc(s)\n")
     (tmp_path / "tests" / "test_wc.py").write_text(
-        "import wc\n\n\ndef test_wc():\n    assert wc.wc('ab') == 2\n    assert wc.VERSION == '1'\n")
+        "import wc\nfrom tests.common import count\n\n\n"
+        "def test_wc():\n    assert wc.wc('ab') == 2\n    assert wc.VERSION == '1'\n    assert count('abc') == 3\n")
     repository = Repository(tmp_path)
     resolver = Resolver(repository)
     units = discover_units(repository, resolver)
@@ -524,3 +527,5 @@ def test_a_module_named_like_the_target_is_bound_apart_from_it(tmp_path: Path) -
     code = SpecBuilder(repository, resolver, target).build(units[0].module, units).code
     assert "import wc as _kb_module_wc" in code and "assert wc('ab') == 2" in code
     assert "_kb_module_wc.VERSION == '1'" in code and "\nimport wc\n" not in code
+    # the helper's `wc` is the function it imported, not the test module's module
+    assert "return wc(s)" in code, code

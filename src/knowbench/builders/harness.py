@@ -130,7 +130,8 @@ class SpecBuilder:
         self.sources: dict[str, _Needed] = {}
         self.aliases: list[ast.stmt] = []
         self.shadowed: set[str] = set()
-        self.colliding: dict[str, str] = {}  # a module import named like a program name -> its alias
+        # per source module: a module import named like a program name -> its alias
+        self.colliding: dict[str, dict[str, str]] = {}
         self.helper_aliases: list[ast.stmt] = []
         # Helpers imported as modules: the path the import binds (`("cm",)`, `("tests",
         # "common")`) -> the module, and the names the tests reach through it.
@@ -400,7 +401,7 @@ class SpecBuilder:
                     # (`from lib import wc` of the target itself is no module: it goes)
                     if isinstance(statement, ast.Import) or \
                             self._program_name(self.resolver.name(needed.module, bound)) is None:
-                        self.colliding[bound] = f"_kb_module_{bound}"
+                        self.colliding.setdefault(str(needed.module.path), {})[bound] = f"_kb_module_{bound}"
         for needed in order:  # imports first: rewriting them decides the aliases
             for statement in _in_source_order(needed.module, needed.statements):
                 if isinstance(statement, ast.ImportFrom) and statement.module == "__future__":
@@ -498,9 +499,10 @@ class SpecBuilder:
 
     def _rewrite_import(self, module: Module, statement: ast.Import | ast.ImportFrom) -> list[ast.stmt]:
         """The import as the spec needs it: absolute, without program names, helpers copied."""
+        colliding = self.colliding.get(str(module.path), {})
         if isinstance(statement, ast.Import):
             # A helper imported as a module is a module object of its copied definitions.
-            kept_modules = [ast.alias(alias.name, self.colliding.get(alias.asname or alias.name, alias.asname))
+            kept_modules = [ast.alias(alias.name, colliding.get(alias.asname or alias.name, alias.asname))
                             for alias in statement.names
                             if ((alias.asname,) if alias.asname else tuple(alias.name.split(".")))
                             not in self.module_objects]
@@ -532,7 +534,7 @@ class SpecBuilder:
             symbol = self.resolver.name(module, bound)
             program_name = self._program_name(symbol)
             if program_name is None:
-                kept.append(ast.alias(alias.name, self.colliding.get(bound, alias.asname)))
+                kept.append(ast.alias(alias.name, colliding.get(bound, alias.asname)))
             elif bound != program_name:
                 self.aliases.append(ast.Assign(targets=[ast.Name(bound, ast.Store())],
                                                value=ast.Name(program_name, ast.Load()), lineno=0))
@@ -558,6 +560,7 @@ class SpecBuilder:
         variable of the same name hides it, a module-level alias `_kb_<name>`)."""
         builder = self
         scopes: list[set[str]] = []
+        colliding = self.colliding.get(str(module.path), {})  # (this module's own imports only)
 
         class Rewire(ast.NodeTransformer):
             def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
@@ -571,9 +574,9 @@ class SpecBuilder:
             visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
             def visit_Name(self, node: ast.Name) -> ast.AST:
-                if isinstance(node.ctx, ast.Load) and node.id in builder.colliding and \
+                if isinstance(node.ctx, ast.Load) and node.id in colliding and \
                         not any(node.id in scope for scope in scopes):
-                    return ast.copy_location(ast.Name(builder.colliding[node.id], ast.Load()), node)
+                    return ast.copy_location(ast.Name(colliding[node.id], ast.Load()), node)
                 return node
 
             def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
