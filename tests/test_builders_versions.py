@@ -4,11 +4,13 @@ package index), and a library is available only when it really imports."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
 
 from knowbench.builders.domaineval import not_importable
+from knowbench.builders.repository import bound_names, top_level_statements
 from knowbench.builders.requirements import imported_modules
 from knowbench.builders.versions import Resolver, choose_versions, read_pins
 from knowbench.errors import UserError
@@ -35,6 +37,20 @@ def test_imports_in_branches_that_never_run_are_not_requirements() -> None:
     assert imported_modules(code, required_only=True) == {
         "sys", "typing", "compat", "on_this_python", "newer_than_38", "os", "always"}
     assert {"never", "py2_only", "__builtin__", "optional"} <= imported_modules(code)
+
+
+def test_a_name_an_import_rebinds_is_not_a_constant_and_odd_tests_are_not_known() -> None:
+    """`yaml = None` then `try: import yaml`: `if yaml:` is not known dead, so what it imports
+    is a requirement and what it defines is the module's; a test Python itself refuses
+    (`sys.version_info[::0]`) is not known either, and reading the module does not fail."""
+    code = ("import sys\nyaml = None\ntry:\n    import yaml\nexcept ImportError:\n    pass\n"
+            "if yaml:\n    import yaml_helpers\n    def load(s):\n        return yaml.safe_load(s)\n"
+            "HAS_SPEEDUPS = False\nfrom ._speedups import HAS_SPEEDUPS\nif HAS_SPEEDUPS:\n    def fast():\n        pass\n"
+            "if sys.version_info[::0]:\n    def odd():\n        pass\n")
+    assert "yaml_helpers" in imported_modules(code, required_only=True)
+    tree = ast.parse(code)
+    assert {"load", "fast", "odd"} <= {name for statement in top_level_statements(tree)
+                                       for name in bound_names(statement)}
 
 
 def test_modules_the_code_writes_itself_are_not_requirements() -> None:

@@ -170,6 +170,11 @@ def top_level_statements(tree: ast.Module) -> Iterator[ast.stmt]:
 _UNKNOWN = object()
 
 
+# Standard-library modules that act when imported (open a browser, print, start a GUI).
+_UNIMPORTED = frozenset({"antigravity", "this", "idlelib", "turtle", "turtledemo", "tkinter", "__hello__",
+                         "__phello__", "pydoc", "webbrowser"})
+
+
 @dataclass(frozen=True)
 class _Stdlib:
     """A standard-library module or module attribute a module imports (`datetime.datetime`):
@@ -181,10 +186,12 @@ class _Stdlib:
         import importlib
 
         parts = self.dotted.split(".")
+        if parts[0] in _UNIMPORTED:
+            return _UNKNOWN
         for cut in range(len(parts), 0, -1):
             try:
                 found: object = importlib.import_module(".".join(parts[:cut]))
-            except ImportError:
+            except Exception:  # (ImportError; a module that fails to import here)
                 continue
             for attribute in parts[cut:]:
                 found = getattr(found, attribute, _UNKNOWN)
@@ -200,9 +207,19 @@ def static_names(tree: ast.Module) -> dict[str, object]:
     and objects the module imports by name (for `hasattr(datetime, "fold")`)."""
     counts: dict[str, int] = {}
     values: dict[str, object] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            counts[node.id] = counts.get(node.id, 0) + 1
+    for node in ast.walk(tree):  # every binding of a name, anywhere (`try: import yaml` too)
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound = [node.id]
+        elif isinstance(node, ast.Import | ast.ImportFrom | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound = bound_names(node)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound = [node.name]
+        elif isinstance(node, ast.Global):
+            bound = list(node.names)
+        else:
+            continue
+        for name in bound:
+            counts[name] = counts.get(name, 0) + 1
     for node in tree.body:
         if isinstance(node, ast.Import | ast.ImportFrom) and not getattr(node, "level", 0):
             for alias in node.names:
@@ -213,7 +230,7 @@ def static_names(tree: ast.Module) -> dict[str, object]:
                 else:
                     continue
                 bound = alias.asname or alias.name.split(".")[0]
-                if dotted.split(".")[0] in sys.stdlib_module_names and counts.get(bound, 0) == 0:
+                if dotted.split(".")[0] in sys.stdlib_module_names and counts.get(bound) == 1:
                     values[bound] = _Stdlib(dotted)
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             value = _static_value(node.value, values)
@@ -225,8 +242,11 @@ def static_names(tree: ast.Module) -> dict[str, object]:
 def static_truth(test: ast.expr, names: dict[str, object] | None = None) -> bool | None:
     """The truth of `test` on this interpreter when it can be known without running code
     (constants, `TYPE_CHECKING`, `sys.version_info`, `sys.platform`, `os.name`), else None."""
-    value = _static_value(test, names or {})
-    return None if value is _UNKNOWN else bool(value)
+    try:
+        value = _static_value(test, names or {})
+        return None if value is _UNKNOWN else bool(value)
+    except Exception:  # odd code (`sys.version_info[::0]`): not known
+        return None
 
 
 def _static_value(node: ast.expr, names: dict[str, object]) -> object:
