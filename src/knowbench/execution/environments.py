@@ -83,8 +83,9 @@ def _local_path(requirement: str) -> Path | None:
 
 def _local_state(requirement: str) -> str:
     """What a local requirement's file or directory holds now: an archive's content hash, a
-    directory's files by path, size and modification time (its `.git`, caches and what
-    building it writes there left out)."""
+    directory's files by path and content (its `.git`, caches and build output left out; a
+    file a build writes again with the same content, a version file, changes nothing, and a
+    fresh clone of the same code has the same key)."""
     path = _local_path(requirement)
     assert path is not None
     digest = hashlib.sha256()
@@ -97,9 +98,12 @@ def _local_state(requirement: str) -> str:
             subdirs[:] = sorted(d for d in subdirs if not d.startswith(".") and d not in ("__pycache__", "build", "dist")
                                 and not d.endswith(".egg-info"))  # (what building it writes there)
             for name in sorted(files):
-                stat = os.stat(os.path.join(directory, name))
-                relative = os.path.relpath(os.path.join(directory, name), path)
-                digest.update(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+                file = os.path.join(directory, name)
+                digest.update(os.path.relpath(file, path).encode() + b"\0")
+                with contextlib.suppress(OSError), open(file, "rb") as handle:
+                    for chunk in iter(lambda: handle.read(1 << 20), b""):
+                        digest.update(chunk)
+                digest.update(b"\0")
     return digest.hexdigest()
 
 
