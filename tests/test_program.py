@@ -451,6 +451,18 @@ def test_a_broken_answer_is_never_cut_into_a_valid_one(reply: str) -> None:
     assert assemble("", F_PROMPT, "f", reply).error is not None
 
 
+@pytest.mark.parametrize("reply", [
+    f"Here is the code: {FENCE}python\ndef f(x):\n    return x + 1\n{FENCE}\nThis adds one.",
+    f"{FENCE}python\ndef f(x):\n    return x + 1\n{FENCE}<|im_end|>",
+    f"{FENCE}python\ndef f(x):\n    return x + 1\n{FENCE}</s>",
+    "def f(x):\n    return x + 1<|eot_id|>",
+])
+def test_a_fence_after_prose_and_an_end_token_after_the_code(reply: str) -> None:
+    """A fence opened at the end of a prose line (small models write it so), and an
+    end-of-turn token a server left after the closing fence or the code."""
+    assert extract_code(reply, "f") == "def f(x):\n    return x + 1"
+
+
 def test_an_excerpt_shown_after_the_answer_is_not_the_answer() -> None:
     """The whole function, then "the key step" with `...` standing for the lines left out:
     the whole one runs."""

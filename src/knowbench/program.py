@@ -26,6 +26,9 @@ from knowbench.reasoning import after_reasoning
 
 _FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _OPEN_FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})\s*\{?\.?(?P<tag>[\w+#.-]*)\}?[^`]*$")
+# A fence opened at the end of a prose line (`Here is the code: ```python`), as small models
+# write it: the prose holds no backtick, the fence nothing after its tag.
+_PROSE_THEN_FENCE = re.compile(r"^[^`]*\S[ \t]*(?P<fence>`{3,})(?P<tag>[\w+#.-]*)[ \t]*$")
 _PYTHON_TAGS = frozenset({"", "python", "py", "python3", "py3", "ipython", "pycon"})
 _MAX_PROSE_LINES = 40  # how many prose lines extract_code may drop at each end
 # A method of a class too long for its prompt is posed in a subclass of the installed class,
@@ -119,9 +122,14 @@ def extract_code(reply: str, entry_point: str) -> str:
 
 def _answer(reply: str) -> str:
     """The reply after its leading reasoning block (`knowbench.reasoning`), or "" when the
-    block never closes."""
+    block never closes, less the end-of-turn tokens a server left at its end (`<|im_end|>`,
+    `</s>`: a closing fence they follow still closes)."""
     answer = after_reasoning(reply)
-    return "" if answer is None else answer
+    return "" if answer is None else _END_TOKENS.sub("", answer)
+
+
+# Special tokens that end a model's turn, left in a reply by some servers.
+_END_TOKENS = re.compile(r"(?:\s*(?:<\|(?:im_end|endoftext|eot_id|end|eos|end_of_turn)\|>|</s>|<eos>|<end_of_turn>))+\s*\Z")
 
 
 def _holds_code(text: str) -> bool:
@@ -174,7 +182,7 @@ def _all_fenced_blocks(reply: str) -> Iterator[tuple[str, str]]:
     lines = reply.splitlines()
     index = 0
     while index < len(lines):
-        opening = _OPEN_FENCE.match(lines[index])
+        opening = _OPEN_FENCE.match(lines[index]) or _PROSE_THEN_FENCE.match(lines[index])
         index += 1
         if opening is None:
             continue
