@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import decimal
 import json
 import re
+import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -461,6 +463,21 @@ def test_a_fence_after_prose_and_an_end_token_after_the_code(reply: str) -> None
     """A fence opened at the end of a prose line (small models write it so), and an
     end-of-turn token a server left after the closing fence or the code."""
     assert extract_code(reply, "f") == "def f(x):\n    return x + 1"
+
+
+def test_module_level_settings_the_code_relies_on_are_kept_and_usage_is_not() -> None:
+    """`sys.setrecursionlimit` and `getcontext().prec = 50` set the interpreter up for the
+    answer (a deep recursion, a precision); `print(f(3))` is example usage."""
+    reply = ("import sys\nfrom decimal import Decimal, getcontext\nsys.setrecursionlimit(100000)\n"
+             "getcontext().prec = 50\n\ndef f(x):\n    return 1 if x <= 0 else f(x - 1) + 1\n\nprint(f(3))\n")
+    program = assemble("", F_PROMPT, "f", reply).program
+    limit, context = sys.getrecursionlimit(), decimal.getcontext().copy()
+    try:  # (the program sets this process's limit and decimal context)
+        assert "print(" not in program and run(program, "f(8000)") == 8001
+        assert run(program, "str(Decimal(1) / 3)") == "0." + "3" * 50
+    finally:
+        sys.setrecursionlimit(limit)
+        decimal.setcontext(context)
 
 
 def test_an_excerpt_shown_after_the_answer_is_not_the_answer() -> None:

@@ -609,7 +609,7 @@ def _kept_statements(tree: ast.Module, candidate: ast.Module, entry_point: str, 
             and not _is_main_guard(node) and _docstring([node]) is None
             and not (_bound_names(node) & prompt_names)
             and not (_is_stub(node) and _bound_names(node) & context_names)]
-    kept = [node for node in pool if isinstance(node, _DefinitionNode)]
+    kept = [node for node in pool if isinstance(node, _DefinitionNode) or _sets_the_interpreter(node)]
     if len(kept) == len(pool):  # nothing to decide (most replies): spare the scope analysis
         return kept
     lacking = _global_reads(tree) - prompt_names  # the prompt reads, never binds
@@ -631,6 +631,29 @@ def _kept_statements(tree: ast.Module, candidate: ast.Module, entry_point: str, 
 
 
 _DefinitionNode = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+# Calls that set the interpreter up for the code rather than use it: kept where they stand.
+_SETTINGS = frozenset({"sys.setrecursionlimit", "sys.set_int_max_str_digits", "threading.stack_size",
+                       "setrecursionlimit", "set_int_max_str_digits", "decimal.setcontext", "setcontext"})
+
+
+def _sets_the_interpreter(node: ast.stmt) -> bool:
+    """`sys.setrecursionlimit(10**6)`, `threading.stack_size(...)`, `getcontext().prec = 50`:
+    a module-level statement a program's code relies on, not example usage."""
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        return _dotted(node.value.func) in _SETTINGS
+    if isinstance(node, ast.Assign | ast.AugAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return all(isinstance(target, ast.Attribute) and isinstance(target.value, ast.Call)
+                   and _dotted(target.value.func) in ("getcontext", "decimal.getcontext") for target in targets)
+    return False
+
+
+def _dotted(node: ast.expr) -> str:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.insert(0, node.attr)
+        node = node.value
+    return ".".join([node.id, *parts]) if isinstance(node, ast.Name) else ""
 
 
 def _is_main_guard(node: ast.stmt) -> bool:
