@@ -465,6 +465,23 @@ def test_a_fence_after_prose_and_an_end_token_after_the_code(reply: str) -> None
     assert extract_code(reply, "f") == "def f(x):\n    return x + 1"
 
 
+def test_the_new_rules_leave_what_worked_before() -> None:
+    """Cases an outside review found the rules above to break, each passing before them:
+    a no-op `...` in an `except` of the final answer (no excerpt), a prose line ending in a
+    fence right before a fence of its own, a cut-off later version of the answer (never
+    dropped to let the earlier one run), and a `self`-first helper called as a function."""
+    final = (f"First attempt:\n{FENCE}python\ndef f(x):\n    return x + 2\n{FENCE}\nOops, fixed:\n"
+             f"{FENCE}python\ndef f(x):\n    try:\n        return x + 1\n    except TypeError:\n        ...\n{FENCE}")
+    assert run(assemble("", F_PROMPT, "f", final).program, "f(1)") == 2
+    fences = f"Here is the code:{FENCE}\n{FENCE}python\ndef f(x):\n    return x + 1\n{FENCE}"
+    assert run(assemble("", F_PROMPT, "f", fences).program, "f(1)") == 2
+    redone = "def f(x):\n    return x - 1\n\n# Wait, fixed:\ndef f(x):\n    return (x +"
+    assert assemble("", F_PROMPT, "f", redone).error is not None
+    prompt = "class Counter:\n    def __init__(self):\n        self.items = [1, 2]\n\n    def total(self):\n        ...\n"
+    reply = "def _sum(self):\n    return sum(self.items)\n\ndef total(self):\n    return 2 * _sum(self)\n"
+    assert run(assemble("", prompt, "Counter.total", reply).program, "Counter().total()") == 6
+
+
 def test_module_level_settings_the_code_relies_on_are_kept_and_usage_is_not() -> None:
     """`sys.setrecursionlimit` and `getcontext().prec = 50` set the interpreter up for the
     answer (a deep recursion, a precision); `print(f(3))` is example usage."""

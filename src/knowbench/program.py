@@ -27,8 +27,9 @@ from knowbench.reasoning import after_reasoning
 _FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _OPEN_FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})\s*\{?\.?(?P<tag>[\w+#.-]*)\}?[^`]*$")
 # A fence opened at the end of a prose line (`Here is the code: ```python`), as small models
-# write it: the prose holds no backtick, the fence nothing after its tag.
-_PROSE_THEN_FENCE = re.compile(r"^[^`]*\S[ \t]*(?P<fence>`{3,})(?P<tag>[\w+#.-]*)[ \t]*$")
+# write it: the prose starts at column 0 (an indented line is code's) and holds no backtick,
+# the fence nothing after its tag.
+_PROSE_THEN_FENCE = re.compile(r"^[^`\s][^`]*?[ \t]*(?P<fence>`{3,})(?P<tag>[\w+#.-]*)[ \t]*$")
 _PYTHON_TAGS = frozenset({"", "python", "py", "python3", "py3", "ipython", "pycon"})
 _MAX_PROSE_LINES = 40  # how many prose lines extract_code may drop at each end
 # A method of a class too long for its prompt is posed in a subclass of the installed class,
@@ -182,7 +183,10 @@ def _all_fenced_blocks(reply: str) -> Iterator[tuple[str, str]]:
     lines = reply.splitlines()
     index = 0
     while index < len(lines):
-        opening = _OPEN_FENCE.match(lines[index]) or _PROSE_THEN_FENCE.match(lines[index])
+        opening = _OPEN_FENCE.match(lines[index])
+        if opening is None and _PROSE_THEN_FENCE.match(lines[index]) and \
+                not _OPEN_FENCE.match(next((line for line in lines[index + 1:] if line.strip()), "")):
+            opening = _PROSE_THEN_FENCE.match(lines[index])  # (not when a fence of its own follows)
         index += 1
         if opening is None:
             continue
@@ -274,12 +278,13 @@ def _defines(tree: ast.Module, name: str, with_body: bool = False) -> bool:
 
 
 def _elided(tree: ast.Module, name: str) -> bool:
-    """Whether every definition of `name` in `tree` leaves lines out: a `...` statement
-    among real ones (`y += 1` between two `...`), an excerpt rather than the code."""
+    """Whether every definition of `name` in `tree` leaves lines out: a `...` statement in
+    its own body among real ones (`y += 1` between two `...`), an excerpt rather than the
+    code. (A `...` deeper in, `except TypeError: ...`, is a no-op the code means.)"""
     definitions = [node for node in ast.walk(tree) if isinstance(node, _FunctionNode) and node.name == name]
     return bool(definitions) and all(
-        any(isinstance(inner, ast.Expr) and isinstance(inner.value, ast.Constant) and inner.value.value is ...
-            for inner in ast.walk(definition)) for definition in definitions)
+        any(isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+            and statement.value.value is ... for statement in definition.body) for definition in definitions)
 
 
 def _is_stub(node: ast.stmt) -> bool:
@@ -306,11 +311,15 @@ def _without_broken_tail(code: str, name: str) -> tuple[str, ast.Module] | None:
     column 0 to the end), when what remains parses and defines `name` with a real body: a
     reply cut off by the token limit in the demo after its answer (`if __name__ ==
     "__main__":` then `print(f(`), or ending in a broken usage line. The answer itself is
-    never cut: what is dropped follows its complete definition."""
+    never cut: what is dropped follows its complete definition, and a cut-off later version of
+    it (`def name` again) is never dropped to let the earlier one run."""
     lines = textwrap.dedent(code).strip("\n").splitlines()
     starts = [index for index, line in enumerate(lines)
               if index and line.strip() and not line[0].isspace() and not line.startswith("#")]
+    redefines = re.compile(rf"^\s*(?:async\s+)?def\s+{re.escape(name)}\b")
     for start in reversed(starts[-8:]):
+        if any(redefines.match(line) for line in lines[start:]):
+            break  # a later version of the answer, cut off: it replaces the earlier one
         found = _parse_code("\n".join(lines[:start]))
         if found is not None and _defines(found[1], name, with_body=True):
             return found
@@ -552,8 +561,9 @@ def _carry_methods(tree: ast.Module, entry_point: str, definition: _FunctionNode
             return []
         # the method written as a bare def: so are the other methods it brings (a first
         # parameter `self`, or a `classmethod`/`staticmethod`/`property`), not module functions
-        extra = [node for node in candidate.body
-                 if node is not definition and _bare_method(node) and not (_bound_names(node) & known)]
+        called = {node.id for node in ast.walk(candidate) if isinstance(node, ast.Name)}  # (`helper(self)`)
+        extra = [node for node in candidate.body if node is not definition and _bare_method(node)
+                 and node.name not in called and not (_bound_names(node) & known)]  # type: ignore[union-attr]
     else:
         extra = [node for node in candidate_class.body
                  if node is not definition and _is_member(node) and not (_bound_names(node) & known)]
