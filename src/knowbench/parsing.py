@@ -49,3 +49,15 @@ def compiles(source: str, filename: str = "<unknown>") -> None:
     with _QUIET, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compile(source, filename, "exec", dont_inherit=True)
+
+
+def dotted_name(expr: ast.expr) -> str:
+    """'sys.modules' for `sys.modules`, 'x' for `x`; '' for anything else."""
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.insert(0, expr.attr)
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        parts.insert(0, expr.id)
+        return ".".join(parts)
+    return ""

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from knowbench.benchmark.schema import find_definition
-from knowbench.parsing import parse_python
+from knowbench.parsing import dotted_name, parse_python
 from knowbench.reasoning import after_reasoning
 
 _FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
@@ -184,9 +184,10 @@ def _all_fenced_blocks(reply: str) -> Iterator[tuple[str, str]]:
     index = 0
     while index < len(lines):
         opening = _OPEN_FENCE.match(lines[index])
-        if opening is None and _PROSE_THEN_FENCE.match(lines[index]) and \
-                not _OPEN_FENCE.match(next((line for line in lines[index + 1:] if line.strip()), "")):
-            opening = _PROSE_THEN_FENCE.match(lines[index])  # (not when a fence of its own follows)
+        if opening is None:  # a fence after prose, unless a fence of its own follows
+            after_prose = _PROSE_THEN_FENCE.match(lines[index])
+            if after_prose and not _OPEN_FENCE.match(next((line for line in lines[index + 1:] if line.strip()), "")):
+                opening = after_prose
         index += 1
         if opening is None:
             continue
@@ -650,20 +651,12 @@ def _sets_the_interpreter(node: ast.stmt) -> bool:
     """`sys.setrecursionlimit(10**6)`, `threading.stack_size(...)`, `getcontext().prec = 50`:
     a module-level statement a program's code relies on, not example usage."""
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-        return _dotted(node.value.func) in _SETTINGS
+        return dotted_name(node.value.func) in _SETTINGS
     if isinstance(node, ast.Assign | ast.AugAssign):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         return all(isinstance(target, ast.Attribute) and isinstance(target.value, ast.Call)
-                   and _dotted(target.value.func) in ("getcontext", "decimal.getcontext") for target in targets)
+                   and dotted_name(target.value.func) in ("getcontext", "decimal.getcontext") for target in targets)
     return False
-
-
-def _dotted(node: ast.expr) -> str:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.insert(0, node.attr)
-        node = node.value
-    return ".".join([node.id, *parts]) if isinstance(node, ast.Name) else ""
 
 
 def _is_main_guard(node: ast.stmt) -> bool:

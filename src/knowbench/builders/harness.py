@@ -50,7 +50,7 @@ from knowbench.builders.repository import (
     top_level_statements,
 )
 from knowbench.execution.sandbox import RUNNER_DIR
-from knowbench.parsing import parse_python
+from knowbench.parsing import dotted_name, parse_python
 
 _FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 RUNNER_FIXTURES = ("tmp_path", "monkeypatch", "capsys")  # knowbench_pytest.RUNNER_FIXTURES
@@ -613,14 +613,9 @@ def _reached_through(tree: ast.Module, root: str,
     for node in ast.walk(tree):
         if id(node) in inner or not isinstance(node, ast.Attribute | ast.Name):
             continue
-        chain: list[str] = []
-        part: ast.expr = node
-        while isinstance(part, ast.Attribute):
-            chain.append(part.attr)
-            part = part.value
-        if not isinstance(part, ast.Name) or part.id != root:
+        chain = dotted_name(node).split(".")
+        if chain[0] != root:
             continue
-        chain = [root, *reversed(chain)]
         path = (root,)
         while len(path) < len(chain) and (*path, chain[len(path)]) in modules:
             path = (*path, chain[len(path)])

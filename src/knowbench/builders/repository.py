@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from knowbench.parsing import parse_python
+from knowbench.parsing import dotted_name, parse_python
 from knowbench.paths import skipped_dir
 
 SymbolKind = Literal["module", "function", "class", "method", "variable"]
@@ -656,13 +656,3 @@ def decorator_name(decorator: ast.expr) -> str:
     return dotted_name(decorator.func if isinstance(decorator, ast.Call) else decorator)
 
 
-def dotted_name(expr: ast.expr) -> str:
-    """'sys.modules' for `sys.modules`, 'x' for `x`; '' for anything else."""
-    parts: list[str] = []
-    while isinstance(expr, ast.Attribute):
-        parts.insert(0, expr.attr)
-        expr = expr.value
-    if isinstance(expr, ast.Name):
-        parts.insert(0, expr.id)
-        return ".".join(parts)
-    return ""

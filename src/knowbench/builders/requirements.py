@@ -14,8 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from knowbench.builders.repository import dotted_name, static_names, static_truth
-from knowbench.parsing import parse_python
+from knowbench.builders.repository import static_names, static_truth
+from knowbench.parsing import dotted_name, parse_python
 
 IMPORT_TO_DISTRIBUTION = {
     "Crypto": "pycryptodome", "Cryptodome": "pycryptodomex", "OpenSSL": "pyOpenSSL",
