@@ -199,8 +199,6 @@ class _Stdlib:
         return _UNKNOWN
 
 
-
-
 def static_names(tree: ast.Module) -> dict[str, object]:
     """Module-level names assigned exactly once to a test this interpreter can decide
     (`PY3 = sys.version_info[0] == 3`), with their values, and the standard-library modules
@@ -249,22 +247,26 @@ def static_truth(test: ast.expr, names: dict[str, object] | None = None) -> bool
         return None
 
 
-def _static_value(node: ast.expr, names: dict[str, object]) -> object:
-    import os
+# What `_static_value` knows of this interpreter by name, and the comparisons it makes.
+_KNOWN: dict[str, object] = {"TYPE_CHECKING": False, "typing.TYPE_CHECKING": False,
+                             "sys.version_info": tuple(sys.version_info), "sys.platform": sys.platform,
+                             "os.name": os.name, "sys.maxsize": sys.maxsize,
+                             "sys.version_info.major": sys.version_info[0],
+                             "sys.version_info.minor": sys.version_info[1]}
+_COMPARISONS = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+                ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
+                ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
 
+
+def _static_value(node: ast.expr, names: dict[str, object]) -> object:
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Tuple):
         items = [_static_value(e, names) for e in node.elts]
         return _UNKNOWN if any(i is _UNKNOWN for i in items) else tuple(items)
     dotted = dotted_name(node) if isinstance(node, ast.Name | ast.Attribute) else ""
-    known: dict[str, object] = {"TYPE_CHECKING": False, "typing.TYPE_CHECKING": False,
-                                "sys.version_info": tuple(sys.version_info), "sys.platform": sys.platform,
-                                "os.name": os.name, "sys.maxsize": sys.maxsize,
-                                "sys.version_info.major": sys.version_info[0],
-                                "sys.version_info.minor": sys.version_info[1]}
-    if dotted in known:
-        return known[dotted]
+    if dotted in _KNOWN:
+        return _KNOWN[dotted]
     if isinstance(node, ast.Name) and node.id in names:
         return names[node.id]
     flag = re.fullmatch(r"(?:IS_)?PY(?:THON)?_?([23])K?", dotted.rsplit(".", 1)[-1]) if dotted else None
@@ -299,10 +301,7 @@ def _static_value(node: ast.expr, names: dict[str, object]) -> object:
         left, right = _static_value(node.left, names), _static_value(node.comparators[0], names)
         if left is _UNKNOWN or right is _UNKNOWN:
             return _UNKNOWN
-        operations = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
-                      ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
-                      ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
-        operation = operations.get(type(node.ops[0]))
+        operation = _COMPARISONS.get(type(node.ops[0]))
         try:
             return operation(left, right) if operation else _UNKNOWN
         except TypeError:
