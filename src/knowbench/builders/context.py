@@ -346,6 +346,7 @@ def build_context(module: Module, top: ast.stmt, target: TargetCode) -> None:
     top_name = target.symbol.top
     imports: dict[int, str] = {}  # line -> import statement, in source order
     copies: dict[int, str] = {}
+    copied: list[ast.stmt] = []  # the statements behind `copies`
     library_imports: list[str] = []
     futures = [s for s in module.tree.body if isinstance(s, ast.ImportFrom) and s.module == "__future__"]
     wanted = free_names(top)
@@ -386,6 +387,7 @@ def build_context(module: Module, top: ast.stmt, target: TargetCode) -> None:
                 assert enclosing.end_lineno is not None
                 if _start_line(enclosing) not in copies:
                     copies[_start_line(enclosing)] = "\n".join(lines[_start_line(enclosing) - 1: enclosing.end_lineno])
+                    copied.append(enclosing)
                     wanted |= free_names(enclosing)
                     bound = {n for inner in ast.walk(enclosing) if isinstance(inner, ast.stmt)
                              for n in bound_names(inner)}
@@ -398,6 +400,7 @@ def build_context(module: Module, top: ast.stmt, target: TargetCode) -> None:
                     if _enclosing(module, binding) is binding and binding is not top and \
                             binding.end_lineno is not None:
                         copies[_start_line(binding)] = "\n".join(lines[_start_line(binding) - 1: binding.end_lineno])
+                        copied.append(binding)
                         wanted |= free_names(binding)
                 target.copied.append(name)
             else:
@@ -409,7 +412,7 @@ def build_context(module: Module, top: ast.stmt, target: TargetCode) -> None:
     parts = [ast.unparse(f) for f in futures]
     parts += [imports[key] for key in sorted(imports)]
     parts += library_imports
-    if _reads_its_location([top, *(parse_python(textwrap.dedent(copies[key])) for key in copies)]):
+    if _reads_its_location([top, *copied]):
         parts.append(_LOCATION.format(module=module.name))
     parts += [textwrap.dedent(copies[key]) for key in sorted(copies)]
     target.context = "\n".join(_dedupe(parts))
