@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from knowbench.benchmark.load import sha256_file
 from knowbench.errors import UserError
 from knowbench.paths import knowbench_home
 
@@ -88,21 +89,18 @@ def _local_state(requirement: str) -> str:
     fresh clone of the same code has the same key)."""
     path = _local_path(requirement)
     assert path is not None
-    digest = hashlib.sha256()
     if path.is_file():
-        with path.open("rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
-    elif path.is_dir():
+        return sha256_file(path)
+    digest = hashlib.sha256()
+    if path.is_dir():
         for directory, subdirs, files in os.walk(path):
             subdirs[:] = sorted(d for d in subdirs if not d.startswith(".") and d not in ("__pycache__", "build", "dist")
                                 and not d.endswith(".egg-info"))  # (what building it writes there)
             for name in sorted(files):
-                file = os.path.join(directory, name)
-                digest.update(os.path.relpath(file, path).encode() + b"\0")
-                with contextlib.suppress(OSError), open(file, "rb") as handle:
-                    for chunk in iter(lambda: handle.read(1 << 20), b""):
-                        digest.update(chunk)
+                file = Path(directory, name)
+                digest.update(file.relative_to(path).as_posix().encode() + b"\0")
+                with contextlib.suppress(OSError):  # (unreadable: its name still counts)
+                    digest.update(sha256_file(file).encode())
                 digest.update(b"\0")
     return digest.hexdigest()
 
