@@ -167,6 +167,20 @@ class Capsys:
         sys.stdout, sys.stderr = self._saved
 
 
+def _runner_fixture(name, new_tmp_dir, fixtures):
+    """A fixture the runner makes itself (`RUNNER_FIXTURES`; `capfd` is `capsys`): `tmp_path`
+    from `new_tmp_dir()`, the undo of the others appended to `fixtures`."""
+    if name == "tmp_path":
+        return pathlib.Path(new_tmp_dir())
+    if name == "monkeypatch":
+        patch = MonkeyPatch()
+        fixtures.append(patch.undo)
+        return patch
+    capture = Capsys()
+    fixtures.append(capture.close)
+    return capture
+
+
 def run_function(function, new_tmp_dir, fixtures):
     """Call a test function (a bound method, a static method, a `functools.partial`) with the
     runner fixtures its signature names, as pytest reads it (`inspect.signature`: a bound
@@ -187,14 +201,8 @@ def run_function(function, new_tmp_dir, fixtures):
         return
     kwargs = {}
     for parameter in _kb_arguments(function):
-        if parameter == "tmp_path":
-            kwargs[parameter] = pathlib.Path(new_tmp_dir())
-        elif parameter == "monkeypatch":
-            kwargs[parameter] = MonkeyPatch()
-            fixtures.append(kwargs[parameter].undo)
-        elif parameter in ("capsys", "capfd"):
-            kwargs[parameter] = Capsys()
-            fixtures.append(kwargs[parameter].close)
+        if parameter in RUNNER_FIXTURES or parameter == "capfd":
+            kwargs[parameter] = _runner_fixture(parameter, new_tmp_dir, fixtures)
         elif parameter == "tmpdir":
             kwargs[parameter] = _runner_tmpdir(pathlib.Path(new_tmp_dir()))
         elif parameter == "recwarn":
@@ -453,17 +461,9 @@ class _RunnerFixtures(dict):
 
     def __getitem__(self, name):
         if not dict.__contains__(self, name):
-            if name == "tmp_path":
-                value = pathlib.Path(self._new_tmp_dir())
-            elif name == "monkeypatch":
-                value = MonkeyPatch()
-                self._fixtures.append(value.undo)
-            elif name == "capsys":
-                value = Capsys()
-                self._fixtures.append(value.close)
-            else:
+            if name not in RUNNER_FIXTURES:
                 raise KeyError(name)
-            dict.__setitem__(self, name, value)
+            dict.__setitem__(self, name, _runner_fixture(name, self._new_tmp_dir, self._fixtures))
         return dict.__getitem__(self, name)
 
 
@@ -1210,11 +1210,10 @@ class _KbTmpPathFactory:
         return self._base
 
     def mktemp(self, basename, numbered=True):
+        import pathlib
         import tempfile
 
         if numbered:
-            import pathlib
-
             return pathlib.Path(tempfile.mkdtemp(prefix=basename, dir=self.getbasetemp()))
         path = self.getbasetemp() / basename
         path.mkdir()
