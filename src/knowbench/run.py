@@ -501,7 +501,7 @@ def evaluate_function(task: FunctionTask, generation: Generation, engine: Engine
                                    entry_point=task.entry_point, limits=limits,
                                    preload=preload or [], isolation=isolation,
                                    trusted_program=trusted, invocation=task.invocation,
-                                   spy=task.target_api if task.api_check else None,
+                                   graft=task.installed_module, spy=task.target_api if task.api_check else None,
                                    spy_required=task.api_check == "require")
         execution = engine.execute(request)
     passed_count = sum(outcome.status == "pass" for outcome in execution.tests)

@@ -437,6 +437,11 @@ class FunctionTask(_TaskBase):
         "or unittest runs it: fixtures, set-up and tear-down, items of a task in one process) or "
         "'direct' (as a script that calls it: `Cls().test_x()` or `test_x()`, nothing else, "
         "each item in a fresh copy of the process that loaded the program).")
+    installed_module: str | None = Field(
+        default=None, description="The installed module the target was cut from (mined tasks): "
+        "each run puts the program's target in the original's place there as well, so the "
+        "library's own calls of it (a subclass, a module function, an object the library makes) "
+        "run the candidate's. None: the program stands beside the library, which keeps its own.")
     api_check: Literal["record", "require"] | None = Field(
         default=None, description="Spy on target_api in every test (judged in-process): 'record' "
         "counts its calls and whether their arguments bind (API_acc, Param_corr); 'require' also "
@@ -447,6 +452,13 @@ class FunctionTask(_TaskBase):
     def _qualname(cls, value: str) -> str:
         if not _QUALNAME.match(value):
             raise ValueError("entry_point must be a dotted Python name such as 'parse' or 'Parser.parse'")
+        return value
+
+    @field_validator("installed_module")
+    @classmethod
+    def _module_name(cls, value: str | None) -> str | None:
+        if value is not None and not _QUALNAME.match(value):
+            raise ValueError(f"installed_module must be a dotted module name such as 'pkg.core', not {value!r}")
         return value
 
     @field_validator("knowledge_apis")

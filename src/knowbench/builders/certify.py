@@ -174,7 +174,8 @@ class Checker:
                     return str(error)
             request = ExecutionRequest(program=assembly.program, tests=task.tests, entry_point=task.entry_point,
                                        limits=limits, preload=self.preload, isolation=isolation,
-                                       trusted_program=trusted, invocation=task.invocation)
+                                       trusted_program=trusted, invocation=task.invocation,
+                                       graft=task.installed_module)
             request.items()  # found once, here, under the lock
         return self.engine.execute(request)
 

@@ -121,6 +121,10 @@ class ExecutionRequest(BaseModel):
     limits: Limits = Field(default_factory=Limits)
     preload: list[str] = Field(default_factory=list, description="Modules imported before limits.")
     isolation: Isolation = "in-process"
+    graft: str | None = Field(
+        default=None, description="The installed module the target was cut from: once the program "
+        "has loaded, its target takes the original's place there, so the library's own calls of it "
+        "run the program's (see FunctionTask.installed_module).")
     trusted_program: str | None = Field(
         default=None, description="split only: the benchmark's own program (target stubbed) that "
         "the tests import; calls to the entry point are answered by the candidate's process.")
@@ -372,6 +376,7 @@ def split_configs(request: ExecutionRequest, judge_uid: int | None,
     judge["rebinds"] = list(dict.fromkeys(found for spec in request.tests for found in spec.rebinds()))
     candidate = {
         "role": "candidate", "program": request.program, "entry_point": request.entry_point,
+        "graft": request.graft,
         "limits": request.limits.model_dump(), "preload": request.preload, "uid": candidate_uid,
         "gid": candidate_uid, "nproc_base": judge["nproc_base"],
     }
@@ -536,6 +541,7 @@ def runner_config(request: ExecutionRequest, uid: int | None) -> dict[str, Any]:
         "nonce": secrets.token_hex(16),
         "program": request.program,
         "entry_point": request.entry_point,
+        "graft": request.graft,
         "tests": {spec.name: spec.code for spec in request.tests},
         "test_imports": list(dict.fromkeys(found for spec in request.tests for found in spec.imports())),
         "items": [item.model_dump() for item in request.items()],

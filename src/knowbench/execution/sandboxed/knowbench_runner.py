@@ -40,6 +40,7 @@ import types
 import unittest
 import warnings
 
+import knowbench_graft
 import knowbench_memory
 import knowbench_project
 import knowbench_seccomp
@@ -648,18 +649,22 @@ def _new_solution_module(program):
     return module
 
 
-def _load_program(program, entry_point, channel, box):
+def _load_program(program, entry_point, channel, installed, box):
     """Worker-thread job: run the program as module `solution`.
 
     In-process, `program` is the candidate's and sample code runs here. Split, it is the
     benchmark's own program; the candidate's process loads the candidate's meanwhile, and
-    the target here becomes a proxy that calls it.
+    the target here becomes a proxy that calls it. `installed`: the installed module the
+    target was cut from, where the target (or its proxy) then takes the original's place
+    (`knowbench_graft`).
     """
     module = _new_solution_module(program)
     if channel is not None:  # before the program binds `from time import tzset`
         knowbench_split.watch_tzset()
     try:
         exec(compile(program, "solution.py", "exec"), module.__dict__)
+        if channel is None and installed:
+            knowbench_graft.graft(module.__dict__, entry_point, installed)
     except BaseException as error:
         memory = isinstance(error, MemoryError)
         if channel is not None:
@@ -678,7 +683,7 @@ def _load_program(program, entry_point, channel, box):
                     "memory" if failure[0] == "memory" else "program-failed-to-load"))
         return
     try:
-        codes = knowbench_split.install_proxy(module.__dict__, entry_point, channel)
+        codes = knowbench_split.install_proxy(module.__dict__, entry_point, channel, installed)
     except Exception as error:
         box.append(("error", f"the target {entry_point} is not in the benchmark's program: "
                     f"{_describe(error)}", None, "test-code-failed"))
@@ -974,7 +979,7 @@ def execute_sample(config, result_fd):
                                            else _program_packages(config["program"]), functions=False)
         channel = knowbench_split.Channel(config["channel_fd"], resolver)
         hang_up[0] = channel.hang_up
-    loaded = in_worker(_load_program, config["program"], config.get("entry_point"), channel)
+    loaded = in_worker(_load_program, config["program"], config.get("entry_point"), channel, config.get("graft"))
     problem = integrity_problem()
     if problem is not None:
         fail_all(0, "error", f"tampering detected while loading the program: {problem}", "tampering")
@@ -1134,6 +1139,8 @@ def run_candidate(config, channel_fd):
     module = _new_solution_module(program)
     try:
         exec(compile(program, "solution.py", "exec"), module.__dict__)
+        if config.get("graft"):
+            knowbench_graft.graft(module.__dict__, config.get("entry_point") or "", config["graft"])
     except BaseException as error:
         status = "memory" if isinstance(error, MemoryError) else "error"
         try:

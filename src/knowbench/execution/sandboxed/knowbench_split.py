@@ -23,6 +23,7 @@ import traceback
 import types
 import warnings
 
+import knowbench_graft
 import knowbench_wire as wire
 
 _HEADER = struct.Struct(">I")
@@ -167,8 +168,9 @@ class Peer:
             if type(args) is not tuple or type(kwargs) is not dict:
                 raise TypeError("malformed call")
             if (kind == "call" and self.entry is not None and type(target) is tuple
-                    and len(target) == 2 and type(target[0]) is str):
-                function = (_target(self.entry, target[0]), target[1] is True)
+                    and len(target) in (2, 3) and type(target[0]) is str):
+                grafted = knowbench_graft.GRAFTED.get(target[0]) if target[2:] == (True,) else None
+                function = (grafted or _target(self.entry, target[0]), target[1] is True)
             elif kind == "handle" and type(target) is int and 0 <= target < len(self.exported):
                 function = self.exported[target]
                 if not isinstance(function, _CALLABLE_KINDS) and self.entry is None:
@@ -981,9 +983,11 @@ class Channel(Peer):
             except OSError:
                 pass
 
-    def call_entry(self, target, args, kwargs, awaited=False):
-        """Call the entry point in the candidate's process; return or raise what it did there."""
-        return self._across("call", (target, awaited), args, kwargs, target)
+    def call_entry(self, target, args, kwargs, awaited=False, installed=False):
+        """Call the entry point in the candidate's process; return or raise what it did there.
+        `installed`: the one the candidate's process grafted into the installed class."""
+        return self._across("call", (target, awaited, installed) if installed else (target, awaited),
+                            args, kwargs, target)
 
     def call_handle(self, number, args, kwargs):
         """Call a callable the candidate handed over."""
@@ -1245,12 +1249,15 @@ def _iterate(items, error):
         raise error
 
 
-def install_proxy(namespace, entry_point, channel):
+def install_proxy(namespace, entry_point, channel, installed=None):
     """Replace the target in the judge's program by a proxy; return the proxy's code objects.
 
     Methods, static and class methods and properties keep their kind, so `self` or the
     class travel as the first argument. The proxy wraps the original stub, so
-    `inspect.signature` still shows the benchmark's signature.
+    `inspect.signature` still shows the benchmark's signature. `installed`: the installed
+    module the target was cut from, where a proxy then takes the original's place too
+    (`knowbench_graft`); the installed class's proxy asks for the candidate's target as the
+    candidate's process grafted it there.
     """
     channel.numpy_state = _numpy_state()  # as the benchmark's program left it, loaded
     logging_loaded()
@@ -1261,6 +1268,8 @@ def install_proxy(namespace, entry_point, channel):
         original = namespace.get(parts[0])
         proxy = _proxy(channel, entry_point, original)
         namespace[parts[0]] = proxy
+        if installed:
+            knowbench_graft.graft(namespace, entry_point, installed)
         return frozenset({proxy.__code__})
     owner = namespace[parts[0]]
     for part in parts[1:-1]:
@@ -1278,6 +1287,9 @@ def install_proxy(namespace, entry_point, channel):
     else:
         proxy = _proxy(channel, entry_point, raw)
         setattr(owner, parts[-1], proxy)
+    if installed:
+        knowbench_graft.graft(namespace, entry_point, installed,
+                              wrap=lambda function: _proxy(channel, entry_point, function, installed=True))
     return frozenset({proxy.__code__})
 
 
@@ -1377,13 +1389,13 @@ def _rebound():
     return ""
 
 
-def _proxy(channel, entry_point, original):
+def _proxy(channel, entry_point, original, installed=False):
     if inspect.iscoroutinefunction(original):
         async def proxy(*args, **kwargs):
-            return channel.call_entry(entry_point, args, kwargs, True)
+            return channel.call_entry(entry_point, args, kwargs, True, installed)
     else:
         def proxy(*args, **kwargs):
-            return channel.call_entry(entry_point, args, kwargs)
+            return channel.call_entry(entry_point, args, kwargs, False, installed)
     if callable(original):
         functools.update_wrapper(proxy, original)
     return proxy
