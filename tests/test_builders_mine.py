@@ -13,9 +13,10 @@ from builders_helpers import minilib_sdist
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import FunctionTask
 from knowbench.builders.build_log import BuildReport
+from knowbench.builders.certify import Checker
 from knowbench.builders.mine import MineOptions, SourceRequest, mine
 from knowbench.builders.selection import failure_reason
-from knowbench.execution.engine import SubprocessEngine
+from knowbench.execution.engine import Execution, Isolation, SubprocessEngine
 from knowbench.execution.environments import ensure_env
 from knowbench.execution.sandbox import resolve_sandbox
 from knowbench.methods import get_method
@@ -29,7 +30,10 @@ PUBLISHED = {"minilib.textutil.slug", "minilib.textutil.normalise_case", "minili
              "minilib.geometry.shapes.Rect.__add__",  # a property, an operator
              "minilib.units.scale",  # reads its package's data file (`pkgutil.get_data(__name__, ...)`)
              "minilib.units.to_base",  # a relative import in its body
-             "minilib.wordcount.wordcount"}  # named like its module, which its test imports
+             "minilib.wordcount.wordcount",  # named like its module, which its test imports
+             "minilib.ledger.AuditedLedger.book", "minilib.ledger.book_lines",
+             # their tests reach them only through the library: a subclass's super(), a module function
+             "minilib.ledger.Ledger.book", "minilib.ledger.parse_cents"}
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +71,7 @@ def test_tests_that_measure_nothing_leave_the_suite(mined: tuple[Path, BuildRepo
     dropped = {entry["test"].rsplit("::", 1)[-1]: entry["reason"] for entry in record.dropped_tests}
     assert dropped == {"test_slug_empty_cases": "does-not-call-target",
                        "test_slug_never_crashes": "passes-on-stub-none"}
-    assert record.tests_kept == 4
+    assert record.tests_kept == 5  # test_title_slug reaches it through title_slug
 
 
 def test_repair_loop_imports_names_bound_at_run_time(mined: tuple[Path, BuildReport]) -> None:
@@ -91,7 +95,7 @@ def test_output_is_a_standard_benchmark_with_provenance(mined: tuple[Path, Build
     assert "quick-brown-fox" not in task.instruction  # instructions never reveal tests
     saved = json.loads((out / "build_report.json").read_text())
     assert saved["counts"] == report.counts
-    assert saved["dropped_tasks"]["trivial-constructor"] == 2
+    assert saved["dropped_tasks"]["trivial-constructor"] == 3
 
 
 def test_every_published_task_has_a_mutation_score(mined: tuple[Path, BuildReport]) -> None:
@@ -113,6 +117,51 @@ def test_reference_passes_and_null_scores_zero_on_every_published_task(
                                     SamplingParams(), Limits(wall_s=bench.manifest.time_limit_s))
             assert summary.self_check["ok"], summary.self_check
             assert {r.passed for r in summary.results} == {expected}
+    finally:
+        engine.close()
+
+
+LEDGER_BOOK_NO_CHECK = '''\
+def book(self, name, cents):
+    balance = self.get(name, 0) + cents
+    super().__setitem__(name, balance)
+    return balance
+'''
+PARSE_CENTS_WHOLE_ONLY = '''\
+def parse_cents(text):
+    whole, _, part = text.strip().partition(".")
+    if not whole.isdigit():
+        raise ValueError(text)
+    return int(whole) * 100
+'''
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_a_target_reached_only_through_the_library_runs_the_candidate(
+        mined: tuple[Path, BuildReport], isolation: Isolation) -> None:
+    """`Ledger.book` is reached only through `AuditedLedger`'s `super().book(...)`, and
+    `parse_cents` only through `book_lines`: the run grafts the program's target into the
+    installed `minilib.ledger`, so the library's own calls run the candidate's code. Without
+    the graft the same tests never reach it."""
+    out, _ = mined
+    bench = load_benchmark(out)
+    python = ensure_env(bench.manifest.requirements).python
+    engine = SubprocessEngine(resolve_sandbox("auto", hidden=[out]), workers=1, python=python)
+    checker = Checker(engine, bench.manifest.time_limit_s)
+    try:
+        for name, wrong in (("Ledger.book", LEDGER_BOOK_NO_CHECK), ("parse_cents", PARSE_CENTS_WHOLE_ONLY)):
+            task = bench.task(f"minilib/minilib.ledger.{name}")
+            assert task.installed_module == "minilib.ledger"
+            reference = checker.execute(task, task.reference, isolation=isolation)
+            assert isinstance(reference, Execution)
+            assert reference.tests and {(o.status, o.called) for o in reference.tests} == {("pass", True)}, reference
+            candidate = checker.execute(task, wrong, isolation=isolation)
+            assert isinstance(candidate, Execution)
+            assert candidate.status != "pass" and {o.called for o in candidate.tests} == {True}, candidate
+            alone = checker.execute(task.model_copy(update={"installed_module": None}), task.reference,
+                                    isolation=isolation)
+            assert isinstance(alone, Execution)
+            assert not any(o.called for o in alone.tests), alone
     finally:
         engine.close()
 

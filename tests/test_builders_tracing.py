@@ -53,16 +53,32 @@ def test_relative_import_and_init_reexport_resolve_to_the_definition() -> None:
     assert resolver.name(geometry, "Rect") == Symbol("minilib.geometry.shapes", "Rect", "class")
 
 
+SLUG = {"minilib.textutil.slug", "minilib.textutil._clean"}  # _clean: what slug calls
+
+
+def test_what_the_library_calls_is_traced_two_calls_deep(traced: dict[str, set[str]]) -> None:
+    """From what a test calls, on into the library's code: a subclass's `super().book()`,
+    `self.balance()`, a module function's calls, constructors; two calls deep."""
+    ledger = "minilib.ledger."
+    assert traced["tests/test_ledger.py::test_an_audited_ledger_sums_and_logs"] == {
+        ledger + name for name in ("AuditedLedger.__init__", "AuditedLedger.book", "Ledger.book",
+                                   "Accounts.balance", "Accounts.set")}
+    # book_lines -> AuditedLedger.book -> Ledger.book; Accounts.* would be a third call
+    assert traced["tests/test_ledger.py::test_book_lines_reads_amounts_in_cents"] == {
+        ledger + name for name in ("book_lines", "parse_cents", "AuditedLedger.__init__",
+                                   "AuditedLedger.book", "Ledger.book")}
+
+
 def test_alias_of_a_reexport_is_traced(traced: dict[str, set[str]]) -> None:
-    assert traced["tests/test_text.py::test_slug_via_reexport_alias"] == {"minilib.textutil.slug"}
+    assert traced["tests/test_text.py::test_slug_via_reexport_alias"] == SLUG
 
 
 def test_module_attribute_chain_is_traced(traced: dict[str, set[str]]) -> None:
-    assert traced["tests/test_text.py::test_slug_via_module_attribute"] == {"minilib.textutil.slug"}
+    assert traced["tests/test_text.py::test_slug_via_module_attribute"] == SLUG
 
 
 def test_function_handed_to_an_imported_test_helper_is_traced(traced: dict[str, set[str]]) -> None:
-    assert traced["tests/test_text.py::test_slug_cases"] == {"minilib.textutil.slug"}
+    assert traced["tests/test_text.py::test_slug_cases"] == SLUG
 
 
 def test_star_import_and_assert_raises_callable_are_traced(traced: dict[str, set[str]]) -> None:

@@ -157,7 +157,7 @@ def _draft(symbol: Symbol, units: list[TestUnit], repository: Repository, resolv
         task = FunctionTask(
             task_id=record.task_id, domain=domain, framework=source.name, instruction="(pending)",
             prompt_code=target.prompt_code, entry_point=target.entry_point, context=target.context,
-            reference=target.reference, tests=specs,
+            reference=target.reference, tests=specs, installed_module=module.name,
             knowledge_apis=repository_apis(repository, resolver, module, symbol, node),
             metadata=source_metadata(record.file, (first_line, node.end_lineno or node.lineno), module.name),
         )

@@ -12,8 +12,13 @@ methods through the class of the object they are called on. Objects are typed fr
 constructor calls (`k = Key(...)`, `Key.from_pem(...)` for classmethods), from `setUp` /
 `setup_method` / class-scoped fixtures (`self.k`, `request.cls.k`) and from pytest fixtures
 that return a constructor call. Functions passed to `assertRaises` / `pytest.raises` /
-`functools.partial` count as called. Only definitions in library (non-test) modules are
-targets.
+`functools.partial` count as called. From what a test calls, tracing goes on into the
+library's own code, two calls deep (`LibraryReach`): a subclass's `super().book(...)`, a
+module function's call of a helper, `self.method()`, `self[key]`. A target a test reaches
+only that way runs the candidate's code because every run grafts the target into the
+installed library (`FunctionTask.installed_module`); a test that did not reach it after all
+is pruned at run time (`does-not-call-target`). Only definitions in library (non-test)
+modules are targets.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ _RAISES_HELPERS = frozenset({"assertRaises", "assertRaisesRegex", "assertRaisesR
                              "assertWarnsRegex", "raises", "warns", "partial", "deprecated_call"})
 _SETUP_METHODS = ("setUp", "setup_method", "setup", "setUpClass", "setup_class", "setUpTestData")
 _HELPER_DEPTH = 2
+_LIBRARY_DEPTH = 2  # how deep calls are followed into the library's own code
 
 
 @dataclass
@@ -86,10 +92,11 @@ def discover_units(repository: Repository, resolver: Resolver) -> list[TestUnit]
     """Every test unit of the repository that checks something, with its traced targets."""
     units: list[TestUnit] = []
     tracers: dict[int, _ModuleTracer] = {}
+    reach = LibraryReach(resolver, repository)
 
     def tracer_of(module: Module) -> _ModuleTracer:
         if id(module) not in tracers:
-            tracers[id(module)] = _ModuleTracer(module, resolver, repository)
+            tracers[id(module)] = _ModuleTracer(module, resolver, repository, reach)
         return tracers[id(module)]
 
     for module in test_modules(repository):
@@ -223,10 +230,12 @@ def conftest_chain(module: Module, repository: Repository) -> list[Module]:
 class _ModuleTracer:
     """Traces the units of one test module."""
 
-    def __init__(self, module: Module, resolver: Resolver, repository: Repository) -> None:
+    def __init__(self, module: Module, resolver: Resolver, repository: Repository,
+                 reach: LibraryReach | None = None) -> None:
         self.module = module
         self.resolver = resolver
         self.repo = repository
+        self.reach = reach or LibraryReach(resolver, repository)
         self.fixtures: dict[str, tuple[Module, _FunctionNode]] = {}
         for source in [*conftest_chain(module, repository), module]:
             for name, node in fixture_functions(source).items():
@@ -294,12 +303,8 @@ class _ModuleTracer:
         """The library functions a test (a function of this module) calls."""
         found: set[Symbol] = set()
         self._collect(node, cls, attributes, found, 0)
-        return {symbol for symbol in found if self._is_library(symbol)}
-
-    def _is_library(self, symbol: Symbol) -> bool:
-        module = self.repo.module(symbol.module)
-        return module is not None and module.library and not is_test_module(module) and \
-            symbol.kind in ("function", "method")
+        direct = {symbol for symbol in found if self.reach.is_library(symbol)}
+        return direct | self.reach.beyond(direct)
 
     def _collect(self, node: _FunctionNode, cls: str | None, attributes: dict[str, Symbol | Instance],
                  found: set[Symbol], depth: int) -> None:
@@ -540,3 +545,90 @@ def _used_fixtures(owner: ast.ClassDef) -> list[str]:
         if isinstance(decorator, ast.Call) and decorator_name(decorator).endswith("usefixtures"):
             names += [a.value for a in decorator.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
     return names
+
+
+class LibraryReach:
+    """What the library's own code calls, from a set of library functions, `_LIBRARY_DEPTH`
+    calls deep: names and attribute chains the module resolves, `self.m()` / `cls.m()` through
+    the method's class, `super().m()` through its bases, constructors (their `__init__`),
+    and the special methods `self` runs implicitly (`self[key]`, `len(self)`). A call on an
+    object the code got otherwise is unknown. Each function's calls are found once."""
+
+    def __init__(self, resolver: Resolver, repository: Repository) -> None:
+        self.resolver = resolver
+        self.repo = repository
+        self._calls: dict[Symbol, frozenset[Symbol]] = {}
+
+    def is_library(self, symbol: Symbol) -> bool:
+        module = self.repo.module(symbol.module)
+        return module is not None and module.library and not is_test_module(module) and \
+            symbol.kind in ("function", "method")
+
+    def beyond(self, start: set[Symbol]) -> set[Symbol]:
+        """The library functions `start` calls, and what those call (not `start` itself)."""
+        reached: set[Symbol] = set()
+        frontier = set(start)
+        for _ in range(_LIBRARY_DEPTH):
+            frontier = {callee for caller in frontier for callee in self.calls(caller)} - reached - start
+            reached |= frontier
+        return reached
+
+    def calls(self, symbol: Symbol) -> frozenset[Symbol]:
+        if symbol not in self._calls:
+            self._calls[symbol] = frozenset()  # a recursive function is being traced
+            self._calls[symbol] = frozenset(s for s in self._find_calls(symbol) if self.is_library(s))
+        return self._calls[symbol]
+
+    def _find_calls(self, symbol: Symbol) -> Iterator[Symbol]:
+        module = self.repo.module(symbol.module)
+        node = self.resolver.definition(symbol)
+        if module is None or not isinstance(node, _FunctionNode):
+            return
+        owner = Symbol(symbol.module, symbol.qualname.rpartition(".")[0], "class") \
+            if symbol.kind == "method" else None
+        local_types: dict[str, Symbol | Instance] = {}
+        if owner is not None and node.args.args:
+            first = node.args.args[0].arg
+            local_types[first] = owner if self.resolver.is_classmethod(symbol) else Instance(owner)
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Assign) and len(inner.targets) == 1 and isinstance(inner.targets[0], ast.Name):
+                value = self.resolver.expression(module, inner.value, local_types)
+                if isinstance(value, Instance):
+                    local_types.setdefault(inner.targets[0].id, value)
+        for inner in ast.walk(node):
+            for operand, names, _ in _implicit_calls(inner):
+                value = self.resolver.expression(module, operand, local_types)
+                if isinstance(value, Instance):
+                    member = next((m for m in (self.resolver.member(value.cls, n) for n in names)
+                                   if m is not None), None)
+                    if member is not None and member.kind == "method":
+                        yield member
+            if not isinstance(inner, ast.Call):
+                continue
+            func = inner.func
+            if (owner is not None and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)
+                    and isinstance(func.value.func, ast.Name) and func.value.func.id == "super"):
+                yield from self._in_bases(owner, func.attr)
+                continue
+            called = self.resolver.expression(module, func, local_types)
+            if isinstance(called, Symbol):
+                if called.kind == "class":
+                    init = self.resolver.member(called, "__init__")
+                    if init is not None:
+                        yield init
+                else:
+                    yield called
+
+    def _in_bases(self, cls: Symbol, attr: str) -> Iterator[Symbol]:
+        """`super().attr` in a method of `cls`: the first base that has it."""
+        node = self.resolver.class_node(cls)
+        module = self.repo.module(cls.module)
+        if node is None or module is None:
+            return
+        for base in node.bases:
+            resolved = self.resolver.expression(module, base, {})
+            if isinstance(resolved, Symbol) and resolved.kind == "class":
+                member = self.resolver.member(resolved, attr)
+                if member is not None:
+                    yield member
+                    return
