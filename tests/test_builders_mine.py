@@ -11,7 +11,7 @@ import pytest
 
 from builders_helpers import minilib_sdist
 from knowbench.benchmark.load import load_benchmark
-from knowbench.benchmark.schema import FunctionTask
+from knowbench.benchmark.schema import FunctionTask, TestSpec
 from knowbench.builders.build_log import BuildReport
 from knowbench.builders.certify import Checker
 from knowbench.builders.mine import MineOptions, SourceRequest, mine
@@ -162,6 +162,33 @@ def test_a_target_reached_only_through_the_library_runs_the_candidate(
                                     isolation=isolation)
             assert isinstance(alone, Execution)
             assert not any(o.called for o in alone.tests), alone
+    finally:
+        engine.close()
+
+
+def test_a_library_call_on_an_object_of_a_test_defined_class_cannot_be_judged_split(
+        mined: tuple[Path, BuildReport]) -> None:
+    """The judge cannot hand an object of a class the tests define to the candidate's
+    process, which never sees the tests: the call fails as `cannot-cross`, saying why, and
+    certification judges such a task in-process (where the same test passes)."""
+    out, _ = mined
+    bench = load_benchmark(out)
+    task = bench.task("minilib/minilib.ledger.Ledger.book")
+    spec = TestSpec(name="tests/test_own_ledger.py", code=(
+        "from minilib.ledger import AuditedLedger\n\n\nclass Quiet(AuditedLedger):\n    pass\n\n\n"
+        "def test_a_ledger_of_the_tests_own_class():\n    assert Quiet().book('rent', 5) == 5\n"))
+    task = task.model_copy(update={"tests": [spec]})
+    python = ensure_env(bench.manifest.requirements).python
+    engine = SubprocessEngine(resolve_sandbox("auto", hidden=[out]), workers=1, python=python)
+    try:
+        checker = Checker(engine, bench.manifest.time_limit_s)
+        split = checker.execute(task, task.reference, isolation="split")
+        assert isinstance(split, Execution)
+        [outcome] = split.tests
+        assert (outcome.status, outcome.reason) == ("error", "cannot-cross"), outcome
+        assert "Quiet, a class the tests define" in outcome.message
+        in_process = checker.execute(task, task.reference)
+        assert isinstance(in_process, Execution) and in_process.status == "pass", in_process
     finally:
         engine.close()
 

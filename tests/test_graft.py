@@ -19,13 +19,28 @@ import knowbench_graft
 PACKAGE = {
     "__init__.py": "from .core import Bag, shout\nfrom .util import loud_pair\n",
     "core.py": '''
+        import functools
+
+
+        def logged(method):
+            @functools.wraps(method)
+            def wrapper(self, *args):
+                self.calls = getattr(self, "calls", 0) + 1
+                return method(self, *args)
+            return wrapper
+
+
         class Base:
             def put(self, key, value):
                 self.items[key] = value
 
+            def describe(self):
+                return "base"
+
 
         class Bag(Base):
             __marker = object()
+            registry = {"filled": "at import"}  # class-level state the library keeps
 
             def __init__(self):
                 self.items = {}
@@ -40,11 +55,30 @@ PACKAGE = {
                     raise KeyError(key)
                 return default
 
+            @logged
+            def describe(self):
+                return "bag of " + super().describe()
+
+            def __add__(self, other):
+                merged = Bag()
+                merged.items = {**self.items, **other.items}
+                return merged
+
+            __radd__ = __add__
+
+            class Stats:
+                def size(self, bag):
+                    return len(bag.items)
+
 
         class CountingBag(Bag):
             def add(self, key, value):
                 super().add(key, value)
                 self.count = getattr(self, "count", 0) + 1
+
+
+        def make_bag():
+            return Bag()
 
 
         def shout(text):
@@ -59,19 +93,24 @@ PACKAGE = {
     ''',
 }
 
-# The program: a cut of core.py, with the candidate's versions of the targets.
+# The program: a cut of core.py, with the candidate's versions of the targets. The candidate
+# wrote its own way: two-argument super(), the class by name, a helper method of its own.
 PROGRAM = '''
-from graftpkg.core import Base
+from graftpkg.core import Base, logged
 
 
 class Bag(Base):
     __marker = object()
+    registry = {}
 
     def __init__(self):
         self.items = {}
 
     def add(self, key, value):
-        super().put(key, self.items.get(key, 0) + 2 * value)
+        super(Bag, self).put(key, self._grown(key, value))
+
+    def _grown(self, key, value):
+        return self.items.get(key, 0) + 2 * value
 
     def pop(self, key, default=__marker):
         if key in self.items:
@@ -79,6 +118,21 @@ class Bag(Base):
         if default is self.__marker:
             raise KeyError(key)
         return default
+
+    @logged
+    def describe(self):
+        return "candidate's bag of " + super().describe()
+
+    def __add__(self, other):
+        merged = Bag()
+        merged.items = {**other.items, **self.items}
+        return merged
+
+    __radd__ = __add__
+
+    class Stats:
+        def size(self, bag):
+            return -len(bag.items)
 
 
 def shout(text):
@@ -117,22 +171,43 @@ def test_a_function_is_replaced_wherever_the_library_binds_it(package: None) -> 
     assert graftpkg.shout("c") == "C!"
 
 
-def test_a_method_runs_for_the_librarys_own_subclass_with_its_super_and_defaults(package: None) -> None:
-    from graftpkg.core import CountingBag
+def test_the_programs_class_becomes_the_installed_class(package: None) -> None:
+    from graftpkg import core
 
+    installed = core.Bag
     namespace = _program()
     assert knowbench_graft.graft(namespace, "Bag.add", "graftpkg.core") == 1
-    bag = CountingBag()  # made by the library's class, not the program's
-    bag.add("x", 1)  # super().add -> the program's add, whose own super() looks past Bag
+    assert namespace["Bag"] is installed  # `Bag(...)`, `isinstance(x, Bag)`, `super(Bag, self)` mean it
+    assert knowbench_graft.GRAFTED["Bag.add"] is vars(installed)["add"]
+    bag = core.CountingBag()  # made by the library's class, not the program's
+    bag.add("x", 1)  # CountingBag's super().add -> the candidate's add, its helper method, its super(Bag, ...)
     assert bag.items == {"x": 2} and bag.count == 1
-    assert knowbench_graft.GRAFTED["Bag.add"] is vars(sys.modules["graftpkg.core"].Bag)["add"]
-
-    # `default=__marker` was the program's class's marker: grafted, it is the installed class's,
-    # which `self.__marker` reads on the library's objects
-    assert knowbench_graft.graft(namespace, "Bag.pop", "graftpkg.core") == 1
+    assert isinstance(core.make_bag(), namespace["Bag"])
+    # a decorated method's zero-argument super() looks past the installed class
+    assert bag.describe() == "candidate's bag of base" and bag.calls == 1
+    # `default=__marker` was the program's class's marker: grafted, it is the installed
+    # class's, which `self.__marker` reads
     with pytest.raises(KeyError):
         bag.pop("missing")
     assert bag.pop("missing", None) is None and bag.pop("x") == 2
+    # an alias of a replaced method follows it; a nested class's methods are the program's
+    other = core.Bag()
+    other.items = {"x": 5}
+    assert vars(installed)["__radd__"] is vars(installed)["__add__"]
+    assert (bag + other).items == {"x": 5}
+    assert core.Bag.Stats().size(other) == 1  # the nested class was not on the way to the target
+    # class-level state stays the library's
+    assert installed.registry == {"filled": "at import"}
+
+
+def test_a_nested_class_on_the_way_to_the_target_is_grafted_too(package: None) -> None:
+    from graftpkg import core
+
+    assert knowbench_graft.graft(_program(), "Bag.Stats.size", "graftpkg.core") == 1
+    assert core.Bag.Stats().size(core.make_bag()) == 0
+    bag = core.make_bag()
+    bag.items = {"a": 1}
+    assert core.Bag.Stats().size(bag) == -1
 
 
 def test_nothing_is_grafted_where_the_installed_module_has_no_such_target(package: None) -> None:
@@ -140,5 +215,5 @@ def test_nothing_is_grafted_where_the_installed_module_has_no_such_target(packag
     namespace["whisper"] = lambda text: text.lower()
     assert knowbench_graft.graft(namespace, "whisper", "graftpkg.core") == 0
     assert knowbench_graft.graft(namespace, "Bag.nothing", "graftpkg.core") == 0
-    with pytest.raises(ModuleNotFoundError):
+    with pytest.raises(knowbench_graft.GraftFailed, match=r"graftpkg\.missing"):
         knowbench_graft.graft(namespace, "shout", "graftpkg.missing")

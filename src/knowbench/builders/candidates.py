@@ -89,6 +89,16 @@ def find_candidates(source: Source, domain: str, options: MineOptions, source_re
     return drafts
 
 
+def _spread(units: list[TestUnit], count: int) -> list[TestUnit]:
+    """At most `count` of `units`, spread evenly over them (they are sorted by id)."""
+    if len(units) <= count:
+        return list(units)
+    if count <= 0:
+        return []
+    step = len(units) / count
+    return [units[int(index * step)] for index in range(count)]
+
+
 def _context_names(target: TargetCode) -> set[str]:
     """Names the context binds at its top level: imports, copies, imports from the library."""
     try:
@@ -142,10 +152,14 @@ def _draft(symbol: Symbol, units: list[TestUnit], repository: Repository, resolv
         else:
             usable.append(unit)
     if len(usable) > options.max_tests:
-        step = len(usable) / options.max_tests
-        chosen = [usable[int(index * step)] for index in range(options.max_tests)]
+        # the tests that call the target themselves first, then those reaching it through the library
+        direct = [unit for unit in usable if symbol not in unit.through_library]
+        chosen = _spread(direct, options.max_tests)
+        chosen += _spread([unit for unit in usable if symbol in unit.through_library],
+                          options.max_tests - len(chosen))
+        kept = {id(unit) for unit in chosen}
         for unit in usable:
-            if unit not in chosen:
+            if id(unit) not in kept:
                 record.drop_test(unit.id, "over-max-tests")
         usable = chosen
     if not usable:

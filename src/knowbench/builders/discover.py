@@ -60,9 +60,16 @@ class TestUnit:
     kind: UnitKind
     relpath: str
     targets: set[Symbol] = field(default_factory=set)
+    # those of `targets` it reaches only through the library's own code (`LibraryReach`)
+    through_library: set[Symbol] = field(default_factory=set)
     # a test method inherited from a base class of `cls` (a mixin, maybe in another test
     # module): the module and class that define it
     defined_in: tuple[Module, str] | None = None
+
+    def reach(self, direct: set[Symbol], library: LibraryReach) -> None:
+        """Record what the test calls itself and, beyond it, what the library calls for it."""
+        self.through_library = library.beyond(direct) - direct
+        self.targets = direct | self.through_library
 
     @property
     def id(self) -> str:
@@ -104,13 +111,13 @@ def discover_units(repository: Repository, resolver: Resolver) -> list[TestUnit]
         for unit in _units_of(module, resolver, repository):
             if unit.defined_in is None:
                 if tracer.asserts(unit.node(), unit.cls):
-                    unit.targets = tracer.targets(unit)
+                    unit.reach(tracer.targets(unit), reach)
                     units.append(unit)
                 continue
             # inherited: names resolve in the base's module, `self.x` from the subclass
             base = tracer_of(unit.defined_in[0])
             if base.asserts(unit.node(), unit.defined_in[1]):
-                unit.targets = base.trace(unit.node(), unit.defined_in[1], tracer.class_attributes(unit.cls))
+                unit.reach(base.trace(unit.node(), unit.defined_in[1], tracer.class_attributes(unit.cls)), reach)
                 units.append(unit)
     return units
 
@@ -235,7 +242,7 @@ class _ModuleTracer:
         self.module = module
         self.resolver = resolver
         self.repo = repository
-        self.reach = reach or LibraryReach(resolver, repository)
+        self.reach = reach or LibraryReach(resolver, repository)  # which symbols are the library's
         self.fixtures: dict[str, tuple[Module, _FunctionNode]] = {}
         for source in [*conftest_chain(module, repository), module]:
             for name, node in fixture_functions(source).items():
@@ -303,8 +310,7 @@ class _ModuleTracer:
         """The library functions a test (a function of this module) calls."""
         found: set[Symbol] = set()
         self._collect(node, cls, attributes, found, 0)
-        direct = {symbol for symbol in found if self.reach.is_library(symbol)}
-        return direct | self.reach.beyond(direct)
+        return {symbol for symbol in found if self.reach.is_library(symbol)}
 
     def _collect(self, node: _FunctionNode, cls: str | None, attributes: dict[str, Symbol | Instance],
                  found: set[Symbol], depth: int) -> None:
@@ -560,9 +566,12 @@ class LibraryReach:
         self._calls: dict[Symbol, frozenset[Symbol]] = {}
 
     def is_library(self, symbol: Symbol) -> bool:
+        """A function or method of a library module; not a name-mangled `__private` method,
+        which no program can name as the library's class body does."""
         module = self.repo.module(symbol.module)
+        last = symbol.qualname.rpartition(".")[2]
         return module is not None and module.library and not is_test_module(module) and \
-            symbol.kind in ("function", "method")
+            symbol.kind in ("function", "method") and not (last.startswith("__") and not last.endswith("__"))
 
     def beyond(self, start: set[Symbol]) -> set[Symbol]:
         """The library functions `start` calls, and what those call (not `start` itself)."""
@@ -587,9 +596,10 @@ class LibraryReach:
         owner = Symbol(symbol.module, symbol.qualname.rpartition(".")[0], "class") \
             if symbol.kind == "method" else None
         local_types: dict[str, Symbol | Instance] = {}
-        if owner is not None and node.args.args:
+        decorators = {decorator_name(d) for d in node.decorator_list}
+        if owner is not None and node.args.args and "staticmethod" not in decorators:
             first = node.args.args[0].arg
-            local_types[first] = owner if self.resolver.is_classmethod(symbol) else Instance(owner)
+            local_types[first] = owner if "classmethod" in decorators else Instance(owner)
         for inner in ast.walk(node):
             if isinstance(inner, ast.Assign) and len(inner.targets) == 1 and isinstance(inner.targets[0], ast.Name):
                 value = self.resolver.expression(module, inner.value, local_types)

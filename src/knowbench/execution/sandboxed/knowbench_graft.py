@@ -6,16 +6,27 @@ original: a subclass the library defines, a module function that calls it, an ob
 library makes (`parser.parse()` through the module's `DEFAULTPARSER`) never run the candidate.
 Once the program has loaded, `graft` puts the program's target in the original's place:
 
-- a module-level function in every module of the library's package that binds the original
+- a module-level function: in every module of the library's package that binds the original
   (`from .core import target` in a sibling included);
-- a method, property, static or class method on the installed class, rehomed there: a
-  zero-argument `super()` in it looks past the installed class, as the library's does.
+- a method: the program's class *becomes* the installed class. Every function, property,
+  static and class method of the program's class body (the target, the methods the context
+  copied, a helper method the candidate added) is set on the installed class, as is a name the
+  installed class lacks; its other attributes (class-level state, registries, slots) stay the
+  installed class's. A name in the installed class bound to the same function as the replaced
+  one (`__radd__ = __add__`) follows it. The program's name for the class is then bound to the
+  installed class, so `Cls(...)`, `isinstance(x, Cls)` and `super(Cls, self)` in the program
+  and the tests mean the installed class, and the methods' `__class__` cell (zero-argument
+  `super()`, decorated methods included) names it too. A default a method took from the class
+  body (`def pop(self, key, default=__marker)`) is the installed class's value of that name,
+  which the library's objects hold.
 
 What holds the original elsewhere keeps it: a default argument (`def get(self, key,
-getitem=Cache.__getitem__)`), a registry filled at import time, a closure.
+getitem=Cache.__getitem__)`), a registry filled at import time, a closure. A method reads the
+program's globals: module-level names stay the program's.
 
 Stdlib only; runs inside the sandbox, in the sample's process (in-process), and in both
-processes of a split sample: the judge grafts its proxy, the candidate its code.
+processes of a split sample: the judge grafts its proxy (and the benchmark's own methods), the
+candidate's process the candidate's code.
 """
 
 import importlib
@@ -29,34 +40,32 @@ GRAFTED = {}
 # strings): a default that is one of them is no sign it was taken from the class body.
 _SHARED_VALUES = frozenset({type(None), bool, int, float, complex, str, bytes, tuple, frozenset,
                             type(Ellipsis), type(NotImplemented)})
+_METHOD_KINDS = (types.FunctionType, staticmethod, classmethod, property)
+
+
+class GraftFailed(Exception):
+    """The target could not be put in its place in the installed module."""
 
 
 def graft(namespace, entry_point, installed, wrap=None):
     """Put the target `entry_point` of the program (its globals `namespace`) in its place in
     module `installed`; return how many bindings now hold it (0: the installed module has no
-    such target, and the program stands alone).
+    such target, and the program stands alone). Raises GraftFailed.
 
-    `wrap(function)` makes what an installed class runs from the program's target function
-    (default: the function, rehomed); the installed binding keeps the program's kind (a
+    `wrap(function)` makes what an installed class runs for the target from the program's
+    function (default: the function itself); the installed binding keeps the program's kind (a
     staticmethod, classmethod or property around it)."""
-    module = importlib.import_module(installed)
-    parts = entry_point.split(".")
-    if len(parts) == 1:
-        return _graft_function(module, installed, parts[0], namespace.get(parts[0]))
-    program_owner, installed_owner = namespace.get(parts[0]), vars(module).get(parts[0])
-    for part in parts[1:-1]:
-        program_owner = vars(program_owner).get(part) if isinstance(program_owner, type) else None
-        installed_owner = vars(installed_owner).get(part) if isinstance(installed_owner, type) else None
-    if (not isinstance(program_owner, type) or not isinstance(installed_owner, type)
-            or program_owner is installed_owner or parts[-1] not in vars(installed_owner)):
-        return 0
-    raw = vars(program_owner).get(parts[-1])
-    if raw is None:
-        return 0
-    grafted = _rehomed(raw, program_owner, installed_owner, wrap)
-    setattr(installed_owner, parts[-1], grafted)
-    GRAFTED[entry_point] = _function_of(grafted)
-    return 1
+    try:
+        module = importlib.import_module(installed)
+        parts = entry_point.split(".")
+        if len(parts) == 1:
+            return _graft_function(module, installed, parts[0], namespace.get(parts[0]))
+        return _graft_class(namespace, module, parts, wrap)
+    except GraftFailed:
+        raise
+    except Exception as error:
+        raise GraftFailed(f"the target {entry_point} could not be grafted into the installed module "
+                          f"{installed}: {type(error).__name__}: {error}") from error
 
 
 def _graft_function(module, installed, name, new):
@@ -79,6 +88,45 @@ def _graft_function(module, installed, name, new):
     return count
 
 
+def _graft_class(namespace, module, parts, wrap):
+    """The program's classes on the way to the target (`A`, `A.B` for `A.B.m`), each paired
+    with the installed class of the same name; none when a pair is missing."""
+    pairs = []
+    program_owner, installed_owner = namespace.get(parts[0]), vars(module).get(parts[0])
+    for index in range(1, len(parts)):
+        if (not isinstance(program_owner, type) or not isinstance(installed_owner, type)
+                or program_owner is installed_owner):
+            return 0
+        pairs.append((program_owner, installed_owner))
+        if index < len(parts) - 1:
+            program_owner = vars(program_owner).get(parts[index])
+            installed_owner = vars(installed_owner).get(parts[index])
+    name = parts[-1]
+    if name not in vars(pairs[-1][1]) or name not in vars(pairs[-1][0]):
+        return 0
+    for depth, (program_cls, installed_cls) in enumerate(pairs):
+        _point_class_cell(program_cls, installed_cls)
+        target = name if depth == len(pairs) - 1 else None
+        for key, raw in list(vars(program_cls).items()):
+            if key == target:
+                grafted = _rehomed(raw, program_cls, installed_cls, wrap)
+                GRAFTED[".".join(parts)] = _function_of(grafted)
+            elif isinstance(raw, _METHOD_KINDS):
+                grafted = _rehomed(raw, program_cls, installed_cls, None)
+            elif key not in vars(installed_cls) and not (key.startswith("__") and key.endswith("__")):
+                grafted = raw  # a class-level name the candidate added
+            else:
+                continue
+            original = vars(installed_cls).get(key)
+            setattr(installed_cls, key, grafted)
+            if isinstance(original, _METHOD_KINDS):
+                for alias, value in list(vars(installed_cls).items()):
+                    if value is original and alias != key:  # `__radd__ = __add__`
+                        setattr(installed_cls, alias, grafted)
+    namespace[parts[0]] = pairs[0][1]
+    return 1
+
+
 def _function_of(raw):
     if isinstance(raw, (staticmethod, classmethod)):
         return raw.__func__
@@ -93,44 +141,72 @@ def _rehomed(raw, program_owner, owner, wrap):
         return type(raw)(_rehomed(raw.__func__, program_owner, owner, wrap))
     if isinstance(raw, property):
         parts = (None if part is None else _rehomed(part, program_owner, owner, None) for part in (raw.fset, raw.fdel))
-        return property(_rehomed(raw.fget, program_owner, owner, wrap), *parts, raw.__doc__)
+        parts = (_rehomed(raw.fget, program_owner, owner, wrap), *parts, raw.__doc__)
+        try:
+            return type(raw)(*parts)
+        except TypeError:  # a property subclass made otherwise
+            return property(*parts)
     if wrap is not None:
         return wrap(raw)
-    return rehome(raw, program_owner, owner)
+    return _with_installed_defaults(raw, program_owner, owner)
 
 
-def rehome(function, program_owner, owner):
-    """`function`, defined in the class body of `program_owner`, as a method of `owner`: its
-    `__class__` cell (a zero-argument `super()`, `__class__`) names `owner`, and a default
-    taken from the class body (`def pop(self, key, default=__marker)`) is `owner`'s value of
-    that name, which its instances hold; itself when neither applies."""
-    code = getattr(function, "__code__", None)
-    if type(function) is not types.FunctionType:
+def _point_class_cell(program_cls, installed_cls):
+    """Make the `__class__` cell of `program_cls`'s body (one cell, shared by every method
+    that uses zero-argument `super()` or `__class__`, decorated ones too) hold `installed_cls`."""
+    seen = set()
+    pending = list(vars(program_cls).values())
+    while pending and len(seen) < 10000:
+        value = pending.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, (staticmethod, classmethod)):
+            pending.append(value.__func__)
+        elif isinstance(value, property):
+            pending.extend(part for part in (value.fget, value.fset, value.fdel) if part is not None)
+        elif type(value) is types.FunctionType:
+            code = value.__code__
+            for cell_name, cell in zip(code.co_freevars, value.__closure__ or ()):  # noqa: B905 (Python 3.8)
+                try:
+                    contents = cell.cell_contents
+                except ValueError:  # an empty cell
+                    continue
+                if cell_name == "__class__" and contents is program_cls:
+                    cell.cell_contents = installed_cls
+                    return
+                if type(contents) is types.FunctionType:  # a decorator's wrapped function
+                    pending.append(contents)
+            wrapped = vars(value).get("__wrapped__")
+            if wrapped is not None:
+                pending.append(wrapped)
+
+
+def _with_installed_defaults(function, program_owner, owner):
+    """`function`, defined in the class body of `program_owner`, with a default it took from
+    the class body (`def pop(self, key, default=__marker)`) replaced by `owner`'s value of that
+    name; itself when it took none."""
+    if type(function) is not types.FunctionType or not (function.__defaults__ or function.__kwdefaults__):
         return function
-    ours, theirs = vars(program_owner), vars(owner)
-    same = {id(value): theirs[name] for name, value in list(ours.items())
-            if name in theirs and type(value) not in _SHARED_VALUES
-            and not isinstance(value, (types.FunctionType, staticmethod, classmethod, property))}
-    moved_any = [False]
+    theirs = vars(owner)
+    same = {id(value): theirs[name] for name, value in list(vars(program_owner).items())
+            if name in theirs and type(value) not in _SHARED_VALUES and not isinstance(value, _METHOD_KINDS)}
+    moved = [False]
 
-    def theirs_for(value):
+    def installed_value(value):
         found = same.get(id(value), value)
-        moved_any[0] = moved_any[0] or found is not value
+        moved[0] = moved[0] or found is not value
         return found
 
-    defaults = function.__defaults__ and tuple(map(theirs_for, function.__defaults__))
-    kwdefaults = function.__kwdefaults__ and {name: theirs_for(value)
+    defaults = function.__defaults__ and tuple(map(installed_value, function.__defaults__))
+    kwdefaults = function.__kwdefaults__ and {name: installed_value(value)
                                               for name, value in function.__kwdefaults__.items()}
-    cells = function.__closure__
-    if "__class__" in code.co_freevars:
-        cells = list(cells)
-        cells[code.co_freevars.index("__class__")] = types.CellType(owner)
-        cells = tuple(cells)
-    elif not moved_any[0]:
+    if not moved[0]:
         return function
-    moved = types.FunctionType(code, function.__globals__, function.__name__, defaults, cells)
-    moved.__kwdefaults__ = kwdefaults
-    moved.__qualname__ = function.__qualname__
-    moved.__annotations__ = function.__annotations__
-    moved.__dict__.update(function.__dict__)
-    return moved
+    copy = types.FunctionType(function.__code__, function.__globals__, function.__name__, defaults,
+                              function.__closure__)
+    copy.__kwdefaults__ = kwdefaults
+    copy.__qualname__ = function.__qualname__
+    copy.__annotations__ = function.__annotations__
+    copy.__dict__.update(function.__dict__)
+    return copy

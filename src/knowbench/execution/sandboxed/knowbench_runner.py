@@ -684,6 +684,9 @@ def _load_program(program, entry_point, channel, installed, box):
         return
     try:
         codes = knowbench_split.install_proxy(module.__dict__, entry_point, channel, installed)
+    except knowbench_graft.GraftFailed as error:
+        box.append(("error", str(error), None, "test-code-failed"))
+        return
     except Exception as error:
         box.append(("error", f"the target {entry_point} is not in the benchmark's program: "
                     f"{_describe(error)}", None, "test-code-failed"))

@@ -12,6 +12,7 @@ Stdlib only (plus `knowbench_wire`, which lives beside it): runs inside the sand
 
 import errno
 import functools
+import importlib
 import inspect
 import io
 import os
@@ -985,7 +986,13 @@ class Channel(Peer):
 
     def call_entry(self, target, args, kwargs, awaited=False, installed=False):
         """Call the entry point in the candidate's process; return or raise what it did there.
-        `installed`: the one the candidate's process grafted into the installed class."""
+        `installed`: the one the candidate's process grafted into the installed class, whose
+        `self` (the first argument) must cross by value: an object of a class the tests
+        define cannot (the candidate's process never sees the tests)."""
+        if installed and args and type(args[0]).__module__ == wire.TESTS_MODULE:
+            self._fail(CrossingFailed, f"{target} was called on an object of {type(args[0]).__qualname__}, "
+                       "a class the tests define: it cannot cross to the candidate's process, which never "
+                       "sees the tests (such a task is judged in-process)")
         return self._across("call", (target, awaited, installed) if installed else (target, awaited),
                             args, kwargs, target)
 
@@ -1259,6 +1266,8 @@ def install_proxy(namespace, entry_point, channel, installed=None):
     (`knowbench_graft`); the installed class's proxy asks for the candidate's target as the
     candidate's process grafted it there.
     """
+    if installed:  # imported before the baselines below: what its import changes is no test's doing
+        importlib.import_module(installed)
     channel.numpy_state = _numpy_state()  # as the benchmark's program left it, loaded
     logging_loaded()
     watch_tzset()  # (normally done already, before the program loaded)
