@@ -66,6 +66,10 @@ PACKAGE = {
 
             __radd__ = __add__
 
+            @property
+            def __name__(self):  # the class's own __name__ is the metaclass's
+                return "a bag"
+
             class Stats:
                 def size(self, bag):
                     return len(bag.items)
@@ -129,6 +133,10 @@ class Bag(Base):
         return merged
 
     __radd__ = __add__
+
+    @property
+    def __name__(self):
+        return "the candidate's bag"
 
     class Stats:
         def size(self, bag):
@@ -196,8 +204,9 @@ def test_the_programs_class_becomes_the_installed_class(package: None) -> None:
     assert vars(installed)["__radd__"] is vars(installed)["__add__"]
     assert (bag + other).items == {"x": 5}
     assert core.Bag.Stats().size(other) == 1  # the nested class was not on the way to the target
-    # class-level state stays the library's
+    # class-level state stays the library's, and so does what the metaclass holds
     assert installed.registry == {"filled": "at import"}
+    assert installed.__name__ == "Bag" and bag.__name__ == "a bag"
 
 
 def test_a_nested_class_on_the_way_to_the_target_is_grafted_too(package: None) -> None:

@@ -70,13 +70,17 @@ def find_candidates(source: Source, domain: str, options: MineOptions, source_re
     counts["test_units"] = len(units)
     counts["test_units_traced"] = sum(1 for unit in units if unit.targets)
     suites: dict[Symbol, list[TestUnit]] = {}
+    called_by_a_test: set[Symbol] = set()
     for unit in units:
         for symbol in unit.targets:
             suites.setdefault(symbol, []).append(unit)
+        called_by_a_test |= unit.targets - unit.through_library
     counts["targets_traced"] = len(suites)
     source_report.library_packages = sorted(repository.library_tops)
     drafts: list[Draft] = []
-    for symbol in sorted(suites, key=lambda s: s.dotted):
+    # targets a test calls itself first, then those the tests reach only through the library
+    # (what --max-tasks keeps), each in name order
+    for symbol in sorted(suites, key=lambda s: (s not in called_by_a_test, s.dotted)):
         record = TaskRecord(task_id=_task_id(source, symbol), target=symbol.dotted, source=source.name,
                             domain=domain)
         report.tasks.append(record)

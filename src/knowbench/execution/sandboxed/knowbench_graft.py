@@ -102,7 +102,8 @@ def _graft_class(namespace, module, parts, wrap):
             program_owner = vars(program_owner).get(parts[index])
             installed_owner = vars(installed_owner).get(parts[index])
     name = parts[-1]
-    if name not in vars(pairs[-1][1]) or name not in vars(pairs[-1][0]):
+    if (name not in vars(pairs[-1][1]) or name not in vars(pairs[-1][0])
+            or _held_by_the_metaclass(pairs[-1][1], name)):
         return 0
     for depth, (program_cls, installed_cls) in enumerate(pairs):
         _point_class_cell(program_cls, installed_cls)
@@ -111,6 +112,8 @@ def _graft_class(namespace, module, parts, wrap):
             if key == target:
                 grafted = _rehomed(raw, program_cls, installed_cls, wrap)
                 GRAFTED[".".join(parts)] = _function_of(grafted)
+            elif _held_by_the_metaclass(installed_cls, key):
+                continue
             elif isinstance(raw, _METHOD_KINDS):
                 grafted = _rehomed(raw, program_cls, installed_cls, None)
             elif key not in vars(installed_cls) and not (key.startswith("__") and key.endswith("__")):
@@ -125,6 +128,15 @@ def _graft_class(namespace, module, parts, wrap):
                         setattr(installed_cls, alias, grafted)
     namespace[parts[0]] = pairs[0][1]
     return 1
+
+
+def _held_by_the_metaclass(cls, name):
+    """Whether setting `name` on `cls` sets something of the class itself (`__name__`,
+    `__qualname__`: the metaclass's data descriptors), not an entry of its dict."""
+    for klass in type(cls).__mro__:
+        if name in vars(klass):
+            return hasattr(type(vars(klass)[name]), "__set__")
+    return False
 
 
 def _function_of(raw):
