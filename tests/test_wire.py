@@ -145,7 +145,7 @@ ZONE = zoneinfo.ZoneInfo("Europe/Paris")
 SCALARS = [
     None, True, False, 0, -1, 2**53 - 1, 2**53, -(2**200), 10**5000, 1.5, -0.0, 0.0, 1e308, 5e-324,
     float("inf"), float("-inf"), float("nan"), complex(1, -0.0), complex("nan+infj"), "",
-    "héllo ☃", "\udc80 lone", "\x00", b"", b"\x00\xff", bytearray(b"ab"), ..., range(3),
+    "héllo ☃", "\udc80 lone", "\x00", b"", b"\x00\xff", bytearray(b"ab"), ..., NotImplemented, range(3),
     range(-5, 10**30, 7), slice(1, None, -1), slice("a", 2.5),
     datetime.date(2024, 2, 29), datetime.time(23, 59, 59, 999999),
     datetime.time(1, 2, tzinfo=datetime.timezone(datetime.timedelta(hours=-3), "X")),

@@ -570,6 +570,7 @@ _ENCODERS = {
     range: lambda e, v: ["range", e.enc(v.start), e.enc(v.stop), e.enc(v.step)],
     slice: lambda e, v: ["slice", e.enc(v.start), e.enc(v.stop), e.enc(v.step)],
     type(...): lambda e, v: ["ellipsis"],
+    type(NotImplemented): lambda e, v: ["notimpl"],  # what a binary special method returns to decline
     datetime.date: lambda e, v: ["date", v.year, v.month, v.day],
     datetime.time: lambda e, v: ["time", v.hour, v.minute, v.second, v.microsecond, v.fold,
                                  e.enc(v.tzinfo)],
@@ -1244,6 +1245,7 @@ _DECODERS = {
     "range": lambda d, n: range(*_ints(*(d.dec(x) for x in _fields(n, 3)))),
     "slice": lambda d, n: slice(*(d.dec(x) for x in _fields(n, 3))),
     "ellipsis": lambda d, n: [_fields(n, 0), ...][1],
+    "notimpl": lambda d, n: [_fields(n, 0), NotImplemented][1],
     "date": lambda d, n: datetime.date(*_ints(*_fields(n, 3))),
     "time": _dec_time,
     "datetime": _dec_datetime,
