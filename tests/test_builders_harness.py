@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import textwrap
@@ -529,3 +530,26 @@ def test_a_module_named_like_the_target_is_bound_apart_from_it(tmp_path: Path) -
     assert "_kb_module_wc.VERSION == '1'" in code and "\nimport wc\n" not in code
     # the helper's `wc` is the function it imported, not the test module's module
     assert "return wc(s)" in code, code
+
+
+def test_a_star_import_of_a_package_binds_what_its_own_star_imports_bring(tmp_path: Path) -> None:
+    """`from pkg import *`, where `pkg/__init__.py` is `from .core import *` with no `__all__`
+    (toolz's shape): the spec imports what the test uses from it by name (`triple`, `NAME`),
+    and not the target, which the program defines."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from .core import *\nfrom .more import *\n")
+    (package / "core.py").write_text(
+        "def double(x):\n    '''Twice.'''\n    y = x * 2\n    return y\n\n\ndef triple(x):\n    return x * 3\n")
+    (package / "more.py").write_text("from .core import *\n\nNAME = 'more'\n_PRIVATE = 1\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_pkg.py").write_text(
+        "from pkg import *\n\n\ndef test_double():\n    assert double(triple(1)) == 6 and NAME == 'more'\n")
+    repository = Repository(tmp_path)
+    resolver = Resolver(repository)
+    units = discover_units(repository, resolver)
+    target = cut_target(repository.module("pkg.core"), Symbol("pkg.core", "double", "function"))
+    built = SpecBuilder(repository, resolver, target).build(units[0].module, units)
+    imported = {alias.name for node in ast.walk(ast.parse(built.code)) if isinstance(node, ast.ImportFrom)
+                and node.module == "pkg" for alias in node.names}
+    assert {"triple", "NAME"} <= imported and not imported & {"double", "_PRIVATE", "*"}, built.code

@@ -304,6 +304,13 @@ class SpecBuilder:
 
     def _add_name(self, needed: _Needed, name: str) -> None:
         module = needed.module
+        if name not in module.bindings:  # bound by a star import: the spec names what it brings
+            for star in module.star_imports:
+                source = resolve_relative(module, star.level, star.module)
+                target = self.repo.module(source, module) if source else None
+                if target is not None and target.library and name in self._star_names(target, frozenset()):
+                    needed.statements[id(star)] = star
+                    break
         for statement in module.bindings.get(name, []):
             enclosing = _enclosing(module, statement)
             if id(enclosing) in needed.statements:
@@ -545,10 +552,22 @@ class SpecBuilder:
     def _expand_star(self, target: Module | None, source: str) -> list[ast.alias]:
         if target is None:
             return [ast.alias(name="*")]
-        names = target.exports if target.exports is not None else [
-            n for n in target.bindings if not n.startswith("_")]
-        return [ast.alias(name=name) for name in names
+        return [ast.alias(name=name) for name in self._star_names(target, frozenset())
                 if self._program_name(self.resolver.name(target, name)) is None]
+
+    def _star_names(self, target: Module, seen: frozenset[str]) -> list[str]:
+        """The names `from target import *` binds: its `__all__`, else its public names, those
+        its own star imports bring included (toolz's `__init__` is `from .functoolz import *`
+        and the like, so `from toolz import *` binds `curry`)."""
+        if target.exports is not None:
+            return list(target.exports)
+        names = dict.fromkeys(n for n in target.bindings if not n.startswith("_"))
+        for star in target.star_imports:
+            source = resolve_relative(target, star.level, star.module)
+            inner = self.repo.module(source, target) if source else None
+            if inner is not None and inner.name not in seen:
+                names.update(dict.fromkeys(self._star_names(inner, seen | {target.name})))
+        return list(names)
 
     def _program_name(self, symbol: Symbol | None) -> str | None:
         if symbol is None or (symbol.module, symbol.qualname) not in self.program:
