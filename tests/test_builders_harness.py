@@ -156,13 +156,13 @@ def test_a_broken_candidate_fails_the_wrapped_tests(spec_and_program: tuple[Test
     assert status["test_value"] == "fail"
 
 
-def _mine(root: Path) -> tuple[list, object, object]:
-    """The test units of the repository at `root`, the cut target `lib.double`, and the spec
+def _mine(root: Path, module: str = "lib", function: str = "double") -> tuple[list, object, object]:
+    """The test units of the repository at `root`, the cut target (`lib.double`), and the spec
     mining builds from the first unit's module."""
     repository = Repository(root)
     resolver = Resolver(repository)
     units = discover_units(repository, resolver)
-    target = cut_target(repository.module("lib"), Symbol("lib", "double", "function"))
+    target = cut_target(repository.module(module), Symbol(module, function, "function"))
     return units, target, SpecBuilder(repository, resolver, target).build(units[0].module, units)
 
 
@@ -495,11 +495,7 @@ def test_a_local_def_named_like_the_target_does_not_hide_it_from_its_own_decorat
         "    assert command.label == 'command'\n\n\n"
         "def test_default(make=lib.command):\n    @make('x')\n    def command():\n        pass\n"
         "    assert command.label == 'x'\n")
-    repository = Repository(tmp_path)
-    resolver = Resolver(repository)
-    units = discover_units(repository, resolver)
-    target = cut_target(repository.module("lib"), Symbol("lib", "command", "function"))
-    built = SpecBuilder(repository, resolver, target).build(units[0].module, units)
+    _, target, built = _mine(tmp_path, function="command")
     program = assemble(target.context, target.prompt_code, target.entry_point, target.reference).program
     execution = engine.execute(ExecutionRequest(program=program, tests=[TestSpec(name=built.name, code=built.code)],
                                                 entry_point="command", limits=Limits(wall_s=30)))
@@ -545,11 +541,7 @@ def test_a_star_import_of_a_package_binds_what_its_own_star_imports_bring(tmp_pa
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_pkg.py").write_text(
         "from pkg import *\n\n\ndef test_double():\n    assert double(triple(1)) == 6 and NAME == 'more'\n")
-    repository = Repository(tmp_path)
-    resolver = Resolver(repository)
-    units = discover_units(repository, resolver)
-    target = cut_target(repository.module("pkg.core"), Symbol("pkg.core", "double", "function"))
-    built = SpecBuilder(repository, resolver, target).build(units[0].module, units)
+    _, _, built = _mine(tmp_path, module="pkg.core")
     imported = {alias.name for node in ast.walk(ast.parse(built.code)) if isinstance(node, ast.ImportFrom)
                 and node.module == "pkg" for alias in node.names}
     assert {"triple", "NAME"} <= imported and not imported & {"double", "_PRIVATE", "*"}, built.code
