@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from knowbench.execution.engine import RUNNER_DIR
 
 sys.path.insert(0, str(Path(RUNNER_DIR)))
 import knowbench_graft
+import knowbench_split
 
 PACKAGE = {
     "__init__.py": "from .core import Bag, shout\nfrom .util import loud_pair\n",
@@ -161,7 +163,6 @@ def package(tmp_path: Path) -> Iterator[None]:
         sys.path.remove(str(tmp_path))
         for name in [name for name in sys.modules if name.partition(".")[0] == "graftpkg"]:
             del sys.modules[name]
-        knowbench_graft.GRAFTED.clear()
 
 
 def _program() -> dict[str, object]:
@@ -186,7 +187,10 @@ def test_the_programs_class_becomes_the_installed_class(package: None) -> None:
     namespace = _program()
     assert knowbench_graft.graft(namespace, "Bag.add", "graftpkg.core") == 1
     assert namespace["Bag"] is installed  # `Bag(...)`, `isinstance(x, Bag)`, `super(Bag, self)` mean it
-    assert knowbench_graft.GRAFTED["Bag.add"] is vars(installed)["add"]
+    # what the candidate's process (split) calls for the target: the method the installed class runs
+    solution = types.ModuleType("solution")
+    vars(solution).update(namespace)
+    assert knowbench_split._target(solution, "Bag.add") is vars(installed)["add"]
     bag = core.CountingBag()  # made by the library's class, not the program's
     bag.add("x", 1)  # CountingBag's super().add -> the candidate's add, its helper method, its super(Bag, ...)
     assert bag.items == {"x": 2} and bag.count == 1

@@ -26,16 +26,14 @@ program's globals: module-level names stay the program's.
 
 Stdlib only; runs inside the sandbox, in the sample's process (in-process), and in both
 processes of a split sample: the judge grafts its proxy (and the benchmark's own methods), the
-candidate's process the candidate's code.
+candidate's process the candidate's code. Each process then finds the target where the
+program's names lead, as before: the program's name for the class is the installed class.
 """
 
 import importlib
 import sys
 import types
 
-# entry point -> the function the installed class now runs for it, in this process (split, the
-# candidate's side answers the judge's calls of the installed class's target with it).
-GRAFTED = {}
 # Values of these types may be one object under unrelated names (`None`, small ints, interned
 # strings): a default that is one of them is no sign it was taken from the class body.
 _SHARED_VALUES = frozenset({type(None), bool, int, float, complex, str, bytes, tuple, frozenset,
@@ -84,13 +82,13 @@ def _graft_function(module, installed, name, new):
             if value is original:
                 space[key] = new
                 count += 1
-    GRAFTED[name] = new
     return count
 
 
 def _graft_class(namespace, module, parts, wrap):
-    """The program's classes on the way to the target (`A`, `A.B` for `A.B.m`), each paired
-    with the installed class of the same name; none when a pair is missing."""
+    """Make each program class on the way to the method `parts` (`A`, `A.B` for `A.B.m`) the
+    installed class of the same name, and bind the program's name `A` to the installed `A`;
+    1, or 0 (nothing changed) when a class or the target is missing on either side."""
     pairs = []
     program_owner, installed_owner = namespace.get(parts[0]), vars(module).get(parts[0])
     for index in range(1, len(parts)):
@@ -111,7 +109,6 @@ def _graft_class(namespace, module, parts, wrap):
         for key, raw in list(vars(program_cls).items()):
             if key == target:
                 grafted = _rehomed(raw, program_cls, installed_cls, wrap)
-                GRAFTED[".".join(parts)] = _function_of(grafted)
             elif _held_by_the_metaclass(installed_cls, key):
                 continue
             elif isinstance(raw, _METHOD_KINDS):
@@ -137,14 +134,6 @@ def _held_by_the_metaclass(cls, name):
         if name in vars(klass):
             return hasattr(type(vars(klass)[name]), "__set__")
     return False
-
-
-def _function_of(raw):
-    if isinstance(raw, (staticmethod, classmethod)):
-        return raw.__func__
-    if isinstance(raw, property):
-        return raw.fget
-    return raw
 
 
 def _rehomed(raw, program_owner, owner, wrap):

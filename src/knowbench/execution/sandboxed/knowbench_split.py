@@ -169,9 +169,8 @@ class Peer:
             if type(args) is not tuple or type(kwargs) is not dict:
                 raise TypeError("malformed call")
             if (kind == "call" and self.entry is not None and type(target) is tuple
-                    and len(target) in (2, 3) and type(target[0]) is str):
-                grafted = knowbench_graft.GRAFTED.get(target[0]) if target[2:] == (True,) else None
-                function = (grafted or _target(self.entry, target[0]), target[1] is True)
+                    and len(target) == 2 and type(target[0]) is str):
+                function = (_target(self.entry, target[0]), target[1] is True)
             elif kind == "handle" and type(target) is int and 0 <= target < len(self.exported):
                 function = self.exported[target]
                 if not isinstance(function, _CALLABLE_KINDS) and self.entry is None:
@@ -986,15 +985,14 @@ class Channel(Peer):
 
     def call_entry(self, target, args, kwargs, awaited=False, installed=False):
         """Call the entry point in the candidate's process; return or raise what it did there.
-        `installed`: the one the candidate's process grafted into the installed class, whose
-        `self` (the first argument) must cross by value: an object of a class the tests
-        define cannot (the candidate's process never sees the tests)."""
+        `installed`: a method grafted into the installed class, whose `self` (the first
+        argument) must cross by value: an object of a class the tests define cannot (the
+        candidate's process never sees the tests)."""
         if installed and args and type(args[0]).__module__ == wire.TESTS_MODULE:
             self._fail(CrossingFailed, f"{target} was called on an object of {type(args[0]).__qualname__}, "
                        "a class the tests define: it cannot cross to the candidate's process, which never "
                        "sees the tests (such a task is judged in-process)")
-        return self._across("call", (target, awaited, installed) if installed else (target, awaited),
-                            args, kwargs, target)
+        return self._across("call", (target, awaited), args, kwargs, target)
 
     def call_handle(self, number, args, kwargs):
         """Call a callable the candidate handed over."""
@@ -1263,8 +1261,7 @@ def install_proxy(namespace, entry_point, channel, installed=None):
     class travel as the first argument. The proxy wraps the original stub, so
     `inspect.signature` still shows the benchmark's signature. `installed`: the installed
     module the target was cut from, where a proxy then takes the original's place too
-    (`knowbench_graft`); the installed class's proxy asks for the candidate's target as the
-    candidate's process grafted it there.
+    (`knowbench_graft`); a method's proxy there checks that its `self` can cross.
     """
     if installed:  # imported before the baselines below: what its import changes is no test's doing
         importlib.import_module(installed)
@@ -1277,9 +1274,16 @@ def install_proxy(namespace, entry_point, channel, installed=None):
         original = namespace.get(parts[0])
         proxy = _proxy(channel, entry_point, original)
         namespace[parts[0]] = proxy
-        if installed:
-            knowbench_graft.graft(namespace, entry_point, installed)
-        return frozenset({proxy.__code__})
+    else:
+        proxy = _method_proxy(namespace, parts, channel, entry_point)
+    if installed:
+        knowbench_graft.graft(namespace, entry_point, installed,
+                              wrap=lambda function: _proxy(channel, entry_point, function, installed=True))
+    return frozenset({proxy.__code__})
+
+
+def _method_proxy(namespace, parts, channel, entry_point):
+    """The proxy of method `parts` of the program's class, set there in the method's kind."""
     owner = namespace[parts[0]]
     for part in parts[1:-1]:
         owner = getattr(owner, part)
@@ -1296,10 +1300,7 @@ def install_proxy(namespace, entry_point, channel, installed=None):
     else:
         proxy = _proxy(channel, entry_point, raw)
         setattr(owner, parts[-1], proxy)
-    if installed:
-        knowbench_graft.graft(namespace, entry_point, installed,
-                              wrap=lambda function: _proxy(channel, entry_point, function, installed=True))
-    return frozenset({proxy.__code__})
+    return proxy
 
 
 # Names a test may rebind that only the tests' process uses: what the candidate prints is
