@@ -237,12 +237,11 @@ def conftest_chain(module: Module, repository: Repository) -> list[Module]:
 class _ModuleTracer:
     """Traces the units of one test module."""
 
-    def __init__(self, module: Module, resolver: Resolver, repository: Repository,
-                 reach: LibraryReach | None = None) -> None:
+    def __init__(self, module: Module, resolver: Resolver, repository: Repository, reach: LibraryReach) -> None:
         self.module = module
         self.resolver = resolver
         self.repo = repository
-        self.reach = reach or LibraryReach(resolver, repository)  # which symbols are the library's
+        self.reach = reach  # (which symbols are the library's)
         self.fixtures: dict[str, tuple[Module, _FunctionNode]] = {}
         for source in [*conftest_chain(module, repository), module]:
             for name, node in fixture_functions(source).items():

@@ -304,13 +304,9 @@ class SpecBuilder:
 
     def _add_name(self, needed: _Needed, name: str) -> None:
         module = needed.module
-        if name not in module.bindings:  # bound by a star import: the spec names what it brings
-            for star in module.star_imports:
-                source = resolve_relative(module, star.level, star.module)
-                target = self.repo.module(source, module) if source else None
-                if target is not None and target.library and name in self._star_names(target, frozenset()):
-                    needed.statements[id(star)] = star
-                    break
+        through = None if name in module.bindings else self.resolver.star_import(module, name)
+        if through is not None and through[1].library:  # the spec names what the star import brings
+            needed.statements[id(through[0])] = through[0]
         for statement in module.bindings.get(name, []):
             enclosing = _enclosing(module, statement)
             if id(enclosing) in needed.statements:

@@ -475,6 +475,19 @@ class Resolver:
         statements = module.bindings.get(name)
         if statements:
             return self._from_statement(module, name, _primary(statements), depth)
+        through = self.star_import(module, name, depth)
+        if through is not None:
+            return through[2]
+        if module.is_package:
+            sub = self.repo.module(f"{module.name}.{name}", module)
+            if sub is not None:
+                return Symbol(sub.name, "", "module")
+        return None
+
+    def star_import(self, module: Module, name: str, depth: int = 0
+                    ) -> tuple[ast.ImportFrom, Module, Symbol] | None:
+        """The star import of `module` (of a module in the repository) that binds `name`, that
+        module, and what the name is there; None when none does."""
         for star in module.star_imports:
             source = resolve_relative(module, star.level, star.module)
             target = self.repo.module(source, module) if source else None
@@ -482,11 +495,7 @@ class Resolver:
                     (target.exports is not None or not name.startswith("_")):
                 found = self.name(target, name, depth + 1)
                 if found is not None:
-                    return found
-        if module.is_package:
-            sub = self.repo.module(f"{module.name}.{name}", module)
-            if sub is not None:
-                return Symbol(sub.name, "", "module")
+                    return star, target, found
         return None
 
     def _from_statement(self, module: Module, name: str, statement: ast.stmt, depth: int) -> Symbol | None:
