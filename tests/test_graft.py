@@ -83,12 +83,36 @@ PACKAGE = {
                 self.count = getattr(self, "count", 0) + 1
 
 
+        class FastBag(Bag):
+            def add(self, key, value, bag_add=Bag.add):  # the original, held in a default
+                bag_add(self, key, value)
+                self.fast = True
+
+
         def make_bag():
             return Bag()
 
 
         def shout(text):
             return text.upper()
+
+
+        # what else holds the original function: a default, a closure, registries
+        def shout_all(texts, say=shout):
+            return [say(text) for text in texts]
+
+
+        def _caller():
+            say = shout
+
+            def call(text):
+                return say(text)
+            return call
+
+
+        shout_later = _caller()
+        SAYERS = {"shout": shout, "lower": str.lower}
+        PIPELINE = [str.strip, shout]
     ''',
     "util.py": '''
         from .core import shout
@@ -173,11 +197,16 @@ def _program() -> dict[str, object]:
 
 def test_a_function_is_replaced_wherever_the_library_binds_it(package: None) -> None:
     import graftpkg
+    from graftpkg import core
 
     assert graftpkg.loud_pair("a", "b") == "AB"
-    assert knowbench_graft.graft(_program(), "shout", "graftpkg.core") == 3  # core, util, the package
+    # core, util and the package bind it; a default, a closure, a dict and a list hold it
+    assert knowbench_graft.graft(_program(), "shout", "graftpkg.core") == 7
     assert graftpkg.loud_pair("a", "b") == "A!B!"
     assert graftpkg.shout("c") == "C!"
+    assert core.shout_all(["d"]) == ["D!"] and core.shout_later("e") == "E!"
+    assert core.SAYERS["shout"]("f") == "F!" and core.PIPELINE[1]("g") == "G!"
+    assert core.SAYERS["lower"] is str.lower and core.PIPELINE[0] is str.strip
 
 
 def test_the_programs_class_becomes_the_installed_class(package: None) -> None:
@@ -194,6 +223,9 @@ def test_the_programs_class_becomes_the_installed_class(package: None) -> None:
     bag = core.CountingBag()  # made by the library's class, not the program's
     bag.add("x", 1)  # CountingBag's super().add -> the candidate's add, its helper method, its super(Bag, ...)
     assert bag.items == {"x": 2} and bag.count == 1
+    fast = core.FastBag()  # `bag_add=Bag.add`: the default holds the candidate's add now
+    fast.add("x", 1)
+    assert fast.items == {"x": 2} and fast.fast
     assert isinstance(core.make_bag(), namespace["Bag"])
     # a decorated method's zero-argument super() looks past the installed class
     assert bag.describe() == "candidate's bag of base" and bag.calls == 1

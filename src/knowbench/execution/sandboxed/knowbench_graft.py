@@ -20,9 +20,13 @@ Once the program has loaded, `graft` puts the program's target in the original's
   body (`def pop(self, key, default=__marker)`) is the installed class's value of that name,
   which the library's objects hold.
 
-What holds the original elsewhere keeps it: a default argument (`def get(self, key,
-getitem=Cache.__getitem__)`), a registry filled at import time, a closure. A method reads the
-program's globals: module-level names stay the program's.
+What else in the library's package holds the original gets the program's target too, as it
+would had the source been edited: a default argument (`def get(self, key,
+getitem=Cache.__getitem__)`) of a function or method of the package, a cell of a closure the
+package made (a decorator's wrapped function), an entry of a dict or list the package keeps at
+module or class level (a registry filled at import time). Not what only a `functools.partial`,
+a bound method or an object of the library holds. A method reads the program's globals:
+module-level names stay the program's.
 
 Stdlib only; runs inside the sandbox, in the sample's process (in-process), and in both
 processes of a split sample: the judge grafts its proxy (and the benchmark's own methods), the
@@ -39,6 +43,7 @@ import types
 _SHARED_VALUES = frozenset({type(None), bool, int, float, complex, str, bytes, tuple, frozenset,
                             type(Ellipsis), type(NotImplemented)})
 _METHOD_KINDS = (types.FunctionType, staticmethod, classmethod, property)
+_SWEEP_CAP = 200_000  # objects one sweep of a package looks at
 
 
 class GraftFailed(Exception):
@@ -72,16 +77,103 @@ def _graft_function(module, installed, name, new):
         return 0
     top = installed.partition(".")[0]
     count = 0
-    for module_name, held in list(sys.modules.items()):
-        if held is None or (module_name != top and not module_name.startswith(top + ".")):
-            continue
-        space = getattr(held, "__dict__", None)
-        if type(space) is not dict:
-            continue
+    for space in _package_spaces(top):
         for key, value in list(space.items()):
             if value is original:
                 space[key] = new
                 count += 1
+    return count + _sweep(top, {id(original): (original, new)})
+
+
+def _package_spaces(top):
+    """The namespaces of the loaded modules of package `top`."""
+    for module_name, held in list(sys.modules.items()):
+        if held is None or (module_name != top and not module_name.startswith(top + ".")):
+            continue
+        space = getattr(held, "__dict__", None)
+        if type(space) is dict:
+            yield space
+
+
+def _sweep(top, replacements):
+    """Put each function's replacement (`replacements`: {id(original): (original, new)}) where
+    package `top` holds the original beyond its modules' names: in the defaults and closure
+    cells of the package's functions and methods (and of the functions they wrap), and in the
+    dicts and lists its modules and classes keep. Returns how many places changed."""
+    if not replacements:
+        return 0
+
+    def swapped(value):
+        pair = replacements.get(id(value))
+        return pair[1] if pair is not None and pair[0] is value else value
+
+    count, seen = 0, set()
+    spaces = list(_package_spaces(top))
+    pending = [value for space in spaces for value in space.values()]
+    while pending and len(seen) < _SWEEP_CAP:
+        value = pending.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if type(value) is types.FunctionType:
+            if _of_package(value, top):
+                count += _swept_function(value, swapped, pending)
+        elif isinstance(value, type):
+            if _of_package(value, top):
+                spaces.append(vars(value))
+                pending.extend(vars(value).values())
+        elif isinstance(value, (staticmethod, classmethod)):
+            pending.append(value.__func__)
+        elif isinstance(value, property):
+            pending.extend(part for part in (value.fget, value.fset, value.fdel) if part is not None)
+    for space in spaces:  # registries: a dict or list a module or class keeps
+        for value in list(space.values()):
+            if type(value) is dict:
+                for key, entry in list(value.items()):
+                    if swapped(entry) is not entry:
+                        value[key] = swapped(entry)
+                        count += 1
+            elif type(value) is list:
+                for index, entry in enumerate(list(value)):
+                    if swapped(entry) is not entry:
+                        value[index] = swapped(entry)
+                        count += 1
+    return count
+
+
+def _of_package(value, top):
+    module = getattr(value, "__module__", None)
+    return type(module) is str and (module == top or module.startswith(top + "."))
+
+
+def _swept_function(function, swapped, pending):
+    """Put the replacements in `function`'s defaults and closure cells; queue the functions it
+    wraps. Returns how many places changed."""
+    count = 0
+    defaults = function.__defaults__
+    if defaults:
+        now = tuple(map(swapped, defaults))
+        changed = sum(new is not old for new, old in zip(now, defaults))  # noqa: B905 (Python 3.8)
+        if changed:
+            function.__defaults__ = now
+            count += changed
+    for name, value in list((function.__kwdefaults__ or {}).items()):
+        if swapped(value) is not value:
+            function.__kwdefaults__[name] = swapped(value)
+            count += 1
+    for cell in function.__closure__ or ():
+        try:
+            contents = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if swapped(contents) is not contents:
+            cell.cell_contents = swapped(contents)
+            count += 1
+        elif type(contents) is types.FunctionType:  # a decorator's wrapped function
+            pending.append(contents)
+    wrapped = vars(function).get("__wrapped__")
+    if wrapped is not None:
+        pending.append(wrapped)
     return count
 
 
@@ -103,6 +195,7 @@ def _graft_class(namespace, module, parts, wrap):
     if (name not in vars(pairs[-1][1]) or name not in vars(pairs[-1][0])
             or _held_by_the_metaclass(pairs[-1][1], name)):
         return 0
+    replacements = {}
     for depth, (program_cls, installed_cls) in enumerate(pairs):
         _point_class_cell(program_cls, installed_cls)
         target = name if depth == len(pairs) - 1 else None
@@ -123,8 +216,23 @@ def _graft_class(namespace, module, parts, wrap):
                 for alias, value in list(vars(installed_cls).items()):
                     if value is original and alias != key:  # `__radd__ = __add__`
                         setattr(installed_cls, alias, grafted)
+                replacements.update(_functions_replaced(original, grafted))
     namespace[parts[0]] = pairs[0][1]
+    _sweep(module.__name__.partition(".")[0], replacements)
     return 1
+
+
+def _functions_replaced(original, grafted):
+    """{id(function): (function, its replacement)} for the function inside a replaced class
+    attribute (a plain function, or a static or class method's), which the package may hold
+    elsewhere (`getitem=Cache.__getitem__`); empty for a property."""
+    def unwrap(raw):
+        return raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
+
+    old, new = unwrap(original), unwrap(grafted)
+    if type(old) is not types.FunctionType or old is new or not callable(new):
+        return {}
+    return {id(old): (old, new)}
 
 
 def _held_by_the_metaclass(cls, name):
