@@ -140,9 +140,10 @@ def parse_cents(text):
 def test_a_target_reached_only_through_the_library_runs_the_candidate(
         mined: tuple[Path, BuildReport], isolation: Isolation) -> None:
     """`Ledger.book` is reached only through `AuditedLedger`'s `super().book(...)`, and
-    `parse_cents` only through `book_lines`: the run grafts the program's target into the
-    installed `minilib.ledger`, so the library's own calls run the candidate's code. Without
-    the graft the same tests never reach it."""
+    `parse_cents` only through `book_lines`, which holds it as the default of a parameter:
+    the run grafts the program's target into the installed `minilib.ledger` (the default
+    included), so the library's own calls run the candidate's code. Without the graft the
+    same tests never reach it."""
     out, _ = mined
     bench = load_benchmark(out)
     python = ensure_env(bench.manifest.requirements).python

@@ -58,7 +58,8 @@ SLUG = {"minilib.textutil.slug", "minilib.textutil._clean"}  # _clean: what slug
 
 def test_what_the_library_calls_is_traced_two_calls_deep(traced: dict[str, set[str]]) -> None:
     """From what a test calls, on into the library's code: a subclass's `super().book()`,
-    `self.balance()`, a module function's calls, constructors; two calls deep."""
+    `self.balance()`, a module function's calls, a parameter's default it calls
+    (`parse=parse_cents`), constructors; two calls deep."""
     ledger = "minilib.ledger."
     assert traced["tests/test_ledger.py::test_an_audited_ledger_sums_and_logs"] == {
         ledger + name for name in ("AuditedLedger.__init__", "AuditedLedger.book", "Ledger.book",

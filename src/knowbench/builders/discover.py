@@ -552,10 +552,21 @@ def _used_fixtures(owner: ast.ClassDef) -> list[str]:
     return names
 
 
+def _parameter_defaults(arguments: ast.arguments) -> dict[str, ast.expr]:
+    """{parameter: its default expression} of a function's parameters that have one."""
+    positional = [*arguments.posonlyargs, *arguments.args]
+    found = {a.arg: d for a, d in zip(positional[len(positional) - len(arguments.defaults):], arguments.defaults,
+                                      strict=True)}
+    found.update((a.arg, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
+                 if d is not None)
+    return found
+
+
 class LibraryReach:
     """What the library's own code calls, from a set of library functions, `_LIBRARY_DEPTH`
     calls deep: names and attribute chains the module resolves, `self.m()` / `cls.m()` through
-    the method's class, `super().m()` through its bases, constructors (their `__init__`),
+    the method's class, `super().m()` through its bases, a parameter's default when the
+    parameter is called (`getitem=Cache.__getitem__`), constructors (their `__init__`),
     and the special methods `self` runs implicitly (`self[key]`, `len(self)`). A call on an
     object the code got otherwise is unknown. Each function's calls are found once."""
 
@@ -604,6 +615,9 @@ class LibraryReach:
                 value = self.resolver.expression(module, inner.value, local_types)
                 if isinstance(value, Instance):
                     local_types.setdefault(inner.targets[0].id, value)
+        # A parameter called by name runs its default when the caller gives none
+        # (`def get(self, key, getitem=Cache.__getitem__)`), as the library's own calls do.
+        defaults = _parameter_defaults(node.args)
         for inner in ast.walk(node):
             for operand, names, _ in _implicit_calls(inner):
                 value = self.resolver.expression(module, operand, local_types)
@@ -619,7 +633,10 @@ class LibraryReach:
                     and isinstance(func.value.func, ast.Name) and func.value.func.id == "super"):
                 yield from self._in_bases(owner, func.attr)
                 continue
-            called = self.resolver.expression(module, func, local_types)
+            if isinstance(func, ast.Name) and func.id in defaults:
+                called = self.resolver.expression(module, defaults[func.id], {})
+            else:
+                called = self.resolver.expression(module, func, local_types)
             if isinstance(called, Symbol):
                 if called.kind == "class":
                     init = self.resolver.member(called, "__init__")
