@@ -32,6 +32,7 @@ PUBLISHED = {"minilib.textutil.slug", "minilib.textutil.normalise_case", "minili
              "minilib.units.to_base",  # a relative import in its body
              "minilib.wordcount.wordcount",  # named like its module, which its test imports
              "minilib.ledger.AuditedLedger.book", "minilib.ledger.book_lines",
+             "minilib.tally.Tally.add",  # changes `self`, of a class its module defines
              # their tests reach them only through the library: a subclass's super(), a module function
              "minilib.ledger.Ledger.book", "minilib.ledger.parse_cents"}
 
@@ -95,7 +96,7 @@ def test_output_is_a_standard_benchmark_with_provenance(mined: tuple[Path, Build
     assert "quick-brown-fox" not in task.instruction  # instructions never reveal tests
     saved = json.loads((out / "build_report.json").read_text())
     assert saved["counts"] == report.counts
-    assert saved["dropped_tasks"]["trivial-constructor"] == 3
+    assert saved["dropped_tasks"]["trivial-constructor"] == 4
 
 
 def test_every_published_task_has_a_mutation_score(mined: tuple[Path, BuildReport]) -> None:
@@ -163,6 +164,31 @@ def test_a_target_reached_only_through_the_library_runs_the_candidate(
                                     isolation=isolation)
             assert isinstance(alone, Execution)
             assert not any(o.called for o in alone.tests), alone
+    finally:
+        engine.close()
+
+
+def test_an_object_of_the_installed_class_comes_back_from_the_candidate_split(
+        mined: tuple[Path, BuildReport]) -> None:
+    """`Tally.add` changes the tally it is called on, and its module imports nothing: the
+    benchmark's program names no package. Grafted, the program's class is the installed
+    `minilib.tally.Tally`, so the changed object comes back under that name, which the judge
+    rebuilds since the target is grafted into that package."""
+    out, _ = mined
+    bench = load_benchmark(out)
+    task = bench.task("minilib/minilib.tally.Tally.add")
+    assert task.installed_module == "minilib.tally" and "import" not in task.context
+    python = ensure_env(bench.manifest.requirements).python
+    engine = SubprocessEngine(resolve_sandbox("auto", hidden=[out]), workers=1, python=python)
+    try:
+        checker = Checker(engine, bench.manifest.time_limit_s)
+        split = checker.execute(task, task.reference, isolation="split")
+        assert isinstance(split, Execution) and split.isolation == "split"
+        assert split.tests and {(o.status, o.called) for o in split.tests} == {("pass", True)}, split
+        wrong = task.reference.replace("self.counts.get(key, 0) + times", "times")
+        assert wrong != task.reference
+        failed = checker.execute(task, wrong, isolation="split")
+        assert isinstance(failed, Execution) and failed.status == "fail", failed
     finally:
         engine.close()
 

@@ -372,7 +372,7 @@ def split_configs(request: ExecutionRequest, judge_uid: int | None,
         raise ValueError("a split request needs trusted_program (the benchmark's own program)")
     judge = runner_config(request, judge_uid)
     judge["program"] = request.trusted_program
-    judge["program_packages"] = _program_packages(request.trusted_program)
+    judge["program_packages"] = _program_packages(request.trusted_program, request.graft)
     judge["rebinds"] = list(dict.fromkeys(found for spec in request.tests for found in spec.rebinds()))
     candidate = {
         "role": "candidate", "program": request.program, "entry_point": request.entry_point,
@@ -384,13 +384,15 @@ def split_configs(request: ExecutionRequest, judge_uid: int | None,
 
 
 @functools.lru_cache(maxsize=256)
-def _program_packages(program: str) -> list[str]:
-    """The top-level packages the benchmark's own program imports, whose classes the judge
-    may rebuild from the candidate's replies; parsed once per program, not in every judge."""
+def _program_packages(program: str, graft: str | None = None) -> list[str]:
+    """The top-level packages the benchmark's own program imports, and the one its target is
+    grafted into (the program's classes are that package's then), whose classes the judge may
+    rebuild from the candidate's replies; parsed once per program, not in every judge."""
+    grafted = {graft.partition(".")[0]} if graft else set()
     try:
-        return sorted(imported_modules(program))
+        return sorted(imported_modules(program) | grafted)
     except ValueError:  # a NUL byte: no import can be read (as the judge would find)
-        return []
+        return sorted(grafted)
 
 
 def share_workdir(workdir: Path, judge: dict[str, Any]) -> None:

@@ -979,7 +979,8 @@ def execute_sample(config, result_fd):
     if split:
         known = config.get("program_packages")  # the engine parsed the program once
         resolver = knowbench_wire.Resolver(allowed_modules=frozenset(known) if type(known) is list
-                                           else _program_packages(config["program"]), functions=False)
+                                           else _program_packages(config["program"], config.get("graft")),
+                                           functions=False)
         channel = knowbench_split.Channel(config["channel_fd"], resolver)
         hang_up[0] = channel.hang_up
     loaded = in_worker(_load_program, config["program"], config.get("entry_point"), channel, config.get("graft"))
@@ -1111,16 +1112,17 @@ def _prepare_spy(wanted, split):
     return spy, None
 
 
-def _program_packages(program):
-    """Top-level packages the benchmark's own program imports: the libraries whose classes
-    may be rebuilt from the candidate's replies (see knowbench_wire.Resolver)."""
+def _program_packages(program, graft=None):
+    """Top-level packages the benchmark's own program imports, and the one its target is
+    grafted into: the libraries whose classes may be rebuilt from the candidate's replies
+    (see knowbench_wire.Resolver)."""
     import ast
 
-    names = set()
+    names = {graft.partition(".")[0]} if type(graft) is str and graft else set()
     try:
         tree = ast.parse(program)
     except (SyntaxError, ValueError):
-        return frozenset()
+        return frozenset(names)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name.partition(".")[0] for alias in node.names)
