@@ -496,6 +496,30 @@ def test_a_returned_closure_is_called_back_by_value(split_engine: Engine) -> Non
     assert result.status == "pass", result.tests[0].message
 
 
+def test_an_object_of_the_tests_comes_back_as_itself(split_engine: Engine) -> None:
+    """What the tests hand the target that cannot cross by value (an object of a class they
+    define, a callback) reaches the candidate as a stand-in; handed back, it is the tests'
+    object again, as in-process: `is` holds, inside containers and across calls."""
+    result = run(split_engine, """
+        def keep(value):
+            return value
+    """, """
+        class Box:
+            def __init__(self):
+                self.items = []
+
+        def test_an_object_comes_back():
+            box = Box()
+            assert keep(box) is box and keep([box, {"k": box}]) == [box, {"k": box}]
+            assert keep([box])[0] is keep((box,))[0] is box
+
+        def test_a_callback_comes_back():
+            callback = lambda: 1
+            assert keep(callback) is callback and keep(callback)() == 1
+    """, "keep")
+    assert result.status == "pass", [(t.id, t.message[-400:]) for t in result.tests]
+
+
 def test_a_callback_from_the_tests_is_called_in_the_judge(split_engine: Engine) -> None:
     program = "def add(items, key):\n    return sorted(items, key=key)\n"
     tests = """

@@ -1041,6 +1041,44 @@ def test_handle_nodes_need_a_hook_and_a_good_id() -> None:
     assert wire.decode_exception(record, R).args[0].startswith("<undecodable argument")
 
 
+def test_a_stand_in_goes_back_as_the_object_it_stands_for() -> None:
+    """The judge hands a test's object over as a handle; what the other side sends back for
+    its stand-in (`returned`) is the judge's object again (`own`), in place and by identity."""
+    judge, box = Handles(), _local_class()()
+    judge.give = lambda obj: judge.objects.append(obj) or len(judge.objects) - 1  # type: ignore[method-assign]
+    stand_ins: dict[int, object] = {}
+
+    def stand_in(number: int) -> object:
+        return stand_ins.setdefault(number, lambda: number)
+
+    def theirs(value: object) -> int | None:
+        return next((n for n, known in stand_ins.items() if known is value), None)
+
+    there = wire.loads(wire.dumps([box, box], handles=judge.give), R, handles=stand_in)
+    assert there[0] is there[1] is stand_ins[0]
+    data = wire.dumps({"kept": there[0], "again": [there[1]], "own": _closure(1)},
+                      handles=Handles().give, returned=theirs)
+    tree = json.loads(data)[2]
+    assert tree[3] == ["yours", 0] and tree[5][2] == ["ref", 1] and tree[7] == ["handle", 0]
+    back = wire.loads(data, R, handles=lambda h: ("proxy", h), own=judge.take)
+    assert back["kept"] is box and back["again"][0] is box and back["own"] == ("proxy", 0)
+
+
+def test_yours_nodes_need_a_hook_and_a_good_id() -> None:
+    with pytest.raises(wire.WireError, match="no objects of its own"):
+        wire.loads(doc(["yours", 0]), R)  # a document cannot smuggle one in
+    with pytest.raises(wire.WireError, match="no objects of its own"):
+        wire.loads(doc(["yours", 0]), R, handles=lambda h: h)
+    for root in (["yours", -1], ["yours", "1"], ["yours", 1.0], ["yours", True],
+                 ["yours", 2**53], ["yours"], ["yours", 1, 2]):
+        with pytest.raises(wire.WireError):
+            wire.loads(doc(root), R, own=lambda n: n)
+    with pytest.raises(wire.WireError, match="IndexError"):  # only what this side handed out
+        wire.loads(doc(["yours", 7]), R, own=Handles().take)
+    with pytest.raises(wire.Unencodable, match="returned hook"):
+        wire.dumps(_closure(1), returned=lambda obj: -1)
+
+
 # ---- the module itself ----
 def test_module_imports_stdlib_only() -> None:
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import knowbench_wire; "

@@ -108,6 +108,7 @@ class Peer:
     the judge calls the candidate's entry point and the callables it returned; the candidate
     calls back the callables a test passed in. Callables cross as numbered handles (only the
     ones this side exported can be called by the other); everything else crosses by value.
+    A stand-in for the other side's object goes back as that object (`["yours", number]`).
     """
 
     def __init__(self, fd, resolver, capture_output=False, output_cap=65536):
@@ -116,6 +117,8 @@ class Peer:
         self.capture_output = capture_output
         self.output_cap = output_cap
         self.exported = []  # local callables the other side holds handles to
+        self.stand_ins = {}  # the number the other side exported an object under -> this side's stand-in
+        self.stand_in_numbers = {}  # id(stand-in) -> (the stand-in, that number)
         self.entry = None  # candidate side: the module whose entry point the judge calls
         self.gone = None  # judge side: why the channel can carry no more calls
 
@@ -137,10 +140,31 @@ class Peer:
     def dumps(self, value, path="the value"):
         # The candidate's functions never cross by name: named, the judge would hold the real
         # function (`os.popen`) and a test's call of it would run in the judge.
-        return wire.dumps(value, path, handles=self.export, functions=self.entry is None)
+        return wire.dumps(value, path, handles=self.export, functions=self.entry is None,
+                          returned=self.theirs)
 
     def loads(self, frame):
-        return wire.loads(frame, self.resolver, handles=lambda number: remote_callable(self, number))
+        return wire.loads(frame, self.resolver, handles=self.stand_in, own=self.own)
+
+    def stand_in(self, number):
+        """This side's stand-in for the other side's object `number` (one per object)."""
+        made = self.stand_ins.get(number)
+        if made is None:
+            made = self.stand_ins[number] = remote_callable(self, number)
+            self.stand_in_numbers[id(made)] = (made, number)
+        return made
+
+    def theirs(self, value):
+        """The number the other side exported the object under when `value` is this side's
+        stand-in for it, else None."""
+        known = self.stand_in_numbers.get(id(value))
+        return known[1] if known is not None and known[0] is value else None
+
+    def own(self, number):
+        """The object this side exported as `number` (the other side sends its stand-in back)."""
+        if type(number) is not int or not 0 <= number < len(self.exported):
+            raise ValueError(f"no object of this process has the number {number!r}")
+        return self.exported[number]
 
     def exchange(self, payload):
         """Send a request and serve the other side's requests until its reply arrives.

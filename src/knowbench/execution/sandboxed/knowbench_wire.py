@@ -34,6 +34,12 @@ hook (`dumps(..., handles=...)` gives the id, `loads(..., handles=...)` gives th
 handle stands for, and what calling it does, is the caller's policy; a decoder given no hook
 refuses handle nodes, so a document cannot smuggle one in. A handle node takes the next memo id,
 like a mutable container, so the same callable met again is `["ref", id]`.
+
+A handle goes back as the object it stands for: the sender's `returned(obj)` hook gives the
+number the other side exported a stand-in under, and the value crosses as `["yours", id]`,
+which the receiver's `own(id)` hook turns back into the object it exported (a test's object
+passed to the target and returned is the test's object again, `is` included). A decoder given
+no `own` hook refuses such nodes; `own` can give only what its side handed out itself.
 """
 
 from __future__ import annotations
@@ -300,12 +306,14 @@ def _simple_dtype_problem(dtype: object, sized: bool = True) -> str | None:
 
 
 class _Encoder:
-    def __init__(self, handles: Callable[[object], int | None] | None = None, functions: bool = True) -> None:
+    def __init__(self, handles: Callable[[object], int | None] | None = None, functions: bool = True,
+                 returned: Callable[[object], int | None] | None = None) -> None:
         self.memo: dict[int, int] = {}  # id(obj) -> memo id
         self.keep: list[object] = []  # keeps memoised objects alive so their ids are not reused
         self.depth = 0
         self.handles = handles
         self.functions = functions
+        self.returned = returned
 
     def new_id(self, value: object) -> int:
         self.memo[id(value)] = len(self.keep)
@@ -329,7 +337,7 @@ class _Encoder:
             handler = _ENCODERS.get(t)
             if handler is not None:
                 return handler(self, v)
-            if self.handles is not None and not isinstance(v, type):
+            if (self.handles is not None or self.returned is not None) and not isinstance(v, type):
                 return self.other_or_handle(v)
             return self.other(v)
         finally:
@@ -378,9 +386,17 @@ class _Encoder:
         return out
 
     def other_or_handle(self, v: object) -> object:
-        """A value (not a class) whose type is not in _ENCODERS: by value or name when it can
-        be, else as a handle when the `handles` hook gives one (the hook decides which values
-        it hands out: callables, or opaque objects the other side can only pass back)."""
+        """A value (not a class) whose type is not in _ENCODERS: the other side's own object
+        when it is a stand-in for one (`returned`), by value or name when it can be, else as a
+        handle when the `handles` hook gives one (the hook decides which values it hands out:
+        callables, or opaque objects the other side can only pass back)."""
+        if self.returned is not None:
+            theirs = self.returned(v)
+            if theirs is not None:
+                if type(theirs) is not int or not 0 <= theirs < _SAFE_INT:
+                    raise TypeError(f"the returned hook gave {theirs!r}, not an int in [0, 2**53)")
+                self.new_id(v)
+                return ["yours", theirs]
         mark = len(self.keep)
         try:
             return self.other(v)
@@ -390,7 +406,7 @@ class _Encoder:
             for dropped in self.keep[mark:]:
                 del self.memo[id(dropped)]
             del self.keep[mark:]
-            handle = self.handles(v)
+            handle = self.handles(v) if self.handles is not None else None
             if handle is None:
                 raise
         if type(handle) is not int or not 0 <= handle < _SAFE_INT:
@@ -696,15 +712,19 @@ _LIBRARY_ENCODERS = {"gmpy2": _enc_gmpy2, "ipaddress": _enc_ipaddress, "pytz": _
 
 
 def dumps(value: object, path: str = "value",
-          handles: Callable[[object], int | None] | None = None, functions: bool = True) -> bytes:
+          handles: Callable[[object], int | None] | None = None, functions: bool = True,
+          returned: Callable[[object], int | None] | None = None) -> bytes:
     """Encode `value` as UTF-8 JSON; raises Unencodable naming where the value cannot cross.
 
     `handles(obj)`, when given, is asked about each callable (not a class) that cannot cross by
     name or by value: an int in [0, 2**53) sends it as `["handle", that int]` (the object met
     again in the document is a reference to that node), None keeps the refusal. Errors of the
     hook, and results of another kind, come out as Unencodable. `functions` False: no function
-    crosses by name (the hook is asked about each: a split candidate's side)."""
-    encoder = _Encoder(handles, functions)
+    crosses by name (the hook is asked about each: a split candidate's side). `returned(obj)`,
+    when given, is asked first about each such value: the number the other side exported the
+    object under when `obj` is this side's stand-in for it (sent as `["yours", number]`), else
+    None."""
+    encoder = _Encoder(handles, functions, returned)
     try:
         root = encoder.enc(value)
     except _Refused as refusal:
@@ -737,9 +757,11 @@ def _ints(*values: object) -> tuple:
 
 class _Decoder:
     def __init__(self, resolver: Resolver,
-                 handles: Callable[[int], object] | None = None) -> None:
+                 handles: Callable[[int], object] | None = None,
+                 own: Callable[[int], object] | None = None) -> None:
         self.resolver = resolver
         self.handles = handles
+        self.own = own
         self.values_node: object = None  # the node `pd_values` is decoding
         self.rebuilt: list[tuple[str, dict]] = []  # `obj`: (class, the state given), checked again at the end
         self.memo: list[object] = []
@@ -1151,6 +1173,13 @@ def _dec_handle(d: _Decoder, node: list) -> object:
     return d.register(len(d.memo), d.handles(handle))  # takes the next memo id, see dumps
 
 
+def _dec_yours(d: _Decoder, node: list) -> object:
+    (number,) = _fields(node, 1)
+    _need(d.own is not None, "yours: this decoder was given no objects of its own")
+    _need(type(number) is int and 0 <= number < _SAFE_INT, "yours: bad id")
+    return d.register(len(d.memo), d.own(number))  # takes the next memo id, as a handle
+
+
 # Curated library values; see _enc_gmpy2 and the encoders after it. The library modules come
 # through the resolver, as numpy's do: loaded already, or imported only when it may import.
 def _dec_gmpy2(d: _Decoder, node: list) -> object:
@@ -1269,6 +1298,7 @@ _DECODERS = {
     **dict.fromkeys(("pdseries", "pdframe", "pdindex", "pdrange", "pdmulti", "pdcat", "pddtz",
                      "pdstr", "pdext", "pdts", "pdtd", "pdnat", "pdna"), _Decoder.pd),
     "handle": _dec_handle,
+    "yours": _dec_yours,
     **dict.fromkeys(("mpz", "xmpz", "mpq", "mpfr"), _dec_gmpy2),
     "ip": _dec_ip,
     **dict.fromkeys(("pytz", "pytzfixed"), _dec_pytz),
@@ -1289,9 +1319,10 @@ def _npscalar(d: _Decoder, text: object, data: object) -> object:
 
 
 def _decode_tree(node: object, resolver: Resolver,
-                 handles: Callable[[int], object] | None = None) -> object:
+                 handles: Callable[[int], object] | None = None,
+                 own: Callable[[int], object] | None = None) -> object:
     try:
-        decoder = _Decoder(resolver, handles)
+        decoder = _Decoder(resolver, handles, own)
         value = decoder.dec(node)
         decoder.check_rebuilt()
         return value
@@ -1306,12 +1337,14 @@ def _reject_constant(name: str) -> object:
 
 
 def loads(data: bytes, resolver: Resolver,
-          handles: Callable[[int], object] | None = None) -> object:
+          handles: Callable[[int], object] | None = None,
+          own: Callable[[int], object] | None = None) -> object:
     """Rebuild a value from `dumps` output; raises WireError (only) on anything malformed or
-    forbidden. Calls nothing but value constructors, what `resolver` allows, and `handles`.
+    forbidden. Calls nothing but value constructors, what `resolver` allows, `handles` and `own`.
 
-    `handles(id)` gives the object a `["handle", id]` node stands for (an error it raises becomes
-    a WireError); without it, a handle node is a WireError."""
+    `handles(id)` gives the object a `["handle", id]` node stands for, `own(id)` this side's
+    object a `["yours", id]` node names (an error either raises becomes a WireError); without
+    the hook, such a node is a WireError."""
     _need(isinstance(data, (bytes, bytearray, memoryview)), "data must be bytes")
     try:
         tree = json.loads(bytes(data).decode("utf-8"), parse_constant=_reject_constant)
@@ -1321,7 +1354,7 @@ def loads(data: bytes, resolver: Resolver,
         raise WireError(f"not a wire document: {type(error).__name__}") from None
     _need(type(tree) is list and len(tree) == 3 and tree[:2] == [_MAGIC, _VERSION],
           "not a knowbench-wire document")
-    return _decode_tree(tree[2], resolver, handles)
+    return _decode_tree(tree[2], resolver, handles, own)
 
 
 def _tree(value: object) -> object:
