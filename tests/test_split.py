@@ -520,6 +520,85 @@ def test_an_object_of_the_tests_comes_back_as_itself(split_engine: Engine) -> No
     assert result.status == "pass", [(t.id, t.message[-400:]) for t in result.tests]
 
 
+METER = """
+    class Scale:
+        def __init__(self, factor):
+            self.factor = factor
+
+        def __call__(self, text):
+            return self.factor * len(text)
+
+
+    class Meter:
+        def __init__(self, measure=len, unit=str):
+            self.measure, self.unit, self.total = measure, unit, 0
+
+        def describe(self):
+            return self.unit(self.total)
+
+
+    def add_to(meter, item):
+        meter.total += meter.measure(item)
+        return meter
+"""
+METER_TESTS = """
+    def test_a_function_by_name():
+        meter = Meter()
+        add_to(meter, "abc")
+        assert meter.total == 3 and meter.measure is len and add_to(meter, "ab").total == 5
+
+    def test_a_class():
+        meter = Meter(int)
+        add_to(meter, "12")
+        assert meter.total == 12 and meter.describe() == "12"
+
+    def test_a_callback_of_the_tests():
+        seen = []
+
+        def measure(text):
+            seen.append(text)
+            return 7
+
+        meter = Meter(measure)
+        add_to(meter, "x")
+        assert meter.total == 7 and meter.measure is measure and seen == ["x"]
+
+    def test_a_callable_object():
+        meter = Meter(Scale(2))
+        add_to(meter, "abc")
+        assert meter.total == 6 and meter.measure.factor == 2
+"""
+
+
+def test_what_an_object_of_the_tests_holds_crosses_both_ways(split_engine: Engine) -> None:
+    """An object the tests hand the target may hold code (a function, a class, a callback of
+    the tests, a callable object of the library): it crosses, and comes back changed with the
+    same code in the same places."""
+    result = split_engine.execute(make_request(dedent(METER), dedent(METER_TESTS), "add_to", isolation="split",
+                                               trusted_program=dedent(METER)))
+    assert result.isolation == "split" and len(result.tests) == 4
+    assert result.status == "pass", [(t.id, t.message[-400:]) for t in result.tests if t.status != "pass"]
+
+
+@pytest.mark.parametrize("change", [
+    "meter.measure = meter.unit",  # code the judge sent, moved to another place
+    "import os; meter.measure = os.getcwd",  # a function the judge never sent
+    "meter.measure = lambda text: 0",  # the candidate's own function
+    "meter.describe = Scale(0)",  # a callable object standing in for a method
+])
+def test_a_candidate_cannot_put_code_where_the_tests_put_none(split_engine: Engine, change: str) -> None:
+    """What comes back may hold only the code the judge sent, in the place it sent it: the
+    object's own methods would call anything else and answer for the candidate."""
+    program = dedent(METER).replace("    meter.total += meter.measure(item)\n",
+                                    f"    meter.total += meter.measure(item)\n    {change}\n")
+    assert change in program
+    result = split_engine.execute(make_request(program, dedent(METER_TESTS), "add_to", isolation="split",
+                                               trusted_program=dedent(METER)))
+    assert result.isolation == "split" and len(result.tests) == 4
+    assert {(t.status, t.reason) for t in result.tests} == {("error", "cannot-cross")}, result.tests
+    assert all("the state of a rebuilt object cannot hold" in t.message for t in result.tests)
+
+
 def test_a_callback_from_the_tests_is_called_in_the_judge(split_engine: Engine) -> None:
     program = "def add(items, key):\n    return sorted(items, key=key)\n"
     tests = """

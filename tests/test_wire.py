@@ -81,6 +81,16 @@ class Mixed(Slotted):
     pass  # slots from the base, plus a __dict__
 
 
+class Scale:
+    """A callable object of a library: rebuilt from state like any other."""
+
+    def __init__(self, factor: int) -> None:
+        self.factor = factor
+
+    def __call__(self, x: int) -> int:
+        return self.factor * x
+
+
 @dataclasses.dataclass
 class Point:
     x: int
@@ -220,6 +230,51 @@ def test_rebuilt_objects_refuse_handles_in_their_state() -> None:
         wire.loads(data, R, handles=lambda n: (lambda *args: 0))
     function = wire.loads(wire.dumps([lambda: 1], handles=lambda obj: 7), R, handles=lambda n: helper)
     assert function == [helper]
+
+
+def test_code_comes_back_only_where_this_side_sent_it() -> None:
+    """The judge notes where it sent code in objects' state (`sent`): what comes back may hold
+    that code there and only there (`code`), a function its resolver names nowhere else too,
+    and a callable object of the class it sent there (rebuilt, it is a copy)."""
+    judge = wire.Resolver({"numpy"}, program_module=ME, functions=False)
+    sent: dict = {}
+    scale = Scale(2)
+    data = wire.dumps([Plain(len, helper), Plain(1, scale), len], sent=sent)
+    assert sent == {(ME, "Plain", "a"): {id(len): len},
+                    (ME, "Plain", "b"): {id(helper): helper, id(scale): scale, ("of", id(Scale)): Scale}}
+
+    def code(place: tuple[str, str, str], found: object, rebuilt: bool) -> bool:
+        key = ("of", id(type(found))) if rebuilt else id(found)
+        return sent.get(place, {}).get(key) is (type(found) if rebuilt else found)
+
+    with pytest.raises(wire.WireError, match="crosses as a handle"):
+        wire.loads(data, judge, code=code)  # `len` on its own: the resolver's rule
+    back = wire.loads(wire.dumps([Plain(len, helper), Plain(1, Scale(3))]), judge, code=code)
+    assert back[0].a is len and back[0].b is helper and back[1].a == 1 and back[1].b(2) == 6
+    for root in (
+        ["obj", 0, ME, "Plain", 2, "a", ["global", ME, "helper"], "b", 1],  # sent, elsewhere
+        ["obj", 0, ME, "Plain", 1, "a", ["global", "builtins", "abs"]],  # never sent
+        ["obj", 0, ME, "Plain", 1, "a", ["list", 1, ["global", "builtins", "abs"]]],  # deeper
+        ["obj", 0, ME, "Plain", 1, "a", ["obj", 1, ME, "Scale", 1, "factor", 0]],  # a callable object, elsewhere
+        ["global", ME, "helper"],  # outside any object
+    ):
+        with pytest.raises(wire.WireError):
+            wire.loads(doc(root), judge, code=code)
+    with pytest.raises(wire.WireError, match=r"Plain\.b: the state"):  # without the hook: no callable object
+        wire.loads(wire.dumps(Plain(1, Scale(3))), R)
+
+
+def test_a_function_the_other_side_named_goes_back_by_name() -> None:
+    """The candidate's side sends no function of its own by name; one the judge named to it
+    (`named`) goes back as it came, for the judge to find in its place."""
+    named: dict = {}
+    value = wire.loads(wire.dumps(Plain(len)), wire.Resolver(None), code=lambda place, found, rebuilt: True,
+                       named=named)
+    assert value.a is len and named == {id(len): len}
+    tree = json.loads(wire.dumps(value, functions=False, handles=lambda obj: 0, named=named))[2]
+    assert tree[6] == ["global", "builtins", "len"]
+    tree = json.loads(wire.dumps(Plain(abs), functions=False, handles=lambda obj: 0, named=named))[2]
+    assert tree[6] == ["handle", 0]
 
 
 @pytest.mark.parametrize("root", [

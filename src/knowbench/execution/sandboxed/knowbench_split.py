@@ -119,6 +119,12 @@ class Peer:
         self.exported = []  # local callables the other side holds handles to
         self.stand_ins = {}  # the number the other side exported an object under -> this side's stand-in
         self.stand_in_numbers = {}  # id(stand-in) -> (the stand-in, that number)
+        # The judge's: the callables it sent in objects' state, {(module, class, attribute):
+        # {id: callable}}: what an object of that class may hold there when it comes back.
+        self.sent_code = {}
+        # The candidate's: the functions and classes the judge named, by id: they go back by
+        # name (a function of its own crosses as a handle).
+        self.named = {}
         self.entry = None  # candidate side: the module whose entry point the judge calls
         self.gone = None  # judge side: why the channel can carry no more calls
 
@@ -140,11 +146,29 @@ class Peer:
     def dumps(self, value, path="the value"):
         # The candidate's functions never cross by name: named, the judge would hold the real
         # function (`os.popen`) and a test's call of it would run in the judge.
-        return wire.dumps(value, path, handles=self.export, functions=self.entry is None,
-                          returned=self.theirs)
+        if self.entry is None:
+            return wire.dumps(value, path, handles=self.export, returned=self.theirs, sent=self.sent_code)
+        return wire.dumps(value, path, handles=self.export, functions=False, returned=self.theirs,
+                          named=self.named)
 
     def loads(self, frame):
-        return wire.loads(frame, self.resolver, handles=self.stand_in, own=self.own)
+        if self.entry is None:
+            return wire.loads(frame, self.resolver, handles=self.stand_in, own=self.own, code=self.sent_here)
+        # The judge's values hold what the tests and the library gave them: nothing to refuse.
+        return wire.loads(frame, self.resolver, handles=self.stand_in, own=self.own,
+                          code=lambda place, found, rebuilt: True, named=self.named)
+
+    def sent_here(self, place, found, rebuilt):
+        """The judge's: whether it sent `found` (a function, class or handle; `rebuilt`: a
+        callable object of that class) in the state of an object at `place` (module, class,
+        attribute) itself: an object of the tests' or the library's held it there, so one
+        coming back may hold it there too."""
+        known = self.sent_code.get(place)
+        if known is None:
+            return False
+        if rebuilt:
+            return known.get(("of", id(type(found)))) is type(found)
+        return known.get(id(found)) is found
 
     def stand_in(self, number):
         """This side's stand-in for the other side's object `number` (one per object)."""

@@ -51,6 +51,7 @@ import datetime
 import decimal
 import enum
 import fractions
+import functools
 import importlib
 import json
 import math
@@ -197,8 +198,9 @@ class Resolver:
             raise WireError(f"module {name} is not loaded")
         return mod
 
-    def lookup(self, module: str, qualname: str) -> object:
-        """The class or function `module.qualname`; raises WireError when it is not allowed."""
+    def lookup(self, module: str, qualname: str, functions: bool | None = None) -> object:
+        """The class or function `module.qualname`; raises WireError when it is not allowed.
+        `functions` overrides the resolver's own rule for functions (see `_dec_global`)."""
         where = f"{module!r}.{qualname!r}"[:200]
         if not self.permitted(module) or type(qualname) is not str:
             raise WireError(f"{where}: module not allowed")
@@ -208,7 +210,7 @@ class Resolver:
             raise WireError(f"{where}: {error}") from None
         if not (isinstance(obj, type) or _is_routine(obj)):
             raise WireError(f"{where}: only classes and functions can be named")
-        if not self.functions and not isinstance(obj, type):
+        if not (self.functions if functions is None else functions) and not isinstance(obj, type):
             raise WireError(f"{where}: a function of the other process crosses as a handle, not by name")
         if not self.permitted(_owner_module(obj)):
             raise WireError(f"{where}: defined in a module that is not allowed")
@@ -307,13 +309,27 @@ def _simple_dtype_problem(dtype: object, sized: bool = True) -> str | None:
 
 class _Encoder:
     def __init__(self, handles: Callable[[object], int | None] | None = None, functions: bool = True,
-                 returned: Callable[[object], int | None] | None = None) -> None:
+                 returned: Callable[[object], int | None] | None = None,
+                 sent: dict[tuple[str, str, str], dict[int, object]] | None = None,
+                 named: dict[int, object] | None = None) -> None:
         self.memo: dict[int, int] = {}  # id(obj) -> memo id
         self.keep: list[object] = []  # keeps memoised objects alive so their ids are not reused
         self.depth = 0
         self.handles = handles
         self.functions = functions
         self.returned = returned
+        self.sent = sent  # see `dumps`
+        self.named = named
+        self.place: tuple[str, str, str] | None = None  # (module, class, attribute) being encoded
+
+    def note(self, v: object) -> None:
+        """Remember a callable sent in an object's state, at its place (`sent`): itself, and,
+        for an object (not a class or function), its class (what is rebuilt there is a copy)."""
+        if self.sent is not None and self.place is not None and callable(v):
+            known = self.sent.setdefault(self.place, {})
+            known[id(v)] = v
+            if not (isinstance(v, type) or _is_routine(v)):
+                known[("of", id(type(v)))] = type(v)
 
     def new_id(self, value: object) -> int:
         self.memo[id(value)] = len(self.keep)
@@ -329,6 +345,7 @@ class _Encoder:
         if t is float:
             return v if math.isfinite(v) else ["float", repr(v)]
         if id(v) in self.memo:
+            self.note(v)
             return ["ref", self.memo[id(v)]]
         self.depth += 1
         try:
@@ -412,6 +429,7 @@ class _Encoder:
         if type(handle) is not int or not 0 <= handle < _SAFE_INT:
             raise TypeError(f"the handles hook returned {handle!r}, not an int in [0, 2**53)")
         self.new_id(v)  # met again in this document, it is ["ref", id]: the hook is not asked
+        self.note(v)
         return ["handle", handle]
 
     def other(self, v: object) -> object:
@@ -444,15 +462,19 @@ class _Encoder:
             names = sorted(name for name in extra if type(name) is str)
             return self.seq(v, "ss", (*_global_name(t), names), values=[*v, *(extra[name] for name in names)])
         if isinstance(v, type) or _is_routine(v):
-            if not (self.functions or isinstance(v, type)):
+            if not (self.functions or isinstance(v, type)
+                    or (self.named is not None and self.named.get(id(v)) is v)):
                 raise _Refused(f"{getattr(v, '__qualname__', 'a function')} crosses as a handle, not by name")
-            return ["global", *_global_name(v)]
+            node = ["global", *_global_name(v)]
+            self.note(v)
+            return node
         problem, has_dict, slots = _layout(t)
         if problem:
             detail = "" if problem == "builtin" else f" ({problem})"
             raise _Refused(f"a {t.__qualname__} cannot cross{detail}")
         head = _global_name(t)
         nid = self.new_id(v)
+        self.note(v)
         state = dict(object.__getattribute__(v, "__dict__")) if has_dict else {}
         out = ["obj", nid, *head, len(state)]
         for name, descriptor in slots.items():
@@ -460,15 +482,20 @@ class _Encoder:
                 state.setdefault(name, descriptor.__get__(v, t))
             except AttributeError:
                 pass  # unset slot
-        for name, value in state.items():
-            if not _plain_name(name):
-                raise _Refused(f"attribute {name!r} of a {t.__qualname__} cannot cross")
-            out.append(name)
-            try:
-                out.append(self.enc(value))
-            except _Refused as refusal:
-                refusal.steps.append(f".{name}")
-                raise
+        outer = self.place
+        try:
+            for name, value in state.items():
+                if not _plain_name(name):
+                    raise _Refused(f"attribute {name!r} of a {t.__qualname__} cannot cross")
+                out.append(name)
+                self.place = (*head, name)
+                try:
+                    out.append(self.enc(value))
+                except _Refused as refusal:
+                    refusal.steps.append(f".{name}")
+                    raise
+        finally:
+            self.place = outer
         return out
 
     def numpy(self, np: types.ModuleType, v: object) -> object:
@@ -713,7 +740,9 @@ _LIBRARY_ENCODERS = {"gmpy2": _enc_gmpy2, "ipaddress": _enc_ipaddress, "pytz": _
 
 def dumps(value: object, path: str = "value",
           handles: Callable[[object], int | None] | None = None, functions: bool = True,
-          returned: Callable[[object], int | None] | None = None) -> bytes:
+          returned: Callable[[object], int | None] | None = None,
+          sent: dict[tuple[str, str, str], dict[int, object]] | None = None,
+          named: dict[int, object] | None = None) -> bytes:
     """Encode `value` as UTF-8 JSON; raises Unencodable naming where the value cannot cross.
 
     `handles(obj)`, when given, is asked about each callable (not a class) that cannot cross by
@@ -723,8 +752,11 @@ def dumps(value: object, path: str = "value",
     crosses by name (the hook is asked about each: a split candidate's side). `returned(obj)`,
     when given, is asked first about each such value: the number the other side exported the
     object under when `obj` is this side's stand-in for it (sent as `["yours", number]`), else
-    None."""
-    encoder = _Encoder(handles, functions, returned)
+    None. `sent`, when given, is filled with the callables (functions, classes, handles) sent in
+    objects' state, by (module, class, attribute), then id (and `("of", id(its class))` for a
+    callable object): what the other side may send back there (see `loads`' `code`). `named`: functions that cross by name even where `functions`
+    is False (those the other side named, by id: they go back as they came)."""
+    encoder = _Encoder(handles, functions, returned, sent, named)
     try:
         root = encoder.enc(value)
     except _Refused as refusal:
@@ -758,12 +790,19 @@ def _ints(*values: object) -> tuple:
 class _Decoder:
     def __init__(self, resolver: Resolver,
                  handles: Callable[[int], object] | None = None,
-                 own: Callable[[int], object] | None = None) -> None:
+                 own: Callable[[int], object] | None = None,
+                 code: Callable[[tuple[str, str, str], object, bool], bool] | None = None,
+                 named: dict[int, object] | None = None) -> None:
         self.resolver = resolver
         self.handles = handles
         self.own = own
+        self.code = code  # see `loads`
+        self.named = named  # filled with the functions and classes named here, by id
+        self.place: tuple[str, str, str] | None = None  # (module, class, attribute) being decoded
         self.values_node: object = None  # the node `pd_values` is decoding
-        self.rebuilt: list[tuple[str, dict]] = []  # `obj`: (class, the state given), checked again at the end
+        # `obj`: (module, class name, the state given), checked again at the end
+        self.rebuilt: list[tuple[str, str, dict]] = []
+        self.rebuilt_ids: set[int] = set()
         self.memo: list[object] = []
         self.depth = 0
 
@@ -851,23 +890,29 @@ class _Decoder:
         _need(type(ndict) is int and 0 <= 2 * ndict <= len(pairs) and len(pairs) % 2 == 0,
               "obj: bad state size")
         value = self.register(nid, object.__new__(cls))
+        self.rebuilt_ids.add(id(value))
         namespace = object.__getattribute__(value, "__dict__") if has_dict else None
-        state = {}
-        self.rebuilt.append((qualname, state))
-        for i in range(0, len(pairs), 2):
-            name = pairs[i]
-            _need(_plain_name(name), f"obj: bad attribute name {name!r}"[:80])
-            item = self.dec(pairs[i + 1])
-            if i < 2 * ndict:
-                _need(namespace is not None, f"{qualname}: instances have no __dict__")
-                namespace[name] = item  # not setattr: no property setters run
-            else:
-                _need(name in slots, f"{qualname}: no slot {name}")
-                slots[name].__set__(value, item)
-            state[name] = item
+        state: dict = {}
+        self.rebuilt.append((module, qualname, state))
+        outer = self.place
+        try:
+            for i in range(0, len(pairs), 2):
+                name = pairs[i]
+                _need(_plain_name(name), f"obj: bad attribute name {name!r}"[:80])
+                self.place = (module, qualname, name)
+                item = self.dec(pairs[i + 1])
+                if i < 2 * ndict:
+                    _need(namespace is not None, f"{qualname}: instances have no __dict__")
+                    namespace[name] = item  # not setattr: no property setters run
+                else:
+                    _need(name in slots, f"{qualname}: no slot {name}")
+                    slots[name].__set__(value, item)
+                state[name] = item
+        finally:
+            self.place = outer
         # Checked now, before the object can be hashed, compared or handed to a constructor
         # further up (an enum's lookup, a dict key): its class's methods would call the code.
-        self.check_state(qualname, state)
+        self.check_state(module, qualname, state)
         return value
 
     # numpy and pandas: used only when the other side sent such values
@@ -914,18 +959,21 @@ class _Decoder:
 
     def check_rebuilt(self) -> None:
         """Objects rebuilt from state (`obj`) hold no code: their class's own methods read that
-        state, so a callable in it (a function or class by name, a handle on the sender's code)
-        would be called by them and decide what they answer (`__eq__` included), and one under
-        the name of a method would stand in for it. Checked once the whole value is decoded, so
-        that a reference filled in later is seen too."""
-        for qualname, state in self.rebuilt:
-            self.check_state(qualname, state)
+        state, so a callable in it (a function or class by name, a handle on the sender's code,
+        a callable object) would be called by them and decide what they answer (`__eq__`
+        included), and one under the name of a method would stand in for it. Unless the `code`
+        hook accepts it at that place (the judge's: what it sent there itself). Checked once
+        the whole value is decoded, so that a reference filled in later is seen too."""
+        for module, qualname, state in self.rebuilt:
+            self.check_state(module, qualname, state)
 
-    def check_state(self, qualname: str, state: dict) -> None:
+    def check_state(self, module: str, qualname: str, state: dict) -> None:
         """The values a rebuilt object was given (never read back through its class: a property
-        of the same name would run) hold no code."""
+        of the same name would run) hold no code (see `check_rebuilt`)."""
+        code = self.code
         for name, item in state.items():
-            where = _holds_code(item)
+            allowed = None if code is None else functools.partial(code, (module, qualname, name))
+            where = _holds_code(item, rebuilt=self.rebuilt_ids, allowed=allowed)
             _need(where is None, f"{qualname}.{name}{where or ''}: the state of a rebuilt "
                   "object cannot hold functions, classes or handles"[:200])
 
@@ -1012,10 +1060,13 @@ class _Decoder:
         return pd.NaT if tag == "pdnat" else pd.NA
 
 
-def _holds_code(value: object, limit: int = 1_000_000) -> str | None:
+def _holds_code(value: object, limit: int = 1_000_000, rebuilt: frozenset[int] | set[int] = frozenset(),
+                allowed: Callable[[object, bool], bool] | None = None) -> str | None:
     """Where in `value` (through lists, tuples, sets and dicts, numpy object arrays) a callable
     is: "" for `value` itself, "[i]" and so on, or None where there is none. Rebuilt objects
-    inside were checked on their own. Past `limit` items, a place is not looked at: refused."""
+    inside (ids in `rebuilt`) were checked on their own: one is code only when it is callable.
+    A callable `allowed(it, whether it was rebuilt)` accepts is passed over. Past `limit`
+    items, a place is not looked at: refused."""
     stack, seen = [(value, "")], set()
     while stack:
         if len(seen) >= limit:
@@ -1028,7 +1079,11 @@ def _holds_code(value: object, limit: int = 1_000_000) -> str | None:
         if kind in (str, int, float, bool, bytes, complex) or item is None:
             continue
         if callable(item):
+            if allowed is not None and allowed(item, id(item) in rebuilt):
+                continue
             return path
+        if id(item) in rebuilt:
+            continue
         # The containers' own iterators, not a subclass's (a namedtuple's fields are looked at).
         if isinstance(item, list):
             stack.extend((entry, f"{path}[{i}]") for i, entry in enumerate(list.__iter__(item)))
@@ -1049,7 +1104,18 @@ def _holds_code(value: object, limit: int = 1_000_000) -> str | None:
 
 
 def _dec_global(d: _Decoder, node: list) -> object:
-    return d.resolver.lookup(*_fields(node, 2))
+    module, qualname = _fields(node, 2)
+    if d.place is not None and d.code is not None and not d.resolver.functions:
+        # In an object's state, a function the `code` hook accepts at this place (what this
+        # side sent there itself) is named back; anywhere else the resolver's rule holds.
+        found = d.resolver.lookup(module, qualname, functions=True)
+        _need(isinstance(found, type) or d.code(d.place, found, False),
+              f"{module!r}.{qualname!r}: a function of the other process crosses as a handle, not by name"[:200])
+    else:
+        found = d.resolver.lookup(module, qualname)
+    if d.named is not None:
+        d.named[id(found)] = found
+    return found
 
 
 def _dec_enum(d: _Decoder, node: list) -> object:
@@ -1320,9 +1386,11 @@ def _npscalar(d: _Decoder, text: object, data: object) -> object:
 
 def _decode_tree(node: object, resolver: Resolver,
                  handles: Callable[[int], object] | None = None,
-                 own: Callable[[int], object] | None = None) -> object:
+                 own: Callable[[int], object] | None = None,
+                 code: Callable[[tuple[str, str, str], object, bool], bool] | None = None,
+                 named: dict[int, object] | None = None) -> object:
     try:
-        decoder = _Decoder(resolver, handles, own)
+        decoder = _Decoder(resolver, handles, own, code, named)
         value = decoder.dec(node)
         decoder.check_rebuilt()
         return value
@@ -1338,13 +1406,21 @@ def _reject_constant(name: str) -> object:
 
 def loads(data: bytes, resolver: Resolver,
           handles: Callable[[int], object] | None = None,
-          own: Callable[[int], object] | None = None) -> object:
+          own: Callable[[int], object] | None = None,
+          code: Callable[[tuple[str, str, str], object, bool], bool] | None = None,
+          named: dict[int, object] | None = None) -> object:
     """Rebuild a value from `dumps` output; raises WireError (only) on anything malformed or
-    forbidden. Calls nothing but value constructors, what `resolver` allows, `handles` and `own`.
+    forbidden. Calls nothing but value constructors, what `resolver` allows, `handles`, `own`
+    and `code`.
 
     `handles(id)` gives the object a `["handle", id]` node stands for, `own(id)` this side's
     object a `["yours", id]` node names (an error either raises becomes a WireError); without
-    the hook, such a node is a WireError."""
+    the hook, such a node is a WireError. `code((module, class, attribute), callable, rebuilt)`
+    says whether a rebuilt object of that class may hold that callable (a function, a class, a
+    handle, or, `rebuilt` True, a callable object rebuilt from state) in that attribute,
+    however deep (without the hook, none may; with it, a function may be named there even
+    where the resolver names none). `named`, when given, is filled
+    with the functions and classes the document named, by id."""
     _need(isinstance(data, (bytes, bytearray, memoryview)), "data must be bytes")
     try:
         tree = json.loads(bytes(data).decode("utf-8"), parse_constant=_reject_constant)
@@ -1354,7 +1430,7 @@ def loads(data: bytes, resolver: Resolver,
         raise WireError(f"not a wire document: {type(error).__name__}") from None
     _need(type(tree) is list and len(tree) == 3 and tree[:2] == [_MAGIC, _VERSION],
           "not a knowbench-wire document")
-    return _decode_tree(tree[2], resolver, handles, own)
+    return _decode_tree(tree[2], resolver, handles, own, code, named)
 
 
 def _tree(value: object) -> object:
