@@ -580,6 +580,23 @@ def test_what_an_object_of_the_tests_holds_crosses_both_ways(split_engine: Engin
     assert result.status == "pass", [(t.id, t.message[-400:]) for t in result.tests if t.status != "pass"]
 
 
+def test_an_object_of_a_class_the_benchmarks_program_never_imports_comes_back(split_engine: Engine) -> None:
+    """The judge rebuilds classes of the packages the benchmark's program imports, and the
+    classes it sent itself: a `textwrap.TextWrapper` a test hands over comes back changed."""
+    result = run(split_engine, """
+        def widen(wrapper):
+            wrapper.width += 10
+            return wrapper
+    """, """
+        import textwrap
+
+        def test_widen():
+            wrapper = textwrap.TextWrapper(width=5)
+            assert widen(wrapper).width == 15 and wrapper.width == 15
+    """, "widen")
+    assert result.status == "pass", [(t.id, t.message[-400:]) for t in result.tests]
+
+
 @pytest.mark.parametrize("change", [
     "meter.measure = meter.unit",  # code the judge sent, moved to another place
     "import os; meter.measure = os.getcwd",  # a function the judge never sent
@@ -597,6 +614,54 @@ def test_a_candidate_cannot_put_code_where_the_tests_put_none(split_engine: Engi
     assert result.isolation == "split" and len(result.tests) == 4
     assert {(t.status, t.reason) for t in result.tests} == {("error", "cannot-cross")}, result.tests
     assert all("the state of a rebuilt object cannot hold" in t.message for t in result.tests)
+
+
+SORT_BY = """
+    from collections import UserList
+
+
+    def sort_by(items, key):
+        return UserList(sorted(items, key=key))
+"""
+# Code hidden in a slice (which the check does not look into) is sent on by the judge when it
+# hands the object to the test's callback: noted there, it would let the next reply hold it in
+# the open, and `UserList.__eq__` would call the candidate's function with the expected value.
+SORT_BY_LAUNDERING = """
+    from collections import UserList
+
+
+    def agree(other):
+        return ["whatever"]
+
+
+    def sort_by(items, key):
+        bait = UserList()
+        bait._UserList__cast = slice(agree, agree, None)
+        try:
+            key(bait)
+        except Exception:
+            pass
+        out = UserList(["whatever"])
+        out._UserList__cast = agree
+        return out
+"""
+
+
+@pytest.mark.parametrize(("program", "honest"), [(SORT_BY, True), (SORT_BY_LAUNDERING, False)],
+                         ids=["honest", "laundering"])
+def test_code_hidden_where_the_check_does_not_look_never_comes_back_in_the_open(
+        split_engine: Engine, program: str, honest: bool) -> None:
+    result = split_engine.execute(make_request(dedent(program), dedent("""
+        def test_sort_by_key():
+            assert sort_by(UserList([3, 9, 5, 7]), key=lambda x: -x) == UserList([9, 7, 5, 3])
+    """), "sort_by", isolation="split", trusted_program=dedent(SORT_BY)))
+    assert result.isolation == "split"
+    if honest:
+        assert result.status == "pass", result.tests
+    else:
+        [outcome] = result.tests
+        assert (outcome.status, outcome.reason) == ("error", "cannot-cross"), outcome
+        assert "UserList._UserList__cast: the state of a rebuilt object cannot hold" in outcome.message
 
 
 def test_a_callback_from_the_tests_is_called_in_the_judge(split_engine: Engine) -> None:

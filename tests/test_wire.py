@@ -264,6 +264,97 @@ def test_code_comes_back_only_where_this_side_sent_it() -> None:
         wire.loads(wire.dumps(Plain(1, Scale(3))), R)
 
 
+def _judge_code(sent: dict) -> typing.Callable[[tuple[str, str, str], object, bool], bool]:
+    """The judge's `code` hook over what its encoder noted (as `Peer.sent_here`)."""
+    def code(place: tuple[str, str, str], found: object, rebuilt: bool) -> bool:
+        key = ("of", id(type(found))) if rebuilt else id(found)
+        return sent.get(place, {}).get(key) is (type(found) if rebuilt else found)
+    return code
+
+
+def test_code_hidden_where_the_check_does_not_look_is_never_noted() -> None:
+    """The check looks through lists, tuples, sets, dicts and object arrays only; code inside
+    anything else (a slice, a pandas object) passes it unused. Sent on by the judge, such code
+    must not be noted, or the next reply could hold it in the open (`_UserList__cast = bool`
+    makes a UserList equal anything)."""
+    judge = wire.Resolver({"collections"}, program_module=ME, functions=False)
+    sent: dict = {}
+    hidden = collections.UserList([0])
+    hidden._UserList__cast = slice(bool, None, None)  # type: ignore[attr-defined]
+    rebuilt = wire.loads(wire.dumps(hidden), judge, code=_judge_code(sent))  # accepted: unused there
+    wire.dumps(pd.Series([1], name=bool), sent=sent)
+    wire.dumps([rebuilt, Plain(slice(helper, None))], sent=sent)  # the judge sends it on
+    assert sent == {}
+    wire.dumps(Plain([len]), sent=sent)  # through a list: noted
+    assert sent == {(ME, "Plain", "a"): {id(len): len}}
+
+
+def test_a_function_named_in_an_objects_state_stays_in_its_place() -> None:
+    """Met again through a reference (itself, or a list holding it), a function the judge let
+    be named in an object's state must be where it may be there too, not at the top level."""
+    judge = wire.Resolver({"numpy"}, program_module=ME, functions=False)
+    sent: dict = {}
+    wire.dumps(Plain([len]), sent=sent)
+    code = _judge_code(sent)
+    assert wire.loads(doc(["obj", 0, ME, "Plain", 1, "a", ["list", 1, ["global", "builtins", "len"]]]),
+                      judge, code=code).a == [len]
+    for root in (["list", 0, ["obj", 1, ME, "Plain", 1, "a", ["list", 2, ["global", "builtins", "len"]]],
+                  ["ref", 2]],
+                 ["list", 0, ["obj", 1, ME, "Plain", 1, "a", ["list", 2, ["global", "builtins", "len"]]],
+                  ["obj", 3, ME, "Plain", 1, "b", ["ref", 2]]]):  # in another attribute
+        with pytest.raises(wire.WireError, match="used elsewhere"):
+            wire.loads(doc(root), judge, code=code)
+
+
+def test_a_stand_in_sent_back_in_an_objects_state_is_noted_there() -> None:
+    """A function the target returned, kept by a test's object and sent again, goes back as
+    `["yours", n]`: the candidate's reply may hold it there."""
+    sent: dict = {}
+    stand_in = lambda: 1  # noqa: E731 (the judge's stand-in for the candidate's function)
+    wire.dumps(Plain(stand_in), sent=sent, returned=lambda v: 4 if v is stand_in else None)
+    assert sent[(ME, "Plain", "a")][id(stand_in)] is stand_in
+
+
+def test_an_attribute_is_given_once_and_never_both_in_the_dict_and_a_slot() -> None:
+    """Only one value of a name is checked: a second one, or a `__dict__` entry under a slot's
+    name (which the slot would hide from the check), is refused."""
+    for root in (["obj", 0, ME, "Plain", 2, "a", 1, "a", ["global", "builtins", "bool"]],
+                 ["obj", 0, ME, "Mixed", 1, "x", ["global", "builtins", "bool"], "x", 1]):
+        with pytest.raises(wire.WireError, match="given twice"):
+            wire.loads(doc(root), wire.Resolver(None), code=lambda place, found, rebuilt: place[2] != "x")
+
+
+def test_an_object_is_never_hashed_before_its_state_is_checked() -> None:
+    """An object in its own state as a dict key or set item would be hashed (its class's
+    `__hash__` reading the state) before the state is checked: refused."""
+    called: list[object] = []
+    for root in (["obj", 0, ME, "Plain", 2, "a", ["handle", 1], "b", ["dict", 2, ["ref", 0], 1]],
+                 ["obj", 0, ME, "Plain", 2, "a", ["handle", 1], "b", ["set", 2, ["tuple", 3, ["ref", 0]]]]):
+        with pytest.raises(wire.WireError, match="hashed before its state is checked"):
+            wire.loads(doc(root), wire.Resolver(None), handles=lambda n: (lambda *a: called.append(a)))
+    assert called == []
+
+
+def test_a_class_this_side_sent_may_come_back_from_a_module_it_does_not_allow() -> None:
+    """The judge rebuilds classes of the packages its program imports; one it sent itself (the
+    class of an object a test handed over, from any loaded module) may come back too."""
+    import textwrap
+
+    judge = wire.Resolver({"numpy"}, program_module=ME, functions=False)
+    sent: dict = {}
+    data = wire.dumps([textwrap.TextWrapper(width=5), Plain(1)], classes=sent)
+    assert sent == {id(textwrap.TextWrapper): textwrap.TextWrapper, id(Plain): Plain}
+    with pytest.raises(wire.WireError, match="module not allowed"):
+        wire.loads(data, judge)
+    back = wire.loads(data, judge, classes=sent)
+    assert type(back[0]) is textwrap.TextWrapper and back[0].width == 5
+    for root in (["obj", 0, "textwrap", "dedent", 0],  # not a class it sent
+                 ["obj", 0, "string", "Template", 1, "template", "x"],  # a class it never sent
+                 ["obj", 0, "unittest.mock", "Mock", 0]):  # a testing framework's, never
+        with pytest.raises(wire.WireError):
+            wire.loads(doc(root), judge, classes={**sent, id(unittest.mock.Mock): unittest.mock.Mock})
+
+
 def test_a_function_the_other_side_named_goes_back_by_name() -> None:
     """The candidate's side sends no function of its own by name; one the judge named to it
     (`named`) goes back as it came, for the judge to find in its place."""

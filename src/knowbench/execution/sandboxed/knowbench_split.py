@@ -122,6 +122,7 @@ class Peer:
         # The judge's: the callables it sent in objects' state, {(module, class, attribute):
         # {id: callable}}: what an object of that class may hold there when it comes back.
         self.sent_code = {}
+        self.sent_classes = {}  # the judge's: the classes it sent, by id (they may come back)
         # The candidate's: the functions and classes the judge named, by id: they go back by
         # name (a function of its own crosses as a handle).
         self.named = {}
@@ -147,13 +148,15 @@ class Peer:
         # The candidate's functions never cross by name: named, the judge would hold the real
         # function (`os.popen`) and a test's call of it would run in the judge.
         if self.entry is None:
-            return wire.dumps(value, path, handles=self.export, returned=self.theirs, sent=self.sent_code)
+            return wire.dumps(value, path, handles=self.export, returned=self.theirs, sent=self.sent_code,
+                              classes=self.sent_classes)
         return wire.dumps(value, path, handles=self.export, functions=False, returned=self.theirs,
                           named=self.named)
 
     def loads(self, frame):
         if self.entry is None:
-            return wire.loads(frame, self.resolver, handles=self.stand_in, own=self.own, code=self.sent_here)
+            return wire.loads(frame, self.resolver, handles=self.stand_in, own=self.own, code=self.sent_here,
+                              classes=self.sent_classes)
         # The judge's values hold what the tests and the library gave them: nothing to refuse.
         return wire.loads(frame, self.resolver, handles=self.stand_in, own=self.own,
                           code=lambda place, found, rebuilt: True, named=self.named)

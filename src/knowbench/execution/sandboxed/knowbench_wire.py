@@ -198,11 +198,23 @@ class Resolver:
             raise WireError(f"module {name} is not loaded")
         return mod
 
-    def lookup(self, module: str, qualname: str, functions: bool | None = None) -> object:
+    def lookup(self, module: str, qualname: str, functions: bool | None = None,
+               known: dict[int, type] | None = None) -> object:
         """The class or function `module.qualname`; raises WireError when it is not allowed.
-        `functions` overrides the resolver's own rule for functions (see `_dec_global`)."""
+        `functions` overrides the resolver's own rule for functions (see `_dec_global`); a
+        class in `known` (by id: the classes this side sent) is allowed from any loaded
+        module but a testing framework's."""
         where = f"{module!r}.{qualname!r}"[:200]
-        if not self.permitted(module) or type(qualname) is not str:
+        if type(qualname) is not str:
+            raise WireError(f"{where}: module not allowed")
+        if not self.permitted(module):
+            if known is not None and type(module) is str and not testing_module(module):
+                try:
+                    found = _walk(sys.modules.get(module), qualname.split("."))
+                except LookupError:
+                    found = None
+                if isinstance(found, type) and known.get(id(found)) is found:
+                    return found
             raise WireError(f"{where}: module not allowed")
         try:
             obj = _walk(self.module(module), qualname.split("."))
@@ -311,7 +323,8 @@ class _Encoder:
     def __init__(self, handles: Callable[[object], int | None] | None = None, functions: bool = True,
                  returned: Callable[[object], int | None] | None = None,
                  sent: dict[tuple[str, str, str], dict[int, object]] | None = None,
-                 named: dict[int, object] | None = None) -> None:
+                 named: dict[int, object] | None = None,
+                 classes: dict[int, type] | None = None) -> None:
         self.memo: dict[int, int] = {}  # id(obj) -> memo id
         self.keep: list[object] = []  # keeps memoised objects alive so their ids are not reused
         self.depth = 0
@@ -320,13 +333,15 @@ class _Encoder:
         self.returned = returned
         self.sent = sent  # see `dumps`
         self.named = named
+        self.classes = classes
         self.place: tuple[str, str, str] | None = None  # (module, class, attribute) being encoded
 
-    def note(self, v: object) -> None:
+    def note(self, v: object, place: tuple[str, str, str] | None) -> None:
         """Remember a callable sent in an object's state, at its place (`sent`): itself, and,
-        for an object (not a class or function), its class (what is rebuilt there is a copy)."""
-        if self.sent is not None and self.place is not None and callable(v):
-            known = self.sent.setdefault(self.place, {})
+        for an object (not a class or function), its class (what is rebuilt there is a copy).
+        `place` is None where `_holds_code` would not look: nothing is noted there."""
+        if self.sent is not None and place is not None and callable(v):
+            known = self.sent.setdefault(place, {})
             known[id(v)] = v
             if not (isinstance(v, type) or _is_routine(v)):
                 known[("of", id(type(v)))] = type(v)
@@ -344,21 +359,28 @@ class _Encoder:
             return v if -_SAFE_INT < v < _SAFE_INT else ["int", format(v, "x")]
         if t is float:
             return v if math.isfinite(v) else ["float", repr(v)]
+        place = self.place
         if id(v) in self.memo:
-            self.note(v)
+            self.note(v, place)
             return ["ref", self.memo[id(v)]]
         self.depth += 1
+        if place is not None and not _looked_into(v):
+            self.place = None  # (an object's own attributes are places of their own: `other`)
         try:
             if self.depth > MAX_DEPTH:
                 raise _Refused(f"nested deeper than {MAX_DEPTH} levels")
             handler = _ENCODERS.get(t)
             if handler is not None:
-                return handler(self, v)
-            if (self.handles is not None or self.returned is not None) and not isinstance(v, type):
-                return self.other_or_handle(v)
-            return self.other(v)
+                node = handler(self, v)
+            elif (self.handles is not None or self.returned is not None) and not isinstance(v, type):
+                node = self.other_or_handle(v)
+            else:
+                node = self.other(v)
         finally:
             self.depth -= 1
+            self.place = place
+        self.note(v, place)
+        return node
 
     def child(self, v: object, step: str) -> object:
         try:
@@ -429,7 +451,6 @@ class _Encoder:
         if type(handle) is not int or not 0 <= handle < _SAFE_INT:
             raise TypeError(f"the handles hook returned {handle!r}, not an int in [0, 2**53)")
         self.new_id(v)  # met again in this document, it is ["ref", id]: the hook is not asked
-        self.note(v)
         return ["handle", handle]
 
     def other(self, v: object) -> object:
@@ -466,7 +487,8 @@ class _Encoder:
                     or (self.named is not None and self.named.get(id(v)) is v)):
                 raise _Refused(f"{getattr(v, '__qualname__', 'a function')} crosses as a handle, not by name")
             node = ["global", *_global_name(v)]
-            self.note(v)
+            if self.classes is not None and isinstance(v, type):
+                self.classes[id(v)] = v
             return node
         problem, has_dict, slots = _layout(t)
         if problem:
@@ -474,7 +496,8 @@ class _Encoder:
             raise _Refused(f"a {t.__qualname__} cannot cross{detail}")
         head = _global_name(t)
         nid = self.new_id(v)
-        self.note(v)
+        if self.classes is not None:
+            self.classes[id(t)] = t
         state = dict(object.__getattribute__(v, "__dict__")) if has_dict else {}
         out = ["obj", nid, *head, len(state)]
         for name, descriptor in slots.items():
@@ -742,7 +765,8 @@ def dumps(value: object, path: str = "value",
           handles: Callable[[object], int | None] | None = None, functions: bool = True,
           returned: Callable[[object], int | None] | None = None,
           sent: dict[tuple[str, str, str], dict[int, object]] | None = None,
-          named: dict[int, object] | None = None) -> bytes:
+          named: dict[int, object] | None = None,
+          classes: dict[int, type] | None = None) -> bytes:
     """Encode `value` as UTF-8 JSON; raises Unencodable naming where the value cannot cross.
 
     `handles(obj)`, when given, is asked about each callable (not a class) that cannot cross by
@@ -755,8 +779,10 @@ def dumps(value: object, path: str = "value",
     None. `sent`, when given, is filled with the callables (functions, classes, handles) sent in
     objects' state, by (module, class, attribute), then id (and `("of", id(its class))` for a
     callable object): what the other side may send back there (see `loads`' `code`). `named`: functions that cross by name even where `functions`
-    is False (those the other side named, by id: they go back as they came)."""
-    encoder = _Encoder(handles, functions, returned, sent, named)
+    is False (those the other side named, by id: they go back as they came). `classes`, when
+    given, is filled with the classes sent, by name or as the class of an object sent by value
+    (by id): what the other side may name back (see `loads`)."""
+    encoder = _Encoder(handles, functions, returned, sent, named, classes)
     try:
         root = encoder.enc(value)
     except _Refused as refusal:
@@ -792,17 +818,21 @@ class _Decoder:
                  handles: Callable[[int], object] | None = None,
                  own: Callable[[int], object] | None = None,
                  code: Callable[[tuple[str, str, str], object, bool], bool] | None = None,
-                 named: dict[int, object] | None = None) -> None:
+                 named: dict[int, object] | None = None,
+                 classes: dict[int, type] | None = None) -> None:
         self.resolver = resolver
         self.handles = handles
         self.own = own
         self.code = code  # see `loads`
         self.named = named  # filled with the functions and classes named here, by id
+        self.classes = classes  # see `loads`
         self.place: tuple[str, str, str] | None = None  # (module, class, attribute) being decoded
         self.values_node: object = None  # the node `pd_values` is decoding
         # `obj`: (module, class name, the state given), checked again at the end
         self.rebuilt: list[tuple[str, str, dict]] = []
         self.rebuilt_ids: set[int] = set()
+        self.pending: set[int] = set()  # rebuilt objects whose state is not checked yet
+        self.relaxed: dict[int, object] = {}  # functions named in an object's state (`_dec_global`)
         self.memo: list[object] = []
         self.depth = 0
 
@@ -814,11 +844,15 @@ class _Decoder:
         handler = _DECODERS.get(node[0])
         _need(handler is not None, f"unknown tag {node[0][:40]!r}")
         self.depth += 1
+        place = self.place
+        if place is not None and node[0] not in _PLACE_TAGS:
+            self.place = None  # as the encoder: see `_looked_into`
         try:
             _need(self.depth <= MAX_DEPTH, f"nested deeper than {MAX_DEPTH} levels")
             return handler(self, node)
         finally:
             self.depth -= 1
+            self.place = place
 
     def typed(self, node: object, kinds: type | tuple[type, ...], what: str) -> object:
         value = self.dec(node)
@@ -832,20 +866,46 @@ class _Decoder:
 
     def ref(self, nid: object) -> object:
         _need(type(nid) is int and 0 <= nid < len(self.memo), f"unknown memo id {nid!r}"[:80])
-        return self.memo[nid]
+        value = self.memo[nid]
+        if self.relaxed:
+            # A function named in an object's state is that place's only: met again (itself,
+            # or inside a container met again), it must be where it may be too.
+            code, place = self.code, self.place
+            where = _holds_code(value, rebuilt=self.rebuilt_ids, allowed=lambda found, rebuilt: (
+                rebuilt or self.relaxed.get(id(found)) is not found
+                or (place is not None and code is not None and code(place, found, False))))
+            _need(where is None, "a function named in an object's state is used elsewhere")
+        return value
+
+    def key(self, node: object) -> object:
+        """A value that is about to be hashed (a dict key, a set item): never an object whose
+        state is still being decoded and checked (its class's `__hash__` would read it)."""
+        value = self.dec(node)
+        if self.pending:
+            stack, seen = [value], set()
+            while stack:
+                item = stack.pop()
+                if id(item) in seen:
+                    continue
+                seen.add(id(item))
+                _need(id(item) not in self.pending, "an object is hashed before its state is checked")
+                if isinstance(item, (tuple, frozenset)):
+                    stack.extend(tuple.__iter__(item) if isinstance(item, tuple) else frozenset.__iter__(item))
+        return value
 
     def seq(self, node: list) -> object:
         nid, *items = _fields(node, 1, at_least=True)
         kind = _SEQ_KINDS[node[0]]
+        item_of = self.key if kind in (set, frozenset) else self.dec
         if kind in (tuple, frozenset):  # immutable: registered once its items exist
             values = []
             for item in items:
-                values.append(self.dec(item))
+                values.append(item_of(item))
             return self.register(nid, kind(values))
         target = self.register(nid, kind())
         put = target.append if kind is list else target.add
         for item in items:  # one by one, so that items referring back to `target` find it
-            put(self.dec(item))
+            put(item_of(item))
         return target
 
     def mapping(self, node: list) -> object:
@@ -853,19 +913,20 @@ class _Decoder:
         target = self.register(nid, _SEQ_KINDS[node[0]]())
         _need(len(pairs) % 2 == 0, "odd number of mapping fields")
         for i in range(0, len(pairs), 2):
-            key = self.dec(pairs[i])
+            key = self.key(pairs[i])
             target[key] = self.dec(pairs[i + 1])
         return target
 
     def fill(self, target: object, pairs: list, add: bool = False) -> object:
         if add:  # one by one, so that items referring back to `target` find it
             put = target.append if hasattr(target, "append") else target.add
+            item_of = self.dec if hasattr(target, "append") else self.key
             for item in pairs:
-                put(self.dec(item))
+                put(item_of(item))
             return target
         _need(len(pairs) % 2 == 0, "odd number of mapping fields")
         for i in range(0, len(pairs), 2):
-            key = self.dec(pairs[i])
+            key = self.key(pairs[i])
             target[key] = self.dec(pairs[i + 1])
         return target
 
@@ -873,7 +934,7 @@ class _Decoder:
         return None if node is None else self.typed(node, datetime.tzinfo, "tzinfo")
 
     def lookup_class(self, module: object, qualname: object) -> type:
-        cls = self.resolver.lookup(module, qualname)
+        cls = self.resolver.lookup(module, qualname, known=self.classes)
         _need(isinstance(cls, type), f"{qualname!r} is not a class"[:80])
         return cls
 
@@ -891,6 +952,7 @@ class _Decoder:
               "obj: bad state size")
         value = self.register(nid, object.__new__(cls))
         self.rebuilt_ids.add(id(value))
+        self.pending.add(id(value))
         namespace = object.__getattribute__(value, "__dict__") if has_dict else None
         state: dict = {}
         self.rebuilt.append((module, qualname, state))
@@ -899,6 +961,10 @@ class _Decoder:
             for i in range(0, len(pairs), 2):
                 name = pairs[i]
                 _need(_plain_name(name), f"obj: bad attribute name {name!r}"[:80])
+                # Once each, and a `__dict__` entry never under a slot's name: only one value
+                # of a name is checked, and the slot's would hide the other.
+                _need(name not in state and (i >= 2 * ndict or name not in slots),
+                      f"obj: attribute {name!r} given twice"[:80])
                 self.place = (module, qualname, name)
                 item = self.dec(pairs[i + 1])
                 if i < 2 * ndict:
@@ -913,6 +979,7 @@ class _Decoder:
         # Checked now, before the object can be hashed, compared or handed to a constructor
         # further up (an enum's lookup, a dict key): its class's methods would call the code.
         self.check_state(module, qualname, state)
+        self.pending.discard(id(value))
         return value
 
     # numpy and pandas: used only when the other side sent such values
@@ -1060,6 +1127,23 @@ class _Decoder:
         return pd.NaT if tag == "pdnat" else pd.NA
 
 
+def _looked_into(item: object) -> bool:
+    """Whether `_holds_code` looks inside `item` (a list, tuple, set, dict or deque, their
+    subclasses, a numpy object array). The encoder notes code only where this holds all the
+    way down from an object's attribute, and the decoder lets code be named back only there:
+    a callable inside anything else (a slice, a pandas object) is never checked, so it must
+    never be noted either."""
+    kind = type(item)
+    return isinstance(item, (list, tuple, set, frozenset, collections.deque, dict)) or (
+        kind.__name__ == "ndarray" and kind.__module__ == "numpy" and item.dtype == object)
+
+
+# The decoder's counterpart of `_looked_into`: the nodes inside which an attribute's place
+# holds (the containers, and the leaves that are checked there); below any other, none does.
+_PLACE_TAGS = frozenset({"list", "tuple", "set", "frozenset", "dict", "odict", "counter", "ddict",
+                         "deque", "nt", "ss", "ndo", "cyc", "ref", "global", "handle", "yours", "obj"})
+
+
 def _holds_code(value: object, limit: int = 1_000_000, rebuilt: frozenset[int] | set[int] = frozenset(),
                 allowed: Callable[[object, bool], bool] | None = None) -> str | None:
     """Where in `value` (through lists, tuples, sets and dicts, numpy object arrays) a callable
@@ -1111,8 +1195,10 @@ def _dec_global(d: _Decoder, node: list) -> object:
         found = d.resolver.lookup(module, qualname, functions=True)
         _need(isinstance(found, type) or d.code(d.place, found, False),
               f"{module!r}.{qualname!r}: a function of the other process crosses as a handle, not by name"[:200])
+        if not isinstance(found, type):
+            d.relaxed[id(found)] = found
     else:
-        found = d.resolver.lookup(module, qualname)
+        found = d.resolver.lookup(module, qualname, known=d.classes)
     if d.named is not None:
         d.named[id(found)] = found
     return found
@@ -1388,9 +1474,10 @@ def _decode_tree(node: object, resolver: Resolver,
                  handles: Callable[[int], object] | None = None,
                  own: Callable[[int], object] | None = None,
                  code: Callable[[tuple[str, str, str], object, bool], bool] | None = None,
-                 named: dict[int, object] | None = None) -> object:
+                 named: dict[int, object] | None = None,
+                 classes: dict[int, type] | None = None) -> object:
     try:
-        decoder = _Decoder(resolver, handles, own, code, named)
+        decoder = _Decoder(resolver, handles, own, code, named, classes)
         value = decoder.dec(node)
         decoder.check_rebuilt()
         return value
@@ -1408,7 +1495,8 @@ def loads(data: bytes, resolver: Resolver,
           handles: Callable[[int], object] | None = None,
           own: Callable[[int], object] | None = None,
           code: Callable[[tuple[str, str, str], object, bool], bool] | None = None,
-          named: dict[int, object] | None = None) -> object:
+          named: dict[int, object] | None = None,
+          classes: dict[int, type] | None = None) -> object:
     """Rebuild a value from `dumps` output; raises WireError (only) on anything malformed or
     forbidden. Calls nothing but value constructors, what `resolver` allows, `handles`, `own`
     and `code`.
@@ -1420,7 +1508,9 @@ def loads(data: bytes, resolver: Resolver,
     handle, or, `rebuilt` True, a callable object rebuilt from state) in that attribute,
     however deep (without the hook, none may; with it, a function may be named there even
     where the resolver names none). `named`, when given, is filled
-    with the functions and classes the document named, by id."""
+    with the functions and classes the document named, by id. `classes` (by id: the classes this
+    side sent, `dumps`' `classes`) may be named from any loaded module but a testing
+    framework's, not only from those `resolver` allows."""
     _need(isinstance(data, (bytes, bytearray, memoryview)), "data must be bytes")
     try:
         tree = json.loads(bytes(data).decode("utf-8"), parse_constant=_reject_constant)
@@ -1430,7 +1520,7 @@ def loads(data: bytes, resolver: Resolver,
         raise WireError(f"not a wire document: {type(error).__name__}") from None
     _need(type(tree) is list and len(tree) == 3 and tree[:2] == [_MAGIC, _VERSION],
           "not a knowbench-wire document")
-    return _decode_tree(tree[2], resolver, handles, own, code, named)
+    return _decode_tree(tree[2], resolver, handles, own, code, named, classes)
 
 
 def _tree(value: object) -> object:
