@@ -168,6 +168,16 @@ def test_a_target_reached_only_through_the_library_runs_the_candidate(
         engine.close()
 
 
+def test_a_test_that_stops_the_whole_run_is_left_out_and_the_others_run(mined: tuple[Path, BuildReport]) -> None:
+    """`test_a_first_tally_then_the_process_ends` ends the sample's process, so the tests after
+    it never run; the miner leaves it out, says why, and runs the others again."""
+    record = _record(mined[1], "minilib.tally.Tally.add")
+    assert record.status == "published" and record.tests_kept == 2
+    [dropped] = record.dropped_tests
+    assert dropped["test"] == "tests/test_tally.py::test_a_first_tally_then_the_process_ends"
+    assert dropped["reason"] == "fails-on-reference:error" and "ended during this test" in dropped["detail"]
+
+
 def test_an_object_of_the_installed_class_comes_back_from_the_candidate_split(
         mined: tuple[Path, BuildReport]) -> None:
     """`Tally.add` changes the tally it is called on, and its module imports nothing: the

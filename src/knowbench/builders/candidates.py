@@ -54,6 +54,7 @@ class Draft:
     units: dict[str, TestUnit]  # unit id -> unit
     item_of_unit: dict[str, str]
     repairs: list[str] = field(default_factory=list)
+    resumed: int = 0  # runs again without a test that stopped the whole run (`selection._resume`)
 
 
 def find_candidates(source: Source, domain: str, options: MineOptions, source_report: SourceReport,

@@ -2,7 +2,9 @@
 
 - **prune**: run each reference in the sandbox; repair names the context missed (a
   `NameError` in the program becomes an import from the installed module, a bounded number of
-  rounds); keep the tests that pass on the reference, run the target and are not slow.
+  rounds); run again without a test that stopped the whole run (it hung past the wall clock,
+  took the memory, ended the process), so that the tests after it run too; keep the tests that
+  pass on the reference, run the target and are not slow.
 - **certify**: re-run the pruned suites on the reference and both stubs; tests that pass on a
   stub leave and the task is certified once more; only certified tasks are published.
 
@@ -24,6 +26,9 @@ from knowbench.builders.options import MineOptions, Progress
 from knowbench.records import Execution, Reason, TestOutcome
 
 MAX_REPAIRS = 3
+MAX_RESUMES = 2
+# What the test that was running gets when the whole run stops (the tests after it: `not-run`).
+_STOPPING = frozenset({"timeout", "cpu-time", "memory", "process-limit", "output-limit", "exited-early"})
 _NAME_ERROR = re.compile(r"NameError: name '([A-Za-z_][A-Za-z0-9_]*)' is not defined")
 
 
@@ -36,14 +41,19 @@ def prune(drafts: list[Draft], pruner: Checker, options: MineOptions, say: Progr
     (certification need not repeat it)."""
     pending = list(drafts)
     results: dict[str, TaskRuns] = {}
-    for _ in range(MAX_REPAIRS + 1):
+    for _ in range(MAX_REPAIRS + MAX_RESUMES + 1):
         runs = pruner.executions([d.task for d in pending], variants=("reference",))
         results.update(runs)
         repaired = [draft for draft in pending if _repair(draft, runs[draft.task.task_id].outcomes["reference"])]
-        if not repaired:
+        resumed = [draft for draft in pending if draft not in repaired
+                   and _resume(draft, runs[draft.task.task_id].outcomes["reference"])]
+        if not repaired and not resumed:
             break
-        say(f"repaired the context of {len(repaired)} task(s); running them again …")
-        pending = repaired
+        if repaired:
+            say(f"repaired the context of {len(repaired)} task(s); running them again …")
+        if resumed:
+            say(f"{len(resumed)} task(s) had a test that stopped the whole run; running the others again …")
+        pending = repaired + resumed
     survivors = []
     known: dict[str, TaskRuns] = {}
     for draft in drafts:
@@ -77,6 +87,27 @@ def _repair(draft: Draft, reference: Execution | str) -> bool:
             draft.record.repaired.append(name)
             changed = True
     return changed
+
+
+def _resume(draft: Draft, reference: Execution | str) -> bool:
+    """A test that stops the whole run (it hangs past the wall clock, takes the memory, ends
+    the process) leaves every test after it not run. Leave that test out, recording why, and
+    run the others again (at most `MAX_RESUMES` times); True when the draft changed."""
+    if isinstance(reference, str) or draft.resumed >= MAX_RESUMES:
+        return False
+    outcomes = {outcome.id: outcome for outcome in reference.tests}
+    if not any(outcome.reason == "not-run" for outcome in outcomes.values()):
+        return False
+    stopped = {unit_id for unit_id, item_id in draft.item_of_unit.items()
+               if item_id in outcomes and outcomes[item_id].reason in _STOPPING}
+    kept = [unit for unit_id, unit in draft.units.items() if unit_id not in stopped]
+    if not stopped or not kept:
+        return False
+    for unit_id in sorted(stopped):
+        outcome = outcomes[draft.item_of_unit[unit_id]]
+        draft.record.drop_test(unit_id, failure_reason(outcome), first_line_of_error(outcome.message))
+    draft.resumed += 1
+    return rebuild(draft, kept)
 
 
 def _judge_tests(draft: Draft, reference: Execution | str, options: MineOptions) -> set[str] | None:
