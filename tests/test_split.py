@@ -714,9 +714,37 @@ def test_a_callback_that_raises_shows_the_candidate_no_line_of_the_tests(split_e
 
             caught = add([1, 2], key, catch=AssertionError)
             assert caught[0] == "" and "cc1f5e" not in "".join(caught), caught
+
+
+        class Mismatch(Exception):
+            pass
+
+
+        def raising(make):
+            def key(item):
+                raise make()
+            return key
+
+
+        def test_a_testing_frameworks_failure_in_a_callback():  # not an Exception
+            caught = add([1, 2], raising(lambda: pytest.fail.Exception(f"expected {EXPECTED}")),
+                         catch=BaseException)
+            assert "cc1f5e" not in "".join(caught), caught
+
+
+        def test_the_tests_own_exception_in_a_callback():
+            caught = add([1, 2], raising(lambda: Mismatch(f"expected {EXPECTED}")), catch=Exception)
+            assert "cc1f5e" not in "".join(caught), caught
+
+
+        def test_an_assertion_in_a_group_in_a_callback():
+            caught = add([1, 2], raising(lambda: ExceptionGroup("g", [AssertionError(f"expected {EXPECTED}")])),
+                         catch=Exception)
+            assert "cc1f5e" not in "".join(caught), caught
     """
-    result = run(split_engine, program, tests)
-    assert result.status == "pass", result.tests[0].message
+    result = run(split_engine, program, "import pytest\n" + dedent(tests))
+    assert result.status == "pass", [t.message for t in result.tests if t.status != "pass"]
+    assert len(result.tests) == 5
 
 
 def test_a_returned_decorator_wraps_a_test_function(split_engine: Engine) -> None:

@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import types
 import typing
 import unittest.mock
@@ -330,7 +331,34 @@ def test_an_object_is_never_hashed_before_its_state_is_checked() -> None:
     called: list[object] = []
     for root in (["obj", 0, ME, "Plain", 2, "a", ["handle", 1], "b", ["dict", 2, ["ref", 0], 1]],
                  ["obj", 0, ME, "Plain", 2, "a", ["handle", 1], "b", ["set", 2, ["tuple", 3, ["ref", 0]]]]):
-        with pytest.raises(wire.WireError, match="hashed before its state is checked"):
+        with pytest.raises(wire.WireError, match="before its state is checked"):
+            wire.loads(doc(root), wire.Resolver(None), handles=lambda n: (lambda *a: called.append(a)))
+    assert called == []
+
+
+def test_a_struct_sequences_hidden_fields_are_plain_values() -> None:
+    """`struct_time.tm_zone`, `stat_result.st_blocks`: fields the check cannot see (they are not
+    items of the tuple) hold plain values only, or code could hide there."""
+    anywhere = wire.Resolver(None)
+    assert rt(time.localtime(0), anywhere).tm_zone == time.localtime(0).tm_zone
+    node = json.loads(wire.dumps(time.localtime(0)))[2]
+    zone = node.index(time.localtime(0).tm_zone)
+    node[zone] = ["global", "builtins", "len"]
+    with pytest.raises(wire.WireError, match="hidden field that is not a plain value"):
+        wire.loads(doc(node), anywhere)
+
+
+def test_nothing_reads_an_object_before_its_state_is_checked() -> None:
+    """Hashing a key whose own state reaches the object still being rebuilt (a `UserString`
+    around it), or pandas reading values that hold it, would run its class's code on state
+    not yet checked: refused before anything is called."""
+    called: list[object] = []
+    handle = ["handle", 9]
+    for inner in (["dict", 2, ["obj", 3, "collections", "UserString", 1, "data", ["ref", 0]], 1],
+                  ["pdseries", 3, ["pdstr", "python", False, ["ndo", 2, [1], ["ref", 0]]], ["pdrange", 0, 1, 1, None],
+                   None]):
+        root = ["obj", 0, ME, "Plain", 2, "a", handle, "b", inner]
+        with pytest.raises(wire.WireError, match="before its state is checked"):
             wire.loads(doc(root), wire.Resolver(None), handles=lambda n: (lambda *a: called.append(a)))
     assert called == []
 

@@ -10,6 +10,7 @@ never sees the tests, the expected values or the judge's verdict channel.
 Stdlib only (plus `knowbench_wire`, which lives beside it): runs inside the sandbox.
 """
 
+import builtins
 import errno
 import functools
 import importlib
@@ -1608,14 +1609,30 @@ def _answer(peer, function, args, kwargs):
         # callback of the tests, would show the candidate the tests' source lines.
         frames = _frames(error) if peer.entry is not None else ""
         data = wire.encode_exception(error)
-        if peer.entry is None and isinstance(error, AssertionError):
-            # a test's assertion failing in its callback: its message names expected values
+        if peer.entry is None and _may_name_expected_values(error):
             data = {**data, "args": [], "state": {}, "str": ""}
         return _framed(peer.dumps(("raise", data, frames, effects)))
     except wire.Unencodable as error:
         return wire.dumps(("cannot-cross", str(error)))
     except BaseException as error:  # a hostile __repr__/__reduce__ while encoding
         return wire.dumps(("cannot-cross", f"the reply could not be encoded ({type(error).__name__})"))
+
+
+def _may_name_expected_values(error, depth=0):
+    """Whether an exception a callback of the tests raised may carry what the tests expect,
+    so that the candidate gets only its class: an assertion failing (`assert`, `assertEqual`),
+    a testing framework's or the tests' own exception (`pytest.fail(...)`), anything that is
+    not an `Exception`, or a group holding one of those."""
+    if isinstance(error, AssertionError) or not isinstance(error, Exception):
+        return True
+    if any(wire.testing_module(str(getattr(klass, "__module__", ""))) for klass in type(error).__mro__):
+        return True
+    members = getattr(error, "exceptions", None) if isinstance(error, _GROUPS) else None
+    return type(members) is tuple and (depth >= 32 or any(
+        _may_name_expected_values(member, depth + 1) for member in members if isinstance(member, BaseException)))
+
+
+_GROUPS = tuple(group for group in (getattr(builtins, "BaseExceptionGroup", None),) if group is not None)  # 3.11+
 
 
 def _framed(reply):

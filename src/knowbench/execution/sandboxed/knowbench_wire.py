@@ -881,17 +881,44 @@ class _Decoder:
         """A value that is about to be hashed (a dict key, a set item): never an object whose
         state is still being decoded and checked (its class's `__hash__` would read it)."""
         value = self.dec(node)
-        if self.pending:
-            stack, seen = [value], set()
-            while stack:
-                item = stack.pop()
-                if id(item) in seen:
-                    continue
-                seen.add(id(item))
-                _need(id(item) not in self.pending, "an object is hashed before its state is checked")
-                if isinstance(item, (tuple, frozenset)):
-                    stack.extend(tuple.__iter__(item) if isinstance(item, tuple) else frozenset.__iter__(item))
+        self.unreached(value)
         return value
+
+    def unreached(self, value: object) -> None:
+        """Refuse `value` when code may run on it now (hashing, pandas) while it reaches an
+        object whose state is not checked yet: through containers, slices, and the state of
+        rebuilt objects (whose own methods, run on it, read their attributes)."""
+        if not self.pending:
+            return
+        stack, seen = [value], set()
+        while stack:
+            item = stack.pop()
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            _need(id(item) not in self.pending, "an object is hashed or read before its state is checked")
+            kind = type(item)
+            if isinstance(item, (tuple, list, set, frozenset, collections.deque)):
+                stack.extend(list(tuple.__iter__(item) if isinstance(item, tuple) else
+                                  list.__iter__(item) if isinstance(item, list) else
+                                  collections.deque.__iter__(item) if isinstance(item, collections.deque) else
+                                  set.__iter__(item) if isinstance(item, set) else frozenset.__iter__(item)))
+            elif isinstance(item, dict):
+                for k, v in dict.items(item):
+                    stack += [k, v]
+            elif kind is slice:
+                stack += [item.start, item.stop, item.step]
+            elif kind.__name__ == "ndarray" and kind.__module__ == "numpy" and item.dtype == object:
+                stack.extend(item.flat)
+            elif id(item) in self.rebuilt_ids:
+                _, has_dict, slots = _layout(kind)
+                if has_dict:
+                    stack.extend(object.__getattribute__(item, "__dict__").values())
+                for descriptor in slots.values():
+                    try:
+                        stack.append(descriptor.__get__(item, kind))
+                    except AttributeError:
+                        pass
 
     def seq(self, node: list) -> object:
         nid, *items = _fields(node, 1, at_least=True)
@@ -1022,7 +1049,9 @@ class _Decoder:
     def pd_values(self, node: object) -> object:
         np, pd = self.resolver.module("numpy"), self.resolver.module("pandas")
         self.values_node = node
-        return self.typed(node, (np.ndarray, pd.api.extensions.ExtensionArray), "pandas values")
+        values = self.typed(node, (np.ndarray, pd.api.extensions.ExtensionArray), "pandas values")
+        self.unreached(values)  # pandas hashes, compares and str()s what it is given
+        return values
 
     def check_rebuilt(self) -> None:
         """Objects rebuilt from state (`obj`) hold no code: their class's own methods read that
@@ -1053,6 +1082,7 @@ class _Decoder:
         if tag == "pdseries":
             nid, values, index, name = _fields(node, 4)
             values, index, name = self.pd_values(values), self.pd_index(index), self.dec(name)
+            self.unreached(name)
             return self.register(nid, pd.Series(values, index=index, name=name,
                                                 dtype=values.dtype, copy=False))
         if tag == "pdframe":
@@ -1071,7 +1101,9 @@ class _Decoder:
             values = self.pd_values(values)
             # its dtype as sent: pd.Index would infer another for some values (object strings
             # as `str`, object timestamps as datetime64)
-            index = pd.Index(values, dtype=values.dtype, name=self.dec(name), copy=False)
+            name = self.dec(name)
+            self.unreached(name)
+            index = pd.Index(values, dtype=values.dtype, name=name, copy=False)
             if freq is not None:
                 _need(type(freq) is str and type(index) in (pd.DatetimeIndex, pd.TimedeltaIndex),
                       "pdindex: bad freq")
@@ -1079,12 +1111,14 @@ class _Decoder:
             return index
         if tag == "pdrange":
             start, stop, step, name = _fields(node, 4)
-            return pd.RangeIndex(*_ints(self.dec(start), self.dec(stop), self.dec(step)),
-                                 name=self.dec(name))
+            bounds, name = _ints(self.dec(start), self.dec(stop), self.dec(step)), self.dec(name)
+            self.unreached(name)
+            return pd.RangeIndex(*bounds, name=name)
         if tag == "pdmulti":
             names, *rest = _fields(node, 1, at_least=True)
             _need(len(rest) % 2 == 0, "pdmulti: levels and codes do not pair")
             names = self.typed(names, list, "names")
+            self.unreached(names)
             levels = [self.pd_index(n) for n in rest[: len(rest) // 2]]
             codes = [self.typed(n, np.ndarray, "codes") for n in rest[len(rest) // 2:]]
             return pd.MultiIndex(levels=levels, codes=codes, names=names, verify_integrity=True)
@@ -1108,13 +1142,17 @@ class _Decoder:
             storage, na_nan, values = _fields(node, 3)
             _need(storage in ("python", "pyarrow") and type(na_nan) is bool, "pdstr: bad dtype")
             dtype = pd.StringDtype(storage, na_value=np.nan if na_nan else pd.NA)
-            return pd.array(self.typed(values, np.ndarray, "values"), dtype=dtype)
+            values = self.typed(values, np.ndarray, "values")
+            self.unreached(values)
+            return pd.array(values, dtype=dtype)
         if tag == "pdext":
             name, values = _fields(node, 2)
             _need(type(name) is str and len(name) < 100, "pdext: bad dtype")
             dtype = pd.api.types.pandas_dtype(name)
             _need(isinstance(dtype, pd.api.extensions.ExtensionDtype), "pdext: not an extension")
-            return pd.array(self.typed(values, np.ndarray, "values"), dtype=dtype)
+            values = self.typed(values, np.ndarray, "values")
+            self.unreached(values)
+            return pd.array(values, dtype=dtype)
         if tag in ("pdts", "pdtd"):
             value, unit, *tz = _fields(node, 3 if tag == "pdts" else 2)
             _need(unit in ("s", "ms", "us", "ns"), f"{tag}: bad unit")
@@ -1237,6 +1275,8 @@ def _dec_structseq(d: _Decoder, node: list) -> object:
           and len(items) == cls.n_sequence_fields + len(names), f"{qualname} is not a matching struct sequence")
     values = [d.dec(item) for item in items]
     visible = cls.n_sequence_fields
+    # its other fields (tm_zone, st_atime_ns...) are plain values: `_holds_code` sees only the visible ones
+    _need(all(_plain_value(value) for value in values[visible:]), f"{qualname}: a hidden field that is not a plain value")
     try:
         made = cls(values[:visible], dict(zip(names, values[visible:])))  # noqa: B905 (3.8 and 3.9: no strict; lengths checked)
     except (TypeError, ValueError) as error:
