@@ -19,6 +19,7 @@ import os
 import pathlib
 import re
 import socket
+import string
 import subprocess
 import sys
 import threading
@@ -363,6 +364,72 @@ def test_nothing_reads_an_object_before_its_state_is_checked() -> None:
     assert called == []
 
 
+class Ranked:
+    """Its `__index__` calls one of its methods (a method the state could shadow)."""
+
+    def rank(self, name: object) -> int:
+        return 0
+
+    def __index__(self) -> int:
+        return self.rank(self.name)
+
+
+def test_codes_are_integers_and_never_read_an_object_being_rebuilt() -> None:
+    """A MultiIndex's or a Categorical's codes are cast to integers by numpy, with their
+    class's `__index__`: codes holding the object still being rebuilt (whose state names a
+    class in place of the method `__index__` calls) are refused before anything is called."""
+    called: list[object] = []
+    level = ["pdindex", ["nd", 4, "<i8", [1], "AAAAAAAAAAA="], None, None]  # (the handle is id 2)
+    for inner in (["pdmulti", ["list", 3, None], level, ["ndo", 5, [1], ["ref", 0]]],
+                  ["pdseries", 5, ["pdcat", ["ndo", 3, [1], ["ref", 0]], level, False],
+                   ["pdrange", 0, 1, 1, None], None]):
+        root = ["obj", 0, ME, "Ranked", 3, "name", ["list", 1, 7], "rank", ["handle", 9], "codes", inner]
+        with pytest.raises(wire.WireError, match="codes"):
+            wire.loads(doc(root), R, handles=lambda n: (lambda *a: called.append(a)))
+    assert called == []
+
+
+class Answering:
+    def __init__(self, answers: dict) -> None:
+        self._answers = answers
+
+    def __getattr__(self, name: str) -> object:
+        return self._answers[name]
+
+
+def test_a_class_whose_code_answers_its_attributes_is_not_rebuilt() -> None:
+    """numpy's BagObj (`__getattribute__`) or a class with `__getattr__` would answer, from a
+    plain dict in its state, the dunder names the state keeps out: `__array_interface__`
+    makes numpy build an array over any memory of the receiving process."""
+    import numpy.lib._npyio_impl  # noqa: F401  (loaded with numpy)
+
+    iface = ["dict", 2, "data", ["bytearray", 3, "QUE="], "shape", ["tuple", 4, 4096], "typestr", "|u1",
+             "version", 3]
+    for root in (["obj", 0, "numpy.lib._npyio_impl", "BagObj", 1, "_obj", ["dict", 1, "__array_interface__", iface]],
+                 ["obj", 0, ME, "Answering", 1, "_answers", ["dict", 1, "__array_interface__", iface]]):
+        with pytest.raises(wire.WireError, match="its own code answers its attributes"):
+            wire.loads(doc(root), R)
+    with pytest.raises(wire.Unencodable, match="its own code answers its attributes"):
+        wire.dumps(Answering({}))
+
+
+def test_what_a_refused_object_noted_is_dropped_with_it() -> None:
+    """An object whose state cannot cross goes as a handle: the class and the code its state
+    held were never sent, so neither may come back."""
+    classes: dict = {}
+    sent: dict = {}
+    held = Plain(len)
+    held.b = collections.defaultdict(lambda: 0)  # refused, and with it the whole Plain
+    data = wire.dumps([held], handles=lambda obj: 0, sent=sent, classes=classes)
+    assert json.loads(data)[2][2] == ["handle", 0]
+    assert classes == {} and all(not known for known in sent.values())
+    with pytest.raises(wire.Unencodable):
+        wire.dumps(held, sent=sent, classes=classes)
+    assert classes == {} and all(not known for known in sent.values())
+    wire.dumps(Plain(len), sent=sent, classes=classes)
+    assert classes == {id(Plain): Plain} and sent[(ME, "Plain", "a")] == {id(len): len}
+
+
 def test_a_class_this_side_sent_may_come_back_from_a_module_it_does_not_allow() -> None:
     """The judge rebuilds classes of the packages its program imports; one it sent itself (the
     class of an object a test handed over, from any loaded module) may come back too."""
@@ -370,6 +437,8 @@ def test_a_class_this_side_sent_may_come_back_from_a_module_it_does_not_allow() 
 
     judge = wire.Resolver({"numpy"}, program_module=ME, functions=False)
     sent: dict = {}
+    wire.dumps([textwrap.dedent, string.Template], classes=sent)
+    assert sent == {}  # a class sent only as a value (a factory) is not one
     data = wire.dumps([textwrap.TextWrapper(width=5), Plain(1)], classes=sent)
     assert sent == {id(textwrap.TextWrapper): textwrap.TextWrapper, id(Plain): Plain}
     with pytest.raises(wire.WireError, match="module not allowed"):

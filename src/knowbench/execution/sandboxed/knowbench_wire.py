@@ -283,6 +283,12 @@ def _layout(cls: type) -> tuple[str | None, bool, dict[str, object]]:
     elif any("__dict__" in vars(klass) and type(vars(klass)["__dict__"]) is not types.GetSetDescriptorType
              for klass in cls.__mro__[:-1]):
         problem = "it defines __dict__ itself"  # (read to fill its state: it would run)
+    elif any(name in vars(klass) for klass in cls.__mro__[:-1]
+             for name in ("__getattribute__", "__getattr__", "__class__")):
+        # Its attributes are its code's answers, read from its state: a dict there would
+        # answer the dunder names the state keeps out (numpy's BagObj: `__array_interface__`,
+        # an array over any memory), and `isinstance` would run it.
+        problem = "its own code answers its attributes"
     elif any("__del__" in vars(klass) for klass in cls.__mro__[:-1]):
         # Its finalizer would act on the sender's state with no test asking: tempfile's
         # _TemporaryFileCloser unlinks the `name` it is given.
@@ -335,6 +341,12 @@ class _Encoder:
         self.named = named
         self.classes = classes
         self.place: tuple[str, str, str] | None = None  # (module, class, attribute) being encoded
+        self.journal: list[tuple[dict, object]] = []  # (record, key) of each note and class added
+
+    def record(self, table: dict, key: object, value: object) -> None:
+        if key not in table:
+            self.journal.append((table, key))
+            table[key] = value
 
     def note(self, v: object, place: tuple[str, str, str] | None) -> None:
         """Remember a callable sent in an object's state, at its place (`sent`): itself, and,
@@ -342,9 +354,9 @@ class _Encoder:
         `place` is None where `_holds_code` would not look: nothing is noted there."""
         if self.sent is not None and place is not None and callable(v):
             known = self.sent.setdefault(place, {})
-            known[id(v)] = v
+            self.record(known, id(v), v)
             if not (isinstance(v, type) or _is_routine(v)):
-                known[("of", id(type(v)))] = type(v)
+                self.record(known, ("of", id(type(v))), type(v))
 
     def new_id(self, value: object) -> int:
         self.memo[id(value)] = len(self.keep)
@@ -436,15 +448,19 @@ class _Encoder:
                     raise TypeError(f"the returned hook gave {theirs!r}, not an int in [0, 2**53)")
                 self.new_id(v)
                 return ["yours", theirs]
-        mark = len(self.keep)
+        mark, noted = len(self.keep), len(self.journal)
         try:
             return self.other(v)
         except _Refused:
             # The partial node is dropped, and with it the memo ids its parts took: the decoder
-            # never sees them, and ids must stay sequential.
+            # never sees them, and ids must stay sequential. So are the code and classes it
+            # noted: they were never sent.
             for dropped in self.keep[mark:]:
                 del self.memo[id(dropped)]
             del self.keep[mark:]
+            for table, key in reversed(self.journal[noted:]):
+                del table[key]
+            del self.journal[noted:]
             handle = self.handles(v) if self.handles is not None else None
             if handle is None:
                 raise
@@ -486,10 +502,7 @@ class _Encoder:
             if not (self.functions or isinstance(v, type)
                     or (self.named is not None and self.named.get(id(v)) is v)):
                 raise _Refused(f"{getattr(v, '__qualname__', 'a function')} crosses as a handle, not by name")
-            node = ["global", *_global_name(v)]
-            if self.classes is not None and isinstance(v, type):
-                self.classes[id(v)] = v
-            return node
+            return ["global", *_global_name(v)]
         problem, has_dict, slots = _layout(t)
         if problem:
             detail = "" if problem == "builtin" else f" ({problem})"
@@ -497,7 +510,7 @@ class _Encoder:
         head = _global_name(t)
         nid = self.new_id(v)
         if self.classes is not None:
-            self.classes[id(t)] = t
+            self.record(self.classes, id(t), t)
         state = dict(object.__getattribute__(v, "__dict__")) if has_dict else {}
         out = ["obj", nid, *head, len(state)]
         for name, descriptor in slots.items():
@@ -780,11 +793,16 @@ def dumps(value: object, path: str = "value",
     objects' state, by (module, class, attribute), then id (and `("of", id(its class))` for a
     callable object): what the other side may send back there (see `loads`' `code`). `named`: functions that cross by name even where `functions`
     is False (those the other side named, by id: they go back as they came). `classes`, when
-    given, is filled with the classes sent, by name or as the class of an object sent by value
-    (by id): what the other side may name back (see `loads`)."""
+    given, is filled with the classes of the objects sent by value (by id): what the other side
+    may name back (see `loads`); a class sent only as a value (a factory) is not one."""
     encoder = _Encoder(handles, functions, returned, sent, named, classes)
     try:
-        root = encoder.enc(value)
+        try:
+            root = encoder.enc(value)
+        except BaseException:  # nothing was sent: nothing it noted holds
+            for table, key in reversed(encoder.journal):
+                del table[key]
+            raise
     except _Refused as refusal:
         where = " -> ".join([path, *reversed(refusal.steps)])
         raise Unencodable(f"{where}: {refusal.reason}") from None
@@ -856,8 +874,17 @@ class _Decoder:
 
     def typed(self, node: object, kinds: type | tuple[type, ...], what: str) -> object:
         value = self.dec(node)
-        _need(isinstance(value, kinds), f"{what} has the wrong type")
+        # (never a rebuilt object: `isinstance` reads its `__class__`, its class's code, maybe
+        # before its state is checked; no value taken here is ever one)
+        _need(id(value) not in self.rebuilt_ids and isinstance(value, kinds), f"{what} has the wrong type")
         return value
+
+    def codes(self, node: object) -> object:
+        """Integer codes (a MultiIndex's, a Categorical's): numpy casts other values with
+        their class's `__int__`/`__index__`, maybe before their state is checked."""
+        codes = self.typed(node, self.resolver.module("numpy").ndarray, "codes")
+        _need(codes.dtype.kind in "iu", "codes: not integers")
+        return codes
 
     def register(self, nid: object, value: object) -> object:
         _need(type(nid) is int and nid == len(self.memo), f"memo id {nid!r} out of sequence")
@@ -898,7 +925,16 @@ class _Decoder:
             seen.add(id(item))
             _need(id(item) not in self.pending, "an object is hashed or read before its state is checked")
             kind = type(item)
-            if isinstance(item, (tuple, list, set, frozenset, collections.deque)):
+            if id(item) in self.rebuilt_ids:  # (first: `isinstance` would read its __class__)
+                _, has_dict, slots = _layout(kind)
+                if has_dict:
+                    stack.extend(object.__getattribute__(item, "__dict__").values())
+                for descriptor in slots.values():
+                    try:
+                        stack.append(descriptor.__get__(item, kind))
+                    except AttributeError:
+                        pass
+            elif isinstance(item, (tuple, list, set, frozenset, collections.deque)):
                 stack.extend(list(tuple.__iter__(item) if isinstance(item, tuple) else
                                   list.__iter__(item) if isinstance(item, list) else
                                   collections.deque.__iter__(item) if isinstance(item, collections.deque) else
@@ -910,15 +946,6 @@ class _Decoder:
                 stack += [item.start, item.stop, item.step]
             elif kind.__name__ == "ndarray" and kind.__module__ == "numpy" and item.dtype == object:
                 stack.extend(item.flat)
-            elif id(item) in self.rebuilt_ids:
-                _, has_dict, slots = _layout(kind)
-                if has_dict:
-                    stack.extend(object.__getattribute__(item, "__dict__").values())
-                for descriptor in slots.values():
-                    try:
-                        stack.append(descriptor.__get__(item, kind))
-                    except AttributeError:
-                        pass
 
     def seq(self, node: list) -> object:
         nid, *items = _fields(node, 1, at_least=True)
@@ -1120,7 +1147,7 @@ class _Decoder:
             names = self.typed(names, list, "names")
             self.unreached(names)
             levels = [self.pd_index(n) for n in rest[: len(rest) // 2]]
-            codes = [self.typed(n, np.ndarray, "codes") for n in rest[len(rest) // 2:]]
+            codes = [self.codes(n) for n in rest[len(rest) // 2:]]
             return pd.MultiIndex(levels=levels, codes=codes, names=names, verify_integrity=True)
         if tag in ("pdcat", "pddtz", "pdstr", "pdext"):
             # Only as a Series', an Index's or a column's values, as they are sent: a bare
@@ -1130,7 +1157,7 @@ class _Decoder:
         if tag == "pdcat":
             codes, categories, ordered = _fields(node, 3)
             _need(type(ordered) is bool, "pdcat: bad ordered")
-            codes = self.typed(codes, np.ndarray, "codes")  # node order: memo ids follow it
+            codes = self.codes(codes)  # node order: memo ids follow it
             dtype = pd.CategoricalDtype(self.pd_index(categories), ordered=ordered)
             return pd.Categorical.from_codes(codes, dtype=dtype)
         if tag == "pddtz":
