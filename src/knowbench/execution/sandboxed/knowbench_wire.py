@@ -283,12 +283,8 @@ def _layout(cls: type) -> tuple[str | None, bool, dict[str, object]]:
     elif any("__dict__" in vars(klass) and type(vars(klass)["__dict__"]) is not types.GetSetDescriptorType
              for klass in cls.__mro__[:-1]):
         problem = "it defines __dict__ itself"  # (read to fill its state: it would run)
-    elif any(name in vars(klass) for klass in cls.__mro__[:-1]
-             for name in ("__getattribute__", "__getattr__", "__class__")):
-        # Its attributes are its code's answers, read from its state: a dict there would
-        # answer the dunder names the state keeps out (numpy's BagObj: `__array_interface__`,
-        # an array over any memory), and `isinstance` would run it.
-        problem = "its own code answers its attributes"
+    elif any("__class__" in vars(klass) for klass in cls.__mro__[:-1]):
+        problem = "it answers __class__ itself"  # (`isinstance` reads it: a test's type check)
     elif any("__del__" in vars(klass) for klass in cls.__mro__[:-1]):
         # Its finalizer would act on the sender's state with no test asking: tempfile's
         # _TemporaryFileCloser unlinks the `name` it is given.
@@ -850,6 +846,7 @@ class _Decoder:
         self.rebuilt: list[tuple[str, str, dict]] = []
         self.rebuilt_ids: set[int] = set()
         self.pending: set[int] = set()  # rebuilt objects whose state is not checked yet
+        self.states: dict[int, tuple[str, str, dict]] = {}  # id(rebuilt object) -> (module, class, state)
         self.relaxed: dict[int, object] = {}  # functions named in an object's state (`_dec_global`)
         self.memo: list[object] = []
         self.depth = 0
@@ -913,9 +910,11 @@ class _Decoder:
 
     def unreached(self, value: object) -> None:
         """Refuse `value` when code may run on it now (hashing, pandas) while it reaches an
-        object whose state is not checked yet: through containers, slices, and the state of
-        rebuilt objects (whose own methods, run on it, read their attributes)."""
-        if not self.pending:
+        object whose state is not checked yet, or no longer holds (a list in it, met earlier
+        through a reference, may have grown since): through containers, slices, and the state
+        of rebuilt objects (whose own methods, run on it, read their attributes), each of
+        which is checked again here."""
+        if not self.rebuilt_ids:
             return
         stack, seen = [value], set()
         while stack:
@@ -926,6 +925,7 @@ class _Decoder:
             _need(id(item) not in self.pending, "an object is hashed or read before its state is checked")
             kind = type(item)
             if id(item) in self.rebuilt_ids:  # (first: `isinstance` would read its __class__)
+                self.check_state(*self.states[id(item)])
                 _, has_dict, slots = _layout(kind)
                 if has_dict:
                     stack.extend(object.__getattribute__(item, "__dict__").values())
@@ -1010,6 +1010,7 @@ class _Decoder:
         namespace = object.__getattribute__(value, "__dict__") if has_dict else None
         state: dict = {}
         self.rebuilt.append((module, qualname, state))
+        self.states[id(value)] = (module, qualname, state)
         outer = self.place
         try:
             for i in range(0, len(pairs), 2):
@@ -1034,6 +1035,10 @@ class _Decoder:
         # further up (an enum's lookup, a dict key): its class's methods would call the code.
         self.check_state(module, qualname, state)
         self.pending.discard(id(value))
+        if _answering(cls):
+            # Its own code runs to ask: never while its state reaches an object still pending.
+            self.unreached(value)
+            _need(not _array_interface(value), f"{qualname}: it answers numpy's array interface from its state"[:120])
         return value
 
     # numpy and pandas: used only when the other side sent such values
@@ -1190,6 +1195,33 @@ class _Decoder:
             return stamp if zone is None else stamp.tz_localize("UTC").tz_convert(zone)
         _fields(node, 0)
         return pd.NaT if tag == "pdnat" else pd.NA
+
+
+# numpy reads these on the instance (`np.asarray`, `==` with an array, `assert_array_equal`):
+# a dict there with a `data` address, or a buffer and an offset past its end, is an array over
+# any memory of the process that reads it.
+_ARRAY_INTERFACES = ("__array_interface__", "__array_struct__")
+_ANSWERING = ("__getattr__", "__getattribute__", *_ARRAY_INTERFACES)
+
+
+def _answering(cls: type) -> bool:
+    """Whether objects of `cls` may answer numpy's array interface: only a class whose own
+    code answers attributes (`__getattr__`, `__getattribute__`: numpy's `BagObj` hands out any
+    key of a dict in its state) or that defines the interface itself can (a rebuilt object's
+    state holds no dunder names)."""
+    return any(name in vars(klass) for klass in cls.__mro__[:-1] for name in _ANSWERING)
+
+
+def _array_interface(value: object) -> bool:
+    """Whether an object rebuilt from state answers numpy's array interface (asked once its
+    state is checked; what its code raises is a no)."""
+    for name in _ARRAY_INTERFACES:
+        try:
+            getattr(value, name)
+        except Exception:
+            continue
+        return True
+    return False
 
 
 def _looked_into(item: object) -> bool:
