@@ -244,11 +244,7 @@ def test_code_comes_back_only_where_this_side_sent_it() -> None:
     data = wire.dumps([Plain(len, helper), Plain(1, scale), len], sent=sent)
     assert sent == {(ME, "Plain", "a"): {id(len): len},
                     (ME, "Plain", "b"): {id(helper): helper, id(scale): scale, ("of", id(Scale)): Scale}}
-
-    def code(place: tuple[str, str, str], found: object, rebuilt: bool) -> bool:
-        key = ("of", id(type(found))) if rebuilt else id(found)
-        return sent.get(place, {}).get(key) is (type(found) if rebuilt else found)
-
+    code = _judge_code(sent)
     with pytest.raises(wire.WireError, match="crosses as a handle"):
         wire.loads(data, judge, code=code)  # `len` on its own: the resolver's rule
     back = wire.loads(wire.dumps([Plain(len, helper), Plain(1, Scale(3))]), judge, code=code)

@@ -44,9 +44,14 @@ def prune(drafts: list[Draft], pruner: Checker, options: MineOptions, say: Progr
     for _ in range(MAX_REPAIRS + MAX_RESUMES + 1):
         runs = pruner.executions([d.task for d in pending], variants=("reference",))
         results.update(runs)
-        repaired = [draft for draft in pending if _repair(draft, runs[draft.task.task_id].outcomes["reference"])]
-        resumed = [draft for draft in pending if draft not in repaired
-                   and _resume(draft, runs[draft.task.task_id].outcomes["reference"])]
+        repaired: list[Draft] = []
+        resumed: list[Draft] = []
+        for draft in pending:  # a repaired context runs again first; resumed once it runs
+            reference = runs[draft.task.task_id].outcomes["reference"]
+            if _repair(draft, reference):
+                repaired.append(draft)
+            elif _resume(draft, reference):
+                resumed.append(draft)
         if not repaired and not resumed:
             break
         if repaired:

@@ -61,7 +61,7 @@ import sys
 import types
 import uuid
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 MAX_DEPTH = 300
 _MAGIC, _VERSION = "knowbench-wire", 1
@@ -787,8 +787,9 @@ def dumps(value: object, path: str = "value",
     object under when `obj` is this side's stand-in for it (sent as `["yours", number]`), else
     None. `sent`, when given, is filled with the callables (functions, classes, handles) sent in
     objects' state, by (module, class, attribute), then id (and `("of", id(its class))` for a
-    callable object): what the other side may send back there (see `loads`' `code`). `named`: functions that cross by name even where `functions`
-    is False (those the other side named, by id: they go back as they came). `classes`, when
+    callable object): what the other side may send back there (see `loads`' `code`). `named`:
+    functions that cross by name even where `functions` is False (those the other side named,
+    by id: they go back as they came). `classes`, when
     given, is filled with the classes of the objects sent by value (by id): what the other side
     may name back (see `loads`); a class sent only as a value (a factory) is not one."""
     encoder = _Encoder(handles, functions, returned, sent, named, classes)
@@ -842,11 +843,9 @@ class _Decoder:
         self.classes = classes  # see `loads`
         self.place: tuple[str, str, str] | None = None  # (module, class, attribute) being decoded
         self.values_node: object = None  # the node `pd_values` is decoding
-        # `obj`: (module, class name, the state given), checked again at the end
-        self.rebuilt: list[tuple[str, str, dict]] = []
-        self.rebuilt_ids: set[int] = set()
+        # `obj`: id(rebuilt object) -> (module, class name, the state given), checked again at the end
+        self.rebuilt: dict[int, tuple[str, str, dict]] = {}
         self.pending: set[int] = set()  # rebuilt objects whose state is not checked yet
-        self.states: dict[int, tuple[str, str, dict]] = {}  # id(rebuilt object) -> (module, class, state)
         self.relaxed: dict[int, object] = {}  # functions named in an object's state (`_dec_global`)
         self.memo: list[object] = []
         self.depth = 0
@@ -873,7 +872,7 @@ class _Decoder:
         value = self.dec(node)
         # (never a rebuilt object: `isinstance` reads its `__class__`, its class's code, maybe
         # before its state is checked; no value taken here is ever one)
-        _need(id(value) not in self.rebuilt_ids and isinstance(value, kinds), f"{what} has the wrong type")
+        _need(id(value) not in self.rebuilt and isinstance(value, kinds), f"{what} has the wrong type")
         return value
 
     def codes(self, node: object) -> object:
@@ -895,7 +894,7 @@ class _Decoder:
             # A function named in an object's state is that place's only: met again (itself,
             # or inside a container met again), it must be where it may be too.
             code, place = self.code, self.place
-            where = _holds_code(value, rebuilt=self.rebuilt_ids, allowed=lambda found, rebuilt: (
+            where = _holds_code(value, rebuilt=self.rebuilt, allowed=lambda found, rebuilt: (
                 rebuilt or self.relaxed.get(id(found)) is not found
                 or (place is not None and code is not None and code(place, found, False))))
             _need(where is None, "a function named in an object's state is used elsewhere")
@@ -914,7 +913,7 @@ class _Decoder:
         through a reference, may have grown since): through containers, slices, and the state
         of rebuilt objects (whose own methods, run on it, read their attributes), each of
         which is checked again here."""
-        if not self.rebuilt_ids:
+        if not self.rebuilt:
             return
         stack, seen = [value], set()
         while stack:
@@ -924,8 +923,8 @@ class _Decoder:
             seen.add(id(item))
             _need(id(item) not in self.pending, "an object is hashed or read before its state is checked")
             kind = type(item)
-            if id(item) in self.rebuilt_ids:  # (first: `isinstance` would read its __class__)
-                self.check_state(*self.states[id(item)])
+            if id(item) in self.rebuilt:  # (first: `isinstance` would read its __class__)
+                self.check_state(*self.rebuilt[id(item)])
                 _, has_dict, slots = _layout(kind)
                 if has_dict:
                     stack.extend(object.__getattribute__(item, "__dict__").values())
@@ -1005,12 +1004,10 @@ class _Decoder:
         _need(type(ndict) is int and 0 <= 2 * ndict <= len(pairs) and len(pairs) % 2 == 0,
               "obj: bad state size")
         value = self.register(nid, object.__new__(cls))
-        self.rebuilt_ids.add(id(value))
         self.pending.add(id(value))
         namespace = object.__getattribute__(value, "__dict__") if has_dict else None
         state: dict = {}
-        self.rebuilt.append((module, qualname, state))
-        self.states[id(value)] = (module, qualname, state)
+        self.rebuilt[id(value)] = (module, qualname, state)
         outer = self.place
         try:
             for i in range(0, len(pairs), 2):
@@ -1092,7 +1089,7 @@ class _Decoder:
         included), and one under the name of a method would stand in for it. Unless the `code`
         hook accepts it at that place (the judge's: what it sent there itself). Checked once
         the whole value is decoded, so that a reference filled in later is seen too."""
-        for module, qualname, state in self.rebuilt:
+        for module, qualname, state in self.rebuilt.values():
             self.check_state(module, qualname, state)
 
     def check_state(self, module: str, qualname: str, state: dict) -> None:
@@ -1101,7 +1098,7 @@ class _Decoder:
         code = self.code
         for name, item in state.items():
             allowed = None if code is None else functools.partial(code, (module, qualname, name))
-            where = _holds_code(item, rebuilt=self.rebuilt_ids, allowed=allowed)
+            where = _holds_code(item, rebuilt=self.rebuilt, allowed=allowed)
             _need(where is None, f"{qualname}.{name}{where or ''}: the state of a rebuilt "
                   "object cannot hold functions, classes or handles"[:200])
 
@@ -1241,7 +1238,7 @@ _PLACE_TAGS = frozenset({"list", "tuple", "set", "frozenset", "dict", "odict", "
                          "deque", "nt", "ss", "ndo", "cyc", "ref", "global", "handle", "yours", "obj"})
 
 
-def _holds_code(value: object, limit: int = 1_000_000, rebuilt: frozenset[int] | set[int] = frozenset(),
+def _holds_code(value: object, limit: int = 1_000_000, rebuilt: Collection[int] = frozenset(),
                 allowed: Callable[[object, bool], bool] | None = None) -> str | None:
     """Where in `value` (through lists, tuples, sets and dicts, numpy object arrays) a callable
     is: "" for `value` itself, "[i]" and so on, or None where there is none. Rebuilt objects
@@ -1606,10 +1603,10 @@ def loads(data: bytes, resolver: Resolver,
     says whether a rebuilt object of that class may hold that callable (a function, a class, a
     handle, or, `rebuilt` True, a callable object rebuilt from state) in that attribute,
     however deep (without the hook, none may; with it, a function may be named there even
-    where the resolver names none). `named`, when given, is filled
-    with the functions and classes the document named, by id. `classes` (by id: the classes this
-    side sent, `dumps`' `classes`) may be named from any loaded module but a testing
-    framework's, not only from those `resolver` allows."""
+    where the resolver names none). `named`, when given, is filled with the functions and
+    classes the document named, by id. `classes` (by id: the classes this side sent, `dumps`'
+    `classes`) may be named from any loaded module but a testing framework's, not only from
+    those `resolver` allows."""
     _need(isinstance(data, (bytes, bytearray, memoryview)), "data must be bytes")
     try:
         tree = json.loads(bytes(data).decode("utf-8"), parse_constant=_reject_constant)
