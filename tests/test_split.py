@@ -520,6 +520,149 @@ def test_an_object_of_the_tests_comes_back_as_itself(split_engine: Engine) -> No
     assert result.status == "pass", [(t.id, t.message[-400:]) for t in result.tests]
 
 
+VIEWS = """
+    def merge_into(base, extra, factory):
+        out = factory()
+        out.update(base)
+        for key in extra:
+            out[key] = extra[key]
+        if "drop" in out:
+            del out["drop"]
+        return out, len(out), bool(out), out.size
+
+
+    def first_two(items):
+        return [next(items), next(items)]
+
+
+    def total(items):
+        return sum(x for x in items)
+"""
+VIEWS_TESTS = """
+    class Table:
+        def __init__(self, *args):
+            self._rows = dict(*args)
+
+        def __getitem__(self, key):
+            return self._rows[key]
+
+        def __setitem__(self, key, value):
+            self._rows[key] = value
+
+        def __delitem__(self, key):
+            del self._rows[key]
+
+        def __iter__(self):
+            return iter(self._rows)
+
+        def __len__(self):
+            return len(self._rows)
+
+        def __contains__(self, key):
+            return key in self._rows
+
+        def update(self, other):
+            for key in other:
+                self[key] = other[key]
+
+        @property
+        def size(self):
+            return len(self._rows)
+
+
+    def test_an_object_of_the_tests_is_used_where_it_lives():
+        made = []
+
+        def factory():
+            made.append(Table())
+            return made[-1]
+
+        out, size, truth, also = merge_into(Table({"a": 1, "drop": 0}), Table({"b": 2}), factory)
+        assert out is made[0] and out._rows == {"a": 1, "b": 2} and (size, truth, also) == (2, True, 2)
+
+
+"""
+VIEWS_TESTS_OF = {"merge_into": VIEWS_TESTS, "first_two": """
+    def test_an_iterator_of_the_tests_advances_by_what_the_candidate_took():
+        items = iter([1, 2, 3, 4])
+        assert first_two(items) == [1, 2]
+        assert next(items) == 3
+""", "total": """
+    def test_a_generator_of_the_tests_runs_in_their_process():
+        def numbers():
+            yield from range(5)
+
+        assert total(numbers()) == 10
+"""}
+
+
+def test_an_object_of_the_tests_reaches_the_candidate_as_a_view(split_engine: Engine) -> None:
+    """An object the tests hand over that cannot cross by value (an object of a class they
+    define, an iterator) is a view in the candidate's process: its attributes, items, length,
+    truth and iteration are done on the tests' object, so the candidate's changes are made
+    there and an iterator advances by exactly what the candidate consumed."""
+    for entry_point in ("merge_into", "first_two", "total"):
+        tests = VIEWS_TESTS_OF[entry_point]
+        result = run(split_engine, VIEWS.replace("def ", "def _").replace(f"def _{entry_point}", f"def {entry_point}"),
+                     tests, entry_point)
+        assert result.isolation == "split"
+        assert result.status == "pass", [(t.id, t.message[-1500:]) for t in result.tests]
+
+
+PROBE = """
+    import sys
+
+
+    def probe(obj, op, name, args):
+        split = sys.modules["knowbench_split"]
+        peer = object.__getattribute__(obj, "_knowbench_peer")
+        number = object.__getattribute__(obj, "_knowbench_number")
+        arguments, keywords = tuple(args), ({"x": 1} if op == "keywords" else {})
+        reply = peer.call("op", (number, "getitem" if op == "keywords" else op, name), arguments, keywords)
+        return split.settle(peer, reply, arguments, keywords, None)
+"""
+
+
+@pytest.mark.parametrize(("given", "op", "name", "args", "refused"), [
+    ("Box()", "getattr", "__class__", [], "no dunder attribute"),
+    ("Box()", "getattr", "__dict__", [], "no dunder attribute"),
+    ("Box()", "setattr", "items", [[]], "no such operation"),
+    ("Box()", "getitem", None, [], "takes 1 argument"),
+    ("Box()", "keywords", None, [0], "no such operation"),
+    ("numbers()", "getattr", "gi_frame", [], "can be passed back, not used"),
+    ("self", "getattr", "assertEqual", [], "can be passed back, not used"),
+    ("threading.Lock()", "getattr", "release", [], "can be passed back, not used"),
+], ids=["class", "dict", "setattr", "arity", "keywords", "generator-frame", "test-case", "library-object"])
+def test_a_view_does_only_what_the_judge_allows(split_engine: Engine, given: str, op: str, name: str | None,
+                                                args: list, refused: str) -> None:
+    """A candidate that sends its own requests for a view (not through `RemoteView`) is
+    refused what the view does not offer: dunder attributes (the way to the tests' module),
+    setting attributes, anything on a test case, a library's object or an iterator's frame."""
+    tests = dedent(f"""
+        import threading
+        import unittest
+
+        SECRET = "what the tests expect"
+
+
+        class Box:
+            def __init__(self):
+                self.items = []
+
+
+        def numbers():
+            yield SECRET
+
+
+        class TestProbe(unittest.TestCase):
+            def test_probe(self):
+                self.assertEqual(probe({given}, {op!r}, {name!r}, {args!r}), SECRET)
+    """)
+    [outcome] = run(split_engine, PROBE, tests, "probe").tests
+    assert (outcome.status, outcome.reason) == ("error", "cannot-cross"), outcome.message[-800:]
+    assert refused in outcome.message, outcome.message[-800:]
+
+
 METER = """
     class Scale:
         def __init__(self, factor):

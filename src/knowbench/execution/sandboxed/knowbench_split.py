@@ -16,6 +16,7 @@ import functools
 import importlib
 import inspect
 import io
+import operator
 import os
 import signal
 import struct
@@ -141,9 +142,15 @@ class Peer:
             return None
         for index, known in enumerate(self.exported):
             if known is obj:
-                return index
-        self.exported.append(obj)
-        return len(self.exported) - 1
+                break
+        else:
+            self.exported.append(obj)
+            index = len(self.exported) - 1
+        # The judge's objects that are not functions reach the candidate as views (`RemoteView`)
+        # with the protocol the object has; the judge decides each operation (`_operation`).
+        if self.entry is not None or isinstance(obj, _CALLABLE_KINDS):
+            return index
+        return index, " ".join(("view", *_protocol(obj)))
 
     def dumps(self, value, path="the value"):
         # The candidate's functions never cross by name: named, the judge would hold the real
@@ -174,11 +181,15 @@ class Peer:
             return known.get(("of", id(type(found)))) is type(found)
         return known.get(id(found)) is found
 
-    def stand_in(self, number):
-        """This side's stand-in for the other side's object `number` (one per object)."""
+    def stand_in(self, number, view=None):
+        """This side's stand-in for the other side's object `number` (one per object): a
+        function that calls it there, or, on the candidate's side, for an object of the
+        judge's that is not a function (`view`: "view" and the operations it has), a
+        `RemoteView` of it. The candidate exports only callables: the judge makes no view."""
         made = self.stand_ins.get(number)
         if made is None:
-            made = self.stand_ins[number] = remote_callable(self, number)
+            made = self.stand_ins[number] = (_view_class(view)(self, number) if view and self.entry is not None
+                                             else remote_callable(self, number))
             self.stand_in_numbers[id(made)] = (made, number)
         return made
 
@@ -227,11 +238,19 @@ class Peer:
                 function = self.exported[target]
                 if not isinstance(function, _CALLABLE_KINDS) and self.entry is None:
                     raise TypeError("an object of the tests can be passed back, not called")
+            elif (kind == "op" and self.entry is None and type(target) is tuple and len(target) == 3
+                    and type(target[0]) is int and 0 <= target[0] < len(self.exported)):
+                function = _operation(self.exported[target[0]], target[1], target[2], len(args), kwargs)
             else:
                 raise TypeError(f"this side does not answer {kind!r} requests")
         except Exception as error:
-            return wire.dumps(("cannot-cross", f"the call could not be rebuilt: {error}"))
-        return _answer(self, function, args, kwargs)
+            message = f"the call could not be rebuilt: {error}"
+            if isinstance(self, Channel) and self.problem is None:
+                # The test fails as one the judge could not serve, whatever the candidate
+                # does with the refusal.
+                self.problem = (CrossingFailed.reason, message)
+            return wire.dumps(("cannot-cross", message))
+        return _answer(self, function, args, kwargs, drain=kind != "op")
 
     def call(self, kind, target, args, kwargs):
         """Call across; return the reply as a message (see _answer)."""
@@ -242,6 +261,153 @@ class Peer:
 # define __call__ (a test case's __call__ runs the test; a mock records whatever it is given).
 _CALLABLE_KINDS = (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
                    types.BuiltinMethodType, functools.partial)
+
+
+class RemoteView:
+    """The candidate's stand-in for an object of the judge's that is not a function (an
+    object of a class the tests define, an iterator they pass): each use of it is one
+    operation done there, on the tests' object, by value both ways (`_operation` says which
+    the judge does). Handed back, it is the tests' object again. Its class has the protocol
+    the object's has (`_protocol`: items, length, iteration...), no more, so that code that
+    asks `hasattr(x, "__len__")` is told what it would be told in-process. No dunder attribute
+    is read across: Python asks objects for those (`__deepcopy__`, `__array__`) as probes."""
+
+    __slots__ = ("_knowbench_peer", "_knowbench_number", "__weakref__")
+
+    def __init__(self, peer, number):
+        object.__setattr__(self, "_knowbench_peer", peer)
+        object.__setattr__(self, "_knowbench_number", number)
+
+    def _knowbench_do(self, op, name=None, *args):
+        peer = object.__getattribute__(self, "_knowbench_peer")
+        number = object.__getattribute__(self, "_knowbench_number")
+        try:
+            reply = peer.call("op", (number, op, name), args, {})
+        except wire.Unencodable as error:
+            raise TypeError(f"the operation cannot cross: {error}") from None
+        return settle(peer, reply, args, {}, None)
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return self._knowbench_do("getattr", name)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"an object of the tests cannot be given attributes by the candidate ({name})")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"an object of the tests cannot lose attributes to the candidate ({name})")
+
+    def __repr__(self):
+        return f"<object #{object.__getattribute__(self, '_knowbench_number')} of the tests' process>"
+
+
+# What a view does there: {operation: (the special method that gives it, its argument count,
+# what does it, whether an iterator's)}.
+_OPERATIONS = {
+    "getitem": ("__getitem__", 1, operator.getitem, False), "setitem": ("__setitem__", 2, operator.setitem, False),
+    "delitem": ("__delitem__", 1, operator.delitem, False), "len": ("__len__", 0, len, False),
+    "contains": ("__contains__", 1, operator.contains, False), "bool": ("__bool__", 0, bool, False),
+    "iter": ("__iter__", 0, iter, True), "next": ("__next__", 0, next, True),
+}
+
+
+def _view_method(op):
+    special, count, _, _ = _OPERATIONS[op]
+
+    def method(self, *args):
+        if len(args) != count:
+            raise TypeError(f"{special} takes {count} argument(s)")
+        return self._knowbench_do(op, None, *args)
+
+    method.__name__ = special
+    return method
+
+
+_VIEW_CLASSES = {}
+
+
+def _view_class(view):
+    """The candidate's class of views that do the operations `view` names ("view OP ...")."""
+    made = _VIEW_CLASSES.get(view)
+    if made is None:
+        ops = view.split(" ")[1:]
+        made = _VIEW_CLASSES[view] = type("RemoteView", (RemoteView,), {
+            "__slots__": (), **{_OPERATIONS[op][0]: _view_method(op) for op in ops if op in _OPERATIONS}})
+    return made
+
+
+def _protocol(obj):
+    """The operations a view of the tests' object `obj` offers: those of `_OPERATIONS` its
+    class has (an iterator's two, or those of a class the tests define)."""
+    kind = type(obj)
+    if not _tests_class(kind):
+        return ("iter", "next") if _is_iterator(kind) else ()
+    return tuple(op for op, (special, _, _, _) in _OPERATIONS.items() if _has_special(kind, special))
+
+
+def _has_special(kind, special):
+    try:
+        return inspect.getattr_static(kind, special, None) is not None
+    except Exception:
+        return False
+
+
+def _operation(obj, op, name, count, kwargs):
+    """The judge's: what a view's operation `op` on the tests' object `obj` does, as a
+    function of the operation's arguments; TypeError when the judge does not do it.
+
+    - An object of a class the tests define (not a testing framework's subclass) answers
+      attribute reads (no dunder: `__dict__`, `__class__`, `__globals__` would reach the
+      tests' module), items, length, membership, truth and iteration: its own code runs, on
+      what the candidate sends by value, as a callback of the tests' would. A method read is
+      a function the candidate can call; nothing else it reaches answers more than this.
+    - An iterator (a generator, `iter(...)` of a list) is advanced, one item per request, so
+      that the tests see exactly what the candidate consumed.
+    - Nothing is ever set as an attribute: a test case's assertion or a method replaced
+      would answer for the candidate.
+    - Anything else (a library's object, a module, a class, a frame) is only passed back."""
+    if (op != "getattr" and op not in _OPERATIONS) or type(kwargs) is not dict or kwargs:
+        raise TypeError(f"no such operation: {str(op)[:40]!r}")
+    _, arity, does, iterating = _OPERATIONS.get(op, (None, 0, None, False))
+    if count != arity:
+        raise TypeError(f"{op} takes {arity} argument(s)")
+    kind = type(obj)
+    if iterating and _is_iterator(kind):
+        return (lambda: next(obj)) if op == "next" else (lambda: obj)
+    if not _tests_class(kind):
+        raise TypeError(f"an object of the tests ({_kind_name(kind)}) can be passed back, not used")
+    if op == "getattr":
+        if type(name) is not str or (name.startswith("__") and name.endswith("__")):
+            raise TypeError("no dunder attribute of the tests' objects crosses")
+        return lambda: getattr(obj, name)
+    return lambda *args: does(obj, *args)
+
+
+def _is_iterator(kind):
+    try:
+        return callable(inspect.getattr_static(kind, "__next__", None))
+    except Exception:
+        return False
+
+
+def _tests_class(kind):
+    """Whether `kind` is a class the tests define, none of whose bases is a testing framework's
+    or knowbench's (a test case, a mock, a fixture's object)."""
+    try:
+        mro = type.__dict__["__mro__"].__get__(kind)
+        return (type.__dict__["__module__"].__get__(kind) == wire.TESTS_MODULE
+                and not any(wire.testing_module(str(type.__dict__["__module__"].__get__(base)))
+                            for base in mro[1:]))
+    except Exception:
+        return False
+
+
+def _kind_name(kind):
+    try:
+        return str(type.__dict__["__qualname__"].__get__(kind))[:80]
+    except Exception:
+        return "an object"
 
 
 def remote_callable(peer, number):
@@ -1540,8 +1706,9 @@ def _fork_for_item(fd, fork_limits):
 _COPY_ENDED = 86
 
 
-def _answer(peer, function, args, kwargs):
-    """Run one call here and encode what it did: a reply message (see `settle`)."""
+def _answer(peer, function, args, kwargs, drain=True):
+    """Run one call here and encode what it did: a reply message (see `settle`). `drain`
+    False (a view's operation): an iterator comes back as a view, advanced on request."""
     awaited = False
     if type(function) is tuple:  # the entry point: (function, awaited)
         function, awaited = function
@@ -1567,7 +1734,7 @@ def _answer(peer, function, args, kwargs):
 
                 result = asyncio.run(result)
             outcome = ("return", result)
-            if _is_lazy(result):
+            if drain and _is_lazy(result):
                 # Iterators and generators cannot cross alive: drained here (bounded), while
                 # the call's output, warnings and log records are still taken, and the other
                 # side replays the items and then the exception they ended with.
@@ -1647,7 +1814,7 @@ def _framed(reply):
 def _is_lazy(value):
     """An iterator (generator, map, zip, ...): not a value, and not something that crosses."""
     return (hasattr(type(value), "__next__") and hasattr(type(value), "__iter__")
-            and not isinstance(value, (str, bytes, bytearray, list, tuple, dict, set, frozenset)))
+            and not isinstance(value, (str, bytes, bytearray, list, tuple, dict, set, frozenset, RemoteView)))
 
 
 def _drain(iterator):

@@ -33,7 +33,10 @@ objects that cannot cross by value) can cross as `["handle", id]` when both side
 hook (`dumps(..., handles=...)` gives the id, `loads(..., handles=...)` gives the object). What a
 handle stands for, and what calling it does, is the caller's policy; a decoder given no hook
 refuses handle nodes, so a document cannot smuggle one in. A handle node takes the next memo id,
-like a mutable container, so the same callable met again is `["ref", id]`.
+like a mutable container, so the same callable met again is `["ref", id]`. The hook may give
+`(id, "view OP ...")` for an object that is not a function: the node is `["handle", id, "view
+OP ..."]`, and the receiver's hook is called as `handles(id, view="view OP ...")` (split: a view
+of the tests' object that does those operations there, see knowbench_split.RemoteView).
 
 A handle goes back as the object it stands for: the sender's `returned(obj)` hook gives the
 number the other side exported a stand-in under, and the value crosses as `["yours", id]`,
@@ -460,10 +463,13 @@ class _Encoder:
             handle = self.handles(v) if self.handles is not None else None
             if handle is None:
                 raise
+        view = None
+        if type(handle) is tuple and len(handle) == 2 and type(handle[1]) is str and _is_view(handle[1]):
+            handle, view = handle
         if type(handle) is not int or not 0 <= handle < _SAFE_INT:
             raise TypeError(f"the handles hook returned {handle!r}, not an int in [0, 2**53)")
         self.new_id(v)  # met again in this document, it is ["ref", id]: the hook is not asked
-        return ["handle", handle]
+        return ["handle", handle] if view is None else ["handle", handle, view]
 
     def other(self, v: object) -> object:
         """Values whose exact type is not in _ENCODERS, by value or by name."""
@@ -1415,10 +1421,18 @@ def _dec_path(d: _Decoder, node: list) -> object:
 
 
 def _dec_handle(d: _Decoder, node: list) -> object:
-    (handle,) = _fields(node, 1)
+    handle, *kind = _fields(node, 1, at_least=True)
     _need(d.handles is not None, "handle: this decoder was given no handles")
     _need(type(handle) is int and 0 <= handle < _SAFE_INT, "handle: bad id")
-    return d.register(len(d.memo), d.handles(handle))  # takes the next memo id, see dumps
+    _need(not kind or (len(kind) == 1 and type(kind[0]) is str and _is_view(kind[0])), "handle: bad kind")
+    # takes the next memo id, see dumps
+    return d.register(len(d.memo), d.handles(handle, view=kind[0]) if kind else d.handles(handle))
+
+
+def _is_view(kind: str) -> bool:
+    """`view` and the names of what the view does, space-separated (see `loads`)."""
+    words = kind.split(" ")
+    return words[0] == "view" and len(kind) <= 200 and all(word.isidentifier() for word in words)
 
 
 def _dec_yours(d: _Decoder, node: list) -> object:
