@@ -528,7 +528,8 @@ VIEWS = """
             out[key] = extra[key]
         if "drop" in out:
             del out["drop"]
-        return out, len(out), bool(out), out.size
+        seen = {base: 1}  # (a Table hashes by identity; a Row is unhashable, as in-process)
+        return out, len(out), bool(out), out.size, repr(out), out == extra, out != extra, seen[base]
 
 
     def first_two(items):
@@ -569,6 +570,14 @@ VIEWS_TESTS = """
         def size(self):
             return len(self._rows)
 
+        def __repr__(self):
+            return f"Table({self._rows})"
+
+        def __eq__(self, other):
+            return isinstance(other, Table) and self._rows == other._rows
+
+        __hash__ = object.__hash__
+
 
     def test_an_object_of_the_tests_is_used_where_it_lives():
         made = []
@@ -577,8 +586,11 @@ VIEWS_TESTS = """
             made.append(Table())
             return made[-1]
 
-        out, size, truth, also = merge_into(Table({"a": 1, "drop": 0}), Table({"b": 2}), factory)
+        out, size, truth, also, text, same, differs, seen = merge_into(Table({"a": 1, "drop": 0}),
+                                                                      Table({"b": 2}), factory)
         assert out is made[0] and out._rows == {"a": 1, "b": 2} and (size, truth, also) == (2, True, 2)
+        assert (text, same, differs, seen) == ("Table({'a': 1, 'b': 2})", False, True, 1)
+        assert merge_into(Table(), Table({"b": 2}), factory)[5:7] == (True, False)
 
 
 """

@@ -140,10 +140,8 @@ class Peer:
         """
         if self.entry is not None and not callable(obj):
             return None
-        for index, known in enumerate(self.exported):
-            if known is obj:
-                break
-        else:
+        index = next((number for number, known in enumerate(self.exported) if known is obj), None)
+        if index is None:
             self.exported.append(obj)
             index = len(self.exported) - 1
         # The judge's objects that are not functions reach the candidate as views (`RemoteView`)
@@ -272,7 +270,7 @@ class RemoteView:
     asks `hasattr(x, "__len__")` is told what it would be told in-process. No dunder attribute
     is read across: Python asks objects for those (`__deepcopy__`, `__array__`) as probes."""
 
-    __slots__ = ("_knowbench_peer", "_knowbench_number", "__weakref__")
+    __slots__ = ("__weakref__", "_knowbench_number", "_knowbench_peer")
 
     def __init__(self, peer, number):
         object.__setattr__(self, "_knowbench_peer", peer)
@@ -303,12 +301,16 @@ class RemoteView:
 
 
 # What a view does there: {operation: (the special method that gives it, its argument count,
-# what does it, whether an iterator's)}.
+# what does it, whether an iterator's)}. A view's class has those its object's class defines
+# below `object` (comparison, hash and text included: a view of a class that keeps `object`'s
+# compares and hashes by identity, as the object does).
 _OPERATIONS = {
     "getitem": ("__getitem__", 1, operator.getitem, False), "setitem": ("__setitem__", 2, operator.setitem, False),
     "delitem": ("__delitem__", 1, operator.delitem, False), "len": ("__len__", 0, len, False),
     "contains": ("__contains__", 1, operator.contains, False), "bool": ("__bool__", 0, bool, False),
     "iter": ("__iter__", 0, iter, True), "next": ("__next__", 0, next, True),
+    "eq": ("__eq__", 1, operator.eq, False), "ne": ("__ne__", 1, operator.ne, False),
+    "hash": ("__hash__", 0, hash, False), "repr": ("__repr__", 0, repr, False), "str": ("__str__", 0, str, False),
 }
 
 
@@ -332,8 +334,10 @@ def _view_class(view):
     made = _VIEW_CLASSES.get(view)
     if made is None:
         ops = view.split(" ")[1:]
+        # (A class that defines __eq__ and no __hash__ is unhashable, the view's as the object's.)
         made = _VIEW_CLASSES[view] = type("RemoteView", (RemoteView,), {
-            "__slots__": (), **{_OPERATIONS[op][0]: _view_method(op) for op in ops if op in _OPERATIONS}})
+            "__slots__": (), **({"__hash__": None} if "unhashable" in ops else {}),
+            **{_OPERATIONS[op][0]: _view_method(op) for op in ops if op in _OPERATIONS}})
     return made
 
 
@@ -343,14 +347,25 @@ def _protocol(obj):
     kind = type(obj)
     if not _tests_class(kind):
         return ("iter", "next") if _is_iterator(kind) else ()
-    return tuple(op for op, (special, _, _, _) in _OPERATIONS.items() if _has_special(kind, special))
+    found = {op: _special(kind, special) for op, (special, _, _, _) in _OPERATIONS.items()}
+    ops = tuple(op for op, there in found.items() if there not in (None, _UNHASHABLE))
+    return (*ops, "unhashable") if found["hash"] is _UNHASHABLE else ops
 
 
-def _has_special(kind, special):
+_UNHASHABLE = object()
+
+
+def _special(kind, special):
+    """The special method `kind` has below `object` (None when only `object`'s, or none);
+    `_UNHASHABLE` for a `__hash__` set to None."""
     try:
-        return inspect.getattr_static(kind, special, None) is not None
+        for base in type.__dict__["__mro__"].__get__(kind)[:-1]:
+            space = type.__dict__["__dict__"].__get__(base)
+            if special in space:
+                return _UNHASHABLE if space[special] is None else space[special]
     except Exception:
-        return False
+        return None
+    return None
 
 
 def _operation(obj, op, name, count, kwargs):
