@@ -526,6 +526,8 @@ VIEWS = """
         out.update(base)
         for key in extra:
             out[key] = extra[key]
+        for key, value in extra.items():
+            out[key] = value + 1
         if "drop" in out:
             del out["drop"]
         seen = {base: 1}  # (a Table hashes by identity; a Row is unhashable, as in-process)
@@ -538,6 +540,10 @@ VIEWS = """
 
     def total(items):
         return sum(x for x in items)
+
+
+    def apply_all(function, items):
+        return [function(item, times=2) for item in items]
 """
 VIEWS_TESTS = """
     class Table:
@@ -566,6 +572,9 @@ VIEWS_TESTS = """
             for key in other:
                 self[key] = other[key]
 
+        def items(self):
+            return self._rows.items()
+
         @property
         def size(self):
             return len(self._rows)
@@ -588,9 +597,9 @@ VIEWS_TESTS = """
 
         out, size, truth, also, text, same, differs, seen = merge_into(Table({"a": 1, "drop": 0}),
                                                                       Table({"b": 2}), factory)
-        assert out is made[0] and out._rows == {"a": 1, "b": 2} and (size, truth, also) == (2, True, 2)
-        assert (text, same, differs, seen) == ("Table({'a': 1, 'b': 2})", False, True, 1)
-        assert merge_into(Table(), Table({"b": 2}), factory)[5:7] == (True, False)
+        assert out is made[0] and out._rows == {"a": 1, "b": 3} and (size, truth, also) == (2, True, 2)
+        assert (text, same, differs, seen) == ("Table({'a': 1, 'b': 3})", False, True, 1)
+        assert merge_into(Table(), Table(), factory)[5:7] == (True, False)
 
 
 """
@@ -599,6 +608,17 @@ VIEWS_TESTS_OF = {"merge_into": VIEWS_TESTS, "first_two": """
         items = iter([1, 2, 3, 4])
         assert first_two(items) == [1, 2]
         assert next(items) == 3
+""", "apply_all": """
+    class Scale:
+        def __init__(self, factor):
+            self.factor = factor
+
+        def __call__(self, value, times=1):
+            return self.factor * value * times
+
+
+    def test_a_callable_object_of_the_tests_is_called_where_it_lives():
+        assert apply_all(Scale(3), iter([1, 2])) == [6, 12]
 """, "total": """
     def test_a_generator_of_the_tests_runs_in_their_process():
         def numbers():
@@ -613,7 +633,7 @@ def test_an_object_of_the_tests_reaches_the_candidate_as_a_view(split_engine: En
     define, an iterator) is a view in the candidate's process: its attributes, items, length,
     truth and iteration are done on the tests' object, so the candidate's changes are made
     there and an iterator advances by exactly what the candidate consumed."""
-    for entry_point in ("merge_into", "first_two", "total"):
+    for entry_point in ("merge_into", "first_two", "total", "apply_all"):
         tests = VIEWS_TESTS_OF[entry_point]
         result = run(split_engine, VIEWS.replace("def ", "def _").replace(f"def _{entry_point}", f"def {entry_point}"),
                      tests, entry_point)

@@ -11,6 +11,7 @@ Stdlib only (plus `knowbench_wire`, which lives beside it): runs inside the sand
 """
 
 import builtins
+import collections.abc
 import errno
 import functools
 import importlib
@@ -276,14 +277,15 @@ class RemoteView:
         object.__setattr__(self, "_knowbench_peer", peer)
         object.__setattr__(self, "_knowbench_number", number)
 
-    def _knowbench_do(self, op, name=None, *args):
+    def _knowbench_do(self, op, name=None, args=(), kwargs=None):
         peer = object.__getattribute__(self, "_knowbench_peer")
         number = object.__getattribute__(self, "_knowbench_number")
+        kwargs = {} if kwargs is None else kwargs
         try:
-            reply = peer.call("op", (number, op, name), args, {})
+            reply = peer.call("op", (number, op, name), args, kwargs)
         except wire.Unencodable as error:
             raise TypeError(f"the operation cannot cross: {error}") from None
-        return settle(peer, reply, args, {}, None)
+        return settle(peer, reply, args, kwargs, None)
 
     def __getattr__(self, name):
         if name.startswith("__") and name.endswith("__"):
@@ -311,16 +313,26 @@ _OPERATIONS = {
     "iter": ("__iter__", 0, iter, True), "next": ("__next__", 0, next, True),
     "eq": ("__eq__", 1, operator.eq, False), "ne": ("__ne__", 1, operator.ne, False),
     "hash": ("__hash__", 0, hash, False), "repr": ("__repr__", 0, repr, False), "str": ("__str__", 0, str, False),
+    "call": ("__call__", None, None, False),
 }
+# What a view of a dict's keys, values or items (the tests' object's `keys()`) does: it only
+# reads the dict, as iterating it in the tests' process would.
+_CONTAINER_VIEWS = frozenset({type({}.keys()), type({}.values()), type({}.items()),
+                              collections.abc.KeysView, collections.abc.ValuesView, collections.abc.ItemsView})
+_CONTAINER_OPS = ("len", "contains", "iter")
 
 
 def _view_method(op):
     special, count, _, _ = _OPERATIONS[op]
 
-    def method(self, *args):
-        if len(args) != count:
-            raise TypeError(f"{special} takes {count} argument(s)")
-        return self._knowbench_do(op, None, *args)
+    if count is None:  # a call: any arguments
+        def method(self, *args, **kwargs):
+            return self._knowbench_do(op, None, args, kwargs)
+    else:
+        def method(self, *args):
+            if len(args) != count:
+                raise TypeError(f"{special} takes {count} argument(s)")
+            return self._knowbench_do(op, None, args)
 
     method.__name__ = special
     return method
@@ -346,7 +358,7 @@ def _protocol(obj):
     class has (an iterator's two, or those of a class the tests define)."""
     kind = type(obj)
     if not _tests_class(kind):
-        return ("iter", "next") if _is_iterator(kind) else ()
+        return ("iter", "next") if _is_iterator(kind) else _CONTAINER_OPS if kind in _CONTAINER_VIEWS else ()
     found = {op: _special(kind, special) for op, (special, _, _, _) in _OPERATIONS.items()}
     ops = tuple(op for op, there in found.items() if there not in (None, _UNHASHABLE))
     return (*ops, "unhashable") if found["hash"] is _UNHASHABLE else ops
@@ -379,23 +391,30 @@ def _operation(obj, op, name, count, kwargs):
       a function the candidate can call; nothing else it reaches answers more than this.
     - An iterator (a generator, `iter(...)` of a list) is advanced, one item per request, so
       that the tests see exactly what the candidate consumed.
+    - A view of a dict's keys, values or items is iterated, measured and searched.
     - Nothing is ever set as an attribute: a test case's assertion or a method replaced
       would answer for the candidate.
     - Anything else (a library's object, a module, a class, a frame) is only passed back."""
-    if (op != "getattr" and op not in _OPERATIONS) or type(kwargs) is not dict or kwargs:
+    if (op != "getattr" and op not in _OPERATIONS) or type(kwargs) is not dict or (kwargs and op != "call"):
         raise TypeError(f"no such operation: {str(op)[:40]!r}")
     _, arity, does, iterating = _OPERATIONS.get(op, (None, 0, None, False))
-    if count != arity:
+    if arity is not None and count != arity:
         raise TypeError(f"{op} takes {arity} argument(s)")
     kind = type(obj)
     if iterating and _is_iterator(kind):
         return (lambda: next(obj)) if op == "next" else (lambda: obj)
+    if kind in _CONTAINER_VIEWS and op in _CONTAINER_OPS:
+        return lambda *args: does(obj, *args)
     if not _tests_class(kind):
         raise TypeError(f"an object of the tests ({_kind_name(kind)}) can be passed back, not used")
     if op == "getattr":
         if type(name) is not str or (name.startswith("__") and name.endswith("__")):
             raise TypeError("no dunder attribute of the tests' objects crosses")
         return lambda: getattr(obj, name)
+    if op == "call":
+        if _special(kind, "__call__") in (None, _UNHASHABLE):
+            raise TypeError(f"an object of {_kind_name(kind)} cannot be called")
+        return obj
     return lambda *args: does(obj, *args)
 
 
