@@ -530,7 +530,10 @@ VIEWS = """
             out[key] = value + 1
         if "drop" in out:
             del out["drop"]
-        seen = {base: 1}  # (a Table hashes by identity; a Row is unhashable, as in-process)
+        from collections.abc import Mapping, Sequence
+
+        assert isinstance(out, Mapping) and not isinstance(out, Sequence)
+        seen = {base: 1}  # (a Table hashes by identity)
         return out, len(out), bool(out), out.size, repr(out), out == extra, out != extra, seen[base]
 
 
@@ -544,9 +547,17 @@ VIEWS = """
 
     def apply_all(function, items):
         return [function(item, times=2) for item in items]
+
+
+    def feed(sink, values):
+        doubled = (value * 2 for value in values)
+        return sink(doubled), list(doubled), sink(map(str, values))
 """
 VIEWS_TESTS = """
-    class Table:
+    from collections.abc import MutableMapping
+
+
+    class Table(MutableMapping):
         def __init__(self, *args):
             self._rows = dict(*args)
 
@@ -619,6 +630,18 @@ VIEWS_TESTS_OF = {"merge_into": VIEWS_TESTS, "first_two": """
 
     def test_a_callable_object_of_the_tests_is_called_where_it_lives():
         assert apply_all(Scale(3), iter([1, 2])) == [6, 12]
+""", "feed": """
+    def first(items):  # (the tests' functions run in their process: the candidate calls back)
+        return next(items)
+
+
+    def every(items):
+        return list(items)
+
+
+    def test_an_iterator_of_the_candidates_is_advanced_by_what_the_tests_take():
+        assert feed(first, [1, 2, 3]) == (2, [4, 6], "1")
+        assert feed(every, [1, 2]) == ([2, 4], [], ["1", "2"])
 """, "total": """
     def test_a_generator_of_the_tests_runs_in_their_process():
         def numbers():
@@ -633,7 +656,7 @@ def test_an_object_of_the_tests_reaches_the_candidate_as_a_view(split_engine: En
     define, an iterator) is a view in the candidate's process: its attributes, items, length,
     truth and iteration are done on the tests' object, so the candidate's changes are made
     there and an iterator advances by exactly what the candidate consumed."""
-    for entry_point in ("merge_into", "first_two", "total", "apply_all"):
+    for entry_point in ("merge_into", "first_two", "total", "apply_all", "feed"):
         tests = VIEWS_TESTS_OF[entry_point]
         result = run(split_engine, VIEWS.replace("def ", "def _").replace(f"def _{entry_point}", f"def {entry_point}"),
                      tests, entry_point)

@@ -135,18 +135,21 @@ class Peer:
     def export(self, obj):
         """The handle of a local value that cannot cross by value (the wire's hook).
 
-        The candidate hands out only callables. The judge hands out any object of the tests
-        (a test case, a mock, an instance of a class defined in a test) as an opaque handle:
-        the candidate can only pass it back, or call it when it is a function or method.
+        The candidate hands out callables, and iterators (a generator, a `zip` it passes a
+        callback of the tests), which the judge advances by calling back. The judge hands out
+        any object of the tests: a function as a callable, anything else as a view
+        (`RemoteView`) with the protocol the object has; it decides each operation
+        (`_operation`).
         """
-        if self.entry is not None and not callable(obj):
+        lazy = self.entry is not None and _is_lazy(obj)
+        if self.entry is not None and not callable(obj) and not lazy:
             return None
         index = next((number for number, known in enumerate(self.exported) if known is obj), None)
         if index is None:
             self.exported.append(obj)
             index = len(self.exported) - 1
-        # The judge's objects that are not functions reach the candidate as views (`RemoteView`)
-        # with the protocol the object has; the judge decides each operation (`_operation`).
+        if lazy:
+            return index, "view iter next"
         if self.entry is not None or isinstance(obj, _CALLABLE_KINDS):
             return index
         return index, " ".join(("view", *_protocol(obj)))
@@ -187,8 +190,15 @@ class Peer:
         `RemoteView` of it. The candidate exports only callables: the judge makes no view."""
         made = self.stand_ins.get(number)
         if made is None:
-            made = self.stand_ins[number] = (_view_class(view)(self, number) if view and self.entry is not None
-                                             else remote_callable(self, number))
+            if view and self.entry is not None:
+                made = _view_class(view)(self, number)
+            elif view and "next" in view.split(" "):
+                # The candidate's iterator, advanced there one item per call (a StopIteration
+                # raised there ends it).
+                made = iter(remote_callable(self, number), _NO_ITEM)
+            else:
+                made = remote_callable(self, number)
+            self.stand_ins[number] = made
             self.stand_in_numbers[id(made)] = (made, number)
         return made
 
@@ -237,6 +247,10 @@ class Peer:
                 function = self.exported[target]
                 if not isinstance(function, _CALLABLE_KINDS) and self.entry is None:
                     raise TypeError("an object of the tests can be passed back, not called")
+                if self.entry is not None and _is_lazy(function):  # the judge advances an iterator
+                    if args or kwargs:
+                        raise TypeError("an iterator is advanced with no arguments")
+                    function = functools.partial(next, function)
             elif (kind == "op" and self.entry is None and type(target) is tuple and len(target) == 3
                     and type(target[0]) is int and 0 <= target[0] < len(self.exported)):
                 function = _operation(self.exported[target[0]], target[1], target[2], len(args), kwargs)
@@ -255,6 +269,8 @@ class Peer:
         """Call across; return the reply as a message (see _answer)."""
         return self.exchange(self.dumps(("request", kind, target, args, kwargs, None, None), "the arguments"))
 
+
+_NO_ITEM = object()  # the end of the candidate's iterators in the judge: never an item
 
 # What the judge lets the candidate call back: functions and methods, not objects that merely
 # define __call__ (a test case's __call__ runs the test; a mock records whatever it is given).
@@ -350,18 +366,37 @@ def _view_class(view):
         made = _VIEW_CLASSES[view] = type("RemoteView", (RemoteView,), {
             "__slots__": (), **({"__hash__": None} if "unhashable" in ops else {}),
             **{_OPERATIONS[op][0]: _view_method(op) for op in ops if op in _OPERATIONS}})
+        # `isinstance(x, Mapping)` answers as for the object (toolz's `merge` asks it).
+        for op in ops:
+            abc = _ABCS.get(op[3:]) if op.startswith("is_") else None
+            if abc is not None:
+                abc.register(made)
     return made
+
+
+# The abstract classes a view is registered with when its object is an instance of them.
+_ABCS = {name: getattr(collections.abc, name) for name in (
+    "MutableMapping", "Mapping", "MutableSequence", "Sequence", "MutableSet", "Set")}
 
 
 def _protocol(obj):
     """The operations a view of the tests' object `obj` offers: those of `_OPERATIONS` its
-    class has (an iterator's two, or those of a class the tests define)."""
+    class has (an iterator's two, or those of a class the tests define), and the abstract
+    collections it is one of (`is_Mapping`)."""
     kind = type(obj)
     if not _tests_class(kind):
         return ("iter", "next") if _is_iterator(kind) else _CONTAINER_OPS if kind in _CONTAINER_VIEWS else ()
     found = {op: _special(kind, special) for op, (special, _, _, _) in _OPERATIONS.items()}
     ops = tuple(op for op, there in found.items() if there not in (None, _UNHASHABLE))
+    ops += tuple(f"is_{name}" for name, abc in _ABCS.items() if _is_instance(obj, abc))
     return (*ops, "unhashable") if found["hash"] is _UNHASHABLE else ops
+
+
+def _is_instance(obj, abc):
+    try:
+        return isinstance(obj, abc)
+    except Exception:
+        return False
 
 
 _UNHASHABLE = object()
