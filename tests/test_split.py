@@ -687,12 +687,18 @@ PROBE = """
     ("numbers()", "getattr", "gi_frame", [], "can be passed back, not used"),
     ("self", "getattr", "assertEqual", [], "can be passed back, not used"),
     ("threading.Lock()", "getattr", "release", [], "can be passed back, not used"),
-], ids=["class", "dict", "setattr", "arity", "keywords", "generator-frame", "test-case", "library-object"])
+    ("Box()", "hash", None, [], "has no __hash__"),
+    ("Box()", "repr", None, [], "has no __repr__"),
+    ("Prepared()", "getattr", "prepared", [], "can be passed back, not used"),
+], ids=["class", "dict", "setattr", "arity", "keywords", "generator-frame", "test-case", "library-object",
+        "object-hash", "object-repr", "pytest-class"])
 def test_a_view_does_only_what_the_judge_allows(split_engine: Engine, given: str, op: str, name: str | None,
                                                 args: list, refused: str) -> None:
     """A candidate that sends its own requests for a view (not through `RemoteView`) is
     refused what the view does not offer: dunder attributes (the way to the tests' module),
-    setting attributes, anything on a test case, a library's object or an iterator's frame."""
+    setting attributes, anything on a test case (pytest's, which has no base class, too), a
+    library's object or an iterator's frame, and `object`'s own hash and repr (the judge's
+    addresses)."""
     tests = dedent(f"""
         import threading
         import unittest
@@ -709,6 +715,13 @@ def test_a_view_does_only_what_the_judge_allows(split_engine: Engine, given: str
             yield SECRET
 
 
+        class Prepared:  # (a test class by its test method: pytest collects it as `TestPrepared`)
+            prepared = SECRET
+
+            def test_nothing(self):
+                pass
+
+
         class TestProbe(unittest.TestCase):
             def test_probe(self):
                 self.assertEqual(probe({given}, {op!r}, {name!r}, {args!r}), SECRET)
@@ -716,6 +729,71 @@ def test_a_view_does_only_what_the_judge_allows(split_engine: Engine, given: str
     [outcome] = run(split_engine, PROBE, tests, "probe").tests
     assert (outcome.status, outcome.reason) == ("error", "cannot-cross"), outcome.message[-800:]
     assert refused in outcome.message, outcome.message[-800:]
+
+
+LENDER = """
+    def use(thing, *args):
+        return getattr(thing, "method")(*args)
+"""
+
+
+@pytest.mark.parametrize(("tests", "lent"), [
+    ("""
+        import pathlib
+
+        class Workdir(type(pathlib.Path())):
+            method = pathlib.Path.write_text
+
+        def test_it():
+            assert use(Workdir("note.txt"), "written by the judge") == 20
+    """, False),
+    ("""
+        import sqlite3
+
+        class Counting:
+            def __init__(self, connection):
+                self.connection, self.calls = connection, 0
+
+            def __getattr__(self, name):
+                self.calls += 1
+                return getattr(self.connection, name.replace("method", "execute"))
+
+        def test_it():
+            assert use(Counting(sqlite3.connect(":memory:")), "select 1") is not None
+    """, False),
+    ("""
+        class Counts(dict):
+            method = dict.setdefault
+
+        def test_it():
+            counts = Counts(a=1)
+            assert use(counts, "b", 2) == 2 and counts == {"a": 1, "b": 2}
+    """, True),
+    ("""
+        from collections import OrderedDict
+
+        class Recent(OrderedDict):
+            def method(self, key):
+                self.move_to_end(key)
+                return list(self)
+
+        def test_it():
+            assert use(Recent(a=1, b=2), "a") == ["b", "a"]
+    """, True),
+], ids=["library-subclass", "delegating-wrapper", "dict-subclass", "tests-method"])
+def test_a_view_lends_only_methods_the_tests_wrote(split_engine: Engine, tests: str, lent: bool) -> None:
+    """A method read on a view is called back in the judge with the candidate's arguments: one
+    the tests wrote, or one a builtin container gives their object, is lent; a library's (a
+    `Path` subclass's `write_text`, a wrapper handing out `sqlite3.Connection.execute`) would
+    do what the candidate asks with the judge's rights, and fails the test as `cannot-cross`."""
+    result = run(split_engine, LENDER, tests, "use")
+    assert result.isolation == "split"
+    if lent:
+        assert result.status == "pass", [(t.id, t.message[-800:]) for t in result.tests]
+    else:
+        [outcome] = result.tests
+        assert (outcome.status, outcome.reason) == ("error", "cannot-cross"), outcome.message[-800:]
+        assert "is a library's" in outcome.message, outcome.message[-800:]
 
 
 METER = """

@@ -120,6 +120,9 @@ class Peer:
         self.capture_output = capture_output
         self.output_cap = output_cap
         self.exported = []  # local callables the other side holds handles to
+        self.exported_ids = {}  # id -> number in `exported` (which keeps each object alive)
+        # The judge's, while it encodes a view's reply: the callables it lends (`_lent`).
+        self.lending = False
         self.stand_ins = {}  # the number the other side exported an object under -> this side's stand-in
         self.stand_in_numbers = {}  # id(stand-in) -> (the stand-in, that number)
         # The judge's: the callables it sent in objects' state, {(module, class, attribute):
@@ -144,10 +147,14 @@ class Peer:
         lazy = self.entry is not None and _is_lazy(obj)
         if self.entry is not None and not callable(obj) and not lazy:
             return None
-        index = next((number for number, known in enumerate(self.exported) if known is obj), None)
+        if self.lending and isinstance(obj, _CALLABLE_KINDS) and not _lent(obj):
+            raise TypeError(f"{getattr(obj, '__qualname__', 'a callable')!s:.80} is a library's: an object "
+                            "of the tests lends the candidate only the methods the tests wrote (and those "
+                            "a builtin container gives it)")
+        index = self.exported_ids.get(id(obj))
         if index is None:
             self.exported.append(obj)
-            index = len(self.exported) - 1
+            index = self.exported_ids[id(obj)] = len(self.exported) - 1
         if lazy:
             return index, "view iter next"
         if self.entry is not None or isinstance(obj, _CALLABLE_KINDS):
@@ -436,21 +443,21 @@ def _operation(obj, op, name, count, kwargs):
     if arity is not None and count != arity:
         raise TypeError(f"{op} takes {arity} argument(s)")
     kind = type(obj)
-    if iterating and _is_iterator(kind):
-        return (lambda: next(obj)) if op == "next" else (lambda: obj)
-    if kind in _CONTAINER_VIEWS and op in _CONTAINER_OPS:
-        return lambda *args: does(obj, *args)
     if not _tests_class(kind):
+        if iterating and _is_iterator(kind):
+            return (lambda: next(obj)) if op == "next" else (lambda: obj)
+        if kind in _CONTAINER_VIEWS and op in _CONTAINER_OPS:
+            return lambda *args: does(obj, *args)
         raise TypeError(f"an object of the tests ({_kind_name(kind)}) can be passed back, not used")
     if op == "getattr":
         if type(name) is not str or (name.startswith("__") and name.endswith("__")):
             raise TypeError("no dunder attribute of the tests' objects crosses")
         return lambda: getattr(obj, name)
-    if op == "call":
-        if _special(kind, "__call__") in (None, _UNHASHABLE):
-            raise TypeError(f"an object of {_kind_name(kind)} cannot be called")
-        return obj
-    return lambda *args: does(obj, *args)
+    # Only what the object's class defines below `object` (the view's class has the same):
+    # `object`'s own hash and repr would tell the candidate the judge's addresses.
+    if _special(kind, _OPERATIONS[op][0]) in (None, _UNHASHABLE):
+        raise TypeError(f"an object of {_kind_name(kind)} has no {_OPERATIONS[op][0]}")
+    return obj if op == "call" else lambda *args: does(obj, *args)
 
 
 def _is_iterator(kind):
@@ -462,14 +469,57 @@ def _is_iterator(kind):
 
 def _tests_class(kind):
     """Whether `kind` is a class the tests define, none of whose bases is a testing framework's
-    or knowbench's (a test case, a mock, a fixture's object)."""
+    or knowbench's (a test case, a mock, a fixture's object), and no test class: one with
+    test methods (pytest's `class TestX:` has no base to tell it by; its instance holds what a
+    set-up method prepared, and its methods are the tests)."""
     try:
         mro = type.__dict__["__mro__"].__get__(kind)
-        return (type.__dict__["__module__"].__get__(kind) == wire.TESTS_MODULE
-                and not any(wire.testing_module(str(type.__dict__["__module__"].__get__(base)))
-                            for base in mro[1:]))
+        if type.__dict__["__module__"].__get__(kind) != wire.TESTS_MODULE:
+            return False
+        for base in mro:
+            module = str(type.__dict__["__module__"].__get__(base))
+            if module != wire.TESTS_MODULE and wire.testing_module(module):
+                return False
+            if module == wire.TESTS_MODULE and any(
+                    type(name) is str and name.startswith("test") and callable(value)
+                    for name, value in type.__dict__["__dict__"].__get__(base).items()):
+                return False
+        return True
     except Exception:
         return False
+
+
+# Where the code of a method a builtin container gives an object is (`dict.update` of a dict
+# subclass the tests define): it only reads and changes the object.
+_CONTAINER_MODULES = frozenset({"builtins", "collections", "collections.abc", "_collections_abc"})
+
+
+def _lent(value, depth=0):
+    """Whether a callable a view's reply holds may be lent to the candidate (called back with
+    its arguments, in the judge): a function the tests wrote, a method of one or a partial of
+    one, or a method that a builtin container or `collections` gives an object of a class the
+    tests define. A library's method (a `pathlib.Path` subclass's `write_text`, a wrapper's
+    `__getattr__` handing out `sqlite3.Connection.execute`) would do what the candidate asks
+    with the judge's rights."""
+    kind = type(value)
+    if kind is types.FunctionType:
+        return getattr(value, "__module__", None) == wire.TESTS_MODULE
+    if kind is functools.partial:
+        return depth < 8 and _lent(value.func, depth + 1)
+    if kind is types.MethodType:
+        function, owner = value.__func__, value.__self__
+        if type(function) is not types.FunctionType:
+            return False
+        module = getattr(function, "__module__", None)
+        return module == wire.TESTS_MODULE or (module in _CONTAINER_MODULES and _tests_class(type(owner)))
+    if kind is types.BuiltinMethodType:
+        owner = getattr(value, "__self__", None)
+        if owner is None or not _tests_class(type(owner)):
+            return False
+        for base in type.__dict__["__mro__"].__get__(type(owner)):
+            if value.__name__ in type.__dict__["__dict__"].__get__(base):
+                return str(type.__dict__["__module__"].__get__(base)) in _CONTAINER_MODULES
+    return False
 
 
 def _kind_name(kind):
@@ -1837,9 +1887,9 @@ def _answer(peer, function, args, kwargs, drain=True):
         if outcome[0] == "iterate":
             items, stop = outcome[1]
             data = None if stop is None else wire.encode_exception(stop)
-            return _framed(peer.dumps(("iterate", items, data, effects), "the returned iterator"))
+            return _framed(_reply(peer, ("iterate", items, data, effects), "the returned iterator", drain))
         if outcome[0] == "return":
-            return _framed(peer.dumps(("return", outcome[1], None, effects), "the return value"))
+            return _framed(_reply(peer, ("return", outcome[1], None, effects), "the return value", drain))
         error = outcome[1]
         # The candidate's frames go to the judge (a failure shows them); the judge's, from a
         # callback of the tests, would show the candidate the tests' source lines.
@@ -1847,11 +1897,23 @@ def _answer(peer, function, args, kwargs, drain=True):
         data = wire.encode_exception(error)
         if peer.entry is None and _may_name_expected_values(error):
             data = {**data, "args": [], "state": {}, "str": ""}
-        return _framed(peer.dumps(("raise", data, frames, effects)))
+        return _framed(_reply(peer, ("raise", data, frames, effects), "the value", drain))
     except wire.Unencodable as error:
+        if not drain and isinstance(peer, Channel) and peer.problem is None:
+            # A view's reply the judge does not send fails the test, whatever the candidate does.
+            peer.problem = (CrossingFailed.reason, f"a view's reply cannot cross: {error}")
         return wire.dumps(("cannot-cross", str(error)))
     except BaseException as error:  # a hostile __repr__/__reduce__ while encoding
         return wire.dumps(("cannot-cross", f"the reply could not be encoded ({type(error).__name__})"))
+
+
+def _reply(peer, message, path, drain):
+    """Encode a reply; a view's (`drain` False) lends only callables `_lent` allows."""
+    peer.lending = not drain and peer.entry is None
+    try:
+        return peer.dumps(message, path)
+    finally:
+        peer.lending = False
 
 
 def _may_name_expected_values(error, depth=0):
