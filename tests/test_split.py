@@ -762,6 +762,19 @@ LENDER = """
             assert use(Counting(sqlite3.connect(":memory:")), "select 1") is not None
     """, False),
     ("""
+        import sqlite3
+
+        class Store:
+            def __init__(self):
+                self.connection = sqlite3.connect(":memory:")
+
+            def method(self):
+                return self.connection.execute
+
+        def test_it():
+            assert use(Store()) is not None
+    """, False),
+    ("""
         class Counts(dict):
             method = dict.setdefault
 
@@ -780,7 +793,7 @@ LENDER = """
         def test_it():
             assert use(Recent(a=1, b=2), "a") == ["b", "a"]
     """, True),
-], ids=["library-subclass", "delegating-wrapper", "dict-subclass", "tests-method"])
+], ids=["library-subclass", "delegating-wrapper", "handed-out-by-tests-method", "dict-subclass", "tests-method"])
 def test_a_view_lends_only_methods_the_tests_wrote(split_engine: Engine, tests: str, lent: bool) -> None:
     """A method read on a view is called back in the judge with the candidate's arguments: one
     the tests wrote, or one a builtin container gives their object, is lent; a library's (a

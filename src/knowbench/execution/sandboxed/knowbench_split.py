@@ -1887,9 +1887,9 @@ def _answer(peer, function, args, kwargs, drain=True):
         if outcome[0] == "iterate":
             items, stop = outcome[1]
             data = None if stop is None else wire.encode_exception(stop)
-            return _framed(_reply(peer, ("iterate", items, data, effects), "the returned iterator", drain))
+            return _framed(_reply(peer, ("iterate", items, data, effects), "the returned iterator"))
         if outcome[0] == "return":
-            return _framed(_reply(peer, ("return", outcome[1], None, effects), "the return value", drain))
+            return _framed(_reply(peer, ("return", outcome[1], None, effects), "the return value"))
         error = outcome[1]
         # The candidate's frames go to the judge (a failure shows them); the judge's, from a
         # callback of the tests, would show the candidate the tests' source lines.
@@ -1897,19 +1897,21 @@ def _answer(peer, function, args, kwargs, drain=True):
         data = wire.encode_exception(error)
         if peer.entry is None and _may_name_expected_values(error):
             data = {**data, "args": [], "state": {}, "str": ""}
-        return _framed(_reply(peer, ("raise", data, frames, effects), "the value", drain))
+        return _framed(_reply(peer, ("raise", data, frames, effects), "the value"))
     except wire.Unencodable as error:
-        if not drain and isinstance(peer, Channel) and peer.problem is None:
-            # A view's reply the judge does not send fails the test, whatever the candidate does.
+        if isinstance(peer, Channel) and peer.problem is None:
+            # A reply the judge does not send fails the test, whatever the candidate does.
             peer.problem = (CrossingFailed.reason, f"a view's reply cannot cross: {error}")
         return wire.dumps(("cannot-cross", str(error)))
     except BaseException as error:  # a hostile __repr__/__reduce__ while encoding
         return wire.dumps(("cannot-cross", f"the reply could not be encoded ({type(error).__name__})"))
 
 
-def _reply(peer, message, path, drain):
-    """Encode a reply; a view's (`drain` False) lends only callables `_lent` allows."""
-    peer.lending = not drain and peer.entry is None
+def _reply(peer, message, path):
+    """Encode a reply. The judge's, to a view's operation or to a callback's call, lends only
+    the callables `_lent` allows: a method of the tests' that hands out a library's bound
+    method would otherwise lend it as a view's read would."""
+    peer.lending = peer.entry is None
     try:
         return peer.dumps(message, path)
     finally:
