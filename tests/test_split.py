@@ -521,6 +521,9 @@ def test_an_object_of_the_tests_comes_back_as_itself(split_engine: Engine) -> No
 
 
 VIEWS = """
+    import numpy
+
+
     def merge_into(base, extra, factory):
         out = factory()
         out.update(base)
@@ -551,7 +554,7 @@ VIEWS = """
 
     def feed(sink, values):
         doubled = (value * 2 for value in values)
-        return sink(doubled), list(doubled), sink(map(str, values))
+        return sink(doubled), list(doubled), sink(map(str, values)), sink(numpy.ones(2) * v for v in values)
 """
 VIEWS_TESTS = """
     from collections.abc import MutableMapping
@@ -640,8 +643,12 @@ VIEWS_TESTS_OF = {"merge_into": VIEWS_TESTS, "first_two": """
 
 
     def test_an_iterator_of_the_candidates_is_advanced_by_what_the_tests_take():
-        assert feed(first, [1, 2, 3]) == (2, [4, 6], "1")
-        assert feed(every, [1, 2]) == ([2, 4], [], ["1", "2"])
+        import numpy  # noqa: F401  (the arrays it yields are rebuilt here)
+
+        head, rest, text, array = feed(first, [1, 2, 3])
+        assert (head, rest, text, array.tolist()) == (2, [4, 6], "1", [1.0, 1.0])
+        everything = feed(every, [1, 2])
+        assert everything[:3] == ([2, 4], [], ["1", "2"]) and [a.tolist() for a in everything[3]] == [[1, 1], [2, 2]]
 """, "total": """
     def test_a_generator_of_the_tests_runs_in_their_process():
         def numbers():
@@ -775,6 +782,15 @@ LENDER = """
             assert use(Store()) is not None
     """, False),
     ("""
+        import pathlib
+
+        class Hooks(dict):
+            method = dict.get
+
+        def test_it():
+            assert use(Hooks(save=pathlib.Path("note.txt").write_text), "save") is not None
+    """, False),
+    ("""
         class Counts(dict):
             method = dict.setdefault
 
@@ -793,7 +809,8 @@ LENDER = """
         def test_it():
             assert use(Recent(a=1, b=2), "a") == ["b", "a"]
     """, True),
-], ids=["library-subclass", "delegating-wrapper", "handed-out-by-tests-method", "dict-subclass", "tests-method"])
+], ids=["library-subclass", "delegating-wrapper", "handed-out-by-tests-method", "handed-out-by-dict-get",
+        "dict-subclass", "tests-method"])
 def test_a_view_lends_only_methods_the_tests_wrote(split_engine: Engine, tests: str, lent: bool) -> None:
     """A method read on a view is called back in the judge with the candidate's arguments: one
     the tests wrote, or one a builtin container gives their object, is lent; a library's (a
@@ -807,6 +824,87 @@ def test_a_view_lends_only_methods_the_tests_wrote(split_engine: Engine, tests: 
         [outcome] = result.tests
         assert (outcome.status, outcome.reason) == ("error", "cannot-cross"), outcome.message[-800:]
         assert "is a library's" in outcome.message, outcome.message[-800:]
+
+
+CALLER = """
+    import decimal
+    import fractions
+
+
+    def hand(runner, what, *args):
+        chosen = {"int": int, "fraction": fractions.Fraction}.get(what, what)
+        return runner.submit(chosen, *args)
+"""
+CALLER_TESTS = """
+    import decimal
+    import fractions
+    from unittest import mock
+
+
+    class Runner:  # a test double that calls what it is given, as an executor does
+        def submit(self, function, *args):
+            return function(*args)
+
+
+    def test_a_builtin_class():
+        assert hand(Runner(), "int", "7") == 7
+
+
+    def test_a_class_the_tests_sent():
+        assert hand(Runner(), decimal.Decimal, "1.5") == decimal.Decimal("1.5")
+
+
+    def test_a_class_the_candidate_chose():
+        assert hand(Runner(), "fraction", 1, 2) == fractions.Fraction(1, 2)
+
+
+    def test_a_mock_the_tests_passed():
+        notify = mock.Mock()
+        hand(Runner(), notify, "done")
+        notify.assert_called_once_with("done")
+"""
+
+
+def test_what_the_judge_runs_calls_only_classes_it_sent_and_objects_it_lends(split_engine: Engine) -> None:
+    """A method of the tests that calls what it is given (an executor's `submit`, a
+    `list.sort(key=...)`) runs in the judge: a class the candidate names there would run with
+    its arguments (`subprocess.Popen`, `ctypes.CDLL`), and a mock of the tests' it passes back
+    would record a call the candidate could not make. A builtin class and one the tests sent
+    cross; others, and the tests' objects it may not call, fail the test as `cannot-cross`."""
+    result = run(split_engine, CALLER, CALLER_TESTS, "hand", trusted_program=dedent(CALLER))
+    outcomes = {t.id.rsplit("::", 1)[1]: t for t in result.tests}
+    assert result.isolation == "split" and len(outcomes) == 4
+    for name in ("test_a_builtin_class", "test_a_class_the_tests_sent"):
+        assert outcomes[name].status == "pass", outcomes[name].message[-800:]
+    chose, mocked = outcomes["test_a_class_the_candidate_chose"], outcomes["test_a_mock_the_tests_passed"]
+    assert (chose.status, chose.reason) == ("error", "cannot-cross"), chose.message[-800:]
+    assert "'fractions'.'Fraction': a class this process never sent cannot cross as a value" in chose.message
+    assert (mocked.status, mocked.reason) == ("error", "cannot-cross"), mocked.message[-800:]
+    assert "cannot be called by what the judge runs" in mocked.message
+
+
+def test_the_judges_addresses_do_not_reach_the_candidate(split_engine: Engine) -> None:
+    """A view's text and an exception's message carry no `at 0x7f...` of the judge's."""
+    result = run(split_engine, """
+        def show(table):
+            try:
+                table[table.get]
+            except KeyError as error:
+                return repr(table), str(error)
+    """, """
+        class Secret:
+            pass
+
+
+        class Table(dict):
+            pass
+
+
+        def test_no_address():
+            text, error = show(Table(x=Secret()))
+            assert "0x" in repr(Table(x=Secret())) and "0x7" not in text + error and "Secret object at" in text
+    """, "show")
+    assert result.status == "pass", [(t.id, t.message[-800:]) for t in result.tests]
 
 
 METER = """

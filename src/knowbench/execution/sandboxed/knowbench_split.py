@@ -19,6 +19,7 @@ import inspect
 import io
 import operator
 import os
+import re
 import signal
 import struct
 import sys
@@ -129,6 +130,8 @@ class Peer:
         # {id: callable}}: what an object of that class may hold there when it comes back.
         self.sent_code = {}
         self.sent_classes = {}  # the judge's: the classes it sent, by id (they may come back)
+        self.sent_values = {}  # the judge's: the classes it sent as values (they may come back as values)
+        self.owned = []  # the judge's: its own objects the message it last read named (`own`)
         # The candidate's: the functions and classes the judge named, by id: they go back by
         # name (a function of its own crosses as a handle).
         self.named = {}
@@ -166,14 +169,28 @@ class Peer:
         # function (`os.popen`) and a test's call of it would run in the judge.
         if self.entry is None:
             return wire.dumps(value, path, handles=self.export, returned=self.theirs, sent=self.sent_code,
-                              classes=self.sent_classes)
+                              classes=self.sent_classes, values=self.sent_values)
         return wire.dumps(value, path, handles=self.export, functions=False, returned=self.theirs,
                           named=self.named)
 
+    def fingerprint(self, value):
+        """`value` encoded to be compared, never sent: what it holds that would be handed out
+        is not (the judge's `exported` table holds only what it sent), and nothing is noted."""
+        fresh = {}
+
+        def peek(obj):
+            known = self.exported_ids.get(id(obj))
+            return known if known is not None else fresh.setdefault(id(obj), wire.MAX_HANDLE - len(fresh))
+
+        if self.entry is None:
+            return wire.dumps(value, handles=peek, returned=self.theirs)
+        return wire.dumps(value, handles=peek, functions=False, returned=self.theirs, named=self.named)
+
     def loads(self, frame):
         if self.entry is None:
+            self.owned = []
             return wire.loads(frame, self.resolver, handles=self.stand_in, own=self.own, code=self.sent_here,
-                              classes=self.sent_classes)
+                              classes=self.sent_classes, values=self.sent_values)
         # The judge's values hold what the tests and the library gave them: nothing to refuse.
         return wire.loads(frame, self.resolver, handles=self.stand_in, own=self.own,
                           code=lambda place, found, rebuilt: True, named=self.named)
@@ -202,7 +219,7 @@ class Peer:
             elif view and "next" in view.split(" "):
                 # The candidate's iterator, advanced there one item per call (a StopIteration
                 # raised there ends it).
-                made = iter(remote_callable(self, number), _NO_ITEM)
+                made = _CandidateIterator(remote_callable(self, number))
             else:
                 made = remote_callable(self, number)
             self.stand_ins[number] = made
@@ -219,6 +236,8 @@ class Peer:
         """The object this side exported as `number` (the other side sends its stand-in back)."""
         if type(number) is not int or not 0 <= number < len(self.exported):
             raise ValueError(f"no object of this process has the number {number!r}")
+        if self.entry is None:
+            self.owned.append(self.exported[number])
         return self.exported[number]
 
     def exchange(self, payload):
@@ -247,6 +266,13 @@ class Peer:
         try:
             if type(args) is not tuple or type(kwargs) is not dict:
                 raise TypeError("malformed call")
+            for mine in self.owned if self.entry is None else ():
+                # What the judge calls with the candidate's arguments may call them: its own
+                # objects among them only when it would lend them (`list.sort(key=...)` with a
+                # test's mock, or a library's bound method the tests passed in, would run them).
+                if callable(mine) and not _lent(mine):
+                    raise TypeError(f"an object of the tests ({_kind_name(type(mine))}) passed back "
+                                    "cannot be called by what the judge runs")
             if (kind == "call" and self.entry is not None and type(target) is tuple
                     and len(target) == 2 and type(target[0]) is str):
                 function = (_target(self.entry, target[0]), target[1] is True)
@@ -277,7 +303,21 @@ class Peer:
         return self.exchange(self.dumps(("request", kind, target, args, kwargs, None, None), "the arguments"))
 
 
-_NO_ITEM = object()  # the end of the candidate's iterators in the judge: never an item
+class _CandidateIterator:
+    """The judge's stand-in for an iterator of the candidate's: each item is one call there
+    (no item is compared with anything: a StopIteration raised there ends it)."""
+
+    __slots__ = ("_next",)
+
+    def __init__(self, advance):
+        self._next = advance
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self._next()
+
 
 # What the judge lets the candidate call back: functions and methods, not objects that merely
 # define __call__ (a test case's __call__ runs the test; a mock records whatever it is given).
@@ -410,13 +450,18 @@ _UNHASHABLE = object()
 
 
 def _special(kind, special):
-    """The special method `kind` has below `object` (None when only `object`'s, or none);
-    `_UNHASHABLE` for a `__hash__` set to None."""
+    """The special method `kind` has below `object`, when the tests or a builtin container
+    wrote it (None when only `object`'s, a library's, or none: a library base's would run that
+    library's code on the candidate's values, `shelve.Shelf.__setitem__` or a ctypes pointer's
+    indexing); `_UNHASHABLE` for a `__hash__` set to None."""
     try:
         for base in type.__dict__["__mro__"].__get__(kind)[:-1]:
             space = type.__dict__["__dict__"].__get__(base)
             if special in space:
-                return _UNHASHABLE if space[special] is None else space[special]
+                if space[special] is None:
+                    return _UNHASHABLE
+                module = str(type.__dict__["__module__"].__get__(base))
+                return space[special] if module == wire.TESTS_MODULE or module in _CONTAINER_MODULES else None
     except Exception:
         return None
     return None
@@ -457,6 +502,8 @@ def _operation(obj, op, name, count, kwargs):
     # `object`'s own hash and repr would tell the candidate the judge's addresses.
     if _special(kind, _OPERATIONS[op][0]) in (None, _UNHASHABLE):
         raise TypeError(f"an object of {_kind_name(kind)} has no {_OPERATIONS[op][0]}")
+    if op in ("repr", "str"):
+        return lambda: _without_addresses(does(obj))
     return obj if op == "call" else lambda *args: does(obj, *args)
 
 
@@ -504,6 +551,8 @@ def _lent(value, depth=0):
     kind = type(value)
     if kind is types.FunctionType:
         return getattr(value, "__module__", None) == wire.TESTS_MODULE
+    if _tests_class(kind):  # an object of the tests' own class: its __call__ (`_operation`)
+        return _special(kind, "__call__") not in (None, _UNHASHABLE)
     if kind is functools.partial:
         return depth < 8 and _lent(value.func, depth + 1)
     if kind is types.MethodType:
@@ -1836,7 +1885,7 @@ def _answer(peer, function, args, kwargs, drain=True):
         if failed is not None:
             return wire.dumps(("cannot-cross", failed))
     try:
-        before = peer.dumps((args, kwargs))  # (as `after` below: callables as handles)
+        before = peer.fingerprint((args, kwargs))  # (as `after` below: callables as handles)
     except wire.Unencodable:
         before = None
     saved = sys.stdout, sys.stderr
@@ -1878,7 +1927,7 @@ def _answer(peer, function, args, kwargs, drain=True):
         warned = _warning_runs(caught)
         logged = _take_logged() if peer.entry is not None else []
         mutated = None
-        after = peer.dumps((args, kwargs), "the arguments after the call")
+        after = peer.fingerprint((args, kwargs))
         if after != before:
             mutated = (tuple(args), dict(kwargs))
         effects = (mutated, out, err, warned, logged)
@@ -1897,6 +1946,9 @@ def _answer(peer, function, args, kwargs, drain=True):
         data = wire.encode_exception(error)
         if peer.entry is None and _may_name_expected_values(error):
             data = {**data, "args": [], "state": {}, "str": ""}
+        elif peer.entry is None:  # (an argument that cannot cross goes as its str: `<... at 0x7f...>`)
+            data = {**data, "str": _without_addresses(data["str"]),
+                    "args": [[kind, _without_addresses(arg) if kind == "s" else arg] for kind, arg in data["args"]]}
         return _framed(_reply(peer, ("raise", data, frames, effects), "the value"))
     except wire.Unencodable as error:
         if isinstance(peer, Channel) and peer.problem is None:
@@ -1905,6 +1957,14 @@ def _answer(peer, function, args, kwargs, drain=True):
         return wire.dumps(("cannot-cross", str(error)))
     except BaseException as error:  # a hostile __repr__/__reduce__ while encoding
         return wire.dumps(("cannot-cross", f"the reply could not be encoded ({type(error).__name__})"))
+
+
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
+
+
+def _without_addresses(text):
+    """`text` without the judge's memory addresses (a default repr's `at 0x7f...`)."""
+    return _ADDRESS.sub("0x…", text) if type(text) is str else text
 
 
 def _reply(peer, message, path):

@@ -69,6 +69,7 @@ from collections.abc import Callable, Collection
 MAX_DEPTH = 300
 _MAGIC, _VERSION = "knowbench-wire", 1
 _SAFE_INT = 2**53  # beyond this, ints travel as hex strings (no str-digits limit, any JSON reader)
+MAX_HANDLE = _SAFE_INT - 1  # the largest number a handle may have
 _RE_FLAGS = re.IGNORECASE | re.LOCALE | re.MULTILINE | re.DOTALL | re.UNICODE | re.VERBOSE | re.ASCII
 _HEX_INT = re.compile(r"-?[0-9a-f]+")
 # mpfr values travel as base-16 text, exact whatever the rounding mode (see _mpfr_text)
@@ -329,7 +330,9 @@ class _Encoder:
                  returned: Callable[[object], int | None] | None = None,
                  sent: dict[tuple[str, str, str], dict[int, object]] | None = None,
                  named: dict[int, object] | None = None,
-                 classes: dict[int, type] | None = None) -> None:
+                 classes: dict[int, type] | None = None,
+                 values: dict[int, type] | None = None) -> None:
+        self.values = values  # see `dumps`
         self.memo: dict[int, int] = {}  # id(obj) -> memo id
         self.keep: list[object] = []  # keeps memoised objects alive so their ids are not reused
         self.depth = 0
@@ -504,7 +507,10 @@ class _Encoder:
             if not (self.functions or isinstance(v, type)
                     or (self.named is not None and self.named.get(id(v)) is v)):
                 raise _Refused(f"{getattr(v, '__qualname__', 'a function')} crosses as a handle, not by name")
-            return ["global", *_global_name(v)]
+            node = ["global", *_global_name(v)]
+            if self.values is not None and isinstance(v, type):
+                self.record(self.values, id(v), v)
+            return node
         problem, has_dict, slots = _layout(t)
         if problem:
             detail = "" if problem == "builtin" else f" ({problem})"
@@ -781,7 +787,8 @@ def dumps(value: object, path: str = "value",
           returned: Callable[[object], int | None] | None = None,
           sent: dict[tuple[str, str, str], dict[int, object]] | None = None,
           named: dict[int, object] | None = None,
-          classes: dict[int, type] | None = None) -> bytes:
+          classes: dict[int, type] | None = None,
+          values: dict[int, type] | None = None) -> bytes:
     """Encode `value` as UTF-8 JSON; raises Unencodable naming where the value cannot cross.
 
     `handles(obj)`, when given, is asked about each callable (not a class) that cannot cross by
@@ -797,8 +804,9 @@ def dumps(value: object, path: str = "value",
     functions that cross by name even where `functions` is False (those the other side named,
     by id: they go back as they came). `classes`, when
     given, is filled with the classes of the objects sent by value (by id): what the other side
-    may name back (see `loads`); a class sent only as a value (a factory) is not one."""
-    encoder = _Encoder(handles, functions, returned, sent, named, classes)
+    may name back (see `loads`); a class sent only as a value (a factory) is not one. `values`,
+    when given, is filled with the classes sent as values (by id: see `loads`)."""
+    encoder = _Encoder(handles, functions, returned, sent, named, classes, values)
     try:
         try:
             root = encoder.enc(value)
@@ -840,8 +848,10 @@ class _Decoder:
                  own: Callable[[int], object] | None = None,
                  code: Callable[[tuple[str, str, str], object, bool], bool] | None = None,
                  named: dict[int, object] | None = None,
-                 classes: dict[int, type] | None = None) -> None:
+                 classes: dict[int, type] | None = None,
+                 values: dict[int, type] | None = None) -> None:
         self.resolver = resolver
+        self.values = values  # see `loads`
         self.handles = handles
         self.own = own
         self.code = code  # see `loads`
@@ -1299,9 +1309,18 @@ def _dec_global(d: _Decoder, node: list) -> object:
             d.relaxed[id(found)] = found
     else:
         found = d.resolver.lookup(module, qualname, known=d.classes)
+        # A class as a value (not an object's class) is something the tests may call: named by
+        # the other process, only one this side sent, a builtin or one of its objects' classes.
+        _need(d.values is None or not isinstance(found, type) or _builtin_class(found)
+              or d.values.get(id(found)) is found or (d.classes is not None and d.classes.get(id(found)) is found),
+              f"{module!r}.{qualname!r}: a class this process never sent cannot cross as a value"[:200])
     if d.named is not None:
         d.named[id(found)] = found
     return found
+
+
+def _builtin_class(cls: type) -> bool:
+    return type.__dict__["__module__"].__get__(cls) == "builtins"
 
 
 def _dec_enum(d: _Decoder, node: list) -> object:
@@ -1585,9 +1604,10 @@ def _decode_tree(node: object, resolver: Resolver,
                  own: Callable[[int], object] | None = None,
                  code: Callable[[tuple[str, str, str], object, bool], bool] | None = None,
                  named: dict[int, object] | None = None,
-                 classes: dict[int, type] | None = None) -> object:
+                 classes: dict[int, type] | None = None,
+                 values: dict[int, type] | None = None) -> object:
     try:
-        decoder = _Decoder(resolver, handles, own, code, named, classes)
+        decoder = _Decoder(resolver, handles, own, code, named, classes, values)
         value = decoder.dec(node)
         decoder.check_rebuilt()
         return value
@@ -1606,7 +1626,8 @@ def loads(data: bytes, resolver: Resolver,
           own: Callable[[int], object] | None = None,
           code: Callable[[tuple[str, str, str], object, bool], bool] | None = None,
           named: dict[int, object] | None = None,
-          classes: dict[int, type] | None = None) -> object:
+          classes: dict[int, type] | None = None,
+          values: dict[int, type] | None = None) -> object:
     """Rebuild a value from `dumps` output; raises WireError (only) on anything malformed or
     forbidden. Calls nothing but value constructors, what `resolver` allows, `handles`, `own`
     and `code`.
@@ -1620,7 +1641,10 @@ def loads(data: bytes, resolver: Resolver,
     where the resolver names none). `named`, when given, is filled with the functions and
     classes the document named, by id. `classes` (by id: the classes this side sent, `dumps`'
     `classes`) may be named from any loaded module but a testing framework's, not only from
-    those `resolver` allows."""
+    those `resolver` allows. `values`, when given (the classes this side sent as values,
+    `dumps`' `values`), limits the classes named as values (not as an object's class) to those,
+    the builtins and `classes`: a test may call a class it is handed, and one the other
+    process chose (`subprocess.Popen`, `ctypes.CDLL`) would run with its arguments here."""
     _need(isinstance(data, (bytes, bytearray, memoryview)), "data must be bytes")
     try:
         tree = json.loads(bytes(data).decode("utf-8"), parse_constant=_reject_constant)
@@ -1630,7 +1654,7 @@ def loads(data: bytes, resolver: Resolver,
         raise WireError(f"not a wire document: {type(error).__name__}") from None
     _need(type(tree) is list and len(tree) == 3 and tree[:2] == [_MAGIC, _VERSION],
           "not a knowbench-wire document")
-    return _decode_tree(tree[2], resolver, handles, own, code, named, classes)
+    return _decode_tree(tree[2], resolver, handles, own, code, named, classes, values)
 
 
 def _tree(value: object) -> object:
