@@ -623,10 +623,19 @@ def settle(peer, reply, args, kwargs, fail):
     raise _rebuild(peer, value, extra, broken)
 
 
+def _exception(peer, data):
+    """An exception (or warning) the other process recorded, rebuilt here: on the judge's
+    side, its arguments and attributes name classes as values only as any value of the
+    candidate's may (`wire.loads`' `values`)."""
+    if peer.entry is None:
+        return wire.decode_exception(data, peer.resolver, values=peer.sent_values, classes=peer.sent_classes)
+    return wire.decode_exception(data, peer.resolver)
+
+
 def _rebuild(peer, data, frames, broken):
     """An exception raised in the other process, as the nearest class known here."""
     try:
-        error = wire.decode_exception(data, peer.resolver)
+        error = _exception(peer, data)
     except Exception as problem:  # WireError, or a class that refused to be made here
         broken(CrossingFailed, f"the other process's exception cannot be rebuilt here: {problem}")
     if type(frames) is str and frames:
@@ -678,7 +687,7 @@ def _warn(peer, warning, broken):
     if type(filename) is not str or type(lineno) is not int or type(count) is not int:
         return
     try:
-        message = wire.decode_exception(data, peer.resolver)
+        message = _exception(peer, data)
     except Exception:  # (as `_rebuild`)
         return
     if isinstance(message, Warning):
@@ -1065,7 +1074,7 @@ def _rebuilt_record(logging, peer, attributes, extras, frozen, message, error):
             record.msg, record.args = ("" if message is None else message), ()
     if error is not None:
         try:
-            rebuilt = wire.decode_exception(error, peer.resolver)
+            rebuilt = _exception(peer, error)
             record.exc_info = (type(rebuilt), rebuilt, None)
         except Exception:  # its text (`exc_text`) still shows
             record.exc_info = None
