@@ -540,6 +540,14 @@ VIEWS = """
         return out, len(out), bool(out), out.size, repr(out), out == extra, out != extra, seen[base]
 
 
+    def duplicate(table):
+        import copy
+
+        clone = copy.deepcopy(table)
+        clone["z"] = 9
+        return clone, copy.copy(table)
+
+
     def first_two(items):
         return [next(items), next(items)]
 
@@ -556,7 +564,7 @@ VIEWS = """
         doubled = (value * 2 for value in values)
         return sink(doubled), list(doubled), sink(map(str, values)), sink(numpy.ones(2) * v for v in values)
 """
-VIEWS_TESTS = """
+TABLE = """
     from collections.abc import MutableMapping
 
 
@@ -600,7 +608,8 @@ VIEWS_TESTS = """
             return isinstance(other, Table) and self._rows == other._rows
 
         __hash__ = object.__hash__
-
+"""
+VIEWS_TESTS = TABLE + """
 
     def test_an_object_of_the_tests_is_used_where_it_lives():
         made = []
@@ -617,7 +626,14 @@ VIEWS_TESTS = """
 
 
 """
-VIEWS_TESTS_OF = {"merge_into": VIEWS_TESTS, "first_two": """
+VIEWS_TESTS_OF = {"merge_into": VIEWS_TESTS, "duplicate": TABLE + """
+
+    def test_a_copy_is_made_where_the_object_lives():
+        table = Table({"a": 1})
+        clone, shallow = duplicate(table)
+        assert isinstance(clone, Table) and clone._rows == {"a": 1, "z": 9} and table._rows == {"a": 1}
+        assert shallow is not table and shallow._rows is table._rows
+""", "first_two": """
     def test_an_iterator_of_the_tests_advances_by_what_the_candidate_took():
         items = iter([1, 2, 3, 4])
         assert first_two(items) == [1, 2]
@@ -663,7 +679,7 @@ def test_an_object_of_the_tests_reaches_the_candidate_as_a_view(split_engine: En
     define, an iterator) is a view in the candidate's process: its attributes, items, length,
     truth and iteration are done on the tests' object, so the candidate's changes are made
     there and an iterator advances by exactly what the candidate consumed."""
-    for entry_point in ("merge_into", "first_two", "total", "apply_all", "feed"):
+    for entry_point in ("merge_into", "duplicate", "first_two", "total", "apply_all", "feed"):
         tests = VIEWS_TESTS_OF[entry_point]
         result = run(split_engine, VIEWS.replace("def ", "def _").replace(f"def _{entry_point}", f"def {entry_point}"),
                      tests, entry_point)
@@ -829,9 +845,13 @@ def test_a_view_lends_only_methods_the_tests_wrote(split_engine: Engine, tests: 
 CALLER = """
     import decimal
     import fractions
+    import string
 
 
     def hand(runner, what, *args):
+        if what == "echo":  # the judge sends a Template back: its class is still not a value it sent
+            runner.submit(list, [string.Template("$x")])
+            what = string.Template
         chosen = {"int": int, "fraction": fractions.Fraction}.get(what, what)
         return runner.submit(chosen, *args)
 """
@@ -858,6 +878,10 @@ CALLER_TESTS = """
         assert hand(Runner(), "fraction", 1, 2) == fractions.Fraction(1, 2)
 
 
+    def test_a_class_the_candidate_made_the_judge_send():
+        assert hand(Runner(), "echo", "$y").template == "$y"
+
+
     def test_a_mock_the_tests_passed():
         notify = mock.Mock()
         hand(Runner(), notify, "done")
@@ -870,15 +894,20 @@ def test_what_the_judge_runs_calls_only_classes_it_sent_and_objects_it_lends(spl
     `list.sort(key=...)`) runs in the judge: a class the candidate names there would run with
     its arguments (`subprocess.Popen`, `ctypes.CDLL`), and a mock of the tests' it passes back
     would record a call the candidate could not make. A builtin class and one the tests sent
-    cross; others, and the tests' objects it may not call, fail the test as `cannot-cross`."""
+    cross; others (one the judge sent back while serving the candidate too: an echo, or
+    `type(x)`, would let the candidate choose it), and the tests' objects it may not call,
+    fail the test as `cannot-cross`."""
     result = run(split_engine, CALLER, CALLER_TESTS, "hand", trusted_program=dedent(CALLER))
     outcomes = {t.id.rsplit("::", 1)[1]: t for t in result.tests}
-    assert result.isolation == "split" and len(outcomes) == 4
+    assert result.isolation == "split" and len(outcomes) == 5
     for name in ("test_a_builtin_class", "test_a_class_the_tests_sent"):
         assert outcomes[name].status == "pass", outcomes[name].message[-800:]
     chose, mocked = outcomes["test_a_class_the_candidate_chose"], outcomes["test_a_mock_the_tests_passed"]
     assert (chose.status, chose.reason) == ("error", "cannot-cross"), chose.message[-800:]
     assert "'fractions'.'Fraction': a class this process never sent cannot cross as a value" in chose.message
+    echoed = outcomes["test_a_class_the_candidate_made_the_judge_send"]
+    assert (echoed.status, echoed.reason) == ("error", "cannot-cross"), echoed.message[-800:]
+    assert "'string'.'Template': a class this process never sent" in echoed.message
     assert (mocked.status, mocked.reason) == ("error", "cannot-cross"), mocked.message[-800:]
     assert "cannot be called by what the judge runs" in mocked.message
 
@@ -905,6 +934,29 @@ def test_the_judges_addresses_do_not_reach_the_candidate(split_engine: Engine) -
             assert "0x" in repr(Table(x=Secret())) and "0x7" not in text + error and "Secret object at" in text
     """, "show")
     assert result.status == "pass", [(t.id, t.message[-800:]) for t in result.tests]
+
+
+def test_what_the_judge_hands_the_candidate_while_serving_it_is_lent_the_same_way(split_engine: Engine) -> None:
+    """A lent `list.sort(key=...)` calls the candidate's key with the tests' items: a library's
+    bound method among them is not handed over, as it is not in a reply."""
+    result = run(split_engine, """
+        def sort_with(items, grabbed):
+            items.sort(key=lambda item: grabbed.append(item) or 0)
+            return len(grabbed)
+    """, """
+        import pathlib
+
+
+        class Hooks(list):
+            pass
+
+
+        def test_sort_with():
+            assert sort_with(Hooks([pathlib.Path("note.txt").write_text, len]), []) == 2
+    """, "sort_with")
+    [outcome] = result.tests
+    assert (outcome.status, outcome.reason) == ("error", "cannot-cross"), outcome.message[-800:]
+    assert "Path.write_text is a library's" in outcome.message, outcome.message[-800:]
 
 
 METER = """

@@ -1473,8 +1473,8 @@ def test_a_c_type_is_not_rebuilt_from_state() -> None:
 
 def test_a_class_as_a_value_is_named_only_when_this_side_sent_it() -> None:
     """Given `values` (split's judge), a class the other process names as a value (not as an
-    object's class) must be a builtin, one this side sent as a value, or the class of an object
-    it sent: a test may call a class it is handed. The same holds inside an exception."""
+    object's class) must be a plain builtin or one this side sent as a value: a test may call a
+    class it is handed. The same holds inside an exception."""
     resolver = wire.Resolver(allowed_modules=frozenset({"fractions"}))
     data = wire.dumps([fractions.Fraction, int])
     assert wire.loads(data, resolver) == [fractions.Fraction, int]
@@ -1484,9 +1484,16 @@ def test_a_class_as_a_value_is_named_only_when_this_side_sent_it() -> None:
     wire.dumps({"factory": fractions.Fraction}, values=sent)
     assert wire.loads(data, resolver, values=sent) == [fractions.Fraction, int]
     objects: dict = {}
-    wire.dumps(string.Template("$x"), classes=objects)  # an object's class, sent by value
+    wire.dumps(string.Template("$x"), classes=objects)  # an object's class, sent by value: not a value
     both = wire.Resolver(allowed_modules=frozenset({"fractions", "string"}))
-    assert wire.loads(wire.dumps(string.Template), both, values={}, classes=objects) is string.Template
+    with pytest.raises(wire.WireError, match="never sent"):
+        wire.loads(wire.dumps(string.Template), both, values={}, classes=objects)
+    for name in ("CodeType", "FunctionType"):  # (they say "builtins"; they are not plain builtins)
+        with pytest.raises(wire.WireError, match="never sent"):
+            wire.loads(doc(["global", "types", name]), wire.Resolver(allowed_modules=frozenset({"types"})),
+                       values={})
+    with pytest.raises(wire.WireError, match="never sent"):  # (it makes classes)
+        wire.loads(wire.dumps(type), resolver, values={})
     assert wire.loads(wire.dumps(fractions.Fraction(1, 3)), resolver, values={}) == fractions.Fraction(1, 3)
     record = wire.encode_exception(ValueError(fractions.Fraction))
     assert wire.decode_exception(record, resolver).args[0] is fractions.Fraction

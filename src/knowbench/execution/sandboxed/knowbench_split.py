@@ -12,6 +12,7 @@ Stdlib only (plus `knowbench_wire`, which lives beside it): runs inside the sand
 
 import builtins
 import collections.abc
+import copy
 import errno
 import functools
 import importlib
@@ -122,7 +123,9 @@ class Peer:
         self.output_cap = output_cap
         self.exported = []  # local callables the other side holds handles to
         self.exported_ids = {}  # id -> number in `exported` (which keeps each object alive)
-        # The judge's, while it encodes a view's reply: the callables it lends (`_lent`).
+        # The judge's, while it serves a request of the candidate's (a view's operation, a
+        # callback's call, and whatever that calls back): it lends only `_lent` callables, in
+        # its reply and in any call it makes meanwhile, and notes no class sent as a value.
         self.lending = False
         self.stand_ins = {}  # the number the other side exported an object under -> this side's stand-in
         self.stand_in_numbers = {}  # id(stand-in) -> (the stand-in, that number)
@@ -168,8 +171,11 @@ class Peer:
         # The candidate's functions never cross by name: named, the judge would hold the real
         # function (`os.popen`) and a test's call of it would run in the judge.
         if self.entry is None:
+            # (Classes are noted as sent only in the tests' own calls: one the judge sends back
+            # while serving the candidate, `type(x)` of the candidate's object, is the
+            # candidate's choice, not the tests'.)
             return wire.dumps(value, path, handles=self.export, returned=self.theirs, sent=self.sent_code,
-                              classes=self.sent_classes, values=self.sent_values)
+                              classes=self.sent_classes, values=None if self.lending else self.sent_values)
         return wire.dumps(value, path, handles=self.export, functions=False, returned=self.theirs,
                           named=self.named)
 
@@ -296,7 +302,13 @@ class Peer:
                 # does with the refusal.
                 self.problem = (CrossingFailed.reason, message)
             return wire.dumps(("cannot-cross", message))
-        return _answer(self, function, args, kwargs, drain=kind != "op")
+        if self.entry is not None:
+            return _answer(self, function, args, kwargs, drain=kind != "op")
+        lending, self.lending = self.lending, True
+        try:
+            return _answer(self, function, args, kwargs, drain=kind != "op")
+        finally:
+            self.lending = lending
 
     def call(self, kind, target, args, kwargs):
         """Call across; return the reply as a message (see _answer)."""
@@ -361,6 +373,12 @@ class RemoteView:
     def __delattr__(self, name):
         raise AttributeError(f"an object of the tests cannot lose attributes to the candidate ({name})")
 
+    def __copy__(self):  # (a copy is the tests' object's, made there: a view of a new object)
+        return self._knowbench_do("copy")
+
+    def __deepcopy__(self, memo):
+        return self._knowbench_do("deepcopy")
+
     def __repr__(self):
         return f"<object #{object.__getattribute__(self, '_knowbench_number')} of the tests' process>"
 
@@ -383,6 +401,7 @@ _OPERATIONS = {
 _CONTAINER_VIEWS = frozenset({type({}.keys()), type({}.values()), type({}.items()),
                               collections.abc.KeysView, collections.abc.ValuesView, collections.abc.ItemsView})
 _CONTAINER_OPS = ("len", "contains", "iter")
+_COPIES = {"copy": copy.copy, "deepcopy": copy.deepcopy}  # what any object of the tests' classes does
 
 
 def _view_method(op):
@@ -482,9 +501,10 @@ def _operation(obj, op, name, count, kwargs):
     - Nothing is ever set as an attribute: a test case's assertion or a method replaced
       would answer for the candidate.
     - Anything else (a library's object, a module, a class, a frame) is only passed back."""
-    if (op != "getattr" and op not in _OPERATIONS) or type(kwargs) is not dict or (kwargs and op != "call"):
+    if (op not in _COPIES and op != "getattr" and op not in _OPERATIONS) or type(kwargs) is not dict or (
+            kwargs and op != "call"):
         raise TypeError(f"no such operation: {str(op)[:40]!r}")
-    _, arity, does, iterating = _OPERATIONS.get(op, (None, 0, None, False))
+    _, arity, does, iterating = _OPERATIONS.get(op, (None, 0, _COPIES.get(op), False))
     if arity is not None and count != arity:
         raise TypeError(f"{op} takes {arity} argument(s)")
     kind = type(obj)
@@ -498,6 +518,8 @@ def _operation(obj, op, name, count, kwargs):
         if type(name) is not str or (name.startswith("__") and name.endswith("__")):
             raise TypeError("no dunder attribute of the tests' objects crosses")
         return lambda: getattr(obj, name)
+    if op in _COPIES:  # (the tests' own class, copied as `copy` copies it in their process)
+        return lambda: does(obj)
     # Only what the object's class defines below `object` (the view's class has the same):
     # `object`'s own hash and repr would tell the candidate the judge's addresses.
     if _special(kind, _OPERATIONS[op][0]) in (None, _UNHASHABLE):
@@ -536,6 +558,16 @@ def _tests_class(kind):
         return False
 
 
+def _tests_function(function):
+    """Whether the tests wrote `function`: its globals are the tests' module's (`__module__`
+    is whatever `functools.wraps` copied: a library's wrapper of a test's function)."""
+    try:
+        space = types.FunctionType.__dict__["__globals__"].__get__(function)
+        return type(space) is dict and space.get("__name__") == wire.TESTS_MODULE
+    except Exception:
+        return False
+
+
 # Where the code of a method a builtin container gives an object is (`dict.update` of a dict
 # subclass the tests define): it only reads and changes the object.
 _CONTAINER_MODULES = frozenset({"builtins", "collections", "collections.abc", "_collections_abc"})
@@ -550,7 +582,7 @@ def _lent(value, depth=0):
     with the judge's rights."""
     kind = type(value)
     if kind is types.FunctionType:
-        return getattr(value, "__module__", None) == wire.TESTS_MODULE
+        return _tests_function(value)
     if _tests_class(kind):  # an object of the tests' own class: its __call__ (`_operation`)
         return _special(kind, "__call__") not in (None, _UNHASHABLE)
     if kind is functools.partial:
@@ -559,8 +591,8 @@ def _lent(value, depth=0):
         function, owner = value.__func__, value.__self__
         if type(function) is not types.FunctionType:
             return False
-        module = getattr(function, "__module__", None)
-        return module == wire.TESTS_MODULE or (module in _CONTAINER_MODULES and _tests_class(type(owner)))
+        return _tests_function(function) or (getattr(function, "__module__", None) in _CONTAINER_MODULES
+                                             and _tests_class(type(owner)))
     if kind is types.BuiltinMethodType:
         owner = getattr(value, "__self__", None)
         if owner is None or not _tests_class(type(owner)):
@@ -1977,14 +2009,10 @@ def _without_addresses(text):
 
 
 def _reply(peer, message, path):
-    """Encode a reply. The judge's, to a view's operation or to a callback's call, lends only
-    the callables `_lent` allows: a method of the tests' that hands out a library's bound
-    method would otherwise lend it as a view's read would."""
-    peer.lending = peer.entry is None
-    try:
-        return peer.dumps(message, path)
-    finally:
-        peer.lending = False
+    """Encode a reply. The judge's (it is serving the candidate: `Peer.answer`) lends only the
+    callables `_lent` allows: a method of the tests' that hands out a library's bound method
+    would otherwise lend it as a view's read would not."""
+    return peer.dumps(message, path)
 
 
 def _may_name_expected_values(error, depth=0):

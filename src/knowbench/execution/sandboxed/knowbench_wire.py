@@ -1310,9 +1310,9 @@ def _dec_global(d: _Decoder, node: list) -> object:
     else:
         found = d.resolver.lookup(module, qualname, known=d.classes)
         # A class as a value (not an object's class) is something the tests may call: named by
-        # the other process, only one this side sent, a builtin or one of its objects' classes.
+        # the other process, only a plain builtin or one this side sent as a value.
         _need(d.values is None or not isinstance(found, type) or _builtin_class(found)
-              or d.values.get(id(found)) is found or (d.classes is not None and d.classes.get(id(found)) is found),
+              or d.values.get(id(found)) is found,
               f"{module!r}.{qualname!r}: a class this process never sent cannot cross as a value"[:200])
     if d.named is not None:
         d.named[id(found)] = found
@@ -1320,7 +1320,10 @@ def _dec_global(d: _Decoder, node: list) -> object:
 
 
 def _builtin_class(cls: type) -> bool:
-    return type.__dict__["__module__"].__get__(cls) == "builtins"
+    """A class of the builtins namespace itself (`int`, `dict`, `ValueError`), not one that
+    only says so (`types.CodeType`, `types.FunctionType`), and not `type` (it makes classes)."""
+    return (cls is not type and type.__dict__["__module__"].__get__(cls) == "builtins"
+            and getattr(builtins, str(type.__dict__["__qualname__"].__get__(cls)), None) is cls)
 
 
 def _dec_enum(d: _Decoder, node: list) -> object:
@@ -1642,8 +1645,8 @@ def loads(data: bytes, resolver: Resolver,
     classes the document named, by id. `classes` (by id: the classes this side sent, `dumps`'
     `classes`) may be named from any loaded module but a testing framework's, not only from
     those `resolver` allows. `values`, when given (the classes this side sent as values,
-    `dumps`' `values`), limits the classes named as values (not as an object's class) to those,
-    the builtins and `classes`: a test may call a class it is handed, and one the other
+    `dumps`' `values`), limits the classes named as values (not as an object's class) to those
+    and the plain builtins (not `type`): a test may call a class it is handed, and one the other
     process chose (`subprocess.Popen`, `ctypes.CDLL`) would run with its arguments here."""
     _need(isinstance(data, (bytes, bytearray, memoryview)), "data must be bytes")
     try:
