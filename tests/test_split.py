@@ -848,10 +848,12 @@ CALLER = """
     import string
 
 
-    def hand(runner, what, *args):
+    def hand(runner, what, *args, echo=None):
         if what == "echo":  # the judge sends a Template back: its class is still not a value it sent
-            runner.submit(list, [string.Template("$x")])
+            echo(list, [string.Template("$x")])
             what = string.Template
+        if what == "template":  # rebuilt from the candidate's state, its library's code would run
+            return runner.submit(len, string.Template("$x"))
         chosen = {"int": int, "fraction": fractions.Fraction}.get(what, what)
         return runner.submit(chosen, *args)
 """
@@ -859,6 +861,8 @@ CALLER_TESTS = """
     import decimal
     import fractions
     from unittest import mock
+
+    import pytest
 
 
     class Runner:  # a test double that calls what it is given, as an executor does
@@ -879,7 +883,16 @@ CALLER_TESTS = """
 
 
     def test_a_class_the_candidate_made_the_judge_send():
-        assert hand(Runner(), "echo", "$y").template == "$y"
+        assert hand(Runner(), "echo", "$y", echo=Runner().submit).template == "$y"
+
+
+    def test_values_the_candidate_made():
+        assert hand(Runner(), list, [fractions.Fraction(1, 2), decimal.Decimal(1)]) == [0.5, 1]
+
+
+    def test_an_object_the_candidate_rebuilt_from_its_state():
+        with pytest.raises(TypeError):  # (a Template has no len: what matters is that it never ran)
+            hand(Runner(), "template")
 
 
     def test_a_mock_the_tests_passed():
@@ -896,11 +909,13 @@ def test_what_the_judge_runs_calls_only_classes_it_sent_and_objects_it_lends(spl
     would record a call the candidate could not make. A builtin class and one the tests sent
     cross; others (one the judge sent back while serving the candidate too: an echo, or
     `type(x)`, would let the candidate choose it), and the tests' objects it may not call,
-    fail the test as `cannot-cross`."""
+    fail the test as `cannot-cross`. So does an object rebuilt from the candidate's state
+    handed to what a view lends: its library's code (a `Maildir`'s `keys()`) would run there
+    on the state the candidate chose, and what it gives would come back."""
     result = run(split_engine, CALLER, CALLER_TESTS, "hand", trusted_program=dedent(CALLER))
     outcomes = {t.id.rsplit("::", 1)[1]: t for t in result.tests}
-    assert result.isolation == "split" and len(outcomes) == 5
-    for name in ("test_a_builtin_class", "test_a_class_the_tests_sent"):
+    assert result.isolation == "split" and len(outcomes) == 7
+    for name in ("test_a_builtin_class", "test_a_class_the_tests_sent", "test_values_the_candidate_made"):
         assert outcomes[name].status == "pass", outcomes[name].message[-800:]
     chose, mocked = outcomes["test_a_class_the_candidate_chose"], outcomes["test_a_mock_the_tests_passed"]
     assert (chose.status, chose.reason) == ("error", "cannot-cross"), chose.message[-800:]
@@ -908,6 +923,9 @@ def test_what_the_judge_runs_calls_only_classes_it_sent_and_objects_it_lends(spl
     echoed = outcomes["test_a_class_the_candidate_made_the_judge_send"]
     assert (echoed.status, echoed.reason) == ("error", "cannot-cross"), echoed.message[-800:]
     assert "'string'.'Template': a class this process never sent" in echoed.message
+    rebuilt = outcomes["test_an_object_the_candidate_rebuilt_from_its_state"]
+    assert (rebuilt.status, rebuilt.reason) == ("error", "cannot-cross"), rebuilt.message[-800:]
+    assert "an object the candidate rebuilt (Template) cannot be handed to what a view" in rebuilt.message
     assert (mocked.status, mocked.reason) == ("error", "cannot-cross"), mocked.message[-800:]
     assert "cannot be called by what the judge runs" in mocked.message
 

@@ -135,6 +135,8 @@ class Peer:
         self.sent_classes = {}  # the judge's: the classes it sent, by id (they may come back)
         self.sent_values = {}  # the judge's: the classes it sent as values (they may come back as values)
         self.owned = []  # the judge's: its own objects the message it last read named (`own`)
+        self.made = []  # the judge's: the objects the message it last read rebuilt from state
+        self.lent_numbers = set()  # the judge's: what it handed out while serving (through a view)
         # The candidate's: the functions and classes the judge named, by id: they go back by
         # name (a function of its own crosses as a handle).
         self.named = {}
@@ -161,6 +163,8 @@ class Peer:
         if index is None:
             self.exported.append(obj)
             index = self.exported_ids[id(obj)] = len(self.exported) - 1
+            if self.lending:
+                self.lent_numbers.add(index)
         if lazy:
             return index, "view iter next"
         if self.entry is not None or isinstance(obj, _CALLABLE_KINDS):
@@ -194,9 +198,9 @@ class Peer:
 
     def loads(self, frame):
         if self.entry is None:
-            self.owned = []
+            self.owned, self.made = [], []
             return wire.loads(frame, self.resolver, handles=self.stand_in, own=self.own, code=self.sent_here,
-                              classes=self.sent_classes, values=self.sent_values)
+                              classes=self.sent_classes, values=self.sent_values, made=self.made)
         # The judge's values hold what the tests and the library gave them: nothing to refuse.
         return wire.loads(frame, self.resolver, handles=self.stand_in, own=self.own,
                           code=lambda place, found, rebuilt: True, named=self.named)
@@ -272,6 +276,12 @@ class Peer:
         try:
             if type(args) is not tuple or type(kwargs) is not dict:
                 raise TypeError("malformed call")
+            if self.entry is None and self.made and (kind == "op" or (kind == "handle" and target in self.lent_numbers)):
+                # What a view lends (`dict.update`, a method of the tests') would run the
+                # library's code of an object rebuilt from the candidate's state (a Maildir's
+                # `keys()` reading the judge's files) and hand back what it gives.
+                raise TypeError(f"an object the candidate rebuilt ({_kind_name(type(self.made[0]))}) cannot be "
+                                "handed to what a view of the tests' lends: its library's code would run here")
             for mine in self.owned if self.entry is None else ():
                 # What the judge calls with the candidate's arguments may call them: its own
                 # objects among them only when it would lend them (`list.sort(key=...)` with a
@@ -1997,6 +2007,8 @@ def _answer(peer, function, args, kwargs, drain=True):
             peer.problem = (CrossingFailed.reason, f"a view's reply cannot cross: {error}")
         return wire.dumps(("cannot-cross", str(error)))
     except BaseException as error:  # a hostile __repr__/__reduce__ while encoding
+        if isinstance(peer, Channel) and peer.problem is None:
+            peer.problem = (CrossingFailed.reason, f"a reply could not be encoded ({type(error).__name__})")
         return wire.dumps(("cannot-cross", f"the reply could not be encoded ({type(error).__name__})"))
 
 

@@ -849,9 +849,11 @@ class _Decoder:
                  code: Callable[[tuple[str, str, str], object, bool], bool] | None = None,
                  named: dict[int, object] | None = None,
                  classes: dict[int, type] | None = None,
-                 values: dict[int, type] | None = None) -> None:
+                 values: dict[int, type] | None = None,
+                 made: list | None = None) -> None:
         self.resolver = resolver
         self.values = values  # see `loads`
+        self.made = made  # see `loads`
         self.handles = handles
         self.own = own
         self.code = code  # see `loads`
@@ -1020,6 +1022,8 @@ class _Decoder:
         _need(type(ndict) is int and 0 <= 2 * ndict <= len(pairs) and len(pairs) % 2 == 0,
               "obj: bad state size")
         value = self.register(nid, object.__new__(cls))
+        if self.made is not None:
+            self.made.append(value)
         self.pending.add(id(value))
         namespace = object.__getattribute__(value, "__dict__") if has_dict else None
         state: dict = {}
@@ -1608,9 +1612,10 @@ def _decode_tree(node: object, resolver: Resolver,
                  code: Callable[[tuple[str, str, str], object, bool], bool] | None = None,
                  named: dict[int, object] | None = None,
                  classes: dict[int, type] | None = None,
-                 values: dict[int, type] | None = None) -> object:
+                 values: dict[int, type] | None = None,
+                 made: list | None = None) -> object:
     try:
-        decoder = _Decoder(resolver, handles, own, code, named, classes, values)
+        decoder = _Decoder(resolver, handles, own, code, named, classes, values, made)
         value = decoder.dec(node)
         decoder.check_rebuilt()
         return value
@@ -1630,7 +1635,8 @@ def loads(data: bytes, resolver: Resolver,
           code: Callable[[tuple[str, str, str], object, bool], bool] | None = None,
           named: dict[int, object] | None = None,
           classes: dict[int, type] | None = None,
-          values: dict[int, type] | None = None) -> object:
+          values: dict[int, type] | None = None,
+          made: list | None = None) -> object:
     """Rebuild a value from `dumps` output; raises WireError (only) on anything malformed or
     forbidden. Calls nothing but value constructors, what `resolver` allows, `handles`, `own`
     and `code`.
@@ -1647,7 +1653,9 @@ def loads(data: bytes, resolver: Resolver,
     those `resolver` allows. `values`, when given (the classes this side sent as values,
     `dumps`' `values`), limits the classes named as values (not as an object's class) to those
     and the plain builtins (not `type`): a test may call a class it is handed, and one the other
-    process chose (`subprocess.Popen`, `ctypes.CDLL`) would run with its arguments here."""
+    process chose (`subprocess.Popen`, `ctypes.CDLL`) would run with its arguments here. `made`,
+    when given, is filled with the objects rebuilt from state (an `obj` node: an object of a
+    library's or the program's class, with the state the other process chose)."""
     _need(isinstance(data, (bytes, bytearray, memoryview)), "data must be bytes")
     try:
         tree = json.loads(bytes(data).decode("utf-8"), parse_constant=_reject_constant)
@@ -1657,7 +1665,7 @@ def loads(data: bytes, resolver: Resolver,
         raise WireError(f"not a wire document: {type(error).__name__}") from None
     _need(type(tree) is list and len(tree) == 3 and tree[:2] == [_MAGIC, _VERSION],
           "not a knowbench-wire document")
-    return _decode_tree(tree[2], resolver, handles, own, code, named, classes, values)
+    return _decode_tree(tree[2], resolver, handles, own, code, named, classes, values, made)
 
 
 def _tree(value: object) -> object:
