@@ -540,6 +540,12 @@ VIEWS = """
         return out, len(out), bool(out), out.size, repr(out), out == extra, out != extra, seen[base]
 
 
+    def arith(values):
+        more = values + [4]
+        values += [5]
+        return more, values < [9], list(reversed(values))
+
+
     def duplicate(table):
         import copy
 
@@ -626,7 +632,16 @@ VIEWS_TESTS = TABLE + """
 
 
 """
-VIEWS_TESTS_OF = {"merge_into": VIEWS_TESTS, "duplicate": TABLE + """
+VIEWS_TESTS_OF = {"merge_into": VIEWS_TESTS, "arith": """
+    class Vec(list):
+        pass
+
+
+    def test_operators_are_done_where_the_object_lives():
+        values = Vec([1])
+        more, less, back = arith(values)
+        assert (more, less, back) == ([1, 4], True, [5, 1]) and values == [1, 5] and type(values) is Vec
+""", "duplicate": TABLE + """
 
     def test_a_copy_is_made_where_the_object_lives():
         table = Table({"a": 1})
@@ -679,7 +694,7 @@ def test_an_object_of_the_tests_reaches_the_candidate_as_a_view(split_engine: En
     define, an iterator) is a view in the candidate's process: its attributes, items, length,
     truth and iteration are done on the tests' object, so the candidate's changes are made
     there and an iterator advances by exactly what the candidate consumed."""
-    for entry_point in ("merge_into", "duplicate", "first_two", "total", "apply_all", "feed"):
+    for entry_point in ("merge_into", "arith", "duplicate", "first_two", "total", "apply_all", "feed"):
         tests = VIEWS_TESTS_OF[entry_point]
         result = run(split_engine, VIEWS.replace("def ", "def _").replace(f"def _{entry_point}", f"def {entry_point}"),
                      tests, entry_point)
@@ -975,6 +990,49 @@ def test_what_the_judge_hands_the_candidate_while_serving_it_is_lent_the_same_wa
     [outcome] = result.tests
     assert (outcome.status, outcome.reason) == ("error", "cannot-cross"), outcome.message[-800:]
     assert "Path.write_text is a library's" in outcome.message, outcome.message[-800:]
+
+
+def test_no_object_rebuilt_from_the_candidates_state_reaches_container_code_while_served(split_engine: Engine) -> None:
+    """A builtin container's method (`dict.update` lent by a view, `set.add` the tests pass in)
+    calls protocol methods of what it is given: an object rebuilt from the candidate's state
+    would run its library's code in the judge, however it arrives (an item of the candidate's
+    iterator, an argument). Plain values go through."""
+    result = run(split_engine, """
+        import string
+
+
+        def fill(target, how):
+            if how == "plain":
+                target.update((key, key) for key in "ab")
+            elif how == "iterator":
+                target.update((key, string.Template(key)) for key in "ab")
+            else:
+                target(string.Template("x"))
+            return True
+    """, """
+        class Registry(dict):
+            pass
+
+
+        def test_plain():
+            registry = Registry()
+            assert fill(registry, "plain") and registry == {"a": "a", "b": "b"}
+
+
+        def test_iterator():
+            assert fill(Registry(), "iterator")
+
+
+        def test_sink():
+            seen = set()
+            assert fill(seen.add, "sink")
+    """, "fill", trusted_program="import string\n\n\ndef fill(target, how):\n    raise NotImplementedError\n")
+    outcomes = {t.id.rsplit("::", 1)[1]: t for t in result.tests}
+    assert outcomes["test_plain"].status == "pass", outcomes["test_plain"].message[-800:]
+    for name in ("test_iterator", "test_sink"):
+        outcome = outcomes[name]
+        assert (outcome.status, outcome.reason) == ("error", "cannot-cross"), (name, outcome.message[-800:])
+        assert "an object the candidate rebuilt (Template)" in outcome.message, (name, outcome.message[-800:])
 
 
 METER = """

@@ -137,6 +137,9 @@ class Peer:
         self.owned = []  # the judge's: its own objects the message it last read named (`own`)
         self.made = []  # the judge's: the objects the message it last read rebuilt from state
         self.lent_numbers = set()  # the judge's: what it handed out while serving (through a view)
+        # The judge's, while it serves a view's operation or a builtin container's code: no
+        # object rebuilt from the candidate's state may reach it, in any message (`loads`).
+        self.guarding = 0
         # The candidate's: the functions and classes the judge named, by id: they go back by
         # name (a function of its own crosses as a handle).
         self.named = {}
@@ -199,8 +202,14 @@ class Peer:
     def loads(self, frame):
         if self.entry is None:
             self.owned, self.made = [], []
-            return wire.loads(frame, self.resolver, handles=self.stand_in, own=self.own, code=self.sent_here,
-                              classes=self.sent_classes, values=self.sent_values, made=self.made)
+            message = wire.loads(frame, self.resolver, handles=self.stand_in, own=self.own, code=self.sent_here,
+                                 classes=self.sent_classes, values=self.sent_values, made=self.made)
+            if self.guarding and self.made:
+                # An item of the candidate's iterator, what its key function returned, a change
+                # it made to an argument: each would reach the code being served.
+                raise wire.WireError(f"an object the candidate rebuilt ({_kind_name(type(self.made[0]))}) "
+                                     "cannot reach what a view of the tests' lends: its library's code would run here")
+            return message
         # The judge's values hold what the tests and the library gave them: nothing to refuse.
         return wire.loads(frame, self.resolver, handles=self.stand_in, own=self.own,
                           code=lambda place, found, rebuilt: True, named=self.named)
@@ -276,8 +285,12 @@ class Peer:
         try:
             if type(args) is not tuple or type(kwargs) is not dict:
                 raise TypeError("malformed call")
-            if self.entry is None and self.made and (kind == "op" or (kind == "handle" and target in self.lent_numbers)):
-                # What a view lends (`dict.update`, a method of the tests') would run the
+            guarded = self.entry is None and (kind == "op" or (
+                kind == "handle" and type(target) is int and 0 <= target < len(self.exported)
+                and (target in self.lent_numbers or _container_code(self.exported[target]))))
+            if guarded and self.made:
+                # What a view lends (`dict.update`, a method of the tests'), and a builtin
+                # container's method the tests passed (`sink=results.update`), would run the
                 # library's code of an object rebuilt from the candidate's state (a Maildir's
                 # `keys()` reading the judge's files) and hand back what it gives.
                 raise TypeError(f"an object the candidate rebuilt ({_kind_name(type(self.made[0]))}) cannot be "
@@ -315,10 +328,12 @@ class Peer:
         if self.entry is not None:
             return _answer(self, function, args, kwargs, drain=kind != "op")
         lending, self.lending = self.lending, True
+        self.guarding += guarded
         try:
             return _answer(self, function, args, kwargs, drain=kind != "op")
         finally:
             self.lending = lending
+            self.guarding -= guarded
 
     def call(self, kind, target, args, kwargs):
         """Call across; return the reply as a message (see _answer)."""
@@ -393,6 +408,11 @@ class RemoteView:
         return f"<object #{object.__getattribute__(self, '_knowbench_number')} of the tests' process>"
 
 
+def _swapped(forward):
+    """`forward` with its operands swapped: what a reflected operator (`__radd__`) does."""
+    return lambda obj, other: forward(other, obj)
+
+
 # What a view does there: {operation: (the special method that gives it, its argument count,
 # what does it, whether an iterator's)}. A view's class has those its object's class defines
 # below `object` (comparison, hash and text included: a view of a class that keeps `object`'s
@@ -404,7 +424,16 @@ _OPERATIONS = {
     "iter": ("__iter__", 0, iter, True), "next": ("__next__", 0, next, True),
     "eq": ("__eq__", 1, operator.eq, False), "ne": ("__ne__", 1, operator.ne, False),
     "hash": ("__hash__", 0, hash, False), "repr": ("__repr__", 0, repr, False), "str": ("__str__", 0, str, False),
-    "call": ("__call__", None, None, False),
+    "call": ("__call__", None, None, False), "reversed": ("__reversed__", 0, reversed, False),
+    "lt": ("__lt__", 1, operator.lt, False), "le": ("__le__", 1, operator.le, False),
+    "gt": ("__gt__", 1, operator.gt, False), "ge": ("__ge__", 1, operator.ge, False),
+    # Arithmetic and set operators, in each direction and in place (`v += [4]` changes the
+    # tests' object, as it does in-process).
+    **{f"{prefix}{name}": (f"__{prefix}{name}__", 1, does, False) for name, forward, inplace in (
+        ("add", operator.add, operator.iadd), ("sub", operator.sub, operator.isub),
+        ("mul", operator.mul, operator.imul), ("or", operator.or_, operator.ior),
+        ("and", operator.and_, operator.iand), ("xor", operator.xor, operator.ixor))
+       for prefix, does in (("", forward), ("r", _swapped(forward)), ("i", inplace))},
 }
 # What a view of a dict's keys, values or items (the tests' object's `keys()`) does: it only
 # reads the dict, as iterating it in the tests' process would.
@@ -566,6 +595,16 @@ def _tests_class(kind):
         return True
     except Exception:
         return False
+
+
+def _container_code(function):
+    """Whether calling `function` runs a builtin container's or `collections`' code (a bound
+    `dict.update`, `set.add`, `Counter.update`), which calls protocol methods of its arguments."""
+    if type(function) is types.BuiltinMethodType:
+        return not isinstance(getattr(function, "__self__", None), types.ModuleType)
+    if type(function) is types.MethodType and type(function.__func__) is types.FunctionType:
+        return getattr(function.__func__, "__module__", None) in _CONTAINER_MODULES
+    return False
 
 
 def _tests_function(function):
