@@ -1035,6 +1035,40 @@ def test_no_object_rebuilt_from_the_candidates_state_reaches_container_code_whil
         assert "an object the candidate rebuilt (Template)" in outcome.message, (name, outcome.message[-800:])
 
 
+def test_an_object_the_candidate_rebuilt_never_goes_back_as_a_handle(split_engine: Engine) -> None:
+    """An object rebuilt from the candidate's state that cannot go back by value (its nesting
+    fits a reply but not a call, one level deeper) fails the call instead of going back as a
+    handle: passed back, the judge's object would reach what a view lends (`dict.update` would
+    run its library's `keys()` there)."""
+    program = """
+        import string
+
+
+        def solve(step, token=None, registry=None):
+            if step == "make":
+                token, pad = string.Template("$x"), []
+                for _ in range(297):
+                    pad = [pad]
+                token.pad = pad
+                return token
+            registry.update(token)
+            return registry
+    """
+    result = run(split_engine, program, """
+        class Registry(dict):
+            pass
+
+
+        def test_round_trip():
+            token = solve("make")
+            assert token.template == "$x"
+            solve("use", token, Registry())
+    """, "solve", trusted_program=dedent(program))
+    [outcome] = result.tests
+    assert (outcome.status, outcome.reason) == ("error", "cannot-cross"), outcome.message[-800:]
+    assert "crosses back by value or not at all" in outcome.message, outcome.message[-800:]
+
+
 METER = """
     class Scale:
         def __init__(self, factor):

@@ -136,6 +136,7 @@ class Peer:
         self.sent_values = {}  # the judge's: the classes it sent as values (they may come back as values)
         self.owned = []  # the judge's: its own objects the message it last read named (`own`)
         self.made = []  # the judge's: the objects the message it last read rebuilt from state
+        self.rebuilt_ids = {}  # the judge's: every object a message of the candidate rebuilt, by id
         self.lent_numbers = set()  # the judge's: what it handed out while serving (through a view)
         # The judge's, while it serves a view's operation or a builtin container's code: no
         # object rebuilt from the candidate's state may reach it, in any message (`loads`).
@@ -158,6 +159,11 @@ class Peer:
         lazy = self.entry is not None and _is_lazy(obj)
         if self.entry is not None and not callable(obj) and not lazy:
             return None
+        if self.entry is None and self.rebuilt_ids.get(id(obj)) is obj:
+            # Sent back by value, it is the candidate's state again; as a handle it would be
+            # the judge's own object, which the candidate could hand to what a view lends.
+            raise TypeError(f"an object the candidate rebuilt ({_kind_name(type(obj))}) crosses back by value "
+                            "or not at all")
         if self.lending and isinstance(obj, _CALLABLE_KINDS) and not _lent(obj):
             raise TypeError(f"{getattr(obj, '__qualname__', 'a callable')!s:.80} is a library's: an object "
                             "of the tests lends the candidate only the methods the tests wrote (and those "
@@ -204,15 +210,23 @@ class Peer:
             self.owned, self.made = [], []
             message = wire.loads(frame, self.resolver, handles=self.stand_in, own=self.own, code=self.sent_here,
                                  classes=self.sent_classes, values=self.sent_values, made=self.made)
-            if self.guarding and self.made:
-                # An item of the candidate's iterator, what its key function returned, a change
-                # it made to an argument: each would reach the code being served.
-                raise wire.WireError(f"an object the candidate rebuilt ({_kind_name(type(self.made[0]))}) "
-                                     "cannot reach what a view of the tests' lends: its library's code would run here")
+            self.note_rebuilt(self.made)
             return message
         # The judge's values hold what the tests and the library gave them: nothing to refuse.
         return wire.loads(frame, self.resolver, handles=self.stand_in, own=self.own,
                           code=lambda place, found, rebuilt: True, named=self.named)
+
+    def note_rebuilt(self, made):
+        """The judge's: remember the objects a message of the candidate's rebuilt from state
+        (they never go back as handles: `export`), and refuse them while it serves a view's
+        operation, a lent callable or a builtin container's method: an item of the
+        candidate's iterator, what its key returned, an exception it raised, a change it made
+        to an argument would each reach the code being served."""
+        for obj in made:
+            self.rebuilt_ids[id(obj)] = obj
+        if self.guarding and made:
+            raise wire.WireError(f"an object the candidate rebuilt ({_kind_name(type(made[0]))}) "
+                                 "cannot reach what a view of the tests' lends: its library's code would run here")
 
     def sent_here(self, place, found, rebuilt):
         """The judge's: whether it sent `found` (a function, class or handle; `rebuilt`: a
@@ -709,7 +723,11 @@ def _exception(peer, data):
     side, its arguments and attributes name classes as values only as any value of the
     candidate's may (`wire.loads`' `values`)."""
     if peer.entry is None:
-        return wire.decode_exception(data, peer.resolver, values=peer.sent_values, classes=peer.sent_classes)
+        made = []
+        error = wire.decode_exception(data, peer.resolver, values=peer.sent_values, classes=peer.sent_classes,
+                                      made=made)
+        peer.note_rebuilt(made)
+        return error
     return wire.decode_exception(data, peer.resolver)
 
 

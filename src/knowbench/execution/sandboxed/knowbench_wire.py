@@ -1779,14 +1779,15 @@ def _exception_fields(error):
 
 
 def decode_exception(data: dict, resolver: Resolver, _depth: int = 0, values: dict[int, type] | None = None,
-                     classes: dict[int, type] | None = None) -> BaseException:
+                     classes: dict[int, type] | None = None, made: list | None = None) -> BaseException:
     """Rebuild the first resolvable class of the recorded MRO (so a candidate's
     `class MyError(ValueError)` arrives as ValueError) without calling its __init__ (but a
     builtin's, which sets the fields its args give); falls back to the next base when one
     cannot be instantiated. The rebuilt exception carries
     `knowbench_type` (the original "module.qualname") and `knowbench_str` (the original str).
-    Raises WireError (only) when `data` is malformed. `values` and `classes`: as `loads`' (its
-    arguments and attributes name classes as values only under the same rule)."""
+    Raises WireError (only) when `data` is malformed. `values`, `classes` and `made`: as
+    `loads`' (its arguments and attributes name classes as values only under the same rule,
+    and what they rebuild from state is listed)."""
     _need(type(data) is dict and set(data) == {"types", "args", "state", "str"},
           "exception: bad record")
     names, raw_args, raw_state, text = data["types"], data["args"], data["state"], data["str"]
@@ -1803,11 +1804,11 @@ def decode_exception(data: dict, resolver: Resolver, _depth: int = 0, values: di
         if kind == "g":
             _need(inner is None and type(payload) is list and 0 < len(payload) <= _GROUP_SIZE
                   and _depth < _GROUP_DEPTH, "exception: bad group")
-            inner = tuple(decode_exception(record, resolver, _depth + 1, values, classes) for record in payload)
+            inner = tuple(decode_exception(record, resolver, _depth + 1, values, classes, made) for record in payload)
             args.append(list(inner))
             continue
         try:
-            args.append(_decode_tree(payload, resolver, classes=classes, values=values) if kind == "v"
+            args.append(_decode_tree(payload, resolver, classes=classes, values=values, made=made) if kind == "v"
                         else str(payload))
         except WireError as error:  # keep the exception: its message matters more than an arg
             args.append(f"<undecodable argument: {error}>")
@@ -1850,7 +1851,7 @@ def decode_exception(data: dict, resolver: Resolver, _depth: int = 0, values: di
         for name, node in raw_state.items():
             if name != "args" and not name.startswith("knowbench"):
                 try:
-                    value = _decode_tree(node, resolver, classes=classes, values=values)
+                    value = _decode_tree(node, resolver, classes=classes, values=values, made=made)
                 except WireError:
                     continue
                 if name in fields:
