@@ -1069,6 +1069,25 @@ def test_an_object_the_candidate_rebuilt_never_goes_back_as_a_handle(split_engin
     assert "crosses back by value or not at all" in outcome.message, outcome.message[-800:]
 
 
+def test_a_returned_iterator_over_an_endless_one_of_the_tests_fails_fast(split_engine: Engine) -> None:
+    """The target's returned iterator is drained at the call; one that reads the tests'
+    endless iterator through a view would take a round trip per item until the wall clock.
+    It fails as `cannot-cross` after a bounded number of uses instead (in-process it is lazy)."""
+    result = run(split_engine, """
+        def evens(numbers):
+            return (n for n in numbers if n % 2 == 0)
+    """, """
+        import itertools
+
+
+        def test_endless():
+            assert next(evens(itertools.count())) == 0
+    """, "evens", wall_s=60.0)
+    [outcome] = result.tests
+    assert (outcome.status, outcome.reason) == ("error", "cannot-cross"), outcome.message[-800:]
+    assert "one that reads them lazily cannot cross" in outcome.message, outcome.message[-800:]
+
+
 METER = """
     class Scale:
         def __init__(self, factor):

@@ -35,6 +35,9 @@ import knowbench_wire as wire
 _HEADER = struct.Struct(">I")
 FRAME_CAP = 64 * 1024 * 1024
 ITEMS_CAP = 100_000  # an iterator the target returns is drained up to this many items
+# ... and while it is drained, the tests' objects are used through views at most this often
+VIEW_DRAIN_CAP = 1_000
+_VIEW_USES = [0]  # the candidate's: uses of views so far
 WARNINGS_CAP = 1000  # runs of different warnings one call may raise
 WARNINGS_TOTAL = 100_000  # warnings one call may raise
 LOG_RECORDS_CAP = 100_000  # log records one call may make
@@ -395,6 +398,7 @@ class RemoteView:
         peer = object.__getattribute__(self, "_knowbench_peer")
         number = object.__getattribute__(self, "_knowbench_number")
         kwargs = {} if kwargs is None else kwargs
+        _VIEW_USES[0] += 1
         try:
             reply = peer.call("op", (number, op, name), args, kwargs)
         except wire.Unencodable as error:
@@ -2117,12 +2121,17 @@ def _is_lazy(value):
 
 
 def _drain(iterator):
-    items = []
+    items, start = [], _VIEW_USES[0]
     try:
         for item in iterator:
             items.append(item)
             if len(items) > ITEMS_CAP:
                 raise wire.Unencodable(f"the returned iterator gave more than {ITEMS_CAP} items")
+            if _VIEW_USES[0] - start > VIEW_DRAIN_CAP:
+                # (each use is a round trip: an iterator over the tests' endless one would take
+                # the wall clock, where in-process it is lazy)
+                raise wire.Unencodable(f"the returned iterator used the tests' objects more than {VIEW_DRAIN_CAP} "
+                                       "times while it was drained: one that reads them lazily cannot cross")
     except wire.Unencodable:
         raise
     except BaseException as error:
