@@ -641,8 +641,8 @@ _CONTAINER_MODULES = frozenset({"builtins", "collections", "collections.abc", "_
 
 
 def _lent(value, depth=0):
-    """Whether a callable a view's reply holds may be lent to the candidate (called back with
-    its arguments, in the judge): a function the tests wrote, a method of one or a partial of
+    """Whether a callable the judge encodes while it serves the candidate (`Peer.lending`) may
+    be lent to it (called back with its arguments, in the judge): a function the tests wrote, a method of one or a partial of
     one, or a method that a builtin container or `collections` gives an object of a class the
     tests define. A library's method (a `pathlib.Path` subclass's `write_text`, a wrapper's
     `__getattr__` handing out `sqlite3.Connection.execute`) would do what the candidate asks
@@ -2048,9 +2048,9 @@ def _answer(peer, function, args, kwargs, drain=True):
         if outcome[0] == "iterate":
             items, stop = outcome[1]
             data = None if stop is None else wire.encode_exception(stop)
-            return _framed(_reply(peer, ("iterate", items, data, effects), "the returned iterator"))
+            return _framed(peer.dumps(("iterate", items, data, effects), "the returned iterator"))
         if outcome[0] == "return":
-            return _framed(_reply(peer, ("return", outcome[1], None, effects), "the return value"))
+            return _framed(peer.dumps(("return", outcome[1], None, effects), "the return value"))
         error = outcome[1]
         # The candidate's frames go to the judge (a failure shows them); the judge's, from a
         # callback of the tests, would show the candidate the tests' source lines.
@@ -2061,11 +2061,11 @@ def _answer(peer, function, args, kwargs, drain=True):
         elif peer.entry is None:  # (an argument that cannot cross goes as its str: `<... at 0x7f...>`)
             data = {**data, "str": _without_addresses(data["str"]),
                     "args": [[kind, _without_addresses(arg) if kind == "s" else arg] for kind, arg in data["args"]]}
-        return _framed(_reply(peer, ("raise", data, frames, effects), "the value"))
+        return _framed(peer.dumps(("raise", data, frames, effects)))
     except wire.Unencodable as error:
         if isinstance(peer, Channel) and peer.problem is None:
             # A reply the judge does not send fails the test, whatever the candidate does.
-            peer.problem = (CrossingFailed.reason, f"a view's reply cannot cross: {error}")
+            peer.problem = (CrossingFailed.reason, f"the reply cannot cross: {error}")
         return wire.dumps(("cannot-cross", str(error)))
     except BaseException as error:  # a hostile __repr__/__reduce__ while encoding
         if isinstance(peer, Channel) and peer.problem is None:
@@ -2079,13 +2079,6 @@ _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 def _without_addresses(text):
     """`text` without the judge's memory addresses (a default repr's `at 0x7f...`)."""
     return _ADDRESS.sub("0x…", text) if type(text) is str else text
-
-
-def _reply(peer, message, path):
-    """Encode a reply. The judge's (it is serving the candidate: `Peer.answer`) lends only the
-    callables `_lent` allows: a method of the tests' that hands out a library's bound method
-    would otherwise lend it as a view's read would not."""
-    return peer.dumps(message, path)
 
 
 def _may_name_expected_values(error, depth=0):
