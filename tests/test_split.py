@@ -689,6 +689,42 @@ VIEWS_TESTS_OF = {"merge_into": VIEWS_TESTS, "arith": """
 """}
 
 
+STREAMS = """
+    import io
+
+
+    def report(buffer, lines):
+        for line in lines:
+            {write}
+        return io.BytesIO(buffer.getvalue().upper().encode())
+"""
+
+
+@pytest.mark.parametrize(("write", "verdict"), [
+    ("buffer.write(line + chr(10))", "pass"),
+    ("io.StringIO().write(line)", "fail"),  # writes where the tests never look
+], ids=["writes-to-the-tests-stream", "writes-elsewhere"])
+def test_in_memory_streams_cross_by_value(split_engine: Engine, write: str, verdict: str) -> None:
+    """An `io.StringIO` or `io.BytesIO` crosses as a copy of its state, as other values do: what
+    the candidate writes into a stream of the tests, and where it leaves its position, is made
+    in the tests' stream too; a returned stream reads from where it was left."""
+    tests = """
+        import io
+
+
+        def test_report():
+            buffer = io.StringIO()
+            buffer.write("head" + chr(10))
+            out = report(buffer, ["a", "b"])
+            assert buffer.getvalue() == "head" + chr(10) + "a" + chr(10) + "b" + chr(10)
+            assert buffer.tell() == 9
+            assert out.read() == b"HEAD" + bytes([10]) + b"A" + bytes([10]) + b"B" + bytes([10])
+    """
+    result = run(split_engine, STREAMS.format(write=write), tests, "report")
+    assert result.isolation == "split"
+    assert [t.status for t in result.tests] == [verdict], [t.message[-400:] for t in result.tests]
+
+
 def test_an_object_of_the_tests_reaches_the_candidate_as_a_view(split_engine: Engine) -> None:
     """An object the tests hand over that cannot cross by value (an object of a class they
     define, an iterator) is a view in the candidate's process: its attributes, items, length,

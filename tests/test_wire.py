@@ -573,6 +573,18 @@ class SubArray(np.ndarray):
     pass
 
 
+def _closed_stream() -> io.StringIO:
+    stream = io.StringIO("x")
+    stream.close()
+    return stream
+
+
+def _stream_with_attributes() -> io.StringIO:
+    stream = io.StringIO("x")
+    stream.name = "report.txt"  # type: ignore[attr-defined]
+    return stream
+
+
 @pytest.mark.parametrize(("make", "message"), [
     (lambda: [1, {"cache": _gen()}], "argument 1 -> [1] -> ['cache']: a generator cannot cross"),
     (lambda: lambda: 1, "lambda"),
@@ -584,7 +596,8 @@ class SubArray(np.ndarray):
     (threading.Lock, "lock cannot cross"),
     (lambda: sys, "module cannot cross"),
     (sys._getframe, "frame cannot cross"),
-    (io.StringIO, "StringIO cannot cross"),
+    (_closed_stream, "closed StringIO cannot cross"),
+    (_stream_with_attributes, "StringIO with attributes of its own cannot cross"),
     (lambda: socket.socket().close, "method cannot cross"),
     (lambda: Plain.__eq__, "cannot be found by name"),
     (lambda: dict.fromkeys, "builtin_function_or_method cannot cross"),
@@ -602,6 +615,35 @@ def test_unencodable_values_name_their_path(make: typing.Callable[[], object],
         wire.dumps(make(), "argument 1")
     assert message in str(caught.value)
     assert str(caught.value).startswith("argument 1")
+
+
+def test_in_memory_streams_cross_as_copies_of_their_state() -> None:
+    text = io.StringIO("a\r\nb", newline="")
+    text.seek(2)
+    data = io.BytesIO(b"\x00xyz")
+    data.read(3)
+    out = rt([text, data, text])
+    assert [type(v) for v in out] == [io.StringIO, io.BytesIO, io.StringIO]
+    assert (out[0].getvalue(), out[0].tell(), out[0].read()) == ("a\r\nb", 2, "\nb")
+    assert out[0] is out[2]  # one stream, met twice
+    assert (out[1].getvalue(), out[1].read()) == (b"\x00xyz", b"z")
+    # what the other side wrote, and where it left the position, comes back in place
+    original = io.StringIO("start")
+    new = crossed(original)
+    new.seek(0, io.SEEK_END)
+    new.write(" and more")
+    assert not wire.mirrors(original, new)
+    assert wire.assign_in_place(original, new) and wire.mirrors(original, new)
+    assert (original.getvalue(), original.tell()) == ("start and more", 14)
+
+
+@pytest.mark.parametrize("node", [
+    ["stringio", 0, "a", "x", 0], ["stringio", 0, 1, None, 0], ["stringio", 0, "a", None, -1],
+    ["bytesio", 0, "YQ==", True], ["bytesio", 0, "YQ=="],
+])
+def test_forged_streams_are_refused(node: list) -> None:
+    with pytest.raises(wire.WireError):
+        wire.loads(json.dumps(["knowbench-wire", 1, node]).encode(), wire.Resolver())
 
 
 def test_too_deep_values_are_unencodable() -> None:

@@ -2110,7 +2110,8 @@ def _framed(reply):
 def _is_lazy(value):
     """An iterator (generator, map, zip, ...): not a value, and not something that crosses."""
     return (hasattr(type(value), "__next__") and hasattr(type(value), "__iter__")
-            and not isinstance(value, (str, bytes, bytearray, list, tuple, dict, set, frozenset, RemoteView)))
+            and not isinstance(value, (str, bytes, bytearray, list, tuple, dict, set, frozenset, RemoteView))
+            and type(value) not in wire.STREAMS)  # a stream is read as a file is: a value
 
 
 def _drain(iterator):

@@ -56,6 +56,7 @@ import enum
 import fractions
 import functools
 import importlib
+import io
 import json
 import math
 import pathlib
@@ -675,7 +676,26 @@ _ENCODERS = {
     collections.defaultdict: lambda e, v: e.mapping(v, _enc_factory(v.default_factory)),
     collections.deque: lambda e, v: e.seq(v, head=(v.maxlen,)),
     re.Pattern: lambda e, v: ["pattern", e.enc(v.pattern), v.flags],
+    io.StringIO: lambda e, v: ["stringio", e.new_id(v), *_stream_state(v)],
+    io.BytesIO: lambda e, v: ["bytesio", e.new_id(v), *_stream_state(v)],
 }
+
+
+# In-memory streams cross as copies of their state, as numbers and text do: what pickling
+# would keep (their text or bytes, newline setting and position). A copy runs no code of
+# anyone's. (Locks do not cross: an object that holds one, a logging handler or a queue, is
+# one a candidate must not have the judge rebuild from a state it chose.)
+
+def _stream_state(stream: io.StringIO | io.BytesIO) -> list[object]:
+    try:
+        state = stream.__getstate__()  # type: ignore[union-attr]
+    except ValueError:  # closed
+        raise _Refused(f"a closed {type(stream).__name__} cannot cross") from None
+    if state[-1]:
+        raise _Refused(f"a {type(stream).__name__} with attributes of its own cannot cross")
+    if type(stream) is io.BytesIO:
+        return [_b64(state[0]), state[1]]
+    return [state[0], state[1], state[2]]
 
 
 # ---- curated library value types ----
@@ -1446,6 +1466,24 @@ def _dec_path(d: _Decoder, node: list) -> object:
     return (pathlib.PurePosixPath if kind == "pure" else pathlib.PosixPath)(text)
 
 
+_NEWLINES = (None, "", "\n", "\r", "\r\n")
+
+
+def _dec_stream(d: _Decoder, node: list, kind: type) -> object:
+    if kind is io.StringIO:
+        nid, text, newline, position = _fields(node, 4)
+        _need(type(text) is str and newline in _NEWLINES and (newline is None or type(newline) is str),
+              "stringio: bad fields")
+        state: tuple = (text, newline, position, None)
+    else:
+        nid, data, position = _fields(node, 3)
+        state = (_b64decode(data), position, None)
+    _need(type(position) is int and 0 <= position < _SAFE_INT, f"{node[0]}: bad position")
+    stream = kind()
+    stream.__setstate__(state)  # type: ignore[attr-defined]
+    return d.register(nid, stream)
+
+
 def _dec_handle(d: _Decoder, node: list) -> object:
     handle, *kind = _fields(node, 1, at_least=True)
     _need(d.handles is not None, "handle: this decoder was given no handles")
@@ -1574,6 +1612,8 @@ _DECODERS = {
     "uuid": _dec_str_field(lambda s: uuid.UUID(hex=s), lambda s: len(s) == 32),
     "path": _dec_path,
     "pattern": _dec_pattern,
+    "stringio": lambda d, n: _dec_stream(d, n, io.StringIO),
+    "bytesio": lambda d, n: _dec_stream(d, n, io.BytesIO),
     "global": _dec_global,
     "enum": _dec_enum,
     "nt": _dec_namedtuple,
@@ -1945,6 +1985,8 @@ class _Mirrors:
                     and all(self.same(a[key], b[key]) for key in a))
         if t is bytearray:
             return a == b
+        if t in STREAMS:
+            return bool(a.__getstate__()[:-1] == b.__getstate__()[:-1])
         if callable(a) or isinstance(a, type):
             return True  # a handle's stand-in on one side, the callable on the other: not compared
         _, has_dict, slots = _layout(t)
@@ -1972,6 +2014,7 @@ class _Mirrors:
 
 
 _MISSING_SLOT = object()
+STREAMS = (io.StringIO, io.BytesIO)  # in-memory streams: values that cross, see _stream_state
 
 
 def assign_in_place(original: object, new: object) -> bool:
@@ -2032,6 +2075,8 @@ class _Assigner:
                 original.add(item)
         elif t is bytearray:
             original[:] = new
+        elif t in STREAMS:
+            original.__setstate__((*new.__getstate__()[:-1], None))
         elif np is not None and t is np.ndarray:
             original[...] = new
             original.flags.writeable = bool(new.flags.writeable)
@@ -2047,8 +2092,8 @@ class _Assigner:
     def mutable(value: object) -> bool:
         t = type(value)
         if t in (list, dict, set, bytearray, collections.deque, collections.OrderedDict,
-                 collections.defaultdict, collections.Counter):
-            return True
+                 collections.defaultdict, collections.Counter, *STREAMS):
+            return not (t in STREAMS and value.closed)
         np, pd = sys.modules.get("numpy"), sys.modules.get("pandas")
         if np is not None and t is np.ndarray:
             return True
