@@ -13,7 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from textwrap import dedent
+from textwrap import dedent, indent
 
 import pytest
 
@@ -764,8 +764,10 @@ PROBE = """
     ("Box()", "hash", None, [], "has no __hash__"),
     ("Box()", "repr", None, [], "has no __repr__"),
     ("Prepared()", "getattr", "prepared", [], "can be passed back, not used"),
+    ("Opener()", "call", None, ["judge-file.txt", "w"], "has no __call__"),
+    ("Table()", "hash", None, [], "has no __hash__"),
 ], ids=["class", "dict", "setattr", "arity", "keywords", "generator-frame", "test-case", "library-object",
-        "object-hash", "object-repr", "pytest-class"])
+        "object-hash", "object-repr", "pytest-class", "special-the-tests-named-not-wrote", "identity-hash"])
 def test_a_view_does_only_what_the_judge_allows(split_engine: Engine, given: str, op: str, name: str | None,
                                                 args: list, refused: str) -> None:
     """A candidate that sends its own requests for a view (not through `RemoteView`) is
@@ -787,6 +789,14 @@ def test_a_view_does_only_what_the_judge_allows(split_engine: Engine, given: str
 
         def numbers():
             yield SECRET
+
+
+        class Opener:  # (a special method the tests named, not wrote: it runs nothing)
+            __call__ = staticmethod(open)
+
+
+        class Table(dict):  # (its hash would be the judge's address)
+            __hash__ = object.__hash__
 
 
         class Prepared:  # (a test class by its test method: pytest collects it as `TestPrepared`)
@@ -1103,6 +1113,190 @@ def test_an_object_the_candidate_rebuilt_never_goes_back_as_a_handle(split_engin
     [outcome] = result.tests
     assert (outcome.status, outcome.reason) == ("error", "cannot-cross"), outcome.message[-800:]
     assert "crosses back by value or not at all" in outcome.message, outcome.message[-800:]
+
+
+@pytest.mark.parametrize(("given", "change", "left_alone"), [
+    ("os.environ", 'state["KB_PLANTED"] = "/planted"', '"KB_PLANTED" not in os.environ'),
+    ("sys.path", 'state.insert(0, "/planted")', '"/planted" not in sys.path'),
+], ids=["environ", "sys-path"])
+def test_a_change_to_the_judges_process_state_is_never_replayed(split_engine: Engine, given: str, change: str,
+                                                                left_alone: str) -> None:
+    """What the candidate changes in an argument is made in the tests' object too, but never in
+    what a module of the judge's process holds: `os.environ` would choose the programs the
+    tests' subprocesses run (`PATH`), `sys.path` what the tests import. The call fails instead."""
+    result = run(split_engine, f"""
+        def plant(state):
+            {change}
+            return True
+    """, f"""
+        import os
+        import sys
+
+
+        def test_plant():
+            assert plant({given})
+
+
+        def test_left_alone():
+            assert {left_alone}
+    """, "plant")
+    planted, left = result.tests
+    assert (planted.status, planted.reason) == ("error", "cannot-cross"), planted.message[-800:]
+    assert "cannot be made in the tests' process too" in planted.message, planted.message[-800:]
+    assert left.status == "pass", left.message[-800:]
+
+
+HANDS_ON = """
+    def use(thing, how):
+        try:
+            if how == "parents":
+                thing.parents["KB_PLANTED"] = "/planted"
+            elif how == "update":
+                thing.update({"planted": 1})
+            elif how == "read":
+                return [thing["a"], thing.parents["b"], sorted(thing.keys())]
+            elif how == "hash":
+                return [hash(thing), len({thing, thing})]
+        except Exception as error:
+            return type(error).__name__
+        return "done"
+"""
+
+
+@pytest.mark.parametrize(("setup", "how", "check"), [
+    # a ChainMap of the tests layered over os.environ: its `parents` is one whose first map is it
+    ("import collections, os\nclass Settings(collections.ChainMap):\n    pass\n"
+     "thing = Settings({'mode': 'test'}, os.environ)", "parents", "'KB_PLANTED' not in os.environ"),
+    # a mixin of collections.abc on a library base calls that base's item methods
+    ("import dbm.dumb, shelve, tempfile\nclass Store(shelve.Shelf):\n    pass\n"
+     "thing = Store(dbm.dumb.open(tempfile.mkdtemp() + '/db', 'c'))\nthing['victim'] = 'kept'",
+     "update", "'planted' not in thing and thing['victim'] == 'kept'"),
+], ids=["chainmap-over-environ", "mixin-update-of-a-library-base"])
+def test_container_code_runs_only_on_what_hands_its_work_to_the_tests_or_builtins(
+        split_engine: Engine, setup: str, how: str, check: str) -> None:
+    """A builtin container's or `collections`' code that a view runs (or lends) calls what the
+    tests' object holds and what its bases define: it runs only where those are the tests' or
+    a builtin container's. A `ChainMap` over `os.environ`, a mixin of `collections.abc` under
+    a library's base (`shelve.Shelf`) are refused, and nothing happens in the judge."""
+    result = run(split_engine, HANDS_ON, f"""
+        import os
+
+{indent(setup, " " * 8)}
+
+
+        def test_use():
+            use(thing, {how!r})
+
+
+        def test_nothing_happened():
+            assert {check}
+    """, "use")
+    used, nothing = result.tests
+    assert (used.status, used.reason) == ("error", "cannot-cross"), used.message[-800:]
+    assert nothing.status == "pass", nothing.message[-800:]
+
+
+def test_container_code_still_serves_what_holds_only_the_tests_and_builtins(split_engine: Engine) -> None:
+    """The same operations on a `ChainMap` of plain dicts, and an identity hash, answer as
+    in-process (the hash is the view's, in the candidate's process: the judge's would be the
+    object's address)."""
+    result = run(split_engine, HANDS_ON, """
+        import collections
+
+
+        class Settings(collections.ChainMap):
+            pass
+
+
+        class Table(dict):
+            __hash__ = object.__hash__
+
+
+        def test_read():
+            assert use(Settings({"a": 1}, {"b": 2}), "read") == [1, 2, ["a", "b"]]
+
+
+        def test_hash():
+            table = Table()
+            value, count = use(table, "hash")
+            assert count == 1 and value not in (hash(table), id(table))
+    """, "use")
+    assert [t.status for t in result.tests] == ["pass", "pass"], [t.message[-800:] for t in result.tests]
+
+
+def test_a_log_record_carries_only_what_the_candidates_side_sends(split_engine: Engine) -> None:
+    """A record the candidate's process hands the tests' handlers carries plain attributes,
+    and values decoded as any of its values are: no `exc_info` of its making (a traceback
+    rebuilt from state whose file name the formatter would open with the judge's rights), no
+    class the tests never sent (`subprocess.Popen`)."""
+    program = """
+        import logging
+        import subprocess
+        import sys
+
+
+        class Node:
+            pass
+
+
+        def forge(path):
+            split = sys.modules["knowbench_split"]
+            number = next(h.number for h in logging.root.handlers if hasattr(h, "number"))
+
+            def bag(**state):
+                made = Node()
+                vars(made).update(state)
+                return made
+
+            frame = bag(f_code=bag(co_filename=path, co_name="leak"), f_globals={})
+            traceback = bag(tb_frame=frame, tb_lineno=1, tb_lasti=-1, tb_next=None)
+            attributes = {"name": "root", "levelno": 40, "levelname": "ERROR",
+                          "exc_info": (None, None, traceback), "exc_text": "made up"}
+            extras = {"factory": split.wire.dumps(subprocess.Popen), "kept": split.wire.dumps([1])}
+            split._LOG_PENDING.append((number, (attributes, extras, None, "hello", None)))
+            return True
+    """
+    result = run(split_engine, program, """
+        import os
+
+
+        def test_record(caplog):
+            secret = os.path.join(os.path.expanduser("~"), "judge-only.txt")
+            with open(secret, "w") as handle:
+                handle.write("TOP-SECRET-LINE")
+            assert forge(secret)
+            [record] = [found for found in caplog.records if found.getMessage() == "hello"]
+            assert record.exc_info is None and record.exc_text is None and record.kept == [1]
+            assert not hasattr(record, "factory") and "TOP-SECRET-LINE" not in caplog.text
+    """, "forge", trusted_program=dedent(program))
+    [outcome] = result.tests
+    assert outcome.status == "pass", outcome.message[-800:]
+
+
+def test_a_warning_names_a_file_of_the_candidates_only_where_it_is_its_program(split_engine: Engine) -> None:
+    """A warning the candidate raises is raised again in the tests' process under its own file
+    name only for the candidate's program; any other path is one the judge would open to show
+    the warning's line, so it becomes a name no one opens (`<candidate>/...`)."""
+    result = run(split_engine, """
+        import warnings
+
+
+        def warn(path):
+            warnings.warn("own")
+            warnings.warn_explicit("elsewhere", UserWarning, path, 1)
+            return True
+    """, """
+        import warnings
+
+
+        def test_warned():
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                assert warn("/etc/hostname")
+            assert [w.filename for w in caught] == ["solution.py", "<candidate>/hostname"]
+    """, "warn")
+    [outcome] = result.tests
+    assert outcome.status == "pass", outcome.message[-800:]
 
 
 def test_a_returned_iterator_over_an_endless_one_of_the_tests_fails_fast(split_engine: Engine) -> None:

@@ -41,6 +41,7 @@ _VIEW_USES = [0]  # the candidate's: uses of views so far
 WARNINGS_CAP = 1000  # runs of different warnings one call may raise
 WARNINGS_TOTAL = 100_000  # warnings one call may raise
 LOG_RECORDS_CAP = 100_000  # log records one call may make
+CANDIDATE_FILE = "solution.py"  # the name the candidate's program is compiled under
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -319,6 +320,11 @@ class Peer:
                 if callable(mine) and not _lent(mine):
                     raise TypeError(f"an object of the tests ({_kind_name(type(mine))}) passed back "
                                     "cannot be called by what the judge runs")
+                if guarded and not callable(mine) and not _servable(mine):
+                    # (a library's object handed to a lent `dict.update` or `ChainMap.new_child`
+                    # would have its own code run: `keys()`, `__getitem__`, `__setitem__`)
+                    raise TypeError(f"an object of the tests ({_kind_name(type(mine))}) passed back cannot be "
+                                    "handed to what a view of the tests' lends: it is a library's")
             if (kind == "call" and self.entry is not None and type(target) is tuple
                     and len(target) == 2 and type(target[0]) is str):
                 function = (_target(self.entry, target[0]), target[1] is True)
@@ -488,6 +494,8 @@ def _view_class(view):
         # (A class that defines __eq__ and no __hash__ is unhashable, the view's as the object's.)
         made = _VIEW_CLASSES[view] = type("RemoteView", (RemoteView,), {
             "__slots__": (), **({"__hash__": None} if "unhashable" in ops else {}),
+            # (one view per object: hashed by the view's identity, it hashes as the object does)
+            **({"__hash__": object.__hash__} if "identityhash" in ops else {}),
             **{_OPERATIONS[op][0]: _view_method(op) for op in ops if op in _OPERATIONS}})
         # `isinstance(x, Mapping)` answers as for the object (toolz's `merge` asks it).
         for op in ops:
@@ -512,7 +520,9 @@ def _protocol(obj):
     found = {op: _special(kind, special) for op, (special, _, _, _) in _OPERATIONS.items()}
     ops = tuple(op for op, there in found.items() if there not in (None, _UNHASHABLE))
     ops += tuple(f"is_{name}" for name, abc in _ABCS.items() if _is_instance(obj, abc))
-    return (*ops, "unhashable") if found["hash"] is _UNHASHABLE else ops
+    if found["hash"] is _UNHASHABLE:
+        return (*ops, "unhashable")
+    return (*ops, "identityhash") if found["hash"] is None and _identity_hash(kind) else ops
 
 
 def _is_instance(obj, abc):
@@ -525,22 +535,109 @@ def _is_instance(obj, abc):
 _UNHASHABLE = object()
 
 
+def _identity_hash(kind):
+    """Whether a class of the tests' names `object.__hash__` as its hash (an identity hash
+    with an `__eq__` of its own): its view hashes by identity where it is, the candidate's
+    process, since the judge's hash is the object's address."""
+    try:
+        for base in type.__dict__["__mro__"].__get__(kind)[:-1]:
+            space = type.__dict__["__dict__"].__get__(base)
+            if "__hash__" in space:
+                return space["__hash__"] is object.__hash__
+    except Exception:
+        return False
+    return False
+
+
 def _special(kind, special):
-    """The special method `kind` has below `object`, when the tests or a builtin container
-    wrote it (None when only `object`'s, a library's, or none: a library base's would run that
-    library's code on the candidate's values, `shelve.Shelf.__setitem__` or a ctypes pointer's
-    indexing); `_UNHASHABLE` for a `__hash__` set to None."""
+    """The special method `kind` has below `object`, when the tests wrote it or a builtin
+    container or `collections` gives it to a class whose bases are all the tests', builtins'
+    and `collections`' (`_plain_bases`). None when it is `object`'s, a library's, one a class
+    of the tests names but did not write (`__call__ = staticmethod(open)`,
+    `__hash__ = object.__hash__`), or none: a library's would run that library's code on the
+    candidate's values (`shelve.Shelf.__setitem__`, a ctypes pointer's indexing), and so would
+    a mixin of `collections.abc` on a class with a library base (`Mapping.get` calling the
+    library's `__getitem__`). `_UNHASHABLE` for a `__hash__` set to None."""
     try:
         for base in type.__dict__["__mro__"].__get__(kind)[:-1]:
             space = type.__dict__["__dict__"].__get__(base)
             if special in space:
-                if space[special] is None:
+                found = space[special]
+                if found is None:
                     return _UNHASHABLE
                 module = str(type.__dict__["__module__"].__get__(base))
-                return space[special] if module == wire.TESTS_MODULE or module in _CONTAINER_MODULES else None
+                if module == wire.TESTS_MODULE:
+                    return found if _tests_code(found) else None
+                return found if module in _CONTAINER_MODULES and _plain_bases(kind) else None
     except Exception:
         return None
     return None
+
+
+def _tests_code(value):
+    """Whether `value`, found in a class of the tests, is code the tests wrote: a function of
+    theirs, or a static or class method of one."""
+    if type(value) in (staticmethod, classmethod):
+        value = value.__func__
+    return type(value) is types.FunctionType and _tests_function(value)
+
+
+# Modules whose classes may sit under a class of the tests without making its container code a
+# library's: builtins and `collections` (`_CONTAINER_MODULES`), and the abstract bases of `abc`
+# and `typing` (`Generic`), which add no methods that do anything.
+_PLAIN_BASE_MODULES = frozenset({"abc", "typing"})
+
+
+def _plain_bases(kind):
+    """Whether every class `kind` derives from is the tests', or one of builtins',
+    `collections`', `abc`'s or `typing`'s: then the code of a builtin container or
+    `collections` that an object of it runs calls only the tests' or those classes' code."""
+    try:
+        for base in type.__dict__["__mro__"].__get__(kind):
+            module = str(type.__dict__["__module__"].__get__(base))
+            if module != wire.TESTS_MODULE and module not in _CONTAINER_MODULES and module not in _PLAIN_BASE_MODULES:
+                return False
+        return True
+    except Exception:
+        return False
+
+
+def _forwards_safely(obj, depth=0):
+    """Whether what `collections`' code of the tests' object `obj` hands its work to is the
+    tests' or a builtin container's: a `ChainMap`'s maps, a `UserDict`'s, `UserList`'s or
+    `UserString`'s data, a `defaultdict`'s factory. A `ChainMap` of the tests layered over
+    `os.environ` would otherwise set the judge's environment for the candidate (its
+    `parents` is a `ChainMap` of the tests' class whose first map is `os.environ`)."""
+    if depth > 8:
+        return False
+    try:
+        if isinstance(obj, collections.defaultdict):
+            factory = obj.default_factory
+            if not (factory is None or (type(factory) is type and factory.__module__ == "builtins"
+                                        and factory is not type) or _lent(factory)):
+                return False
+        state = object.__getattribute__(obj, "__dict__") if hasattr(type(obj), "__dict__") else {}
+        if isinstance(obj, collections.ChainMap):
+            held = state.get("maps")
+            if type(held) is not list:
+                return False
+        elif isinstance(obj, (collections.UserDict, collections.UserList, collections.UserString)):
+            held = [state.get("data")]
+        else:
+            return True
+        return all(_plain_container(item, depth + 1) for item in held)
+    except Exception:
+        return False
+
+
+def _plain_container(obj, depth):
+    """Whether `obj` is a builtin container (or `collections`'), or an object of the tests'
+    whose container code is safe to run (`_plain_bases`, `_forwards_safely`)."""
+    kind = type(obj)
+    if kind in (dict, list, str, bytes, tuple, set, frozenset, collections.OrderedDict, collections.Counter,
+                collections.deque, collections.defaultdict):
+        return kind is not collections.defaultdict or _forwards_safely(obj, depth)
+    return _tests_class(kind) and _plain_bases(kind) and _forwards_safely(obj, depth)
 
 
 def _operation(obj, op, name, count, kwargs):
@@ -574,16 +671,36 @@ def _operation(obj, op, name, count, kwargs):
     if op == "getattr":
         if type(name) is not str or (name.startswith("__") and name.endswith("__")):
             raise TypeError("no dunder attribute of the tests' objects crosses")
+        if not _plain_bases(kind) and not _tests_attribute(obj, kind, name):
+            # (a library base's property or `__getattr__` would run its code here)
+            raise TypeError(f"{name[:40]!r} of an object of {_kind_name(kind)} is its library base's")
         return lambda: getattr(obj, name)
     if op in _COPIES:  # (the tests' own class, copied as `copy` copies it in their process)
         return lambda: does(obj)
     # Only what the object's class defines below `object` (the view's class has the same):
     # `object`'s own hash and repr would tell the candidate the judge's addresses.
-    if _special(kind, _OPERATIONS[op][0]) in (None, _UNHASHABLE):
+    found = _special(kind, _OPERATIONS[op][0])
+    if found in (None, _UNHASHABLE):
         raise TypeError(f"an object of {_kind_name(kind)} has no {_OPERATIONS[op][0]}")
+    if not _tests_code(found) and not _forwards_safely(obj):
+        raise TypeError(f"an object of {_kind_name(kind)} holds what its {_OPERATIONS[op][0]} would hand "
+                        "the candidate's values to: only a builtin container or an object of the tests may")
     if op in ("repr", "str"):
         return lambda: _without_addresses(does(obj))
     return obj if op == "call" else lambda *args: does(obj, *args)
+
+
+def _tests_attribute(obj, kind, name):
+    """Whether attribute `name` of the tests' object is in its own `__dict__` or a class of
+    the tests' names it: nothing of a library base answers it."""
+    try:
+        for base in type.__dict__["__mro__"].__get__(kind):
+            if name in type.__dict__["__dict__"].__get__(base):
+                return str(type.__dict__["__module__"].__get__(base)) == wire.TESTS_MODULE
+        state = object.__getattribute__(obj, "__dict__")
+        return type(state) is dict and name in state
+    except Exception:
+        return False
 
 
 def _is_iterator(kind):
@@ -621,7 +738,7 @@ def _container_code(function):
     if type(function) is types.BuiltinMethodType:
         return not isinstance(getattr(function, "__self__", None), types.ModuleType)
     if type(function) is types.MethodType and type(function.__func__) is types.FunctionType:
-        return getattr(function.__func__, "__module__", None) in _CONTAINER_MODULES
+        return _container_function(function.__func__)
     return False
 
 
@@ -658,16 +775,45 @@ def _lent(value, depth=0):
         function, owner = value.__func__, value.__self__
         if type(function) is not types.FunctionType:
             return False
-        return _tests_function(function) or (getattr(function, "__module__", None) in _CONTAINER_MODULES
-                                             and _tests_class(type(owner)))
+        return _tests_function(function) or (_container_function(function) and _container_owner(owner))
     if kind is types.BuiltinMethodType:
         owner = getattr(value, "__self__", None)
-        if owner is None or not _tests_class(type(owner)):
+        if owner is None or not _container_owner(owner):
             return False
         for base in type.__dict__["__mro__"].__get__(type(owner)):
             if value.__name__ in type.__dict__["__dict__"].__get__(base):
                 return str(type.__dict__["__module__"].__get__(base)) in _CONTAINER_MODULES
     return False
+
+
+def _container_function(function):
+    """Whether `collections` (or `collections.abc`) wrote `function`: by its globals, as
+    `_tests_function` tells the tests' (`__module__` can be anything)."""
+    try:
+        space = types.FunctionType.__dict__["__globals__"].__get__(function)
+        return type(space) is dict and space.get("__name__") in _CONTAINER_MODULES
+    except Exception:
+        return False
+
+
+def _container_owner(owner):
+    """Whether a builtin container's or `collections`' method of `owner` may be lent: it is an
+    object of the tests' class with no library base, whose container code hands its work only
+    to builtin containers or the tests' objects (`_plain_bases`, `_forwards_safely`)."""
+    kind = type(owner)
+    return _tests_class(kind) and _plain_bases(kind) and _forwards_safely(owner)
+
+
+def _servable(obj):
+    """Whether an object of the judge's may be handed to what it serves the candidate: a
+    builtin value, container or iterator, or a container of `collections` or the tests' whose
+    code calls only what it holds (`_plain_container`); not a library's object (nor one of the
+    tests' classes with a library base), whose own code would run on the request."""
+    try:
+        module = str(type.__dict__["__module__"].__get__(type(obj)))
+    except Exception:
+        return False
+    return module == "builtins" or _plain_container(obj, 0)
 
 
 def _kind_name(kind):
@@ -774,12 +920,38 @@ def _replay(peer, effects, args, kwargs, broken):
              for number, (original, new) in enumerate(zip(args, mutated[0]), 1)]  # noqa: B905 (Python 3.8 and 3.9 have no strict; lengths checked above)
     pairs += [(f"argument {name!r}", original, mutated[1][name]) for name, original in kwargs.items()]
     for what, original, new in pairs:
-        wire.assign_in_place(original, new)
+        wire.assign_in_place(original, new, kept=_process_state)
         # A change that could not be made here too (another dtype for an array passed in)
         # fails the call: dropped, it would pass a test that checks the argument was left alone.
         if not wire.mirrors(original, new):
             broken(CrossingFailed, f"the candidate changed {what} in a way that cannot be made "
                                    "in the tests' process too")
+
+
+_MODULE_STATE = {}  # id -> object: what modules of the judge's process hold as globals
+
+
+def _process_state(obj):
+    """Whether `obj` is held as a global by a module of the judge's process other than the
+    tests' and the program's (`os.environ`, `sys.path`, `sys.modules`, `warnings.filters`, a
+    library's registry): process state a change the candidate made to an argument is never
+    replayed into. In `os.environ` it would choose the programs and libraries the tests'
+    subprocesses run, in `sys.path` what the tests import. Taken once per process, the first
+    time a change is replayed (the judge's server imported every module the tests import)."""
+    if not _MODULE_STATE:
+        _MODULE_STATE[id(_MODULE_STATE)] = _MODULE_STATE
+        for name, module in list(sys.modules.items()):
+            if name in (wire.TESTS_MODULE, "solution") or type(module) is not types.ModuleType:
+                continue
+            try:
+                space = object.__getattribute__(module, "__dict__")
+            except Exception:
+                continue
+            for value in list(space.values()) if type(space) is dict else ():
+                if not isinstance(value, (types.ModuleType, types.FunctionType, type, int, str, float,
+                                          bool, bytes, tuple, frozenset, type(None))):
+                    _MODULE_STATE[id(value)] = value
+    return _MODULE_STATE.get(id(obj)) is obj
 
 
 def _warn(peer, warning, broken):
@@ -798,6 +970,10 @@ def _warn(peer, warning, broken):
             # `stacklevel` pointed past the target, at its caller: there, this module's frame
             # that made the call; here, the tests' frame that called the proxy
             filename, lineno = _caller_outside_this_module()
+        elif filename != CANDIDATE_FILE:
+            # A path of the candidate's choosing would be opened here, with the judge's rights,
+            # when the warning is shown (`linecache`): `<...>` names are never opened.
+            filename = f"<candidate>/{os.path.basename(filename)}"
         for _ in range(max(0, min(count, WARNINGS_TOTAL))):
             warnings.warn_explicit(message, type(message), filename, lineno)
 
@@ -1154,22 +1330,46 @@ def _log(peer, logged, broken):
                                    f"process ({type(problem).__name__})")
 
 
+_RECORD_MADE_HERE = frozenset(("exc_info", "exc_text", "stack_info", "msg", "args", "message"))
+
+
+def _record_attribute(logging, key):
+    """Whether a log record of the candidate's may carry attribute `key`: not one of the
+    record's own (`LogRecord`'s class attributes, what the judge makes itself) or a private."""
+    return (type(key) is str and not key.startswith("_") and key not in _RECORD_MADE_HERE
+            and not hasattr(logging.LogRecord, key))
+
+
+def _candidates_value(peer, frozen):
+    """A value of the candidate's (bytes) decoded as any message of its is on the judge's side:
+    classes as values only where the tests sent them, objects rebuilt from its state remembered
+    (and refused while the judge serves a view)."""
+    if peer.entry is not None:
+        return wire.loads(frozen, peer.resolver)
+    made = []
+    value = wire.loads(frozen, peer.resolver, values=peer.sent_values, classes=peer.sent_classes, made=made)
+    peer.note_rebuilt(made)
+    return value
+
+
 def _rebuilt_record(logging, peer, attributes, extras, frozen, message, error):
     """The record as the candidate's stand-in took it, after the filters the tests added to the
     logger that made it (None when they drop it)."""
+    # Only what the candidate's side sends (`_log_entry`): plain values under names that are
+    # not the record's own. A made-up `exc_info` (a traceback rebuilt from state whose file
+    # name the formatter's `linecache` opens) or `exc_text` never reaches the tests' handlers.
     record = logging.makeLogRecord({key: value for key, value in attributes.items()
-                                    if type(key) is str and not hasattr(logging.LogRecord, key)})
+                                    if _record_attribute(logging, key) and type(value) in _PLAIN})
     for key, frozen_value in (extras or {}).items():
-        if type(key) is str and type(frozen_value) is bytes and not hasattr(logging.LogRecord, key) \
-                and key not in _OWN_ATTRIBUTES:
+        if _record_attribute(logging, key) and type(frozen_value) is bytes:
             try:
-                setattr(record, key, wire.loads(frozen_value, peer.resolver))
+                setattr(record, key, _candidates_value(peer, frozen_value))
             except Exception:  # a class the tests' process does not have: left out
                 pass
     record.msg, record.args = ("" if message is None else message), ()
     if frozen is not None:
         try:
-            msg, args = wire.loads(frozen, peer.resolver)
+            msg, args = _candidates_value(peer, frozen)
             record.msg, record.args = msg, args
             if message is not None and record.getMessage() != message:  # values that print otherwise here
                 raise ValueError

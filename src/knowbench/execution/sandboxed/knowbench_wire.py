@@ -1496,7 +1496,7 @@ def _dec_handle(d: _Decoder, node: list) -> object:
 def _is_view(kind: str) -> bool:
     """`view` and the names of what the view does, space-separated (see `loads`)."""
     words = kind.split(" ")
-    return words[0] == "view" and len(kind) <= 200 and all(word.isidentifier() for word in words)
+    return words[0] == "view" and len(kind) <= 400 and all(word.isidentifier() for word in words)
 
 
 def _dec_yours(d: _Decoder, node: list) -> object:
@@ -2017,15 +2017,17 @@ _MISSING_SLOT = object()
 STREAMS = (io.StringIO, io.BytesIO)  # in-memory streams: values that cross, see _stream_state
 
 
-def assign_in_place(original: object, new: object) -> bool:
+def assign_in_place(original: object, new: object, kept: Callable[[object], bool] | None = None) -> bool:
     """Make `original` equal `new` in place, keeping the identity of nested mutable objects
     where the structures match; False (and `original` untouched) when it is immutable or of a
-    different type."""
-    return _Assigner().assign(original, new)
+    different type, or when `kept(original)` says it must not change (an object nested in it
+    that must not is replaced by `new`'s, not changed)."""
+    return _Assigner(kept).assign(original, new)
 
 
 class _Assigner:
-    def __init__(self) -> None:
+    def __init__(self, kept: Callable[[object], bool] | None = None) -> None:
+        self.kept = kept
         self.mirror: dict[int, object] = {}  # id(new object) -> the original now mirroring it
         self.paired: dict[int, int] = {}  # id(original) -> id(new object) it was given
         self.keep: list[object] = []
@@ -2046,7 +2048,7 @@ class _Assigner:
             # a tuple cannot change, what it holds can: each item in place, where it can be
             merged = [self.assign(old, item) for old, item in zip(original, new)]  # noqa: B905 (lengths checked)
             return all(merged)
-        if t is not type(new) or not self.mutable(original):
+        if t is not type(new) or not self.mutable(original) or (self.kept is not None and self.kept(original)):
             return False
         np, pd = sys.modules.get("numpy"), sys.modules.get("pandas")
         if np is not None and t is np.ndarray:
