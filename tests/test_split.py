@@ -1157,6 +1157,8 @@ HANDS_ON = """
                 return [thing["a"], thing.parents["b"], sorted(thing.keys())]
             elif how == "hash":
                 return [hash(thing), len({thing, thing})]
+            elif how == "len":
+                return [len(thing), thing[1], list(thing)]
         except Exception as error:
             return type(error).__name__
         return "done"
@@ -1220,8 +1222,12 @@ def test_container_code_still_serves_what_holds_only_the_tests_and_builtins(spli
             table = Table()
             value, count = use(table, "hash")
             assert count == 1 and value not in (hash(table), id(table))
+
+
+        def test_slotted():  # (no __dict__ of its own)
+            assert use(collections.namedtuple("Error", "code message")(1, "x"), "len") == [2, "x", [1, "x"]]
     """, "use")
-    assert [t.status for t in result.tests] == ["pass", "pass"], [t.message[-800:] for t in result.tests]
+    assert [t.status for t in result.tests] == ["pass"] * 3, [t.message[-800:] for t in result.tests]
 
 
 def test_a_log_record_carries_only_what_the_candidates_side_sends(split_engine: Engine) -> None:

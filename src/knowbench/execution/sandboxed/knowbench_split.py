@@ -616,18 +616,26 @@ def _forwards_safely(obj, depth=0):
             if not (factory is None or (type(factory) is type and factory.__module__ == "builtins"
                                         and factory is not type) or _lent(factory)):
                 return False
-        state = object.__getattribute__(obj, "__dict__") if hasattr(type(obj), "__dict__") else {}
         if isinstance(obj, collections.ChainMap):
-            held = state.get("maps")
+            held = _instance_state(obj).get("maps")
             if type(held) is not list:
                 return False
         elif isinstance(obj, (collections.UserDict, collections.UserList, collections.UserString)):
-            held = [state.get("data")]
+            held = [_instance_state(obj).get("data")]
         else:
             return True
         return all(_plain_container(item, depth + 1) for item in held)
     except Exception:
         return False
+
+
+def _instance_state(obj):
+    """The object's own `__dict__`, read past its class's `__getattribute__` ({} without one)."""
+    try:
+        state = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return {}
+    return state if type(state) is dict else {}
 
 
 def _plain_container(obj, depth):
