@@ -1118,7 +1118,8 @@ def test_an_object_the_candidate_rebuilt_never_goes_back_as_a_handle(split_engin
 @pytest.mark.parametrize(("given", "change", "left_alone"), [
     ("os.environ", 'state["KB_PLANTED"] = "/planted"', '"KB_PLANTED" not in os.environ'),
     ("sys.path", 'state.insert(0, "/planted")', '"/planted" not in sys.path'),
-], ids=["environ", "sys-path"])
+    ("rebound()", 'state.insert(0, "/planted")', '"/planted" not in sys.path'),
+], ids=["environ", "sys-path", "sys-path-rebound-after-a-first-replay"])
 def test_a_change_to_the_judges_process_state_is_never_replayed(split_engine: Engine, given: str, change: str,
                                                                 left_alone: str) -> None:
     """What the candidate changes in an argument is made in the tests' object too, but never in
@@ -1131,6 +1132,12 @@ def test_a_change_to_the_judges_process_state_is_never_replayed(split_engine: En
     """, f"""
         import os
         import sys
+
+
+        def rebound():
+            assert plant([])  # a change replayed first, into the tests' own list
+            sys.path = list(sys.path)
+            return sys.path
 
 
         def test_plant():

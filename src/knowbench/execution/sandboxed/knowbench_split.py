@@ -937,6 +937,10 @@ def _replay(peer, effects, args, kwargs, broken):
 
 
 _MODULE_STATE = {}  # id -> object: what modules of the judge's process hold as globals
+# What decides the programs, libraries and modules the judge's process and its subprocesses run.
+_RUNS_WHAT = (("os", ("environ", "environb")), ("posix", ("environ",)),
+              ("sys", ("path", "meta_path", "path_hooks", "path_importer_cache", "modules")),
+              ("warnings", ("filters",)))
 
 
 def _process_state(obj):
@@ -944,8 +948,15 @@ def _process_state(obj):
     tests' and the program's (`os.environ`, `sys.path`, `sys.modules`, `warnings.filters`, a
     library's registry): process state a change the candidate made to an argument is never
     replayed into. In `os.environ` it would choose the programs and libraries the tests'
-    subprocesses run, in `sys.path` what the tests import. Taken once per process, the first
-    time a change is replayed (the judge's server imported every module the tests import)."""
+    subprocesses run, in `sys.path` what the tests import. The table is taken once per
+    process, the first time a change is replayed (the judge's server imported every module the
+    tests import); what decides which programs and modules the judge's process runs is looked
+    up again on every replay, since a test may rebind it (`_RUNS_WHAT`)."""
+    for module_name, names in _RUNS_WHAT:
+        module = sys.modules.get(module_name)
+        for name in names if module is not None else ():
+            if getattr(module, name, None) is obj:
+                return True
     if not _MODULE_STATE:
         _MODULE_STATE[id(_MODULE_STATE)] = _MODULE_STATE
         for name, module in list(sys.modules.items()):
