@@ -766,8 +766,12 @@ PROBE = """
     ("Prepared()", "getattr", "prepared", [], "can be passed back, not used"),
     ("Opener()", "call", None, ["judge-file.txt", "w"], "has no __call__"),
     ("Table()", "hash", None, [], "has no __hash__"),
+    ("Logged('x')", "copy", None, [], "would run a library's code"),
+    ("Printer()", "deepcopy", None, [], "would run a library's code"),
+    ("Holder()", "deepcopy", None, [], "would run a library's code"),
 ], ids=["class", "dict", "setattr", "arity", "keywords", "generator-frame", "test-case", "library-object",
-        "object-hash", "object-repr", "pytest-class", "special-the-tests-named-not-wrote", "identity-hash"])
+        "object-hash", "object-repr", "pytest-class", "special-the-tests-named-not-wrote", "identity-hash",
+        "copy-of-a-library-base", "copy-hook-the-tests-named-not-wrote", "deep-copy-of-a-library-object-held"])
 def test_a_view_does_only_what_the_judge_allows(split_engine: Engine, given: str, op: str, name: str | None,
                                                 args: list, refused: str) -> None:
     """A candidate that sends its own requests for a view (not through `RemoteView`) is
@@ -776,6 +780,7 @@ def test_a_view_does_only_what_the_judge_allows(split_engine: Engine, given: str
     library's object or an iterator's frame, and `object`'s own hash and repr (the judge's
     addresses)."""
     tests = dedent(f"""
+        import logging
         import threading
         import unittest
 
@@ -793,6 +798,19 @@ def test_a_view_does_only_what_the_judge_allows(split_engine: Engine, given: str
 
         class Opener:  # (a special method the tests named, not wrote: it runs nothing)
             __call__ = staticmethod(open)
+
+
+        class Logged(logging.Logger):  # (a copy would run Logger.__reduce__)
+            pass
+
+
+        class Printer:
+            __deepcopy__ = staticmethod(print)
+
+
+        class Holder:
+            def __init__(self):
+                self.logger = logging.getLogger("held")
 
 
         class Table(dict):  # (its hash would be the judge's address)
@@ -1164,6 +1182,9 @@ HANDS_ON = """
                 return [thing["a"], thing.parents["b"], sorted(thing.keys())]
             elif how == "hash":
                 return [hash(thing), len({thing, thing})]
+            elif how == "proxy":
+                registry, proxy = thing
+                registry.update(proxy)
             elif how == "len":
                 return [len(thing), thing[1], list(thing)]
         except Exception as error:
@@ -1180,7 +1201,11 @@ HANDS_ON = """
     ("import dbm.dumb, shelve, tempfile\nclass Store(shelve.Shelf):\n    pass\n"
      "thing = Store(dbm.dumb.open(tempfile.mkdtemp() + '/db', 'c'))\nthing['victim'] = 'kept'",
      "update", "'planted' not in thing and thing['victim'] == 'kept'"),
-], ids=["chainmap-over-environ", "mixin-update-of-a-library-base"])
+    # a builtin wrapper of a library's object, passed back, is that object's code again
+    ("import dbm.dumb, shelve, tempfile, types\nclass Registry(dict):\n    pass\n"
+     "shelf = shelve.Shelf(dbm.dumb.open(tempfile.mkdtemp() + '/db', 'c'))\nshelf['secret'] = 1\n"
+     "thing = (Registry(), types.MappingProxyType(shelf))", "proxy", "len(thing[0]) == 0"),
+], ids=["chainmap-over-environ", "mixin-update-of-a-library-base", "builtin-wrapper-of-a-library-object"])
 def test_container_code_runs_only_on_what_hands_its_work_to_the_tests_or_builtins(
         split_engine: Engine, setup: str, how: str, check: str) -> None:
     """A builtin container's or `collections`' code that a view runs (or lends) calls what the

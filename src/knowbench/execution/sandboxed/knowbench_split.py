@@ -684,6 +684,9 @@ def _operation(obj, op, name, count, kwargs):
             raise TypeError(f"{name[:40]!r} of an object of {_kind_name(kind)} is its library base's")
         return lambda: getattr(obj, name)
     if op in _COPIES:  # (the tests' own class, copied as `copy` copies it in their process)
+        if not _copyable(obj, kind, deep=op == "deepcopy"):
+            raise TypeError(f"a copy of an object of {_kind_name(kind)} would run a library's code "
+                            "(its base's or what it holds)")
         return lambda: does(obj)
     # Only what the object's class defines below `object` (the view's class has the same):
     # `object`'s own hash and repr would tell the candidate the judge's addresses.
@@ -696,6 +699,63 @@ def _operation(obj, op, name, count, kwargs):
     if op in ("repr", "str"):
         return lambda: _without_addresses(does(obj))
     return obj if op == "call" else lambda *args: does(obj, *args)
+
+
+# What `copy` and `deepcopy` ask an object's class for.
+_COPY_PROTOCOL = ("__copy__", "__deepcopy__", "__reduce_ex__", "__reduce__", "__getstate__", "__setstate__",
+                  "__getnewargs_ex__", "__getnewargs__")
+_PLAIN_VALUES = (str, bytes, bytearray, int, float, complex, bool, type(None), range, slice)
+_BUILTIN_CONTAINERS = (dict, list, tuple, set, frozenset, collections.OrderedDict, collections.Counter,
+                       collections.deque, collections.defaultdict)
+COPY_WALK_CAP = 10_000  # objects a deep copy's check looks through
+
+
+def _copyable(obj, kind, deep):
+    """Whether copying the tests' object runs only the tests' and builtins' code: its class has
+    no library base, names no copy hook the tests did not write (`__deepcopy__ =
+    staticmethod(print)`), and, for a deep copy, holds only plain values, builtin containers
+    and such objects of the tests (a library's object would run its own `__reduce_ex__`)."""
+    if not _plain_bases(kind):
+        return False
+    for name in _COPY_PROTOCOL:
+        module, found = _first_naming(kind, name)
+        if module == wire.TESTS_MODULE and found is not None and not _tests_code(found):
+            return False
+    if not deep:
+        return True
+    seen, todo = set(), [obj]
+    while todo:
+        item = todo.pop()
+        if id(item) in seen or type(item) in _PLAIN_VALUES:
+            continue
+        seen.add(id(item))
+        if len(seen) > COPY_WALK_CAP:
+            return False
+        if type(item) in _BUILTIN_CONTAINERS:
+            if type(item) is collections.defaultdict and not _forwards_safely(item):
+                return False
+            todo.extend(item.items() if isinstance(item, dict) else item)
+        elif item is obj or (_tests_class(type(item)) and _plain_bases(type(item))):
+            if item is not obj and not _copyable(item, type(item), deep=False):
+                return False
+            todo.extend(_instance_state(item).values())
+            if isinstance(item, (dict, list, tuple, set, frozenset, collections.deque)):
+                todo.extend(item.items() if isinstance(item, dict) else item)
+        else:
+            return False
+    return True
+
+
+def _first_naming(kind, name):
+    """(module, value) of the first class in `kind`'s bases that names `name`, else (None, None)."""
+    try:
+        for base in type.__dict__["__mro__"].__get__(kind):
+            space = type.__dict__["__dict__"].__get__(base)
+            if name in space:
+                return str(type.__dict__["__module__"].__get__(base)), space[name]
+    except Exception:
+        return wire.TESTS_MODULE, _first_naming  # (unreadable: taken as not the tests' code)
+    return None, None
 
 
 def _tests_attribute(obj, kind, name):
@@ -813,15 +873,12 @@ def _container_owner(owner):
 
 
 def _servable(obj):
-    """Whether an object of the judge's may be handed to what it serves the candidate: a
-    builtin value, container or iterator, or a container of `collections` or the tests' whose
-    code calls only what it holds (`_plain_container`); not a library's object (nor one of the
-    tests' classes with a library base), whose own code would run on the request."""
-    try:
-        module = str(type.__dict__["__module__"].__get__(type(obj)))
-    except Exception:
-        return False
-    return module == "builtins" or _plain_container(obj, 0)
+    """Whether an object of the judge's may be handed to what it serves the candidate: a plain
+    value, or a builtin container, one of `collections` or of the tests' whose code calls only
+    what it holds (`_plain_container`); not a library's object (nor one of the tests' classes
+    with a library base, nor a builtin wrapper of one, a `MappingProxyType` or a weak proxy),
+    whose own code would run on the request."""
+    return type(obj) in _PLAIN_VALUES or _plain_container(obj, 0)
 
 
 def _kind_name(kind):
