@@ -769,9 +769,11 @@ PROBE = """
     ("Logged('x')", "copy", None, [], "would run a library's code"),
     ("Printer()", "deepcopy", None, [], "would run a library's code"),
     ("Holder()", "deepcopy", None, [], "would run a library's code"),
+    ("Slotted()", "deepcopy", None, [], "would run a library's code"),
 ], ids=["class", "dict", "setattr", "arity", "keywords", "generator-frame", "test-case", "library-object",
         "object-hash", "object-repr", "pytest-class", "special-the-tests-named-not-wrote", "identity-hash",
-        "copy-of-a-library-base", "copy-hook-the-tests-named-not-wrote", "deep-copy-of-a-library-object-held"])
+        "copy-of-a-library-base", "copy-hook-the-tests-named-not-wrote", "deep-copy-of-a-library-object-held",
+        "deep-copy-of-a-library-object-in-a-slot"])
 def test_a_view_does_only_what_the_judge_allows(split_engine: Engine, given: str, op: str, name: str | None,
                                                 args: list, refused: str) -> None:
     """A candidate that sends its own requests for a view (not through `RemoteView`) is
@@ -809,6 +811,13 @@ def test_a_view_does_only_what_the_judge_allows(split_engine: Engine, given: str
 
 
         class Holder:
+            def __init__(self):
+                self.logger = logging.getLogger("held")
+
+
+        class Slotted:
+            __slots__ = ("logger",)
+
             def __init__(self):
                 self.logger = logging.getLogger("held")
 

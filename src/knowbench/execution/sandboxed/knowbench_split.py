@@ -723,12 +723,12 @@ def _copyable(obj, kind, deep):
             return False
     if not deep:
         return True
-    seen, todo = set(), [obj]
+    seen, todo = {}, [obj]  # (id -> object: held, so that no id is taken again meanwhile)
     while todo:
         item = todo.pop()
         if id(item) in seen or type(item) in _PLAIN_VALUES:
             continue
-        seen.add(id(item))
+        seen[id(item)] = item
         if len(seen) > COPY_WALK_CAP:
             return False
         if type(item) in _BUILTIN_CONTAINERS:
@@ -739,11 +739,28 @@ def _copyable(obj, kind, deep):
             if item is not obj and not _copyable(item, type(item), deep=False):
                 return False
             todo.extend(_instance_state(item).values())
+            todo.extend(_slot_values(item))
             if isinstance(item, (dict, list, tuple, set, frozenset, collections.deque)):
                 todo.extend(item.items() if isinstance(item, dict) else item)
         else:
             return False
     return True
+
+
+def _slot_values(obj):
+    """The values in the slots the classes of the tests' object declare (set ones only)."""
+    values = []
+    for base in type.__dict__["__mro__"].__get__(type(obj)):
+        space = type.__dict__["__dict__"].__get__(base)
+        slots = space.get("__slots__", ())
+        for name in (slots,) if type(slots) is str else slots if type(slots) in (tuple, list) else ():
+            descriptor = space.get(name) if type(name) is str else None
+            if type(descriptor) is types.MemberDescriptorType:
+                try:
+                    values.append(descriptor.__get__(obj, base))
+                except AttributeError:
+                    pass
+    return values
 
 
 def _first_naming(kind, name):
