@@ -1242,7 +1242,7 @@ def test_container_code_runs_only_on_what_hands_its_work_to_the_tests_or_builtin
 def test_container_code_still_serves_what_holds_only_the_tests_and_builtins(split_engine: Engine) -> None:
     """The same operations on a `ChainMap` of plain dicts, and an identity hash, answer as
     in-process (the hash is the view's, in the candidate's process: the judge's would be the
-    object's address)."""
+    object's address); any other hash arrives as a digest under the judge's key."""
     result = run(split_engine, HANDS_ON, """
         import collections
 
@@ -1267,8 +1267,14 @@ def test_container_code_still_serves_what_holds_only_the_tests_and_builtins(spli
 
         def test_slotted():  # (no __dict__ of its own)
             assert use(collections.namedtuple("Error", "code message")(1, "x"), "len") == [2, "x", [1, "x"]]
+
+
+        def test_keyed_hash():  # (a tuple's hash can be undone item by item: None's is its address)
+            pair = collections.namedtuple("Pair", "empty function")(None, test_keyed_hash)
+            value, count = use(pair, "hash")
+            assert count == 1 and value not in (hash(pair), hash(None), id(None))
     """, "use")
-    assert [t.status for t in result.tests] == ["pass"] * 3, [t.message[-800:] for t in result.tests]
+    assert [t.status for t in result.tests] == ["pass"] * 4, [t.message[-800:] for t in result.tests]
 
 
 def test_a_log_record_carries_only_what_the_candidates_side_sends(split_engine: Engine) -> None:
@@ -1344,6 +1350,69 @@ def test_a_warning_names_a_file_of_the_candidates_only_where_it_is_its_program(s
     """, "warn")
     [outcome] = result.tests
     assert outcome.status == "pass", outcome.message[-800:]
+
+
+def test_container_code_never_runs_on_what_the_candidate_rebuilt_and_the_tests_kept(split_engine: Engine) -> None:
+    """A result the tests keep in their own container (an object of a library's class the
+    candidate rebuilt from its state) never meets container code the candidate has served:
+    `list.__contains__` would run `traceback.FrameSummary.__eq__`, which reads the file the
+    candidate named with the judge's rights."""
+    program = """
+        import traceback
+
+
+        def solve(step, history=None, path=None):
+            if step == "make":
+                return traceback.FrameSummary(path, 1, "leak", lookup_line=False)
+            return ("x", 1, "leak", "TOP-SECRET-LINE") in history
+    """
+    result = run(split_engine, program, """
+        import os
+
+
+        class History(list):
+            pass
+
+
+        def test_history():
+            secret = os.path.join(os.path.expanduser("~"), "judge-only.txt")
+            with open(secret, "w") as handle:
+                handle.write("TOP-SECRET-LINE")
+            history = History([solve("make", path=secret)])
+            assert solve("use", history) is False
+    """, "solve", trusted_program=dedent(program))
+    [outcome] = result.tests
+    assert (outcome.status, outcome.reason) == ("error", "cannot-cross"), outcome.message[-800:]
+    assert "holds an object the candidate rebuilt" in outcome.message, outcome.message[-800:]
+
+
+def test_what_the_candidates_iterator_yields_is_held_to_the_rule_for_what_it_passes_back(
+        split_engine: Engine) -> None:
+    """A library's object of the tests the candidate passes back reaches no code the judge
+    serves, whether in the request's arguments or as an item of the candidate's iterator that
+    the served code advances (`dict.update` would read the tests' open file as a pair)."""
+    result = run(split_engine, """
+        def solve(registry, handle):
+            registry.update(item for item in [handle])
+            return dict(registry)
+    """, """
+        import os
+
+
+        class Registry(dict):
+            pass
+
+
+        def test_count():
+            secret = os.path.join(os.path.expanduser("~"), "judge-only.txt")
+            with open(secret, "w") as handle:
+                handle.write("TOP-SECRET-LINE-1" + chr(10) + "TOP-SECRET-LINE-2" + chr(10))
+            with open(secret) as handle:
+                assert solve(Registry(), handle) == {}
+    """, "solve")
+    [outcome] = result.tests
+    assert (outcome.status, outcome.reason) == ("error", "cannot-cross"), outcome.message[-800:]
+    assert "passed back cannot be handed" in outcome.message, outcome.message[-800:]
 
 
 def test_a_returned_iterator_over_an_endless_one_of_the_tests_fails_fast(split_engine: Engine) -> None:

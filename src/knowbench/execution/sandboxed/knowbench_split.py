@@ -141,6 +141,7 @@ class Peer:
         self.owned = []  # the judge's: its own objects the message it last read named (`own`)
         self.made = []  # the judge's: the objects the message it last read rebuilt from state
         self.rebuilt_ids = {}  # the judge's: every object a message of the candidate rebuilt, by id
+        self.rebuilt_library = {}  # the judge's: those of them of a library's class, by id
         self.lent_numbers = set()  # the judge's: what it handed out while serving (through a view)
         # The judge's, while it serves a view's operation or a builtin container's code: no
         # object rebuilt from the candidate's state may reach it, in any message (`loads`).
@@ -215,6 +216,10 @@ class Peer:
             message = wire.loads(frame, self.resolver, handles=self.stand_in, own=self.own, code=self.sent_here,
                                  classes=self.sent_classes, values=self.sent_values, made=self.made)
             self.note_rebuilt(self.made)
+            if self.guarding:
+                # (an item of the candidate's iterator, what its key returns: each reaches the
+                # code being served as the request's arguments would)
+                self.check_owned(self.owned)
             return message
         # The judge's values hold what the tests and the library gave them: nothing to refuse.
         return wire.loads(frame, self.resolver, handles=self.stand_in, own=self.own,
@@ -228,9 +233,47 @@ class Peer:
         to an argument would each reach the code being served."""
         for obj in made:
             self.rebuilt_ids[id(obj)] = obj
+            if _module_of(type(obj)) != "solution":
+                self.rebuilt_library[id(obj)] = obj
         if self.guarding and made:
             raise wire.WireError(f"an object the candidate rebuilt ({_kind_name(type(made[0]))}) "
                                  "cannot reach what a view of the tests' lends: its library's code would run here")
+
+    def check_owned(self, owned, guarded=True):
+        """The judge's: refuse its own objects the candidate passed back where what it serves
+        would use them. What the judge calls with the candidate's arguments may call them: its
+        own objects among them only when it would lend them (`list.sort(key=...)` with a test's
+        mock, or a library's bound method the tests passed in, would run them). While it serves
+        a view's code, a library's object (or a builtin wrapper of one) would have its own
+        code run (`keys()`, `__getitem__`, `__setitem__` under a lent `dict.update`)."""
+        for mine in owned:
+            if callable(mine) and not _lent(mine):
+                raise wire.WireError(f"an object of the tests ({_kind_name(type(mine))}) passed back "
+                                     "cannot be called by what the judge runs")
+            if guarded and not callable(mine) and not _servable(mine):
+                raise wire.WireError(f"an object of the tests ({_kind_name(type(mine))}) passed back cannot be "
+                                     "handed to what a view of the tests' lends: it is a library's")
+
+    def holds_rebuilt(self, root):
+        """The judge's: whether the tests' object `root` holds (through builtin containers, dict
+        views and objects' own state) an object of a library's class the candidate rebuilt from
+        its state: a result the tests kept. Container code served on `root` would run that
+        library's code on the candidate's state (a `traceback.FrameSummary`'s `__eq__` reads the
+        file it names). True past `HOLDS_WALK_CAP` objects, when any such object exists."""
+        if not self.rebuilt_library:
+            return False
+        seen, todo = {}, [root]  # (id -> object: held, so that no id is taken again meanwhile)
+        while todo:
+            item = todo.pop()
+            if type(item) in _PLAIN_VALUES or id(item) in seen:
+                continue
+            if self.rebuilt_library.get(id(item)) is item:
+                return True
+            seen[id(item)] = item
+            if len(seen) > HOLDS_WALK_CAP:
+                return True
+            todo.extend(_held(item))
+        return False
 
     def sent_here(self, place, found, rebuilt):
         """The judge's: whether it sent `found` (a function, class or handle; `rebuilt`: a
@@ -313,18 +356,8 @@ class Peer:
                 # `keys()` reading the judge's files) and hand back what it gives.
                 raise TypeError(f"an object the candidate rebuilt ({_kind_name(type(self.made[0]))}) cannot be "
                                 "handed to what a view of the tests' lends: its library's code would run here")
-            for mine in self.owned if self.entry is None else ():
-                # What the judge calls with the candidate's arguments may call them: its own
-                # objects among them only when it would lend them (`list.sort(key=...)` with a
-                # test's mock, or a library's bound method the tests passed in, would run them).
-                if callable(mine) and not _lent(mine):
-                    raise TypeError(f"an object of the tests ({_kind_name(type(mine))}) passed back "
-                                    "cannot be called by what the judge runs")
-                if guarded and not callable(mine) and not _servable(mine):
-                    # (a library's object handed to a lent `dict.update` or `ChainMap.new_child`
-                    # would have its own code run: `keys()`, `__getitem__`, `__setitem__`)
-                    raise TypeError(f"an object of the tests ({_kind_name(type(mine))}) passed back cannot be "
-                                    "handed to what a view of the tests' lends: it is a library's")
+            if self.entry is None:
+                self.check_owned(self.owned, guarded)
             if (kind == "call" and self.entry is not None and type(target) is tuple
                     and len(target) == 2 and type(target[0]) is str):
                 function = (_target(self.entry, target[0]), target[1] is True)
@@ -341,6 +374,11 @@ class Peer:
                 function = _operation(self.exported[target[0]], target[1], target[2], len(args), kwargs)
             else:
                 raise TypeError(f"this side does not answer {kind!r} requests")
+            subject = (self.exported[target[0]] if kind == "op" else getattr(function, "__self__", None)
+                       if guarded and type(function) in (types.MethodType, types.BuiltinMethodType) else None)
+            if guarded and not isinstance(subject, (types.ModuleType, type(None))) and self.holds_rebuilt(subject):
+                raise TypeError(f"an object of the tests ({_kind_name(type(subject))}) holds an object the "
+                                "candidate rebuilt from its state: its library's code would run here")
         except Exception as error:
             message = f"the call could not be rebuilt: {error}"
             if isinstance(self, Channel) and self.problem is None:
@@ -432,6 +470,22 @@ class RemoteView:
         return f"<object #{object.__getattribute__(self, '_knowbench_number')} of the tests' process>"
 
 
+_HASH_KEY = []  # the judge's: a key of its own, made at its first hash a view asks for
+
+
+def _keyed_hash(value):
+    """`value` (a hash made in the judge) as the candidate's view gets it: a digest under a key
+    only the judge's process has. Equal objects still hash alike, but nothing the hash was made
+    of can be worked out (a tuple's hash can be undone item by item, and an item that hashes by
+    identity, a function or `None`, would give its address)."""
+    import hashlib  # stdlib; loaded only when a view is hashed
+
+    if not _HASH_KEY:
+        _HASH_KEY.append(os.urandom(16))
+    digest = hashlib.blake2b(value.to_bytes(8, "little", signed=True), key=_HASH_KEY[0], digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
+
+
 def _swapped(forward):
     """`forward` with its operands swapped: what a reflected operator (`__radd__`) does."""
     return lambda obj, other: forward(other, obj)
@@ -447,7 +501,8 @@ _OPERATIONS = {
     "contains": ("__contains__", 1, operator.contains, False), "bool": ("__bool__", 0, bool, False),
     "iter": ("__iter__", 0, iter, True), "next": ("__next__", 0, next, True),
     "eq": ("__eq__", 1, operator.eq, False), "ne": ("__ne__", 1, operator.ne, False),
-    "hash": ("__hash__", 0, hash, False), "repr": ("__repr__", 0, repr, False), "str": ("__str__", 0, str, False),
+    "hash": ("__hash__", 0, lambda obj: _keyed_hash(hash(obj)), False), "repr": ("__repr__", 0, repr, False),
+    "str": ("__str__", 0, str, False),
     "call": ("__call__", None, None, False), "reversed": ("__reversed__", 0, reversed, False),
     "lt": ("__lt__", 1, operator.lt, False), "le": ("__le__", 1, operator.le, False),
     "gt": ("__gt__", 1, operator.gt, False), "ge": ("__ge__", 1, operator.ge, False),
@@ -896,6 +951,36 @@ def _servable(obj):
     with a library base, nor a builtin wrapper of one, a `MappingProxyType` or a weak proxy),
     whose own code would run on the request."""
     return type(obj) in _PLAIN_VALUES or _plain_container(obj, 0)
+
+
+HOLDS_WALK_CAP = 10_000  # objects `Peer.holds_rebuilt` looks through
+
+
+def _held(obj):
+    """What `obj` holds, read without running any code of its: a builtin container's items (a
+    subclass's too, through the builtin's own methods), a dict view's, an object's own
+    `__dict__` and slots."""
+    held = []
+    if isinstance(obj, dict):
+        held.extend(item for pair in dict.items(obj) for item in pair)
+    elif isinstance(obj, (list, tuple, set, frozenset, collections.deque)):
+        base = next(kind for kind in (list, tuple, set, frozenset, collections.deque) if isinstance(obj, kind))
+        held.extend(base.__iter__(obj))
+    elif type(obj) in (type({}.keys()), type({}.values()), type({}.items())):
+        held.extend(obj)
+    try:
+        held.extend(_instance_state(obj).values())
+        held.extend(_slot_values(obj))
+    except Exception:
+        pass
+    return held
+
+
+def _module_of(kind):
+    try:
+        return str(type.__dict__["__module__"].__get__(kind))
+    except Exception:
+        return ""
 
 
 def _kind_name(kind):
