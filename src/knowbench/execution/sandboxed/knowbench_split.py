@@ -262,18 +262,8 @@ class Peer:
         file it names). True past `HOLDS_WALK_CAP` objects, when any such object exists."""
         if not self.rebuilt_library:
             return False
-        seen, todo = {}, [root]  # (id -> object: held, so that no id is taken again meanwhile)
-        while todo:
-            item = todo.pop()
-            if type(item) in _PLAIN_VALUES or id(item) in seen:
-                continue
-            if self.rebuilt_library.get(id(item)) is item:
-                return True
-            seen[id(item)] = item
-            if len(seen) > HOLDS_WALK_CAP:
-                return True
-            todo.extend(_held(item))
-        return False
+        return any(item is _TOO_MANY or self.rebuilt_library.get(id(item)) is item
+                   for item in _reachable(root, HOLDS_WALK_CAP))
 
     def sent_here(self, place, found, rebuilt):
         """The judge's: whether it sent `found` (a function, class or handle; `rebuilt`: a
@@ -778,28 +768,36 @@ def _copyable(obj, kind, deep):
             return False
     if not deep:
         return True
-    seen, todo = {}, [obj]  # (id -> object: held, so that no id is taken again meanwhile)
-    while todo:
-        item = todo.pop()
-        if id(item) in seen or type(item) in _PLAIN_VALUES:
-            continue
-        seen[id(item)] = item
-        if len(seen) > COPY_WALK_CAP:
+    for item in _reachable(obj, COPY_WALK_CAP):
+        if item is _TOO_MANY:
             return False
         if type(item) in _BUILTIN_CONTAINERS:
             if type(item) is collections.defaultdict and not _forwards_safely(item):
                 return False
-            todo.extend(item.items() if isinstance(item, dict) else item)
-        elif item is obj or (_tests_class(type(item)) and _plain_bases(type(item))):
-            if item is not obj and not _copyable(item, type(item), deep=False):
-                return False
-            todo.extend(_instance_state(item).values())
-            todo.extend(_slot_values(item))
-            if isinstance(item, (dict, list, tuple, set, frozenset, collections.deque)):
-                todo.extend(item.items() if isinstance(item, dict) else item)
-        else:
+        elif item is not obj and not (_tests_class(type(item)) and _plain_bases(type(item))
+                                      and _copyable(item, type(item), deep=False)):
             return False
     return True
+
+
+_TOO_MANY = object()
+
+
+def _reachable(root, cap):
+    """Each object `root` holds, itself included, at any depth (`_held`), once; plain values
+    left out; `_TOO_MANY` once more than `cap` were met. The caller sees each object before
+    what it holds is read."""
+    seen, todo = {}, [root]  # (id -> object: held, so that no id is taken again meanwhile)
+    while todo:
+        item = todo.pop()
+        if type(item) in _PLAIN_VALUES or id(item) in seen:
+            continue
+        seen[id(item)] = item
+        if len(seen) > cap:
+            yield _TOO_MANY
+            return
+        yield item
+        todo.extend(_held(item))
 
 
 def _slot_values(obj):
