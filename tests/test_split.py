@@ -1352,22 +1352,34 @@ def test_a_warning_names_a_file_of_the_candidates_only_where_it_is_its_program(s
     assert outcome.status == "pass", outcome.message[-800:]
 
 
-def test_container_code_never_runs_on_what_the_candidate_rebuilt_and_the_tests_kept(split_engine: Engine) -> None:
+@pytest.mark.parametrize("use", [
+    'solve("use", History([made])) is False',
+    'solve("partial", functools.partial(History([made]).count)) == 0',
+    'solve("use", History([types.MappingProxyType({"frame": made})])) is False',
+], ids=["kept-in-a-list", "through-a-partial", "inside-a-builtin-holder"])
+def test_container_code_never_runs_on_what_the_candidate_rebuilt_and_the_tests_kept(split_engine: Engine,
+                                                                                     use: str) -> None:
     """A result the tests keep in their own container (an object of a library's class the
-    candidate rebuilt from its state) never meets container code the candidate has served:
-    `list.__contains__` would run `traceback.FrameSummary.__eq__`, which reads the file the
-    candidate named with the judge's rights."""
+    candidate rebuilt from its state) never meets container code the candidate has served,
+    however it is kept or served (a partial of a method, a `MappingProxyType` the walk cannot
+    read): `list.__contains__` would run `traceback.FrameSummary.__eq__`, which reads the file
+    the candidate named with the judge's rights."""
     program = """
         import traceback
 
 
         def solve(step, history=None, path=None):
+            probe = ("x", 1, "leak", "TOP-SECRET-LINE")
             if step == "make":
                 return traceback.FrameSummary(path, 1, "leak", lookup_line=False)
-            return ("x", 1, "leak", "TOP-SECRET-LINE") in history
+            if step == "partial":
+                return history(probe)
+            return probe in history or {"frame": probe} in history
     """
-    result = run(split_engine, program, """
+    result = run(split_engine, program, f"""
+        import functools
         import os
+        import types
 
 
         class History(list):
@@ -1378,12 +1390,43 @@ def test_container_code_never_runs_on_what_the_candidate_rebuilt_and_the_tests_k
             secret = os.path.join(os.path.expanduser("~"), "judge-only.txt")
             with open(secret, "w") as handle:
                 handle.write("TOP-SECRET-LINE")
-            history = History([solve("make", path=secret)])
-            assert solve("use", history) is False
+            made = solve("make", path=secret)
+            assert {use}
     """, "solve", trusted_program=dedent(program))
     [outcome] = result.tests
     assert (outcome.status, outcome.reason) == ("error", "cannot-cross"), outcome.message[-800:]
     assert "holds an object the candidate rebuilt" in outcome.message, outcome.message[-800:]
+
+
+def test_a_stream_the_candidates_output_goes_to_is_never_put_back_over_it(split_engine: Engine) -> None:
+    """The stream the tests' process prints to (`sys.stdout`, redirected to the tests' own
+    buffer) is process state: what the candidate printed is written there first, and a copy
+    of the stream put back over it would erase it. The call fails instead of passing a test
+    that checks nothing else was printed."""
+    result = run(split_engine, """
+        def render(out):
+            print("FORBIDDEN DEBUG OUTPUT")
+            out.write("board")
+    """, """
+        import contextlib
+        import io
+
+
+        def test_a_change_replayed_first():  # (the table of process state is taken here)
+            buffer = io.StringIO()
+            render(buffer)
+            assert buffer.getvalue() == "board"
+
+
+        def test_render():
+            buffer = io.StringIO()
+            with contextlib.redirect_stdout(buffer):
+                render(buffer)
+            assert buffer.getvalue() == "board"
+    """, "render")
+    first, outcome = result.tests
+    assert first.status == "pass", first.message[-800:]
+    assert (outcome.status, outcome.reason) == ("error", "cannot-cross"), outcome.message[-800:]
 
 
 def test_what_the_candidates_iterator_yields_is_held_to_the_rule_for_what_it_passes_back(

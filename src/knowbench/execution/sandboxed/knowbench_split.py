@@ -15,6 +15,7 @@ import collections.abc
 import copy
 import errno
 import functools
+import gc
 import importlib
 import inspect
 import io
@@ -28,6 +29,7 @@ import time
 import traceback
 import types
 import warnings
+import weakref
 
 import knowbench_graft
 import knowbench_wire as wire
@@ -262,7 +264,7 @@ class Peer:
         file it names). True past `HOLDS_WALK_CAP` objects, when any such object exists."""
         if not self.rebuilt_library:
             return False
-        return any(item is _TOO_MANY or self.rebuilt_library.get(id(item)) is item
+        return any(item is _TOO_MANY or item is _OPAQUE or self.rebuilt_library.get(id(item)) is item
                    for item in _reachable(root, HOLDS_WALK_CAP))
 
     def sent_here(self, place, found, rebuilt):
@@ -364,11 +366,16 @@ class Peer:
                 function = _operation(self.exported[target[0]], target[1], target[2], len(args), kwargs)
             else:
                 raise TypeError(f"this side does not answer {kind!r} requests")
-            subject = (self.exported[target[0]] if kind == "op" else getattr(function, "__self__", None)
-                       if guarded and type(function) in (types.MethodType, types.BuiltinMethodType) else None)
-            if guarded and not isinstance(subject, (types.ModuleType, type(None))) and self.holds_rebuilt(subject):
-                raise TypeError(f"an object of the tests ({_kind_name(type(subject))}) holds an object the "
-                                "candidate rebuilt from its state: its library's code would run here")
+            if guarded:
+                # (a partial's bound method, and what the partial holds, too)
+                served = _unwrapped(function) if kind != "op" else None
+                subjects = [self.exported[target[0]]] if kind == "op" else [function]
+                if type(served) in (types.MethodType, types.BuiltinMethodType):
+                    subjects.append(getattr(served, "__self__", None))
+                for subject in subjects:
+                    if not isinstance(subject, (types.ModuleType, type(None))) and self.holds_rebuilt(subject):
+                        raise TypeError(f"an object of the tests ({_kind_name(type(subject))}) holds an object "
+                                        "the candidate rebuilt from its state: its library's code would run here")
         except Exception as error:
             message = f"the call could not be rebuilt: {error}"
             if isinstance(self, Channel) and self.problem is None:
@@ -870,9 +877,22 @@ def _tests_class(kind):
         return False
 
 
+def _unwrapped(function):
+    """`function` with the `functools.partial`s around it taken off (at most 8)."""
+    for _ in range(8):
+        if type(function) is not functools.partial:
+            break
+        function = function.func
+    return function
+
+
 def _container_code(function):
     """Whether calling `function` runs a builtin container's or `collections`' code (a bound
-    `dict.update`, `set.add`, `Counter.update`), which calls protocol methods of its arguments."""
+    `dict.update`, `set.add`, `Counter.update`, or a partial of one), which calls protocol
+    methods of its arguments."""
+    function = _unwrapped(function)
+    if type(function) is functools.partial:
+        return True  # (more than 8 deep: taken as container code)
     if type(function) is types.BuiltinMethodType:
         return not isinstance(getattr(function, "__self__", None), types.ModuleType)
     if type(function) is types.MethodType and type(function.__func__) is types.FunctionType:
@@ -954,24 +974,56 @@ def _servable(obj):
 HOLDS_WALK_CAP = 10_000  # objects `Peer.holds_rebuilt` looks through
 
 
+_OPAQUE = object()  # what `_held` gives for an object whose contents it cannot read
+
+
 def _held(obj):
     """What `obj` holds, read without running any code of its: a builtin container's items (a
-    subclass's too, through the builtin's own methods), a dict view's, an object's own
-    `__dict__` and slots."""
+    subclass's too, through the builtin's own methods), a dict view's, a weak reference's
+    object, a function's defaults and closure, a partial's or bound method's parts, an object
+    array's items, an object's own `__dict__` and slots. `[_OPAQUE]` for a builtin holder it
+    cannot read (a `MappingProxyType`); nothing for an object the garbage collector does not
+    track, which holds no object that could hold another."""
+    if isinstance(obj, (types.ModuleType, type, types.CodeType)) or not gc.is_tracked(obj):
+        return []  # (the process's namespaces: no one's data is kept only there)
     held = []
+    kind = type(obj)
     if isinstance(obj, dict):
         held.extend(item for pair in dict.items(obj) for item in pair)
     elif isinstance(obj, (list, tuple, set, frozenset, collections.deque)):
         base = next(kind for kind in (list, tuple, set, frozenset, collections.deque) if isinstance(obj, kind))
         held.extend(base.__iter__(obj))
-    elif type(obj) in (type({}.keys()), type({}.values()), type({}.items())):
+    elif kind in (type({}.keys()), type({}.values()), type({}.items())):
         held.extend(obj)
-    try:
-        held.extend(_instance_state(obj).values())
-        held.extend(_slot_values(obj))
-    except Exception:
-        pass
+    elif isinstance(obj, weakref.ref):
+        held.append(weakref.ref.__call__(obj))
+    elif kind is types.FunctionType:
+        held += [obj.__defaults__, obj.__kwdefaults__, *_cell_contents(obj.__closure__)]
+    elif kind is functools.partial:
+        held += [obj.func, obj.args, obj.keywords]
+    elif kind in (types.MethodType, types.BuiltinMethodType):
+        held += [obj.__self__, getattr(obj, "__func__", None)]
+    elif _module_of(kind) == "numpy" and kind.__name__ == "ndarray":
+        held.extend(obj.flat if obj.dtype == object else ())
+    elif not type.__dict__["__flags__"].__get__(kind) & _HEAP_TYPE:
+        return [_OPAQUE]  # a builtin holder it has no reader for
+    held.extend(_instance_state(obj).values())
+    held.extend(_slot_values(obj))
     return held
+
+
+_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (its data is in __dict__ and slots)
+
+
+def _cell_contents(cells):
+    """What the cells of a closure hold (an empty one holds nothing)."""
+    contents = []
+    for cell in cells or ():
+        try:
+            contents.append(cell.cell_contents)
+        except ValueError:
+            pass
+    return contents
 
 
 def _module_of(kind):
@@ -1096,7 +1148,10 @@ def _replay(peer, effects, args, kwargs, broken):
 _MODULE_STATE = {}  # id -> object: what modules of the judge's process hold as globals
 # What decides the programs, libraries and modules the judge's process and its subprocesses run.
 _RUNS_WHAT = (("os", ("environ", "environb")), ("posix", ("environ",)),
-              ("sys", ("path", "meta_path", "path_hooks", "path_importer_cache", "modules")),
+              ("sys", ("path", "meta_path", "path_hooks", "path_importer_cache", "modules",
+                       # (what the candidate printed is written there first: a copy of the
+                       # stream put back over it would erase it, `render(sys.stdout)` under capsys)
+                       "stdout", "stderr", "__stdout__", "__stderr__")),
               ("warnings", ("filters",)))
 
 
