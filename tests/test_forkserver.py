@@ -94,11 +94,16 @@ def test_a_server_killed_from_outside_is_replaced(forkserver: ForkServerEngine) 
 
 
 def test_processes_that_outlive_a_sample_get_the_server_replaced(forkserver: ForkServerEngine) -> None:
+    # (the sample waits until its child has left its group: under load the child could
+    # otherwise still be in it when the sample ends, and die with it)
     escaper = ("import os, time\n"
+               "ready, told = os.pipe()\n"
                "if os.fork() == 0:\n"
                "    os.setsid()\n"
+               "    os.write(told, b'x')\n"
                "    time.sleep(60)\n"
-               "    os._exit(0)\n") + ADD
+               "    os._exit(0)\n"
+               "os.read(ready, 1)\n") + ADD
     before = forkserver.restarts
     execution = forkserver.execute(make_request(escaper, CHECK_ADD, "add"))
     assert "outlived the sample" in execution.note
