@@ -49,9 +49,35 @@ def set_limits(limits, nproc_base):
         resource.setrlimit(kind, (soft, hard))
 
 
+_PR_SET_DUMPABLE = 4
+_UNDUMPABLE = [False]  # turned off in this process (or the server it was forked from)
+
+
+def set_dumpable(on):
+    """Whether processes of this uid may open this process's memory (`/proc/PID/mem`,
+    `ptrace`, `process_vm_writev`, `pidfd_getfd`). Inherited by `fork`, reset by `exec`.
+
+    A fork server turns it off for itself, and so for the next sample's process it prepares
+    while a sample runs: when knowbench is not root, that sample has their uid, and could
+    otherwise write code into the process that will judge the next sample (or into the
+    server). A sample's process turns it back on once it is the sample and has dropped
+    privileges (`drop_privileges`): the server, with no capabilities, reads its memory use in
+    `/proc/PID/smaps_rollup` only then, and nothing but the sample itself runs under its uid
+    by that time. False when the kernel refused."""
+    import ctypes  # (only here: a once-mode sample's process never needs it)
+
+    done = ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, int(on), 0, 0, 0) == 0
+    _UNDUMPABLE[0] = not on and done
+    return done
+
+
 def drop_privileges(uid, gid):
-    """Become `uid`/`gid` (no supplementary groups) when running as root; else nothing."""
+    """Become `uid`/`gid` (no supplementary groups) when running as root (the kernel then
+    makes the process undumpable: the root server still reads it). Else stay, dumpable (see
+    `set_dumpable`)."""
     if uid is None or os.geteuid() != 0:
+        if _UNDUMPABLE[0]:
+            set_dumpable(True)
         return
     os.setgroups([])
     os.setgid(gid)

@@ -49,6 +49,7 @@ import knowbench_spy
 import knowbench_warm
 import knowbench_wire
 from knowbench_limits import drop_privileges as _drop_privileges
+from knowbench_limits import set_dumpable as _set_dumpable
 from knowbench_limits import set_limits as _set_limits
 from knowbench_pytest import (
     UnsupportedFixture,
@@ -1856,6 +1857,8 @@ def serve():
     """
     import socket
 
+    # Before anything: the processes it prepares for samples inherit it (`set_dumpable`).
+    _set_dumpable(False)
     control_out = os.dup(1)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)

@@ -1,0 +1,107 @@
+"""knowbench run by a user without root: every process of a fork server's sandbox then has
+that user's uid (no sandbox uid to drop to), so what keeps samples apart is the kernel's
+dumpable flag (`knowbench_limits.set_dumpable`), not ownership.
+
+The engine runs in a child process as an unprivileged uid. Skipped where this suite does not
+run as root or that uid cannot reach the interpreter and the checkout."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+NOBODY = 65534
+
+# Runs as NOBODY: one fork server (bwrap), an in-process sample that tries to open the memory
+# of every other process of its sandbox for writing (the server, and the process the server
+# prepared for the next sample), then a sample over its memory budget.
+ENGINE = r'''
+import json, sys
+from textwrap import dedent
+sys.path.insert(0, sys.argv[1])
+from helpers import make_request
+from knowbench.execution.forkserver import ForkServerEngine
+from knowbench.execution.sandbox import resolve_sandbox
+
+PROBE = dedent("""
+    import os
+
+    def add(a, b):
+        me, server = os.getpid(), os.getppid()
+        others = [server]
+        for name in os.listdir("/proc"):
+            if name.isdigit() and int(name) != me:
+                try:
+                    with open("/proc/%s/stat" % name) as handle:
+                        if int(handle.read().rsplit(")", 1)[1].split()[1]) == server:
+                            others.append(int(name))
+                except OSError:
+                    pass
+        opened = []
+        for pid in others:
+            try:
+                with open("/proc/%d/mem" % pid, "r+b", buffering=0):
+                    opened.append(pid)
+            except OSError:
+                pass
+        with open("/proc/%d/mem" % me, "r+b", buffering=0):
+            pass  # (its own: always)
+        raise AssertionError("uid %d saw %d other processes, opened %r" % (os.getuid(), len(others), opened))
+""")
+HOG = dedent("""
+    def add(a, b):
+        hoard = bytearray(400 * 1024 * 1024)
+        for i in range(0, len(hoard), 4096):
+            hoard[i] = 1
+        return a + b
+""")
+TESTS = "from solution import add\n\ndef test_add():\n    assert add(1, 2) == 3\n"
+engine = ForkServerEngine(resolve_sandbox("bwrap"), workers=1)
+try:
+    probe = engine.execute(make_request(PROBE, TESTS, "add", wall_s=20.0))
+    hog = engine.execute(make_request(HOG, TESTS, "add", wall_s=20.0, memory_mb=128))
+finally:
+    engine.close()
+print(json.dumps({"probe": probe.tests[0].message, "hog": [probe.status, hog.status,
+                  [t.reason for t in hog.tests]]}))
+'''
+
+
+def _as_nobody(*command: str, cwd: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": cwd, "TMPDIR": cwd,
+           "PYTHONPATH": str(REPO / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run(command, cwd=cwd, env=env, user=NOBODY, group=NOBODY, extra_groups=[],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture
+def unprivileged_dir() -> str:
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to run the engine as another, unprivileged uid")
+    base = tempfile.mkdtemp(prefix="knowbench-nobody-")
+    os.chmod(base, 0o777)
+    reach = _as_nobody(sys.executable, "-c", "import knowbench, pydantic", cwd=base)
+    if reach.returncode != 0:
+        pytest.skip(f"uid {NOBODY} cannot run this interpreter or import the checkout: "
+                    f"{reach.stderr.strip()[-200:]}")
+    yield base
+    subprocess.run(["rm", "-rf", base], check=False)
+
+
+@pytest.mark.slow
+def test_a_sample_cannot_write_into_the_server_or_the_next_samples_process(unprivileged_dir: str) -> None:
+    """Not the server, nor the process prepared for the next sample (same uid, same PID
+    namespace): code written there would judge the next sample, with its nonce. The memory
+    budget still reads the sample's own processes."""
+    done = _as_nobody(sys.executable, "-c", ENGINE, str(REPO / "tests"), cwd=unprivileged_dir)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert f"uid {NOBODY} saw 2 other processes, opened []" in seen["probe"], seen
+    assert seen["hog"] == ["fail", "memory", ["memory"]], seen
