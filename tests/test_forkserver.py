@@ -64,15 +64,62 @@ LEAKS = {
                               "import os\nassert os.getcwd() != '/'\n"),
     "a class attribute of unittest": ("import unittest\nunittest.TestCase.maxDiff = 1\n",
                                       "import unittest\nassert unittest.TestCase.maxDiff == 80 * 8\n"),
+    "a file in /dev/shm": ("open('/dev/shm/kb-leak', 'w').write('x')\n",
+                           "import os\nassert not os.path.exists('/dev/shm/kb-leak')\n"),
+    # (IPC_CREAT | 0o600; a key no one else uses: the sandbox's IPC namespace is its own)
+    "a System V segment": ("import ctypes\nassert ctypes.CDLL(None).shmget(0x4b42, 4096, 0o1600) >= 0\n",
+                           "import ctypes\nassert ctypes.CDLL(None).shmget(0x4b42, 0, 0) == -1\n"),
+    "a System V message queue": ("import ctypes\nassert ctypes.CDLL(None).msgget(0x4b42, 0o1600) >= 0\n",
+                                 "import ctypes\nassert ctypes.CDLL(None).msgget(0x4b42, 0) == -1\n"),
 }
 
 
 @pytest.mark.parametrize("what", sorted(LEAKS))
-def test_state_left_by_one_sample_does_not_reach_the_next(forkserver: ForkServerEngine, what: str) -> None:
+def test_state_left_by_one_sample_does_not_reach_the_next(forkserver: ForkServerEngine, what: str,
+                                                         best_sandbox: Sandbox) -> None:
+    if what == "a file in /dev/shm" and best_sandbox.kind != "bwrap":
+        pytest.skip("only bwrap gives the sandbox a /dev/shm of its own")
     leaker, probe = LEAKS[what]
-    forkserver.execute(make_request(leaker + ADD, CHECK_ADD, "add"))
+    left = forkserver.execute(make_request(leaker + ADD, CHECK_ADD, "add"))
+    # (it did leave it; patching unittest is caught as tampering)
+    assert left.status != "error" or "tampering detected" in left.tests[0].message, left.tests[0].message
     clean = forkserver.execute(make_request(probe + ADD, CHECK_ADD, "add"))
     assert clean.status == "pass", clean.tests[0].message
+
+
+# 200 MB that no process of the sample holds once it returns (in pieces: a file's size and
+# the address space are limited): files on the sandbox's /dev/shm, and System V segments
+# written through attachments it then drops.
+UNHELD = {
+    "/dev/shm": dedent("""\
+        for i in range(14):
+            open('/dev/shm/kb-hoard-%d' % i, 'wb').write(b'x' * (15 << 20))
+        """),
+    "System V": dedent("""\
+        import ctypes
+        libc = ctypes.CDLL(None)
+        libc.shmat.restype = ctypes.c_void_p
+        for i in range(5):
+            segment = libc.shmget(0, 40 << 20, 0o1600)
+            address = libc.shmat(segment, None, 0)
+            assert segment >= 0 and address not in (None, ctypes.c_void_p(-1).value)
+            ctypes.memset(address, 1, 40 << 20)
+            libc.shmdt(ctypes.c_void_p(address))
+        """),
+}
+
+
+@pytest.mark.parametrize("where", sorted(UNHELD))
+def test_memory_no_process_holds_counts_against_the_sample(forkserver: ForkServerEngine, where: str,
+                                                          best_sandbox: Sandbox) -> None:
+    """Files on the private /dev/shm and System V segments outlive every process of the
+    sample: its budget counts them, and they are gone before the next sample."""
+    if where == "/dev/shm" and best_sandbox.kind != "bwrap":
+        pytest.skip("only bwrap gives the sandbox a /dev/shm of its own")
+    hoarder = forkserver.execute(make_request(UNHELD[where] + ADD, CHECK_ADD, "add", memory_mb=128))
+    assert hoarder.status == "memory", (hoarder.status, hoarder.tests[0].message)
+    fits = forkserver.execute(make_request(UNHELD[where] + ADD, CHECK_ADD, "add", memory_mb=512))
+    assert fits.status == "pass", fits.tests[0].message
 
 
 def test_an_infinite_loop_times_out_and_the_next_sample_is_unaffected(forkserver: ForkServerEngine) -> None:

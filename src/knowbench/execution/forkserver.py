@@ -116,7 +116,8 @@ class _Server:
             theirs_fd = theirs.fileno()
             theirs.close()
         setup = {"preload": self.engine.preload, "private_tmp": sandbox.kind == "bwrap",
-                 "pid_namespace": sandbox.pid_namespace, "role": self.role,
+                 "pid_namespace": sandbox.pid_namespace, "ipc_namespace": sandbox.ipc_namespace,
+                 "role": self.role,
                  "fd_socket": theirs_fd}
         self._send(setup)
         reply = self._receive(_START_TIMEOUT_S)

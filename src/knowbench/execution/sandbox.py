@@ -83,6 +83,12 @@ class Sandbox:
         return self.kind in ("bwrap", "unshare")
 
     @property
+    def ipc_namespace(self) -> bool:
+        """Whether the sandbox has an IPC namespace of its own (System V objects, POSIX
+        message queues): every object in it is its samples'."""
+        return self.kind in ("bwrap", "unshare")
+
+    @property
     def wrappers(self) -> int:
         """How many processes of the sandbox tool stand above the command it runs: bwrap's own
         and the init of its PID namespace; unshare's (`--fork`: the command is the namespace's

@@ -170,17 +170,17 @@ def _open_below(root, names):
     return directory
 
 
-def open_deleted_sizes(pids, skip_device=None, inherited=frozenset()):
+def open_deleted_sizes(pids, skip_devices=(), inherited=frozenset()):
     """{(device, inode): allocated bytes} of the removed files the processes `pids` keep
     open (removed after they were opened, or opened with `O_TMPFILE`; memfds and removed
     /dev/shm files too): no directory shows them, and no process's memory counts them. From
-    /proc/PID/fd; files on `skip_device` (the tmpfs, which counts its own) and in `inherited`
+    /proc/PID/fd; files on `skip_devices` (tmpfs mounts, which count their own) and in `inherited`
     (`inherited_files()` of the warm parent the processes were forked from) are left out."""
     sizes = {}
     for pid in pids:
         for info in _open_files(pid):
             key = (info.st_dev, info.st_ino)
-            if (stat.S_ISREG(info.st_mode) and info.st_nlink == 0 and info.st_dev != skip_device
+            if (stat.S_ISREG(info.st_mode) and info.st_nlink == 0 and info.st_dev not in skip_devices
                     and key not in inherited):
                 sizes[key] = info.st_blocks * 512
     return sizes
@@ -243,6 +243,21 @@ def _open_files(pid):
             continue
 
 
+def sysv_shm_bytes():
+    """Bytes the System V shared memory segments of this process's IPC namespace hold in
+    memory and swap (from /proc/sysvipc/shm; their sizes where the kernel lists no `rss`).
+    No process needs to hold a segment: it lives until removed. 0 when unreadable."""
+    try:
+        with open("/proc/sysvipc/shm", "rb") as handle:
+            header, *rows = handle.read().splitlines()
+        columns = header.split()
+        fields = [columns.index(b"rss"), columns.index(b"swap")] if b"rss" in columns else [
+            columns.index(b"size")]
+        return sum(int(row.split()[i]) for row in rows for i in fields)
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def _device(path):
     try:
         return os.stat(path).st_dev
@@ -251,15 +266,18 @@ def _device(path):
 
 
 class Budget:
-    """The memory one sample may hold: private memory of its processes + its tmpfs files
-    + the removed files its processes keep open + what its work directory grew by, where that
-    is not on the tmpfs, and the removed files there its processes keep mapped."""
+    """The memory one sample may hold: private memory of its processes + its files on the
+    tmpfs mounts + the removed files its processes keep open + what its work directory grew
+    by, where that is not on a tmpfs, and the removed files there its processes keep mapped
+    + (`sysv`: its IPC namespace is the sample's alone) the System V segments made since."""
 
-    def __init__(self, limit_bytes, tmpfs=None, workdir=None, workdir_base=None, inherited=frozenset()):
+    def __init__(self, limit_bytes, tmpfs=(), workdir=None, workdir_base=None, inherited=frozenset(),
+                 sysv=False):
         self.limit = limit_bytes
-        self.tmpfs = tmpfs
-        self.tmpfs_base = filesystem_used(tmpfs) if tmpfs else 0
-        self.tmpfs_device = _device(tmpfs) if tmpfs else None
+        self.tmpfs = tuple(tmpfs)
+        self.tmpfs_base = sum(filesystem_used(path) for path in self.tmpfs)
+        self.tmpfs_devices = {_device(path) for path in self.tmpfs} - {None}
+        self.sysv_base = sysv_shm_bytes() if sysv else None
         self.inherited = inherited
         self.workdir, self.workdir_device, self.workdir_base, self.workdir_grown = None, None, 0, 0
         self.workdir_start = 0
@@ -275,7 +293,7 @@ class Budget:
         split or project sample's) is walked, and the removed files there that the sample
         keeps mapped are counted too."""
         device = _device(workdir)
-        if device is None or (self.tmpfs and device == self.tmpfs_device):
+        if device is None or device in self.tmpfs_devices:
             return
         self.workdir, self.workdir_device = workdir, device
         started = time.monotonic()
@@ -296,8 +314,10 @@ class Budget:
         holders = pids if holders is None else holders
         total = sum(private_bytes(pid) for pid in pids)
         if self.tmpfs:
-            total += max(0, filesystem_used(self.tmpfs) - self.tmpfs_base)
-        opened = open_deleted_sizes(holders, self.tmpfs_device, self.inherited)
+            total += max(0, sum(filesystem_used(path) for path in self.tmpfs) - self.tmpfs_base)
+        if self.sysv_base is not None:
+            total += max(0, sysv_shm_bytes() - self.sysv_base)
+        opened = open_deleted_sizes(holders, self.tmpfs_devices, self.inherited)
         total += sum(opened.values())
         if self.workdir:
             started = time.monotonic()
@@ -323,7 +343,7 @@ class Budget:
         """Whether the files the sample left (on the tmpfs, in the work directory: its
         processes are gone) pass the budget; the work directory is walked now, whatever the
         walk's pace."""
-        if not (self.tmpfs or self.workdir):
+        if not (self.tmpfs or self.workdir or self.sysv_base is not None):
             return False
         self.next_walk = 0.0
         return self.exceeded([], holders=[])

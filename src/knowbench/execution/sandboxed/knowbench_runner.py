@@ -1747,16 +1747,51 @@ def _serve_one(limits, budget, prepared, started, control_out, base, setup):
     return not escaped and _settled(setup, pid), (pid if status is None else None)
 
 
+# The sandbox's own tmpfs mounts (bwrap): emptied after every sample, counted in its budget.
+_PRIVATE_TMPFS = ("/tmp", "/dev/shm")
+
+
 def _clean_up(workdir, setup, base):
-    """Leave nothing for the next sample: its files, /tmp and its HOME. (rmtree removes links
-    and FIFOs without following or opening them.)"""
+    """Leave nothing for the next sample: its files, /tmp, /dev/shm, its HOME and the System V
+    objects of the sandbox's IPC namespace. (rmtree removes links and FIFOs without following
+    or opening them.)"""
     import shutil
 
     if workdir is not None:
         shutil.rmtree(workdir, ignore_errors=True)
     shutil.rmtree(setup["home"], ignore_errors=True)
     if setup.get("private_tmp"):
-        _clean_tmp(keep=base)
+        for root in _PRIVATE_TMPFS:
+            _clean_tmp(keep=base, root=root)
+    if setup.get("ipc_namespace"):
+        _remove_sysv_objects()
+
+
+# A /proc/sysvipc file, the libc call that removes one of its objects by id, and the
+# arguments after the id (IPC_RMID is 0; semctl's semaphore number comes before it).
+_SYSV = (("shm", "shmctl", (0, None)), ("msg", "msgctl", (0, None)), ("sem", "semctl", (0, 0)))
+
+
+def _remove_sysv_objects():
+    """Remove every System V shared memory segment, message queue and semaphore set of this
+    IPC namespace (the sandbox's own: only its samples made them). Each outlives the process
+    that made it, holding memory no process counts, and could hand the next sample what an
+    earlier one wrote."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for kind, remove, after in _SYSV:
+        try:
+            with open("/proc/sysvipc/" + kind, "rb") as handle:
+                rows = handle.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            try:
+                ident = int(row.split()[1])
+            except (ValueError, IndexError):
+                continue
+            getattr(libc, remove)(ident, *after)
 
 
 def _escaped(pid):
@@ -1924,11 +1959,13 @@ def serve():
         limits = request["limits"]
         # Before the sample starts: what it holds is measured from here. The budget covers
         # every process of the sample (in this PID namespace, all but its init and this server),
-        # what it keeps on the private tmpfs, the removed files it keeps open, and what a work
-        # directory elsewhere (the engine's, on the host: a split or project sample's) grows by.
+        # what it keeps on the private tmpfs mounts and in System V segments, the removed files
+        # it keeps open, and what a work directory elsewhere (the engine's, on the host: a split
+        # or project sample's) grows by.
         budget = knowbench_memory.Budget(limits["memory_mb"] * 1024 * 1024,
-                                         "/tmp" if setup.get("private_tmp") else None, request.get("workdir"),
-                                         inherited=inherited)
+                                         _PRIVATE_TMPFS if setup.get("private_tmp") else (),
+                                         request.get("workdir"), inherited=inherited,
+                                         sysv=bool(setup.get("ipc_namespace")))
         prepared, started = _hand_over(line, request, prepared, control_out, base, setup, channel_fd)
         if budget.workdir is None and prepared.workdir is not None:
             budget.watch(prepared.workdir, 0)  # made for it by `_hand_over`
