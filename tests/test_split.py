@@ -1146,17 +1146,27 @@ def test_an_object_the_candidate_rebuilt_never_goes_back_as_a_handle(split_engin
     ("os.environ", 'state["KB_PLANTED"] = "/planted"', '"KB_PLANTED" not in os.environ'),
     ("sys.path", 'state.insert(0, "/planted")', '"/planted" not in sys.path'),
     ("rebound()", 'state.insert(0, "/planted")', '"/planted" not in sys.path'),
-], ids=["environ", "sys-path", "sys-path-rebound-after-a-first-replay"])
+    ('{"argv": sys.argv, "n": [1]}', 'state["argv"].append("--planted"); state["n"].append(2)',
+     '"--planted" not in sys.argv'),
+    ('[{"words": keyword.kwlist}]', 'state[0]["words"].append("planted")', '"planted" not in keyword.kwlist'),
+    ("imported()", 'state[60] = "planted"',
+     'importlib.import_module("html.entities").codepoint2name[60] == "lt"'),
+], ids=["environ", "sys-path", "sys-path-rebound-after-a-first-replay", "nested-in-a-dict",
+        "nested-deeper", "a-module-imported-after-a-first-replay"])
 def test_a_change_to_the_judges_process_state_is_never_replayed(split_engine: Engine, given: str, change: str,
                                                                 left_alone: str) -> None:
     """What the candidate changes in an argument is made in the tests' object too, but never in
     what a module of the judge's process holds: `os.environ` would choose the programs the
-    tests' subprocesses run (`PATH`), `sys.path` what the tests import. The call fails instead."""
+    tests' subprocesses run (`PATH`), `sys.path` what the tests import. The call fails instead,
+    also where such an object is held by a container passed in, and for a module imported after
+    the first change was replayed."""
     result = run(split_engine, f"""
         def plant(state):
             {change}
             return True
     """, f"""
+        import importlib
+        import keyword
         import os
         import sys
 
@@ -1165,6 +1175,12 @@ def test_a_change_to_the_judges_process_state_is_never_replayed(split_engine: En
             assert plant([])  # a change replayed first, into the tests' own list
             sys.path = list(sys.path)
             return sys.path
+
+
+        def imported():
+            assert plant({{}})  # a change replayed first, into the tests' own dict
+            assert "html.entities" not in sys.modules
+            return importlib.import_module("html.entities").codepoint2name
 
 
         def test_plant():

@@ -1540,3 +1540,16 @@ def test_a_class_as_a_value_is_named_only_when_this_side_sent_it() -> None:
     record = wire.encode_exception(ValueError(fractions.Fraction))
     assert wire.decode_exception(record, resolver).args[0] is fractions.Fraction
     assert "never sent" in wire.decode_exception(record, resolver, values={}).args[0]
+
+
+def test_an_object_that_must_not_change_keeps_its_place_in_what_holds_it() -> None:
+    """Process state (`kept`) nested in an argument is never changed, nor swapped for the
+    other side's copy: unchanged there, it stays where it was; changed, the argument no longer
+    mirrors the other side's (the caller fails the call)."""
+    held = [1, 2]
+    original = {"held": held, "mine": [1]}
+    assert wire.assign_in_place(original, {"held": [1, 2], "mine": [1, 2]}, kept=lambda o: o is held)
+    assert original["held"] is held and original["mine"] == [1, 2]
+    changed = {"held": [1, 2, 3], "mine": [1]}
+    wire.assign_in_place(original, changed, kept=lambda o: o is held)
+    assert original["held"] is held and held == [1, 2] and not wire.mirrors(original, changed)

@@ -1136,6 +1136,7 @@ def _replay(peer, effects, args, kwargs, broken):
     pairs = [(f"argument {number}", original, new)
              for number, (original, new) in enumerate(zip(args, mutated[0]), 1)]  # noqa: B905 (Python 3.8 and 3.9 have no strict; lengths checked above)
     pairs += [(f"argument {name!r}", original, mutated[1][name]) for name, original in kwargs.items()]
+    _note_module_globals()
     for what, original, new in pairs:
         wire.assign_in_place(original, new, kept=_process_state)
         # A change that could not be made here too (another dtype for an array passed in)
@@ -1146,6 +1147,7 @@ def _replay(peer, effects, args, kwargs, broken):
 
 
 _MODULE_STATE = {}  # id -> object: what modules of the judge's process hold as globals
+_MODULES_SEEN = set()  # the names of the modules whose globals are in it
 # What decides the programs, libraries and modules the judge's process and its subprocesses run.
 _RUNS_WHAT = (("os", ("environ", "environb")), ("posix", ("environ",)),
               ("sys", ("path", "meta_path", "path_hooks", "path_importer_cache", "modules",
@@ -1160,29 +1162,41 @@ def _process_state(obj):
     tests' and the program's (`os.environ`, `sys.path`, `sys.modules`, `warnings.filters`, a
     library's registry): process state a change the candidate made to an argument is never
     replayed into. In `os.environ` it would choose the programs and libraries the tests'
-    subprocesses run, in `sys.path` what the tests import. The table is taken once per
-    process, the first time a change is replayed (the judge's server imported every module the
-    tests import); what decides which programs and modules the judge's process runs is looked
-    up again on every replay, since a test may rebind it (`_RUNS_WHAT`)."""
+    subprocesses run, in `sys.path` what the tests import. The table is taken the first time
+    a change is replayed, and extended on every later one with the globals of each module
+    imported since (a test's `importlib.import_module`, a library's lazy import,
+    `_note_module_globals`); what decides which programs
+    and modules the judge's process runs is looked up again on every replay, since a test
+    may rebind it (`_RUNS_WHAT`). A global a module rebinds after its table was taken is not
+    in it."""
     for module_name, names in _RUNS_WHAT:
         module = sys.modules.get(module_name)
         for name in names if module is not None else ():
             if getattr(module, name, None) is obj:
                 return True
-    if not _MODULE_STATE:
-        _MODULE_STATE[id(_MODULE_STATE)] = _MODULE_STATE
-        for name, module in list(sys.modules.items()):
-            if name in (wire.TESTS_MODULE, "solution") or type(module) is not types.ModuleType:
-                continue
-            try:
-                space = object.__getattribute__(module, "__dict__")
-            except Exception:
-                continue
-            for value in list(space.values()) if type(space) is dict else ():
-                if not isinstance(value, (types.ModuleType, types.FunctionType, type, int, str, float,
-                                          bool, bytes, tuple, frozenset, type(None))):
-                    _MODULE_STATE[id(value)] = value
     return _MODULE_STATE.get(id(obj)) is obj
+
+
+def _note_module_globals():
+    """Add to `_process_state`'s table the globals of the modules imported since it was last
+    taken (all of them, the first time): once per replayed call."""
+    if _MODULES_SEEN.issuperset(sys.modules):
+        return
+    _MODULE_STATE[id(_MODULE_STATE)] = _MODULE_STATE
+    for name, module in list(sys.modules.items()):
+        if name in _MODULES_SEEN:
+            continue
+        _MODULES_SEEN.add(name)
+        if name in (wire.TESTS_MODULE, "solution") or type(module) is not types.ModuleType:
+            continue
+        try:
+            space = object.__getattribute__(module, "__dict__")
+        except Exception:
+            continue
+        for value in list(space.values()) if type(space) is dict else ():
+            if not isinstance(value, (types.ModuleType, types.FunctionType, type, int, str, float,
+                                      bool, bytes, tuple, frozenset, type(None))):
+                _MODULE_STATE[id(value)] = value
 
 
 def _warn(peer, warning, broken):

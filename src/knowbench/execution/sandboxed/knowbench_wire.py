@@ -2020,8 +2020,9 @@ STREAMS = (io.StringIO, io.BytesIO)  # in-memory streams: values that cross, see
 def assign_in_place(original: object, new: object, kept: Callable[[object], bool] | None = None) -> bool:
     """Make `original` equal `new` in place, keeping the identity of nested mutable objects
     where the structures match; False (and `original` untouched) when it is immutable or of a
-    different type, or when `kept(original)` says it must not change (an object nested in it
-    that must not is replaced by `new`'s, not changed)."""
+    different type, or when `kept(original)` says it must not change. An object nested in it
+    that must not change keeps its place, unchanged: where `new` holds something else there,
+    `original` then does not mirror `new` (the caller's check, `mirrors`, says so)."""
     return _Assigner(kept).assign(original, new)
 
 
@@ -2036,7 +2037,9 @@ class _Assigner:
         """What to store where `old` was and `new` is now: `old` updated when possible."""
         if id(new) in self.mirror:
             return self.mirror[id(new)]
-        return old if self.assign(old, new) else new
+        if self.assign(old, new) or (self.kept is not None and self.mutable(old) and self.kept(old)):
+            return old
+        return new
 
     def assign(self, original: object, new: object) -> bool:
         if original is new:
