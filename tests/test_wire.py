@@ -1553,3 +1553,24 @@ def test_an_object_that_must_not_change_keeps_its_place_in_what_holds_it() -> No
     changed = {"held": [1, 2, 3], "mine": [1]}
     wire.assign_in_place(original, changed, kept=lambda o: o is held)
     assert original["held"] is held and held == [1, 2] and not wire.mirrors(original, changed)
+
+
+def test_what_many_keys_share_is_checked_once() -> None:
+    """Before a key is hashed, what it reaches is checked (`unreached`); a part that can no
+    longer change is walked once per document. 1,500 keys sharing one 1,500-item tuple would
+    take 2.25 million steps and pass the walk's bound (refused) if each key walked it again."""
+    shared = ["tuple", 2, *range(1500)]
+    keys = [node for i in range(1500) for node in (["tuple", 4 + i, i, ["ref", 2]], i)]
+    root = ["list", 0, ["obj", 1, ME, "Plain", 2, "a", 1, "b", None], shared, ["dict", 3, *keys]]
+    value = wire.loads(doc(root), R)
+    assert len(value[2]) == 1500 and value[2][(7, tuple(range(1500)))] == 7
+
+
+def test_keys_that_reach_the_dict_being_filled_are_walked_within_a_bound() -> None:
+    """Keys whose state reaches the dict still being filled are walked again for each key
+    (that dict may have grown): the walk is bounded, and a document past the bound is refused."""
+    keys = [node for i in range(1000) for node in (["obj", 2 + i, ME, "Outer.Inner", 2, "x", i, "y", ["ref", 1]], 0)]
+    with pytest.raises(wire.WireError, match="shares too much of itself"):
+        wire.loads(doc(["list", 0, ["dict", 1, *keys]]), R)
+    few = [node for i in range(50) for node in (["obj", 2 + i, ME, "Outer.Inner", 2, "x", i, "y", ["ref", 1]], 0)]
+    assert len(wire.loads(doc(["list", 0, ["dict", 1, *few]]), R)[0]) == 50

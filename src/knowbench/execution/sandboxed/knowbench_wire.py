@@ -862,6 +862,12 @@ def _ints(*values: object) -> tuple:
     return values
 
 
+# `_Decoder.unreached` walks at most this many objects per document, and so many more per node
+# decoded: each part once, and again only what reaches an object still being filled.
+_WALK_FLOOR = 1_000_000
+_WALKS_PER_NODE = 4
+
+
 class _Decoder:
     def __init__(self, resolver: Resolver,
                  handles: Callable[[int], object] | None = None,
@@ -887,6 +893,19 @@ class _Decoder:
         self.relaxed: dict[int, object] = {}  # functions named in an object's state (`_dec_global`)
         self.memo: list[object] = []
         self.depth = 0
+        # What `unreached` needs to walk each part of a value once: the objects registered
+        # whose node is still being decoded (they may still grow), as (id, depth) and by id,
+        # and those already walked while reaching none of them (id -> object, kept alive so
+        # that no id is reused), which can no longer change. With the nodes decoded, the walk
+        # is bounded (`_WALKS_PER_NODE`).
+        self.filling: list[tuple[int, int]] = []
+        self.filling_ids: set[int] = set()
+        self.settled: dict[int, object] = {}
+        self.nodes = 0
+        self.walked = [0]
+
+    def walk_bound(self) -> int:
+        return _WALK_FLOOR + _WALKS_PER_NODE * self.nodes
 
     def dec(self, node: object) -> object:
         t = type(node)
@@ -896,6 +915,7 @@ class _Decoder:
         handler = _DECODERS.get(node[0])
         _need(handler is not None, f"unknown tag {node[0][:40]!r}")
         self.depth += 1
+        self.nodes += 1
         place = self.place
         if place is not None and node[0] not in _PLACE_TAGS:
             self.place = None  # as the encoder: see `_looked_into`
@@ -903,6 +923,9 @@ class _Decoder:
             _need(self.depth <= MAX_DEPTH, f"nested deeper than {MAX_DEPTH} levels")
             return handler(self, node)
         finally:
+            filling = self.filling
+            while filling and filling[-1][1] >= self.depth:  # this node's object is complete
+                self.filling_ids.discard(filling.pop()[0])
             self.depth -= 1
             self.place = place
 
@@ -923,6 +946,8 @@ class _Decoder:
     def register(self, nid: object, value: object) -> object:
         _need(type(nid) is int and nid == len(self.memo), f"memo id {nid!r} out of sequence")
         self.memo.append(value)
+        self.filling.append((id(value), self.depth))
+        self.filling_ids.add(id(value))
         return value
 
     def ref(self, nid: object) -> object:
@@ -950,19 +975,26 @@ class _Decoder:
         object whose state is not checked yet, or no longer holds (a list in it, met earlier
         through a reference, may have grown since): through containers, slices, and the state
         of rebuilt objects (whose own methods, run on it, read their attributes), each of
-        which is checked again here."""
+        which is checked again here. A part that reaches nothing still being decoded cannot
+        change any more: it is walked once per document (else a reply whose many keys share
+        one large tuple costs the square of its size)."""
         if not self.rebuilt:
             return
-        stack, seen = [value], set()
+        stack, seen, reaches_filling = [value], {}, False
+        settled, filling, walked = self.settled, self.filling_ids, self.walked
         while stack:
             item = stack.pop()
-            if id(item) in seen:
+            if id(item) in seen or id(item) in settled:
                 continue
-            seen.add(id(item))
+            seen[id(item)] = item
+            walked[0] += 1
+            _need(walked[0] <= self.walk_bound(), "a value shares too much of itself to be checked")
             _need(id(item) not in self.pending, "an object is hashed or read before its state is checked")
+            reaches_filling = reaches_filling or id(item) in filling
             kind = type(item)
             if id(item) in self.rebuilt:  # (first: `isinstance` would read its __class__)
-                self.check_state(*self.rebuilt[id(item)])
+                self.check_state(*self.rebuilt[id(item)], walked)
+                _need(walked[0] <= self.walk_bound(), "a value shares too much of itself to be checked")
                 _, has_dict, slots = _layout(kind)
                 if has_dict:
                     stack.extend(object.__getattribute__(item, "__dict__").values())
@@ -983,6 +1015,8 @@ class _Decoder:
                 stack += [item.start, item.stop, item.step]
             elif kind.__name__ == "ndarray" and kind.__module__ == "numpy" and item.dtype == object:
                 stack.extend(item.flat)
+        if not reaches_filling:
+            settled.update(seen)
 
     def seq(self, node: list) -> object:
         nid, *items = _fields(node, 1, at_least=True)
@@ -1132,13 +1166,16 @@ class _Decoder:
         for module, qualname, state in self.rebuilt.values():
             self.check_state(module, qualname, state)
 
-    def check_state(self, module: str, qualname: str, state: dict) -> None:
+    def check_state(self, module: str, qualname: str, state: dict, walked: list | None = None) -> None:
         """The values a rebuilt object was given (never read back through its class: a property
-        of the same name would run) hold no code (see `check_rebuilt`)."""
+        of the same name would run) hold no code (see `check_rebuilt`). `walked`: the count
+        of objects looked at, held to `unreached`'s bound."""
         code = self.code
         for name, item in state.items():
             allowed = None if code is None else functools.partial(code, (module, qualname, name))
-            where = _holds_code(item, rebuilt=self.rebuilt, allowed=allowed)
+            limit = 1_000_000 if walked is None else max(1, self.walk_bound() - walked[0])
+            where = _holds_code(item, limit, rebuilt=self.rebuilt, allowed=allowed, spent=walked)
+            _need(walked is None or walked[0] < self.walk_bound(), "a value shares too much of itself to be checked")
             _need(where is None, f"{qualname}.{name}{where or ''}: the state of a rebuilt "
                   "object cannot hold functions, classes or handles"[:200])
 
@@ -1279,13 +1316,22 @@ _PLACE_TAGS = frozenset({"list", "tuple", "set", "frozenset", "dict", "odict", "
 
 
 def _holds_code(value: object, limit: int = 1_000_000, rebuilt: Collection[int] = frozenset(),
-                allowed: Callable[[object, bool], bool] | None = None) -> str | None:
+                allowed: Callable[[object, bool], bool] | None = None, spent: list | None = None) -> str | None:
     """Where in `value` (through lists, tuples, sets and dicts, numpy object arrays) a callable
     is: "" for `value` itself, "[i]" and so on, or None where there is none. Rebuilt objects
     inside (ids in `rebuilt`) were checked on their own: one is code only when it is callable.
     A callable `allowed(it, whether it was rebuilt)` accepts is passed over. Past `limit`
-    items, a place is not looked at: refused."""
+    items, a place is not looked at: refused. `spent[0]` is counted up by the items looked at."""
     stack, seen = [(value, "")], set()
+    try:
+        return _holds_code_walk(stack, seen, limit, rebuilt, allowed)
+    finally:
+        if spent is not None:
+            spent[0] += len(seen)
+
+
+def _holds_code_walk(stack: list, seen: set, limit: int, rebuilt: Collection[int],
+                     allowed: Callable[[object, bool], bool] | None) -> str | None:
     while stack:
         if len(seen) >= limit:
             return f" (more than {limit} items to look through)"
