@@ -1,0 +1,41 @@
+"""Text from sources knowbench does not control (a sample's output, a model's reply) may decode
+to a lone UTF-16 surrogate, which JSON can escape but no record can be written with: it is
+stored written as its escape, `\\ud800`, and the run goes on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from knowbench.benchmark.load import load_benchmark
+from knowbench.benchmark.schema import FunctionTask
+from knowbench.execution.engine import SubprocessEngine
+from knowbench.jsonl import load_json
+from knowbench.methods import get_method
+from knowbench.models.offline import ReplayBackend
+from knowbench.records import Limits, SamplingParams
+from knowbench.run import run_benchmark
+from knowbench.store import RunDirectory
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "basic"
+BENCH = load_benchmark(EXAMPLE)
+SLUGIFY = next(task for task in BENCH.tasks if task.task_id == "text/slugify")
+assert isinstance(SLUGIFY, FunctionTask)
+LONE = "\ud800"
+ESCAPED = "\\ud800"  # the six characters a lone surrogate is stored as
+
+
+def test_load_json_writes_a_lone_surrogate_as_its_escape_and_keeps_valid_text() -> None:
+    value = load_json('{"k\\udc00": ["a\\ud800b", "\\ud83d\\ude00", "a\\\\b", 1, null]}')
+    assert value == {"k\\udc00": ["a\\ud800b", "\U0001f600", "a\\b", 1, None]}
+
+
+def test_a_replayed_completion_holding_a_lone_surrogate_is_stored_and_scored(
+        tmp_path: Path, engine: SubprocessEngine) -> None:
+    replies = tmp_path / "replies.jsonl"
+    completion = f"```python\n{SLUGIFY.reference}\n```\nNo surrogate pair: {LONE}"
+    replies.write_text(json.dumps({"task_id": SLUGIFY.task_id, "completion": completion}) + "\n")
+    run_benchmark(BENCH, ReplayBackend(replies), get_method("none"), engine, tmp_path / "run",
+                  SamplingParams(), Limits(), task_ids=[SLUGIFY.task_id])
+    (result,) = RunDirectory.open(tmp_path / "run").results()
+    assert result.passed and result.completion.endswith(f"No surrogate pair: {ESCAPED}")
