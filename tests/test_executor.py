@@ -127,6 +127,18 @@ def test_passing_and_failing_tests_are_reported_per_item(engine: Engine) -> None
     assert execution.status == "error"  # the worst item decides
 
 
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_a_message_holding_a_lone_surrogate_comes_back_as_its_escape(engine: Engine,
+                                                                     isolation: Isolation) -> None:
+    """The runner's record escapes a lone surrogate in a sample's message and JSON decodes it
+    back: it comes back written out (`\\ud800`), so the execution can be stored."""
+    program = 'def add(a, b):\n    raise ValueError("\\ud800")\n'
+    execution = engine.execute(make_request(program, "def test_a():\n    assert add(1, 2) == 3\n",
+                                            "add", isolation=isolation))
+    assert "ValueError: \\ud800" in execution.tests[0].message
+    execution.model_dump_json()
+
+
 def test_all_passing_items_make_a_passing_execution(engine: Engine) -> None:
     execution = engine.execute(make_request(ADD, "def test_a():\n    assert add(2, 2) == 4\n", "add"))
     assert execution.status == "pass"

@@ -30,6 +30,18 @@ def test_load_json_writes_a_lone_surrogate_as_its_escape_and_keeps_valid_text() 
     assert value == {"k\\udc00": ["a\\ud800b", "\U0001f600", "a\\b", 1, None]}
 
 
+def test_a_sample_raising_a_lone_surrogate_completes_its_run_with_the_message_stored(
+        tmp_path: Path, engine: SubprocessEngine) -> None:
+    replies = tmp_path / "replies.jsonl"
+    completion = f'```python\ndef slugify(text, separator="-"):\n    raise ValueError("{ESCAPED}")\n```'
+    replies.write_text(json.dumps({"task_id": SLUGIFY.task_id, "completion": completion}) + "\n")
+    run_benchmark(BENCH, ReplayBackend(replies), get_method("none"), engine, tmp_path / "run",
+                  SamplingParams(), Limits(), task_ids=[SLUGIFY.task_id])
+    (result,) = RunDirectory.open(tmp_path / "run").results()
+    assert result.status == "error" and result.execution is not None
+    assert all(f"ValueError: {ESCAPED}" in test.message for test in result.execution.tests)
+
+
 def test_a_replayed_completion_holding_a_lone_surrogate_is_stored_and_scored(
         tmp_path: Path, engine: SubprocessEngine) -> None:
     replies = tmp_path / "replies.jsonl"

@@ -45,6 +45,7 @@ from knowbench.benchmark.schema import (
 from knowbench.errors import UserError
 from knowbench.execution.projects import ProjectRun, prepare_project
 from knowbench.execution.sandbox import RUNNER_DIR, Sandbox
+from knowbench.jsonl import load_json
 from knowbench.records import Execution, Limits, Reason, Status, TestOutcome
 
 # The collector is paused while the runner imports itself and the preload (numpy, pandas:
@@ -767,7 +768,9 @@ def _outcomes(items: list[TestItem], collected: Collected, nonce: str,
     forged = False
     for line in collected.results.splitlines():
         try:
-            record = json.loads(line)
+            # A record carries the sample's own text (its exception's message), which JSON
+            # may decode to a lone surrogate: load_json keeps it writable.
+            record = load_json(line)
         except ValueError:
             forged = True
             continue

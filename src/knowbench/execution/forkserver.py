@@ -49,6 +49,7 @@ from knowbench.execution.engine import (
 from knowbench.execution.environments import python_version
 from knowbench.execution.projects import prepare_project
 from knowbench.execution.sandbox import Sandbox
+from knowbench.jsonl import load_json
 from knowbench.records import Execution
 
 _START_TIMEOUT_S = 120.0
@@ -186,7 +187,9 @@ class _Server:
         line = stream.readline()
         if not line:
             raise _ServerGone(f"the fork server exited (code {self.process.poll()})")
-        return json.loads(line)
+        # The server shares its sandbox with the samples it forks: its reply is held to
+        # valid Unicode as the runner's records are.
+        return load_json(line)
 
 
 class ForkServerEngine(Engine):
