@@ -13,9 +13,11 @@ from knowbench.execution.engine import SubprocessEngine
 from knowbench.jsonl import load_json
 from knowbench.methods import get_method
 from knowbench.models.offline import ReplayBackend
+from knowbench.models.openai import OpenAIBackend
 from knowbench.records import Limits, SamplingParams
 from knowbench.run import run_benchmark
 from knowbench.store import RunDirectory
+from openai_server import ScriptedOpenAIServer
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "basic"
 BENCH = load_benchmark(EXAMPLE)
@@ -40,6 +42,21 @@ def test_a_sample_raising_a_lone_surrogate_completes_its_run_with_the_message_st
     (result,) = RunDirectory.open(tmp_path / "run").results()
     assert result.status == "error" and result.execution is not None
     assert all(f"ValueError: {ESCAPED}" in test.message for test in result.execution.tests)
+
+
+def test_a_model_reply_holding_a_lone_surrogate_is_stored_and_scored(
+        tmp_path: Path, engine: SubprocessEngine) -> None:
+    reply = f"```python\n{SLUGIFY.reference}\n```\nNo surrogate pair: {LONE}"
+    with ScriptedOpenAIServer(responder=lambda body: reply) as server:
+        backend = OpenAIBackend(model="scripted", base_url=server.base_url)
+        run_benchmark(BENCH, backend, get_method("none"), engine, tmp_path / "run",
+                      SamplingParams(), Limits(), task_ids=[SLUGIFY.task_id])
+    run = RunDirectory.open(tmp_path / "run")
+    with run.store() as store:
+        (generation,) = store.generations().values()
+    assert generation.completion.endswith(f"No surrogate pair: {ESCAPED}")
+    (result,) = run.results()
+    assert result.passed
 
 
 def test_a_replayed_completion_holding_a_lone_surrogate_is_stored_and_scored(

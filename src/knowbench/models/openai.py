@@ -26,6 +26,7 @@ import httpx
 
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
 from knowbench.errors import UserError
+from knowbench.jsonl import load_json
 from knowbench.models.base import BackendError, Message, ModelBackend, Reply
 from knowbench.models.cache import GenerationCache
 from knowbench.records import SamplingParams, Usage
@@ -294,8 +295,10 @@ class OpenAIBackend(ModelBackend):
 
 
 def _parse_reply(response: httpx.Response, endpoint: str) -> Reply:
+    """The reply in a 200 response; its strings valid Unicode (`load_json`), since the server
+    may send any code point escaped, a lone surrogate included."""
     try:
-        data = response.json()
+        data = load_json(response.content)
         choice = data["choices"][0]
         text = choice["message"].get("content") or ""
         usage = data.get("usage") or {}
@@ -328,7 +331,7 @@ def _arguments_text(arguments: object) -> str:
 def _error_message(response: httpx.Response) -> str:
     """The server's own error text: OpenAI's {"error": {"message"}}, vLLM's or FastAPI's shapes."""
     try:
-        data = response.json()
+        data = load_json(response.content)
     except ValueError:
         return response.text.strip()[:500] or response.reason_phrase
     if isinstance(data, dict):
