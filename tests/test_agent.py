@@ -431,6 +431,22 @@ def test_a_tool_call_cut_off_at_max_tokens_is_not_run_and_the_model_is_told(
     assert trajectory["end"] == "submitted" and result.passed and result.finish_reason == "tool_calls"
 
 
+def test_tool_call_arguments_holding_a_lone_surrogate_are_stored_written_out(
+        corpus: Corpus, bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
+    """JSON arguments may escape a lone surrogate, which no record can hold: the call runs
+    with it written as its escape (in a string literal, the same character again), and the
+    episode is stored."""
+    script: list[str | ToolTurn] = [call("python", code="print(len('\ud800'))"),
+                                    call("submit", code=TARGET + "# \ud800\n")]
+    summary, _ = _run(bench, _agent(corpus), best_sandbox, tmp_path / "run",
+                      tool_script_responder({"normalize_title": script}))
+    [result] = summary.results
+    [python] = [step for step in result.extra["trajectory"]["steps"] if step["role"] == "tool"]
+    assert python["arguments"] == {"code": "print(len('\\ud800'))"}
+    assert python["content"] == "stdout:\n1\n"
+    assert result.passed and result.completion.endswith("# \\ud800\n")
+
+
 def test_a_model_cut_off_every_time_ends_truncated(
         corpus: Corpus, bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
     script: list[str | ToolTurn] = [call("submit", code=TARGET + "\n" + "# padding\n" * 600)]

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask, ProjectTask, TestSpec
 from knowbench.errors import UserError
 from knowbench.execution.projects import TargetError
+from knowbench.jsonl import load_json
 from knowbench.knowledge.corpus import Chunk, Corpus, open_corpus
 from knowbench.knowledge.leakage import LeakageGuard, SourceNormaliser
 from knowbench.methods.base import Method, Prompt, SampleContext
@@ -529,8 +530,11 @@ class CorpusFiles:
 
 
 def _arguments(raw: str) -> dict[str, Any] | None:
+    """A tool call's arguments as an object (None: not a JSON object). The model may escape
+    any code point, a lone surrogate too: `load_json` keeps its strings valid Unicode, since
+    they become the sample's completion, code the engine runs and the stored trajectory."""
     try:
-        value = json.loads(raw or "{}")
+        value = load_json(raw or "{}")
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
