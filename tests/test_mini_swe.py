@@ -160,6 +160,24 @@ def test_the_toolcall_mode_runs_each_bash_call_in_the_sandbox(
     assert "cafe-au-lait" in _observations(result)[1]
 
 
+def test_a_bash_call_holding_a_lone_surrogate_is_stored_written_out(
+        bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
+    """mini-swe-agent decodes a call's JSON arguments, which may escape a lone surrogate that
+    no record can hold: the command runs, and is stored, with it written as its escape."""
+    source = f"import re\nimport unicodedata\n\n\n{TARGET}"
+    script: list[str | ToolTurn] = [
+        call("bash", command="echo one # \ud800"),
+        call("bash", command=f"cat > solution.py <<'EOF'\n{source}EOF"), call("bash", command=SUBMIT)]
+    summary, _ = _run(bench, _method(None, mode="toolcall"), best_sandbox, tmp_path / "run",
+                      tool_script_responder({"normalize_title": script}))
+    [result] = summary.results
+    assert result.passed and result.extra["trajectory"]["end"] == "submitted"
+    commands = [action["command"] for message in result.extra["trajectory"]["messages"]
+                for action in (message.get("extra") or {}).get("actions") or []]
+    assert commands[0] == "echo one # \\ud800"
+    assert json.loads(_observations(result)[0]) == {"returncode": 0, "output": "one\n"}
+
+
 def test_the_episode_timeout_cuts_a_command_short_and_ends_the_episode(
         bench: Benchmark, best_sandbox: Sandbox, tmp_path: Path) -> None:
     method = _method(None, episode_timeout=2.0)

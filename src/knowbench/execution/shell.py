@@ -34,6 +34,7 @@ from knowbench.execution.engine import (
     sample_env,
 )
 from knowbench.execution.sandbox import RUNNER_DIR, Sandbox
+from knowbench.jsonl import valid_text
 from knowbench.records import Limits
 
 _BOOT = "import sys; sys.path.insert(0, sys.argv[1]); import knowbench_shell; knowbench_shell.main()"
@@ -98,7 +99,9 @@ class SandboxedShell:
         limits = self.limits
         if timeout_s is not None and timeout_s < limits.wall_s:
             limits = limits.model_copy(update={"wall_s": max(timeout_s, 0.1)})
-        config = {"command": command, "limits": limits.model_dump(), "uid": self.uid,
+        # An agent framework may have decoded the command from a model's JSON, lone surrogates
+        # and all: bash gets it as valid text, as the stored trajectory shows it.
+        config = {"command": valid_text(command), "limits": limits.model_dump(), "uid": self.uid,
                   "gid": self.uid, "nproc_base": nproc_base(self.uid)}
         argv = self.sandbox.command([self.python, "-I", "-c", _BOOT, str(RUNNER_DIR)],
                                     self.workspace, self.python)

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
 from knowbench.errors import UserError
+from knowbench.jsonl import valid_text
 from knowbench.knowledge.corpus import Corpus, open_corpus
 from knowbench.knowledge.leakage import LeakageGuard, SourceNormaliser
 from knowbench.methods.agent import CorpusFiles
@@ -260,7 +261,9 @@ class MiniSweAgentMethod(Method):
                     agent.run(self.task_text(task))
                 except Exception as failure:  # the backend failed past its retries
                     error = f"{type(failure).__name__}: {failure}"
-            messages = list(agent.messages)
+            # mini-swe-agent decodes the model's tool calls with json.loads, which can make a
+            # lone surrogate of an escape: the stored trajectory must be valid Unicode.
+            messages = valid_text(list(agent.messages))
             cached = list(agent.model.call.cached)
             final = _final_file(directory, task)
         finally:
