@@ -68,3 +68,8 @@ def test_judgements_are_read_from_json_with_a_known_label_only() -> None:
         "WrongImport", "not imported")
     assert parse_judgement(json.dumps({"label": "Hallucination"})) is None
     assert parse_judgement("WrongLogic") is None
+
+
+def test_a_judgement_reason_holding_a_lone_surrogate_is_written_out() -> None:
+    assert parse_judgement('{"label": "WrongImport", "reason": "no \\ud800"}') == (
+        "WrongImport", "no \\ud800")

@@ -41,6 +41,7 @@ from knowbench.benchmark.load import write_benchmark
 from knowbench.benchmark.schema import FunctionTask, KnowledgeBundle, Manifest, Provenance, TestSpec
 from knowbench.errors import UserError
 from knowbench.execution.engine import Engine, ExecutionRequest
+from knowbench.jsonl import load_json
 from knowbench.models.base import ModelBackend
 from knowbench.parsing import parse_python
 from knowbench.program import assemble
@@ -309,9 +310,11 @@ def _is_tuple_literal(text: str) -> bool:
 
 
 def _json_in(reply: str) -> Any:
+    """The JSON value in a model's reply (its first fenced block that parses, else the whole
+    reply), None when there is none; strings valid Unicode, since they end up in the tasks."""
     for block in [*re.findall(r"```(?:json)?\s*\n(.*?)```", reply, re.S), reply]:
         try:
-            return json.loads(block)
+            return load_json(block)
         except ValueError:
             continue
     return None
@@ -413,11 +416,12 @@ def record_spec(scenarios: list[Scenario]) -> TestSpec:
 
 
 def read_records(execution: Execution) -> list[dict[str, Any]] | None:
-    """The recorded outputs in a recording run's stdout (None when absent)."""
+    """The recorded outputs in a recording run's stdout (None when absent), their strings
+    valid Unicode: the drafted code printed them, escaping what it liked."""
     for line in execution.stdout.splitlines():
         if line.startswith(RECORD_MARK):
             try:
-                records = json.loads(line[len(RECORD_MARK):])
+                records = load_json(line[len(RECORD_MARK):])
             except ValueError:
                 return None
             return records if isinstance(records, list) else None

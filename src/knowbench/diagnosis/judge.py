@@ -12,11 +12,11 @@ label keeps the deterministic label (NovelAPIBench's "deterministic fallback").
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import Mapping, Sequence
 
 from knowbench.benchmark.schema import FunctionTask, TestSpec
+from knowbench.jsonl import load_json
 from knowbench.models.base import Message, ModelBackend
 from knowbench.records import SampleResult, SamplingParams
 from knowbench.scoring.taxonomy import (
@@ -70,10 +70,11 @@ def judge_messages(diagnosis: Diagnosis, result: SampleResult, task: TaskInfo | 
 
 
 def parse_judgement(text: str) -> tuple[Label, str] | None:
-    """(label, reason) from a judge reply, or None when it holds no known label in JSON."""
+    """(label, reason) from a judge reply, or None when it holds no known label in JSON. The
+    reason is valid Unicode whatever the judge escaped (`load_json`): it is stored."""
     for match in re.finditer(r"\{[^{}]*\}", text, re.DOTALL):
         try:
-            data = json.loads(match.group(0))
+            data = load_json(match.group(0))
         except ValueError:
             continue
         label = data.get("label") if isinstance(data, dict) else None
