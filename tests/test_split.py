@@ -1151,8 +1151,9 @@ def test_an_object_the_candidate_rebuilt_never_goes_back_as_a_handle(split_engin
     ('[{"words": keyword.kwlist}]', 'state[0]["words"].append("planted")', '"planted" not in keyword.kwlist'),
     ("imported()", 'state[60] = "planted"',
      'importlib.import_module("html.entities").codepoint2name[60] == "lt"'),
+    ("table()[:5]", "state[0] = 99", "table()[0] == 0"),
 ], ids=["environ", "sys-path", "sys-path-rebound-after-a-first-replay", "nested-in-a-dict",
-        "nested-deeper", "a-module-imported-after-a-first-replay"])
+        "nested-deeper", "a-module-imported-after-a-first-replay", "a-view-of-a-librarys-array"])
 def test_a_change_to_the_judges_process_state_is_never_replayed(split_engine: Engine, given: str, change: str,
                                                                 left_alone: str) -> None:
     """What the candidate changes in an argument is made in the tests' object too, but never in
@@ -1175,6 +1176,15 @@ def test_a_change_to_the_judges_process_state_is_never_replayed(split_engine: En
             assert plant([])  # a change replayed first, into the tests' own list
             sys.path = list(sys.path)
             return sys.path
+
+
+        def table():  # a library's array
+            import types
+            import numpy
+            if "kb_table" not in sys.modules:
+                sys.modules["kb_table"] = types.ModuleType("kb_table")
+                sys.modules["kb_table"].TABLE = numpy.arange(10)
+            return sys.modules["kb_table"].TABLE
 
 
         def imported():

@@ -1167,13 +1167,18 @@ def _process_state(obj):
     imported since (a test's `importlib.import_module`, a library's lazy import,
     `_note_module_globals`); what decides which programs
     and modules the judge's process runs is looked up again on every replay, since a test
-    may rebind it (`_RUNS_WHAT`). A global a module rebinds after its table was taken is not
-    in it."""
+    may rebind it (`_RUNS_WHAT`). A numpy view of such an array is one too. A global a module
+    rebinds after its table was taken is not in it."""
     for module_name, names in _RUNS_WHAT:
         module = sys.modules.get(module_name)
         for name in names if module is not None else ():
             if getattr(module, name, None) is obj:
                 return True
+    np = sys.modules.get("numpy")
+    while np is not None and type(obj) is np.ndarray and obj.base is not None:
+        if _MODULE_STATE.get(id(obj)) is obj:
+            return True
+        obj = obj.base  # a view's changes are made in the array it views: `TABLE[:5]`
     return _MODULE_STATE.get(id(obj)) is obj
 
 
