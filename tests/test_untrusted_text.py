@@ -14,7 +14,7 @@ from knowbench.jsonl import load_json
 from knowbench.methods import get_method
 from knowbench.models.offline import ReplayBackend
 from knowbench.models.openai import OpenAIBackend
-from knowbench.records import Limits, SamplingParams
+from knowbench.records import Limits, SampleResult, SamplingParams
 from knowbench.run import run_benchmark
 from knowbench.store import RunDirectory
 from openai_server import ScriptedOpenAIServer
@@ -32,14 +32,20 @@ def test_load_json_writes_a_lone_surrogate_as_its_escape_and_keeps_valid_text() 
     assert value == {"k\\udc00": ["a\\ud800b", "\U0001f600", "a\\b", 1, None]}
 
 
-def test_a_sample_raising_a_lone_surrogate_completes_its_run_with_the_message_stored(
-        tmp_path: Path, engine: SubprocessEngine) -> None:
+def _replayed(completion: str, tmp_path: Path, engine: SubprocessEngine) -> SampleResult:
+    """The one result of a run of `text/slugify` whose model replies `completion`."""
     replies = tmp_path / "replies.jsonl"
-    completion = f'```python\ndef slugify(text, separator="-"):\n    raise ValueError("{ESCAPED}")\n```'
     replies.write_text(json.dumps({"task_id": SLUGIFY.task_id, "completion": completion}) + "\n")
     run_benchmark(BENCH, ReplayBackend(replies), get_method("none"), engine, tmp_path / "run",
                   SamplingParams(), Limits(), task_ids=[SLUGIFY.task_id])
     (result,) = RunDirectory.open(tmp_path / "run").results()
+    return result
+
+
+def test_a_sample_raising_a_lone_surrogate_completes_its_run_with_the_message_stored(
+        tmp_path: Path, engine: SubprocessEngine) -> None:
+    completion = f'```python\ndef slugify(text, separator="-"):\n    raise ValueError("{ESCAPED}")\n```'
+    result = _replayed(completion, tmp_path, engine)
     assert result.status == "error" and result.execution is not None
     assert all(f"ValueError: {ESCAPED}" in test.message for test in result.execution.tests)
 
@@ -61,10 +67,5 @@ def test_a_model_reply_holding_a_lone_surrogate_is_stored_and_scored(
 
 def test_a_replayed_completion_holding_a_lone_surrogate_is_stored_and_scored(
         tmp_path: Path, engine: SubprocessEngine) -> None:
-    replies = tmp_path / "replies.jsonl"
-    completion = f"```python\n{SLUGIFY.reference}\n```\nNo surrogate pair: {LONE}"
-    replies.write_text(json.dumps({"task_id": SLUGIFY.task_id, "completion": completion}) + "\n")
-    run_benchmark(BENCH, ReplayBackend(replies), get_method("none"), engine, tmp_path / "run",
-                  SamplingParams(), Limits(), task_ids=[SLUGIFY.task_id])
-    (result,) = RunDirectory.open(tmp_path / "run").results()
+    result = _replayed(f"```python\n{SLUGIFY.reference}\n```\nNo surrogate pair: {LONE}", tmp_path, engine)
     assert result.passed and result.completion.endswith(f"No surrogate pair: {ESCAPED}")
