@@ -53,7 +53,11 @@ PROBE = dedent("""
                 pass
         with open("/proc/%d/mem" % me, "r+b", buffering=0):
             pass  # (its own: always)
-        raise AssertionError("uid %d saw %d other processes, opened %r" % (os.getuid(), len(others), opened))
+        # The sandbox's init runs under the same uid and guards nothing: it must hold no way in
+        channels = sorted(os.readlink("/proc/1/fd/" + fd).split(":")[0] for fd in os.listdir("/proc/1/fd")
+                          if os.readlink("/proc/1/fd/" + fd).startswith(("pipe:", "socket:")))
+        raise AssertionError("uid %d saw %d other processes, opened %r; init holds %r"
+                             % (os.getuid(), len(others), opened, channels))
 """)
 HOG = dedent("""
     def add(a, b):
@@ -98,10 +102,12 @@ def unprivileged_dir() -> str:
 @pytest.mark.slow
 def test_a_sample_cannot_write_into_the_server_or_the_next_samples_process(unprivileged_dir: str) -> None:
     """Not the server, nor the process prepared for the next sample (same uid, same PID
-    namespace): code written there would judge the next sample, with its nonce. The memory
-    budget still reads the sample's own processes."""
+    namespace): code written there would judge the next sample, with its nonce; nor the
+    server's requests and replies through the sandbox's init (reopened from /proc/1/fd, they
+    would hand it the next request). The memory budget still reads the sample's own
+    processes."""
     done = _as_nobody(sys.executable, "-c", ENGINE, str(REPO / "tests"), cwd=unprivileged_dir)
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert f"uid {NOBODY} saw 2 other processes, opened []" in seen["probe"], seen
+    assert f"uid {NOBODY} saw 2 other processes, opened []; init holds []" in seen["probe"], seen
     assert seen["hog"] == ["fail", "memory", ["memory"]], seen

@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from knowbench.errors import UserError
 from knowbench.execution.engine import (
@@ -53,6 +53,8 @@ from knowbench.jsonl import load_json
 from knowbench.records import Execution
 
 _START_TIMEOUT_S = 120.0
+# Names the server's request and reply descriptors (`knowbench_runner.serve` reads it).
+SERVER_FDS_ENV = "KNOWBENCH_SERVER_FDS"
 _REPLY_GRACE_S = 10.0
 _UNSETTLED_EXIT = 75  # as knowbench_runner.UNSETTLED_EXIT
 
@@ -77,6 +79,8 @@ class _Server:
         self.engine, self.slot, self.role = engine, slot, role
         self.process: subprocess.Popen[bytes] | None = None
         self.fd_socket: socket.socket | None = None
+        self.requests: BinaryIO | None = None  # to the server
+        self.replies: BinaryIO | None = None  # from it
         # Both servers of a slot see the same directory: split samples share a work dir.
         self.workdir = engine.scratch / f"w{slot}"
         self.restarts = -1
@@ -105,17 +109,35 @@ class _Server:
         argv = sandbox.command(runner_command(self.engine.python, "serve"), self.workdir,
                                self.engine.python)
         self.fd_socket, theirs = socket.socketpair()
+        # Requests and replies go through pipes of their own, never the server's stdin and
+        # stdout: bwrap's init (the sandbox's pid 1, which runs as knowbench's uid when it is not
+        # root, and which nothing else guards) keeps its stdin and stdout, and a sample could
+        # reopen them through /proc/1/fd to read the next request and answer for its sample.
+        # It closes every other descriptor it was given.
+        requests_read, requests_write = os.pipe()
+        replies_read, replies_write = os.pipe()
+        theirs_fds = (theirs.fileno(), requests_read, replies_write)
+        env = {**sample_env(sandbox.inner_workdir(self.workdir)),
+               SERVER_FDS_ENV: f"{requests_read},{replies_write}"}
         # bwrap --die-with-parent uses PR_SET_PDEATHSIG, which fires when the *thread* that
         # started it ends; spawn from the engine's long-lived thread, never a worker's.
         try:
             self.process = self.engine.spawner.submit(
-                subprocess.Popen, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL, cwd=self.workdir, pass_fds=(theirs.fileno(),),
-                env=sample_env(sandbox.inner_workdir(self.workdir)), start_new_session=True,
+                subprocess.Popen, argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, cwd=self.workdir, pass_fds=theirs_fds,
+                env=env, start_new_session=True,
             ).result()
+        except BaseException:
+            for fd in (requests_write, replies_read):
+                os.close(fd)
+            raise
         finally:
             theirs_fd = theirs.fileno()
             theirs.close()
+            os.close(requests_read)
+            os.close(replies_write)
+        self.requests = os.fdopen(requests_write, "wb")
+        self.replies = os.fdopen(replies_read, "rb")
         setup = {"preload": self.engine.preload, "private_tmp": sandbox.kind == "bwrap",
                  "pid_namespace": sandbox.pid_namespace, "ipc_namespace": sandbox.ipc_namespace,
                  "role": self.role,
@@ -132,10 +154,12 @@ class _Server:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
-            for stream in (self.process.stdin, self.process.stdout):
-                if stream is not None:
-                    stream.close()
             self.process = None
+        for stream in (self.requests, self.replies):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        self.requests = self.replies = None
         if self.fd_socket is not None:
             self.fd_socket.close()
             self.fd_socket = None
@@ -170,16 +194,16 @@ class _Server:
         return self._receive(wall_s + _REPLY_GRACE_S)
 
     def _send(self, message: dict[str, Any]) -> None:
-        assert self.process is not None and self.process.stdin is not None
+        assert self.process is not None and self.requests is not None
         try:
-            self.process.stdin.write(json.dumps(message).encode() + b"\n")
-            self.process.stdin.flush()
+            self.requests.write(json.dumps(message).encode() + b"\n")
+            self.requests.flush()
         except (BrokenPipeError, OSError) as error:
             raise _ServerGone(f"the fork server stopped ({error})") from None
 
     def _receive(self, timeout: float) -> dict[str, Any]:
-        assert self.process is not None and self.process.stdout is not None
-        stream = self.process.stdout
+        assert self.process is not None and self.replies is not None
+        stream = self.replies
         with selectors.DefaultSelector() as selector:
             selector.register(stream, selectors.EVENT_READ)
             if not selector.select(timeout):

@@ -1894,6 +1894,13 @@ def serve():
 
     # Before anything: the processes it prepares for samples inherit it (`set_dumpable`).
     _set_dumpable(False)
+    # Requests and replies come on descriptors of their own (the engine's `SERVER_FDS_ENV`),
+    # which the sandbox's init does not keep: they become this process's stdin and stdout.
+    requests_fd, replies_fd = (int(fd) for fd in os.environ.pop("KNOWBENCH_SERVER_FDS").split(","))
+    os.dup2(requests_fd, 0)
+    os.dup2(replies_fd, 1)
+    os.close(requests_fd)
+    os.close(replies_fd)
     control_out = os.dup(1)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
