@@ -1152,8 +1152,10 @@ def test_an_object_the_candidate_rebuilt_never_goes_back_as_a_handle(split_engin
     ("imported()", 'state[60] = "planted"',
      'importlib.import_module("html.entities").codepoint2name[60] == "lt"'),
     ("table()[:5]", "state[0] = 99", "table()[0] == 0"),
+    ('{"cmd": ("prog", sys.argv)}', 'state["cmd"][1].append("--planted")', '"--planted" not in sys.argv'),
 ], ids=["environ", "sys-path", "sys-path-rebound-after-a-first-replay", "nested-in-a-dict",
-        "nested-deeper", "a-module-imported-after-a-first-replay", "a-view-of-a-librarys-array"])
+        "nested-deeper", "a-module-imported-after-a-first-replay", "a-view-of-a-librarys-array",
+        "in-a-tuple-in-a-dict"])
 def test_a_change_to_the_judges_process_state_is_never_replayed(split_engine: Engine, given: str, change: str,
                                                                 left_alone: str) -> None:
     """What the candidate changes in an argument is made in the tests' object too, but never in
@@ -3451,3 +3453,56 @@ def test_a_function_the_target_returns_runs_in_the_candidates_process(split_engi
     """
     result = run(split_engine, program, tests, trusted_program=dedent(program))
     assert result.status == "pass", [(t.id, t.message[-300:]) for t in result.tests]
+
+
+def test_a_change_that_raises_as_it_is_made_fails_the_call(split_engine: Engine) -> None:
+    """Replaying a change can raise in the judge: numpy cannot flag an array over memory it
+    does not own writable again (`as_strided`). Caught by `pytest.raises(ValueError)`, that
+    would pass a program that changed the array where the task wants it refused: the call
+    fails instead."""
+    result = run(split_engine, """
+        import numpy
+
+        def clip(values):
+            numpy.clip(values, 0.0, 1.0, out=values)  # (never refuses a NaN)
+    """, """
+        import numpy
+        import pytest
+        from numpy.lib.stride_tricks import as_strided
+
+
+        def test_refuses_a_nan():
+            values = numpy.array([5.0, 1.0, numpy.nan, 7.0])
+            with pytest.raises(ValueError):
+                clip(as_strided(values, shape=(2,), strides=(16,)))
+    """, "clip")
+    [outcome] = result.tests
+    assert (outcome.status, outcome.reason) == ("error", "cannot-cross"), outcome.message[-800:]
+    assert "ValueError when the change was made here" in outcome.message, outcome.message[-800:]
+
+
+def test_a_change_that_raises_as_it_is_compared_fails_the_call() -> None:
+    """A reply's changes are the candidate's to write: a signalling NaN where the tests passed
+    a `Decimal` raises `InvalidOperation` when the judge compares the two, which
+    `pytest.raises(ArithmeticError)` would take for the target's own. The call fails instead."""
+    probe = dedent("""
+        from decimal import Decimal
+
+        import knowbench_split as split
+
+        failures = []
+
+        def broken(kind, message):
+            failures.append(message)
+            raise kind(message)
+
+        try:
+            split._replay(None, (((Decimal("sNaN"),), {}), "", "", [], []), (Decimal(-4),), {}, broken)
+        except split.CrossingFailed:
+            pass
+        print(failures)
+    """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=RUNNER_DIR,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "argument 1 (InvalidOperation when the change was made here)" in done.stdout, done.stdout

@@ -1138,10 +1138,17 @@ def _replay(peer, effects, args, kwargs, broken):
     pairs += [(f"argument {name!r}", original, mutated[1][name]) for name, original in kwargs.items()]
     _note_module_globals()
     for what, original, new in pairs:
-        wire.assign_in_place(original, new, kept=_process_state)
         # A change that could not be made here too (another dtype for an array passed in)
         # fails the call: dropped, it would pass a test that checks the argument was left alone.
-        if not wire.mirrors(original, new):
+        # So does one that raises while it is made or compared (an array over memory numpy
+        # cannot flag writable, a signalling NaN the candidate put in its reply): never an
+        # exception a test could take for the target's own.
+        try:
+            wire.assign_in_place(original, new, kept=_process_state)
+            made = wire.mirrors(original, new)
+        except Exception as error:
+            made, what = False, f"{what} ({type(error).__name__} when the change was made here)"
+        if not made:
             broken(CrossingFailed, f"the candidate changed {what} in a way that cannot be made "
                                    "in the tests' process too")
 

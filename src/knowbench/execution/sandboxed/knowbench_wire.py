@@ -2083,9 +2083,16 @@ class _Assigner:
         """What to store where `old` was and `new` is now: `old` updated when possible."""
         if id(new) in self.mirror:
             return self.mirror[id(new)]
-        if self.assign(old, new) or (self.kept is not None and self.mutable(old) and self.kept(old)):
-            return old
-        return new
+        return old if self.assign(old, new) or self.holds_kept(old) else new
+
+    def holds_kept(self, value: object) -> bool:
+        """Whether `value` is, or is a tuple that holds (however deep), an object `kept` says
+        must not change: it keeps its place (a tuple cannot change in place)."""
+        if self.kept is None:
+            return False
+        if isinstance(value, tuple):
+            return any(self.holds_kept(item) for item in tuple.__iter__(value))
+        return self.mutable(value) and self.kept(value)
 
     def assign(self, original: object, new: object) -> bool:
         if original is new:
