@@ -12,7 +12,9 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,15 +68,41 @@ HOG = dedent("""
             hoard[i] = 1
         return a + b
 """)
+POISON = dedent("""
+    import os
+    import resource
+
+    def add(a, b):
+        server = os.getppid()
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open("/proc/%s/stat" % name) as handle:
+                        parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+                    if int(name) == server or (parent == server and int(name) != os.getpid()):
+                        resource.prlimit(int(name), resource.RLIMIT_FSIZE, (0, 0))
+                except OSError:
+                    pass
+        return a + b
+""")
+WRITER = dedent("""
+    def add(a, b):
+        with open("written", "w") as handle:
+            handle.write("x" * 100)
+        return a + b
+""")
 TESTS = "from solution import add\n\ndef test_add():\n    assert add(1, 2) == 3\n"
 engine = ForkServerEngine(resolve_sandbox("bwrap"), workers=1)
 try:
     probe = engine.execute(make_request(PROBE, TESTS, "add", wall_s=20.0))
     hog = engine.execute(make_request(HOG, TESTS, "add", wall_s=20.0, memory_mb=128))
+    poison = engine.execute(make_request(POISON, TESTS, "add", wall_s=20.0))
+    after = [engine.execute(make_request(WRITER, TESTS, "add", wall_s=20.0)) for _ in range(2)]
 finally:
     engine.close()
 print(json.dumps({"probe": probe.tests[0].message, "hog": [probe.status, hog.status,
-                  [t.reason for t in hog.tests]]}))
+                  [t.reason for t in hog.tests]],
+                  "poisoned": [poison.status, *(e.status for e in after), *(e.tests[0].message[-300:] for e in after)]}))
 '''
 
 
@@ -85,29 +113,47 @@ def _as_nobody(*command: str, cwd: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=300)
 
 
-@pytest.fixture
-def unprivileged_dir() -> str:
+@pytest.fixture(scope="module")
+def unprivileged_dir() -> Iterator[str]:
     if os.geteuid() != 0:
         pytest.skip("needs root, to run the engine as another, unprivileged uid")
     base = tempfile.mkdtemp(prefix="knowbench-nobody-")
     os.chmod(base, 0o777)
-    reach = _as_nobody(sys.executable, "-c", "import knowbench, pydantic", cwd=base)
-    if reach.returncode != 0:
-        pytest.skip(f"uid {NOBODY} cannot run this interpreter or import the checkout: "
-                    f"{reach.stderr.strip()[-200:]}")
+    try:
+        reach = _as_nobody(sys.executable, "-c", "import knowbench, pydantic", cwd=base)
+        problem = reach.stderr.strip()[-200:] if reach.returncode != 0 else None
+    except OSError as error:
+        problem = str(error)
+    if problem is not None:
+        subprocess.run(["rm", "-rf", base], check=False)
+        pytest.skip(f"uid {NOBODY} cannot run this interpreter or import the checkout: {problem}")
     yield base
     subprocess.run(["rm", "-rf", base], check=False)
 
 
+@pytest.fixture(scope="module")
+def seen(unprivileged_dir: str) -> dict[str, Any]:
+    """What `ENGINE` saw, run once as the unprivileged uid."""
+    done = _as_nobody(sys.executable, "-c", ENGINE, str(REPO / "tests"), cwd=unprivileged_dir)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.slow
-def test_a_sample_cannot_write_into_the_server_or_the_next_samples_process(unprivileged_dir: str) -> None:
+def test_a_sample_cannot_write_into_the_server_or_the_next_samples_process(seen: dict[str, Any]) -> None:
     """Not the server, nor the process prepared for the next sample (same uid, same PID
     namespace): code written there would judge the next sample, with its nonce; nor the
     server's requests and replies through the sandbox's init (reopened from /proc/1/fd, they
     would hand it the next request). The memory budget still reads the sample's own
     processes."""
-    done = _as_nobody(sys.executable, "-c", ENGINE, str(REPO / "tests"), cwd=unprivileged_dir)
-    assert done.returncode == 0, done.stderr[-2000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert f"uid {NOBODY} saw 2 other processes, opened []; init holds []" in seen["probe"], seen
     assert seen["hog"] == ["fail", "memory", ["memory"]], seen
+
+
+@pytest.mark.slow
+def test_limits_a_sample_lowers_for_later_samples_get_the_server_replaced(seen: dict[str, Any]) -> None:
+    """`prlimit` on another process needs only its uid (not dumpable): a sample that lowers the
+    server's and the prepared process's file size limit would fail every later sample that
+    writes a file. The server compares what later samples inherit after each sample and is
+    replaced when it changed."""
+    assert seen["poisoned"][:3] == ["pass", "pass", "pass"], seen["poisoned"]

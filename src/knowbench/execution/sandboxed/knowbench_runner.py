@@ -1881,6 +1881,36 @@ def _warm_failures():
     namespace.clear()
 
 
+_RLIMITS = tuple(getattr(resource, name) for name in sorted(dir(resource)) if name.startswith("RLIMIT_"))
+# The IPC namespace's limits (System V, POSIX message queues): the sandbox's own.
+_IPC_LIMITS = tuple("/proc/sys/kernel/" + name for name in ("shmmax", "shmall", "shmmni", "msgmax", "msgmnb",
+                                                            "msgmni", "sem")) + tuple(
+    "/proc/sys/fs/mqueue/" + name for name in ("msg_max", "msgsize_max", "queues_max", "msg_default",
+                                               "msgsize_default"))
+
+
+def _inherited_state(spare):
+    """What every later sample of this server inherits and a sample of knowbench's own uid (when
+    it is not root) could change from outside: the resource limits of this server and of the
+    process prepared for the next sample (`prlimit` needs no more than the uid), and the IPC
+    namespace's limits. Compared with what it was as the server started, after each sample."""
+    limits = []
+    for pid in (0, spare):
+        for kind in _RLIMITS:
+            try:
+                limits.append(resource.prlimit(pid, kind))
+            except OSError:  # (a spare already gone: replaced at the hand-over)
+                limits.append(None)
+    values = []
+    for path in _IPC_LIMITS:
+        try:
+            with open(path, "rb") as handle:
+                values.append(handle.read())
+        except OSError:
+            values.append(None)
+    return limits, values
+
+
 def serve():
     """Fork-server mode: preload once, then one JSON request per stdin line, one reply each.
 
@@ -1955,6 +1985,7 @@ def serve():
     ready = (json.dumps({"ready": True, "pid": os.getpid(), "warmed": warmed}) + "\n").encode()
     os.write(control_out, ready)
     prepared = _prepare(control_out, setup)
+    inherited_state = _inherited_state(prepared.pid)
     for line in sys.stdin.buffer:
         if not line.strip():
             continue
@@ -1981,9 +2012,10 @@ def serve():
         del line, request
         spare = _prepare(control_out, setup, busy=prepared)
         settled, unreaped = _serve_one(limits, budget, prepared, started, control_out, base, setup)
-        if not settled:
-            # Something outlived its sample: end this sandbox before taking another request
-            # (the engine starts a fresh one, and sends that request again).
+        if not settled or _inherited_state(spare.pid) != inherited_state:
+            # Something outlived its sample, or changed what the next one inherits: end this
+            # sandbox before taking another request (the engine starts a fresh one, and sends
+            # that request again).
             raise SystemExit(UNSETTLED_EXIT)
         prepared = spare
         if unreaped is not None:
