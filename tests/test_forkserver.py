@@ -69,6 +69,8 @@ LEAKS = {
     # (IPC_CREAT | 0o600; a key no one else uses: the sandbox's IPC namespace is its own)
     "a System V segment": ("import ctypes\nassert ctypes.CDLL(None).shmget(0x4b42, 4096, 0o1600) >= 0\n",
                            "import ctypes\nassert ctypes.CDLL(None).shmget(0x4b42, 0, 0) == -1\n"),
+    "a POSIX message queue": ("import ctypes, os\nassert ctypes.CDLL(None).mq_open(b'/kb-leak', os.O_CREAT | os.O_RDWR, 0o600, None) >= 0\n",
+                              "import ctypes, os\nassert ctypes.CDLL(None).mq_open(b'/kb-leak', os.O_RDWR) == -1\n"),
     "a System V message queue": ("import ctypes\nassert ctypes.CDLL(None).msgget(0x4b42, 0o1600) >= 0\n",
                                  "import ctypes\nassert ctypes.CDLL(None).msgget(0x4b42, 0) == -1\n"),
 }
@@ -77,8 +79,8 @@ LEAKS = {
 @pytest.mark.parametrize("what", sorted(LEAKS))
 def test_state_left_by_one_sample_does_not_reach_the_next(forkserver: ForkServerEngine, what: str,
                                                          best_sandbox: Sandbox) -> None:
-    if what == "a file in /dev/shm" and best_sandbox.kind != "bwrap":
-        pytest.skip("only bwrap gives the sandbox a /dev/shm of its own")
+    if what in ("a file in /dev/shm", "a POSIX message queue") and best_sandbox.kind != "bwrap":
+        pytest.skip("only bwrap shows the sandbox its own /dev/shm and message queues")
     leaker, probe = LEAKS[what]
     left = forkserver.execute(make_request(leaker + ADD, CHECK_ADD, "add"))
     # (it did leave it; patching unittest is caught as tampering)

@@ -162,6 +162,9 @@ class Sandbox:
         size = ["--size", str(self.tmp_bytes)] if _bwrap_has_size() else []
         # /dev/shm is a directory on bwrap's /dev tmpfs: cap it too, or it is an uncapped /tmp.
         args += ["--perms", "01777", *size, "--tmpfs", "/dev/shm"]
+        # The IPC namespace's POSIX message queues, which outlive their processes: shown so that
+        # the fork server can remove what a sample left there.
+        args += ["--mqueue", "/dev/mqueue"]
         args += ["--perms", "01777", *size, "--tmpfs", "/tmp"]
         args += ["--perms", "0755", "--dir", "/etc"]
         etc = _synthetic_etc()
@@ -172,7 +175,7 @@ class Sandbox:
         masks = _masks(self.hidden, views)
         # Mounts go deepest-last, so a mask inside a shown path hides it, and a shown path
         # inside a mask (an interpreter in a masked directory) is shown again.
-        existing = {"/", "/dev", "/proc", "/tmp", "/dev/shm", "/etc", "/etc/passwd", "/etc/group",
+        existing = {"/", "/dev", "/proc", "/tmp", "/dev/shm", "/dev/mqueue", "/etc", "/etc/passwd", "/etc/group",
                     *(path for path in SYSTEM_DIRS if os.path.islink(path))}
         mounts: list[tuple[str, str | None]] = [(dest, source) for source, dest in views]
         mounts += [(mask, None) for mask in masks]

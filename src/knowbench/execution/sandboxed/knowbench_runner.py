@@ -1751,9 +1751,16 @@ def _serve_one(limits, budget, prepared, started, control_out, base, setup):
 _PRIVATE_TMPFS = ("/tmp", "/dev/shm")
 
 
+def _listdir_path(path):
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
 def _clean_up(workdir, setup, base):
-    """Leave nothing for the next sample: its files, /tmp, /dev/shm, its HOME and the System V
-    objects of the sandbox's IPC namespace. (rmtree removes links and FIFOs without following
+    """Leave nothing for the next sample: its files, /tmp, /dev/shm, its HOME and the POSIX
+    message queues and System V objects of the sandbox's IPC namespace. (rmtree removes links and FIFOs without following
     or opening them.)"""
     import shutil
 
@@ -1763,6 +1770,11 @@ def _clean_up(workdir, setup, base):
     if setup.get("private_tmp"):
         for root in _PRIVATE_TMPFS:
             _clean_tmp(keep=base, root=root)
+        for name in _listdir_path("/dev/mqueue"):  # (bwrap's mount of the namespace's queues)
+            try:
+                os.unlink("/dev/mqueue/" + name)
+            except OSError:
+                pass
     if setup.get("ipc_namespace"):
         _remove_sysv_objects()
 
