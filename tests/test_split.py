@@ -264,6 +264,33 @@ def test_the_candidate_cannot_plant_links_for_the_tests(split_engine: Engine) ->
     assert "PermissionError" in result.tests[0].message
 
 
+def test_the_candidate_sees_no_keys_and_cannot_use_the_keyrings(split_engine: Engine) -> None:
+    """The kernel's keyrings belong to a uid, outside every sandbox: a sample judged
+    in-process (which may read its tests) could leave expected values there for a later
+    candidate of the same uid. /proc/keys is empty, and `keyctl` is denied."""
+    program = """
+        import ctypes
+        import platform
+
+        KEYCTL = {"x86_64": 250, "aarch64": 219}[platform.machine()]
+
+
+        def add(a, b):
+            syscall = ctypes.CDLL(None, use_errno=True).syscall
+            found = syscall(KEYCTL, 0, -4, 0, 0, 0)  # KEYCTL_GET_KEYRING_ID of the user keyring
+            with open("/proc/keys") as keys:
+                return [found, ctypes.get_errno(), keys.read()]
+    """
+    result = run(split_engine, program, """
+        import errno
+
+
+        def test_keys():
+            assert add(1, 2) == [-1, errno.EPERM, ""]
+    """)
+    assert result.status == "pass", result.tests[0].message[-800:]
+
+
 def test_the_candidate_cannot_hard_link_the_tests_files(split_engine: Engine) -> None:
     """Hard links are denied, or (where the kernel protects them, so that multiprocessing's
     semaphores work) limited to files the candidate's own uid could write anyway."""

@@ -6,7 +6,9 @@ candidate writes there. Denying the system calls that make links and special fil
 a plain file or directory it made itself, so a test never reads through a link into the
 judge's own files and never blocks on a FIFO. Tracing and reading other processes' memory
 are denied as well (a second layer: the judge already runs under another uid, in another
-PID namespace).
+PID namespace). So are the kernel's keyrings: they belong to a uid, not to a sandbox, and
+outlive it; a sample judged in-process, which may read its tests, could leave their expected
+values there for a later candidate of the same uid (the sandbox hides /proc/keys too).
 
 Hard links are allowed where the kernel already restricts them (`fs.protected_hardlinks`
 = 1: a uid may link only files it owns or may read and write). A link to such a file gives
@@ -24,9 +26,11 @@ _ARCHES = {
     # machine: (AUDIT_ARCH, {syscall numbers to deny})
     "x86_64": (0xC000003E, {88: "symlink", 266: "symlinkat", 86: "link", 265: "linkat",
                             133: "mknod", 259: "mknodat", 101: "ptrace",
-                            310: "process_vm_readv", 311: "process_vm_writev"}),
+                            310: "process_vm_readv", 311: "process_vm_writev", 438: "pidfd_getfd",
+                            248: "add_key", 249: "request_key", 250: "keyctl"}),
     "aarch64": (0xC00000B7, {36: "symlinkat", 37: "linkat", 33: "mknodat", 117: "ptrace",
-                             270: "process_vm_readv", 271: "process_vm_writev"}),
+                             270: "process_vm_readv", 271: "process_vm_writev", 438: "pidfd_getfd",
+                             217: "add_key", 218: "request_key", 219: "keyctl"}),
 }
 _HARD_LINKS = frozenset({"link", "linkat"})
 _X32_SYSCALL_BIT = 0x40000000
