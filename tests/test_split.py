@@ -1180,9 +1180,11 @@ def test_an_object_the_candidate_rebuilt_never_goes_back_as_a_handle(split_engin
      'importlib.import_module("html.entities").codepoint2name[60] == "lt"'),
     ("table()[:5]", "state[0] = 99", "table()[0] == 0"),
     ('{"cmd": ("prog", sys.argv)}', 'state["cmd"][1].append("--planted")', '"--planted" not in sys.argv'),
+    ('numpy.frombuffer(table("BUFFER"), dtype="u1")', "state[0] = 99", 'table("BUFFER")[0] == 0'),
+    ("pandas.DataFrame(table().reshape(5, 2), copy=False)", "state.iloc[0, 0] = 99", "table()[0] == 0"),
 ], ids=["environ", "sys-path", "sys-path-rebound-after-a-first-replay", "nested-in-a-dict",
         "nested-deeper", "a-module-imported-after-a-first-replay", "a-view-of-a-librarys-array",
-        "in-a-tuple-in-a-dict"])
+        "in-a-tuple-in-a-dict", "an-array-over-a-librarys-buffer", "a-frame-over-a-librarys-array"])
 def test_a_change_to_the_judges_process_state_is_never_replayed(split_engine: Engine, given: str, change: str,
                                                                 left_alone: str) -> None:
     """What the candidate changes in an argument is made in the tests' object too, but never in
@@ -1200,6 +1202,9 @@ def test_a_change_to_the_judges_process_state_is_never_replayed(split_engine: En
         import os
         import sys
 
+        import numpy
+        import pandas
+
 
         def rebound():
             assert plant([])  # a change replayed first, into the tests' own list
@@ -1207,13 +1212,13 @@ def test_a_change_to_the_judges_process_state_is_never_replayed(split_engine: En
             return sys.path
 
 
-        def table():  # a library's array
+        def table(name="TABLE"):  # a library's array and buffer
             import types
-            import numpy
             if "kb_table" not in sys.modules:
                 sys.modules["kb_table"] = types.ModuleType("kb_table")
                 sys.modules["kb_table"].TABLE = numpy.arange(10)
-            return sys.modules["kb_table"].TABLE
+                sys.modules["kb_table"].BUFFER = bytearray(8)
+            return getattr(sys.modules["kb_table"], name)
 
 
         def imported():

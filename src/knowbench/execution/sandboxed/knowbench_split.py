@@ -1174,19 +1174,55 @@ def _process_state(obj):
     imported since (a test's `importlib.import_module`, a library's lazy import,
     `_note_module_globals`); what decides which programs
     and modules the judge's process runs is looked up again on every replay, since a test
-    may rebind it (`_RUNS_WHAT`). A numpy view of such an array is one too. A global a module
-    rebinds after its table was taken is not in it."""
+    may rebind it (`_RUNS_WHAT`). An array or pandas object over memory such a global holds
+    is one too. A global a module rebinds after its table was taken is not in it."""
     for module_name, names in _RUNS_WHAT:
         module = sys.modules.get(module_name)
         for name in names if module is not None else ():
             if getattr(module, name, None) is obj:
                 return True
-    np = sys.modules.get("numpy")
-    while np is not None and type(obj) is np.ndarray and obj.base is not None:
-        if _MODULE_STATE.get(id(obj)) is obj:
-            return True
-        obj = obj.base  # a view's changes are made in the array it views: `TABLE[:5]`
-    return _MODULE_STATE.get(id(obj)) is obj
+    if _MODULE_STATE.get(id(obj)) is obj:
+        return True
+    # An array, or a pandas object, over memory such a global holds (`TABLE[:5]`,
+    # `np.frombuffer(BUFFER)`, `pd.DataFrame(TABLE, copy=False)`): a change made there would be
+    # made in the global too, and one made by replacing the pandas object's data would not.
+    arrays = _arrays_of(obj)
+    if arrays and _MODULE_BUFFERS:
+        np = sys.modules["numpy"]
+        for held in _MODULE_BUFFERS:
+            for other in _arrays_of(held) or (held,):
+                for array in arrays:
+                    try:
+                        if np.may_share_memory(array, other):
+                            return True
+                    except Exception:
+                        return True
+    return False
+
+
+_BUFFER_TYPES = {("builtins", "bytearray"), ("builtins", "memoryview"), ("array", "array"), ("mmap", "mmap")}
+_MODULE_BUFFERS = []  # what in `_MODULE_STATE` holds memory an array can be made over
+
+
+def _arrays_of(obj):
+    """The numpy arrays holding `obj`'s data: itself (an ndarray), or those under a pandas
+    DataFrame's or Series' blocks (through their extension arrays' `_ndarray`, `_data`,
+    `_mask`); () for anything else."""
+    np, kind = sys.modules.get("numpy"), type(obj)
+    if np is None:
+        return ()
+    if kind is np.ndarray:
+        return (obj,)
+    pd = sys.modules.get("pandas")
+    if pd is None or kind not in (pd.DataFrame, pd.Series):
+        return ()
+    arrays = []
+    for block in obj._mgr.blocks:
+        values = block.values
+        for candidate in (values, *(getattr(values, name, None) for name in ("_ndarray", "_data", "_mask"))):
+            if type(candidate) is np.ndarray:
+                arrays.append(candidate)
+    return tuple(arrays)
 
 
 def _note_module_globals():
@@ -1209,6 +1245,8 @@ def _note_module_globals():
             if not isinstance(value, (types.ModuleType, types.FunctionType, type, int, str, float,
                                       bool, bytes, tuple, frozenset, type(None))):
                 _MODULE_STATE[id(value)] = value
+                if _arrays_of(value) or (type(value).__module__, type(value).__name__) in _BUFFER_TYPES:
+                    _MODULE_BUFFERS.append(value)
 
 
 def _warn(peer, warning, broken):
