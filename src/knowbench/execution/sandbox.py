@@ -159,6 +159,10 @@ class Sandbox:
             if os.path.islink(path):
                 args += ["--symlink", os.readlink(path), path]
         args += ["--dev", "/dev", "--proc", "/proc"]
+        # bwrap's init, pid 1 of the sandbox, runs as knowbench's uid when it is not root, and
+        # nothing guards its memory: hidden (and a sample cannot trace it: `knowbench_seccomp`),
+        # no sample can plant code there to reach a later sample of the same server.
+        args += ["--perms", "0555", "--tmpfs", "/proc/1", "--remount-ro", "/proc/1"]
         size = ["--size", str(self.tmp_bytes)] if _bwrap_has_size() else []
         # /dev/shm is a directory on bwrap's /dev tmpfs: cap it too, or it is an uncapped /tmp.
         args += ["--perms", "01777", *size, "--tmpfs", "/dev/shm"]

@@ -1,4 +1,12 @@
-"""A seccomp filter for the candidate's process in split execution; stdlib only.
+"""Seccomp filters for samples' processes: the candidate's in split execution, and a smaller
+one for every other sample (tests judged in-process, a split judge); stdlib only.
+
+Every sample is denied tracing and reading or writing other processes' memory and
+descriptors: a fork server's samples share its sandbox, whose init runs as knowbench's uid
+when knowbench is not root; code planted there would reach later samples. So are the
+kernel's keyrings: they belong to a uid, not to a sandbox, and outlive it; a sample judged
+in-process, which may read its tests, could leave their expected values there for a later
+candidate of the same uid (the sandbox hides /proc/keys too).
 
 The candidate shares its work directory with the judge, which opens the files the
 candidate writes there. Denying the system calls that make links and special files
@@ -6,9 +14,7 @@ candidate writes there. Denying the system calls that make links and special fil
 a plain file or directory it made itself, so a test never reads through a link into the
 judge's own files and never blocks on a FIFO. Tracing and reading other processes' memory
 are denied as well (a second layer: the judge already runs under another uid, in another
-PID namespace). So are the kernel's keyrings: they belong to a uid, not to a sandbox, and
-outlive it; a sample judged in-process, which may read its tests, could leave their expected
-values there for a later candidate of the same uid (the sandbox hides /proc/keys too).
+PID namespace).
 
 Hard links are allowed where the kernel already restricts them (`fs.protected_hardlinks`
 = 1: a uid may link only files it owns or may read and write). A link to such a file gives
@@ -33,6 +39,10 @@ _ARCHES = {
                              217: "add_key", 218: "request_key", 219: "keyctl"}),
 }
 _HARD_LINKS = frozenset({"link", "linkat"})
+# What every sample's process is denied (a fork server's samples share its sandbox, and its
+# init, with later samples): another process's memory and descriptors, and the uid's keyrings.
+_SAMPLE_DENIED = frozenset({"ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd",
+                            "add_key", "request_key", "keyctl"})
 _X32_SYSCALL_BIT = 0x40000000
 _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
 _RET_ALLOW, _RET_ERRNO_EPERM = 0x7FFF0000, 0x00050000 | 1
@@ -72,21 +82,24 @@ def kernel_protects_hard_links():
         return False
 
 
-_PREPARED = []  # (prctl, the filter, the buffer it points to), made once per process
+_PREPARED = {}  # role -> (prctl, the filter, the buffer it points to), made once per process
 
 
-def prepare():
-    """Build the filter and bind `prctl` now (a fork server, before any candidate exists), so
-    that `install` in each candidate's process only makes the two calls: reading the machine,
-    the sysctl and loading libc cost about 0.5 ms in a freshly forked process. False where
-    there is no filter for this machine."""
-    if _PREPARED:
+def prepare(role="candidate"):
+    """Build the filter for `role` and bind `prctl` now (a fork server, before any sample
+    exists), so that `install` in each sample's process only makes the two calls: reading the
+    machine, the sysctl and loading libc cost about 0.5 ms in a freshly forked process. A
+    candidate's filter denies all of `_ARCHES`' calls, any other sample's `_SAMPLE_DENIED`.
+    False where there is no filter for this machine."""
+    if role in _PREPARED:
         return True
     entry = _ARCHES.get(platform.machine())
     if entry is None:
         return False
     arch, denied = entry
-    if kernel_protects_hard_links():
+    if role != "candidate":
+        denied = {number: name for number, name in denied.items() if name in _SAMPLE_DENIED}
+    elif kernel_protects_hard_links():
         denied = {number: name for number, name in denied.items() if name not in _HARD_LINKS}
     code = _program(arch, denied)
     raw = b"".join(struct.pack("HBBI", *instruction) for instruction in code)
@@ -96,15 +109,15 @@ def prepare():
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return False
-    _PREPARED.append((prctl, program, buffer))
+    _PREPARED[role] = (prctl, program, buffer)
     return True
 
 
-def install():
-    """Install the filter in this process and its future children. True when installed."""
-    if not prepare():
+def install(role="candidate"):
+    """Install `role`'s filter in this process and its future children. True when installed."""
+    if not prepare(role):
         return False
-    prctl, program, _ = _PREPARED[0]
+    prctl, program, _ = _PREPARED[role]
     try:
         if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             return False
