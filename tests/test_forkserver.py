@@ -89,26 +89,13 @@ def test_state_left_by_one_sample_does_not_reach_the_next(forkserver: ForkServer
     assert clean.status == "pass", clean.tests[0].message
 
 
-def test_a_sample_sees_no_init_and_traces_no_process(forkserver: ForkServerEngine, best_sandbox: Sandbox) -> None:
+def test_a_sample_sees_no_init(forkserver: ForkServerEngine, best_sandbox: Sandbox) -> None:
     """The sandbox's init outlives every sample of a server and, when knowbench is not root,
-    has their uid: it is hidden, and no sample may trace (here: a child of its own, which
-    asks to be traced)."""
+    has their uid: it is hidden (and then no sample may trace it: `test_unprivileged.py`)."""
     if best_sandbox.kind != "bwrap":
         pytest.skip("only bwrap hides the sandbox's init")
-    program = dedent("""
-        import ctypes
-        import os
-
-
-        def add(a, b):
-            child = os.fork()
-            if child == 0:
-                os._exit(0 if ctypes.CDLL(None).ptrace(0, 0, 0, 0) == 0 else 1)  # PTRACE_TRACEME
-            traced = os.waitpid(child, 0)[1] == 0
-            return [os.listdir("/proc/1"), traced, a + b]
-    """)
-    result = forkserver.execute(make_request(program, "def test_add():\n    assert add(2, 3) == [[], False, 5]\n",
-                                             "add"))
+    program = "import os\n\n\ndef add(a, b):\n    return [os.listdir('/proc/1'), a + b]\n"
+    result = forkserver.execute(make_request(program, "def test_add():\n    assert add(2, 3) == [[], 5]\n", "add"))
     assert result.status == "pass", result.tests[0].message
 
 

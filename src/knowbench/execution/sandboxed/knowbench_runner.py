@@ -933,7 +933,8 @@ def execute_sample(config, result_fd):
                         else {**snapshot[2], **helper_functions}).get
     _set_limits(config["limits"], config.get("nproc_base"))
     _drop_privileges(config.get("uid"), config.get("gid"))
-    knowbench_seccomp.install("sample")  # no tracing of the sandbox's other processes
+    if _UNPRIVILEGED[0]:
+        knowbench_seccomp.install("sample")  # no tracing of the server's init (`serve`)
     sys.addaudithook(audit)
     tmp_root = _shared_dir(os.getcwd(), prefix="tmp_path-")
 
@@ -1902,6 +1903,9 @@ _IPC_LIMITS = tuple("/proc/sys/kernel/" + name for name in ("shmmax", "shmall", 
                                                "msgsize_default"))
 
 
+_UNPRIVILEGED = [False]  # a fork server run by a user without root (`serve`)
+
+
 def _inherited_state(spare):
     """What every later sample of this server inherits and a sample of knowbench's own uid (when
     it is not root) could change from outside: the resource limits of this server and of the
@@ -1935,8 +1939,14 @@ def serve():
     """
     import socket
 
-    # Before anything: the processes it prepares for samples inherit it (`set_dumpable`).
-    _set_dumpable(False)
+    # Run by a user without root, every process of the sandbox has that user's uid: the
+    # server and the processes it prepares are made undumpable before anything (they
+    # inherit it: `set_dumpable`), its samples may trace nothing, and what later samples
+    # inherit is checked after each sample (`_inherited_state`). As root, samples run under
+    # uids of their own, and none of this is needed.
+    _UNPRIVILEGED[0] = os.geteuid() != 0
+    if _UNPRIVILEGED[0]:
+        _set_dumpable(False)
     # Requests and replies come on descriptors of their own (the engine's `SERVER_FDS_ENV`),
     # which the sandbox's init does not keep: they become this process's stdin and stdout.
     requests_fd, replies_fd = (int(fd) for fd in os.environ.pop("KNOWBENCH_SERVER_FDS").split(","))
@@ -1981,7 +1991,8 @@ def serve():
     else:
         knowbench_seccomp.prepare()
         gc.collect()
-    knowbench_seccomp.prepare("sample")
+    if _UNPRIVILEGED[0]:
+        knowbench_seccomp.prepare("sample")
     _SERVER_IDENTITY[0] = _runner_identity(globals())
     if _SERVER_SNAPSHOT[0] is not None:
         # Read-only: this list is a module global a sample can reach; the dict behind the
@@ -1999,7 +2010,7 @@ def serve():
     ready = (json.dumps({"ready": True, "pid": os.getpid(), "warmed": warmed}) + "\n").encode()
     os.write(control_out, ready)
     prepared = _prepare(control_out, setup)
-    inherited_state = _inherited_state(prepared.pid)
+    inherited_state = _inherited_state(prepared.pid) if _UNPRIVILEGED[0] else None
     for line in sys.stdin.buffer:
         if not line.strip():
             continue
@@ -2026,7 +2037,7 @@ def serve():
         del line, request
         spare = _prepare(control_out, setup, busy=prepared)
         settled, unreaped = _serve_one(limits, budget, prepared, started, control_out, base, setup)
-        if not settled or _inherited_state(spare.pid) != inherited_state:
+        if not settled or (inherited_state is not None and _inherited_state(spare.pid) != inherited_state):
             # Something outlived its sample, or changed what the next one inherits: end this
             # sandbox before taking another request (the engine starts a fresh one, and sends
             # that request again).
