@@ -1375,7 +1375,8 @@ def _clean_tmp(keep, root="/tmp"):
 
 
 def _listdir(dir_fd, skip=None):
-    """The names in directory `dir_fd` except `skip`; none when it cannot be read."""
+    """The names in directory `dir_fd` (a descriptor or a path) except `skip`; none when it
+    cannot be read."""
     try:
         return [name for name in os.listdir(dir_fd) if name != skip]
     except OSError:
@@ -1753,17 +1754,10 @@ def _serve_one(limits, budget, prepared, started, control_out, base, setup):
 _PRIVATE_TMPFS = ("/tmp", "/dev/shm")
 
 
-def _listdir_path(path):
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []
-
-
 def _clean_up(workdir, setup, base):
     """Leave nothing for the next sample: its files, /tmp, /dev/shm, its HOME and the POSIX
-    message queues and System V objects of the sandbox's IPC namespace. (rmtree removes links and FIFOs without following
-    or opening them.)"""
+    message queues and System V objects of the sandbox's IPC namespace. (rmtree removes links
+    and FIFOs without following or opening them.)"""
     import shutil
 
     if workdir is not None:
@@ -1772,7 +1766,7 @@ def _clean_up(workdir, setup, base):
     if setup.get("private_tmp"):
         for root in _PRIVATE_TMPFS:
             _clean_tmp(keep=base, root=root)
-        for name in _listdir_path("/dev/mqueue"):  # (bwrap's mount of the namespace's queues)
+        for name in _listdir("/dev/mqueue"):  # (bwrap's mount of the namespace's queues)
             try:
                 os.unlink("/dev/mqueue/" + name)
             except OSError:

@@ -1187,17 +1187,13 @@ def _process_state(obj):
     # `np.frombuffer(BUFFER)`, `pd.DataFrame(TABLE, copy=False)`): a change made there would be
     # made in the global too, and one made by replacing the pandas object's data would not.
     arrays = _arrays_of(obj)
-    if arrays and _MODULE_BUFFERS:
-        np = sys.modules["numpy"]
-        for held in _MODULE_BUFFERS:
-            for other in _arrays_of(held) or (held,):
-                for array in arrays:
-                    try:
-                        if np.may_share_memory(array, other):
-                            return True
-                    except Exception:
-                        return True
-    return False
+    if not arrays or not _MODULE_BUFFERS:
+        return False
+    others = [other for held in _MODULE_BUFFERS for other in _arrays_of(held) or (held,)]
+    try:
+        return any(sys.modules["numpy"].may_share_memory(array, other) for other in others for array in arrays)
+    except Exception:  # (what numpy cannot compare counts as shared)
+        return True
 
 
 _BUFFER_TYPES = {("builtins", "bytearray"), ("builtins", "memoryview"), ("array", "array"), ("mmap", "mmap")}

@@ -993,8 +993,7 @@ class _Decoder:
             reaches_filling = reaches_filling or id(item) in filling
             kind = type(item)
             if id(item) in self.rebuilt:  # (first: `isinstance` would read its __class__)
-                self.check_state(*self.rebuilt[id(item)], walked)
-                _need(walked[0] <= self.walk_bound(), "a value shares too much of itself to be checked")
+                self.check_state(*self.rebuilt[id(item)], walked)  # (held to the bound there)
                 _, has_dict, slots = _layout(kind)
                 if has_dict:
                     stack.extend(object.__getattribute__(item, "__dict__").values())
