@@ -11,6 +11,8 @@ from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import FunctionTask
 from knowbench.execution.engine import SubprocessEngine
 from knowbench.jsonl import load_json
+from knowbench.knowledge.corpus import open_corpus
+from knowbench.knowledge.ingest import build_corpus
 from knowbench.methods import get_method
 from knowbench.models.offline import ReplayBackend
 from knowbench.models.openai import OpenAIBackend
@@ -69,3 +71,21 @@ def test_a_replayed_completion_holding_a_lone_surrogate_is_stored_and_scored(
         tmp_path: Path, engine: SubprocessEngine) -> None:
     result = _replayed(f"```python\n{SLUGIFY.reference}\n```\nNo surrogate pair: {LONE}", tmp_path, engine)
     assert result.passed and result.completion.endswith(f"No surrogate pair: {ESCAPED}")
+
+
+def test_a_corpus_keeps_a_notebook_and_a_framework_name_holding_a_lone_surrogate(tmp_path: Path) -> None:
+    # Third-party files (a KOCO-Bench corpus folder, a package's notebooks) are JSON knowbench
+    # did not write: a lone surrogate there once skipped the whole notebook.
+    folder = tmp_path / "knowledge_corpus"
+    (folder / "pkg").mkdir(parents=True)
+    (folder / "pkg" / "__init__.py").write_text("def f():\n    return 1\n")
+    (folder / "metadata.json").write_text(json.dumps({"framework_name": f"fw{LONE}",
+                                                      "framework_description": "d"}))
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+            "source": [f"x = '{LONE}'\n", "print(x)\n"]}
+    (folder / "demo.ipynb").write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5,
+                                                   "metadata": {}, "cells": [cell]}))
+    corpus = build_corpus(str(folder), "", directory=tmp_path / "c")
+    assert corpus.manifest.framework == f"fw{ESCAPED}"
+    (notebook,) = [chunk for chunk in open_corpus(tmp_path / "c").chunks if chunk.kind == "notebook"]
+    assert f"x = '{ESCAPED}'" in notebook.text

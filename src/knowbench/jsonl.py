@@ -1,6 +1,7 @@
 """JSON that knowbench reads from elsewhere: JSON Lines files whose every line is one object,
 read with errors a person can act on, and JSON text from sources knowbench does not control
-(the records a sample's runner writes, a model server's replies, a model's tool calls).
+(the records a sample's runner writes, a model server's replies, a model's tool calls,
+third-party files such as notebooks, released benchmark data and PyPI's records).
 
 JSON may escape any code point, a lone UTF-16 surrogate (`"\\ud800"`) included, and `json.loads`
 turns that into a str that is not valid Unicode: no record holding it can be written as UTF-8

@@ -58,7 +58,7 @@ from knowbench.builders.versions import (
 )
 from knowbench.errors import UserError
 from knowbench.execution.environments import BenchEnv, ensure_env
-from knowbench.jsonl import read_objects
+from knowbench.jsonl import load_json, read_objects
 from knowbench.parsing import parse_python
 
 DATASET_VERSION = "domaineval_20240711"
@@ -485,7 +485,7 @@ def not_importable(env: BenchEnv, modules: dict[str, set[str]]) -> dict[str, str
             except subprocess.TimeoutExpired:
                 return {n: f"importing took more than {IMPORT_TIMEOUT_S:.0f} s" for n in ordered}
         try:
-            return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+            return dict(load_json(done.stdout.strip().splitlines()[-1]))
         except (ValueError, IndexError):
             tail = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
             return {n: f"the interpreter died importing it (exit {done.returncode}): {tail[-1] if tail else ''}"[:300]

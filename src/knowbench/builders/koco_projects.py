@@ -38,6 +38,7 @@ from knowbench.benchmark.schema import (
     source_metadata,
 )
 from knowbench.errors import UserError
+from knowbench.jsonl import load_json
 from knowbench.parsing import parse_python
 
 # The headings of a block, English and Chinese (KOCO-bench-ch), as the fields they fill.
@@ -222,7 +223,7 @@ def find_project(folder: Path) -> ProjectSource:
 def _metadata_of(corpus: Path | None) -> tuple[str, str]:
     if corpus is None or not (corpus / "metadata.json").is_file():
         return "", ""
-    data = json.loads((corpus / "metadata.json").read_text())
+    data = load_json((corpus / "metadata.json").read_text())
     return str(data.get("framework_name", "")), str(data.get("framework_description", ""))
 
 

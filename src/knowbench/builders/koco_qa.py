@@ -40,6 +40,7 @@ from knowbench import __version__
 from knowbench.benchmark.load import load_benchmark, sha256_file, write_benchmark
 from knowbench.benchmark.schema import ChoiceTask, Manifest, Provenance
 from knowbench.errors import UserError
+from knowbench.jsonl import load_json
 from knowbench.scoring.metrics import percent
 
 _PROBLEMS = re.compile(r"^problems_(?P<framework>.+?)(?:_(?P<language>[A-Z]{2}))?\.json$")
@@ -128,7 +129,7 @@ def task_from_problem(framework: str, problem: dict[str, Any], meta: dict[str, A
 
 def _load_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return load_json(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise UserError(f"{path}: not readable JSON ({error})") from None
 
@@ -288,7 +289,7 @@ def convert_replies(source: Path, benchmark: Path, out: Path) -> dict[str, Any]:
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [load_json(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def disagreement_reason(reply: str, ours: list[str], theirs: list[str], options: list[str]) -> str:

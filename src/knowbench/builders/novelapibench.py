@@ -73,7 +73,7 @@ from knowbench.benchmark.schema import (
     TestSpec,
 )
 from knowbench.errors import UserError
-from knowbench.jsonl import read_objects
+from knowbench.jsonl import load_json, read_objects
 from knowbench.parsing import compiles, parse_python
 
 BENCHMARK_DIR = Path("data/benchmark")
@@ -369,7 +369,7 @@ def requirement_for(release: Release, library: str) -> str | None:
     package, version = library, None
     manifest = release.path("manifest.json")
     if manifest.is_file():
-        entry = (json.loads(manifest.read_text()).get("libraries") or {}).get(library) or {}
+        entry = (load_json(manifest.read_text()).get("libraries") or {}).get(library) or {}
         package, version = entry.get("package") or library, entry.get("new_version")
     lock = release.root / "envs" / "locks" / f"{library}.txt"
     wanted = {_norm(package), _norm(library)}

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from knowbench.jsonl import load_json
 from knowbench.knowledge.corpus import Chunk
 from knowbench.parsing import parse_python
 from knowbench.paths import skipped_dir
@@ -351,7 +352,7 @@ def chunk_rst(text: str, path: str, kind: str = "doc") -> list[Chunk]:
 def chunk_notebook(text: str, path: str) -> list[Chunk]:
     """One chunk per non-empty code cell (nbformat 4); lines are cell numbers, from 1."""
     try:
-        notebook = json.loads(text)
+        notebook = load_json(text)
     except json.JSONDecodeError as error:
         raise SyntaxError(f"not a JSON notebook: {error}") from None
     cells = notebook.get("cells") if isinstance(notebook, dict) else None

@@ -25,6 +25,7 @@ from knowbench import __version__
 from knowbench.archives import single_root, unpack
 from knowbench.benchmark.load import sha256_file
 from knowbench.errors import UserError
+from knowbench.jsonl import load_json
 from knowbench.knowledge.chunking import chunk_file, wanted_file
 from knowbench.knowledge.corpus import (
     CHUNK_KINDS,
@@ -82,7 +83,7 @@ def koco_corpus_metadata(folder: Path) -> KocoCorpus | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_json(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise UserError(f"{path}: not readable JSON ({error})") from None
     if not isinstance(data, dict):

@@ -19,6 +19,8 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from knowbench.jsonl import load_json
+
 
 class ApiSurface(BaseModel):
     """Which public names each module exports, and which attributes each class has.
@@ -161,7 +163,7 @@ def introspect_surface(modules: Iterable[str], python: str | None = None,
     try:
         done = subprocess.run([python or sys.executable, "-c", _INTROSPECT, json.dumps(wanted)],
                               capture_output=True, text=True, timeout=timeout_s, check=False)
-        data = json.loads(done.stdout.strip().splitlines()[-1])
+        data = load_json(done.stdout.strip().splitlines()[-1])
     except (subprocess.TimeoutExpired, ValueError, IndexError, OSError) as error:
         return ApiSurface(), {"*": f"introspection failed: {type(error).__name__}: {error}"}
     return ApiSurface(modules=data["modules"], classes=data["classes"]), data["failed"]

@@ -29,6 +29,7 @@ import httpx
 
 from knowbench.archives import single_root, unpack
 from knowbench.errors import UserError
+from knowbench.jsonl import load_json
 from knowbench.paths import knowbench_home
 
 INDEX_ENV = "KNOWBENCH_PYPI_URL"
@@ -67,20 +68,20 @@ def project_json(name: str, *, refresh: bool = False) -> dict[str, Any]:
     """PyPI's JSON record of project `name` (cached for a day under the novel cache)."""
     path = cache_dir() / "index" / f"{normalise(name)}.json"
     if not refresh and path.is_file() and (datetime.now().timestamp() - path.stat().st_mtime) < 86400:
-        return json.loads(path.read_text())
+        return load_json(path.read_text())
     url = f"{os.environ.get(INDEX_ENV, DEFAULT_INDEX).rstrip('/')}/{name}/json"
     try:
         response = httpx.get(url, timeout=60, follow_redirects=True)
     except httpx.HTTPError as error:
         if path.is_file():
-            return json.loads(path.read_text())
+            return load_json(path.read_text())
         raise UserError(f"cannot reach the package index for {name!r} ({error})\n"
                         f"  fix: check the network, or set {INDEX_ENV} to a reachable JSON API") from None
     if response.status_code == 404:
         raise UserError(f"{name!r} is not on the package index ({url})\n  fix: check the project's name")
     if response.status_code != 200:
         raise UserError(f"the package index answered {response.status_code} for {url}")
-    data = response.json()
+    data = load_json(response.content)
     data["_json_url"] = str(response.url)  # file URLs may be relative to it (mirrors)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data))
