@@ -152,6 +152,40 @@ def test_real_samples_carry_the_reason_of_each_outcome(any_engine: Engine, case:
         assert (test.status == "pass") == (test.reason is None), test
 
 
+# Limits a program passes while it loads, before any test runs (its module-level code; split,
+# in the candidate's process): (program, limits, every item's status).
+WHILE_LOADING = {
+    "cpu-time": ("while True:\n    pass\n" + ADD, {"wall_s": 20, "cpu_s": 1}, "timeout"),
+    "memory": (code("""
+        import os, time
+
+        children = []
+        for _ in range(3):
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    block = bytearray(60 << 20)
+                    block[::4096] = b"x" * len(block[::4096])
+                    time.sleep(1)
+                finally:
+                    os._exit(0)
+            children.append(pid)
+        for pid in children:
+            os.waitpid(pid, 0)
+    """) + ADD, {"memory_mb": 96}, "memory"),
+}
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+@pytest.mark.parametrize("limit", list(WHILE_LOADING))
+def test_a_limit_passed_while_the_program_loads_gives_every_item_its_status(
+        any_engine: Engine, limit: str, isolation: str) -> None:
+    program, limits, status = WHILE_LOADING[limit]
+    execution = any_engine.execute(make_request(program, TWO_TESTS, "add", isolation=isolation, **limits))
+    assert [test.status for test in execution.tests] == [status, status], [
+        (test.status, test.reason, test.message[-200:]) for test in execution.tests]
+
+
 def _diagnose(request: ExecutionRequest, engine: Engine) -> tuple[str, str]:
     execution = engine.execute(request)
     result = SampleResult(task_id="t", sample_idx=0, kind="function", domain="d",

@@ -44,7 +44,7 @@ skipped: the test skipped itself. test-code-failed: the test code itself could n
 unsupported-fixture: the test asks for a fixture the runner does not provide.
 program-failed-to-load: the candidate's program raised while being loaded. exited-early:
 the sample process ended before reporting. candidate-died: (split) the candidate's
-process ended during a call. interrupted: (split) a call of an earlier test (or of this
+process ended during a call or while loading the program. interrupted: (split) a call of an earlier test (or of this
 one, in a callback) was interrupted by the test's own signal handler (an alarm-based timeout)
 before the candidate answered it, so the candidate's process could take no later call.
 cannot-cross: (split) a value could not cross between the

@@ -807,8 +807,8 @@ def _outcomes(items: list[TestItem], collected: Collected, nonce: str,
                 outcome = _failed(item.id, status, reason,
                                   f"the sample process ended during this test ({died}){last_words}")
                 outcome.exit_code = exit_code
-            else:
-                outcome = _failed(item.id, "error", "not-run",
+            else:  # (a limit's death, even while the program loaded, gives that limit's status)
+                outcome = _failed(item.id, _DEATHS.get(died, ("error",))[0], "not-run",
                                   f"not run: the sample process ended early ({died}){last_words}")
                 outcome.exit_code = exit_code
         outcomes.append(outcome)

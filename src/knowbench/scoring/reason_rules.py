@@ -53,7 +53,7 @@ def _candidate_died(outcome: TestOutcome, context: RuleContext) -> Verdict:
     # Split execution: the tests' process survived, so the candidate's own process ended
     # (exited, crashed or was killed); limits hit there come as timeout/memory instead.
     return Verdict("WrongLogic", "incorrect implementation", "candidate-died",
-                    "the candidate's process ended during a call", True)
+                    "the candidate's process ended during a call or while loading the program", True)
 
 
 REASON_RULES: dict[Reason, Callable[[TestOutcome, RuleContext], Verdict]] = {

@@ -680,8 +680,7 @@ def _load_program(program, entry_point, channel, installed, box):
         return
     failure = channel.handshake()
     if failure is not None:
-        box.append((failure[0], "the program failed to load:\n" + failure[1], None,
-                    "memory" if failure[0] == "memory" else "program-failed-to-load"))
+        box.append((failure[0], "the program failed to load:\n" + failure[1], None, failure[2]))
         return
     try:
         codes = knowbench_split.install_proxy(module.__dict__, entry_point, channel, installed)

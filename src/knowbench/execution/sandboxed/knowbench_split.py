@@ -1925,12 +1925,14 @@ class Channel(Peer):
             pass
 
     def handshake(self):
-        """Wait for the candidate's program to load: None, or (status, message) on failure."""
+        """Wait for the candidate's program to load: None, or (status, message, reason) on
+        failure; the reason is `candidate-died` when its process ended, so that the engine
+        can tell the limit that ended it (memory, time, ...), as for a call."""
         try:
             reply = wire.loads(recv_frame(self.fd), self.resolver)
         except (OSError, EOFError, ValueError, wire.WireError) as error:
             self.gone = f"the candidate's process ended while loading the program ({error})"
-            return "error", self.gone
+            return "error", self.gone, "candidate-died"
         if type(reply) is tuple and len(reply) == 2 and reply[0] == "loaded" and (
                 reply[1] is None or (type(reply[1]) is tuple and len(reply[1]) == 2
                 and type(reply[1][0]) is int and type(reply[1][1]) is tuple)):
@@ -1938,9 +1940,9 @@ class Channel(Peer):
             return None
         if (type(reply) is tuple and len(reply) == 3 and reply[0] == "failed"
                 and type(reply[1]) is str and reply[1] in ("error", "memory") and type(reply[2]) is str):
-            return reply[1], reply[2]
+            return reply[1], reply[2], "memory" if reply[1] == "memory" else "program-failed-to-load"
         self.gone = "the candidate's process broke the protocol while loading"
-        return "error", self.gone
+        return "error", self.gone, "program-failed-to-load"
 
     def fork_candidate(self):
         """Ask the candidate's process for a fresh copy of itself to answer this test item's
