@@ -53,6 +53,19 @@ _PR_SET_DUMPABLE = 4
 _UNDUMPABLE = [False]  # turned off in this process (or the server it was forked from)
 
 
+_LIBC = []
+
+
+def libc():
+    """This process's C library through `ctypes` (errno kept), opened once: a fork server
+    calls it after every sample, and a once-mode sample's process never imports `ctypes`."""
+    if not _LIBC:
+        import ctypes
+
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    return _LIBC[0]
+
+
 def set_dumpable(on):
     """Whether processes of this uid may open this process's memory (`/proc/PID/mem`,
     `ptrace`, `process_vm_writev`, `pidfd_getfd`). Inherited by `fork`, reset by `exec`.
@@ -64,9 +77,7 @@ def set_dumpable(on):
     privileges (`drop_privileges`): the server, with no capabilities, reads its memory use in
     `/proc/PID/smaps_rollup` only then, and nothing but the sample itself runs under its uid
     by that time. False when the kernel refused."""
-    import ctypes  # (only here: a once-mode sample's process never needs it)
-
-    done = ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, int(on), 0, 0, 0) == 0
+    done = libc().prctl(_PR_SET_DUMPABLE, int(on), 0, 0, 0) == 0
     _UNDUMPABLE[0] = not on and done
     return done
 

@@ -49,6 +49,7 @@ import knowbench_spy
 import knowbench_warm
 import knowbench_wire
 from knowbench_limits import drop_privileges as _drop_privileges
+from knowbench_limits import libc as _libc
 from knowbench_limits import set_dumpable as _set_dumpable
 from knowbench_limits import set_limits as _set_limits
 from knowbench_pytest import (
@@ -1784,9 +1785,7 @@ def _remove_sysv_objects():
     IPC namespace (the sandbox's own: only its samples made them). Each outlives the process
     that made it, holding memory no process counts, and could hand the next sample what an
     earlier one wrote."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = _libc()
     for kind, remove, after in _SYSV:
         try:
             with open("/proc/sysvipc/" + kind, "rb") as handle:

@@ -28,6 +28,8 @@ import ctypes
 import platform
 import struct
 
+from knowbench_limits import libc
+
 _ARCHES = {
     # machine: (AUDIT_ARCH, {syscall numbers to deny})
     "x86_64": (0xC000003E, {88: "symlink", 266: "symlinkat", 86: "link", 265: "linkat",
@@ -106,7 +108,7 @@ def prepare(role="candidate"):
     buffer = ctypes.create_string_buffer(raw, len(raw))
     program = _Filter(len(code), ctypes.cast(buffer, ctypes.c_void_p))
     try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
+        prctl = libc().prctl
     except (OSError, AttributeError):
         return False
     _PREPARED[role] = (prctl, program, buffer)
