@@ -134,6 +134,44 @@ def test_memory_no_process_holds_counts_against_the_sample(forkserver: ForkServe
     assert fits.status == "pass", fits.tests[0].message
 
 
+# About 150 MB queued in the kernel's buffers of Unix socket pairs (3 processes, 120 pairs
+# each: the open-files limit is 256), held while the budget is polled: no process's memory,
+# no file and no limit counts them.
+SOCKETS = dedent("""\
+    import os, socket, time
+    children = []
+    for _ in range(3):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                held = []
+                for _ in range(120):
+                    held += socket.socketpair()
+                    for end in held[-2:]:
+                        end.setblocking(False)
+                        chunk = b'x' * 65536
+                        while len(chunk) >= 512:
+                            try:
+                                end.send(chunk)
+                            except BlockingIOError:
+                                chunk = chunk[:len(chunk) // 2]
+                time.sleep(0.6)
+            finally:
+                os._exit(0)
+        children.append(pid)
+    for pid in children:
+        os.waitpid(pid, 0)
+    """)
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_memory_queued_in_sockets_counts_against_the_sample(forkserver: ForkServerEngine, isolation: str) -> None:
+    hoarder = forkserver.execute(make_request(SOCKETS + ADD, CHECK_ADD, "add", memory_mb=64, isolation=isolation))
+    assert hoarder.status == "memory", (hoarder.status, hoarder.tests[0].message)
+    fits = forkserver.execute(make_request(SOCKETS + ADD, CHECK_ADD, "add", memory_mb=512, isolation=isolation))
+    assert fits.status == "pass", fits.tests[0].message
+
+
 def test_an_infinite_loop_times_out_and_the_next_sample_is_unaffected(forkserver: ForkServerEngine) -> None:
     looping = forkserver.execute(make_request("def add(a, b):\n    while True:\n        pass\n",
                                               CHECK_ADD, "add", wall_s=1.0))

@@ -271,7 +271,7 @@ class SubprocessEngine(Engine):
     @property
     def _processes_at_end(self) -> str:
         """Where the runner counts the sample's processes as it ends (`_end_code`)."""
-        return "namespace" if self.sandbox.pid_namespace else "tree"
+        return "namespace" if self.sandbox.namespaces else "tree"
 
     def close(self) -> None:
         self._remove_scratch()

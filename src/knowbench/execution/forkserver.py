@@ -139,7 +139,7 @@ class _Server:
         self.requests = os.fdopen(requests_write, "wb")
         self.replies = os.fdopen(replies_read, "rb")
         setup = {"preload": self.engine.preload, "private_tmp": sandbox.kind == "bwrap",
-                 "pid_namespace": sandbox.pid_namespace, "ipc_namespace": sandbox.ipc_namespace,
+                 "namespaces": sandbox.namespaces,
                  "role": self.role,
                  "fd_socket": theirs_fd}
         self._send(setup)

@@ -77,15 +77,10 @@ class Sandbox:
         return os.geteuid() == 0 and self.kind in ("bwrap", "unshare")
 
     @property
-    def pid_namespace(self) -> bool:
-        """Whether a sample runs in a PID namespace of its own: every live process in it but
-        its init and the runner (or server) is the sample's."""
-        return self.kind in ("bwrap", "unshare")
-
-    @property
-    def ipc_namespace(self) -> bool:
-        """Whether the sandbox has an IPC namespace of its own (System V objects, POSIX
-        message queues): every object in it is its samples'."""
+    def namespaces(self) -> bool:
+        """Whether a sample runs in PID, IPC and network namespaces of its own: every live
+        process in them but its init and the runner (or server), every System V object and
+        POSIX message queue and every socket is its samples'."""
         return self.kind in ("bwrap", "unshare")
 
     @property

@@ -258,6 +258,92 @@ def sysv_shm_bytes():
         return 0
 
 
+# The kernel's socket diagnostics (netlink, NETLINK_SOCK_DIAG): one dump per kind of socket,
+# each listing the sockets of the caller's network namespace with their memory (`sk_meminfo`).
+_SOCK_DIAG, _BY_FAMILY, _DUMP_REQUEST = 4, 20, 0x301  # NLM_F_REQUEST | NLM_F_DUMP
+_NLMSG_ERROR, _NLMSG_DONE = 2, 3
+_UNIX_MEMINFO, _INET_SKMEMINFO = 5, 7  # the attribute holding sk_meminfo, per family
+# sk_meminfo: rmem_alloc, rcvbuf, wmem_alloc, sndbuf, fwd_alloc, wmem_queued, ...
+_RMEM_ALLOC, _WMEM_ALLOC, _WMEM_QUEUED = 0, 2, 5
+
+
+def _diag_requests():
+    """(request, size of the reply's fixed part, attribute holding sk_meminfo) per dump: Unix
+    sockets, and TCP and UDP over IPv4 and IPv6 (lo is up in the sandbox's namespace)."""
+    import socket
+    import struct
+
+    unix = struct.pack("=BBHIIIII", socket.AF_UNIX, 0, 0, 0xFFFFFFFF, 0, 0x20, 0, 0)  # UDIAG_SHOW_MEMINFO
+    requests = [(unix, 16, _UNIX_MEMINFO)]
+    for family in (socket.AF_INET, socket.AF_INET6):
+        for protocol in (socket.IPPROTO_TCP, socket.IPPROTO_UDP):
+            # inet_diag_req_v2: every state, the SKMEMINFO extension, any address
+            request = struct.pack("=BBBBI", family, protocol, 1 << (_INET_SKMEMINFO - 1), 0, 0xFFFFFFFF) + bytes(48)
+            requests.append((request, 72, _INET_SKMEMINFO))
+    return requests
+
+
+def socket_bytes():
+    """Bytes the sockets of this process's network namespace hold in kernel buffers: what is
+    queued to be read or sent on every Unix, TCP and UDP socket (from the kernel's socket
+    diagnostics). A full Unix socket pair holds about 400 KB that no process's memory, file
+    or limit counts; thousands of them, gigabytes. 0 for what cannot be read."""
+    import socket
+    import struct
+
+    total = 0
+    try:
+        link = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _SOCK_DIAG)
+    except (OSError, AttributeError):
+        return 0
+    with link:
+        link.settimeout(1.0)
+        for sequence, (request, fixed, attribute) in enumerate(_diag_requests(), 1):
+            try:
+                link.send(struct.pack("=IHHII", 16 + len(request), _BY_FAMILY, _DUMP_REQUEST, sequence, 0) + request)
+                total += _dumped_bytes(link, sequence, fixed, attribute)
+            except (OSError, struct.error):
+                continue
+    return total
+
+
+def _dumped_bytes(link, sequence, fixed, attribute):
+    """The buffered bytes of every socket in one dump's replies, until its end."""
+    import struct
+
+    total = 0
+    while True:
+        data = link.recv(65536)
+        offset = 0
+        while offset + 16 <= len(data):
+            length, kind, _, seq, _ = struct.unpack_from("=IHHII", data, offset)
+            if length < 16:
+                return total
+            if seq == sequence:
+                if kind in (_NLMSG_DONE, _NLMSG_ERROR):
+                    return total
+                total += _buffered(data[offset + 16 + fixed:offset + length], attribute)
+            offset += (length + 3) & ~3
+        if not data:
+            return total
+
+
+def _buffered(attributes, wanted):
+    """What one socket's sk_meminfo (among its netlink attributes) says it holds queued."""
+    import struct
+
+    offset = 0
+    while offset + 4 <= len(attributes):
+        length, kind = struct.unpack_from("=HH", attributes, offset)
+        if length < 4:
+            break
+        if kind == wanted and length >= 4 + 6 * 4:
+            info = struct.unpack_from("=6I", attributes, offset + 4)
+            return info[_RMEM_ALLOC] + max(info[_WMEM_ALLOC], info[_WMEM_QUEUED])
+        offset += (length + 3) & ~3
+    return 0
+
+
 def _device(path):
     try:
         return os.stat(path).st_dev
@@ -269,15 +355,19 @@ class Budget:
     """The memory one sample may hold: private memory of its processes + its files on the
     tmpfs mounts + the removed files its processes keep open + what its work directory grew
     by, where that is not on a tmpfs, and the removed files there its processes keep mapped
-    + (`sysv`: its IPC namespace is the sample's alone) the System V segments made since."""
+    + (`namespaces`: its IPC and network namespaces are the sample's alone) the System V
+    segments made since, and while it runs what its sockets hold queued in the kernel."""
 
     def __init__(self, limit_bytes, tmpfs=(), workdir=None, workdir_base=None, inherited=frozenset(),
-                 sysv=False):
+                 namespaces=False):
         self.limit = limit_bytes
         self.tmpfs = tuple(tmpfs)
         self.tmpfs_base = sum(filesystem_used(path) for path in self.tmpfs)
         self.tmpfs_devices = {_device(path) for path in self.tmpfs} - {None}
-        self.sysv_base = sysv_shm_bytes() if sysv else None
+        self.sysv_base = sysv_shm_bytes() if namespaces else None
+        # No base for sockets: counting them takes a dump of the kernel's socket tables (about
+        # 0.5 ms), and the server's own sockets hold nothing queued while a sample runs.
+        self.sockets = namespaces
         self.inherited = inherited
         self.workdir, self.workdir_device, self.workdir_base, self.workdir_grown = None, None, 0, 0
         self.workdir_start = 0
@@ -317,6 +407,8 @@ class Budget:
             total += max(0, sum(filesystem_used(path) for path in self.tmpfs) - self.tmpfs_base)
         if self.sysv_base is not None:
             total += max(0, sysv_shm_bytes() - self.sysv_base)
+        if self.sockets and pids:  # (they close with its processes: not counted at its end)
+            total += socket_bytes()
         opened = open_deleted_sizes(holders, self.tmpfs_devices, self.inherited)
         total += sum(opened.values())
         if self.workdir:

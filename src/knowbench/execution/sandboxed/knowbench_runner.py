@@ -1673,7 +1673,7 @@ def _serve_one(limits, budget, prepared, started, control_out, base, setup):
 
     timed_out, over_budget, over_processes, status = False, False, False, None
     left_over_budget = False
-    watch_budget = setup.get("pid_namespace")
+    watch_budget = setup.get("namespaces")
     next_poll = started + _BUDGET_POLL_S
     # Wait for the runner's last record, the sample process to end (end-of-file alone is not
     # enough: a process it started may hold the pipes open, or it may close them and go on)
@@ -1725,7 +1725,7 @@ def _serve_one(limits, budget, prepared, started, control_out, base, setup):
         return b"".join(kept[fd]).decode(errors="replace")
 
     # Its process group is dead (or dying): what else still runs escaped it.
-    escaped = _escaped(pid) if setup.get("pid_namespace") else []
+    escaped = _escaped(pid) if setup.get("namespaces") else []
     described = [_described(straggler) for straggler in escaped[:_STRAGGLERS_DESCRIBED]]
     for straggler in escaped:
         try:
@@ -1771,7 +1771,7 @@ def _clean_up(workdir, setup, base):
                 os.unlink("/dev/mqueue/" + name)
             except OSError:
                 pass
-    if setup.get("ipc_namespace"):
+    if setup.get("namespaces"):
         _remove_sysv_objects()
 
 
@@ -1835,7 +1835,7 @@ def _described(pid):
 def _settled(setup, group, wait_s=2.0):
     """Wait (briefly) until no live process is left in this sandbox but its init, this server
     and the killed process group `group`."""
-    if not setup.get("pid_namespace"):
+    if not setup.get("namespaces"):
         return True
     give_up = time.monotonic() + wait_s
     while _escaped(group):
@@ -2020,7 +2020,7 @@ def serve():
         budget = knowbench_memory.Budget(limits["memory_mb"] * 1024 * 1024,
                                          _PRIVATE_TMPFS if setup.get("private_tmp") else (),
                                          request.get("workdir"), inherited=inherited,
-                                         sysv=bool(setup.get("ipc_namespace")))
+                                         namespaces=bool(setup.get("namespaces")))
         prepared, started = _hand_over(line, request, prepared, control_out, base, setup, channel_fd)
         if budget.workdir is None and prepared.workdir is not None:
             budget.watch(prepared.workdir, 0)  # made for it by `_hand_over`
