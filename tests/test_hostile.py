@@ -1451,6 +1451,37 @@ CASES = [
             return written
     """), {"t": "def test_a():\n    assert add(768, 0) >= 768\n"},
          limits={"wall_s": 10.0}, watch_memory=True, slow=True),
+    # In a user namespace of its own a process holds every capability: it could mount a tmpfs,
+    # or make network and IPC namespaces, whose memory the budget does not see.
+    Case("a_user_namespace_of_its_own", dedent("""
+        import ctypes, os, platform
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        NEWUSER, SIGCHLD = 0x10000000, 17
+        CLONE = {"x86_64": 56, "aarch64": 220}[platform.machine()]
+
+
+        def _in_a_child(call):
+            # Whether `call` succeeds in a forked child (single-threaded, as unshare asks).
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    os._exit(0 if call() == 0 else 1)
+                finally:
+                    os._exit(1)
+            return os.waitpid(pid, 0)[1] == 0
+
+
+        def _cloned():
+            pid = libc.syscall(CLONE, NEWUSER | SIGCHLD, 0, 0, 0, 0)
+            if pid == 0:
+                os._exit(0)
+            return 0 if pid > 0 and os.waitpid(pid, 0) else -1
+
+
+        def add(a, b):
+            return [_in_a_child(lambda: libc.unshare(NEWUSER)), _in_a_child(_cloned)]
+    """), {"t": "def test_unshare():\n    assert add(1, 2)[0]\n\n\ndef test_clone():\n    assert add(1, 2)[1]\n"}),
     Case("fill_the_tmpfs", FILL_FILES + dedent("""
         def add(megabytes, _):
             # Write /tmp until it is full or holds `megabytes`.

@@ -933,8 +933,8 @@ def execute_sample(config, result_fd):
                         else {**snapshot[2], **helper_functions}).get
     _set_limits(config["limits"], config.get("nproc_base"))
     _drop_privileges(config.get("uid"), config.get("gid"))
-    if _UNPRIVILEGED[0]:
-        knowbench_seccomp.install("sample")  # no tracing of the server's init (`serve`)
+    # No tracing of the server's init (`serve`), no keyrings, no user namespace of its own.
+    knowbench_seccomp.install("sample")
     sys.addaudithook(audit)
     tmp_root = _shared_dir(os.getcwd(), prefix="tmp_path-")
 
@@ -1983,8 +1983,7 @@ def serve():
     else:
         knowbench_seccomp.prepare()
         gc.collect()
-    if _UNPRIVILEGED[0]:
-        knowbench_seccomp.prepare("sample")
+    knowbench_seccomp.prepare("sample")
     _SERVER_IDENTITY[0] = _runner_identity(globals())
     if _SERVER_SNAPSHOT[0] is not None:
         # Read-only: this list is a module global a sample can reach; the dict behind the

@@ -6,7 +6,8 @@ descriptors: a fork server's samples share its sandbox, whose init runs as knowb
 when knowbench is not root; code planted there would reach later samples. So are the
 kernel's keyrings: they belong to a uid, not to a sandbox, and outlive it; a sample judged
 in-process, which may read its tests, could leave their expected values there for a later
-candidate of the same uid (the sandbox hides /proc/keys too).
+candidate of the same uid (the sandbox hides /proc/keys too). And every sample is denied a
+user namespace of its own (`_NAMESPACE_CALLS`), where it would hold every capability.
 
 The candidate shares its work directory with the judge, which opens the files the
 candidate writes there. Denying the system calls that make links and special files
@@ -40,14 +41,23 @@ _ARCHES = {
                              270: "process_vm_readv", 271: "process_vm_writev", 438: "pidfd_getfd",
                              217: "add_key", 218: "request_key", 219: "keyctl"}),
 }
+# The calls that make namespaces, per machine: (clone, unshare, clone3). Every sample is denied
+# a user namespace of its own: in one it holds every capability, and can mount a tmpfs or make
+# a network or IPC namespace whose files, sockets and segments its budget never sees (the
+# server counts its sandbox's own). `clone` and `unshare` are refused that flag; `clone3`,
+# whose flags a filter cannot read (they are in memory), answers ENOSYS, and the C library
+# then makes threads and processes with `clone`.
+_NAMESPACE_CALLS = {"x86_64": (56, 272, 435), "aarch64": (220, 97, 435)}
+_CLONE_NEWUSER = 0x10000000
 _HARD_LINKS = frozenset({"link", "linkat"})
 # What every sample's process is denied (a fork server's samples share its sandbox, and its
 # init, with later samples): another process's memory and descriptors, and the uid's keyrings.
 _SAMPLE_DENIED = frozenset({"ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd",
                             "add_key", "request_key", "keyctl"})
 _X32_SYSCALL_BIT = 0x40000000
-_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
-_RET_ALLOW, _RET_ERRNO_EPERM = 0x7FFF0000, 0x00050000 | 1
+_LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+_RET_ALLOW, _RET_ERRNO_EPERM, _RET_ERRNO_ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+_FIRST_ARGUMENT = 16  # seccomp_data: nr, arch, instruction_pointer, then args[0] (its low word)
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
 
 
@@ -55,22 +65,42 @@ class _Filter(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def _program(arch, denied):
-    """BPF: a foreign architecture, an x32 call or a denied number gets EPERM; else allow.
+def _program(arch, denied, namespace_calls):
+    """BPF: a foreign architecture, an x32 call or a denied number gets EPERM; `clone` or
+    `unshare` (`namespace_calls`: clone, unshare, clone3) asking for a user namespace gets
+    EPERM, and `clone3` ENOSYS; else allow.
 
-    A jump's target is its own index + 1 + its offset; the EPERM return is the last one.
+    A jump's target is its own index + 1 + its offset.
     """
     numbers = sorted(denied)
-    refuse = 6 + len(numbers)
+    clone, unshare, clone3 = namespace_calls
+    flags = 5 + len(numbers) + 4       # where the first argument is read
+    refuse, no_such_call = flags + 3, flags + 4
+
+    def to(target, index):
+        return target - index - 1
+
     code = [
-        (_LD_W_ABS, 0, 0, 4),                        # 0: the architecture
-        (_JEQ_K, 1, 0, arch),                        # 1: ours: on to 3
-        (_RET_K, 0, 0, _RET_ERRNO_EPERM),            # 2: foreign: refuse
-        (_LD_W_ABS, 0, 0, 0),                        # 3: the system call number
-        (_JGE_K, refuse - 5, 0, _X32_SYSCALL_BIT),   # 4: the x32 ABI: refuse
+        (_LD_W_ABS, 0, 0, 4),                                  # 0: the architecture
+        (_JEQ_K, 1, 0, arch),                                  # 1: ours: on to 3
+        (_RET_K, 0, 0, _RET_ERRNO_EPERM),                      # 2: foreign: refuse
+        (_LD_W_ABS, 0, 0, 0),                                  # 3: the system call number
+        (_JGE_K, to(refuse, 4), 0, _X32_SYSCALL_BIT),          # 4: the x32 ABI: refuse
     ]
-    code += [(_JEQ_K, refuse - (5 + index) - 1, 0, number) for index, number in enumerate(numbers)]
-    code += [(_RET_K, 0, 0, _RET_ALLOW), (_RET_K, 0, 0, _RET_ERRNO_EPERM)]
+    for number in numbers:
+        code.append((_JEQ_K, to(refuse, len(code)), 0, number))
+    code.append((_JEQ_K, to(no_such_call, len(code)), 0, clone3))
+    for number in (clone, unshare):
+        code.append((_JEQ_K, to(flags, len(code)), 0, number))
+    code.append((_RET_K, 0, 0, _RET_ALLOW))
+    assert len(code) == flags
+    code += [
+        (_LD_W_ABS, 0, 0, _FIRST_ARGUMENT),                    # clone's or unshare's flags
+        (_JSET_K, to(refuse, flags + 1), 0, _CLONE_NEWUSER),   # a user namespace: refuse
+        (_RET_K, 0, 0, _RET_ALLOW),
+        (_RET_K, 0, 0, _RET_ERRNO_EPERM),                      # refuse
+        (_RET_K, 0, 0, _RET_ERRNO_ENOSYS),                     # no_such_call
+    ]
     return code
 
 
@@ -103,7 +133,7 @@ def prepare(role="candidate"):
         denied = {number: name for number, name in denied.items() if name in _SAMPLE_DENIED}
     elif kernel_protects_hard_links():
         denied = {number: name for number, name in denied.items() if name not in _HARD_LINKS}
-    code = _program(arch, denied)
+    code = _program(arch, denied, _NAMESPACE_CALLS[platform.machine()])
     raw = b"".join(struct.pack("HBBI", *instruction) for instruction in code)
     buffer = ctypes.create_string_buffer(raw, len(raw))
     program = _Filter(len(code), ctypes.cast(buffer, ctypes.c_void_p))
