@@ -1345,3 +1345,53 @@ def test_a_new_engine_removes_the_directories_of_engines_killed_outright(name: s
     finally:
         live.kill()
         live.wait()
+
+
+# What a sample reports of its signal state, and an honest test that interrupts a child.
+SIGNAL_STATE = code("""
+    import signal, subprocess, sys
+
+
+    def state():
+        status = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        child.send_signal(signal.SIGINT)
+        return [int(status["SigBlk"], 16), int(status["SigIgn"], 16) & ~(1 << (signal.SIGPIPE - 1)
+                                                                      | 1 << (signal.SIGXFSZ - 1)),
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+                child.wait(timeout=5) != 0]  # an honest test's Ctrl-C reaches the child
+""")
+SIGNAL_TESTS = "def test_state():\n    assert state() == [0, 0, True, True]\n"
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_a_sample_starts_with_the_signals_of_a_fresh_interpreter(engine: Engine, isolation: str) -> None:
+    """Whatever its engine inherited (Ray's workers block SIGINT)."""
+    execution = engine.execute(make_request(SIGNAL_STATE, SIGNAL_TESTS, "state", isolation=isolation))
+    assert execution.status == "pass", [test.message for test in execution.tests]
+
+
+@pytest.mark.parametrize("name", ["subprocess", "forkserver"])
+def test_signals_the_engine_blocks_or_ignores_do_not_reach_samples(name: str, best_sandbox: Sandbox) -> None:
+    """A shell ignores SIGINT and SIGQUIT in what it starts in the background, nohup SIGHUP;
+    a thread may block signals. Both survive fork and exec."""
+    ignored = (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP)
+    before = {number: signal.getsignal(number) for number in ignored}
+
+    def run() -> Execution:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        the_engine = new_engine(name, best_sandbox, workers=1)
+        try:
+            return the_engine.execute(make_request(SIGNAL_STATE, SIGNAL_TESTS, "state"))
+        finally:
+            the_engine.close()
+
+    try:
+        for number in ignored:
+            signal.signal(number, signal.SIG_IGN)
+        with ThreadPoolExecutor(max_workers=1) as pool:  # (the mask is this thread's alone)
+            execution = pool.submit(run).result()
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+    assert execution.status == "pass", [test.message for test in execution.tests]

@@ -3,6 +3,7 @@ ground agent frameworks act on: the real sandbox, the task's limits, each limit 
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -88,3 +89,20 @@ def test_a_commands_exit_code_is_its_own(shell: SandboxedShell, code: int) -> No
     runner's own exit codes mean something to the engine; a shell command's do not)."""
     ended = shell.run(f"exit {code}")
     assert ended.exit_code == code and ended.limit is None and ended.message == ""
+
+
+def test_a_command_starts_with_no_signal_blocked_or_ignored(shell: SandboxedShell) -> None:
+    """As from a terminal, whatever the engine's process inherited (a shell's background job
+    ignores SIGINT; Ray's workers block it): `cat` of its own status, in the command's bash."""
+    ignored = (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGPIPE)
+    before = {number: signal.getsignal(number) for number in ignored}
+    try:
+        for number in ignored:
+            signal.signal(number, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        ran = shell.run("grep -E '^Sig(Blk|Ign)' /proc/$$/status")
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        for number, handler in before.items():
+            signal.signal(number, handler)
+    assert ran.exit_code == 0 and ran.output.split() == ["SigBlk:", "0" * 16, "SigIgn:", "0" * 16], ran.output

@@ -53,6 +53,28 @@ _PR_SET_DUMPABLE = 4
 _UNDUMPABLE = [False]  # turned off in this process (or the server it was forked from)
 
 
+def fresh_signals(python=True):
+    """Give this process the signal state of a program started from a terminal: nothing
+    blocked, nothing ignored, but what Python sets as it starts (`python`): SIGINT raises
+    KeyboardInterrupt, SIGPIPE and SIGXFSZ are ignored. Both the mask and ignored signals
+    survive fork and exec: Ray's workers block SIGINT, and a shell ignores SIGINT and SIGQUIT
+    in what it starts in the background, so a test that interrupts a child passed on one
+    engine and not on another. Main thread only."""
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    kept = (signal.SIGPIPE, signal.SIGXFSZ) if python else ()
+    for number in signal.valid_signals():
+        if number in kept:
+            continue
+        try:
+            if signal.getsignal(number) == signal.SIG_IGN:
+                default = signal.default_int_handler if python and number == signal.SIGINT else signal.SIG_DFL
+                signal.signal(number, default)
+        except (OSError, ValueError, RuntimeError):
+            continue
+
+
 _LIBC = []
 
 

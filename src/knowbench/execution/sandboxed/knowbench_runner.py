@@ -49,6 +49,7 @@ import knowbench_spy
 import knowbench_warm
 import knowbench_wire
 from knowbench_limits import drop_privileges as _drop_privileges
+from knowbench_limits import fresh_signals as _fresh_signals
 from knowbench_limits import libc as _libc
 from knowbench_limits import set_dumpable as _set_dumpable
 from knowbench_limits import set_limits as _set_limits
@@ -2041,6 +2042,7 @@ def serve():
 
 def entry(args):
     """Dispatch on the mode an engine asked for."""
+    _fresh_signals()  # before any thread or process: samples inherit it
     mode = args[0] if args else "once"
     if mode == "serve":
         serve()

@@ -18,6 +18,7 @@ import knowbench_limits
 
 def main():
     config = json.loads(sys.stdin.buffer.read())
+    knowbench_limits.fresh_signals(python=False)  # bash starts as from a terminal
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
