@@ -70,7 +70,7 @@ def _ray(sandbox: Sandbox, *, workers: int, python: str | None, preload: list[st
     from knowbench.execution.ray_engine import RayEngine
 
     return RayEngine(sandbox.kind, address=ray_address, workers=workers, requirements=requirements,
-                     preload=preload, tmp_bytes=sandbox.tmp_bytes)
+                     preload=preload, tmp_bytes=sandbox.tmp_bytes, python=python, hidden=sandbox.hidden)
 
 
 __all__ = ["ENGINES", "SANDBOXES", "Engine", "EngineFactory", "EngineFallback", "Sandbox",

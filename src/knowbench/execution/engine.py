@@ -908,12 +908,11 @@ def _summary_status(outcomes: list[TestOutcome]) -> Status:
     return worst
 
 
-def infrastructure_execution(request: ExecutionRequest, engine: SubprocessEngine | Any,
-                             message: str) -> Execution:
+def infrastructure_execution(request: ExecutionRequest, engine: Engine, message: str) -> Execution:
     """Every test `infrastructure`: knowbench could not run the sample at all."""
     outcomes = [_failed(item.id, "infrastructure", "infrastructure", message)
                 for item in request.items()]
-    return Execution(status="infrastructure", tests=outcomes, sandbox=engine.sandbox.kind,
+    return Execution(status="infrastructure", tests=outcomes, sandbox=str(engine.describe()["sandbox"]),
                      engine=engine.name, limits=request.limits, note=message)
 
 

@@ -248,7 +248,8 @@ class ForkServerEngine(Engine):
         return {**super().describe(), **self.sandbox.describe(), "python": self.python,
                 "preload": self.preload,
                 "memory_budget": "per sample (private memory of all its processes + its tmpfs "
-                                 "files, polled every 50 ms) and RLIMIT_AS per process"}
+                                 "files, System V segments and socket buffers, polled every 50 ms) "
+                                 "and RLIMIT_AS per process"}
 
     def hide(self, paths: Iterable[str | Path]) -> None:
         # Servers notice the new view before their next sample and restart (see _Server.send).

@@ -2,35 +2,48 @@
 
 Each Ray actor hosts one fork server (see `forkserver.py`) on its node, inside that node's
 sandbox and benchmark environment; results come back as the same `Execution` records and
-flow into the same run store. With no address, a local Ray instance is started (and shut
-down on close); `auto` joins the cluster this machine belongs to.
+flow into the same run store. With no address, a fresh local Ray instance is started (and
+shut down on close), never one that a file under Ray's temporary directory names; `auto`
+joins the cluster this machine belongs to. An actor that dies (the kernel's OOM killer, Ray's
+memory monitor, a lost node) is replaced, and the sample it was running is run once more on
+the new one; a second death gives that sample an `infrastructure` result, never an exception.
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from knowbench.errors import UserError
-from knowbench.execution.engine import Engine, ExecutionRequest, default_workers
+from knowbench.execution.engine import (
+    Engine,
+    ExecutionRequest,
+    default_workers,
+    infrastructure_execution,
+)
 from knowbench.execution.sandbox import TMP_BYTES_DEFAULT
 from knowbench.records import Execution
+
+_ACTOR_CPUS = 0.5
 
 
 class _Executor:
     """A Ray actor: one fork-server worker on whichever node Ray places it."""
 
     def __init__(self, sandbox_kind: str, tmp_bytes: int, requirements: list[str] | None,
-                 preload: list[str], scratch: str | None) -> None:
+                 preload: list[str], scratch: str | None, python: str | None = None,
+                 hidden: Sequence[str] = ()) -> None:
         from knowbench.execution.environments import ensure_env
         from knowbench.execution.forkserver import ForkServerEngine
         from knowbench.execution.sandbox import resolve_sandbox
 
-        python = ensure_env(requirements).python if requirements else None
+        python = ensure_env(requirements).python if requirements else python
         sandbox = resolve_sandbox(sandbox_kind, python=python, tmp_bytes=tmp_bytes)
-        self.engine = ForkServerEngine(sandbox, workers=1, python=python, preload=preload,
+        self.engine = ForkServerEngine(sandbox.hiding(hidden, python) if hidden else sandbox, workers=1,
+                                       python=python, preload=preload,
                                        scratch=Path(scratch) if scratch else None)
 
     def hide(self, paths: list[str]) -> None:
@@ -59,21 +72,31 @@ class RayEngine(Engine):
 
     def __init__(self, sandbox_kind: str, address: str | None = None, workers: int | None = None,
                  requirements: list[str] | None = None, preload: list[str] | None = None,
-                 tmp_bytes: int = TMP_BYTES_DEFAULT, scratch: str | None = None) -> None:
+                 tmp_bytes: int = TMP_BYTES_DEFAULT, scratch: str | None = None,
+                 python: str | None = None, hidden: Iterable[str | Path] = ()) -> None:
         try:
             import ray
         except ImportError:
             raise UserError("the ray engine needs Ray: pip install 'knowbench[ray]'") from None
         self._ray = ray
         self._owns_ray = not ray.is_initialized()
-        if self._owns_ray:
-            ray.init(address=address, include_dashboard=False, logging_level="ERROR",
-                     log_to_driver=False)
         self.workers = workers or default_workers()
+        if self._owns_ray:
+            # "local": a new instance, never the cluster that /tmp/ray/ray_current_cluster names
+            # (a file any process of this machine may have written).
+            ray.init(address=address or "local", include_dashboard=False, logging_level="ERROR",
+                     log_to_driver=False)
+        cpus = ray.cluster_resources().get("CPU", 0)
+        if self._owns_ray and address in (None, "local") and self.workers * _ACTOR_CPUS > cpus:
+            ray.shutdown()
+            raise UserError(f"{self.workers} Ray workers need {self.workers * _ACTOR_CPUS:g} CPUs and the "
+                            f"local Ray instance has {cpus:g}: they would wait forever\n"
+                            f"  fix: --workers {max(1, int(cpus / _ACTOR_CPUS))} or fewer")
         self.sandbox_kind, self.address = sandbox_kind, address
-        actor = ray.remote(num_cpus=0.5)(_Executor)
-        self._actors = [actor.remote(sandbox_kind, tmp_bytes, requirements, preload or [], scratch)
-                        for _ in range(self.workers)]
+        self._hidden = [str(path) for path in hidden]
+        self._new_actor = lambda: ray.remote(num_cpus=_ACTOR_CPUS)(_Executor).remote(
+            sandbox_kind, tmp_bytes, requirements, preload or [], scratch, python, list(self._hidden))
+        self._actors = [self._new_actor() for _ in range(self.workers)]
         self._sandbox = ray.get(self._actors[0].describe.remote())
         self.nodes = sorted(set(ray.get([a.node.remote() for a in self._actors])))
         self._free: queue.Queue[Any] = queue.Queue()
@@ -86,19 +109,41 @@ class RayEngine(Engine):
     def hide(self, paths: Iterable[str | Path]) -> None:
         # Paths as this machine names them: the benchmark and run directories live on a
         # shared file system (or on this node) for the actors to mask them.
-        self._ray.get([executor.hide.remote([str(path) for path in paths]) for executor in self._actors])
+        names = [str(path) for path in paths]
+        self._hidden += names
+        self._ray.get([executor.hide.remote(names) for executor in self._actors])
 
     def execute(self, request: ExecutionRequest) -> Execution:
         executor = self._free.get()
         try:
-            reply = self._ray.get(executor.execute.remote(request.model_dump_json()))
+            for _ in range(2):
+                try:
+                    reply = self._ray.get(executor.execute.remote(request.model_dump_json()))
+                    return Execution.model_validate_json(reply)
+                except self._ray.exceptions.RayActorError as error:
+                    executor = self._replace(executor)
+                    died = (str(error).splitlines() or [type(error).__name__])[0]
+            return infrastructure_execution(request, self, "the Ray actor running this sample died "
+                                            f"twice, the second time: {died}")
         finally:
             self._free.put(executor)
-        return Execution.model_validate_json(reply)
+
+    def _replace(self, dead: Any) -> Any:
+        """A new actor in the place of `dead` (with every path hidden so far)."""
+        fresh = self._new_actor()
+        self._actors[self._actors.index(dead)] = fresh
+        with contextlib.suppress(Exception):  # (already gone: nothing to release)
+            self._ray.kill(dead)
+        return fresh
 
     def close(self) -> None:
-        self._ray.get([executor.close.remote() for executor in self._actors])
-        for executor in self._actors:
-            self._ray.kill(executor)
-        if self._owns_ray:
-            self._ray.shutdown()
+        # Every actor is killed and an instance this engine started is shut down, whatever
+        # failed before: a dead actor's close() raises.
+        try:
+            for executor in self._actors:
+                with contextlib.suppress(Exception):  # (a dead one's server went with it)
+                    self._ray.get(executor.close.remote(), timeout=60)
+                self._ray.kill(executor)
+        finally:
+            if self._owns_ray:
+                self._ray.shutdown()

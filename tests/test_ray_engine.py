@@ -1,0 +1,70 @@
+"""What the Ray engine adds around its fork servers: actors that die, paths to hide, an
+interpreter of the caller's choice, and more workers than the local instance can place.
+(The samples themselves run as on the fork server: tests/test_executor.py and
+tests/test_hostile.py run their cases on Ray too.)"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import make_request
+from knowbench.errors import UserError
+from knowbench.execution import create_engine
+from knowbench.execution.sandbox import Sandbox
+
+pytestmark = pytest.mark.slow
+ray = pytest.importorskip("ray", reason="the ray engine needs the extra knowbench[ray]")
+
+from knowbench.execution.ray_engine import RayEngine  # noqa: E402
+
+ADD = "def add(a, b):\n    return a + b\n"
+CHECK_ADD = "def test_add():\n    assert add(2, 3) == 5\n"
+SLOW_ADD = "import time\n\n\ndef add(a, b):\n    time.sleep(3)\n    return a + b\n"
+
+
+def test_an_actor_that_dies_is_replaced_and_its_sample_runs_again(best_sandbox: Sandbox) -> None:
+    """The OOM killer, Ray's memory monitor or a lost node may end an actor: its sample runs
+    again on a fresh one, later samples find a live one, and close() still ends everything."""
+    engine = RayEngine(best_sandbox.kind, workers=1)
+    try:
+        assert engine.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
+        dying = engine._actors[0]
+        killer = threading.Timer(1.0, ray.kill, [dying])
+        killer.start()
+        started = time.monotonic()
+        during = engine.execute(make_request(SLOW_ADD, CHECK_ADD, "add"))
+        killer.join()
+        assert during.status == "pass", during.note
+        assert time.monotonic() - started > 4  # run twice: killed a second in, then 3 s again
+        assert engine._actors[0] is not dying
+        ray.kill(engine._actors[0])  # dead while idle: found dead at the next sample
+        assert engine.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
+    finally:
+        engine.close()
+    assert not ray.is_initialized()
+
+
+def test_the_factory_gives_the_actors_the_sandboxs_hidden_paths(best_sandbox: Sandbox) -> None:
+    """A path the sandbox would show (here Ray's own package, in the interpreter's
+    site-packages) is an empty directory to samples once the caller's sandbox hides it."""
+    if best_sandbox.kind != "bwrap":
+        pytest.skip("only bwrap hides paths")
+    secret = Path(ray.__file__).parent
+    program = f"import os\n\n\ndef add(a, b):\n    return [len(os.listdir({str(secret)!r})), a + b]\n"
+    tests = "def test_add():\n    assert add(2, 3) == [0, 5]\n"
+    engine = create_engine("ray", best_sandbox.hiding([secret]), workers=1)
+    try:
+        execution = engine.execute(make_request(program, tests, "add"))
+        assert execution.status == "pass", execution.tests[0].message
+    finally:
+        engine.close()
+
+
+def test_more_workers_than_the_local_instance_can_place_is_an_error(best_sandbox: Sandbox) -> None:
+    with pytest.raises(UserError, match="Ray workers need"):
+        RayEngine(best_sandbox.kind, workers=1000)
+    assert not ray.is_initialized()
