@@ -68,3 +68,20 @@ def test_more_workers_than_the_local_instance_can_place_is_an_error(best_sandbox
     with pytest.raises(UserError, match="Ray workers need"):
         RayEngine(best_sandbox.kind, workers=1000)
     assert not ray.is_initialized()
+
+
+def test_the_engine_describes_its_fork_servers_and_runs_any_text(best_sandbox: Sandbox) -> None:
+    """run.json's record of the engine holds what the fork server's does, and a request whose
+    program holds a lone surrogate (an API caller's: knowbench's own escape them) gets the
+    verdict it gets there, which cannot compile it, instead of an exception."""
+    engine = RayEngine(best_sandbox.kind, workers=1, preload=["json"])
+    try:
+        described = engine.describe()
+        assert described["engine"] == "ray" and described["workers"] == 1
+        assert described["sandbox"] == best_sandbox.kind and described["preload"] == ["json"]
+        assert "memory_budget" in described and "python" in described
+        program = 'TEXT = "\ud800"\n\n\ndef add(a, b):\n    return a + b\n'
+        execution = engine.execute(make_request(program, CHECK_ADD, "add"))
+        assert execution.status == "error" and "surrogates not allowed" in execution.tests[0].message
+    finally:
+        engine.close()

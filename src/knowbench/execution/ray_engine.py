@@ -12,6 +12,7 @@ the new one; a second death gives that sample an `infrastructure` result, never 
 from __future__ import annotations
 
 import contextlib
+import json
 import queue
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -50,10 +51,11 @@ class _Executor:
         self.engine.hide(paths)
 
     def describe(self) -> dict[str, object]:
-        return self.engine.sandbox.describe()
+        return self.engine.describe()
 
     def execute(self, request_json: str) -> str:
-        request = ExecutionRequest.model_validate_json(request_json)
+        # (json, not pydantic's JSON: a program may hold a lone surrogate, which JSON escapes)
+        request = ExecutionRequest.model_validate(json.loads(request_json))
         return self.engine.execute(request).model_dump_json()
 
     def node(self) -> str:
@@ -104,7 +106,8 @@ class RayEngine(Engine):
             self._free.put(executor)
 
     def describe(self) -> dict[str, object]:
-        return {**super().describe(), **self._sandbox, "address": self.address, "nodes": self.nodes}
+        # The first actor's fork server's (sandbox, interpreter, preload, memory budget), as Ray's.
+        return {**self._sandbox, **super().describe(), "address": self.address, "nodes": self.nodes}
 
     def hide(self, paths: Iterable[str | Path]) -> None:
         # Paths as this machine names them: the benchmark and run directories live on a
@@ -118,7 +121,7 @@ class RayEngine(Engine):
         try:
             for _ in range(2):
                 try:
-                    reply = self._ray.get(executor.execute.remote(request.model_dump_json()))
+                    reply = self._ray.get(executor.execute.remote(json.dumps(request.model_dump(mode="json"))))
                     return Execution.model_validate_json(reply)
                 except self._ray.exceptions.RayActorError as error:
                     executor = self._replace(executor)
