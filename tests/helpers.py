@@ -76,6 +76,16 @@ def make_request(program: str, tests: Mapping[str, str] | str, entry_point: str 
     )
 
 
+def in_children(body: str, children: int = 3) -> str:
+    """Module-level code that forks `children` processes, each running `body` (Python at no
+    indentation, which may use `os` and `time`) and then exiting, and waits for them all: what
+    a sample holds across processes, each within its own limits."""
+    indented = "\n".join(" " * 12 + line if line.strip() else "" for line in dedent(body).splitlines())
+    return (f"import os, time\n\nchildren = []\nfor _ in range({children}):\n    pid = os.fork()\n"
+            f"    if pid == 0:\n        try:\n{indented}\n        finally:\n            os._exit(0)\n"
+            "    children.append(pid)\nfor pid in children:\n    os.waitpid(pid, 0)\n")
+
+
 def stub_program(entry_point: str | None) -> str:
     """A benchmark's program with its target stubbed (a top-level function or Class.method)."""
     if not entry_point:

@@ -14,7 +14,7 @@ from textwrap import dedent
 
 import pytest
 
-from helpers import RUNNER_GLOBALS, make_request
+from helpers import RUNNER_GLOBALS, in_children, make_request
 from knowbench.benchmark.load import load_benchmark
 from knowbench.errors import UserError
 from knowbench.execution import engine as engine_module
@@ -137,31 +137,21 @@ def test_memory_no_process_holds_counts_against_the_sample(forkserver: ForkServe
 # About 150 MB queued in the kernel's buffers of Unix socket pairs (3 processes, 120 pairs
 # each: the open-files limit is 256), held while the budget is polled: no process's memory,
 # no file and no limit counts them.
-SOCKETS = dedent("""\
-    import os, socket, time
-    children = []
-    for _ in range(3):
-        pid = os.fork()
-        if pid == 0:
-            try:
-                held = []
-                for _ in range(120):
-                    held += socket.socketpair()
-                    for end in held[-2:]:
-                        end.setblocking(False)
-                        chunk = b'x' * 65536
-                        while len(chunk) >= 512:
-                            try:
-                                end.send(chunk)
-                            except BlockingIOError:
-                                chunk = chunk[:len(chunk) // 2]
-                time.sleep(0.6)
-            finally:
-                os._exit(0)
-        children.append(pid)
-    for pid in children:
-        os.waitpid(pid, 0)
-    """)
+SOCKETS = in_children("""
+    import socket
+    held = []
+    for _ in range(120):
+        held += socket.socketpair()
+        for end in held[-2:]:
+            end.setblocking(False)
+            chunk = b'x' * 65536
+            while len(chunk) >= 512:
+                try:
+                    end.send(chunk)
+                except BlockingIOError:
+                    chunk = chunk[:len(chunk) // 2]
+    time.sleep(0.6)
+""")
 
 
 @pytest.mark.parametrize("isolation", ["in-process", "split"])

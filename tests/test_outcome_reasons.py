@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from helpers import make_request
+from helpers import in_children, make_request
 from knowbench.execution.engine import (
     Collected,
     Engine,
@@ -156,22 +156,10 @@ def test_real_samples_carry_the_reason_of_each_outcome(any_engine: Engine, case:
 # in the candidate's process): (program, limits, every item's status).
 WHILE_LOADING = {
     "cpu-time": ("while True:\n    pass\n" + ADD, {"wall_s": 20, "cpu_s": 1}, "timeout"),
-    "memory": (code("""
-        import os, time
-
-        children = []
-        for _ in range(3):
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    block = bytearray(60 << 20)
-                    block[::4096] = b"x" * len(block[::4096])
-                    time.sleep(1)
-                finally:
-                    os._exit(0)
-            children.append(pid)
-        for pid in children:
-            os.waitpid(pid, 0)
+    "memory": (in_children("""
+        block = bytearray(60 << 20)
+        block[::4096] = b"x" * len(block[::4096])
+        time.sleep(1)
     """) + ADD, {"memory_mb": 96}, "memory"),
 }
 
