@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import make_request
+from helpers import in_children, make_request
 from knowbench.errors import UserError
 from knowbench.execution.engine import (
     CANDIDATE_UID_BASE,
@@ -1395,3 +1395,54 @@ def test_signals_the_engine_blocks_or_ignores_do_not_reach_samples(name: str, be
         for number, handler in before.items():
             signal.signal(number, handler)
     assert execution.status == "pass", [test.message for test in execution.tests]
+
+
+# About 150 MB queued in the kernel's buffers of Unix socket pairs (3 processes, 120 pairs
+# each: the open-files limit is 256), held while the budget is polled: no process's memory,
+# no file and no limit counts them.
+CHECK_ADD = "def test_add():\n    assert add(2, 3) == 5\n"
+SOCKETS = {
+    "pairs": in_children("""
+        import socket
+        held = []
+        for _ in range(120):
+            held += socket.socketpair()
+            for end in held[-2:]:
+                end.setblocking(False)
+                chunk = b'x' * 65536
+                while len(chunk) >= 512:
+                    try:
+                        end.send(chunk)
+                    except BlockingIOError:
+                        chunk = chunk[:len(chunk) // 2]
+        time.sleep(0.6)
+    """),
+    # The sender's end closed: what waits in the receiver's queue is charged to no socket left.
+    "senders closed": in_children("""
+        import socket
+        held = []
+        for _ in range(240):
+            receiver, sender = socket.socketpair()
+            sender.setblocking(False)
+            chunk = b'x' * 65536
+            while len(chunk) >= 512:
+                try:
+                    sender.send(chunk)
+                except BlockingIOError:
+                    chunk = chunk[:len(chunk) // 2]
+            sender.close()
+            held.append(receiver)
+        time.sleep(0.6)
+    """),
+}
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+@pytest.mark.parametrize("held", list(SOCKETS))
+def test_memory_queued_in_sockets_counts_against_the_sample(engine: Engine, held: str, isolation: str) -> None:
+    """On every engine: the fork server asks the kernel about its sandbox's sockets itself, the
+    subprocess engine through a socket its runner makes in the sandbox and hands over."""
+    hoarder = engine.execute(make_request(SOCKETS[held] + ADD, CHECK_ADD, "add", memory_mb=64, isolation=isolation))
+    assert hoarder.status == "memory", (hoarder.status, hoarder.tests[0].message)
+    fits = engine.execute(make_request(SOCKETS[held] + ADD, CHECK_ADD, "add", memory_mb=512, isolation=isolation))
+    assert fits.status == "pass", fits.tests[0].message

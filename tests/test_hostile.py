@@ -1482,6 +1482,47 @@ CASES = [
         def add(a, b):
             return [_in_a_child(lambda: libc.unshare(NEWUSER)), _in_a_child(_cloned)]
     """), {"t": "def test_unshare():\n    assert add(1, 2)[0]\n\n\ndef test_clone():\n    assert add(1, 2)[1]\n"}),
+    # Kernel memory the budget cannot count: sockets of other families and protocols (a netlink
+    # socket sending to itself, UDP-Lite, MPTCP), pages a pipe keeps after vmsplice, extended
+    # attributes on the tmpfs. Each test passes only where the route is open.
+    Case("kernel_memory_the_budget_cannot_count", dedent("""
+        import ctypes, os, socket, tempfile
+
+        libc = ctypes.CDLL(None, use_errno=True)
+
+
+        def _opened(*args):
+            try:
+                socket.socket(*args).close()
+                return True
+            except OSError:
+                return False
+
+
+        class _Iovec(ctypes.Structure):
+            _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
+
+
+        def add(route, _):
+            if route == "netlink":
+                return _opened(socket.AF_NETLINK, socket.SOCK_RAW, 2)
+            if route == "udplite":
+                return _opened(socket.AF_INET, socket.SOCK_DGRAM, 136)
+            if route == "mptcp":
+                return _opened(socket.AF_INET, socket.SOCK_STREAM, 262)
+            if route == "vmsplice":
+                page = ctypes.create_string_buffer(4096)
+                _, write = os.pipe()
+                vector = _Iovec(ctypes.cast(page, ctypes.c_void_p), 4096)
+                return libc.vmsplice(write, ctypes.byref(vector), 1, 0) > 0
+            with tempfile.NamedTemporaryFile() as held:
+                try:
+                    os.setxattr(held.name, "user.hoard", b"x" * 1024)
+                    return True
+                except OSError:
+                    return False
+    """), {"t": "".join(f"def test_{route}():\n    assert add({route!r}, 0)\n\n\n"
+                        for route in ("netlink", "udplite", "mptcp", "vmsplice", "xattr"))}),
     Case("fill_the_tmpfs", FILL_FILES + dedent("""
         def add(megabytes, _):
             # Write /tmp until it is full or holds `megabytes`.

@@ -106,3 +106,9 @@ def test_a_command_starts_with_no_signal_blocked_or_ignored(shell: SandboxedShel
         for number, handler in before.items():
             signal.signal(number, handler)
     assert ran.exit_code == 0 and ran.output.split() == ["SigBlk:", "0" * 16, "SigIgn:", "0" * 16], ran.output
+
+
+def test_a_command_gets_the_samples_seccomp_filter(shell: SandboxedShell) -> None:
+    """No user namespace of its own (where it could mount a tmpfs its budget does not see)."""
+    ran = shell.run("unshare --user true; echo rc=$?")
+    assert "rc=0" not in ran.output and "rc=" in ran.output, ran.output

@@ -263,7 +263,8 @@ class SubprocessEngine(Engine):
     def describe(self) -> dict[str, object]:
         return {**super().describe(), **self.sandbox.describe(), "python": self.python,
                 "memory_budget": "per sample: RLIMIT_AS over the runner's own baseline, plus the "
-                                 "private memory of every process it starts (polled every 50 ms)"}
+                                 "private memory of every process it starts and its sockets' "
+                                 "buffers (polled every 50 ms)"}
 
     def hide(self, paths: Iterable[str | Path]) -> None:
         self.sandbox = self.sandbox.hiding(paths, self.python)  # each sample starts a new sandbox
@@ -299,18 +300,25 @@ class SubprocessEngine(Engine):
             prepare_project(request.project, workdir, config["uid"], config["gid"])
         read_fd, write_fd = os.pipe()
         config["result_fd"] = write_fd
+        diagnostics, theirs = socket.socketpair()
+        config["diagnostics_fd"] = theirs.fileno()
         argv = self.sandbox.command(runner_command(self.python, "once"), workdir, self.python)
         env = sample_env(self.sandbox.inner_workdir(workdir))
         started = time.monotonic()
         try:
             process = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                pass_fds=(write_fd,), cwd=workdir, env=env, start_new_session=True,
+                pass_fds=(write_fd, theirs.fileno()), cwd=workdir, env=env, start_new_session=True,
             )
+        except OSError:
+            diagnostics.close()
+            raise
         finally:
             os.close(write_fd)
+            theirs.close()
         with contextlib.closing(os.fdopen(read_fd, "rb", buffering=0)) as results:
-            collected = _collect_runner(process, results, config, request.limits, self.sandbox.wrappers, workdir)
+            collected = _collect_runner(process, results, config, request.limits, self.sandbox.wrappers, workdir,
+                                        diagnostics)
         collected.exit_code = process.returncode
         return build_execution(request, config["nonce"], collected, time.monotonic() - started,
                                self.sandbox.kind, self.name)
@@ -324,11 +332,16 @@ class SubprocessEngine(Engine):
         read_fd, write_fd = os.pipe()
         judge["result_fd"], judge["channel_fd"] = write_fd, judge_end.fileno()
         candidate["channel_fd"] = candidate_end.fileno()
+        # Each sandbox's socket diagnostics (its own network namespace), for its budget.
+        judge_diagnostics, judge_theirs = socket.socketpair()
+        candidate_diagnostics, candidate_theirs = socket.socketpair()
+        judge["diagnostics_fd"], candidate["diagnostics_fd"] = judge_theirs.fileno(), candidate_theirs.fileno()
         env = sample_env(self.sandbox.inner_workdir(workdir))
         started = time.monotonic()
         processes: list[subprocess.Popen[bytes]] = []
         try:
-            for fds in ((candidate_end.fileno(),), (write_fd, judge_end.fileno())):
+            for fds in ((candidate_end.fileno(), candidate_theirs.fileno()),
+                        (write_fd, judge_end.fileno(), judge_theirs.fileno())):
                 argv = self.sandbox.command(runner_command(self.python, "once"), workdir, self.python)
                 processes.append(subprocess.Popen(
                     argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -337,19 +350,22 @@ class SubprocessEngine(Engine):
             for process in processes:
                 _kill_group(process)
                 process.wait()
+            judge_diagnostics.close()
+            candidate_diagnostics.close()
             raise
         finally:
             os.close(write_fd)
-            judge_end.close()
-            candidate_end.close()
+            for end in (judge_end, candidate_end, judge_theirs, candidate_theirs):
+                end.close()
         candidate_process, judge_process = processes
         candidate_out: list[Collected] = []
         watcher = threading.Thread(target=lambda: candidate_out.append(
-            _collect_runner(candidate_process, None, candidate, request.limits, self.sandbox.wrappers, workdir)))
+            _collect_runner(candidate_process, None, candidate, request.limits, self.sandbox.wrappers, workdir,
+                            candidate_diagnostics)))
         watcher.start()
         with contextlib.closing(os.fdopen(read_fd, "rb", buffering=0)) as results:
             collected = _collect_runner(judge_process, results, judge, request.limits, self.sandbox.wrappers,
-                                         workdir)
+                                         workdir, judge_diagnostics)
         # The verdict is in: nothing the candidate does counts now. It ends by itself when
         # the channel closes; the grace lets a limit that already killed it be reported.
         try:
@@ -640,10 +656,12 @@ def build_split_execution(request: ExecutionRequest, nonce: str, judge: Collecte
 
 
 def _collect_runner(process: subprocess.Popen[bytes], results: object | None, config: dict[str, Any],
-                   limits: Limits, wrappers: int, workdir: Path | None = None) -> Collected:
+                   limits: Limits, wrappers: int, workdir: Path | None = None,
+                   diagnostics: socket.socket | None = None) -> Collected:
     """`_collect` for a one-shot runner, whose exit code `_PROCESS_LIMIT_EXIT` is its own
     count of the sample's processes as it ended, after the last of the engine's counts."""
-    collected = _collect(process, results, json.dumps(config).encode(), limits, wrappers, workdir)
+    collected = _collect(process, results, json.dumps(config).encode(), limits, wrappers, workdir,
+                         diagnostics=diagnostics)
     if collected.exit_code == _PROCESS_LIMIT_EXIT and not collected.timed_out:
         collected.over_processes = True
     return collected
@@ -651,15 +669,29 @@ def _collect_runner(process: subprocess.Popen[bytes], results: object | None, co
 
 def _collect(process: subprocess.Popen[bytes], results: object | None, config: bytes,
              limits: Limits, wrappers: int, workdir: Path | None = None,
-             workdir_base: int | None = None) -> Collected:
+             workdir_base: int | None = None, diagnostics: socket.socket | None = None) -> Collected:
     """Feed the config, read all three pipes with caps, and enforce the wall-clock limit, the
     process limit and the memory budget, which counts what the host work directory `workdir`
-    grows by from `workdir_base` bytes (None: from what it holds now). `process` is the
-    sandbox tool's, `wrappers` levels above the runner (`Sandbox.wrappers`)."""
+    grows by from `workdir_base` bytes (None: from what it holds now) and, once the runner
+    has sent one on `diagnostics`, what the sockets of the sandbox hold queued (it makes the
+    socket that asks the kernel in the sandbox's network namespace, which this process cannot
+    enter). `process` is the sandbox tool's, `wrappers` levels above the runner
+    (`Sandbox.wrappers`)."""
     collected = Collected()
     # Before the runner has its config, so before any of the sample's code runs.
     budget = _MEMORY.Budget(limits.memory_mb * 1024 * 1024, workdir=str(workdir) if workdir else None,
                             workdir_base=workdir_base)
+    try:
+        return _collect_within(process, results, config, limits, wrappers, budget, collected, diagnostics)
+    finally:
+        for held in (diagnostics, budget.sockets):
+            if isinstance(held, socket.socket):
+                held.close()
+
+
+def _collect_within(process: subprocess.Popen[bytes], results: object | None, config: bytes,
+                    limits: Limits, wrappers: int, budget: Any, collected: Collected,
+                    diagnostics: socket.socket | None) -> Collected:
     deadline = time.monotonic() + limits.wall_s
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     try:
@@ -672,6 +704,8 @@ def _collect(process: subprocess.Popen[bytes], results: object | None, config: b
     selector.register(process.stderr, selectors.EVENT_READ, "stderr")
     if results is not None:
         selector.register(results, selectors.EVENT_READ, "results")  # type: ignore[arg-type]
+    if diagnostics is not None:
+        selector.register(diagnostics, selectors.EVENT_READ, "diagnostics")
     caps = {"stdout": limits.output_bytes, "stderr": limits.output_bytes, "results": 16 * 1024 * 1024}
     exited_at: float | None = None
     next_poll = time.monotonic() + _BUDGET_POLL_S
@@ -697,6 +731,10 @@ def _collect(process: subprocess.Popen[bytes], results: object | None, config: b
             if now - exited_at > 0.5:
                 break
         for key, _ in selector.select(timeout=0.05):
+            if key.data == "diagnostics":
+                selector.unregister(key.fileobj)
+                budget.sockets = _received_diagnostics(key.fileobj)
+                continue
             chunk = os.read(key.fd, 65536)
             if not chunk:
                 selector.unregister(key.fileobj)
@@ -718,6 +756,23 @@ def _collect(process: subprocess.Popen[bytes], results: object | None, config: b
         # a poll is held against it too.
         collected.left_over_budget = budget.exceeded_at_end()
     return collected
+
+
+def _received_diagnostics(channel: socket.socket) -> socket.socket | None:
+    """The socket-diagnostics socket the runner sent on `channel` (None when it sent none or
+    something else), which then asks about the sandbox's network namespace."""
+    try:
+        _, fds, _, _ = socket.recv_fds(channel, 1, 4)
+    except OSError:
+        return None
+    received = [socket.socket(fileno=fd) for fd in fds]
+    for extra in received[1:]:
+        extra.close()
+    if received and _MEMORY.is_diagnostics_socket(received[0]):
+        return received[0]
+    if received:
+        received[0].close()
+    return None
 
 
 def _sample_tree(root: int, wrappers: int) -> list[int]:

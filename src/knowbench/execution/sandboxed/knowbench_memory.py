@@ -75,12 +75,14 @@ def descendants(root, children=None):
 
 
 def filesystem_used(path):
-    """Bytes in use on the file system holding `path` (0 when it cannot be read)."""
+    """Bytes in use on the file system holding `path` (0 when it cannot be read): its used
+    blocks, and `_ENTRY_BYTES` per inode in use (as a walk counts an entry: on a tmpfs a file
+    that holds no block still takes kernel memory, and 600,000 empty ones took 0.4 GB)."""
     try:
         info = os.statvfs(path)
     except OSError:
         return 0
-    return (info.f_blocks - info.f_bfree) * info.f_frsize
+    return (info.f_blocks - info.f_bfree) * info.f_frsize + max(0, info.f_files - info.f_ffree) * _ENTRY_BYTES
 
 
 # Every file or directory counts at least this much: a flood of empty files fills a disk's
@@ -263,6 +265,7 @@ def sysv_shm_bytes():
 _SOCK_DIAG, _BY_FAMILY, _DUMP_REQUEST = 4, 20, 0x301  # NLM_F_REQUEST | NLM_F_DUMP
 _NLMSG_ERROR, _NLMSG_DONE = 2, 3
 _UNIX_MEMINFO, _INET_SKMEMINFO = 5, 7  # the attribute holding sk_meminfo, per family
+_UNIX_RQLEN, _LISTENING = 4, 10  # a Unix socket's queue lengths (bytes, unless it listens)
 # sk_meminfo: rmem_alloc, rcvbuf, wmem_alloc, sndbuf, fwd_alloc, wmem_queued, ...
 _RMEM_ALLOC, _WMEM_ALLOC, _WMEM_QUEUED = 0, 2, 5
 
@@ -273,7 +276,8 @@ def _diag_requests():
     import socket
     import struct
 
-    unix = struct.pack("=BBHIIIII", socket.AF_UNIX, 0, 0, 0xFFFFFFFF, 0, 0x20, 0, 0)  # UDIAG_SHOW_MEMINFO
+    # UDIAG_SHOW_MEMINFO | UDIAG_SHOW_RQLEN
+    unix = struct.pack("=BBHIIIII", socket.AF_UNIX, 0, 0, 0xFFFFFFFF, 0, 0x20 | 0x10, 0, 0)
     requests = [(unix, 16, _UNIX_MEMINFO)]
     for family in (socket.AF_INET, socket.AF_INET6):
         for protocol in (socket.IPPROTO_TCP, socket.IPPROTO_UDP):
@@ -283,20 +287,21 @@ def _diag_requests():
     return requests
 
 
-def socket_bytes():
-    """Bytes the sockets of this process's network namespace hold in kernel buffers: what is
-    queued to be read or sent on every Unix, TCP and UDP socket (from the kernel's socket
-    diagnostics). A full Unix socket pair holds about 400 KB that no process's memory, file
-    or limit counts; thousands of them, gigabytes. 0 for what cannot be read."""
-    import socket
+def socket_bytes(link=None):
+    """Bytes the sockets of a network namespace hold in kernel buffers: what is queued to be
+    read or sent on every Unix, TCP and UDP socket (from the kernel's socket diagnostics). A
+    full Unix socket pair holds about 400 KB that no process's memory, file or limit counts;
+    thousands of them, gigabytes. The namespace is `link`'s, a NETLINK_SOCK_DIAG socket made
+    there (`diagnostics_socket`), else this process's. 0 for what cannot be read."""
     import struct
 
+    own = link is None
+    if own:
+        link = diagnostics_socket()
+        if link is None:
+            return 0
     total = 0
     try:
-        link = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _SOCK_DIAG)
-    except (OSError, AttributeError):
-        return 0
-    with link:
         link.settimeout(1.0)
         for sequence, (request, fixed, attribute) in enumerate(_diag_requests(), 1):
             try:
@@ -304,7 +309,32 @@ def socket_bytes():
                 total += _dumped_bytes(link, sequence, fixed, attribute)
             except (OSError, struct.error):
                 continue
+    finally:
+        if own:
+            link.close()
     return total
+
+
+def diagnostics_socket():
+    """A socket that asks the kernel about the sockets of this process's network namespace
+    (and keeps asking about that namespace wherever it is passed); None where there is none."""
+    import socket
+
+    try:
+        return socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _SOCK_DIAG)
+    except (OSError, AttributeError):
+        return None
+
+
+def is_diagnostics_socket(sock):
+    """Whether `sock` (received from elsewhere) is a NETLINK_SOCK_DIAG socket."""
+    import socket
+
+    try:
+        return (sock.getsockopt(socket.SOL_SOCKET, socket.SO_DOMAIN) == socket.AF_NETLINK
+                and sock.getsockopt(socket.SOL_SOCKET, socket.SO_PROTOCOL) == _SOCK_DIAG)
+    except OSError:
+        return False
 
 
 def _dumped_bytes(link, sequence, fixed, attribute):
@@ -322,26 +352,33 @@ def _dumped_bytes(link, sequence, fixed, attribute):
             if seq == sequence:
                 if kind in (_NLMSG_DONE, _NLMSG_ERROR):
                     return total
-                total += _buffered(data[offset + 16 + fixed:offset + length], attribute)
+                # (a Unix socket's state is the third byte of its record)
+                listening = attribute == _UNIX_MEMINFO and data[offset + 18] == _LISTENING
+                total += _buffered(data[offset + 16 + fixed:offset + length], attribute, listening)
             offset += (length + 3) & ~3
         if not data:
             return total
 
 
-def _buffered(attributes, wanted):
-    """What one socket's sk_meminfo (among its netlink attributes) says it holds queued."""
+def _buffered(attributes, wanted, listening):
+    """What one socket holds queued, from its netlink attributes: what its sk_meminfo (`wanted`)
+    charges it, and for a Unix socket that is not `listening` the bytes waiting in its receive
+    queue too. Those are charged to the sender while it lives, and to nothing a dump shows
+    once it has closed its end (so a live pair's queue counts twice: erring high)."""
     import struct
 
-    offset = 0
+    total, offset = 0, 0
     while offset + 4 <= len(attributes):
         length, kind = struct.unpack_from("=HH", attributes, offset)
         if length < 4:
             break
         if kind == wanted and length >= 4 + 6 * 4:
             info = struct.unpack_from("=6I", attributes, offset + 4)
-            return info[_RMEM_ALLOC] + max(info[_WMEM_ALLOC], info[_WMEM_QUEUED])
+            total += info[_RMEM_ALLOC] + max(info[_WMEM_ALLOC], info[_WMEM_QUEUED])
+        elif kind == _UNIX_RQLEN and wanted == _UNIX_MEMINFO and not listening and length >= 12:
+            total += struct.unpack_from("=I", attributes, offset + 4)[0]
         offset += (length + 3) & ~3
-    return 0
+    return total
 
 
 def _device(path):
@@ -366,8 +403,10 @@ class Budget:
         self.tmpfs_devices = {_device(path) for path in self.tmpfs} - {None}
         self.sysv_base = sysv_shm_bytes() if namespaces else None
         # No base for sockets: counting them takes a dump of the kernel's socket tables (about
-        # 0.5 ms), and the server's own sockets hold nothing queued while a sample runs.
-        self.sockets = namespaces
+        # 0.5 ms), and the server's own sockets hold nothing queued while a sample runs. True:
+        # this process's namespace; a socket (`diagnostics_socket`, made in the sample's
+        # namespace and passed here): that one's; None: not counted.
+        self.sockets = True if namespaces else None
         self.inherited = inherited
         self.workdir, self.workdir_device, self.workdir_base, self.workdir_grown = None, None, 0, 0
         self.workdir_start = 0
@@ -398,17 +437,18 @@ class Budget:
         gap = (ended - walk_started) * (1 - _WALK_SHARE) / _WALK_SHARE
         self.next_walk = ended + min(gap, _WALK_GAP_MAX_S)
 
-    def used(self, pids, holders=None):
+    def used(self, pids, holders=None, running=True):
         """What the sample holds now, given the pids of its processes whose memory counts, and
-        of those whose open files count (`holders`; default the same)."""
+        of those whose open files count (`holders`; default the same); its sockets only while
+        it is `running` (they close with its processes)."""
         holders = pids if holders is None else holders
         total = sum(private_bytes(pid) for pid in pids)
         if self.tmpfs:
             total += max(0, sum(filesystem_used(path) for path in self.tmpfs) - self.tmpfs_base)
         if self.sysv_base is not None:
             total += max(0, sysv_shm_bytes() - self.sysv_base)
-        if self.sockets and pids:  # (they close with its processes: not counted at its end)
-            total += socket_bytes()
+        if running and self.sockets is not None:
+            total += socket_bytes(None if self.sockets is True else self.sockets)
         opened = open_deleted_sizes(holders, self.tmpfs_devices, self.inherited)
         total += sum(opened.values())
         if self.workdir:
@@ -428,8 +468,8 @@ class Budget:
         self.peak = max(self.peak, total)
         return total
 
-    def exceeded(self, pids, holders=None):
-        return self.used(pids, holders) > self.limit
+    def exceeded(self, pids, holders=None, running=True):
+        return self.used(pids, holders, running) > self.limit
 
     def exceeded_at_end(self):
         """Whether the files the sample left (on the tmpfs, in the work directory: its
@@ -438,4 +478,4 @@ class Budget:
         if not (self.tmpfs or self.workdir or self.sysv_base is not None):
             return False
         self.next_walk = 0.0
-        return self.exceeded([], holders=[])
+        return self.exceeded([], holders=[], running=False)

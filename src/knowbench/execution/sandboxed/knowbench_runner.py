@@ -1275,6 +1275,8 @@ def main():
     """
     config = json.loads(sys.stdin.buffer.read())
     _redirect_stdin()
+    if config.get("diagnostics_fd") is not None:
+        _hand_diagnostics(config.pop("diagnostics_fd"))
     # A fresh name, made at once (mode 0700): in split mode the work directory is shared with
     # the other process.
     home = os.environ["HOME"] = tempfile.mkdtemp(prefix=".home-", dir=os.getcwd())
@@ -1287,6 +1289,27 @@ def main():
     if config.get("role") == "candidate":
         run_candidate(config, config["channel_fd"])
     execute_sample(config, config["result_fd"])
+
+
+def _hand_diagnostics(fd):
+    """Give the engine, outside the sandbox, a socket that asks the kernel about the sockets of
+    this sandbox's network namespace, on the Unix socket `fd`, and close both: its memory budget
+    counts what they hold queued, and the engine cannot enter the namespace to ask. Done before
+    any sample code runs, so no sample ever holds either."""
+    import array
+    import socket
+
+    channel = socket.socket(fileno=fd)
+    try:
+        link = knowbench_memory.diagnostics_socket()
+        if link is not None:
+            with link:
+                channel.sendmsg([b"d"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                          array.array("i", [link.fileno()]).tobytes())])
+    except OSError:
+        pass
+    finally:
+        channel.close()
 
 
 _BUDGET_POLL_S = 0.05

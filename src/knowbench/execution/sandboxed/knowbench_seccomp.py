@@ -7,7 +7,8 @@ when knowbench is not root; code planted there would reach later samples. So are
 kernel's keyrings: they belong to a uid, not to a sandbox, and outlive it; a sample judged
 in-process, which may read its tests, could leave their expected values there for a later
 candidate of the same uid (the sandbox hides /proc/keys too). And every sample is denied a
-user namespace of its own (`_NAMESPACE_CALLS`), where it would hold every capability.
+user namespace of its own, sockets of the families and protocols the memory budget cannot
+count, `vmsplice` and extended attributes (`_GUARDED`).
 
 The candidate shares its work directory with the judge, which opens the files the
 candidate writes there. Denying the system calls that make links and special files
@@ -41,14 +42,28 @@ _ARCHES = {
                              270: "process_vm_readv", 271: "process_vm_writev", 438: "pidfd_getfd",
                              217: "add_key", 218: "request_key", 219: "keyctl"}),
 }
-# The calls that make namespaces, per machine: (clone, unshare, clone3). Every sample is denied
-# a user namespace of its own: in one it holds every capability, and can mount a tmpfs or make
-# a network or IPC namespace whose files, sockets and segments its budget never sees (the
-# server counts its sandbox's own). `clone` and `unshare` are refused that flag; `clone3`,
-# whose flags a filter cannot read (they are in memory), answers ENOSYS, and the C library
-# then makes threads and processes with `clone`.
-_NAMESPACE_CALLS = {"x86_64": (56, 272, 435), "aarch64": (220, 97, 435)}
+# The calls whose arguments the filter reads, or whose refusal is not EPERM, per machine.
+# - Every sample is denied a user namespace of its own: in one it holds every capability, and
+#   can mount a tmpfs or make a network or IPC namespace whose files, sockets and segments its
+#   budget never sees (the server counts its sandbox's own). `clone` and `unshare` are refused
+#   that flag; `clone3`, whose flags a filter cannot read (they are in memory), answers ENOSYS,
+#   and the C library then makes threads and processes with `clone`.
+# - Kernel memory the memory budget cannot count: sockets other than Unix, TCP and UDP ones (the
+#   budget asks the kernel about those: a netlink, UDP-Lite or MPTCP socket held a gigabyte
+#   unseen), a user page a pipe keeps after `vmsplice` (a huge page per 4 KB pipe slot), and
+#   extended attributes (a tmpfs keeps them outside the blocks its usage counts). `socket` is
+#   refused other families (EAFNOSUPPORT) and other protocols (EPROTONOSUPPORT); `vmsplice`
+#   EPERM; setting an extended attribute ENOTSUP, as on a file system without them (what
+#   `shutil.copy2` expects).
+_GUARDED = {
+    "x86_64": {"clone": 56, "unshare": 272, "clone3": 435, "socket": 41, "vmsplice": 278,
+               "xattrs": (188, 189, 190, 463)},
+    "aarch64": {"clone": 220, "unshare": 97, "clone3": 435, "socket": 198, "vmsplice": 75,
+                "xattrs": (5, 6, 7, 463)},
+}
 _CLONE_NEWUSER = 0x10000000
+_AF_UNIX, _AF_INET, _AF_INET6 = 1, 2, 10
+_PROTOCOLS = (0, 6, 17)  # the family's default, TCP, UDP
 _HARD_LINKS = frozenset({"link", "linkat"})
 # What every sample's process is denied (a fork server's samples share its sandbox, and its
 # init, with later samples): another process's memory and descriptors, and the uid's keyrings.
@@ -56,8 +71,9 @@ _SAMPLE_DENIED = frozenset({"ptrace", "process_vm_readv", "process_vm_writev", "
                             "add_key", "request_key", "keyctl"})
 _X32_SYSCALL_BIT = 0x40000000
 _LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
-_RET_ALLOW, _RET_ERRNO_EPERM, _RET_ERRNO_ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
-_FIRST_ARGUMENT = 16  # seccomp_data: nr, arch, instruction_pointer, then args[0] (its low word)
+_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
+_EPERM, _ENOSYS, _EPROTONOSUPPORT, _ENOTSUP, _EAFNOSUPPORT = 1, 38, 93, 95, 97
+_ARGUMENT = 16  # seccomp_data: nr, arch, instruction_pointer, then args[] (8 bytes each, low word first)
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
 
 
@@ -65,43 +81,66 @@ class _Filter(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def _program(arch, denied, namespace_calls):
-    """BPF: a foreign architecture, an x32 call or a denied number gets EPERM; `clone` or
-    `unshare` (`namespace_calls`: clone, unshare, clone3) asking for a user namespace gets
-    EPERM, and `clone3` ENOSYS; else allow.
+def _program(arch, denied, guarded):
+    """BPF: a foreign architecture, an x32 call or a denied number gets EPERM, and the
+    `guarded` calls (`_GUARDED`) what their comment says; anything else is allowed.
 
-    A jump's target is its own index + 1 + its offset.
+    Written with labels: a jump names the instruction it goes to, and its offset (the target's
+    index less its own, less 1) is filled in at the end.
     """
-    numbers = sorted(denied)
-    clone, unshare, clone3 = namespace_calls
-    flags = 5 + len(numbers) + 4       # where the first argument is read
-    refuse, no_such_call = flags + 3, flags + 4
+    code, labels = [], {}
 
-    def to(target, index):
-        return target - index - 1
+    def op(code_, k, yes=None, no=None):
+        code.append((code_, yes, no, k))
 
-    code = [
-        (_LD_W_ABS, 0, 0, 4),                                  # 0: the architecture
-        (_JEQ_K, 1, 0, arch),                                  # 1: ours: on to 3
-        (_RET_K, 0, 0, _RET_ERRNO_EPERM),                      # 2: foreign: refuse
-        (_LD_W_ABS, 0, 0, 0),                                  # 3: the system call number
-        (_JGE_K, to(refuse, 4), 0, _X32_SYSCALL_BIT),          # 4: the x32 ABI: refuse
-    ]
-    for number in numbers:
-        code.append((_JEQ_K, to(refuse, len(code)), 0, number))
-    code.append((_JEQ_K, to(no_such_call, len(code)), 0, clone3))
-    for number in (clone, unshare):
-        code.append((_JEQ_K, to(flags, len(code)), 0, number))
-    code.append((_RET_K, 0, 0, _RET_ALLOW))
-    assert len(code) == flags
-    code += [
-        (_LD_W_ABS, 0, 0, _FIRST_ARGUMENT),                    # clone's or unshare's flags
-        (_JSET_K, to(refuse, flags + 1), 0, _CLONE_NEWUSER),   # a user namespace: refuse
-        (_RET_K, 0, 0, _RET_ALLOW),
-        (_RET_K, 0, 0, _RET_ERRNO_EPERM),                      # refuse
-        (_RET_K, 0, 0, _RET_ERRNO_ENOSYS),                     # no_such_call
-    ]
-    return code
+    def label(name):
+        labels[name] = len(code)
+
+    def refuse(errno):
+        return f"errno {errno}"
+
+    op(_LD_W_ABS, 4)                                     # the architecture
+    op(_JEQ_K, arch, no=refuse(_EPERM))                  # foreign: refuse
+    op(_LD_W_ABS, 0)                                     # the system call number
+    op(_JGE_K, _X32_SYSCALL_BIT, yes=refuse(_EPERM))     # the x32 ABI: refuse
+    for number in [*sorted(denied), guarded["vmsplice"]]:
+        op(_JEQ_K, number, yes=refuse(_EPERM))
+    for number in guarded["xattrs"]:
+        op(_JEQ_K, number, yes=refuse(_ENOTSUP))
+    op(_JEQ_K, guarded["clone3"], yes=refuse(_ENOSYS))
+    op(_JEQ_K, guarded["clone"], yes="flags")
+    op(_JEQ_K, guarded["unshare"], yes="flags")
+    op(_JEQ_K, guarded["socket"], yes="family")
+    op(_RET_K, _RET_ALLOW)
+    label("flags")                                       # clone's or unshare's flags
+    op(_LD_W_ABS, _ARGUMENT)
+    op(_JSET_K, _CLONE_NEWUSER, yes=refuse(_EPERM))
+    op(_RET_K, _RET_ALLOW)
+    label("family")                                      # socket(family, type, protocol)
+    op(_LD_W_ABS, _ARGUMENT)
+    op(_JEQ_K, _AF_UNIX, yes="allow")
+    op(_JEQ_K, _AF_INET, yes="protocol")
+    op(_JEQ_K, _AF_INET6, yes="protocol", no=refuse(_EAFNOSUPPORT))
+    label("protocol")
+    op(_LD_W_ABS, _ARGUMENT + 16)
+    for protocol in _PROTOCOLS:
+        op(_JEQ_K, protocol, yes="allow")
+    op(_RET_K, _RET_ERRNO | _EPROTONOSUPPORT)
+    label("allow")
+    op(_RET_K, _RET_ALLOW)
+    for errno in (_EPERM, _ENOSYS, _ENOTSUP, _EAFNOSUPPORT):
+        label(refuse(errno))
+        op(_RET_K, _RET_ERRNO | errno)
+
+    def offset(target, index):
+        if target is None:
+            return 0
+        jump = labels[target] - index - 1
+        assert 0 <= jump <= 255, (target, jump)
+        return jump
+
+    return [(code_, offset(yes, index), offset(no, index), k)
+            for index, (code_, yes, no, k) in enumerate(code)]
 
 
 def kernel_protects_hard_links():
@@ -133,7 +172,7 @@ def prepare(role="candidate"):
         denied = {number: name for number, name in denied.items() if name in _SAMPLE_DENIED}
     elif kernel_protects_hard_links():
         denied = {number: name for number, name in denied.items() if name not in _HARD_LINKS}
-    code = _program(arch, denied, _NAMESPACE_CALLS[platform.machine()])
+    code = _program(arch, denied, _GUARDED[platform.machine()])
     raw = b"".join(struct.pack("HBBI", *instruction) for instruction in code)
     buffer = ctypes.create_string_buffer(raw, len(raw))
     program = _Filter(len(code), ctypes.cast(buffer, ctypes.c_void_p))

@@ -3,8 +3,8 @@
 Started by `knowbench.execution.shell` as `python -I -c BOOT DIR` with a JSON configuration
 on stdin (`command`, `limits`, `nproc_base`, `uid`, `gid`): it reads the configuration,
 points stdin at /dev/null, sets the rlimits the test runner sets (`knowbench_limits`),
-drops to the sample's uid and execs `bash -c COMMAND` with stderr joined to stdout. The
-rlimits hold for bash and everything it starts; the engine side kills the whole process
+drops to the sample's uid, installs the samples' seccomp filter (`knowbench_seccomp`) and
+execs `bash -c COMMAND` with stderr joined to stdout. The rlimits and the filter hold for bash and everything it starts; the engine side kills the whole process
 group at the wall-clock limit and when the processes pass the memory budget or the process
 limit, and caps the output it reads.
 """
@@ -14,6 +14,7 @@ import os
 import sys
 
 import knowbench_limits
+import knowbench_seccomp
 
 
 def main():
@@ -24,6 +25,7 @@ def main():
     os.close(null)
     knowbench_limits.set_limits(config["limits"], config.get("nproc_base"))
     knowbench_limits.drop_privileges(config.get("uid"), config.get("gid"))
+    knowbench_seccomp.install("sample")  # as every sample's process: it survives the exec
     sys.stdout.flush()
     sys.stderr.flush()
     os.dup2(1, 2)
