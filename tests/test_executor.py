@@ -1401,35 +1401,34 @@ def test_signals_the_engine_blocks_or_ignores_do_not_reach_samples(name: str, be
 # each: the open-files limit is 256), held while the budget is polled: no process's memory,
 # no file and no limit counts them.
 CHECK_ADD = "def test_add():\n    assert add(2, 3) == 5\n"
+FILL = code("""
+    import socket
+
+
+    def fill(end):
+        end.setblocking(False)
+        chunk = b'x' * 65536
+        while len(chunk) >= 512:
+            try:
+                end.send(chunk)
+            except BlockingIOError:
+                chunk = chunk[:len(chunk) // 2]
+""")
 SOCKETS = {
-    "pairs": in_children("""
-        import socket
+    "pairs": FILL + in_children("""
         held = []
         for _ in range(120):
             held += socket.socketpair()
-            for end in held[-2:]:
-                end.setblocking(False)
-                chunk = b'x' * 65536
-                while len(chunk) >= 512:
-                    try:
-                        end.send(chunk)
-                    except BlockingIOError:
-                        chunk = chunk[:len(chunk) // 2]
+            fill(held[-2])
+            fill(held[-1])
         time.sleep(0.6)
     """),
     # The sender's end closed: what waits in the receiver's queue is charged to no socket left.
-    "senders closed": in_children("""
-        import socket
+    "senders closed": FILL + in_children("""
         held = []
         for _ in range(240):
             receiver, sender = socket.socketpair()
-            sender.setblocking(False)
-            chunk = b'x' * 65536
-            while len(chunk) >= 512:
-                try:
-                    sender.send(chunk)
-                except BlockingIOError:
-                    chunk = chunk[:len(chunk) // 2]
+            fill(sender)
             sender.close()
             held.append(receiver)
         time.sleep(0.6)
