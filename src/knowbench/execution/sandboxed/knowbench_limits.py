@@ -59,7 +59,8 @@ def fresh_signals(python=True):
     KeyboardInterrupt, SIGPIPE and SIGXFSZ are ignored. Both the mask and ignored signals
     survive fork and exec: Ray's workers block SIGINT, and a shell ignores SIGINT and SIGQUIT
     in what it starts in the background, so a test that interrupts a child passed on one
-    engine and not on another. Main thread only."""
+    engine and not on another. (The two real-time signals the C library keeps for itself are
+    out of reach, and no program uses them.) Main thread only."""
     import signal
 
     signal.pthread_sigmask(signal.SIG_SETMASK, ())
