@@ -43,9 +43,8 @@ class _Executor:
 
         python = ensure_env(requirements).python if requirements else python
         sandbox = resolve_sandbox(sandbox_kind, python=python, tmp_bytes=tmp_bytes)
-        self.engine = ForkServerEngine(sandbox.hiding(hidden, python) if hidden else sandbox, workers=1,
-                                       python=python, preload=preload,
-                                       scratch=Path(scratch) if scratch else None)
+        self.engine = ForkServerEngine(sandbox.hiding(hidden, python), workers=1, python=python,
+                                       preload=preload, scratch=Path(scratch) if scratch else None)
 
     def hide(self, paths: list[str]) -> None:
         self.engine.hide(paths)
@@ -88,16 +87,17 @@ class RayEngine(Engine):
             # (a file any process of this machine may have written).
             ray.init(address=address or "local", include_dashboard=False, logging_level="ERROR",
                      log_to_driver=False)
-        cpus = ray.cluster_resources().get("CPU", 0)
-        if self._owns_ray and address in (None, "local") and self.workers * _ACTOR_CPUS > cpus:
+        cpus = ray.cluster_resources().get("CPU", 0) if self._owns_ray and address in (None, "local") else None
+        if cpus is not None and self.workers * _ACTOR_CPUS > cpus:
             ray.shutdown()
             raise UserError(f"{self.workers} Ray workers need {self.workers * _ACTOR_CPUS:g} CPUs and the "
                             f"local Ray instance has {cpus:g}: they would wait forever\n"
                             f"  fix: --workers {max(1, int(cpus / _ACTOR_CPUS))} or fewer")
         self.sandbox_kind, self.address = sandbox_kind, address
         self._hidden = [str(path) for path in hidden]
-        self._new_actor = lambda: ray.remote(num_cpus=_ACTOR_CPUS)(_Executor).remote(
-            sandbox_kind, tmp_bytes, requirements, preload or [], scratch, python, list(self._hidden))
+        actor = ray.remote(num_cpus=_ACTOR_CPUS)(_Executor)
+        self._new_actor = lambda: actor.remote(sandbox_kind, tmp_bytes, requirements, preload or [], scratch,
+                                               python, list(self._hidden))
         self._actors = [self._new_actor() for _ in range(self.workers)]
         self._sandbox = ray.get(self._actors[0].describe.remote())
         self.nodes = sorted(set(ray.get([a.node.remote() for a in self._actors])))

@@ -164,7 +164,8 @@ def prepare(role="candidate"):
     False where there is no filter for this machine."""
     if role in _PREPARED:
         return True
-    entry = _ARCHES.get(platform.machine())
+    machine = platform.machine()
+    entry = _ARCHES.get(machine)
     if entry is None:
         return False
     arch, denied = entry
@@ -172,7 +173,7 @@ def prepare(role="candidate"):
         denied = {number: name for number, name in denied.items() if name in _SAMPLE_DENIED}
     elif kernel_protects_hard_links():
         denied = {number: name for number, name in denied.items() if name not in _HARD_LINKS}
-    code = _program(arch, denied, _GUARDED[platform.machine()])
+    code = _program(arch, denied, _GUARDED[machine])
     raw = b"".join(struct.pack("HBBI", *instruction) for instruction in code)
     buffer = ctypes.create_string_buffer(raw, len(raw))
     program = _Filter(len(code), ctypes.cast(buffer, ctypes.c_void_p))

@@ -4,9 +4,10 @@ Started by `knowbench.execution.shell` as `python -I -c BOOT DIR` with a JSON co
 on stdin (`command`, `limits`, `nproc_base`, `uid`, `gid`): it reads the configuration,
 points stdin at /dev/null, sets the rlimits the test runner sets (`knowbench_limits`),
 drops to the sample's uid, installs the samples' seccomp filter (`knowbench_seccomp`) and
-execs `bash -c COMMAND` with stderr joined to stdout. The rlimits and the filter hold for bash and everything it starts; the engine side kills the whole process
-group at the wall-clock limit and when the processes pass the memory budget or the process
-limit, and caps the output it reads.
+execs `bash -c COMMAND` with stderr joined to stdout. The rlimits and the filter hold for
+bash and everything it starts; the engine side kills the whole process group at the
+wall-clock limit and when the processes pass the memory budget or the process limit, and
+caps the output it reads.
 """
 
 import json
