@@ -21,6 +21,7 @@ import pytest
 
 from helpers import in_children, make_request
 from knowbench.errors import UserError
+from knowbench.execution.cgroup import memory_cgroups_available
 from knowbench.execution.engine import (
     CANDIDATE_UID_BASE,
     SANDBOX_UID_BASE,
@@ -1251,7 +1252,8 @@ def test_an_engine_that_was_never_closed_leaves_no_directory_behind(name: str, e
     script = textwrap.dedent(f'''
         import gc, os, pathlib, sys
         from knowbench.execution.engine import ExecutionRequest, SubprocessEngine
-        from knowbench.execution.forkserver import ForkServerEngine
+        from knowbench.execution.cgroup import memory_cgroups_available
+from knowbench.execution.forkserver import ForkServerEngine
         from knowbench.execution.sandbox import resolve_sandbox
         from knowbench.benchmark.schema import TestSpec
         from knowbench.records import Limits
@@ -1298,7 +1300,8 @@ def test_a_new_engine_removes_the_directories_of_engines_killed_outright(name: s
     script = textwrap.dedent(f'''
         import os, signal, sys
         from knowbench.execution.engine import ExecutionRequest, SubprocessEngine
-        from knowbench.execution.forkserver import ForkServerEngine
+        from knowbench.execution.cgroup import memory_cgroups_available
+from knowbench.execution.forkserver import ForkServerEngine
         from knowbench.execution.sandbox import resolve_sandbox
         from knowbench.benchmark.schema import TestSpec
         from knowbench.records import Limits
@@ -1448,3 +1451,47 @@ def test_memory_queued_in_sockets_counts_against_the_sample(engine: Engine, held
     assert hoarder.status == "memory", (hoarder.status, hoarder.tests[0].message)
     fits = engine.execute(make_request(SOCKETS[held] + ADD, CHECK_ADD, "add", memory_mb=512, isolation=isolation))
     assert fits.status == "pass", fits.tests[0].message
+
+
+# About 100 MB in pipe buffers: each pipe enlarged to 1 MiB until the user's pipe quota is
+# spent (`fs.pipe-user-pages-soft`), then 4 KiB ones, 240 a process in 40 processes. No
+# process's memory, file, socket or limit counts them; the kernel charges them to the memory
+# cgroup the fork server runs the sample in.
+PIPES = in_children("""
+    import fcntl
+    held = []
+    for _ in range(120):
+        reader, writer = os.pipe()
+        os.set_blocking(writer, False)
+        try:
+            fcntl.fcntl(writer, 1031, 1 << 20)  # F_SETPIPE_SZ
+        except OSError:
+            pass
+        try:
+            while True:
+                os.write(writer, b'x' * 65536)
+        except BlockingIOError:
+            held.append((reader, writer))
+    time.sleep(0.6)
+""", children=40)
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_memory_the_kernel_holds_counts_against_the_sample_in_its_cgroup(best_sandbox: Sandbox,
+                                                                          isolation: str) -> None:
+    """The fork server's memory cgroup counts what no list shows (pipes here); without one, the
+    same sample passes a 64 MB budget. The Ray engine's actors run the same fork servers."""
+    if not memory_cgroups_available():
+        pytest.skip("knowbench cannot make memory cgroups here (no writable cgroup v1 memory controller)")
+    counted, uncounted = (ForkServerEngine(best_sandbox, workers=1, cgroups=cgroups) for cgroups in (True, False))
+    try:
+        hoarder = counted.execute(make_request(PIPES + ADD, CHECK_ADD, "add", memory_mb=64, isolation=isolation))
+        assert hoarder.status == "memory", (hoarder.status, hoarder.tests[0].message)
+        fits = counted.execute(make_request(PIPES + ADD, CHECK_ADD, "add", memory_mb=512, isolation=isolation))
+        assert fits.status == "pass", fits.tests[0].message
+        unseen = uncounted.execute(make_request(PIPES + ADD, CHECK_ADD, "add", memory_mb=64, isolation=isolation))
+        assert unseen.status == "pass", unseen.tests[0].message
+        assert "memory cgroup v1" in str(counted.describe()["memory_cgroup"])
+    finally:
+        counted.close()
+        uncounted.close()

@@ -592,6 +592,8 @@ class Collected:
     over_processes: bool = False  # the sample started more processes than limits.processes
     # the files it left (tmpfs, work directory) passed its memory budget, counted as it ended
     left_over_budget: bool = False
+    # the kernel killed a process of the sample's memory cgroup for memory (fork server)
+    killed_for_memory: bool = False
     exit_code: int | None = None
     stderr_tail: bytes = b""  # the last STDERR_TAIL_BYTES written to stderr, past the cap too
 
@@ -599,8 +601,12 @@ class Collected:
 def build_execution(request: ExecutionRequest, nonce: str, collected: Collected, duration: float,
                     sandbox_kind: str, engine_name: str, note: str = "") -> Execution:
     """Turn the raw result records into per-test outcomes; only nonce-bearing records count."""
+    if collected.killed_for_memory:
+        collected.over_budget = True  # the tests it did not report: `memory`
     outcomes, problem = _outcomes(request.items(), collected, nonce, collected.exit_code)
-    if collected.over_processes:
+    if collected.killed_for_memory:
+        _void_passes(outcomes, "memory", "memory", _KILLED_FOR_MEMORY)
+    elif collected.over_processes:
         _void_passes(outcomes)
     elif collected.left_over_budget:
         _void_passes(outcomes, "memory", "memory", "passed, but the files the sample left passed its "
@@ -626,7 +632,7 @@ def build_split_execution(request: ExecutionRequest, nonce: str, judge: Collecte
     execution.stderr = (candidate.stderr + judge.stderr).decode(errors="replace")
     died = _death_reason(candidate.exit_code)
     limit = None
-    if candidate.over_budget:
+    if candidate.over_budget or candidate.killed_for_memory:
         limit = ("memory", "memory", "its memory budget")
     elif candidate.over_processes:
         limit = ("error", "process-limit", "its process limit")
@@ -641,7 +647,9 @@ def build_split_execution(request: ExecutionRequest, nonce: str, judge: Collecte
         if outcome.reason == "candidate-died" and candidate.exit_code not in (None, 0):
             outcome.exit_code = candidate.exit_code
             outcome.message += f" (the candidate's process: {died}){last_words}"
-    if candidate.over_processes:
+    if candidate.killed_for_memory:
+        _void_passes(execution.tests, "memory", "memory", _KILLED_FOR_MEMORY)
+    elif candidate.over_processes:
         _void_passes(execution.tests)
     elif candidate.left_over_budget:
         _void_passes(execution.tests, "memory", "memory", "passed, but the files the candidate's "
@@ -873,6 +881,10 @@ def _outcomes(items: list[TestItem], collected: Collected, nonce: str,
     if forged:
         note = "forged or corrupt result records"
     return outcomes, note
+
+
+_KILLED_FOR_MEMORY = ("passed, but the kernel killed a process of the sample for memory: the sample's "
+                      "memory cgroup, which counts the kernel's memory too, passed its budget")
 
 
 def _void_passes(outcomes: list[TestOutcome], status: Status = "error", reason: Reason = "process-limit",

@@ -12,6 +12,7 @@ sample. No sample code ever runs in a server, so every child starts from the sam
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import queue
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from knowbench.errors import UserError
+from knowbench.execution.cgroup import SLACK_BYTES, MemoryCgroup, memory_cgroups_available
 from knowbench.execution.engine import (
     Collected,
     Engine,
@@ -57,6 +59,7 @@ _START_TIMEOUT_S = 120.0
 SERVER_FDS_ENV = "KNOWBENCH_SERVER_FDS"
 _REPLY_GRACE_S = 10.0
 _UNSETTLED_EXIT = 75  # as knowbench_runner.UNSETTLED_EXIT
+_CGROUP_NAMES = itertools.count()  # servers' cgroups, unique in this process
 
 
 class _ServerGone(Exception):
@@ -90,6 +93,11 @@ class _Server:
         # sample ends and removed while the next one runs (`ForkServerEngine._execute_split`).
         self.leftover: Path | None = None
         self.starting: Future[None] | None = None  # a start begun by `ForkServerEngine.start`
+        # The memory cgroup it runs in (None: none could be made), what that held once the
+        # server was ready, and its count of kills for memory as the current sample began.
+        self.cgroup: MemoryCgroup | None = None
+        self.baseline = 0
+        self.oom_kills: int | None = None
 
     def settle(self) -> None:
         """Wait for a start begun in the background; one that failed is forgotten (the next
@@ -108,6 +116,11 @@ class _Server:
         sandbox = self.sandbox = self.engine.sandbox
         argv = sandbox.command(runner_command(self.engine.python, "serve"), self.workdir,
                                self.engine.python)
+        if self.cgroup is None and self.engine.cgroups:
+            self.cgroup = MemoryCgroup.make(f"{next(_CGROUP_NAMES)}-{self.role}")
+        if self.cgroup is not None:
+            self.cgroup.set_limit(-1)  # none while it starts: its own memory is measured below
+            argv = self.cgroup.command(argv)
         self.fd_socket, theirs = socket.socketpair()
         # Requests and replies go through pipes of their own, never the server's stdin and
         # stdout: bwrap's init (the sandbox's pid 1, which runs as knowbench's uid when it is not
@@ -147,6 +160,8 @@ class _Server:
         if not reply.get("ready"):
             raise _ServerGone(f"the fork server did not start: {reply}")
         self.warmed = tuple(reply.get("warmed", ()))
+        if self.cgroup is not None:
+            self.baseline = self.cgroup.usage()
         self.restarts += 1
 
     def stop(self) -> None:
@@ -163,6 +178,13 @@ class _Server:
         if self.fd_socket is not None:
             self.fd_socket.close()
             self.fd_socket = None
+
+    def close(self) -> None:
+        self.settle()
+        self.stop()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
 
     def run(self, config: dict[str, Any], wall_s: float) -> dict[str, Any]:
         self.send(config)
@@ -182,6 +204,8 @@ class _Server:
         # A server started before the engine was told to hide more has a stale view.
         if self.process is None or self.process.poll() is not None or self.sandbox != self.engine.sandbox:
             self.start()
+        if self.cgroup is not None:
+            self._arm(config["limits"]["memory_mb"] * 1024 * 1024)
         self._send({**config, "with_fd": fd is not None})
         if fd is not None:
             assert self.fd_socket is not None
@@ -190,8 +214,27 @@ class _Server:
             except OSError as error:
                 raise _ServerGone(f"the fork server stopped ({error})") from None
 
+    def _arm(self, budget: int) -> None:
+        """Limit the server's cgroup to what it held when ready plus this sample's budget, and
+        note its count of kills for memory as the sample begins."""
+        assert self.cgroup is not None
+        try:
+            self.cgroup.set_limit(self.baseline + budget + SLACK_BYTES)
+        except OSError:  # it holds more than that now (the kernel could not reclaim it): anew
+            self.start()
+            self.cgroup.set_limit(self.baseline + budget + SLACK_BYTES)
+        self.oom_kills = self.cgroup.oom_kills()
+
     def receive(self, wall_s: float) -> dict[str, Any]:
         return self._receive(wall_s + _REPLY_GRACE_S)
+
+    def killed_for_memory(self) -> bool:
+        """Whether the kernel killed a process in this server's cgroup for memory since the
+        current sample was sent: the sample's doing, whichever process it was."""
+        if self.cgroup is None or self.oom_kills is None:
+            return False
+        now = self.cgroup.oom_kills()
+        return now is None or now > self.oom_kills
 
     def _send(self, message: dict[str, Any]) -> None:
         assert self.process is not None and self.requests is not None
@@ -222,7 +265,7 @@ class ForkServerEngine(Engine):
     name = "forkserver"
 
     def __init__(self, sandbox: Sandbox, workers: int | None = None, python: str | None = None,
-                 preload: list[str] | None = None, scratch: Path | None = None) -> None:
+                 preload: list[str] | None = None, scratch: Path | None = None, cgroups: bool = True) -> None:
         if sandbox.kind == "none":
             raise UserError("the fork-server engine needs a sandbox with its own PID namespace "
                             "(bwrap or unshare); use --engine subprocess with --sandbox none")
@@ -232,6 +275,8 @@ class ForkServerEngine(Engine):
         _check_python(self.python)
         compile_runner(self.python)
         self.preload = list(preload or [])
+        # A memory cgroup per server where one can be made (`cgroups=False`: the budget alone).
+        self.cgroups = cgroups and memory_cgroups_available()
         self.scratch, self._remove_scratch = scratch_directory(self, "knowbench-fork-", scratch)
         self._trash = self.scratch / "trash"  # never inside a sandbox's view
         self._trash.mkdir(mode=0o700)
@@ -249,7 +294,10 @@ class ForkServerEngine(Engine):
                 "preload": self.preload,
                 "memory_budget": "per sample (private memory of all its processes + its tmpfs "
                                  "files, System V segments and socket buffers, polled every 50 ms) "
-                                 "and RLIMIT_AS per process"}
+                                 "and RLIMIT_AS per process",
+                "memory_cgroup": ("per server (memory cgroup v1): the server's own memory "
+                                  "+ the sample's budget + 16 MB, all kernel memory counted"
+                                  if self.cgroups else "none (no writable cgroup v1 memory controller)")}
 
     def hide(self, paths: Iterable[str | Path]) -> None:
         # Servers notice the new view before their next sample and restart (see _Server.send).
@@ -270,8 +318,7 @@ class ForkServerEngine(Engine):
 
     def close(self) -> None:
         for server in (*self._servers, *self._candidates):
-            server.settle()
-            server.stop()
+            server.close()
         self._starter.shutdown()
         self.spawner.shutdown()
         self._remove_scratch()
@@ -321,6 +368,7 @@ class ForkServerEngine(Engine):
                     server.stop()
                     notes.append(f"{server.role} fork server replaced: {error}")
                     replies[server.role] = {"timed_out": "did not answer" in str(error)}
+                replies[server.role]["killed_for_memory"] = server.killed_for_memory()
                 if replies[server.role].get("stragglers"):
                     server.stop()
                     notes.append(_outlived(replies[server.role], server.role))
@@ -361,13 +409,14 @@ class ForkServerEngine(Engine):
             server.stop()  # the next sample gets a fresh server
             note = f"fork server replaced: {error}"
             # A server that hung past the sample's wall clock timed the sample out.
-            collected = Collected(timed_out=error.hung)
+            collected = Collected(timed_out=error.hung, killed_for_memory=server.killed_for_memory())
             return build_execution(request, config["nonce"], collected, time.monotonic() - started,
                                    self.sandbox.kind, self.name, note=note)
         except (OSError, ValueError) as error:
             server.stop()
             return infrastructure_execution(request, self, str(error))
         note = ""
+        reply["killed_for_memory"] = server.killed_for_memory()
         if reply.get("stragglers"):
             server.stop()  # tearing the sandbox down kills whatever is left, for certain
             note = _outlived(reply, "sample")
@@ -431,4 +480,5 @@ def _collected(reply: dict[str, Any]) -> Collected:
                      over_budget=reply.get("over_budget", False), exit_code=reply.get("exit_code"),
                      over_processes=reply.get("over_processes", False),
                      left_over_budget=reply.get("left_over_budget", False),
+                     killed_for_memory=reply.get("killed_for_memory", False),
                      stderr_tail=reply.get("stderr_tail", "").encode())

@@ -47,6 +47,13 @@ def set_limits(limits, nproc_base):
             hard = min(hard, current_hard)
             soft = min(soft, hard)
         resource.setrlimit(kind, (soft, hard))
+    # The first the kernel kills when memory runs out, in the server's memory cgroup (never
+    # the server first) and on the machine. Any process may raise its own.
+    try:
+        with open("/proc/self/oom_score_adj", "w") as handle:
+            handle.write("1000")
+    except OSError:
+        pass
 
 
 _PR_SET_DUMPABLE = 4
