@@ -466,6 +466,71 @@ def test_the_harness_runs_xfail_tests_as_pytest_does(tmp_path: Path) -> None:
         spec["_kb_call"](test_not_expected, **builtin_fixtures(tmp_path))
 
 
+
+def test_the_harness_counts_pytest_fail_and_system_exit_as_an_xfail_tests_failure(tmp_path: Path) -> None:
+    """pytest's `Failed` and `SystemExit` are BaseExceptions, and xfailed under pytest; a skip is
+    still a skip."""
+    spec = spec_namespace()
+
+    @pytest.mark.xfail(reason="known bug")
+    def test_fails_by_pytest_fail():
+        pytest.fail("expected")
+
+    @pytest.mark.xfail(reason="known bug")
+    def test_exits():
+        raise SystemExit(3)
+
+    @pytest.mark.xfail(reason="known bug")
+    def test_skips():
+        pytest.skip("not here")
+
+    spec["_kb_call"](test_fails_by_pytest_fail, **builtin_fixtures(tmp_path))
+    spec["_kb_call"](test_exits, **builtin_fixtures(tmp_path))
+    with pytest.raises(pytest.skip.Exception):
+        spec["_kb_call"](test_skips, **builtin_fixtures(tmp_path))
+
+
+def test_the_harness_runs_every_teardown_when_one_raises(tmp_path: Path) -> None:
+    """As pytest: a fixture whose teardown raises fails the test, and the teardowns after it
+    still run."""
+    spec = spec_namespace()
+    events = []
+
+    def restores():
+        yield
+        events.append("restored")
+
+    def breaks():
+        yield
+        raise RuntimeError("teardown failed")
+
+    spec["_kb_FIXTURES"].update(restores=(restores, None), breaks=(breaks, None))
+
+    def test_it(restores, breaks):
+        events.append("ran")
+
+    with pytest.raises(RuntimeError, match="teardown failed"):
+        spec["_kb_call"](test_it, **builtin_fixtures(tmp_path))
+    assert events == ["ran", "restored"]
+
+
+def test_a_class_scoped_fixture_is_fresh_for_each_test_outside_a_class(tmp_path: Path) -> None:
+    """pytest sets a class-scoped fixture up anew for each test function outside any class."""
+    spec = spec_namespace()
+
+    def fresh_list():
+        return []
+
+    spec["_kb_FIXTURES"]["fresh_list"] = (fresh_list, None, "class")
+
+    def test_one(fresh_list):
+        fresh_list.append(1)
+        assert fresh_list == [1]
+
+    spec["_kb_call"](test_one, **builtin_fixtures(tmp_path))
+    spec["_kb_call"](test_one, **builtin_fixtures(tmp_path))
+
+
 class _Greeter:
     def greet(self, name):
         return f"hello {name}"
@@ -710,6 +775,39 @@ def test_set_up_class_without_classmethod_errors_every_test_as_unittest_does(eng
     outcomes = _run(engine, tests)
     assert {status for status, _ in outcomes.values()} == {"error"}
     assert all("missing 1 required positional argument" in message for _, message in outcomes.values())
+
+
+MODULE_CLEANUP = """
+import unittest
+
+def setUpModule():
+    unittest.addModuleCleanup(check)
+
+def check():
+    assert add(2, 3) == 5, "checked as the module ends"
+
+class AddTest(unittest.TestCase):
+    def test_small(self):
+        self.assertEqual(add(0, 0), 0)
+"""
+
+
+def test_module_cleanups_run_as_the_module_ends_as_unittest_runs_them(engine: Engine) -> None:
+    """`addModuleCleanup`: a cleanup that fails fails the module's last test (unittest reports
+    an error in tearDownModule), so a wrong program the cleanup checks does not pass."""
+    assert set(_statuses(engine, MODULE_CLEANUP).values()) == {"pass"}
+    assert set(_statuses(engine, MODULE_CLEANUP, "def add(a, b):\n    return a * b\n").values()) != {"pass"}
+
+
+def test_class_cleanups_run_when_set_up_class_fails_as_unittest_runs_them(engine: Engine) -> None:
+    """What a failed `setUpClass` registered with `addClassCleanup` is cleaned up before the
+    next class runs."""
+    tests = ("import unittest\nFLAGS = {}\nclass TestA(unittest.TestCase):\n    @classmethod\n"
+             "    def setUpClass(cls):\n        cls.addClassCleanup(FLAGS.__setitem__, 'clean', True)\n"
+             "        raise RuntimeError('set-up failed')\n    def test_1(self):\n        pass\n"
+             "class TestB(unittest.TestCase):\n    def test_2(self):\n        self.assertTrue(FLAGS.get('clean'))\n"
+             "        self.assertEqual(add(1, 2), 3)\n")
+    assert _statuses(engine, tests) == {"t::TestA::test_1": "error", "t::TestB::test_2": "pass"}
 
 
 def test_a_testcase_gets_pytests_setup_class_and_setup_method(engine: Engine) -> None:

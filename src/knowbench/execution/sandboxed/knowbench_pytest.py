@@ -740,25 +740,35 @@ def leave_scopes(namespace, item, ready, last_of_class, last_of_spec):
         scopes.append((("module", item["spec"]), namespace, _MODULE_HOOKS[1]))
     first = None
     for key, owner, choices in scopes:
-        if key not in ready or ready.pop(key) is not None:
+        if key not in ready:
             continue
-        for hook, style in _scope_hooks(owner, choices):
+        # A scope whose set-up failed gets no tear-down, but its cleanups run, as unittest
+        # runs them when `setUpClass` or `setUpModule` fails.
+        hooks = _scope_hooks(owner, choices) if ready.pop(key) is None else []
+        for hook, style in [*hooks, (None, key[0])]:
             try:
-                _run_scope_hook(hook, style, owner, namespace)
-            except BaseException as error:
-                if first is None:
-                    first = error
-        if key[0] == "class" and hasattr(owner, "doClassCleanups"):
-            try:
-                owner.doClassCleanups()
-                errors = getattr(owner, "tearDown_exceptions", None)
-                if errors:
-                    raise errors[0][1]
+                if hook is not None:
+                    _run_scope_hook(hook, style, owner, namespace)
+                else:
+                    _scope_cleanups(owner, style)
             except BaseException as error:
                 if first is None:
                     first = error
     if first is not None:
         raise first
+
+
+def _scope_cleanups(owner, scope):
+    """unittest's cleanups of a class (`addClassCleanup`) or of the module
+    (`addModuleCleanup`: unittest keeps one list for every module), as it runs them after
+    the scope's tear-down; raises the first error."""
+    if scope == "class" and hasattr(owner, "doClassCleanups"):
+        owner.doClassCleanups()
+        errors = getattr(owner, "tearDown_exceptions", None)
+        if errors:
+            raise errors[0][1]
+    elif scope == "module" and hasattr(_kb_unittest, "doModuleCleanups"):
+        _kb_unittest.doModuleCleanups()
 
 
 # --- spec harness begins: copied into test specs; standard library only, names `_kb_*`
@@ -1291,7 +1301,10 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
         if entry is None:
             raise _KbUnsupportedFixture(f"fixture '{name}' is not available in the knowbench harness")
         fixture, _, scope = entry
-        # (a class-scoped fixture once per class, as pytest sets it up per class)
+        # (a class-scoped fixture once per class, as pytest sets it up per class; a test
+        # outside any class gets one of its own, as each such test is its own class scope)
+        if scope == "class" and owner is None:
+            scope = "function"
         key = (name, repr(fixture_params.get(name)), type(owner) if scope == "class" else None, outer)
         if scope != "function" and key in _kb_SCOPED:
             values[slot] = _kb_SCOPED[key]
@@ -1321,8 +1334,30 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
                 import asyncio
                 asyncio.run(outcome)
         finally:
-            while finalizers:
-                finalizers.pop()()
+            _kb_finalize(finalizers)
+
+
+def _kb_finalize(finalizers):
+    """Run every finalizer, the last registered first, as pytest does: one that raises does
+    not keep the rest (other fixtures' teardowns, monkeypatch's undo, caplog's restore) from
+    running; the first error is raised once all have run."""
+    __tracebackhide__ = True
+    error = None
+    while finalizers:
+        try:
+            finalizers.pop()()
+        except BaseException as raised:  # (raised again below, after the rest)
+            error = error or raised
+    if error is not None:
+        raise error
+
+
+def _kb_is_pytest_skip(error):
+    """Whether `error` is pytest's own skip (`pytest.skip()`, `importorskip`)."""
+    import sys
+
+    skipped = getattr(sys.modules.get("_pytest.outcomes"), "Skipped", None)
+    return isinstance(skipped, type) and isinstance(error, skipped)
 
 
 def _kb_expecting(xfail, run):
@@ -1333,12 +1368,14 @@ def _kb_expecting(xfail, run):
     if xfail is None:
         run()
         return
-    expected = xfail.kwargs.get("raises") or Exception
+    expected = xfail.kwargs.get("raises") or BaseException
     try:
         run()
-    except _kb_unittest.SkipTest:
+    except (_kb_unittest.SkipTest, KeyboardInterrupt):
         raise
-    except expected:
+    except BaseException as error:  # (pytest.fail's and SystemExit are failures too)
+        if not isinstance(error, expected) or _kb_is_pytest_skip(error):
+            raise
         return
     if xfail.kwargs.get("strict", False):
         raise AssertionError("[XPASS(strict)] the test is marked xfail(strict=True) but passed")

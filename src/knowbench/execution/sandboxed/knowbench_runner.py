@@ -740,8 +740,8 @@ def _run_item(item, tests, module, target_codes, state, box):
             made = [test for test in collect(namespace) if test not in known.get(item["spec"], ())] \
                 if item["last_of_spec"] else []
             if item["kind"] != "block" or made:
-                enter_scopes(namespace, item, scopes)
                 try:
+                    enter_scopes(namespace, item, scopes)
                     if item["kind"] == "function":
                         run_test_function(namespace, item["function"], new_tmp_dir, fixtures)
                     elif isinstance(cls, type) and issubclass(cls, unittest.TestCase):
