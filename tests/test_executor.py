@@ -1453,6 +1453,142 @@ def test_memory_queued_in_sockets_counts_against_the_sample(engine: Engine, held
     assert fits.status == "pass", fits.tests[0].message
 
 
+READ_FIRST_LINE = ADD + "def first_line(path):\n    with open(path) as handle:\n        return handle.readline()\n"
+MOCK_OPEN_TESTS = code("""
+    import unittest
+    from unittest.mock import mock_open, patch
+
+
+    class ReadTest(unittest.TestCase):
+        def test_reads_the_first_line(self):
+            with patch("builtins.open", mock_open(read_data="a = 1\\nb = 2\\n")):
+                self.assertEqual(first_line("settings.ini"), "a = 1\\n")
+
+        def test_later(self):
+            self.assertEqual(add(2, 3), 5)
+""")
+
+
+def test_state_a_testing_module_keeps_as_it_runs_is_no_tampering(engine: Engine) -> None:
+    """`mock_open` sets `unittest.mock.file_spec` and `open_spec` on its first call (its own
+    `global` state): an honest test that uses it passes in-process, and so do the tests after
+    it; a wrong program still fails."""
+    right = engine.execute(make_request(READ_FIRST_LINE, MOCK_OPEN_TESTS, "first_line", isolation="in-process"))
+    assert [test.status for test in right.tests] == ["pass", "pass"], [test.message for test in right.tests]
+    wrong = READ_FIRST_LINE.replace("handle.readline()", "handle.read()")
+    assert engine.execute(make_request(wrong, MOCK_OPEN_TESTS, "first_line", isolation="in-process")).status == "fail"
+
+
+VIEWS_PROGRAM = code("""
+    import array
+    import types
+
+
+    def shown(d):
+        return d.keys(), d.values(), d.items(), array.array("i", d.values()), types.SimpleNamespace(**d)
+""")
+VIEWS_TESTS = code("""
+    def test_what_the_standard_library_hands_out_crosses():
+        keys, values, items, numbers, namespace = shown({"a": 1, "b": 2})
+        assert sorted(keys) == ["a", "b"] and "a" in keys and len(keys) == 2
+        assert sorted(values) == [1, 2]
+        assert ("b", 2) in items
+        assert list(numbers) == [1, 2] and numbers.typecode == "i"
+        assert namespace.a == 1 and vars(namespace) == {"a": 1, "b": 2}
+""")
+
+
+def test_dict_views_arrays_and_namespaces_cross_split(engine: Engine) -> None:
+    """A correct program that returns a dict view, an `array` or a `SimpleNamespace` where
+    another would return a list passes split, as under pytest."""
+    right = engine.execute(make_request(VIEWS_PROGRAM, VIEWS_TESTS, "shown", isolation="split"))
+    assert right.status == "pass" and right.isolation == "split", right.tests[0].message
+    wrong = VIEWS_PROGRAM.replace("types.SimpleNamespace(**d)", "types.SimpleNamespace(a=0)")
+    assert engine.execute(make_request(wrong, VIEWS_TESTS, "shown", isolation="split")).status == "fail"
+
+
+TEMPFILE_PROGRAM = code("""
+    import os
+
+
+    def summarise(directory, listing, forge=None):
+        if forge is not None:
+            with open(forge, "w") as handle:
+                handle.write("forged")
+        with open(os.path.join(directory, "input.txt")) as handle:
+            total = sum(int(line) for line in handle)
+        with open(listing) as handle:
+            names = handle.read().split()
+        os.mkdir(os.path.join(directory, "out"))
+        with open(os.path.join(directory, "out", "total.txt"), "w") as handle:
+            handle.write(str(total))
+        return total, names
+""")
+TEMPFILE_TESTS = code("""
+    import os
+    import tempfile
+
+    import pytest
+
+
+    def test_the_target_reads_and_adds_to_what_tempfile_made():
+        with tempfile.TemporaryDirectory() as directory, tempfile.NamedTemporaryFile("w", suffix=".txt") as listing:
+            with open(os.path.join(directory, "input.txt"), "w") as handle:
+                handle.write("1\\n2\\n")
+            listing.write("a b")
+            listing.flush()
+            assert summarise(directory, listing.name) == (3, ["a", "b"])
+            with open(os.path.join(directory, "out", "total.txt")) as handle:
+                assert handle.read() == "3"
+        # (removed as far as the tests' uid may: the candidate's subdirectory is left to the
+        # work directory's removal)
+        assert not os.path.exists(os.path.join(directory, "input.txt"))
+
+
+    def test_the_tests_own_files_stay_theirs():
+        directory = tempfile.mkdtemp()
+        expected = os.path.join(directory, "expected.txt")
+        with open(expected, "w") as handle:
+            handle.write("3")
+        with pytest.raises(PermissionError):
+            summarise(directory, expected, forge=expected)
+        with open(expected) as handle:
+            assert handle.read() == "3"
+""")
+
+
+def test_what_the_tests_make_with_tempfile_is_shared_with_the_candidate(engine: Engine) -> None:
+    """Split: the candidate reads what the tests put in `tempfile`'s directories and files and
+    adds its own, as under pytest, and cannot change the tests' own files (as in `tmp_path`)."""
+    execution = engine.execute(make_request(TEMPFILE_PROGRAM, TEMPFILE_TESTS, "summarise", isolation="split"))
+    assert execution.isolation == "split"
+    assert [test.status for test in execution.tests] == ["pass", "pass"], [test.message for test in execution.tests]
+
+
+BYTES_PROGRAM = code("""
+    import sys
+
+
+    def emit(data):
+        sys.stdout.buffer.write(data)
+        sys.stdout.write(" and text\\n")
+        return sys.stdout.encoding
+""")
+BYTES_TESTS = code("""
+    def test_bytes_through_the_buffer(capsys):
+        assert emit(b"bytes").lower().replace("-", "") == "utf8"
+        assert capsys.readouterr().out == "bytes and text\\n"
+""")
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_a_target_may_write_bytes_to_its_stdouts_buffer(engine: Engine, isolation: Isolation) -> None:
+    """A process's stdout takes bytes through `.buffer`; split, what the candidate's call
+    prints is captured in such a stream and replayed in the tests' process."""
+    execution = engine.execute(make_request(BYTES_PROGRAM, BYTES_TESTS, "emit", isolation=isolation))
+    assert execution.status == "pass", execution.tests[0].message
+
+
 # About 100 MB in pipe buffers: each pipe enlarged to 1 MiB until the user's pipe quota is
 # spent (`fs.pipe-user-pages-soft`), then 4 KiB ones, 240 a process in 40 processes. No
 # process's memory, file, socket or limit counts them; the kernel charges them to the memory

@@ -3,6 +3,7 @@ resolver's security rules, decoder hardening, exceptions and in-place assignment
 
 from __future__ import annotations
 
+import array
 import collections
 import dataclasses
 import datetime
@@ -178,6 +179,12 @@ CONTAINERS = [
     collections.defaultdict(list, {1: [2]}), collections.defaultdict(None),
     collections.deque([1, 2], maxlen=3), collections.deque("ab"), collections.Counter("hello"),
     Pair(1, [2]), Typed("n"), [Plain(1, {"k": Plain(2)}), Point(1, 2), FrozenPoint(3, 4)],
+    # what builtins and the standard library hand out as plain values: dict views, arrays,
+    # namespaces
+    {"b": 1, (2, 3): "x"}.keys(), {"b": [1], "a": None}.items(), collections.OrderedDict(a=1).keys(),
+    collections.OrderedDict(a=(1,)).items(),
+    array.array("d", [1.5, -0.0]), array.array("u", "hé"), array.array("q"), array.array("B", b"\x00\xff"),
+    types.SimpleNamespace(a=1, b=[2, {"c": None}]), [types.SimpleNamespace(), {}.keys()],
 ]
 
 
@@ -191,6 +198,19 @@ def test_round_trip_is_exact(value: object) -> None:
     assert repr(out) == repr(value)  # exact: -0.0, nan, key order, maxlen, tz, flags...
     if "nan" not in repr(value).lower():
         assert out == value
+
+
+def test_dict_values_cross_as_dict_values() -> None:
+    """(They compare by identity, so not in the exact round trips above.)"""
+    value = {"a": [1], "b": None, "c": (2,)}.values()
+    out = rt(value)
+    assert type(out) is type(value) and list(out) == list(value) and repr(out) == repr(value)
+
+
+def test_a_value_shared_through_a_view_stays_shared() -> None:
+    inner = [1]
+    out = rt([inner, {"k": inner}.values(), types.SimpleNamespace(x=inner)])
+    assert out[0] is next(iter(out[1])) is out[2].x
 
 
 def test_wire_is_ascii_json_and_big_ints_are_hex() -> None:
@@ -601,7 +621,11 @@ def _stream_with_attributes() -> io.StringIO:
     (lambda: socket.socket().close, "method cannot cross"),
     (lambda: Plain.__eq__, "cannot be found by name"),
     (lambda: dict.fromkeys, "builtin_function_or_method cannot cross"),
-    (lambda: types.SimpleNamespace(a=1), "cannot cross"),
+    (lambda: types.SimpleNamespace(a=[_gen()]), "argument 1 -> .a -> [0]: a generator cannot cross"),
+    (lambda: {"k": _gen()}.values(), "argument 1 -> .values()[0]: a generator"),
+    (lambda: {"k": (1, _gen())}.items(), "argument 1 -> .items()[0][1] -> [1]: a generator"),
+    (lambda: types.MappingProxyType({"k": 1}), "mappingproxy cannot cross"),
+    (lambda: memoryview(b"ab"), "memoryview cannot cross"),
     (lambda: np.zeros(2).view(SubArray), "ndarray subclass"),
     (lambda: np.zeros(2, dtype=[("a", "i4")]), "simple dtype"),
     (lambda: [].append, "builtin_function_or_method cannot cross"),
@@ -975,6 +999,8 @@ def test_assign_list_keeps_nested_identity() -> None:
     (Plain(1, [2]), lambda v: v.b.append(3)), (Point(1, 2), lambda v: setattr(v, "y", 5)),
     (FrozenPoint(1, 2), lambda v: object.__setattr__(v, "x", 9)),
     (Slotted(1), lambda v: setattr(v, "y", [1])),
+    (array.array("i", [1]), lambda v: v.extend([2, 3])), (types.SimpleNamespace(a=[1]), lambda v: v.a.append(2)),
+    (types.SimpleNamespace(a=1), lambda v: setattr(v, "b", 2)),
 ])
 def test_assign_in_place_containers_and_objects(original: object, mutate: object) -> None:
     new = crossed(original)
@@ -1008,7 +1034,8 @@ def test_assign_in_place_numpy_and_pandas() -> None:
 def test_assign_in_place_refuses_immutable_and_mismatched() -> None:
     for original, new in [((1,), (2,)), ("a", "b"), (1, 2), (frozenset(), frozenset({1})),
                           ([1], (1,)), ({}, collections.OrderedDict()), (Plain(1), Point(1, 2)),
-                          (collections.deque(maxlen=1), collections.deque(maxlen=2)), (len, sorted)]:
+                          (collections.deque(maxlen=1), collections.deque(maxlen=2)), (len, sorted),
+                          (array.array("i"), array.array("l")), ({}.keys(), {1: 2}.keys())]:
         before = repr(original)
         assert not wire.assign_in_place(original, new)
         assert repr(original) == before

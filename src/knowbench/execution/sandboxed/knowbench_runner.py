@@ -28,6 +28,7 @@ import gc
 import itertools
 import json
 import linecache
+import opcode
 import operator
 import os
 import resource
@@ -122,6 +123,49 @@ _WATCHED_MODULES = (
 )
 _VOLATILE = frozenset({"__warningregistry__", "last_type", "last_value", "last_traceback",
                        "ps1", "ps2", "tracebacklimit", "exc_info", "_", "__loader__"})
+_STORE, _DELETE = opcode.opmap["STORE_GLOBAL"], opcode.opmap["DELETE_GLOBAL"]
+
+
+_OWN_STATE = {}  # {module name: (module, its `_own_state`)}; a fork server's serve its children
+
+
+def _own_state(module):
+    """The names a module's own functions rebind (`global name; name = ...`): state it keeps as
+    it runs (`unittest.mock.mock_open` sets `file_spec` and `open_spec` on first use), which
+    an honest test changes by calling it, not machinery a sample could patch to a pass."""
+    name = getattr(module, "__name__", None)
+    known = _OWN_STATE.get(name)
+    if known is not None and known[0] is module:
+        return known[1]
+    values = []
+    for value in list(vars(module).values()):
+        if isinstance(value, type) and getattr(value, "__module__", None) == name:
+            values.extend(vars(value).values())
+        else:
+            values.append(value)
+    codes = []
+    for value in values:
+        value = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
+        if type(value) is types.FunctionType and value.__module__ == name:
+            codes.append(value.__code__)
+    found, seen = set(), set()
+    while codes:
+        code = codes.pop()
+        if code in seen:
+            continue
+        seen.add(code)
+        raw = code.co_code
+        operations = raw[::2]
+        if _STORE in operations or _DELETE in operations:
+            extended = 0
+            for index in range(0, len(raw), 2):
+                operation, argument = raw[index], raw[index + 1] | extended
+                extended = argument << 8 if operation == opcode.EXTENDED_ARG else 0
+                if operation in (_STORE, _DELETE):
+                    found.add(code.co_names[argument])
+        codes.extend(constant for constant in code.co_consts if type(constant) is types.CodeType)
+    _OWN_STATE[name] = (module, frozenset(found))
+    return _OWN_STATE[name][1]
 
 
 def _snapshot():
@@ -156,10 +200,16 @@ def _snapshot():
     for parent in only:
         spaces[parent] = vars(sys.modules[parent])
     scopes, functions = [], {}
+    state = {name: _own_state(sys.modules[name]) for name in _WATCHED_MODULES if name in spaces}
     for scope, space in spaces.items():
         # Volatile names (the warnings registry that a warning attributed to a runner frame
-        # fills in) are caches the interpreter itself rebinds, not machinery.
-        keys = tuple(key for key in space if key not in _VOLATILE and (scope not in only or key in only[scope]))
+        # fills in) are caches the interpreter itself rebinds, not machinery; so is the data a
+        # module's own functions keep in its globals (not what they bind there to be called,
+        # or a module: a lazily imported class stays watched).
+        own = {key for key in state.get(scope, ())
+               if not (callable(space.get(key)) or isinstance(space.get(key), types.ModuleType))}
+        keys = tuple(key for key in space if key not in _VOLATILE and key not in own
+                     and (scope not in only or key in only[scope]))
         others = []
         for key in keys:
             value = space[key]
@@ -584,6 +634,43 @@ _SPLIT = [False]
 _DIR_NUMBERS = itertools.count()
 
 
+def _share_tempfile():
+    """Split, in the judge: what the tests make with `tempfile` is shared with the candidate's
+    uid as `tmp_path` is. A directory (`mkdtemp`, `TemporaryDirectory`) is sticky and open to
+    all, so the candidate may add files there but not remove or change the tests' own; a file
+    (`mkstemp`, `NamedTemporaryFile`) is readable, not writable. A `TemporaryDirectory` the
+    candidate made subdirectories in is removed as far as the tests' uid may (what is left is
+    the work directory's, removed with it), instead of failing the test with PermissionError."""
+    import functools
+
+    make_dir, make_file = tempfile.mkdtemp, tempfile._mkstemp_inner
+
+    @functools.wraps(make_dir)
+    def mkdtemp(*args, **kwargs):
+        path = make_dir(*args, **kwargs)
+        os.chmod(path, 0o1777)
+        return path
+
+    @functools.wraps(make_file)
+    def _mkstemp_inner(*args, **kwargs):
+        fd, name = make_file(*args, **kwargs)
+        os.fchmod(fd, 0o644)
+        return fd, name
+
+    remove = tempfile.TemporaryDirectory._rmtree.__func__
+
+    def _rmtree(cls, name, *args, **kwargs):
+        try:
+            remove(cls, name, *args, **kwargs)
+        except PermissionError:
+            import shutil
+
+            shutil.rmtree(name, ignore_errors=True)
+
+    tempfile.mkdtemp, tempfile._mkstemp_inner = mkdtemp, _mkstemp_inner
+    tempfile.TemporaryDirectory._rmtree = classmethod(functools.wraps(remove)(_rmtree))
+
+
 def _preload(modules, role=None):
     """Import `modules`, dotted names as `preload_modules` lists them: for a.b.c, a.b, then
     a.b.c only where a.b has no attribute c, as `from a.b import c` would.
@@ -922,6 +1009,7 @@ def execute_sample(config, result_fd):
     # a fork server took the snapshot before forking (same objects, same ids in the child).
     imported = _import_test_modules(config.get("test_imports", ()))
     if split:
+        _share_tempfile()  # (before the patches the tests make are watched: this one is not theirs)
         knowbench_split.watch_patches(imports=True)  # before any test: patches they make are seen
     taken, helper_names, helper_values, helper_functions, helper_versions = _SERVER_SNAPSHOT[0], *(
         _SERVER_IDENTITY[0] or _runner_identity(runner_globals))

@@ -2495,7 +2495,7 @@ def _answer(peer, function, args, kwargs, drain=True):
         before = None
     saved = sys.stdout, sys.stderr
     if peer.capture_output:
-        sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
+        sys.stdout, sys.stderr = _capture_stream(), _capture_stream()
     if peer.entry is not None:
         _apply_view()
     with warnings.catch_warnings(record=True) as caught:
@@ -2649,10 +2649,20 @@ def _warning_runs(caught):
     return [tuple(run) for run in runs]
 
 
+def _capture_stream():
+    """Where a call's output goes: a text stream over bytes, as pytest captures a test's (and
+    as a process's stdout is), so what writes bytes to `sys.stdout.buffer` works too."""
+    return io.TextIOWrapper(io.BytesIO(), encoding="UTF-8", newline="", write_through=True)
+
+
 def _captured(stream, cap):
     """What `stream` holds, or None when it is more than `cap` characters."""
     try:
-        text = stream.getvalue()
+        if type(stream) is io.TextIOWrapper and type(stream.buffer) is io.BytesIO:
+            stream.flush()
+            text = stream.buffer.getvalue().decode("utf-8", "replace")
+        else:
+            text = stream.getvalue()
     except Exception:
         return ""
     if type(text) is not str:

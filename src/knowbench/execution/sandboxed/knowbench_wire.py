@@ -47,6 +47,7 @@ no `own` hook refuses such nodes; `own` can give only what its side handed out i
 
 from __future__ import annotations
 
+import array
 import base64
 import builtins
 import collections
@@ -646,7 +647,42 @@ def _enc_factory(factory: object) -> object:
     return None if factory is None else ["global", "builtins", factory.__qualname__]
 
 
+# Dict views cross as the same kind of view over a copy of what they show, as a dict crosses
+# as a copy (their items are read by the dict's own C code, whatever class the dict is of); an
+# array and a SimpleNamespace as copies. Not a `MappingProxyType`: it reads its mapping through
+# that mapping's own methods, which may be a library's (a `shelve.Shelf` unpickles).
+_DICT_VIEWS = {type(kind().keys()): prefix + "keys" for kind, prefix in ((dict, "d"), (collections.OrderedDict, "o"))}
+_DICT_VIEWS.update({type(kind().values()): prefix + "values"
+                    for kind, prefix in ((dict, "d"), (collections.OrderedDict, "o"))})
+_DICT_VIEWS.update({type(kind().items()): prefix + "items"
+                    for kind, prefix in ((dict, "d"), (collections.OrderedDict, "o"))})
+
+
+def _enc_view(e: _Encoder, v: object) -> object:
+    tag, children = _DICT_VIEWS[type(v)], []
+    if not tag.endswith("items"):
+        method = tag[1:]
+        children = [e.child(item, f".{method}()[{i}]") for i, item in enumerate(v)]  # type: ignore[call-overload]
+    else:
+        for i, (key, value) in enumerate(v):  # type: ignore[call-overload]
+            children.append(e.child(key, f".items()[{i}][0]"))
+            children.append(e.child(value, f".items()[{i}][1]"))
+    return e.frozen(tag, v, children)
+
+
+def _enc_namespace(e: _Encoder, v: types.SimpleNamespace) -> object:
+    out = ["ns", e.new_id(v)]
+    for name, value in vars(v).items():
+        if not _plain_name(name):
+            raise _Refused(f"attribute {name!r} of a SimpleNamespace cannot cross")
+        out += [name, e.child(value, f".{name}")]
+    return out
+
+
 _ENCODERS = {
+    **dict.fromkeys(_DICT_VIEWS, _enc_view),
+    types.SimpleNamespace: _enc_namespace,
+    array.array: lambda e, v: ["array", e.new_id(v), v.typecode, _b64(v.tobytes())],
     complex: lambda e, v: ["complex", e.enc(v.real), e.enc(v.imag)],
     bytes: lambda e, v: ["bytes", _b64(v)],
     bytearray: lambda e, v: ["bytearray", e.new_id(v), _b64(v)],
@@ -1454,6 +1490,44 @@ def _dec_ddict(d: _Decoder, node: list) -> object:
     return d.fill(d.register(nid, collections.defaultdict(factory)), pairs)
 
 
+def _dec_view(d: _Decoder, node: list) -> object:
+    """A dict view over a fresh dict of what the other side's showed."""
+    tag, (nid, *items) = node[0], _fields(node, 1, at_least=True)
+    kind = collections.OrderedDict if tag[0] == "o" else dict
+    if tag.endswith("values"):
+        made: object = kind(enumerate(d.dec(item) for item in items)).values()
+    elif tag.endswith("keys"):
+        made = kind.fromkeys(d.key(item) for item in items).keys()
+    else:
+        _need(len(items) % 2 == 0, f"{tag}: odd number of fields")
+        shown = kind()
+        for i in range(0, len(items), 2):
+            key = d.key(items[i])
+            shown[key] = d.dec(items[i + 1])
+        made = shown.items()
+    return d.register(nid, made)
+
+
+def _dec_namespace(d: _Decoder, node: list) -> object:
+    nid, *fields = _fields(node, 1, at_least=True)
+    _need(len(fields) % 2 == 0, "ns: odd number of fields")
+    made = d.register(nid, types.SimpleNamespace())
+    for i in range(0, len(fields), 2):
+        _need(type(fields[i]) is str and _plain_name(fields[i]), "ns: bad attribute name")
+        setattr(made, fields[i], d.dec(fields[i + 1]))
+    return made
+
+
+def _dec_array(d: _Decoder, node: list) -> object:
+    nid, typecode, data = _fields(node, 3)
+    _need(type(typecode) is str and len(typecode) == 1 and typecode in array.typecodes, "array: bad typecode")
+    made = array.array(typecode)
+    raw = _b64decode(data)
+    _need(len(raw) % made.itemsize == 0, "array: bad length")
+    made.frombytes(raw)
+    return d.register(nid, made)
+
+
 def _dec_deque(d: _Decoder, node: list) -> object:
     nid, maxlen, *items = _fields(node, 2, at_least=True)
     _need(maxlen is None or (type(maxlen) is int and maxlen >= 0), "deque: bad maxlen")
@@ -1640,6 +1714,9 @@ _DECODERS = {
     **dict.fromkeys(("dict", "odict", "counter"), _Decoder.mapping),
     "ddict": _dec_ddict,
     "deque": _dec_deque,
+    **dict.fromkeys(_DICT_VIEWS.values(), _dec_view),
+    "ns": _dec_namespace,
+    "array": _dec_array,
     "ref": lambda d, n: d.ref(_fields(n, 1)[0]),
     "cyc": _dec_cyc,
     "range": lambda d, n: range(*_ints(*(d.dec(x) for x in _fields(n, 3)))),
@@ -2030,6 +2107,10 @@ class _Mirrors:
                     and all(self.same(a[key], b[key]) for key in a))
         if t is bytearray:
             return a == b
+        if t is array.array:
+            return a.typecode == b.typecode and a.tobytes() == b.tobytes()
+        if t is types.SimpleNamespace:
+            return self.same(dict(vars(a)), dict(vars(b)))
         if t in STREAMS:
             return bool(a.__getstate__()[:-1] == b.__getstate__()[:-1])
         if callable(a) or isinstance(a, type):
@@ -2109,7 +2190,8 @@ class _Assigner:
         if np is not None and t is np.ndarray:
             if not _reshaped_like(np, original, new):
                 return False
-        elif t is collections.deque and original.maxlen != new.maxlen:
+        elif (t is collections.deque and original.maxlen != new.maxlen) or (
+                t is array.array and original.typecode != new.typecode):
             return False
         self.paired[id(original)], self.mirror[id(new)] = id(new), original
         self.keep += [original, new]
@@ -2130,8 +2212,13 @@ class _Assigner:
             original.clear()
             for item in new:  # one by one, as `new` was built: the same order of iteration
                 original.add(item)
-        elif t is bytearray:
+        elif t in (bytearray, array.array):
             original[:] = new
+        elif t is types.SimpleNamespace:
+            items = [(k, self.merged(vars(original)[k], v) if k in vars(original) else v)
+                     for k, v in vars(new).items()]
+            vars(original).clear()
+            vars(original).update(items)
         elif t in STREAMS:
             original.__setstate__((*new.__getstate__()[:-1], None))
         elif np is not None and t is np.ndarray:
@@ -2148,8 +2235,8 @@ class _Assigner:
     @staticmethod
     def mutable(value: object) -> bool:
         t = type(value)
-        if t in (list, dict, set, bytearray, collections.deque, collections.OrderedDict,
-                 collections.defaultdict, collections.Counter, *STREAMS):
+        if t in (list, dict, set, bytearray, array.array, types.SimpleNamespace, collections.deque,
+                 collections.OrderedDict, collections.defaultdict, collections.Counter, *STREAMS):
             return not (t in STREAMS and value.closed)
         np, pd = sys.modules.get("numpy"), sys.modules.get("pandas")
         if np is not None and t is np.ndarray:
