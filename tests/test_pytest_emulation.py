@@ -92,6 +92,18 @@ def test_monkeypatch_setattr_by_dotted_name() -> None:
     assert os.path.sep == "/"
 
 
+def test_monkeypatch_delattr_by_dotted_name() -> None:
+    patch = emulation.MonkeyPatch()
+    patch.delattr("os.path.sep")
+    try:
+        assert not hasattr(os.path, "sep")
+    finally:
+        patch.undo()
+    assert os.path.sep == "/"
+    with pytest.raises(TypeError):
+        patch.delattr(os.path)
+
+
 def test_monkeypatch_refuses_a_missing_attribute_unless_told() -> None:
     with pytest.raises(AttributeError):
         emulation.MonkeyPatch().setattr(object(), "nothing", 1)
@@ -808,6 +820,67 @@ def test_class_cleanups_run_when_set_up_class_fails_as_unittest_runs_them(engine
              "class TestB(unittest.TestCase):\n    def test_2(self):\n        self.assertTrue(FLAGS.get('clean'))\n"
              "        self.assertEqual(add(1, 2), 3)\n")
     assert _statuses(engine, tests) == {"t::TestA::test_1": "error", "t::TestB::test_2": "pass"}
+
+
+SCALE = "SETTINGS = {'factor': 1}\n\n\ndef scale(x):\n    return x * SETTINGS['factor']\n"
+SCOPED_TEARDOWNS = """
+import pytest
+
+@pytest.fixture(scope="class")
+def tenfold():
+    SETTINGS["factor"] = 10
+    yield
+    SETTINGS["factor"] = 1
+
+@pytest.fixture(scope="module")
+def hundredfold():
+    saved = SETTINGS["factor"]
+    SETTINGS["factor"] = 100
+    yield
+    SETTINGS["factor"] = saved
+
+class TestScaled:
+    def test_scaled(self, tenfold):
+        assert scale(2) == 20
+
+def test_after_the_class():
+    assert scale(2) == 2
+
+def test_in_the_module(hundredfold):
+    assert scale(2) == 200
+"""
+
+
+def test_class_and_module_fixtures_are_torn_down_as_their_scope_ends(engine: Engine) -> None:
+    """As pytest: a class-scoped fixture's tear-down runs after the class's last test (the
+    tests after it see what it restored), a module-scoped one's after the spec's last test
+    (the next spec does)."""
+    tests = {"a": SCOPED_TEARDOWNS, "b": "def test_the_next_spec():\n    assert scale(2) == 2\n"}
+    execution = engine.execute(make_request(SCALE, tests, "scale", isolation="in-process"))
+    assert {test.id: test.status for test in execution.tests} == {
+        "a::TestScaled::test_scaled": "pass", "a::test_after_the_class": "pass",
+        "a::test_in_the_module": "pass", "b::test_the_next_spec": "pass"}, [t.message for t in execution.tests]
+
+
+def test_a_fixtures_params_given_as_pytest_param_reach_it_as_their_values(engine: Engine) -> None:
+    """`params=[pytest.param(1, id=...), pytest.param(2, marks=pytest.mark.skip)]`: the fixture
+    gets 1 (a value, not a ParameterSet); the skipped one is not run."""
+    tests = ("import pytest\n\n@pytest.fixture(params=[pytest.param(1, id='one'), "
+             "pytest.param(2, marks=pytest.mark.skip(reason='no'))])\ndef number(request):\n"
+             "    assert request.param == 1\n    return request.param\n\n"
+             "def test_number(number):\n    assert add(number, 0) == 1\n")
+    assert _statuses(engine, tests) == {"t::test_number": "pass"}
+
+
+def test_caplog_keeps_what_fixtures_logged_apart_from_the_test_call(engine: Engine) -> None:
+    """As pytest: `caplog.records` holds the call's records; what the fixtures logged while
+    they were set up is `caplog.get_records("setup")`."""
+    tests = ("import logging\nimport pytest\n\n@pytest.fixture\ndef prepared():\n"
+             "    logging.getLogger('app').warning('prepared %d', add(1, 1))\n\n"
+             "def test_logged(caplog, prepared):\n    logging.getLogger('app').warning('called')\n"
+             "    assert caplog.messages == ['called']\n"
+             "    assert [r.getMessage() for r in caplog.get_records('setup')] == ['prepared 2']\n")
+    assert _statuses(engine, tests) == {"t::test_logged": "pass"}
 
 
 def test_a_testcase_gets_pytests_setup_class_and_setup_method(engine: Engine) -> None:

@@ -19,6 +19,7 @@ Like every module in this directory it must not import knowbench: it runs in wha
 environment the benchmark's tests need.
 """
 
+import io
 import os
 import pathlib
 import sys
@@ -66,12 +67,20 @@ class MonkeyPatch:
                    else delattr(target, name), f"{_named(target)}.{name}")
         setattr(target, name, value)
 
-    def delattr(self, target, name, raising=True):
+    def delattr(self, target, name=_missing, raising=True):
+        if name is self._missing:  # monkeypatch.delattr("module.attr")
+            if not isinstance(target, str):
+                raise TypeError("use delattr(target, name) or delattr(target) with target being a "
+                                "dotted import string")
+            module_name, _, name = target.rpartition(".")
+            target = __import__(module_name, fromlist=["_"])
         if not hasattr(target, name):
             if raising:
                 raise AttributeError(name)
             return
         old = getattr(target, name)
+        if isinstance(target, type):  # what the class itself holds: a staticmethod stays one
+            old = target.__dict__.get(name, old)
         self._hold(lambda: setattr(target, name, old), f"{_named(target)}.{name}")
         delattr(target, name)
 
@@ -148,19 +157,27 @@ class CaptureResult(tuple):
         return self[1]
 
 
+class CaptureIO(io.TextIOWrapper):
+    """Where `capsys` captures to, as pytest's: text over bytes, so that what writes bytes to
+    `sys.stdout.buffer` is captured too."""
+
+    def __init__(self):
+        super().__init__(io.BytesIO(), encoding="UTF-8", newline="", write_through=True)
+
+    def getvalue(self):
+        return self.buffer.getvalue().decode("UTF-8")
+
+
 class Capsys:
     """The subset of pytest's `capsys` fixture: captures sys.stdout/sys.stderr."""
 
     def __init__(self):
-        import io
-
-        self._io = io
         self._saved = (sys.stdout, sys.stderr)
-        sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
+        sys.stdout, sys.stderr = CaptureIO(), CaptureIO()
 
     def readouterr(self):
         out, err = sys.stdout.getvalue(), sys.stderr.getvalue()
-        sys.stdout, sys.stderr = self._io.StringIO(), self._io.StringIO()
+        sys.stdout, sys.stderr = CaptureIO(), CaptureIO()
         return CaptureResult((out, err))
 
     def close(self):
@@ -350,7 +367,8 @@ def _install_harness(namespace, own):
                 made.__kwdefaults__, made.__doc__ = value.__kwdefaults__, value.__doc__
                 value = made
             harness[name] = value
-    harness.update(_kb_FIXTURES={}, _kb_AUTOUSE=[], _kb_CLASSES_READY=set(), _kb_SCOPED={})
+    harness.update(_kb_FIXTURES={}, _kb_AUTOUSE=[], _kb_CLASSES_READY=set(), _kb_SCOPED={},
+                   _kb_SCOPED_TEARDOWNS=[])
     fixtures, autouse = harness["_kb_FIXTURES"], harness["_kb_AUTOUSE"]
     for name, function in (("tmp_path", _runner_tmp_path), ("monkeypatch", _runner_monkeypatch),
                            ("capsys", _runner_capsys), ("capfd", _runner_capsys), ("tmpdir", _runner_tmpdir)):
@@ -743,19 +761,36 @@ def leave_scopes(namespace, item, ready, last_of_class, last_of_spec):
         if key not in ready:
             continue
         # A scope whose set-up failed gets no tear-down, but its cleanups run, as unittest
-        # runs them when `setUpClass` or `setUpModule` fails.
+        # runs them when `setUpClass` or `setUpModule` fails; its pytest fixtures set up for
+        # it are torn down first.
         hooks = _scope_hooks(owner, choices) if ready.pop(key) is None else []
-        for hook, style in [*hooks, (None, key[0])]:
+        for hook, style in [(None, "fixtures"), *hooks, (None, "cleanups")]:
             try:
                 if hook is not None:
                     _run_scope_hook(hook, style, owner, namespace)
+                elif style == "fixtures":
+                    _leave_fixtures(namespace, key[0], owner)
                 else:
-                    _scope_cleanups(owner, style)
+                    _scope_cleanups(owner, key[0])
             except BaseException as error:
                 if first is None:
                     first = error
     if first is not None:
         raise first
+
+
+def _leave_fixtures(namespace, scope, owner):
+    """The spec harness's tear-down of the class's or module's fixtures (a spec mined before
+    it existed has none: its wider fixtures stay set up, as they always did)."""
+    if type(namespace) is not dict:
+        return
+    if "_kb_call" in namespace and "_kb_call" not in _INHERITED.get(id(namespace), ()):
+        harness = namespace  # a mined spec's own copy
+    else:
+        harness = _HARNESSED.get(id(namespace))  # the one installed for it, if its tests needed one
+    leave = harness.get("_kb_leave") if harness is not None else None
+    if callable(leave):
+        leave(scope, owner if scope == "class" else None)
 
 
 def _scope_cleanups(owner, scope):
@@ -1135,8 +1170,14 @@ class _KbCaplog:
                 self.records.append(record)
                 self.texts.append(self.format(record) + "\n")
 
-        self._logging, self.handler, self._restore = logging, Handler(), []
+        self._logging, self.handler, self._restore, self._setup = logging, Handler(), [], []
         logging.getLogger().addHandler(self.handler)
+
+    def _kb_set_up(self):
+        """The test's fixtures are set up: what they logged is the set-up phase's, and the
+        call phase starts empty, as pytest keeps a phase's records apart."""
+        self._setup = self.handler.records
+        self.clear()
 
     @property
     def records(self):
@@ -1155,7 +1196,7 @@ class _KbCaplog:
         return "".join(self.handler.texts)
 
     def get_records(self, when="call"):
-        return list(self.records) if when == "call" else []
+        return list(self.records) if when == "call" else list(self._setup) if when == "setup" else []
 
     def clear(self):
         self.handler.records, self.handler.texts = [], []
@@ -1242,10 +1283,35 @@ _kb_BUILTIN_FIXTURES = {"mocker": (_KbMocker, "stopall"), "caplog": (_KbCaplog, 
                         "tmp_path_factory": (_KbTmpPathFactory, "close")}
 # Fixtures wider than a function, set up once: (name, param) -> value.
 _kb_SCOPED = {}
+# The tear-downs of those that yielded: (their scope, class or None, key in _kb_SCOPED, tear-down).
+_kb_SCOPED_TEARDOWNS = []
+
+
+def _kb_leave(scope, cls=None):
+    """Tear down the fixtures of a class (`scope` "class", the class ending) or of the module
+    (`scope` "module") as its last test ends, last set up first, as pytest does: what they
+    restore is restored for the tests after them. Raises the first error, once all ran."""
+    __tracebackhide__ = True
+    due = [entry for entry in _kb_SCOPED_TEARDOWNS if entry[0] == scope and (scope != "class" or entry[1] is cls)]
+    for entry in due:
+        _kb_SCOPED_TEARDOWNS.remove(entry)
+        _kb_SCOPED.pop(entry[2], None)
+    _kb_finalize([entry[3] for entry in due])
 
 
 def _kb_autouse(owner):
     return [*_kb_AUTOUSE, *(_kb_owned(type(owner), "_kb_autouse", ()) if owner is not None else ())]
+
+
+def _kb_fixture_param_values(params):
+    """A fixture's `params` as `request.param` gets them: a `pytest.param(value, ...)` is its
+    value, and one marked skip (or skipif, true) is left out, as pytest runs them."""
+    for param in params:
+        if type(param).__name__ == "ParameterSet":
+            if _kb_skip_reason([getattr(mark, "mark", mark) for mark in param.marks]):
+                continue
+            param = param.values[0] if len(param.values) == 1 else param.values
+        yield param
 
 
 def _kb_fixture_cases(function, owner, used, case):
@@ -1261,7 +1327,7 @@ def _kb_fixture_cases(function, owner, used, case):
             continue
         fixture, params = entry[:2]
         if params is not None:
-            parametrized.append((name, list(params)))
+            parametrized.append((name, list(_kb_fixture_param_values(params))))
         pending += _kb_arguments(fixture)
     for values in _kb_itertools.product(*(params for _, params in parametrized)):
         yield {name: value for (name, _), value in zip(parametrized, values)}  # noqa: B905
@@ -1317,6 +1383,8 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
             value = next(generator)
             if scope == "function":
                 finalizers.append(lambda: next(generator, None))
+            elif scope in ("class", "module"):  # (wider ones end with the process, as with pytest)
+                _kb_SCOPED_TEARDOWNS.append((scope, key[2], key, lambda: next(generator, None)))
         if scope != "function":  # kept for the process, as pytest keeps it for its scope
             _kb_SCOPED[key] = value
         values[slot] = value
@@ -1329,7 +1397,10 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
         try:
             for name in [*_kb_autouse(owner), *used]:
                 resolve(name)
-            outcome = function(**{name: resolve(name) for name in _kb_arguments(function)})
+            arguments = {name: resolve(name) for name in _kb_arguments(function)}
+            if type(values.get("caplog")) is _KbCaplog:
+                values["caplog"]._kb_set_up()
+            outcome = function(**arguments)
             if _kb_inspect.isawaitable(outcome):
                 import asyncio
                 asyncio.run(outcome)
