@@ -1252,8 +1252,7 @@ def test_an_engine_that_was_never_closed_leaves_no_directory_behind(name: str, e
     script = textwrap.dedent(f'''
         import gc, os, pathlib, sys
         from knowbench.execution.engine import ExecutionRequest, SubprocessEngine
-        from knowbench.execution.cgroup import memory_cgroups_available
-from knowbench.execution.forkserver import ForkServerEngine
+        from knowbench.execution.forkserver import ForkServerEngine
         from knowbench.execution.sandbox import resolve_sandbox
         from knowbench.benchmark.schema import TestSpec
         from knowbench.records import Limits
@@ -1300,8 +1299,7 @@ def test_a_new_engine_removes_the_directories_of_engines_killed_outright(name: s
     script = textwrap.dedent(f'''
         import os, signal, sys
         from knowbench.execution.engine import ExecutionRequest, SubprocessEngine
-        from knowbench.execution.cgroup import memory_cgroups_available
-from knowbench.execution.forkserver import ForkServerEngine
+        from knowbench.execution.forkserver import ForkServerEngine
         from knowbench.execution.sandbox import resolve_sandbox
         from knowbench.benchmark.schema import TestSpec
         from knowbench.records import Limits
