@@ -1477,6 +1477,31 @@ def test_state_a_testing_module_keeps_as_it_runs_is_no_tampering(engine: Engine)
     assert engine.execute(make_request(wrong, MOCK_OPEN_TESTS, "first_line", isolation="in-process")).status == "fail"
 
 
+def test_code_planted_in_a_testing_modules_own_state_is_tampering(engine: Engine) -> None:
+    """The state a watched module keeps for itself is not compared only while it is plain
+    data: a function planted as `unittest.mock.open_spec` (whose signature every mock of
+    `open` would then match calls with) is tampering."""
+    planted = READ_FIRST_LINE.replace("handle.readline()", "handle.read()") + code("""
+        import inspect
+        import unittest.mock
+
+
+        class _Anything(inspect.Signature):
+            def bind(self, *args, **kwargs):
+                return inspect.Signature().bind()
+
+
+        def _spec():
+            pass
+
+
+        _spec.__signature__ = _Anything()
+        unittest.mock.open_spec = _spec
+    """)
+    execution = engine.execute(make_request(planted, MOCK_OPEN_TESTS, "first_line", isolation="in-process"))
+    assert execution.tests[0].reason == "tampering", execution.tests[0].message
+
+
 VIEWS_PROGRAM = code("""
     import array
     import types

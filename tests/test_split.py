@@ -264,6 +264,68 @@ def test_the_candidate_cannot_plant_links_for_the_tests(split_engine: Engine) ->
     assert "PermissionError" in result.tests[0].message
 
 
+def test_the_tests_never_write_into_a_file_the_candidate_made_first(split_engine: Engine) -> None:
+    """In a shared directory the candidate may make a file under the name the tests will give
+    their own reference; the tests' `open(path, "w")` would reuse it, and the candidate could
+    rewrite it while the tests compare. That open is refused; reading the candidate's files
+    is not."""
+    if not split_engine.sandbox.drops_privileges:  # type: ignore[attr-defined]
+        pytest.skip("the candidate runs under its own uid only when knowbench runs as root")
+    program = """
+        import os
+
+
+        def add(directory, text):
+            with open(os.path.join(directory, "out.txt"), "w") as handle:
+                handle.write(text)
+            os.close(os.open(os.path.join(directory, "reference.txt"), os.O_CREAT | os.O_WRONLY, 0o666))
+            os.chmod(os.path.join(directory, "reference.txt"), 0o666)
+    """
+    result = run(split_engine, program, """
+        import os
+        import tempfile
+
+        import pytest
+
+
+        def test_a_planted_reference(tmp_path):
+            for directory in (str(tmp_path), tempfile.mkdtemp()):
+                add(directory, "nope")
+                with pytest.raises(PermissionError, match="the candidate's process made"):
+                    open(os.path.join(directory, "reference.txt"), "w")
+                with open(os.path.join(directory, "out.txt")) as handle:
+                    assert handle.read() == "nope"
+    """)
+    assert result.status == "pass", result.tests[0].message[-800:]
+
+
+def test_the_candidate_takes_no_lease_and_no_directory_notice(split_engine: Engine) -> None:
+    """A write lease on a file the tests will open would hold their open until the candidate
+    has acted, between two of their steps; a directory notice would tell it when they wrote."""
+    program = """
+        import errno
+        import fcntl
+        import os
+
+
+        def add(path, _):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            refused = []
+            for command, argument in ((1024, fcntl.F_WRLCK), (1026, 0x1)):  # F_SETLEASE, F_NOTIFY
+                target = fd if command == 1024 else os.open(os.path.dirname(path), os.O_RDONLY)
+                try:
+                    fcntl.fcntl(target, command, argument)
+                except OSError as error:
+                    refused.append(error.errno == errno.EPERM)
+            return refused
+    """
+    result = run(split_engine, program, """
+        def test_lease(tmp_path):
+            assert add(str(tmp_path / "out.txt"), None) == [True, True]
+    """)
+    assert result.status == "pass", result.tests[0].message[-800:]
+
+
 def test_the_candidate_sees_no_keys_and_cannot_use_the_keyrings(split_engine: Engine) -> None:
     """The kernel's keyrings belong to a uid, outside every sandbox: a sample judged
     in-process (which may read its tests) could leave expected values there for a later

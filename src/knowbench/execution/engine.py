@@ -391,6 +391,7 @@ def split_configs(request: ExecutionRequest, judge_uid: int | None,
     judge["program"] = request.trusted_program
     judge["program_packages"] = _program_packages(request.trusted_program, request.graft)
     judge["rebinds"] = list(dict.fromkeys(found for spec in request.tests for found in spec.rebinds()))
+    judge["candidate_uid"] = candidate_uid
     candidate = {
         "role": "candidate", "program": request.program, "entry_point": request.entry_point,
         "graft": request.graft,

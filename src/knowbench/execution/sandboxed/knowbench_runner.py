@@ -199,15 +199,16 @@ def _snapshot():
             only.setdefault(parent, set()).add(child)
     for parent in only:
         spaces[parent] = vars(sys.modules[parent])
-    scopes, functions = [], {}
+    scopes, functions, data = [], {}, []
     state = {name: _own_state(sys.modules[name]) for name in _WATCHED_MODULES if name in spaces}
     for scope, space in spaces.items():
         # Volatile names (the warnings registry that a warning attributed to a runner frame
         # fills in) are caches the interpreter itself rebinds, not machinery; so is the data a
-        # module's own functions keep in its globals (not what they bind there to be called,
-        # or a module: a lazily imported class stays watched).
-        own = {key for key in state.get(scope, ())
-               if not (callable(space.get(key)) or isinstance(space.get(key), types.ModuleType))}
+        # module's own functions keep in its globals, while it stays plain data (`_plain_data`,
+        # checked with the rest): not what they bind there to be called, or a module (a lazily
+        # imported class stays watched).
+        own = {key for key in state.get(scope, ()) if _plain_data(space.get(key))}
+        data.extend((scope, space, key) for key in own)
         keys = tuple(key for key in space if key not in _VOLATILE and key not in own
                      and (scope not in only or key in only[scope]))
         others = []
@@ -257,11 +258,24 @@ def _snapshot():
     cells = (_cell_fields([cell for _, cell, _ in cells]) or (
         _CELL_CONTENTS, tuple(cell for _, cell, _ in cells), tuple(value for _, _, value in cells), _IS)) + (names,)
     return (modules, tuple(scopes), functions, flat, others,
-            _versions(space for _, space, *_ in scopes), (grown, sizes), cells)
+            _versions(space for _, space, *_ in scopes), (grown, sizes), cells, tuple(data))
 
 
 # `_snapshot`'s shape with nothing in it (split: no candidate code runs in the judge's process).
-_NOTHING_WATCHED = ((), (), {}, (), (), None, ((), (len, (), ())), (len, (), (), operator.is_, ()))
+_NOTHING_WATCHED = ((), (), {}, (), (), None, ((), (len, (), ())), (len, (), (), operator.is_, ()), ())
+_PLAIN_ITEMS = frozenset((str, int, bool, type(None)))
+
+
+def _plain_data(value):
+    """Whether `value` is data no code hangs on: None, a str, int, float, bool or bytes, or a
+    list, tuple, set or frozenset of str, int, bool or None (`mock_open`'s `file_spec` and
+    `open_spec`: the names a file has). Exact types only: reading them runs no code."""
+    kind = type(value)
+    if kind in _PLAIN_ITEMS or kind is float or kind is bytes:
+        return True
+    if kind is list or kind is tuple or kind is set or kind is frozenset:
+        return all(type(item) in _PLAIN_ITEMS for item in value)
+    return False
 
 
 def _watched_names():
@@ -295,7 +309,7 @@ _FUNCTION_PARTS = {"__code__": "code", "__defaults__": "default arguments",
 def _changed(snapshot, modules_now):
     """What changed since `snapshot` (`_snapshot`), or None; code set on its functions is
     the audit hook's to see (`execute_sample`)."""
-    modules, scopes, _, flat, others, versions, (grown, sizes), cells = snapshot
+    modules, scopes, _, flat, others, versions, (grown, sizes), cells, data = snapshot
     for name, module, kind in modules:
         if modules_now.get(name) is not module:
             return f"sys.modules['{name}'] was replaced"
@@ -324,6 +338,9 @@ def _changed(snapshot, modules_now):
             except ValueError:
                 pass
             return f"what {name} wraps (its closure) was replaced"
+    for scope, space, key in () if tags_same else data:
+        if not _plain_data(space.get(key)):  # (a module's own state, not compared: still data)
+            return f"{scope}.{key} was replaced"
     unchanged = tags_same
     for get, spaces, keys, values in () if unchanged else flat:
         unchanged = all(map(_IS, map(get, spaces, keys, itertools.repeat(_MISSING)), values))
@@ -632,6 +649,40 @@ def _shared_dir(parent, prefix="tmp"):
 
 _SPLIT = [False]
 _DIR_NUMBERS = itertools.count()
+
+
+def _guard_writes(candidate_uid):
+    """Split, in the judge: the tests never write into a file the candidate's uid owns. In a
+    shared directory (the work directory, `tmp_path`, `tempfile`'s) the candidate may make a
+    file under the name the tests will give theirs before they do; their `open(path, "w")`
+    would reuse it, and the candidate could then change what the tests take for their own (a
+    reference to compare with). Such an open raises PermissionError instead (`open`, `io.open`:
+    what pathlib, pandas and numpy write through)."""
+    if candidate_uid is None:  # (one uid for both: knowbench is not root, nothing to tell apart)
+        return
+    import builtins
+    import errno
+    import functools
+    import io
+
+    opened = io.open
+
+    @functools.wraps(opened)
+    def open(file, mode="r", *args, **kwargs):
+        stream = opened(file, mode, *args, **kwargs)
+        if not (type(mode) is str and "r" in mode and "+" not in mode):
+            try:
+                owner = os.fstat(stream.fileno()).st_uid
+            except (OSError, ValueError, AttributeError):
+                owner = None
+            if owner == candidate_uid:
+                stream.close()
+                raise PermissionError(errno.EACCES, "the tests would write into a file the candidate's "
+                                      "process made (in a shared directory it may make a name before the "
+                                      "tests do), which knowbench does not allow", file)
+        return stream
+
+    builtins.open = io.open = open
 
 
 def _share_tempfile():
@@ -1009,7 +1060,8 @@ def execute_sample(config, result_fd):
     # a fork server took the snapshot before forking (same objects, same ids in the child).
     imported = _import_test_modules(config.get("test_imports", ()))
     if split:
-        _share_tempfile()  # (before the patches the tests make are watched: this one is not theirs)
+        _share_tempfile()  # (before the patches the tests make are watched: these are not theirs)
+        _guard_writes(config.get("candidate_uid"))
         knowbench_split.watch_patches(imports=True)  # before any test: patches they make are seen
     taken, helper_names, helper_values, helper_functions, helper_versions = _SERVER_SNAPSHOT[0], *(
         _SERVER_IDENTITY[0] or _runner_identity(runner_globals))

@@ -55,12 +55,16 @@ _ARCHES = {
 #   refused other families (EAFNOSUPPORT) and other protocols (EPROTONOSUPPORT); `vmsplice`
 #   EPERM; setting an extended attribute ENOTSUP, as on a file system without them (what
 #   `shutil.copy2` expects).
+# - The candidate's: a lease or a directory notification (`fcntl` F_SETLEASE, F_NOTIFY), with
+#   which it could hold the judge's next open of a file it made, or learn the moment the tests
+#   write one, and act between two of the tests' steps.
 _GUARDED = {
     "x86_64": {"clone": 56, "unshare": 272, "clone3": 435, "socket": 41, "vmsplice": 278,
-               "xattrs": (188, 189, 190, 463)},
+               "xattrs": (188, 189, 190, 463), "fcntl": 72},
     "aarch64": {"clone": 220, "unshare": 97, "clone3": 435, "socket": 198, "vmsplice": 75,
-                "xattrs": (5, 6, 7, 463)},
+                "xattrs": (5, 6, 7, 463), "fcntl": 25},
 }
+_F_SETLEASE, _F_NOTIFY = 1024, 1026
 _CLONE_NEWUSER = 0x10000000
 _AF_UNIX, _AF_INET, _AF_INET6 = 1, 2, 10
 _PROTOCOLS = (0, 6, 17)  # the family's default, TCP, UDP
@@ -81,9 +85,10 @@ class _Filter(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def _program(arch, denied, guarded):
+def _program(arch, denied, guarded, leases=True):
     """BPF: a foreign architecture, an x32 call or a denied number gets EPERM, and the
-    `guarded` calls (`_GUARDED`) what their comment says; anything else is allowed.
+    `guarded` calls (`_GUARDED`) what their comment says (`leases` False: `fcntl`'s leases and
+    notifications too); anything else is allowed.
 
     Written with labels: a jump names the instruction it goes to, and its offset (the target's
     index less its own, less 1) is filled in at the end.
@@ -111,6 +116,8 @@ def _program(arch, denied, guarded):
     op(_JEQ_K, guarded["clone"], yes="flags")
     op(_JEQ_K, guarded["unshare"], yes="flags")
     op(_JEQ_K, guarded["socket"], yes="family")
+    if not leases:
+        op(_JEQ_K, guarded["fcntl"], yes="fcntl")
     op(_RET_K, _RET_ALLOW)
     label("flags")                                       # clone's or unshare's flags
     op(_LD_W_ABS, _ARGUMENT)
@@ -126,6 +133,11 @@ def _program(arch, denied, guarded):
     for protocol in _PROTOCOLS:
         op(_JEQ_K, protocol, yes="allow")
     op(_RET_K, _RET_ERRNO | _EPROTONOSUPPORT)
+    if not leases:
+        label("fcntl")                                   # fcntl(fd, command, ...)
+        op(_LD_W_ABS, _ARGUMENT + 8)
+        op(_JEQ_K, _F_SETLEASE, yes=refuse(_EPERM))
+        op(_JEQ_K, _F_NOTIFY, yes=refuse(_EPERM), no="allow")
     label("allow")
     op(_RET_K, _RET_ALLOW)
     for errno in (_EPERM, _ENOSYS, _ENOTSUP, _EAFNOSUPPORT):
@@ -173,7 +185,7 @@ def prepare(role="candidate"):
         denied = {number: name for number, name in denied.items() if name in _SAMPLE_DENIED}
     elif kernel_protects_hard_links():
         denied = {number: name for number, name in denied.items() if name not in _HARD_LINKS}
-    code = _program(arch, denied, _GUARDED[machine])
+    code = _program(arch, denied, _GUARDED[machine], leases=role != "candidate")
     raw = b"".join(struct.pack("HBBI", *instruction) for instruction in code)
     buffer = ctypes.create_string_buffer(raw, len(raw))
     program = _Filter(len(code), ctypes.cast(buffer, ctypes.c_void_p))
