@@ -1451,6 +1451,25 @@ def test_memory_queued_in_sockets_counts_against_the_sample(engine: Engine, held
     assert fits.status == "pass", fits.tests[0].message
 
 
+
+def test_each_start_of_a_server_gets_a_fresh_cgroup(best_sandbox: Sandbox) -> None:
+    """What an earlier server left charged to its cgroup (page cache a sample read) would
+    raise the next one's baseline, and so the room of every sample after it."""
+    if not memory_cgroups_available():
+        pytest.skip("knowbench cannot make memory cgroups here (no writable cgroup v1 memory controller)")
+    engine = ForkServerEngine(best_sandbox, workers=1)
+    try:
+        assert engine.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
+        server = engine._servers[0]
+        first = server.cgroup.path  # type: ignore[union-attr]
+        server.stop()  # as after a sample that left processes behind
+        assert engine.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
+        assert server.cgroup.path != first and not first.exists()  # type: ignore[union-attr]
+    finally:
+        engine.close()
+    assert not server.cgroup and not first.parent.joinpath(first.name).exists()
+
+
 READ_FIRST_LINE = ADD + "def first_line(path):\n    with open(path) as handle:\n        return handle.readline()\n"
 MOCK_OPEN_TESTS = code("""
     import unittest

@@ -11,7 +11,9 @@ process's own memory cgroup writable: root on most machines and containers), eve
 server starts in a cgroup of its own. Once the server is ready, the limit is set to what the
 cgroup holds then (the server, its preloaded libraries, the page cache they were read from)
 plus the sample's memory budget plus `SLACK_BYTES` for the kernel's own bookkeeping of the
-sample's processes (page tables, stacks). A sample runs alone in its server's cgroup, so a
+sample's processes (page tables, stacks) and for the spare process the server forks for the
+next sample while this one runs (about 5 MB with pandas preloaded). Each start of a server
+gets a fresh cgroup, so nothing an earlier server left charged there raises the baseline. A sample runs alone in its server's cgroup, so a
 process the kernel killed there for memory while the sample ran is the sample's doing: the
 sample gets `memory`, whichever process died, the server included.
 

@@ -116,10 +116,13 @@ class _Server:
         sandbox = self.sandbox = self.engine.sandbox
         argv = sandbox.command(runner_command(self.engine.python, "serve"), self.workdir,
                                self.engine.python)
-        if self.cgroup is None and self.engine.cgroups:
+        if self.engine.cgroups:
+            # A fresh one for each start: what an earlier server left charged there (page cache
+            # a sample read) would otherwise raise the baseline, and the next sample's room.
+            if self.cgroup is not None:
+                self.cgroup.remove()
             self.cgroup = MemoryCgroup.make(f"{next(_CGROUP_NAMES)}-{self.role}")
         if self.cgroup is not None:
-            self.cgroup.set_limit(-1)  # none while it starts: its own memory is measured below
             argv = self.cgroup.command(argv)
         self.fd_socket, theirs = socket.socketpair()
         # Requests and replies go through pipes of their own, never the server's stdin and
