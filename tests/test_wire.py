@@ -1041,6 +1041,19 @@ def test_assign_in_place_refuses_immutable_and_mismatched() -> None:
         assert repr(original) == before
 
 
+def test_mirrors_never_takes_a_fresh_copy_for_one_it_compared() -> None:
+    """An object's state is compared as a copy of its dict; a copy freed after its comparison
+    gave its address to the next, which then passed as compared already."""
+    for count in range(1, 30):
+        for make in (types.SimpleNamespace, Plain):
+            original = [make(1) if make is Plain else make(a=1) for _ in range(count)]
+            changed = [make(1) if make is Plain else make(a=1) for _ in range(count)]
+            original.append(make(2) if make is Plain else make(a=2))
+            changed.append(make(3) if make is Plain else make(a=3))
+            assert not wire.mirrors(original, changed)
+            assert not wire.mirrors([[original[-1]]], [[changed[-1]]])
+
+
 def test_assign_in_place_keeps_sharing_and_cycles() -> None:
     shared = [0]
     original = [shared, shared]

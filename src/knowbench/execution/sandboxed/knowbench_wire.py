@@ -2071,6 +2071,14 @@ def mirrors(original: object, new: object) -> bool:
 class _Mirrors:
     def __init__(self) -> None:
         self.seen: set[tuple[int, int]] = set()
+        # The copies compared (an object's state as a dict): kept alive, so that no later copy
+        # takes an address `seen` holds and passes as compared already.
+        self.copies: list[object] = []
+
+    def copy(self, state: object) -> dict:
+        made = dict(state)  # type: ignore[call-overload]
+        self.copies.append(made)
+        return made
 
     def same(self, a: object, b: object) -> bool:
         if a is b:
@@ -2110,7 +2118,7 @@ class _Mirrors:
         if t is array.array:
             return a.typecode == b.typecode and a.tobytes() == b.tobytes()
         if t is types.SimpleNamespace:
-            return self.same(dict(vars(a)), dict(vars(b)))
+            return self.same(self.copy(vars(a)), self.copy(vars(b)))
         if t in STREAMS:
             return bool(a.__getstate__()[:-1] == b.__getstate__()[:-1])
         if callable(a) or isinstance(a, type):
@@ -2118,7 +2126,7 @@ class _Mirrors:
         _, has_dict, slots = _layout(t)
         if has_dict:
             state_a, state_b = object.__getattribute__(a, "__dict__"), object.__getattribute__(b, "__dict__")
-            if not self.same(dict(state_a), dict(state_b)):
+            if not self.same(self.copy(state_a), self.copy(state_b)):
                 return False
         for descriptor in slots.values():
             try:
