@@ -814,12 +814,28 @@ def test_module_cleanups_run_as_the_module_ends_as_unittest_runs_them(engine: En
 def test_class_cleanups_run_when_set_up_class_fails_as_unittest_runs_them(engine: Engine) -> None:
     """What a failed `setUpClass` registered with `addClassCleanup` is cleaned up before the
     next class runs."""
-    tests = ("import unittest\nFLAGS = {}\nclass TestA(unittest.TestCase):\n    @classmethod\n"
-             "    def setUpClass(cls):\n        cls.addClassCleanup(FLAGS.__setitem__, 'clean', True)\n"
-             "        raise RuntimeError('set-up failed')\n    def test_1(self):\n        pass\n"
-             "class TestB(unittest.TestCase):\n    def test_2(self):\n        self.assertTrue(FLAGS.get('clean'))\n"
-             "        self.assertEqual(add(1, 2), 3)\n")
-    assert _statuses(engine, tests) == {"t::TestA::test_1": "error", "t::TestB::test_2": "pass"}
+    assert _statuses(engine, CLASS_CLEANUP) == {"t::TestA::test_1": "error", "t::TestB::test_2": "pass"}
+
+
+CLASS_CLEANUP = """
+import unittest
+
+FLAGS = {}
+
+class TestA(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.addClassCleanup(FLAGS.__setitem__, "clean", True)
+        raise RuntimeError("set-up failed")
+
+    def test_1(self):
+        pass
+
+class TestB(unittest.TestCase):
+    def test_2(self):
+        self.assertTrue(FLAGS.get("clean"))
+        self.assertEqual(add(1, 2), 3)
+"""
 
 
 SCALE = "SETTINGS = {'factor': 1}\n\n\ndef scale(x):\n    return x * SETTINGS['factor']\n"
