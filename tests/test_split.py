@@ -299,6 +299,69 @@ def test_the_tests_never_write_into_a_file_the_candidate_made_first(split_engine
     assert result.status == "pass", result.tests[0].message[-800:]
 
 
+def test_the_tests_never_write_into_a_directory_the_candidate_made_first(split_engine: Engine) -> None:
+    """A directory the candidate made under the name the tests give theirs is the candidate's:
+    it may rename the tests' files in it. Their writes there are refused, whatever opens the
+    file (`open`, `os.open`, `io.FileIO`, tarfile's own `open`, sqlite)."""
+    if not split_engine.sandbox.drops_privileges:  # type: ignore[attr-defined]
+        pytest.skip("the candidate runs under its own uid only when knowbench runs as root")
+    program = """
+        import os
+
+        os.mkdir("expected", 0o777)
+        os.chmod("expected", 0o777)
+
+
+        def add(a, b):
+            return a + b
+    """
+    result = run(split_engine, program, """
+        import io
+        import os
+        import sqlite3
+        import tarfile
+
+        import pytest
+
+
+        def test_writes_into_the_candidates_directory():
+            assert add(1, 2) == 3
+            os.makedirs("expected", exist_ok=True)
+            for write in (lambda path: open(path, "w"), lambda path: os.open(path, os.O_WRONLY | os.O_CREAT),
+                          lambda path: io.FileIO(path, "w"), lambda path: tarfile.open(path, "w"),
+                          lambda path: sqlite3.connect(path)):
+                with pytest.raises(PermissionError, match="the candidate's process made"):
+                    write("expected/report")
+            with open("mine.txt", "w") as handle:  # (the tests' own, elsewhere: theirs to write)
+                handle.write("ok")
+    """)
+    assert result.status == "pass", result.tests[0].message[-800:]
+
+
+def test_no_sample_gets_io_uring(split_engine: Engine) -> None:
+    """Its operations make links, sockets and extended attributes with no system call the
+    seccomp filter sees: it answers ENOSYS, as a kernel without it."""
+    program = """
+        import ctypes
+        import platform
+
+
+        def add(a, b):
+            syscall = ctypes.CDLL(None, use_errno=True).syscall
+            params = ctypes.create_string_buffer(120)
+            return [syscall(425, 8, params), ctypes.get_errno()]  # io_uring_setup(8, &params)
+    """
+    for isolation in ("split", "in-process"):
+        result = split_engine.execute(make_request(dedent(program), dedent("""
+            import errno
+
+
+            def test_ring():
+                assert add(1, 2) == [-1, errno.ENOSYS]
+        """), "add", isolation=isolation))  # type: ignore[arg-type]
+        assert result.status == "pass", (isolation, result.tests[0].message[-800:])
+
+
 def test_the_candidate_takes_no_lease_and_no_directory_notice(split_engine: Engine) -> None:
     """A write lease on a file the tests will open would hold their open until the candidate
     has acted, between two of their steps; a directory notice would tell it when they wrote."""

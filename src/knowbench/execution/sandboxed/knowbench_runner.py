@@ -207,7 +207,7 @@ def _snapshot():
         # module's own functions keep in its globals, while it stays plain data (`_plain_data`,
         # checked with the rest): not what they bind there to be called, or a module (a lazily
         # imported class stays watched).
-        own = {key for key in state.get(scope, ()) if _plain_data(space.get(key))}
+        own = {key for key in state.get(scope, ()) if key in space and _plain_data(space[key])}
         data.extend((scope, space, key) for key in own)
         keys = tuple(key for key in space if key not in _VOLATILE and key not in own
                      and (scope not in only or key in only[scope]))
@@ -652,12 +652,15 @@ _DIR_NUMBERS = itertools.count()
 
 
 def _guard_writes(candidate_uid):
-    """Split, in the judge: the tests never write into a file the candidate's uid owns. In a
-    shared directory (the work directory, `tmp_path`, `tempfile`'s) the candidate may make a
-    file under the name the tests will give theirs before they do; their `open(path, "w")`
-    would reuse it, and the candidate could then change what the tests take for their own (a
-    reference to compare with). Such an open raises PermissionError instead (`open`, `io.open`:
-    what pathlib, pandas and numpy write through)."""
+    """Split, in the judge: the tests never write into a file the candidate's uid owns, or
+    into a directory it owns. In a shared directory (the work directory, `tmp_path`,
+    `tempfile`'s) the candidate may make a file or a directory under the name the tests will
+    give theirs before they do; their `open(path, "w")` would reuse it, and the candidate could
+    then change or swap what the tests take for their own (a reference to compare with). Such
+    an open raises PermissionError instead: checked before it (an audit hook: every open for
+    writing, `os.open` and `io.FileIO` included, and `sqlite3.connect` with its journals) and,
+    for `open` and `io.open` (what pathlib, pandas and numpy write through), after it too, on
+    what was opened, so a file made in between is caught."""
     if candidate_uid is None:  # (one uid for both: knowbench is not root, nothing to tell apart)
         return
     import builtins
@@ -683,6 +686,45 @@ def _guard_writes(candidate_uid):
         return stream
 
     builtins.open = io.open = open
+    write = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+    def candidates(path):
+        """Whether `path`, or a directory above it, is the candidate's uid's (a directory it
+        made first, under the name the tests give theirs, lets it rename their files in it)."""
+        try:
+            if os.lstat(path).st_uid == candidate_uid:
+                return True
+        except (OSError, ValueError):
+            pass  # (not there yet: the tests make it)
+        try:
+            directory = os.path.dirname(os.path.abspath(path))
+            while True:
+                if os.stat(directory).st_uid == candidate_uid:
+                    return True
+                above = os.path.dirname(directory)
+                if above == directory:
+                    return False
+                directory = above
+        except (OSError, ValueError):
+            return False
+
+    def hook(event, args):
+        # Every open for writing, whatever opens it (`os.open`, `io.FileIO`, a module that bound
+        # `open` before it was wrapped: tarfile), and sqlite's databases with their journals.
+        if event == "open" and len(args) > 2 and type(args[2]) is int and args[2] & write:
+            paths = [args[0]]
+        elif event == "sqlite3.connect" and args:
+            paths = [args[0], *(args[0] + suffix for suffix in ("-journal", "-wal", "-shm"))]                 if type(args[0]) is str and args[0] not in (":memory:", "") else [args[0]]
+        else:
+            return
+        for path in paths:
+            if hasattr(type(path), "__fspath__"):  # (the tests' own objects: this is their process)
+                path = os.fspath(path)
+            if type(path) in (str, bytes) and candidates(path):
+                raise PermissionError(errno.EACCES, "the tests would write into a file or directory "
+                                      "the candidate's process made, which knowbench does not allow", path)
+
+    sys.addaudithook(hook)
 
 
 def _share_tempfile():

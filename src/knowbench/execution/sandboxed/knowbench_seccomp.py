@@ -55,14 +55,17 @@ _ARCHES = {
 #   refused other families (EAFNOSUPPORT) and other protocols (EPROTONOSUPPORT); `vmsplice`
 #   EPERM; setting an extended attribute ENOTSUP, as on a file system without them (what
 #   `shutil.copy2` expects).
+# - io_uring (setup, enter, register: ENOSYS, as on a kernel without it, so libraries fall back
+#   to plain calls): its operations make links, sockets and extended attributes with no system
+#   call this filter sees.
 # - The candidate's: a lease or a directory notification (`fcntl` F_SETLEASE, F_NOTIFY), with
 #   which it could hold the judge's next open of a file it made, or learn the moment the tests
 #   write one, and act between two of the tests' steps.
 _GUARDED = {
     "x86_64": {"clone": 56, "unshare": 272, "clone3": 435, "socket": 41, "vmsplice": 278,
-               "xattrs": (188, 189, 190, 463), "fcntl": 72},
+               "xattrs": (188, 189, 190, 463), "fcntl": 72, "io_uring": (425, 426, 427)},
     "aarch64": {"clone": 220, "unshare": 97, "clone3": 435, "socket": 198, "vmsplice": 75,
-                "xattrs": (5, 6, 7, 463), "fcntl": 25},
+                "xattrs": (5, 6, 7, 463), "fcntl": 25, "io_uring": (425, 426, 427)},
 }
 _F_SETLEASE, _F_NOTIFY = 1024, 1026
 _CLONE_NEWUSER = 0x10000000
@@ -112,7 +115,8 @@ def _program(arch, denied, guarded, leases=True):
         op(_JEQ_K, number, yes=refuse(_EPERM))
     for number in guarded["xattrs"]:
         op(_JEQ_K, number, yes=refuse(_ENOTSUP))
-    op(_JEQ_K, guarded["clone3"], yes=refuse(_ENOSYS))
+    for number in (guarded["clone3"], *guarded["io_uring"]):
+        op(_JEQ_K, number, yes=refuse(_ENOSYS))
     op(_JEQ_K, guarded["clone"], yes="flags")
     op(_JEQ_K, guarded["unshare"], yes="flags")
     op(_JEQ_K, guarded["socket"], yes="family")
