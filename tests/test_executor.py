@@ -35,6 +35,8 @@ from knowbench.execution.sandbox import RUNNER_DIR, Sandbox
 from knowbench.records import Execution, Limits
 
 ADD = "def add(a, b):\n    return a + b\n"
+NEEDS_CGROUPS = pytest.mark.skipif(not memory_cgroups_available(), reason="knowbench cannot make memory "
+                                   "cgroups here (no writable cgroup v1 memory controller)")
 
 
 @pytest.fixture(scope="module", params=["subprocess", "forkserver",
@@ -1452,11 +1454,10 @@ def test_memory_queued_in_sockets_counts_against_the_sample(engine: Engine, held
 
 
 
+@NEEDS_CGROUPS
 def test_each_start_of_a_server_gets_a_fresh_cgroup(best_sandbox: Sandbox) -> None:
     """What an earlier server left charged to its cgroup (page cache a sample read) would
     raise the next one's baseline, and so the room of every sample after it."""
-    if not memory_cgroups_available():
-        pytest.skip("knowbench cannot make memory cgroups here (no writable cgroup v1 memory controller)")
     engine = ForkServerEngine(best_sandbox, workers=1)
     try:
         assert engine.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
@@ -1654,13 +1655,12 @@ PIPES = in_children("""
 """, children=40)
 
 
+@NEEDS_CGROUPS
 @pytest.mark.parametrize("isolation", ["in-process", "split"])
 def test_memory_the_kernel_holds_counts_against_the_sample_in_its_cgroup(best_sandbox: Sandbox,
                                                                           isolation: str) -> None:
     """The fork server's memory cgroup counts what no list shows (pipes here); without one, the
     same sample passes a 64 MB budget. The Ray engine's actors run the same fork servers."""
-    if not memory_cgroups_available():
-        pytest.skip("knowbench cannot make memory cgroups here (no writable cgroup v1 memory controller)")
     counted, uncounted = (ForkServerEngine(best_sandbox, workers=1, cgroups=cgroups) for cgroups in (True, False))
     try:
         hoarder = counted.execute(make_request(PIPES + ADD, CHECK_ADD, "add", memory_mb=64, isolation=isolation))

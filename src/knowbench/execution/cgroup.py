@@ -13,9 +13,10 @@ cgroup holds then (the server, its preloaded libraries, the page cache they were
 plus the sample's memory budget plus `SLACK_BYTES` for the kernel's own bookkeeping of the
 sample's processes (page tables, stacks) and for the spare process the server forks for the
 next sample while this one runs (about 5 MB with pandas preloaded). Each start of a server
-gets a fresh cgroup, so nothing an earlier server left charged there raises the baseline. A sample runs alone in its server's cgroup, so a
-process the kernel killed there for memory while the sample ran is the sample's doing: the
-sample gets `memory`, whichever process died, the server included.
+gets a fresh cgroup, so nothing an earlier server left charged there raises the baseline. A
+sample runs alone in its server's cgroup, so a process the kernel killed there for memory
+while the sample ran is the sample's doing: the sample gets `memory`, whichever process
+died, the server included.
 
 The cgroup v2 controller is not used: this machine has none to test it on (its v2 hierarchy
 has no memory controller), and a v2 cgroup that holds processes cannot give its children
@@ -55,10 +56,17 @@ def _own_memory_cgroup() -> Path | None:
     return None
 
 
+def _writable_parent() -> Path | None:
+    """This process's own memory cgroup when it may make cgroups below it, else None."""
+    parent = _own_memory_cgroup()
+    if parent is None or not (parent / "cgroup.procs").is_file() or not os.access(parent, os.W_OK):
+        return None
+    return parent
+
+
 def memory_cgroups_available() -> bool:
     """Whether this process may make memory cgroups below its own."""
-    parent = _own_memory_cgroup()
-    return parent is not None and (parent / "cgroup.procs").is_file() and os.access(parent, os.W_OK)
+    return _writable_parent() is not None
 
 
 class MemoryCgroup:
@@ -72,8 +80,8 @@ class MemoryCgroup:
     def make(cls, name: str) -> MemoryCgroup | None:
         """A fresh cgroup `knowbench-<pid>-<name>` below this process's own, or None where
         none can be made (no v1 memory controller, or its directory is not writable)."""
-        parent = _own_memory_cgroup()
-        if parent is None or not memory_cgroups_available():
+        parent = _writable_parent()
+        if parent is None:
             return None
         sweep(parent)
         path = parent / f"{_PREFIX}{os.getpid()}-{name}"

@@ -602,8 +602,6 @@ class Collected:
 def build_execution(request: ExecutionRequest, nonce: str, collected: Collected, duration: float,
                     sandbox_kind: str, engine_name: str, note: str = "") -> Execution:
     """Turn the raw result records into per-test outcomes; only nonce-bearing records count."""
-    if collected.killed_for_memory:
-        collected.over_budget = True  # the tests it did not report: `memory`
     outcomes, problem = _outcomes(request.items(), collected, nonce, collected.exit_code)
     if collected.killed_for_memory:
         _void_passes(outcomes, "memory", "memory", _KILLED_FOR_MEMORY)
@@ -925,6 +923,10 @@ class _LimitHit:
 
 # Checked in this order: the first limit passed decides every test that did not report.
 _LIMITS_HIT = (
+    _LimitHit("killed_for_memory", "memory", "memory",
+              "the kernel killed a process of the sample for memory during this test (its memory "
+              "cgroup, which counts the kernel's memory too, passed its budget)",
+              "not run: the sample's memory cgroup passed its budget earlier"),
     _LimitHit("over_budget", "memory", "memory",
               "the sample's processes and files passed its memory budget during this test",
               "not run: the memory budget was passed earlier"),

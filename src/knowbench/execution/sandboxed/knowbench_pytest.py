@@ -535,9 +535,15 @@ def _unittest_harness(namespace):
     installed for a spec that uses pytest (`spec_harness`), else None."""
     if type(namespace) is not dict:
         return None
-    if "_kb_call" in namespace and "_kb_call" not in _INHERITED.get(id(namespace), ()):
+    if _mined(namespace):
         return namespace if "_kb_call_unittest" in namespace else None
     return spec_harness(namespace)
+
+
+def _mined(namespace):
+    """Whether a spec's namespace holds the spec harness's own copy (mined), not one it
+    inherited from another spec."""
+    return "_kb_call" in namespace and "_kb_call" not in _INHERITED.get(id(namespace), ())
 
 
 def run_direct(namespace, item):
@@ -784,10 +790,8 @@ def _leave_fixtures(namespace, scope, owner):
     it existed has none: its wider fixtures stay set up, as they always did)."""
     if type(namespace) is not dict:
         return
-    if "_kb_call" in namespace and "_kb_call" not in _INHERITED.get(id(namespace), ()):
-        harness = namespace  # a mined spec's own copy
-    else:
-        harness = _HARNESSED.get(id(namespace))  # the one installed for it, if its tests needed one
+    # a mined spec's own copy, else the one installed for it if its tests needed one
+    harness = namespace if _mined(namespace) else _HARNESSED.get(id(namespace))
     leave = harness.get("_kb_leave") if harness is not None else None
     if callable(leave):
         leave(scope, owner if scope == "class" else None)

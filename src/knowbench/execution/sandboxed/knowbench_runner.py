@@ -126,7 +126,7 @@ _VOLATILE = frozenset({"__warningregistry__", "last_type", "last_value", "last_t
 _STORE, _DELETE = opcode.opmap["STORE_GLOBAL"], opcode.opmap["DELETE_GLOBAL"]
 
 
-_OWN_STATE = {}  # {module name: (module, its `_own_state`)}; a fork server's serve its children
+_OWN_STATE = {}  # {module name: (module, its `_own_state`)}: a fork server's serves its children
 
 
 def _own_state(module):
@@ -714,7 +714,9 @@ def _guard_writes(candidate_uid):
         if event == "open" and len(args) > 2 and type(args[2]) is int and args[2] & write:
             paths = [args[0]]
         elif event == "sqlite3.connect" and args:
-            paths = [args[0], *(args[0] + suffix for suffix in ("-journal", "-wal", "-shm"))]                 if type(args[0]) is str and args[0] not in (":memory:", "") else [args[0]]
+            paths = [args[0]]
+            if type(args[0]) is str and args[0] not in (":memory:", ""):
+                paths += [args[0] + suffix for suffix in ("-journal", "-wal", "-shm")]
         else:
             return
         for path in paths:

@@ -651,11 +651,9 @@ def _enc_factory(factory: object) -> object:
 # as a copy (their items are read by the dict's own C code, whatever class the dict is of); an
 # array and a SimpleNamespace as copies. Not a `MappingProxyType`: it reads its mapping through
 # that mapping's own methods, which may be a library's (a `shelve.Shelf` unpickles).
-_DICT_VIEWS = {type(kind().keys()): prefix + "keys" for kind, prefix in ((dict, "d"), (collections.OrderedDict, "o"))}
-_DICT_VIEWS.update({type(kind().values()): prefix + "values"
-                    for kind, prefix in ((dict, "d"), (collections.OrderedDict, "o"))})
-_DICT_VIEWS.update({type(kind().items()): prefix + "items"
-                    for kind, prefix in ((dict, "d"), (collections.OrderedDict, "o"))})
+_DICT_VIEWS = {type(getattr(kind(), view)()): prefix + view
+               for kind, prefix in ((dict, "d"), (collections.OrderedDict, "o"))
+               for view in ("keys", "values", "items")}
 
 
 def _enc_view(e: _Encoder, v: object) -> object:
