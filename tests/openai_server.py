@@ -357,7 +357,11 @@ def _handler_for(server: ScriptedOpenAIServer) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
 
         def do_POST(self) -> None:
-            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            if len(raw) < length:
+                self.close_connection = True  # the client died mid-request: nothing was asked
+                return
             try:
                 body = json.loads(raw or b"{}")
             except json.JSONDecodeError as error:

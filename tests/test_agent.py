@@ -327,20 +327,25 @@ def test_a_killed_agent_run_resumes_keeping_finished_episodes(
         {"calls": [["list", {"path": ""}]]},
         {"calls": [["search", {"query": "slug"}]]},
         {"calls": [["submit", {"code": TARGET}]]}]}))
-    log = tmp_path / "requests.jsonl"
-    server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "openai_server.py"),
-                               "--tool-script", str(script), "--delay", "0.4", "--log", str(log)],
-                              stdout=subprocess.PIPE, text=True)
-    try:
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+    def serve(log: Path) -> tuple[subprocess.Popen[str], list[str]]:
+        server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "openai_server.py"),
+                                   "--tool-script", str(script), "--delay", "0.4", "--log", str(log)],
+                                  stdout=subprocess.PIPE, text=True)
         assert server.stdout is not None
         port = server.stdout.readline().split()[1]
-        run_dir = tmp_path / "run"
-        command = knowbench_command(
+        return server, knowbench_command(
             "run", str(bench.path), "--model", "scripted", "--base-url", f"http://127.0.0.1:{port}/v1",
             "--method", "agent", "--corpus", str(corpus.directory), "--n", "3", "--seed", "0",
             "--temperature", "0.5", "--concurrency", "1", "--no-cache", "--out", str(run_dir),
             "--workers", "1", "--engine", "subprocess", "--env", "self", "--progress-every", "0")
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+    # Each run gets its own server and log, so nothing the killed run had in flight (a request
+    # half sent when it died) can land among the resumed run's requests.
+    server, command = serve(tmp_path / "killed.jsonl")
+    try:
         victim = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 90
@@ -348,9 +353,14 @@ def test_a_killed_agent_run_resumes_keeping_finished_episodes(
             time.sleep(0.05)
         os.killpg(victim.pid, signal.SIGKILL)
         victim.wait()
-        kept = _generations(run_dir)
-        assert 1 <= len(kept) < 3, "the kill did not land between the first and the last episode"
-        log.write_text("")
+    finally:
+        server.terminate()
+        server.wait()
+    kept = _generations(run_dir)
+    assert 1 <= len(kept) < 3, "the kill did not land between the first and the last episode"
+    log = tmp_path / "resumed.jsonl"
+    server, command = serve(log)  # another port: the run resumes all the same
+    try:
         resumed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
         assert resumed.returncode == 0, resumed.stderr
     finally:
