@@ -346,6 +346,15 @@ CASES = [
     Case("system_exit_in_target", "def add(a, b):\n    raise SystemExit(0)\n", T_TRUE),
     Case("keyboard_interrupt_at_import", HONEST_ADD + "raise KeyboardInterrupt\n", T_TRUE),
     Case("keyboard_interrupt_in_target", "def add(a, b):\n    raise KeyboardInterrupt\n", T_TRUE),
+    # -- pytest's xfail is a pass only when the tests call it ---------------------------------------
+    Case("target_calls_pytests_xfail", "import pytest\n\n\ndef add(a, b):\n    pytest.xfail('x')\n", T_FALSE,
+         preload=("pytest",)),
+    Case("target_is_pytests_xfail", dedent("""
+        import pytest
+        names = {"pytest": pytest}
+        exec(compile("def add(a, b):\\n    pytest.xfail('x')\\n", "test:t", "exec"), names)
+        add = names["add"]
+    """), T_FALSE, preload=("pytest",)),
     # -- tampering with the testing machinery -----------------------------------------------------
     Case("patch_testcase_asserts", dedent("""
         import unittest

@@ -150,8 +150,20 @@ def test_capsys_captures_until_read_and_restores_on_close() -> None:
         print("later")
         assert (captured.out, captured.err) == ("out\n", "err\n")
         assert capsys.readouterr() == ("later\n", "")
+        with capsys.disabled():  # written where the output went before the capture
+            assert (sys.stdout, sys.stderr) == saved
+        print("after")
+        assert capsys.readouterr().out == "after\n"
     finally:
         capsys.close()
+    assert (sys.stdout, sys.stderr) == saved
+    binary = emulation.CapsysBinary()
+    try:
+        sys.stdout.buffer.write(b"\xff")
+        print("text")
+        assert binary.readouterr() == (b"\xfftext\n", b"")
+    finally:
+        binary.close()
     assert (sys.stdout, sys.stderr) == saved
 
 
@@ -1553,3 +1565,163 @@ def test_a_unittest_cases_autouse_fixtures_get_the_runners_fixtures(engine: Engi
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_spec.py"],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert "2 passed, 1 skipped" in done.stdout, done.stdout[-1500:]
+
+
+REQUEST_AND_XFAIL_SPEC = '''
+import sys
+
+import pytest
+
+
+@pytest.fixture
+def named(request):
+    return (request.fixturename, request.scope)
+
+
+@pytest.fixture(scope="module")
+def wide(request):
+    return (request.fixturename, request.scope)
+
+
+def test_fixturename_and_scope(named, wide, request):
+    assert named == ("named", "function") and wide == ("wide", "module")
+    assert request.fixturename is None and request.scope == "function"
+    assert {"named", "wide", "request"} <= set(request.fixturenames)
+    assert add(1, 2) == 3
+
+
+MARKER = 41
+
+
+def test_module_and_config(request, pytestconfig):
+    assert request.module.MARKER == 41
+    assert request.config is pytestconfig and pytestconfig.getoption("verbose") == 0
+    assert request.config.getoption("--no-such-option", default="d") == "d"
+    with pytest.raises(ValueError):
+        request.config.getoption("--no-such-option")
+    assert not request.config.pluginmanager.hasplugin("xdist")
+    assert add(1, 2) == 3
+
+
+@pytest.mark.slow
+def test_keywords_and_nodeid(request):
+    assert "slow" in request.keywords and "test_keywords_and_nodeid" in request.keywords
+    assert "nope" not in request.keywords
+    assert request.node.nodeid.endswith("::test_keywords_and_nodeid")
+    assert request.node.name == "test_keywords_and_nodeid"
+    assert add(1, 2) == 3
+
+
+@pytest.mark.parametrize("x, label", [(1, "one"), pytest.param(2, "two", id="second")])
+def test_the_case_names_the_node(request, x, label):
+    assert request.node.name == ("test_the_case_names_the_node[1-one]" if x == 1
+                                 else "test_the_case_names_the_node[second]")
+    assert request.node.callspec.params == {"x": x, "label": label}
+    assert request.node.originalname == "test_the_case_names_the_node"
+    assert add(x, 1) == x + 1
+
+
+@pytest.fixture
+def known_bug(request):
+    request.node.add_marker(pytest.mark.xfail(reason="known"))
+
+
+def test_an_xfail_a_fixture_adds(known_bug):
+    assert add(1, 2) == 4
+
+
+def test_an_xfail_the_test_applies(request):
+    request.applymarker(pytest.mark.xfail(reason="known", strict=True))
+    assert add(1, 2) == 3
+
+
+def test_an_xfail_the_test_calls():
+    if add(1, 2) != 4:
+        pytest.xfail("not yet")
+    assert add(1, 2) == 3
+
+
+def test_an_xfail_the_test_calls_only_on_a_wrong_answer():
+    if add(2, 2) != 4:
+        pytest.xfail("wrong")
+    assert add(2, 2) == 4
+
+
+@pytest.fixture
+def twice():
+    yield 1
+    yield 2
+
+
+def test_a_fixture_that_yields_twice(twice):
+    assert add(1, 2) == 3
+
+
+@pytest.mark.xfail(True)
+def test_a_boolean_condition_without_a_reason():
+    assert add(1, 2) == 3
+
+
+def test_capsysbinary_and_capsys_disabled(capsysbinary):
+    sys.stdout.buffer.write(b"x")
+    sys.stdout.flush()
+    with capsysbinary.disabled():
+        print("let through")
+    assert capsysbinary.readouterr().out == b"x"
+    assert add(1, 2) == 3
+'''
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_request_config_and_the_ways_to_xfail_are_pytests(engine: Engine, tmp_path: Path, isolation: str) -> None:
+    """More of `request` (`fixturename`, `scope`, `module`, `config`, `keywords`, `node.nodeid`,
+    `node.name` with the case's id, `node.callspec`), `pytestconfig`, `capsysbinary`,
+    `capsys.disabled()`, an xfail mark added while the test runs, `pytest.xfail()` called by the
+    test, and pytest's errors for a fixture that yields twice and a boolean condition without
+    a reason: each test's verdict is pytest's on the same file, for a right and a wrong program."""
+    for program in (ADD, "def add(a, b):\n    return a - b\n"):
+        (tmp_path / "test_spec.py").write_text(program + REQUEST_AND_XFAIL_SPEC)
+        done = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "test_spec.py"],
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        pytests: dict[str, bool] = {}
+        for line in done.stdout.splitlines():  # a case failing fails its test, as knowbench has it
+            outcome, _, rest = line.partition(" test_spec.py::")
+            if outcome in ("PASSED", "XFAIL", "FAILED", "ERROR") and rest:
+                name = rest.split(" ")[0].split("[")[0]
+                pytests[name] = pytests.get(name, True) and outcome in ("PASSED", "XFAIL")
+        result = engine.execute(make_request(program, REQUEST_AND_XFAIL_SPEC, "add", preload=["pytest"],
+                                             isolation=isolation, trusted_program=ADD))
+        ours = {t.id.rsplit(":", 1)[-1]: t.status == "pass" for t in result.tests}
+        assert result.isolation == isolation and len(ours) == 11
+        assert ours == pytests, [(t.id, t.status, t.message[-300:]) for t in result.tests]
+        # (the file holds passes, failures and xfails either way: the comparison can fail)
+        assert len(set(ours.values())) == 2 and "XFAIL" in done.stdout
+
+
+# A test that would pass only as pytest's xfail: what a candidate does to raise it.
+XFAIL_FORGERIES = {
+    "calls_xfail": "import pytest\ndef add(a, b):\n    pytest.xfail('x')\n",
+    "raises_xfailed": "from _pytest.outcomes import XFailed\ndef add(a, b):\n    raise XFailed('x')\n",
+    "is_xfail": "import pytest\nadd = type(pytest.xfail).__call__\n",  # (add("a", "b"): xfail's self "a", reason "b")
+    "code_named_as_the_specs": ("import pytest\nnames = {'pytest': pytest}\n"
+                                "exec(compile('def add(a, b):\\n    pytest.xfail(\"x\")\\n', 'test:t', 'exec'), names)\n"
+                                "add = names['add']\n"),
+    "xfail_as_a_special_method": ("import pytest\nclass Truth:\n    __bool__ = type(pytest.xfail).__call__\n"
+                                  "class R:\n    def __eq__(self, other):\n        return Truth()\n"
+                                  "def add(a, b):\n    return R()\n"),
+}
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+@pytest.mark.parametrize("forgery", sorted(XFAIL_FORGERIES))
+def test_only_the_tests_own_call_of_pytest_xfail_makes_an_xfail(engine: Engine, forgery: str,
+                                                              isolation: str) -> None:
+    tests = ("import pytest\n\ndef test_add():\n    assert add('a', 'b') == 'ab'\n\n"
+             "def test_guarded():\n    if add(2, 2) != 4:\n        pytest.xfail('honest')\n    assert False\n")
+    result = engine.execute(make_request(XFAIL_FORGERIES[forgery], tests, "add", preload=["pytest"],
+                                         isolation=isolation, trusted_program=ADD))
+    assert result.isolation == isolation
+    verdicts = [(t.status, t.message.startswith("xfailed")) for t in result.tests]
+    assert verdicts[0][0] != "pass", result.tests[0].message
+    # the test's own call, on what the candidate returned, is an xfail where that call is reached
+    assert verdicts[1] in (("pass", True), ("error", False)), result.tests[1].message

@@ -19,7 +19,6 @@ Like every module in this directory it must not import knowbench: it runs in wha
 environment the benchmark's tests need.
 """
 
-import io
 import os
 import pathlib
 import sys
@@ -147,43 +146,6 @@ def _named(target):
     return name if type(name) is str else type(target).__name__
 
 
-class CaptureResult(tuple):
-    @property
-    def out(self):
-        return self[0]
-
-    @property
-    def err(self):
-        return self[1]
-
-
-class CaptureIO(io.TextIOWrapper):
-    """Where `capsys` captures to, as pytest's: text over bytes, so that what writes bytes to
-    `sys.stdout.buffer` is captured too."""
-
-    def __init__(self):
-        super().__init__(io.BytesIO(), encoding="UTF-8", newline="", write_through=True)
-
-    def getvalue(self):
-        return self.buffer.getvalue().decode("UTF-8")
-
-
-class Capsys:
-    """The subset of pytest's `capsys` fixture: captures sys.stdout/sys.stderr."""
-
-    def __init__(self):
-        self._saved = (sys.stdout, sys.stderr)
-        sys.stdout, sys.stderr = CaptureIO(), CaptureIO()
-
-    def readouterr(self):
-        out, err = sys.stdout.getvalue(), sys.stderr.getvalue()
-        sys.stdout, sys.stderr = CaptureIO(), CaptureIO()
-        return CaptureResult((out, err))
-
-    def close(self):
-        sys.stdout, sys.stderr = self._saved
-
-
 def _runner_fixture(name, new_tmp_dir, fixtures):
     """A fixture the runner makes itself (`RUNNER_FIXTURES`; `capfd` is `capsys`): `tmp_path`
     from `new_tmp_dir()`, the undo of the others appended to `fixtures`."""
@@ -211,7 +173,8 @@ def run_function(function, new_tmp_dir, fixtures):
     or defines fixtures runs through the spec harness instead (`spec_harness`).
     """
     _kb_refuse_generator(function)
-    harness = spec_harness(getattr(_real_function(function), "__globals__", None))
+    spec = getattr(_real_function(function), "__globals__", None)
+    harness = spec_harness(spec, needed=any(name in _HARNESS_ONLY for name in _kb_arguments(function)))
     if harness is not None:
         _CURRENT_TMP[0] = new_tmp_dir
         harness["_kb_call"](function, getattr(function, "__self__", None))
@@ -266,20 +229,25 @@ def spec_loaded(namespace, program):
     namespace["_kb_INHERITED"] = inherited  # (the harness evaluates skipif strings without them)
 
 
-def spec_harness(namespace):
+# Fixtures only the spec harness serves: a test asking for one runs through it.
+_HARNESS_ONLY = frozenset(("request", "pytestconfig"))
+
+
+def spec_harness(namespace, needed=False):
     """For a spec knowbench did not mine that uses pytest's marks (`parametrize`, `skip`,
     `skipif`, `xfail`, `usefixtures`, a module's or class's `pytestmark`) or defines fixtures
     (`@pytest.fixture` in the module or in a test class): the spec harness made for it (the
     globals of its functions, `_install_harness`), its fixtures registered as mining registers
     them, so its tests run as pytest runs them. None for any other spec, and for a mined one
-    (its tests call the harness themselves)."""
+    (its tests call the harness themselves). `needed`: a test of the spec asks for a fixture
+    only the harness serves (`request`), so it is made for any spec but a mined one."""
     if type(namespace) is not dict:
         return None
     key = id(namespace)
-    if key not in _HARNESSED:
+    if _HARNESSED.get(key) is None and (key not in _HARNESSED or needed):
         inherited = _INHERITED.get(key, frozenset())
         own = {name: value for name, value in list(namespace.items()) if name not in inherited}
-        needed = "_kb_call" not in own and _uses_pytest(own)
+        needed = "_kb_call" not in own and (needed or _uses_pytest(own))
         _HARNESSED[key] = _install_harness(namespace, own) if needed else None
     return _HARNESSED[key]
 
@@ -813,6 +781,7 @@ def _scope_cleanups(owner, scope):
 # --- spec harness begins: copied into test specs; standard library only, names `_kb_*`
 # A spec starts with this section, so it imports what it needs itself.
 import inspect as _kb_inspect  # noqa: E402
+import io as _kb_io  # noqa: E402
 import itertools as _kb_itertools  # noqa: E402
 import unittest as _kb_unittest  # noqa: E402
 
@@ -821,6 +790,13 @@ try:  # the running runner's class (it imports this module), so the outcome's re
 except ImportError:
     class _KbUnsupportedFixture(RuntimeError):
         pass
+
+
+
+class _KbHarnessError(Exception):
+    """What pytest reports as an error of the test's own making (a mark it cannot evaluate, a
+    fixture that yields twice): the test fails, whatever the program."""
+
 
 _kb_FIXTURES = {}
 _kb_AUTOUSE = []
@@ -835,29 +811,199 @@ def _kb_spec():
     return globals().get("_kb_SPEC") or globals()
 
 
-class _KbRequest:
-    """The parts of pytest's `request` fixture that tests use."""
+# pytest's options as a run without any has them, its short options' names, its ini values.
+_kb_OPTIONS = {"verbose": 0, "capture": "fd", "keyword": "", "markexpr": "", "maxfail": 0, "exitfirst": False,
+               "runxfail": False, "strict_markers": False, "strict": False, "basetemp": None, "tbstyle": "auto",
+               "color": "auto", "showlocals": False, "reportchars": "fE", "lf": False, "ff": False,
+               "usepdb": False, "collectonly": False}
+_kb_SHORT_OPTIONS = {"v": "verbose", "q": "verbose", "x": "exitfirst", "k": "keyword", "m": "markexpr",
+                     "s": "capture", "l": "showlocals", "r": "reportchars"}
+_kb_INI = {"markers": [], "testpaths": [], "addopts": [], "filterwarnings": [], "usefixtures": [],
+           "python_files": ["test_*.py", "*_test.py"], "python_classes": ["Test"], "python_functions": ["test"],
+           "xfail_strict": False, "norecursedirs": [], "empty_parameter_set_mark": "", "minversion": None}
 
-    def __init__(self, owner, function, param, resolve, finalizers):
+
+class _KbConfig:
+    """pytest's `config` (`request.config`, `pytestconfig`) as a run without command-line
+    options or an ini file has it: `getoption` gives pytest's defaults, the `default` given
+    for any other name, and raises ValueError for an unknown one without a default, as pytest
+    does (an option a conftest's `pytest_addoption` adds is unknown here)."""
+
+    def __init__(self):
+        import pathlib
+        import types
+
+        self.option = types.SimpleNamespace(**_kb_OPTIONS)
+        self._kb_ini = {name: list(value) if isinstance(value, list) else value for name, value in _kb_INI.items()}
+        self.rootpath = pathlib.Path.cwd()
+        self.args = []
+        self.pluginmanager = _KbPluginManager()
+
+    def getoption(self, name, default=_kb_NO_PARAM, skip=False):
+        stripped = name.lstrip("-")
+        dest = _kb_SHORT_OPTIONS.get(stripped, stripped.replace("-", "_")) if name.startswith("-") else name
+        if hasattr(self.option, dest) and not (skip and getattr(self.option, dest) is None):
+            return getattr(self.option, dest)
+        if default is not _kb_NO_PARAM:
+            return default
+        if skip:
+            raise _kb_unittest.SkipTest(f"no {name!r} option found")
+        raise ValueError(f"no option named {name!r}")
+
+    getvalue = getoption
+
+    def getini(self, name):
+        if name not in self._kb_ini:
+            raise ValueError(f"unknown configuration value: {name!r}")
+        value = self._kb_ini[name]
+        return list(value) if isinstance(value, list) else value
+
+    def addinivalue_line(self, name, line):
+        if name not in self._kb_ini:
+            raise ValueError(f"unknown configuration value: {name!r}")
+        self._kb_ini[name].append(line)
+
+
+class _KbPluginManager:
+    """`config.pluginmanager`: no plugin is loaded in the sandbox."""
+
+    def hasplugin(self, name):
+        return False
+
+    def getplugin(self, name):
+        return None
+
+    get_plugin = getplugin
+
+
+_kb_CONFIG = []  # the one config (made on first use), as pytest's session has one
+
+
+def _kb_config():
+    if not _kb_CONFIG:
+        _kb_CONFIG.append(_KbConfig())
+    return _kb_CONFIG[0]
+
+
+class _KbModuleView:
+    """A spec's namespace seen as a module (`request.module`) where no module holds it."""
+
+    def __init__(self, namespace):
+        object.__setattr__(self, "_kb_namespace", namespace)
+
+    def __getattr__(self, name):
+        try:
+            return self._kb_namespace[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name, value):
+        self._kb_namespace[name] = value
+
+
+class _KbCallSpec:
+    """`request.node.callspec` of a parametrized test: its `params` and `id`."""
+
+    def __init__(self, params, case_id):
+        self.params, self.id = params, case_id
+
+    def getparam(self, name):
+        return self.params[name]
+
+
+class _KbNode:
+    """`request.node`: the test item (its name with the case's id, as pytest names it, its
+    marks with those `add_marker` adds, `keywords`, `nodeid`, `callspec`)."""
+
+    def __init__(self, spec, owner, function, marks, params, case_id, fixturenames=()):
+        import sys
+
         self.instance = owner
         self.cls = type(owner) if owner is not None else None
         self.function = function
+        self.originalname = getattr(function, "__name__", "")
+        self.name = self.originalname + (f"[{case_id}]" if case_id else "")
+        module = sys.modules.get(spec.get("__name__"))
+        self.module = module if module is not None and vars(module) is spec else _KbModuleView(spec)
+        self.path = self.fspath = __import__("pathlib").Path(str(spec.get("__file__") or spec.get("__name__")))
+        self.nodeid = "::".join([str(spec.get("__file__") or spec.get("__name__")),
+                                 *([self.cls.__qualname__.replace(".", "::")] if self.cls is not None else []),
+                                 self.name])
+        self.config = _kb_config()
+        self.fixturenames = ["request", *fixturenames]
+        own = len(list(getattr(function, "pytestmark", [])))
+        self._kb_marks, self._kb_own, self.added = list(marks), own, []
+        if params:
+            self.callspec = _KbCallSpec(dict(params), case_id)
+
+    @property
+    def own_markers(self):
+        return [*self._kb_marks[:self._kb_own], *self.added]
+
+    @property
+    def keywords(self):
+        names = {self.name: True, self.originalname: True, str(self._kb_module_name()): True}
+        if self.cls is not None:
+            names[self.cls.__name__] = True
+        names.update((mark.name, mark) for mark in self.iter_markers())
+        return names
+
+    def _kb_module_name(self):
+        return getattr(self.module, "__name__", "")
+
+    def add_marker(self, marker, append=True):
+        """A mark made now (`pytest.mark.xfail(...)`, or its name), as pytest's: an xfail
+        added before the test ends makes its failure expected."""
+        if isinstance(marker, str):
+            import pytest
+
+            marker = getattr(pytest.mark, marker)
+        mark = getattr(marker, "mark", marker)
+        if append:
+            self.added.append(mark)
+        else:
+            self.added.insert(0, mark)
+
+    def iter_markers(self, name=None):
+        """The test's marks (its own and those added, its class's, its module's), nearest first."""
+        marks = [*self._kb_marks[:self._kb_own], *self.added, *self._kb_marks[self._kb_own:]]
+        return iter([mark for mark in marks if name is None or mark.name == name])
+
+    def get_closest_marker(self, name, default=None):
+        return next(self.iter_markers(name), default)
+
+
+class _KbRequest:
+    """pytest's `request` fixture: the test's (`fixturename` None), or a fixture's."""
+
+    def __init__(self, node, param, resolve, finalizers, fixturename=None, scope="function"):
+        self.node, self.fixturename, self.scope = node, fixturename, scope
+        self.instance, self.cls, self.function = node.instance, node.cls, node.function
+        self.module, self.path, self.fspath, self.config = node.module, node.path, node.fspath, node.config
         if param is not _kb_NO_PARAM:  # as pytest's: only a parametrized fixture's request has one
             self.param = param
-        self.node = self
-        self.name = getattr(function, "__name__", "")
         self._resolve = resolve
         self._finalizers = finalizers
+
+    @property
+    def keywords(self):
+        return self.node.keywords
+
+    @property
+    def fixturenames(self):
+        return list(self.node.fixturenames)
 
     def getfixturevalue(self, name):
         return self._resolve(name)
 
+    def applymarker(self, marker):
+        self.node.add_marker(marker)
+
     def iter_markers(self, name=None):
-        """The test's marks (its own, its class's, its module's), nearest first."""
-        return iter([mark for mark in _kb_marks(self.function, self.instance) if name is None or mark.name == name])
+        return self.node.iter_markers(name)
 
     def get_closest_marker(self, name, default=None):
-        return next(self.iter_markers(name), default)
+        return self.node.get_closest_marker(name, default)
 
     def addfinalizer(self, finalizer):
         self._finalizers.append(finalizer)
@@ -943,6 +1089,9 @@ def _kb_condition(mark, default):
     if not conditions:
         return default
     for condition in conditions:
+        if not isinstance(condition, str) and "reason" not in mark.kwargs:
+            raise _KbHarnessError(f"Error evaluating {mark.name!r}: you need to specify reason=STRING "
+                                   f"when using booleans as conditions.")
         if isinstance(condition, str):  # pytest evaluates it with os, sys and platform at hand
             import os as kb_os
             import platform as kb_platform
@@ -1028,24 +1177,65 @@ def _kb_cases(marks):
         single = isinstance(names, str) and "," not in names  # pytest's force_tuple
         if isinstance(names, str):
             names = [name.strip() for name in names.split(",") if name.strip()]
+        ids = mark.args[2] if len(mark.args) > 2 else mark.kwargs.get("ids")
         cases = []
-        for case in values:
-            case_marks = []
+        for index, case in enumerate(values):
+            case_marks, case_id = [], None
             if type(case).__name__ == "ParameterSet":
                 case_marks = [getattr(m, "mark", m) for m in case.marks]
+                case_id = case.id
                 if _kb_skip_reason(case_marks):
                     continue
                 case = case.values
             elif single:
                 case = (case,)
-            cases.append((dict(zip(names, case)), case_marks))  # noqa: B905 (specs may run on Python < 3.10)
+            if case_id is None:
+                case_id = _kb_case_id(names, case, ids, index)
+            cases.append((dict(zip(names, case)), case_marks, case_id))  # noqa: B905 (specs may run on Python < 3.10)
         grids.append(cases)
     for combination in _kb_itertools.product(*grids):
         merged, case_marks = {}, []
-        for part, part_marks in combination:
+        for part, part_marks, _ in combination:
             merged.update(part)
             case_marks += part_marks
-        yield merged, case_marks
+        yield merged, case_marks, "-".join(case_id for _, _, case_id in combination)
+
+
+def _kb_idval(value, argname, index):
+    """pytest's id of one parameter value: a string (escaped to ASCII), a number, a bool,
+    None, an enum member or a pattern as written, what has a `__name__` by its name, any
+    other value by its argument's name and its index."""
+    import enum
+    import re
+
+    if isinstance(value, (str, bytes)):
+        text = value.decode("ascii", "backslashreplace") if isinstance(value, bytes) \
+            else value.encode("unicode_escape").decode("ascii")
+        return text
+    if value is None or isinstance(value, (float, int, complex)):
+        return str(value)
+    if isinstance(value, re.Pattern):
+        return _kb_idval(value.pattern, argname, index)
+    if isinstance(value, enum.Enum) and type(value).__name__ != "NotSetType":
+        return str(value)
+    if isinstance(getattr(value, "__name__", None), str):
+        return value.__name__
+    return f"{argname}{index}"
+
+
+def _kb_case_id(names, values, ids, index):
+    """The id pytest gives a parametrize case: from `ids` (a list, or a function of each
+    value) when it names one, else its values' ids joined by "-"."""
+    if ids is not None and not callable(ids):
+        ids = list(ids)
+        if index < len(ids) and ids[index] is not None:
+            return _kb_idval(ids[index], "", index)
+        ids = None
+    parts = []
+    for name, value in zip(names, values):  # noqa: B905
+        made = ids(value) if callable(ids) else None
+        parts.append(_kb_idval(value, name, index) if made is None else str(made))
+    return "-".join(parts)
 
 
 def _kb_owned(cls, attribute, default=None, module=None):
@@ -1250,6 +1440,74 @@ class _KbRecorder:
         pass
 
 
+class _KbCaptureResult(tuple):
+    @property
+    def out(self):
+        return self[0]
+
+    @property
+    def err(self):
+        return self[1]
+
+
+class _KbCaptureIO(_kb_io.TextIOWrapper):
+    """Where `capsys` captures to, as pytest's: text over bytes, so that what writes bytes to
+    `sys.stdout.buffer` is captured too."""
+
+    def __init__(self):
+        super().__init__(_kb_io.BytesIO(), encoding="UTF-8", newline="", write_through=True)
+
+    def getvalue(self):
+        return self.buffer.getvalue().decode("UTF-8")
+
+
+class _KbCapture:
+    """pytest's `capsys`: what is written to `sys.stdout` and `sys.stderr`; `capsysbinary`
+    (`binary`) reads it as bytes. `disabled()` lets writes through while it holds."""
+
+    binary = False
+
+    def __init__(self):
+        import sys
+
+        self._saved = (sys.stdout, sys.stderr)
+        sys.stdout, sys.stderr = _KbCaptureIO(), _KbCaptureIO()
+
+    def readouterr(self):
+        import sys
+
+        if self.binary:
+            out, err = sys.stdout.buffer.getvalue(), sys.stderr.buffer.getvalue()
+        else:
+            out, err = sys.stdout.getvalue(), sys.stderr.getvalue()
+        sys.stdout, sys.stderr = _KbCaptureIO(), _KbCaptureIO()
+        return _KbCaptureResult((out, err))
+
+    def disabled(self):
+        import contextlib
+        import sys
+
+        @contextlib.contextmanager
+        def disabled():
+            capturing = (sys.stdout, sys.stderr)
+            sys.stdout, sys.stderr = self._saved
+            try:
+                yield
+            finally:
+                sys.stdout, sys.stderr = capturing
+
+        return disabled()
+
+    def close(self):
+        import sys
+
+        sys.stdout, sys.stderr = self._saved
+
+
+class _KbCaptureBinary(_KbCapture):
+    binary = True
+
+
 class _KbTmpPathFactory:
     """pytest's `tmp_path_factory`: fresh directories under a base of the test's own."""
 
@@ -1284,7 +1542,8 @@ _kb_BUILTIN_FIXTURES = {"mocker": (_KbMocker, "stopall"), "caplog": (_KbCaplog, 
                         "doctest_namespace": (dict, "clear"), "record_property": (_KbRecorder, "close"),
                         "record_testsuite_property": (_KbRecorder, "close"),
                         "record_xml_attribute": (_KbRecorder, "close"),
-                        "tmp_path_factory": (_KbTmpPathFactory, "close")}
+                        "tmp_path_factory": (_KbTmpPathFactory, "close"),
+                        "capsysbinary": (_KbCaptureBinary, "close"), "capfdbinary": (_KbCaptureBinary, "close")}
 # Fixtures wider than a function, set up once: (name, param) -> value.
 _kb_SCOPED = {}
 # The tear-downs of those that yielded: (their scope, class or None, key in _kb_SCOPED, tear-down).
@@ -1318,31 +1577,41 @@ def _kb_fixture_param_values(params):
         yield param
 
 
-def _kb_fixture_cases(function, owner, used, case):
-    """Every combination of the params of the parametrized fixtures the test needs."""
-    seen, parametrized, pending = set(case), [], [*_kb_autouse(owner), *used, *_kb_arguments(function)]
+def _kb_closure(function, owner, used, case):
+    """The fixtures the test needs, through the fixtures they request (pytest's
+    `fixturenames`), with the (fixture, params, scope) entry of each the harness defines."""
+    seen, found, pending = set(case), [], [*_kb_autouse(owner), *used, *_kb_arguments(function)]
     while pending:
         name = pending.pop()
         if name in seen:
             continue
         seen.add(name)
         entry = _kb_lookup(name, owner)
-        if entry is None:
-            continue
-        fixture, params = entry[:2]
-        if params is not None:
-            parametrized.append((name, list(_kb_fixture_param_values(params))))
-        pending += _kb_arguments(fixture)
-    for values in _kb_itertools.product(*(params for _, params in parametrized)):
-        yield {name: value for (name, _), value in zip(parametrized, values)}  # noqa: B905
+        found.append((name, entry))
+        if entry is not None:
+            pending += _kb_arguments(entry[0])
+    return found
 
 
-def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()):
+def _kb_fixture_cases(function, owner, used, case):
+    """Every combination of the params of the parametrized fixtures the test needs, with the
+    ids of the params."""
+    parametrized = [(name, list(_kb_fixture_param_values(entry[1])))
+                    for name, entry in _kb_closure(function, owner, used, case)
+                    if entry is not None and entry[1] is not None]
+    for values in _kb_itertools.product(*(list(enumerate(params)) for _, params in parametrized)):
+        yield ({name: value for (name, _), (_, value) in zip(parametrized, values)},  # noqa: B905
+               "-".join(_kb_idval(value, name, index) for (name, _), (index, value) in zip(parametrized, values)))  # noqa: B905
+
+
+def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=(), node=None):
     __tracebackhide__ = True
     values, finalizers = dict(case), []
+    if node is None:
+        node = _KbNode(_kb_spec(), owner, function, marks, {}, "")
 
-    def request(param=_kb_NO_PARAM):
-        return _KbRequest(owner, function, param, resolve, finalizers)
+    def request(param=_kb_NO_PARAM, fixturename=None, scope="function"):
+        return _KbRequest(node, param, resolve, finalizers, fixturename, scope)
 
     def resolve(name, outer=False):
         # `outer`: the fixture a class's fixture of the same name requests (it overrides that
@@ -1354,6 +1623,8 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
             return builtins[name]
         if name == "request":
             return request()
+        if name == "pytestconfig":
+            return _kb_config()
         if name == "tmpdir" and "tmp_path" in builtins:
             from _pytest._py.path import LocalPath
             values[name] = LocalPath(builtins["tmp_path"])
@@ -1379,16 +1650,17 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
         if scope != "function" and key in _kb_SCOPED:
             values[slot] = _kb_SCOPED[key]
             return values[slot]
-        arguments = {argument: request(fixture_params.get(name, _kb_NO_PARAM)) if argument == "request"
-                     else resolve(argument, outer or argument == name) for argument in _kb_arguments(fixture)}
+        arguments = {argument: request(fixture_params.get(name, _kb_NO_PARAM), name, entry[2])
+                     if argument == "request" else resolve(argument, outer or argument == name)
+                     for argument in _kb_arguments(fixture)}
         value = fixture(**arguments)
         if _kb_inspect.isgenerator(value):
             generator = value
             value = next(generator)
             if scope == "function":
-                finalizers.append(lambda: next(generator, None))
+                finalizers.append(lambda: _kb_tear_down(generator, name))
             elif scope in ("class", "module"):  # (wider ones end with the process, as with pytest)
-                _kb_SCOPED_TEARDOWNS.append((scope, key[2], key, lambda: next(generator, None)))
+                _kb_SCOPED_TEARDOWNS.append((scope, key[2], key, lambda: _kb_tear_down(generator, name)))
         if scope != "function":  # kept for the process, as pytest keeps it for its scope
             _kb_SCOPED[key] = value
         values[slot] = value
@@ -1410,6 +1682,16 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
                 asyncio.run(outcome)
         finally:
             _kb_finalize(finalizers)
+
+
+def _kb_tear_down(generator, name):
+    """The rest of a yield fixture, after its test; one that yields again is pytest's error."""
+    __tracebackhide__ = True
+    try:
+        next(generator)
+    except StopIteration:
+        return
+    raise _KbHarnessError(f"fixture function has more than one 'yield': {name}")
 
 
 def _kb_finalize(finalizers):
@@ -1435,24 +1717,26 @@ def _kb_is_pytest_skip(error):
     return isinstance(skipped, type) and isinstance(error, skipped)
 
 
-def _kb_expecting(xfail, run):
-    """`run()` under the xfail mark that applies (None: none), as pytest has it: a failure is
-    expected (xfailed); a pass is XPASS, a failure only when strict; an exception other than
-    the mark's `raises` is a real failure."""
+def _kb_expecting(node, run):
+    """`run()` under the xfail mark that applies, as pytest has it: a failure is expected
+    (xfailed); a pass is XPASS, a failure only when strict; an exception other than the mark's
+    `raises` is a real failure. Without an xfail mark when the test starts, one the test or
+    its fixtures add (`request.node.add_marker`, `request.applymarker`) applies, as pytest
+    evaluates the marks again as the test ends."""
     __tracebackhide__ = True  # (the harness's frames are left out of a failure's report, as pytest's)
-    if xfail is None:
-        run()
-        return
-    expected = xfail.kwargs.get("raises") or BaseException
+    xfail = _kb_xfail(list(node.iter_markers()))
     try:
         run()
     except (_kb_unittest.SkipTest, KeyboardInterrupt):
         raise
     except BaseException as error:  # (pytest.fail's and SystemExit are failures too)
-        if not isinstance(error, expected) or _kb_is_pytest_skip(error):
+        xfail = xfail or _kb_xfail(list(node.iter_markers()))
+        if xfail is None or not isinstance(error, xfail.kwargs.get("raises") or BaseException) \
+                or _kb_is_pytest_skip(error) or isinstance(error, _KbHarnessError):
             raise
         return
-    if xfail.kwargs.get("strict", False):
+    xfail = xfail or _kb_xfail(list(node.iter_markers()))
+    if xfail is not None and xfail.kwargs.get("strict", False):
         raise AssertionError("[XPASS(strict)] the test is marked xfail(strict=True) but passed")
 
 
@@ -1466,16 +1750,19 @@ def _kb_call(function, owner=None, **builtins):
         raise _kb_unittest.SkipTest(f"marked {reason}")
     used = [name for mark in marks if mark.name == "usefixtures" for name in mark.args]
     ran = False
-    for case, case_marks in _kb_cases(marks):
+    for case, case_marks, case_id in _kb_cases(marks):
         case_marks = _kb_with_case(function, marks, case_marks)
-        xfail = _kb_xfail(case_marks)
-        for fixture_params in _kb_fixture_cases(function, owner, used, case):
+        for fixture_params, params_id in _kb_fixture_cases(function, owner, used, case):
             ran = True
-            def run(case=case, fixture_params=fixture_params, case_marks=case_marks):
-                __tracebackhide__ = True
-                _kb_run_case(function, owner, case, used, builtins, fixture_params, case_marks)
+            node = _KbNode(_kb_spec(), owner, function, case_marks, {**case, **fixture_params},
+                           "-".join(part for part in (case_id, params_id) if part),
+                           [*case, *(name for name, _ in _kb_closure(function, owner, used, case))])
 
-            _kb_expecting(xfail, run)
+            def run(case=case, fixture_params=fixture_params, case_marks=case_marks, node=node):
+                __tracebackhide__ = True
+                _kb_run_case(function, owner, case, used, builtins, fixture_params, case_marks, node)
+
+            _kb_expecting(node, run)
     if not ran:  # pytest skips a test whose parameter sets are empty (or all skipped)
         raise _kb_unittest.SkipTest("got empty parameter set")
 
@@ -1502,12 +1789,15 @@ def _kb_call_unittest(case, name, run, builtins=None):
         __tracebackhide__ = True
         run()
 
-    for fixture_params in _kb_fixture_cases(test, case, used, {}):
-        def run_case(fixture_params=fixture_params):
-            __tracebackhide__ = True
-            _kb_run_case(test, case, {}, used, builtins or {}, fixture_params, marks)
+    for fixture_params, params_id in _kb_fixture_cases(test, case, used, {}):
+        node = _KbNode(_kb_spec(), case, getattr(case, name), marks, fixture_params, params_id,
+                       [name for name, _ in _kb_closure(test, case, used, {})])
 
-        _kb_expecting(_kb_xfail(marks), run_case)
+        def run_case(fixture_params=fixture_params, node=node):
+            __tracebackhide__ = True
+            _kb_run_case(test, case, {}, used, builtins or {}, fixture_params, marks, node)
+
+        _kb_expecting(node, run_case)
 
 
 def _kb_call_method(cls, name, **builtins):
@@ -1531,3 +1821,6 @@ def _kb_call_method(cls, name, **builtins):
             if hasattr(instance, "teardown_method"):
                 _kb_call_optional(instance.teardown_method, method)
 # --- spec harness ends
+
+# The runner's `capsys` is the harness's.
+Capsys, CapsysBinary = _KbCapture, _KbCaptureBinary

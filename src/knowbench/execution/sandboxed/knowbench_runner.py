@@ -612,6 +612,7 @@ def _load_spec(name, tests, module, modules, spec_errors, as_script=False):
         spec_module.__name__ = _SPEC_MODULE
         spec_module.__file__ = filename  # the test's own, as pytest's module has (warnings point here)
         compiled = compile(code, filename, "exec")
+        _SPEC_CODE[filename] = compiled
         sys.modules[_SPEC_MODULE] = spec_module
     namespace = spec_module.__dict__
     namespace["__builtins__"] = builtins  # never the program's own (it may rebind them)
@@ -626,6 +627,59 @@ def _load_spec(name, tests, module, modules, spec_errors, as_script=False):
         knowbench_split.rebinds_settled()  # what the spec's top level set is its set-up
     modules[name] = spec_module
     return namespace
+
+
+# The code each spec compiled to, by its file name (`test:NAME`): who called `pytest.xfail`.
+_SPEC_CODE = {}
+
+
+def _xfailed_by_the_tests(error, target_codes):
+    """Whether `error` is `pytest.xfail()` called by the tests' own code, which pytest counts as
+    an expected failure (the test passes). pytest's `xfail` must have raised it, called from
+    code a spec compiled, by a call the spec's source makes to a function named `xfail` (on
+    Python 3.11 and later, that very call expression; before, a call on that line), and that
+    function must not be the target: the candidate raising the exception, calling `xfail`
+    from code of its own, being it, or making it a special method of an object the tests use
+    never makes an xfail. Before Python 3.11 a line that both calls `xfail` and uses such an
+    object of the candidate's (in-process) still can."""
+    outcomes = sys.modules.get("_pytest.outcomes")
+    xfail = getattr(outcomes, "xfail", None)
+    # (a function in older releases of pytest, an instance of `_XFail` in newer ones)
+    raiser = xfail.__code__ if type(xfail) is types.FunctionType \
+        else getattr(vars(type(xfail)).get("__call__"), "__code__", None)
+    if type(error) is not getattr(outcomes, "XFailed", None) or raiser is None or raiser in target_codes:
+        return False
+    frames, tb = [], error.__traceback__
+    while tb is not None:
+        frames.append((tb.tb_frame.f_code, tb.tb_lasti, tb.tb_lineno))
+        tb = tb.tb_next
+    if len(frames) < 2 or frames[-1][0] is not raiser:
+        return False
+    code, lasti, lineno = frames[-2]
+    compiled = _SPEC_CODE.get(code.co_filename)
+    if compiled is None or not _holds_code(compiled, code):
+        return False
+    import ast
+
+    source = "".join(linecache.cache.get(code.co_filename, (None, None, [], None))[2])
+    calls = [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
+             and (getattr(node.func, "attr", None) == "xfail" or getattr(node.func, "id", None) == "xfail")]
+    positions = getattr(code, "co_positions", None)
+    if positions is None:  # (Python before 3.11: by line)
+        return any(call.lineno <= lineno <= call.end_lineno for call in calls)
+    where = next(itertools.islice(positions(), lasti // 2, None), None)
+    return any(where == (call.lineno, call.end_lineno, call.col_offset, call.end_col_offset) for call in calls)
+
+
+def _holds_code(compiled, code):
+    """Whether `code` is `compiled` or a code object defined in it."""
+    pending = [compiled]
+    while pending:
+        found = pending.pop()
+        if found is code:
+            return True
+        pending += [const for const in found.co_consts if type(const) is types.CodeType]
+    return False
 
 
 def _shared_dir(parent, prefix="tmp"):
@@ -944,6 +998,8 @@ def _run_item(item, tests, module, target_codes, state, box):
         try:
             if isinstance(error, unittest.SkipTest) or _is_pytest_skip(error):
                 status, message, reason = "error", f"skipped: {error}", "skipped"
+            elif framework and _xfailed_by_the_tests(error, target_codes):
+                status, message, reason = "pass", f"xfailed: {error}", None
             else:
                 (status, reason), message = _status_of(error, failure_types), _describe(error)
         except BaseException:
