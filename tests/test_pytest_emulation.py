@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import subprocess
 import sys
 import unittest
@@ -1621,6 +1622,26 @@ def test_the_case_names_the_node(request, x, label):
     assert add(x, 1) == x + 1
 
 
+NAMES = []
+
+
+@pytest.fixture(params=[1, 2])
+def number(request):
+    return request.param
+
+
+@pytest.mark.parametrize("word", ["", "a", "a", "b1", "b1"])
+def test_ids_are_pytests(request, word, number):
+    NAMES.append(request.node.name)
+    assert add(number, 2) == number + 2
+
+
+def test_every_id_was_pytests():
+    assert sorted(NAMES) == sorted(f"test_ids_are_pytests[{number}-{word}]" for number in (1, 2)
+                                   for word in ("", "a0", "a1", "b1_0", "b1_1"))
+    assert add(1, 2) == 3
+
+
 @pytest.fixture
 def known_bug(request):
     request.node.add_marker(pytest.mark.xfail(reason="known"))
@@ -1681,21 +1702,124 @@ def test_request_config_and_the_ways_to_xfail_are_pytests(engine: Engine, tmp_pa
     a reason: each test's verdict is pytest's on the same file, for a right and a wrong program."""
     for program in (ADD, "def add(a, b):\n    return a - b\n"):
         (tmp_path / "test_spec.py").write_text(program + REQUEST_AND_XFAIL_SPEC)
-        done = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "test_spec.py"],
-                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
-        pytests: dict[str, bool] = {}
-        for line in done.stdout.splitlines():  # a case failing fails its test, as knowbench has it
-            outcome, _, rest = line.partition(" test_spec.py::")
-            if outcome in ("PASSED", "XFAIL", "FAILED", "ERROR") and rest:
-                name = rest.split(" ")[0].split("[")[0]
-                pytests[name] = pytests.get(name, True) and outcome in ("PASSED", "XFAIL")
+        pytests, report = _pytests_verdicts(tmp_path, program + REQUEST_AND_XFAIL_SPEC)
         result = engine.execute(make_request(program, REQUEST_AND_XFAIL_SPEC, "add", preload=["pytest"],
                                              isolation=isolation, trusted_program=ADD))
         ours = {t.id.rsplit(":", 1)[-1]: t.status == "pass" for t in result.tests}
-        assert result.isolation == isolation and len(ours) == 11
+        assert result.isolation == isolation and len(ours) == 13
         assert ours == pytests, [(t.id, t.status, t.message[-300:]) for t in result.tests]
         # (the file holds passes, failures and xfails either way: the comparison can fail)
-        assert len(set(ours.values())) == 2 and "XFAIL" in done.stdout
+        assert len(set(ours.values())) == 2 and "XFAIL" in report
+
+
+def _pytests_verdicts(directory: Path, source: str) -> tuple[dict[str, bool], str]:
+    """Whether real pytest passes each test of `source` (by its name, a class's dropped: an
+    xfail is a pass, and a case, a set-up or a tear-down failing fails the test, as knowbench
+    judges it), and pytest's report."""
+    (directory / "test_spec.py").write_text(source)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "test_spec.py"],
+                          capture_output=True, text=True, timeout=120, cwd=directory)
+    verdicts: dict[str, bool] = {}
+    for line in done.stdout.splitlines():
+        found = re.match(r"(PASSED|XFAIL|XPASS|FAILED|ERROR) (?:at \w+ of )?test_spec\.py::(\S+)", line)
+        if found:  # (a strict XPASS is reported FAILED)
+            name = found.group(2).split("[")[0].rsplit("::", 1)[-1]
+            verdicts[name] = verdicts.get(name, True) and found.group(1) in ("PASSED", "XFAIL", "XPASS")
+    return verdicts, done.stdout
+
+
+PHASES_SPEC = '''
+import unittest
+
+import pytest
+
+
+@pytest.fixture
+def xfails_as_it_ends():
+    yield
+    pytest.xfail("tear-down")
+
+
+def test_a_fixtures_tear_down_calls_xfail(xfails_as_it_ends):
+    assert add(1, 2) == 3
+
+
+def test_a_finalizer_calls_xfail(request):
+    request.addfinalizer(lambda: pytest.xfail("finalizer"))
+    assert add(1, 2) == 3
+
+
+@pytest.fixture(scope="module")
+def shared():
+    yield 1
+    pytest.xfail("module tear-down")
+
+
+def test_before_the_module_ends(shared):
+    assert add(1, 2) == 3
+
+
+class TestTearDownMethod:
+    def teardown_method(self, method):
+        pytest.xfail("teardown_method")
+
+    def test_in_a_class(self):
+        assert add(1, 2) == 3
+
+
+class TestCases(unittest.TestCase):
+    def tearDown(self):
+        pytest.xfail("tearDown")
+
+    def test_unittests_tear_down(self):
+        self.assertEqual(add(1, 2), 3)
+
+    def test_a_sub_tests_xfail(self):
+        with self.subTest(i=1):
+            pytest.xfail("sub-test")
+        self.assertEqual(add(2, 2), 4)
+
+
+@pytest.fixture
+def marked_then_failing(request):
+    request.node.add_marker(pytest.mark.xfail(reason="known"))
+    assert add(1, 2) == 3
+
+
+def test_a_mark_added_in_a_failing_set_up(marked_then_failing):
+    pass
+
+
+@pytest.fixture
+def marked_as_it_ends(request):
+    yield
+    request.node.add_marker(pytest.mark.xfail(reason="late"))
+    assert add(1, 2) == 3
+
+
+def test_a_mark_added_in_the_tear_down(marked_as_it_ends):
+    pass
+
+
+def test_last(shared):
+    assert add(2, 2) == 4
+'''
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_a_later_xfail_never_takes_the_place_of_a_failure(engine: Engine, tmp_path: Path, isolation: str) -> None:
+    """pytest's phases: the first failure decides a test, so an xfail a tear-down (a fixture's,
+    a finalizer, `teardown_method`, `tearDown`, a module fixture's) or a sub-test calls never
+    makes a failed call pass; a mark added in a set-up that then fails, or in a tear-down, does
+    not excuse that failure. Every verdict is pytest's on the same file."""
+    for program in (ADD, "def add(a, b):\n    return a - b\n"):
+        pytests, _ = _pytests_verdicts(tmp_path, program + PHASES_SPEC)
+        result = engine.execute(make_request(program, PHASES_SPEC, "add", preload=["pytest"],
+                                             isolation=isolation, trusted_program=ADD))
+        ours = {t.id.rsplit(":", 1)[-1]: t.status == "pass" for t in result.tests}
+        assert result.isolation == isolation and len(ours) == 9
+        assert ours == pytests, [(t.id, t.status, t.message[-300:]) for t in result.tests]
+        assert set(ours.values()) == {program == ADD}  # (a wrong program fails each: none is excused)
 
 
 # A test that would pass only as pytest's xfail: what a candidate does to raise it.
@@ -1706,6 +1830,30 @@ XFAIL_FORGERIES = {
     "code_named_as_the_specs": ("import pytest\nnames = {'pytest': pytest}\n"
                                 "exec(compile('def add(a, b):\\n    pytest.xfail(\"x\")\\n', 'test:t', 'exec'), names)\n"
                                 "add = names['add']\n"),
+    # the tests' own code that calls xfail, run on globals the candidate made
+    "runs_the_tests_code_on_its_globals": (
+        "import sys, types, pytest\n"
+        "def add(a, b):\n"
+        "    spec = vars(sys.modules['knowbench_test'])\n"
+        "    fake = {'add': lambda a, b: None, 'pytest': pytest, '__builtins__': __builtins__}\n"
+        "    types.FunctionType(spec['test_guarded'].__code__, fake)()\n"),
+    # the tests' source, where the call of xfail is looked up, rewritten so that the line of
+    # their comparison reads as one
+    "rewrites_the_tests_source": (
+        "import ast, linecache, pytest\n"
+        "class Truth:\n    __bool__ = type(pytest.xfail).__call__\n"
+        "class R:\n    def __eq__(self, other):\n        return Truth()\n"
+        "def add(a, b):\n"
+        "    for name, (size, mtime, lines, full) in list(linecache.cache.items()):\n"
+        "        if name.startswith('test:'):\n"
+        "            lines = list(lines)\n"
+        "            for node in ast.walk(ast.parse(''.join(lines))):\n"
+        "                if isinstance(node, ast.Compare) and node.lineno == node.end_lineno:\n"
+        "                    width, line = node.end_col_offset - node.col_offset, lines[node.lineno - 1]\n"
+        "                    lines[node.lineno - 1] = (line[:node.col_offset] + 'xfail(' + ' ' * (width - 7)\n"
+        "                                              + ')' + line[node.end_col_offset:])\n"
+        "            linecache.cache[name] = (size, mtime, lines, full)\n"
+        "    return R()\n"),
     "xfail_as_a_special_method": ("import pytest\nclass Truth:\n    __bool__ = type(pytest.xfail).__call__\n"
                                   "class R:\n    def __eq__(self, other):\n        return Truth()\n"
                                   "def add(a, b):\n    return R()\n"),
@@ -1725,3 +1873,16 @@ def test_only_the_tests_own_call_of_pytest_xfail_makes_an_xfail(engine: Engine, 
     assert verdicts[0][0] != "pass", result.tests[0].message
     # the test's own call, on what the candidate returned, is an xfail where that call is reached
     assert verdicts[1] in (("pass", True), ("error", False)), result.tests[1].message
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_an_xfail_as_the_spec_loads_is_no_pass(engine: Engine, isolation: str) -> None:
+    """pytest reports an xfail at a module's top level as a collection error: no test passes."""
+    tests = ("import pytest\n\nif add(1, 2) != 3:\n    pytest.xfail('collection')\n\n\n"
+             "def test_one():\n    assert add(2, 2) == 4\n\n\ndef test_two():\n    assert add(3, 3) == 6\n")
+    wrong = engine.execute(make_request("def add(a, b):\n    return a - b\n", tests, "add", preload=["pytest"],
+                                        isolation=isolation, trusted_program=ADD))
+    assert [t.status for t in wrong.tests] == ["error", "error"], [t.message for t in wrong.tests]
+    right = engine.execute(make_request(ADD, tests, "add", preload=["pytest"], isolation=isolation,
+                                        trusted_program=ADD))
+    assert [t.status for t in right.tests] == ["pass", "pass"]

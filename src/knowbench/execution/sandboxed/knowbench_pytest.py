@@ -395,11 +395,8 @@ def _run_between(setup, teardown, function, new_tmp_dir, fixtures):
             harness["_kb_warning_filters"](harness["_kb_marks"](function, getattr(function, "__self__", None)))
         if setup is not None:
             _kb_call_optional(setup, function)
-        try:
-            run_function(function, new_tmp_dir, fixtures)
-        finally:
-            if teardown is not None:
-                _kb_call_optional(teardown, function)
+        then_clean_up(lambda: run_function(function, new_tmp_dir, fixtures),
+                      lambda: teardown is not None and _kb_call_optional(teardown, function))
 
 
 class _UnittestOutcome(__import__("unittest").TestResult):
@@ -411,6 +408,8 @@ class _UnittestOutcome(__import__("unittest").TestResult):
         self.problem, self.skip, self.unexpected = None, None, False
 
     def _keep(self, err, subtest=None):
+        if subtest is not None and _kb_outcome(err[1]):  # (pytest: the sub-test's outcome, not the test's)
+            return
         if self.problem is None:
             self.problem = err[1]
             if subtest is not None and hasattr(self.problem, "add_note"):
@@ -431,6 +430,17 @@ class _UnittestOutcome(__import__("unittest").TestResult):
 
     def addUnexpectedSuccess(self, test):
         self.unexpected = True
+
+    def conclude(self):
+        """Raise what made the case fail, `unittest.SkipTest` when it was skipped,
+        AssertionError for an unexpected success."""
+        __tracebackhide__ = True
+        if self.problem is not None:
+            raise self.problem
+        if self.skip is not None:
+            raise __import__("unittest").SkipTest(self.skip)
+        if self.unexpected:
+            raise AssertionError("unexpected success: the test is marked expectedFailure but passed")
 
 
 class _RunnerFixtures(dict):
@@ -462,7 +472,6 @@ def run_unittest(cls, method, namespace=None, new_tmp_dir=None, fixtures=None):
     caller's (see `enter_scopes`). In a spec (`namespace`) that uses pytest's marks or
     fixtures, pytest's marks and autouse fixtures apply around it (`_kb_call_unittest`), the
     runner's own (`tmp_path` from `new_tmp_dir()`, undos appended to `fixtures`) served to them."""
-    import unittest
 
     outcome = _UnittestOutcome()
     case = cls(method)
@@ -474,17 +483,13 @@ def run_unittest(cls, method, namespace=None, new_tmp_dir=None, fixtures=None):
         teardown = None if skipped else getattr(cls, "teardown_method", None)
         if setup is not None:
             setup(case, getattr(case, method))
-        try:
+
+        def test():
+            __tracebackhide__ = True
             case.run(outcome)
-        finally:
-            if teardown is not None:
-                teardown(case, getattr(case, method))
-        if outcome.problem is not None:
-            raise outcome.problem
-        if outcome.skip is not None:
-            raise unittest.SkipTest(outcome.skip)
-        if outcome.unexpected:
-            raise AssertionError("unexpected success: the test is marked expectedFailure but passed")
+            outcome.conclude()
+
+        then_clean_up(test, lambda: teardown is not None and teardown(case, getattr(case, method)))
 
     harness = _unittest_harness(namespace)
     if harness is None:
@@ -813,7 +818,7 @@ def _kb_spec():
 
 # pytest's options as a run without any has them, its short options' names, its ini values.
 _kb_OPTIONS = {"verbose": 0, "capture": "fd", "keyword": "", "markexpr": "", "maxfail": 0, "exitfirst": False,
-               "runxfail": False, "strict_markers": False, "strict": False, "basetemp": None, "tbstyle": "auto",
+               "runxfail": False, "strict_markers": None, "strict": False, "basetemp": None, "tbstyle": "auto",
                "color": "auto", "showlocals": False, "reportchars": "fE", "lf": False, "ff": False,
                "usepdb": False, "collectonly": False}
 _kb_SHORT_OPTIONS = {"v": "verbose", "q": "verbose", "x": "exitfirst", "k": "keyword", "m": "markexpr",
@@ -915,14 +920,14 @@ class _KbNode:
     """`request.node`: the test item (its name with the case's id, as pytest names it, its
     marks with those `add_marker` adds, `keywords`, `nodeid`, `callspec`)."""
 
-    def __init__(self, spec, owner, function, marks, params, case_id, fixturenames=()):
+    def __init__(self, spec, owner, function, marks, own, params, case_id, fixturenames=()):
         import sys
 
         self.instance = owner
         self.cls = type(owner) if owner is not None else None
         self.function = function
         self.originalname = getattr(function, "__name__", "")
-        self.name = self.originalname + (f"[{case_id}]" if case_id else "")
+        self.name = self.originalname + (f"[{case_id}]" if params else "")
         module = sys.modules.get(spec.get("__name__"))
         self.module = module if module is not None and vars(module) is spec else _KbModuleView(spec)
         self.path = self.fspath = __import__("pathlib").Path(str(spec.get("__file__") or spec.get("__name__")))
@@ -931,10 +936,14 @@ class _KbNode:
                                  self.name])
         self.config = _kb_config()
         self.fixturenames = ["request", *fixturenames]
-        own = len(list(getattr(function, "pytestmark", [])))
         self._kb_marks, self._kb_own, self.added = list(marks), own, []
+        self._kb_phase, self._kb_xfail_at_call = "setup", None
         if params:
             self.callspec = _KbCallSpec(dict(params), case_id)
+
+    def _kb_call_ended(self):
+        self._kb_phase = "teardown"
+        self._kb_xfail_at_call = _kb_xfail(list(self.iter_markers()))
 
     @property
     def own_markers(self):
@@ -942,7 +951,8 @@ class _KbNode:
 
     @property
     def keywords(self):
-        names = {self.name: True, self.originalname: True, str(self._kb_module_name()): True}
+        names = {self.name: True, self.originalname: True, str(self._kb_module_name()): True,
+                 str(self.path.name): True}
         if self.cls is not None:
             names[self.cls.__name__] = True
         names.update((mark.name, mark) for mark in self.iter_markers())
@@ -1184,21 +1194,39 @@ def _kb_cases(marks):
             if type(case).__name__ == "ParameterSet":
                 case_marks = [getattr(m, "mark", m) for m in case.marks]
                 case_id = case.id
-                if _kb_skip_reason(case_marks):
-                    continue
                 case = case.values
             elif single:
                 case = (case,)
             if case_id is None:
                 case_id = _kb_case_id(names, case, ids, index)
             cases.append((dict(zip(names, case)), case_marks, case_id))  # noqa: B905 (specs may run on Python < 3.10)
-        grids.append(cases)
+        unique = _kb_unique_ids([case_id for _, _, case_id in cases])  # (of every case, as pytest's)
+        grids.append([(part, part_marks, case_id) for (part, part_marks, _), case_id in zip(cases, unique)  # noqa: B905
+                      if not _kb_skip_reason(part_marks)])
     for combination in _kb_itertools.product(*grids):
         merged, case_marks = {}, []
         for part, part_marks, _ in combination:
             merged.update(part)
             case_marks += part_marks
-        yield merged, case_marks, "-".join(case_id for _, _, case_id in combination)
+        yield merged, case_marks, "-".join(case_id for _, _, case_id in combination) if grids else None
+
+
+def _kb_unique_ids(ids):
+    """The ids of one parametrize mark's cases made unique as pytest makes them: a repeated
+    id gets a number (after "_" where it ends in a digit), counting its repeats."""
+    import collections
+
+    counts, suffixes, unique = collections.Counter(ids), collections.defaultdict(int), list(ids)
+    for index, case_id in enumerate(ids):
+        if counts[case_id] > 1:
+            joint = "_" if case_id and case_id[-1].isdigit() else ""
+            made = f"{case_id}{joint}{suffixes[case_id]}"
+            while made in set(unique):
+                suffixes[case_id] += 1
+                made = f"{case_id}{joint}{suffixes[case_id]}"
+            unique[index] = made
+            suffixes[case_id] += 1
+    return unique
 
 
 def _kb_idval(value, argname, index):
@@ -1601,14 +1629,15 @@ def _kb_fixture_cases(function, owner, used, case):
                     if entry is not None and entry[1] is not None]
     for values in _kb_itertools.product(*(list(enumerate(params)) for _, params in parametrized)):
         yield ({name: value for (name, _), (_, value) in zip(parametrized, values)},  # noqa: B905
-               "-".join(_kb_idval(value, name, index) for (name, _), (index, value) in zip(parametrized, values)))  # noqa: B905
+               "-".join(_kb_idval(value, name, index) for (name, _), (index, value) in zip(parametrized, values))  # noqa: B905
+               if parametrized else None)
 
 
 def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=(), node=None):
     __tracebackhide__ = True
     values, finalizers = dict(case), []
     if node is None:
-        node = _KbNode(_kb_spec(), owner, function, marks, {}, "")
+        node = _KbNode(_kb_spec(), owner, function, marks, len(list(getattr(function, "pytestmark", []))), {}, "")
 
     def request(param=_kb_NO_PARAM, fixturename=None, scope="function"):
         return _KbRequest(node, param, resolve, finalizers, fixturename, scope)
@@ -1670,18 +1699,51 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
 
     with warnings.catch_warnings():
         _kb_warning_filters(marks)
-        try:
+        def run():
+            __tracebackhide__ = True
             for name in [*_kb_autouse(owner), *used]:
                 resolve(name)
             arguments = {name: resolve(name) for name in _kb_arguments(function)}
             if type(values.get("caplog")) is _KbCaplog:
                 values["caplog"]._kb_set_up()
-            outcome = function(**arguments)
-            if _kb_inspect.isawaitable(outcome):
-                import asyncio
-                asyncio.run(outcome)
-        finally:
-            _kb_finalize(finalizers)
+            node._kb_phase = "call"
+            try:
+                outcome = function(**arguments)
+                if _kb_inspect.isawaitable(outcome):
+                    import asyncio
+                    asyncio.run(outcome)
+            finally:  # (pytest evaluates the xfail marks again as the call ends)
+                node._kb_call_ended()
+
+        _kb_then(run, lambda: _kb_finalize(finalizers))
+
+
+def _kb_outcome(error):
+    """Whether `error` is no failure but an outcome: a skip (unittest's or pytest's) or
+    pytest's xfail."""
+    import sys
+
+    xfailed = getattr(sys.modules.get("_pytest.outcomes"), "XFailed", None)
+    return isinstance(error, _kb_unittest.SkipTest) or _kb_is_pytest_skip(error) \
+        or (isinstance(xfailed, type) and isinstance(error, xfailed))
+
+
+def _kb_then(run, clean_up):
+    """`run()`, then `clean_up()` whatever it did, as pytest's phases have it: the first
+    failure decides the test. A clean-up's error never takes the place of the run's failure
+    (an xfail the clean-up calls least of all), but does that of a skip or an xfail of the
+    run, as pytest reports the tear-down's error."""
+    __tracebackhide__ = True
+    try:
+        run()
+    except BaseException as error:
+        try:
+            clean_up()
+        except BaseException as late:
+            if _kb_outcome(error) and not _kb_outcome(late):
+                raise
+        raise
+    clean_up()
 
 
 def _kb_tear_down(generator, name):
@@ -1721,8 +1783,9 @@ def _kb_expecting(node, run):
     """`run()` under the xfail mark that applies, as pytest has it: a failure is expected
     (xfailed); a pass is XPASS, a failure only when strict; an exception other than the mark's
     `raises` is a real failure. Without an xfail mark when the test starts, one the test or
-    its fixtures add (`request.node.add_marker`, `request.applymarker`) applies, as pytest
-    evaluates the marks again as the test ends."""
+    its fixtures add (`request.node.add_marker`, `request.applymarker`) before its call ends
+    applies to a failure of the call or the tear-down, as pytest evaluates the marks again as
+    the call ends; a failure of the set-up has only the marks the test started with."""
     __tracebackhide__ = True  # (the harness's frames are left out of a failure's report, as pytest's)
     xfail = _kb_xfail(list(node.iter_markers()))
     try:
@@ -1730,12 +1793,12 @@ def _kb_expecting(node, run):
     except (_kb_unittest.SkipTest, KeyboardInterrupt):
         raise
     except BaseException as error:  # (pytest.fail's and SystemExit are failures too)
-        xfail = xfail or _kb_xfail(list(node.iter_markers()))
+        xfail = xfail or node._kb_xfail_at_call  # (a failure in the set-up: the marks it started with)
         if xfail is None or not isinstance(error, xfail.kwargs.get("raises") or BaseException) \
                 or _kb_is_pytest_skip(error) or isinstance(error, _KbHarnessError):
             raise
         return
-    xfail = xfail or _kb_xfail(list(node.iter_markers()))
+    xfail = xfail or node._kb_xfail_at_call
     if xfail is not None and xfail.kwargs.get("strict", False):
         raise AssertionError("[XPASS(strict)] the test is marked xfail(strict=True) but passed")
 
@@ -1750,12 +1813,13 @@ def _kb_call(function, owner=None, **builtins):
         raise _kb_unittest.SkipTest(f"marked {reason}")
     used = [name for mark in marks if mark.name == "usefixtures" for name in mark.args]
     ran = False
-    for case, case_marks, case_id in _kb_cases(marks):
-        case_marks = _kb_with_case(function, marks, case_marks)
+    for case, own_case_marks, case_id in _kb_cases(marks):
+        case_marks = _kb_with_case(function, marks, own_case_marks)
+        own = len(list(getattr(function, "pytestmark", []))) + len(own_case_marks)  # (marks `add_marker` follows)
         for fixture_params, params_id in _kb_fixture_cases(function, owner, used, case):
             ran = True
-            node = _KbNode(_kb_spec(), owner, function, case_marks, {**case, **fixture_params},
-                           "-".join(part for part in (case_id, params_id) if part),
+            node = _KbNode(_kb_spec(), owner, function, case_marks, own, {**case, **fixture_params},
+                           "-".join(part for part in (params_id, case_id) if part is not None),
                            [*case, *(name for name, _ in _kb_closure(function, owner, used, case))])
 
             def run(case=case, fixture_params=fixture_params, case_marks=case_marks, node=node):
@@ -1790,7 +1854,8 @@ def _kb_call_unittest(case, name, run, builtins=None):
         run()
 
     for fixture_params, params_id in _kb_fixture_cases(test, case, used, {}):
-        node = _KbNode(_kb_spec(), case, getattr(case, name), marks, fixture_params, params_id,
+        node = _KbNode(_kb_spec(), case, getattr(case, name), marks, len(list(getattr(getattr(case, name), "pytestmark", []))),
+                       fixture_params, params_id,
                        [name for name, _ in _kb_closure(test, case, used, {})])
 
         def run_case(fixture_params=fixture_params, node=node):
@@ -1815,12 +1880,14 @@ def _kb_call_method(cls, name, **builtins):
         _kb_warning_filters(_kb_marks(method, instance))
         if hasattr(instance, "setup_method"):
             _kb_call_optional(instance.setup_method, method)
-        try:
-            _kb_call(method, instance, **builtins)
-        finally:
+
+        def tear_down():
+            __tracebackhide__ = True
             if hasattr(instance, "teardown_method"):
                 _kb_call_optional(instance.teardown_method, method)
+
+        _kb_then(lambda: _kb_call(method, instance, **builtins), tear_down)
 # --- spec harness ends
 
-# The runner's `capsys` is the harness's.
-Capsys, CapsysBinary = _KbCapture, _KbCaptureBinary
+# The runner's `capsys` is the harness's, and so is its order of a test and its clean-up.
+Capsys, CapsysBinary, then_clean_up = _KbCapture, _KbCaptureBinary, _kb_then

@@ -66,6 +66,7 @@ from knowbench_pytest import (
     run_test_function,
     run_unittest,
     spec_loaded,
+    then_clean_up,
 )
 
 _MESSAGE_CAP = 4000
@@ -612,7 +613,7 @@ def _load_spec(name, tests, module, modules, spec_errors, as_script=False):
         spec_module.__name__ = _SPEC_MODULE
         spec_module.__file__ = filename  # the test's own, as pytest's module has (warnings point here)
         compiled = compile(code, filename, "exec")
-        _SPEC_CODE[filename] = compiled
+        _SPEC_CODE[filename] = (compiled, code, spec_module.__dict__)
         sys.modules[_SPEC_MODULE] = spec_module
     namespace = spec_module.__dict__
     namespace["__builtins__"] = builtins  # never the program's own (it may rebind them)
@@ -629,19 +630,24 @@ def _load_spec(name, tests, module, modules, spec_errors, as_script=False):
     return namespace
 
 
-# The code each spec compiled to, by its file name (`test:NAME`): who called `pytest.xfail`.
+# Each spec's module code and source, by its file name (`test:NAME`), as the runner compiled
+# it: who called `pytest.xfail` (the source is read here, never from `linecache`).
 _SPEC_CODE = {}
 
 
 def _xfailed_by_the_tests(error, target_codes):
     """Whether `error` is `pytest.xfail()` called by the tests' own code, which pytest counts as
-    an expected failure (the test passes). pytest's `xfail` must have raised it, called from
-    code a spec compiled, by a call the spec's source makes to a function named `xfail` (on
-    Python 3.11 and later, that very call expression; before, a call on that line), and that
-    function must not be the target: the candidate raising the exception, calling `xfail`
-    from code of its own, being it, or making it a special method of an object the tests use
-    never makes an xfail. Before Python 3.11 a line that both calls `xfail` and uses such an
-    object of the candidate's (in-process) still can."""
+    an expected failure (the test passes). pytest's `xfail` must have raised it, called from a
+    function the spec compiled, running on the spec's own globals, at a call in the spec's
+    source of a function named `xfail` (on Python 3.11 and later, that very call expression;
+    before, a call on that line); no frame on the way may be the program's or the target's,
+    nor the spec's module code (an xfail while the spec loads is pytest's collection error).
+    So the candidate raising the exception, calling `xfail` from code of its own, being it,
+    making it a special method of an object the tests use, or running the spec's code on
+    globals of its own never makes an xfail. In-process, a candidate that makes the tests'
+    own code reach their `xfail` call (on their globals, from no frame of its own) still can,
+    as before Python 3.11 can a line that both calls `xfail` and uses an object of the
+    candidate's."""
     outcomes = sys.modules.get("_pytest.outcomes")
     xfail = getattr(outcomes, "xfail", None)
     # (a function in older releases of pytest, an instance of `_XFail` in newer ones)
@@ -651,18 +657,22 @@ def _xfailed_by_the_tests(error, target_codes):
         return False
     frames, tb = [], error.__traceback__
     while tb is not None:
-        frames.append((tb.tb_frame.f_code, tb.tb_lasti, tb.tb_lineno))
+        frames.append((tb.tb_frame, tb.tb_lasti, tb.tb_lineno))
         tb = tb.tb_next
-    if len(frames) < 2 or frames[-1][0] is not raiser:
+    if len(frames) < 2 or frames[-1][0].f_code is not raiser:
         return False
-    code, lasti, lineno = frames[-2]
-    compiled = _SPEC_CODE.get(code.co_filename)
-    if compiled is None or not _holds_code(compiled, code):
+    frame, lasti, lineno = frames[-2]
+    code = frame.f_code
+    found = _SPEC_CODE.get(code.co_filename)
+    if found is None or code is found[0] or not _holds_code(found[0], code) \
+            or frame.f_globals is not found[2]:
+        return False
+    if any(seen.f_code.co_filename == "solution.py" or seen.f_code in target_codes or seen.f_code is found[0]
+           for seen, _, _ in frames):
         return False
     import ast
 
-    source = "".join(linecache.cache.get(code.co_filename, (None, None, [], None))[2])
-    calls = [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
+    calls = [node for node in ast.walk(ast.parse(found[1])) if isinstance(node, ast.Call)
              and (getattr(node.func, "attr", None) == "xfail" or getattr(node.func, "id", None) == "xfail")]
     positions = getattr(code, "co_positions", None)
     if positions is None:  # (Python before 3.11: by line)
@@ -976,7 +986,7 @@ def _run_item(item, tests, module, target_codes, state, box):
             made = [test for test in collect(namespace) if test not in known.get(item["spec"], ())] \
                 if item["last_of_spec"] else []
             if item["kind"] != "block" or made:
-                try:
+                def run():
                     enter_scopes(namespace, item, scopes)
                     if item["kind"] == "function":
                         run_test_function(namespace, item["function"], new_tmp_dir, fixtures)
@@ -985,8 +995,9 @@ def _run_item(item, tests, module, target_codes, state, box):
                     elif item["kind"] != "block":  # a `class Test*`, or a base merely named *TestCase
                         run_test_class(cls, item["function"], new_tmp_dir, fixtures)
                     run_collected(namespace, made, new_tmp_dir, fixtures)
-                finally:
-                    leave_scopes(namespace, item, scopes, item["last_of_class"], item["last_of_spec"])
+
+                then_clean_up(run, lambda: leave_scopes(namespace, item, scopes, item["last_of_class"],
+                                                        item["last_of_spec"]))
         for undo in fixtures:
             undo()
     except BaseException as error:
