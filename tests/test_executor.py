@@ -1621,15 +1621,21 @@ BYTES_TESTS = code("""
     def test_bytes_through_the_buffer(capsys):
         assert emit(b"bytes").lower().replace("-", "") == "utf8"
         assert capsys.readouterr().out == "bytes and text\\n"
+
+
+    def test_bytes_that_are_no_text_as_they_were_written(capsysbinary):
+        emit(b"\\xff\\xfe")
+        assert capsysbinary.readouterr().out == b"\\xff\\xfe and text\\n"
 """)
 
 
 @pytest.mark.parametrize("isolation", ["in-process", "split"])
 def test_a_target_may_write_bytes_to_its_stdouts_buffer(engine: Engine, isolation: Isolation) -> None:
     """A process's stdout takes bytes through `.buffer`; split, what the candidate's call
-    prints is captured in such a stream and replayed in the tests' process."""
+    prints is captured in such a stream and replayed in the tests' process, bytes as they were
+    written (`capsysbinary` reads them back)."""
     execution = engine.execute(make_request(BYTES_PROGRAM, BYTES_TESTS, "emit", isolation=isolation))
-    assert execution.status == "pass", execution.tests[0].message
+    assert execution.status == "pass", [test.message for test in execution.tests]
 
 
 # About 100 MB in pipe buffers: each pipe enlarged to 1 MiB until the user's pipe quota is

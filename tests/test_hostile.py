@@ -346,6 +346,63 @@ CASES = [
     Case("system_exit_in_target", "def add(a, b):\n    raise SystemExit(0)\n", T_TRUE),
     Case("keyboard_interrupt_at_import", HONEST_ADD + "raise KeyboardInterrupt\n", T_TRUE),
     Case("keyboard_interrupt_in_target", "def add(a, b):\n    raise KeyboardInterrupt\n", T_TRUE),
+    # -- the tests' own module, changed as the first test calls the target: later tests pass ----------
+    Case("rebind_the_later_tests", dedent("""
+        import sys
+
+
+        def add(a, b):
+            spec = vars(sys.modules["knowbench_test"])
+            for name in [name for name in spec if name.startswith("test_")]:
+                spec[name] = lambda: None
+            return a - b
+    """), T_TRUE),
+    Case("new_code_for_the_later_tests", dedent("""
+        import sys
+
+
+        def add(a, b):
+            spec = vars(sys.modules["knowbench_test"])
+            for name in [name for name in spec if name.startswith("test_")]:
+                spec[name].__code__ = (lambda: None).__code__
+            return a - b
+    """), T_TRUE),
+    Case("mark_the_tests_module_xfail", dedent("""
+        import sys
+
+        import pytest
+
+
+        def add(a, b):
+            vars(sys.modules["knowbench_test"])["pytestmark"] = [pytest.mark.xfail(reason="x").mark]
+            return a - b
+    """), {"t": dedent("""
+        import pytest
+
+
+        @pytest.mark.parametrize("x", [1])
+        def test_a(x):
+            assert add(x, 2) == 3
+
+
+        def test_b():
+            assert add(2, 2) == 4
+    """)}, preload=("pytest",)),
+    Case("rebind_a_test_classs_method", dedent("""
+        import sys
+
+
+        def add(a, b):
+            vars(sys.modules["knowbench_test"])["TestAdd"].test_b = lambda self: None
+            return a - b
+    """), {"t": dedent("""
+        class TestAdd:
+            def test_a(self):
+                assert add(1, 2) == 3
+
+            def test_b(self):
+                assert add(2, 2) == 4
+    """)}),
     # -- pytest's xfail is a pass only when the tests call it ---------------------------------------
     Case("target_calls_pytests_xfail", "import pytest\n\n\ndef add(a, b):\n    pytest.xfail('x')\n", T_FALSE,
          preload=("pytest",)),

@@ -624,10 +624,59 @@ def _load_spec(name, tests, module, modules, spec_errors, as_script=False):
         raise
     if not as_script:
         spec_loaded(namespace, program_names)
+        if not _SPLIT[0]:
+            _watch_surface(namespace, program_names)
     if _SPLIT[0]:
         knowbench_split.rebinds_settled()  # what the spec's top level set is its set-up
     modules[name] = spec_module
     return namespace
+
+
+# In-process, what a spec defines for the runner and the harness to run (its functions,
+# classes and their methods, fixtures, `pytestmark`s): (what, namespace, name, value) as the
+# spec's code left them, compared after every test (`_surface_changed`); and its functions,
+# whose code, defaults or keyword defaults the audit hook sees set.
+_SPEC_SURFACE = []
+_SPEC_FUNCTIONS = {}
+_HOOK_NAMES = frozenset(("setup_module", "teardown_module", "setUpModule", "tearDownModule", "setup_function",
+                         "teardown_function", "setup", "teardown"))
+
+
+def _watch_surface(namespace, program):
+    """Watch what a spec's own code defined (`_SPEC_SURFACE`). A candidate that rebinds a
+    later test (to a function that passes), or gives the module or a class a `pytestmark`
+    (an xfail), or a test new code, would otherwise pass tests it never passed; no honest
+    test rebinds its module's tests, fixtures or marks."""
+    module = namespace.get("__name__")
+    for key, value in list(namespace.items()):
+        if key in program and program[key] is value:
+            continue
+        spec_class = isinstance(value, type) and vars(value).get("__module__") == module
+        # (a module's other functions are its helpers: a test may rebind one, a cache say)
+        run = type(value) is types.FunctionType and (key.startswith(("test", "_kb_")) or key in _HOOK_NAMES
+                                                     or "_pytestfixturefunction" in vars(value))
+        if run or spec_class or type(value).__name__ == "FixtureFunctionDefinition":
+            _SPEC_SURFACE.append((key, namespace, key, value))
+        if run:
+            _SPEC_FUNCTIONS[value] = f"the tests' {key}"
+        if not spec_class:
+            continue
+        space = vars(value)
+        for name, member in list(space.items()):
+            function = getattr(member, "__func__", member)
+            if type(function) is types.FunctionType:
+                _SPEC_SURFACE.append((f"{key}.{name}", space, name, member))
+                _SPEC_FUNCTIONS[function] = f"the tests' {key}.{name}"
+        _SPEC_SURFACE.append((f"{key}.pytestmark", space, "pytestmark", space.get("pytestmark", _MISSING)))
+    _SPEC_SURFACE.append(("pytestmark", namespace, "pytestmark", namespace.get("pytestmark", _MISSING)))
+
+
+def _surface_changed():
+    """What of a spec's own definitions (`_watch_surface`) was rebound, added or removed, or None."""
+    for what, space, key, value in _SPEC_SURFACE:
+        if space.get(key, _MISSING) is not value:
+            return f"the tests' own {what} was replaced"
+    return None
 
 
 # Each spec's module code and source, by its file name (`test:NAME`), as the runner compiled
@@ -1148,6 +1197,7 @@ def execute_sample(config, result_fd):
         return box[0]
 
     replaced_code = []  # what the audit hook saw get new code or defaults, of what is watched
+    spec_function, surface_changed = _SPEC_FUNCTIONS.get, _surface_changed
 
     def audit(event, args):
         if event in _GUARDED_AUDIT_EVENTS:
@@ -1155,7 +1205,7 @@ def execute_sample(config, result_fd):
         # (A function hashes by identity: looking one up runs no code of the sample's.)
         if (event == "object.__setattr__" and args[1] in _FUNCTION_PARTS
                 and type_of(args[0]) is function_type):
-            name = watched_function(args[0])
+            name = watched_function(args[0]) or spec_function(args[0])
             if name is not None:
                 replaced_code.append(f"the {_FUNCTION_PARTS[args[1]]} of {name}")
 
@@ -1204,7 +1254,7 @@ def execute_sample(config, result_fd):
                     return f"the runner's {name} was replaced"
         if replaced_code:
             return f"{replaced_code[0]} was replaced"
-        return changed(snapshot, modules_now)
+        return changed(snapshot, modules_now) or surface_changed()
 
     def fail_all(start, status, message, reason):
         for item in items[start:]:

@@ -1112,16 +1112,29 @@ def _rebuild(peer, data, frames, broken):
     return error
 
 
+def _write(stream, output):
+    """Write what the candidate's call printed to `stream` (this process's `sys.stdout` or
+    `sys.stderr`): bytes as they are where it is text over bytes in memory (`capsys`, pytest's
+    `capsysbinary` reads them back), else as text."""
+    if type(output) is bytes and output:
+        buffer = getattr(stream, "buffer", None) if isinstance(stream, io.TextIOWrapper) else None
+        if type(buffer) is io.BytesIO:
+            stream.flush()
+            buffer.write(output)
+            return
+        output = output.decode("utf-8", "replace")
+    if type(output) is str and output:
+        stream.write(output)
+
+
 def _replay(peer, effects, args, kwargs, broken):
     """What the call printed, warned and logged, and what it changed in its arguments, happen
     here too."""
     if type(effects) is not tuple or len(effects) != 5:
         broken(CandidateGone, "the other process broke the protocol")
     mutated, out, err, warned, logged = effects
-    if type(out) is str and out:
-        sys.stdout.write(out)
-    if type(err) is str and err:
-        sys.stderr.write(err)
+    _write(sys.stdout, out)
+    _write(sys.stderr, err)
     if type(warned) is list:
         for warning in warned:
             _warn(peer, warning, broken)
@@ -2656,16 +2669,17 @@ def _capture_stream():
 
 
 def _captured(stream, cap):
-    """What `stream` holds, or None when it is more than `cap` characters."""
+    """What `stream` holds (the bytes written to it, as they were written, where it is the
+    stream `_capture_stream` made), or None when it is more than `cap` characters or bytes."""
     try:
         if type(stream) is io.TextIOWrapper and type(stream.buffer) is io.BytesIO:
             stream.flush()
-            text = stream.buffer.getvalue().decode("utf-8", "replace")
+            text = stream.buffer.getvalue()
         else:
             text = stream.getvalue()
     except Exception:
         return ""
-    if type(text) is not str:
+    if type(text) is not str and type(text) is not bytes:
         return ""
     return text if len(text) <= cap else None
 
