@@ -1701,15 +1701,22 @@ def test_request_config_and_the_ways_to_xfail_are_pytests(engine: Engine, tmp_pa
     test, and pytest's errors for a fixture that yields twice and a boolean condition without
     a reason: each test's verdict is pytest's on the same file, for a right and a wrong program."""
     for program in (ADD, "def add(a, b):\n    return a - b\n"):
-        (tmp_path / "test_spec.py").write_text(program + REQUEST_AND_XFAIL_SPEC)
-        pytests, report = _pytests_verdicts(tmp_path, program + REQUEST_AND_XFAIL_SPEC)
-        result = engine.execute(make_request(program, REQUEST_AND_XFAIL_SPEC, "add", preload=["pytest"],
-                                             isolation=isolation, trusted_program=ADD))
-        ours = {t.id.rsplit(":", 1)[-1]: t.status == "pass" for t in result.tests}
-        assert result.isolation == isolation and len(ours) == 13
-        assert ours == pytests, [(t.id, t.status, t.message[-300:]) for t in result.tests]
+        ours, report = _as_pytest_judges(engine, tmp_path, program, REQUEST_AND_XFAIL_SPEC, isolation, 13)
         # (the file holds passes, failures and xfails either way: the comparison can fail)
         assert len(set(ours.values())) == 2 and "XFAIL" in report
+
+
+def _as_pytest_judges(engine: Engine, directory: Path, program: str, spec: str, isolation: str,
+                      tests: int) -> tuple[dict[str, bool], str]:
+    """Whether knowbench passes each of the `tests` tests of `spec` on `program`, asserted to be
+    what real pytest says of them, and pytest's report."""
+    pytests, report = _pytests_verdicts(directory, program + spec)
+    result = engine.execute(make_request(program, spec, "add", preload=["pytest"], isolation=isolation,
+                                         trusted_program=ADD))
+    ours = {t.id.rsplit(":", 1)[-1]: t.status == "pass" for t in result.tests}
+    assert result.isolation == isolation and len(ours) == tests
+    assert ours == pytests, [(t.id, t.status, t.message[-300:]) for t in result.tests]
+    return ours, report
 
 
 def _pytests_verdicts(directory: Path, source: str) -> tuple[dict[str, bool], str]:
@@ -1813,12 +1820,7 @@ def test_a_later_xfail_never_takes_the_place_of_a_failure(engine: Engine, tmp_pa
     makes a failed call pass; a mark added in a set-up that then fails, or in a tear-down, does
     not excuse that failure. Every verdict is pytest's on the same file."""
     for program in (ADD, "def add(a, b):\n    return a - b\n"):
-        pytests, _ = _pytests_verdicts(tmp_path, program + PHASES_SPEC)
-        result = engine.execute(make_request(program, PHASES_SPEC, "add", preload=["pytest"],
-                                             isolation=isolation, trusted_program=ADD))
-        ours = {t.id.rsplit(":", 1)[-1]: t.status == "pass" for t in result.tests}
-        assert result.isolation == isolation and len(ours) == 9
-        assert ours == pytests, [(t.id, t.status, t.message[-300:]) for t in result.tests]
+        ours, _ = _as_pytest_judges(engine, tmp_path, program, PHASES_SPEC, isolation, 9)
         assert set(ours.values()) == {program == ADD}  # (a wrong program fails each: none is excused)
 
 
