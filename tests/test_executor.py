@@ -1638,6 +1638,39 @@ def test_a_target_may_write_bytes_to_its_stdouts_buffer(engine: Engine, isolatio
     assert execution.status == "pass", [test.message for test in execution.tests]
 
 
+PRINTS_PROGRAM = code("""
+    def emit(text):
+        print(text)
+        return len(text)
+""")
+PRINTS_TESTS = code("""
+    import contextlib
+    import io
+
+
+    def test_into_a_stream_of_another_encoding():
+        stream = io.TextIOWrapper(io.BytesIO(), encoding="latin-1", newline="\\r\\n")
+        with contextlib.redirect_stdout(stream):
+            emit("caf\\u00e9")
+        stream.flush()
+        assert stream.buffer.getvalue() == "caf\\u00e9\\r\\n".encode("latin-1")
+
+
+    def test_as_many_characters_as_the_cap_allows(capsys):
+        assert emit("\\u00e9" * 40000) == 40000
+        assert capsys.readouterr().out == "\\u00e9" * 40000 + "\\n"
+""")
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_what_the_target_prints_reaches_the_tests_stream_as_text(engine: Engine, isolation: Isolation) -> None:
+    """Split, what the candidate's call printed is written to the tests' stream through its own
+    encoding and newlines (only the harness's capture takes the bytes as they were), and the
+    output cap counts characters, not their UTF-8 bytes."""
+    execution = engine.execute(make_request(PRINTS_PROGRAM, PRINTS_TESTS, "emit", isolation=isolation))
+    assert execution.status == "pass", [test.message for test in execution.tests]
+
+
 # About 100 MB in pipe buffers: each pipe enlarged to 1 MiB until the user's pipe quota is
 # spent (`fs.pipe-user-pages-soft`), then 4 KiB ones, 240 a process in 40 processes. No
 # process's memory, file, socket or limit counts them; the kernel charges them to the memory

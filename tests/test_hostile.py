@@ -403,6 +403,102 @@ CASES = [
             def test_b(self):
                 assert add(2, 2) == 4
     """)}),
+    Case("append_an_xfail_to_the_tests_marks", dedent("""
+        import sys
+
+        import pytest
+
+
+        def add(a, b):
+            vars(sys.modules["knowbench_test"])["test_b"].pytestmark.append(pytest.mark.xfail(reason="x").mark)
+            return a - b
+    """), {"t": dedent("""
+        import pytest
+
+
+        def test_a():
+            assert add(1, 2) == 3
+
+
+        @pytest.mark.parametrize("x", [2])
+        def test_b(x):
+            assert add(x, 2) == 4
+    """)}, preload=("pytest",)),
+    Case("shadow_an_inherited_test", dedent("""
+        import sys
+
+
+        def add(a, b):
+            vars(sys.modules["knowbench_test"])["TestMore"].test_b = lambda self: None
+            return a - b
+    """), {"t": dedent("""
+        def test_a():
+            assert add(1, 2) == 3
+
+
+        class TestBase:
+            def test_b(self):
+                assert add(2, 2) == 4
+
+
+        class TestMore(TestBase):
+            pass
+    """)}),
+    Case("swap_a_test_classs_bases", dedent("""
+        import sys
+        import unittest
+
+
+        class Passing(unittest.TestCase):
+            def test_b(self):
+                pass
+
+
+        def add(a, b):
+            spec = vars(sys.modules["knowbench_test"])
+            spec["TestAdd"].__bases__ = (Passing,)
+            return a - b
+    """), {"t": dedent("""
+        import unittest
+
+
+        def test_a():
+            assert add(1, 2) == 3
+
+
+        class Checks:
+            def test_b(self):
+                self.assertEqual(add(2, 2), 4)
+
+
+        class TestAdd(Checks, unittest.TestCase):
+            pass
+    """)}),
+    Case("replace_a_fixture_in_the_harness", dedent("""
+        import knowbench_pytest
+
+
+        def add(a, b):
+            for harness in list(knowbench_pytest._HARNESSED.values()):
+                if harness:
+                    harness["_kb_FIXTURES"]["want"] = (lambda: a - b, None, "function")
+            return a - b
+    """), {"t": dedent("""
+        import pytest
+
+
+        @pytest.fixture
+        def want():
+            return 3
+
+
+        def test_a(want):
+            assert add(1, 2) == want
+
+
+        def test_b(want):
+            assert add(2, 2) == want + 1
+    """)}, preload=("pytest",)),
     # -- pytest's xfail is a pass only when the tests call it ---------------------------------------
     Case("target_calls_pytests_xfail", "import pytest\n\n\ndef add(a, b):\n    pytest.xfail('x')\n", T_FALSE,
          preload=("pytest",)),

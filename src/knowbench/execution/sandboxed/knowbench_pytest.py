@@ -408,9 +408,9 @@ class _UnittestOutcome(__import__("unittest").TestResult):
         self.problem, self.skip, self.unexpected = None, None, False
 
     def _keep(self, err, subtest=None):
-        if subtest is not None and _kb_outcome(err[1]):  # (pytest: the sub-test's outcome, not the test's)
-            return
-        if self.problem is None:
+        # The first failure decides, as pytest has it; a skip or an xfail (a sub-test's, say)
+        # gives way to a later failure, and is what the runner judges when no failure follows.
+        if self.problem is None or (_kb_outcome(self.problem) and not _kb_outcome(err[1])):
             self.problem = err[1]
             if subtest is not None and hasattr(self.problem, "add_note"):
                 self.problem.add_note(f"in sub-test {subtest._subDescription()}")
@@ -1624,13 +1624,15 @@ def _kb_closure(function, owner, used, case):
 def _kb_fixture_cases(function, owner, used, case):
     """Every combination of the params of the parametrized fixtures the test needs, with the
     ids of the params."""
-    parametrized = [(name, list(_kb_fixture_param_values(entry[1])))
-                    for name, entry in _kb_closure(function, owner, used, case)
-                    if entry is not None and entry[1] is not None]
-    for values in _kb_itertools.product(*(list(enumerate(params)) for _, params in parametrized)):
-        yield ({name: value for (name, _), (_, value) in zip(parametrized, values)},  # noqa: B905
-               "-".join(_kb_idval(value, name, index) for (name, _), (index, value) in zip(parametrized, values))  # noqa: B905
-               if parametrized else None)
+    parametrized = []
+    for name, entry in _kb_closure(function, owner, used, case):
+        if entry is not None and entry[1] is not None:
+            params = list(_kb_fixture_param_values(entry[1]))
+            ids = _kb_unique_ids([_kb_idval(value, name, index) for index, value in enumerate(params)])
+            parametrized.append((name, list(zip(params, ids))))  # noqa: B905
+    for values in _kb_itertools.product(*(params for _, params in parametrized)):
+        yield ({name: value for (name, _), (value, _) in zip(parametrized, values)},  # noqa: B905
+               "-".join(case_id for _, case_id in values) if parametrized else None)
 
 
 def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=(), node=None):

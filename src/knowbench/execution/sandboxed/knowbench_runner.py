@@ -65,6 +65,7 @@ from knowbench_pytest import (
     run_test_class,
     run_test_function,
     run_unittest,
+    spec_harness,
     spec_loaded,
     then_clean_up,
 )
@@ -632,50 +633,150 @@ def _load_spec(name, tests, module, modules, spec_errors, as_script=False):
     return namespace
 
 
-# In-process, what a spec defines for the runner and the harness to run (its functions,
-# classes and their methods, fixtures, `pytestmark`s): (what, namespace, name, value) as the
-# spec's code left them, compared after every test (`_surface_changed`); and its functions,
-# whose code, defaults or keyword defaults the audit hook sees set.
+# In-process, what a spec defines for the runner and the harness to run, as the spec's code left
+# it (`_watch_surface`), compared after every test (`_surface_changed`): (what, namespace, name,
+# value) looked up by name; (what, class, its bases, its class) of its test classes; (what,
+# list or dict, its items) of mark lists and a mined harness's registries; (what, function,
+# its attributes' dict); (what, cell, its contents) of closures. And the functions the runner
+# runs, whose code, defaults or keyword defaults the audit hook sees set.
 _SPEC_SURFACE = []
+_SPEC_CLASSES = []
+_SPEC_ITEMS = []
+_SPEC_DICTS = []
+_SPEC_CELLS = []
 _SPEC_FUNCTIONS = {}
 _HOOK_NAMES = frozenset(("setup_module", "teardown_module", "setUpModule", "tearDownModule", "setup_function",
                          "teardown_function", "setup", "teardown"))
+_CLASS_HOOK_NAMES = frozenset(("setUp", "tearDown", "setUpClass", "tearDownClass", "asyncSetUp", "asyncTearDown",
+                               "setup_method", "teardown_method", "setup_class", "teardown_class", "setup",
+                               "teardown", "run", "debug", "__call__", "__init__", "__new__", "__getattribute__",
+                               "__getattr__", "__init_subclass__", "__set_name__"))
+
+
+def _runs(name, value):
+    """Whether the runner or the harness runs this function of a spec's (or a class's):
+    a test, an xunit hook, a fixture, the harness's own."""
+    function = getattr(value, "__func__", value)
+    if type(value).__name__ == "FixtureFunctionDefinition":
+        return True
+    return type(function) is types.FunctionType and (
+        name.startswith(("test", "_kb_")) or name in _HOOK_NAMES or name in _CLASS_HOOK_NAMES
+        or "_pytestfixturefunction" in vars(function))
+
+
+def _watch_function(what, value):
+    function = getattr(value, "__func__", value)
+    if type(function) is not types.FunctionType:
+        return
+    _SPEC_FUNCTIONS[function] = f"the tests' {what}"
+    _SPEC_DICTS.append((what, function, vars(function)))
+    _watch_marks(f"{what}.pytestmark", vars(function))
+    for cell in function.__closure__ or ():
+        try:
+            _SPEC_CELLS.append((what, cell, cell.cell_contents))
+        except ValueError:  # an empty cell
+            _SPEC_CELLS.append((what, cell, _MISSING))
+
+
+def _watch_marks(what, space):
+    _SPEC_SURFACE.append((what, space, "pytestmark", space.get("pytestmark", _MISSING)))
+    _watch_items(what, space.get("pytestmark"))
+
+
+def _watch_items(what, container):
+    """Watch what a list holds, or a dict (its keys and values), by identity."""
+    if type(container) is list or type(container) is dict:
+        _SPEC_ITEMS.append((what, container, _held(container)))
+
+
+def _held(container):
+    """A list's items, or a dict's keys and values in turn (neither runs code of theirs)."""
+    return tuple(itertools.chain.from_iterable(container.items()) if type(container) is dict else container)
+
+
+def _test_class(cls):
+    """Whether the runner runs tests of `cls`: it or a base has a `test*` function, or it is a
+    `unittest.TestCase` or named `Test*`."""
+    return (issubclass(cls, unittest.TestCase) or cls.__name__.startswith("Test")
+            or any(name.startswith("test") for base in cls.__mro__ for name in vars(base)))
 
 
 def _watch_surface(namespace, program):
-    """Watch what a spec's own code defined (`_SPEC_SURFACE`). A candidate that rebinds a
-    later test (to a function that passes), or gives the module or a class a `pytestmark`
-    (an xfail), or a test new code, would otherwise pass tests it never passed; no honest
-    test rebinds its module's tests, fixtures or marks."""
+    """Watch what a spec's own code defined for the runner to run: its tests, xunit hooks,
+    fixtures and the harness a mined spec carries (with its registry of fixtures), each with
+    its marks, attributes and what its closure holds; its test classes, with their bases,
+    their class, and every name the runner looks up on them (their tests, inherited ones
+    included, hooks, the special methods that decide how an instance is made and read),
+    present or not; the module's and each test class's `pytestmark`, present or not, and what
+    its list holds. A candidate that rebinds or shadows a later test (to one that passes),
+    marks it xfail, or gives it new code, would otherwise pass tests it never passed. Other
+    names (a module's helpers and helper classes, a test class's other methods and
+    attributes) are the tests' to change (a cache, a fake) and are not watched."""
     module = namespace.get("__name__")
+    classes = []
     for key, value in list(namespace.items()):
         if key in program and program[key] is value:
             continue
-        spec_class = isinstance(value, type) and vars(value).get("__module__") == module
-        # (a module's other functions are its helpers: a test may rebind one, a cache say)
-        run = type(value) is types.FunctionType and (key.startswith(("test", "_kb_")) or key in _HOOK_NAMES
-                                                     or "_pytestfixturefunction" in vars(value))
-        if run or spec_class or type(value).__name__ == "FixtureFunctionDefinition":
+        if isinstance(value, type) and vars(value).get("__module__") == module:
+            if _test_class(value):
+                classes.append((key, value))
+                _SPEC_SURFACE.append((key, namespace, key, value))
+        elif _runs(key, value):
             _SPEC_SURFACE.append((key, namespace, key, value))
-        if run:
-            _SPEC_FUNCTIONS[value] = f"the tests' {key}"
-        if not spec_class:
-            continue
-        space = vars(value)
-        for name, member in list(space.items()):
-            function = getattr(member, "__func__", member)
-            if type(function) is types.FunctionType:
-                _SPEC_SURFACE.append((f"{key}.{name}", space, name, member))
-                _SPEC_FUNCTIONS[function] = f"the tests' {key}.{name}"
-        _SPEC_SURFACE.append((f"{key}.pytestmark", space, "pytestmark", space.get("pytestmark", _MISSING)))
-    _SPEC_SURFACE.append(("pytestmark", namespace, "pytestmark", namespace.get("pytestmark", _MISSING)))
+            _watch_function(key, value)
+    # The harness: a mined spec's own copy, or the one the runner installs for a spec that uses
+    # pytest (made now, not at its first test), with its registries of fixtures.
+    harness = spec_harness(namespace)
+    for space in (namespace,) if harness is None else (namespace, harness):
+        for registry in ("_kb_FIXTURES", "_kb_AUTOUSE"):
+            if registry not in program or space is harness:
+                _SPEC_SURFACE.append((registry, space, registry, space.get(registry, _MISSING)))
+                _watch_items(registry, space.get(registry))
+        if space is harness:
+            for key, value in list(harness.items()):
+                if _runs(key, value):
+                    _SPEC_SURFACE.append((f"harness's {key}", harness, key, value))
+                    _watch_function(f"harness's {key}", value)
+    for key, cls in classes:
+        space = vars(cls)
+        _SPEC_CLASSES.append((key, cls, cls.__bases__, type(cls)))
+        _watch_marks(f"{key}.pytestmark", space)
+        looked_up = set(_CLASS_HOOK_NAMES)
+        for base in cls.__mro__:
+            looked_up.update(name for name in vars(base) if name.startswith("test"))
+        for name in sorted(looked_up):
+            member = space.get(name, _MISSING)
+            _SPEC_SURFACE.append((f"{key}.{name}", space, name, member))
+            if member is not _MISSING and _runs(name, member):
+                _watch_function(f"{key}.{name}", member)
+    _watch_marks("pytestmark", namespace)
 
 
 def _surface_changed():
-    """What of a spec's own definitions (`_watch_surface`) was rebound, added or removed, or None."""
+    """What of a spec's own definitions (`_watch_surface`) was rebound, added, removed or
+    changed in place, or None."""
+    for what, cls, bases, kind in _SPEC_CLASSES:
+        if type(cls) is not kind:
+            return f"the class of the tests' own {what} was replaced"
+        if cls.__bases__ is not bases:
+            return f"the bases of the tests' own {what} were replaced"
     for what, space, key, value in _SPEC_SURFACE:
         if space.get(key, _MISSING) is not value:
             return f"the tests' own {what} was replaced"
+    for what, function, attributes in _SPEC_DICTS:
+        if vars(function) is not attributes:
+            return f"the attributes of the tests' own {what} were replaced"
+    for what, container, held in _SPEC_ITEMS:
+        now = _held(container)
+        if len(now) != len(held) or not all(map(_IS, now, held)):
+            return f"the tests' own {what} was changed"
+    for what, cell, value in _SPEC_CELLS:
+        try:
+            now = cell.cell_contents
+        except ValueError:  # emptied
+            now = _MISSING
+        if now is not value:
+            return f"what the tests' own {what} wraps (its closure) was replaced"
     return None
 
 
