@@ -126,9 +126,31 @@ def test_imports_of_the_target_are_removed_and_aliases_rebound(spec_and_program:
     assert "_kb_double = double" in code  # where a local `double` hides it
 
 
+COUNTED = """
+def counted(f):
+    calls = 0
+
+    def wrapper(x):
+        nonlocal calls
+        calls += 1
+        return f(x)
+    return wrapper
+
+
+@counted
+"""
+
+
+@pytest.mark.parametrize("counted", [False, True])
 def test_harness_runs_pytest_features_in_the_real_runner(spec_and_program: tuple[TestSpec, str],
-                                                         engine: SubprocessEngine) -> None:
+                                                         engine: SubprocessEngine, counted: bool) -> None:
+    """Also for a candidate whose target keeps state of its own (a counting decorator): the
+    spec binds it to a name of its own (`_kb_double`), and it is the program's, not the tests'
+    (the runner watches the tests' definitions in-process, never the program's)."""
     spec, program = spec_and_program
+    if counted:
+        assert program.startswith("def double(")
+        program = COUNTED + program
     execution = engine.execute(ExecutionRequest(program=program, tests=[spec], entry_point="double",
                                                 limits=Limits(wall_s=30), preload=["pytest"]))
     status = {outcome.id.rsplit("::", 1)[-1]: outcome for outcome in execution.tests}

@@ -499,6 +499,32 @@ CASES = [
         def test_b(want):
             assert add(2, 2) == want + 1
     """)}, preload=("pytest",)),
+    Case("new_code_for_a_fixture", dedent("""
+        import sys
+
+
+        def add(a, b):
+            spec = vars(sys.modules["knowbench_test"])
+            fixture = spec["expected"]
+            function = getattr(fixture, "_fixture_function", None) or getattr(fixture, "__pytest_wrapped__").obj
+            function.__code__ = (lambda: -1).__code__
+            return a - b
+    """), {"t": dedent("""
+        import pytest
+
+
+        @pytest.fixture
+        def expected():
+            return 3
+
+
+        def test_a(expected):
+            assert add(1, 2) == expected
+
+
+        def test_b(expected):
+            assert add(1, 2) == expected
+    """)}, preload=("pytest",)),
     # -- pytest's xfail is a pass only when the tests call it ---------------------------------------
     Case("target_calls_pytests_xfail", "import pytest\n\n\ndef add(a, b):\n    pytest.xfail('x')\n", T_FALSE,
          preload=("pytest",)),

@@ -1948,6 +1948,36 @@ def test_a_cache_over_a_helper():
     assert total() == 3 and Store.load() == 2
 
 
+def retry(times):  # a decorator that keeps a count of its own
+    def decorate(test):
+        attempts = 0
+
+        @functools.wraps(test)
+        def run(*args, **kwargs):
+            nonlocal attempts
+            attempts += 1
+            return test(*args, **kwargs)
+        return run
+    return decorate
+
+
+class TestFiles(unittest.TestCase):
+    test_dir = None  # data named like a test
+
+    @classmethod
+    def setUpClass(cls):
+        cls.test_dir = "made"
+
+    @retry(3)
+    def test_with_a_directory(self):
+        assert self.test_dir == "made" and add(1, 2) == 3
+
+    @classmethod
+    def tearDownClass(cls):
+        del cls.test_dir
+
+
+@retry(2)
 def test_later():
     assert add(2, 2) == 4
 """
@@ -1957,4 +1987,4 @@ def test_the_tests_may_change_their_own_helpers(engine: Engine) -> None:
     """In-process, the spec's module is watched only for what the runner runs: its helpers, a
     test class's helper methods and a helper class are the tests' to change, as pytest lets them."""
     result = engine.execute(make_request(ADD, HELPERS_THE_TESTS_CHANGE, "add"))
-    assert [t.status for t in result.tests] == ["pass"] * 3, [t.message for t in result.tests]
+    assert [t.status for t in result.tests] == ["pass"] * 4, [t.message for t in result.tests]

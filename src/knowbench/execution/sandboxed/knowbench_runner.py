@@ -626,7 +626,7 @@ def _load_spec(name, tests, module, modules, spec_errors, as_script=False):
     if not as_script:
         spec_loaded(namespace, program_names)
         if not _SPLIT[0]:
-            _watch_surface(namespace, program_names)
+            _watch_surface(namespace, program_names, module.__dict__)
     if _SPLIT[0]:
         knowbench_split.rebinds_settled()  # what the spec's top level set is its set-up
     modules[name] = spec_module
@@ -653,29 +653,57 @@ _CLASS_HOOK_NAMES = frozenset(("setUp", "tearDown", "setUpClass", "tearDownClass
                                "__getattr__", "__init_subclass__", "__set_name__"))
 
 
-def _runs(name, value):
-    """Whether the runner or the harness runs this function of a spec's (or a class's):
-    a test, an xunit hook, a fixture, the harness's own."""
-    function = getattr(value, "__func__", value)
+def _function_of(value):
+    """The plain function behind a function, a static or class method, or a pytest fixture
+    definition (8.4 and later), or None."""
     if type(value).__name__ == "FixtureFunctionDefinition":
-        return True
-    return type(function) is types.FunctionType and (
-        name.startswith(("test", "_kb_")) or name in _HOOK_NAMES or name in _CLASS_HOOK_NAMES
-        or "_pytestfixturefunction" in vars(function))
+        value = getattr(value, "_fixture_function", None)
+    value = getattr(value, "__func__", value)
+    return value if type(value) is types.FunctionType else None
+
+
+def _runs(name, value, program):
+    """Whether the runner or the harness runs `value`, a function of the spec's (never one of
+    the program's, `program` its (globals, ids of its objects): a mined spec may bind the
+    target to a name of its own): a test, an xunit hook, a fixture, the harness's own."""
+    function = _function_of(value)
+    if function is None or function.__globals__ is program[0] or id(value) in program[1] \
+            or id(function) in program[1]:
+        return False
+    return (type(value).__name__ == "FixtureFunctionDefinition" or name.startswith(("test", "_kb_"))
+            or name in _HOOK_NAMES or name in _CLASS_HOOK_NAMES or "_pytestfixturefunction" in vars(function))
+
+
+def _own_cells(code):
+    """The names of the closure cells `code` (and the functions it defines) write: its own
+    state (`nonlocal`: a retry decorator's count), which is no part of what it runs."""
+    import dis
+
+    written, pending = set(), [code]
+    while pending:
+        found = pending.pop()
+        written.update(instruction.argval for instruction in dis.get_instructions(found)
+                       if instruction.opname in ("STORE_DEREF", "DELETE_DEREF"))
+        pending += [const for const in found.co_consts if type(const) is types.CodeType]
+    return written
 
 
 def _watch_function(what, value):
-    function = getattr(value, "__func__", value)
-    if type(function) is not types.FunctionType:
+    function = _function_of(value)
+    if function is None:
         return
     _SPEC_FUNCTIONS[function] = f"the tests' {what}"
     _SPEC_DICTS.append((what, function, vars(function)))
     _watch_marks(f"{what}.pytestmark", vars(function))
-    for cell in function.__closure__ or ():
-        try:
-            _SPEC_CELLS.append((what, cell, cell.cell_contents))
-        except ValueError:  # an empty cell
-            _SPEC_CELLS.append((what, cell, _MISSING))
+    if function.__closure__:
+        state = _own_cells(function.__code__)
+        for name, cell in zip(function.__code__.co_freevars, function.__closure__):  # noqa: B905
+            if name in state:
+                continue
+            try:
+                _SPEC_CELLS.append((what, cell, cell.cell_contents))
+            except ValueError:  # an empty cell
+                _SPEC_CELLS.append((what, cell, _MISSING))
 
 
 def _watch_marks(what, space):
@@ -694,47 +722,45 @@ def _held(container):
     return tuple(itertools.chain.from_iterable(container.items()) if type(container) is dict else container)
 
 
-def _test_class(cls):
-    """Whether the runner runs tests of `cls`: it or a base has a `test*` function, or it is a
-    `unittest.TestCase` or named `Test*`."""
-    return (issubclass(cls, unittest.TestCase) or cls.__name__.startswith("Test")
-            or any(name.startswith("test") for base in cls.__mro__ for name in vars(base)))
-
-
-def _watch_surface(namespace, program):
+def _watch_surface(namespace, program, program_globals):
     """Watch what a spec's own code defined for the runner to run: its tests, xunit hooks,
     fixtures and the harness a mined spec carries (with its registry of fixtures), each with
-    its marks, attributes and what its closure holds; its test classes, with their bases,
-    their class, and every name the runner looks up on them (their tests, inherited ones
+    its marks, attributes and what its closure holds (but the cells its own code writes); its
+    test classes (a `unittest.TestCase`, or one with a test function of the spec's in its MRO),
+    with their bases, their class, their `pytestmark`, the fixtures the harness gave them, and
+    every name the runner looks up on them that holds a function (their tests, inherited ones
     included, hooks, the special methods that decide how an instance is made and read),
-    present or not; the module's and each test class's `pytestmark`, present or not, and what
-    its list holds. A candidate that rebinds or shadows a later test (to one that passes),
+    present or not. A candidate that rebinds or shadows a later test (to one that passes),
     marks it xfail, or gives it new code, would otherwise pass tests it never passed. Other
-    names (a module's helpers and helper classes, a test class's other methods and
-    attributes) are the tests' to change (a cache, a fake) and are not watched."""
+    names (a module's helpers and helper classes, a test class's other methods and its data,
+    `test_dir` say) are the tests' to change (a cache, a fake) and are not watched."""
     module = namespace.get("__name__")
-    classes = []
-    for key, value in list(namespace.items()):
-        if key in program and program[key] is value:
-            continue
-        if isinstance(value, type) and vars(value).get("__module__") == module:
-            if _test_class(value):
-                classes.append((key, value))
-                _SPEC_SURFACE.append((key, namespace, key, value))
-        elif _runs(key, value):
-            _SPEC_SURFACE.append((key, namespace, key, value))
-            _watch_function(key, value)
     # The harness: a mined spec's own copy, or the one the runner installs for a spec that uses
     # pytest (made now, not at its first test), with its registries of fixtures.
     harness = spec_harness(namespace)
-    for space in (namespace,) if harness is None else (namespace, harness):
+    spaces = (namespace,) if harness is None else (namespace, harness)
+    program = (program_globals, frozenset(map(id, program.values())))
+    classes = []
+    for key, value in list(namespace.items()):
+        if id(value) in program[1]:
+            continue
+        if isinstance(value, type) and vars(value).get("__module__") == module:
+            if issubclass(value, unittest.TestCase) or any(
+                    name.startswith("test") and _runs(name, member, program)
+                    for base in value.__mro__ for name, member in list(vars(base).items())):
+                classes.append((key, value))
+                _SPEC_SURFACE.append((key, namespace, key, value))
+        elif _runs(key, value, program):
+            _SPEC_SURFACE.append((key, namespace, key, value))
+            _watch_function(key, value)
+    for space in spaces:
         for registry in ("_kb_FIXTURES", "_kb_AUTOUSE"):
-            if registry not in program or space is harness:
+            if space is harness or id(space.get(registry)) not in program[1]:
                 _SPEC_SURFACE.append((registry, space, registry, space.get(registry, _MISSING)))
                 _watch_items(registry, space.get(registry))
         if space is harness:
             for key, value in list(harness.items()):
-                if _runs(key, value):
+                if _runs(key, value, program):
                     _SPEC_SURFACE.append((f"harness's {key}", harness, key, value))
                     _watch_function(f"harness's {key}", value)
     for key, cls in classes:
@@ -743,13 +769,18 @@ def _watch_surface(namespace, program):
         _watch_marks(f"{key}.pytestmark", space)
         looked_up = set(_CLASS_HOOK_NAMES)
         for base in cls.__mro__:
-            looked_up.update(name for name in vars(base) if name.startswith("test"))
+            for name, member in list(vars(base).items()):
+                if name.startswith("_kb_"):  # (the fixtures the harness gave the class)
+                    _SPEC_SURFACE.append((f"{key}.{name}", space, name, space.get(name, _MISSING)))
+                    _watch_items(f"{key}.{name}", space.get(name))
+                if name.startswith("test") and _runs(name, member, program):
+                    looked_up.add(name)
         for name in sorted(looked_up):
             member = space.get(name, _MISSING)
-            _SPEC_SURFACE.append((f"{key}.{name}", space, name, member))
-            if member is not _MISSING and _runs(name, member):
+            if member is _MISSING or _function_of(member) is not None:
+                _SPEC_SURFACE.append((f"{key}.{name}", space, name, member))
+            if member is not _MISSING and _runs(name, member, program):
                 _watch_function(f"{key}.{name}", member)
-    _watch_marks("pytestmark", namespace)
 
 
 def _surface_changed():
