@@ -781,6 +781,7 @@ def _watch_surface(namespace, program, program_globals):
                 _SPEC_SURFACE.append((f"{key}.{name}", space, name, member))
             if member is not _MISSING and _runs(name, member, program):
                 _watch_function(f"{key}.{name}", member)
+    _watch_marks("pytestmark", namespace)
 
 
 def _surface_changed():
