@@ -1086,9 +1086,14 @@ def _kb_marks(function, owner):
     return [getattr(mark, "mark", mark) for mark in found]
 
 
+def _kb_own_marks(function):
+    """How many marks the test function carries itself (first among its marks)."""
+    return len(list(getattr(function, "pytestmark", [])))
+
+
 def _kb_with_case(function, marks, case_marks):
     """`marks` with a parametrize case's marks where pytest puts them: after the test's own."""
-    own = len(list(getattr(function, "pytestmark", [])))
+    own = _kb_own_marks(function)
     return marks[:own] + case_marks + marks[own:]
 
 
@@ -1639,7 +1644,7 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
     __tracebackhide__ = True
     values, finalizers = dict(case), []
     if node is None:
-        node = _KbNode(_kb_spec(), owner, function, marks, len(list(getattr(function, "pytestmark", []))), {}, "")
+        node = _KbNode(_kb_spec(), owner, function, marks, _kb_own_marks(function), {}, "")
 
     def request(param=_kb_NO_PARAM, fixturename=None, scope="function"):
         return _KbRequest(node, param, resolve, finalizers, fixturename, scope)
@@ -1817,7 +1822,7 @@ def _kb_call(function, owner=None, **builtins):
     ran = False
     for case, own_case_marks, case_id in _kb_cases(marks):
         case_marks = _kb_with_case(function, marks, own_case_marks)
-        own = len(list(getattr(function, "pytestmark", []))) + len(own_case_marks)  # (marks `add_marker` follows)
+        own = _kb_own_marks(function) + len(own_case_marks)  # (marks `add_marker` follows)
         for fixture_params, params_id in _kb_fixture_cases(function, owner, used, case):
             ran = True
             node = _KbNode(_kb_spec(), owner, function, case_marks, own, {**case, **fixture_params},
@@ -1856,7 +1861,7 @@ def _kb_call_unittest(case, name, run, builtins=None):
         run()
 
     for fixture_params, params_id in _kb_fixture_cases(test, case, used, {}):
-        node = _KbNode(_kb_spec(), case, getattr(case, name), marks, len(list(getattr(getattr(case, name), "pytestmark", []))),
+        node = _KbNode(_kb_spec(), case, getattr(case, name), marks, _kb_own_marks(getattr(case, name)),
                        fixture_params, params_id,
                        [name for name, _ in _kb_closure(test, case, used, {})])
 

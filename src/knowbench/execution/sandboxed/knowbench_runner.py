@@ -150,12 +150,8 @@ def _own_state(module):
         value = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
         if type(value) is types.FunctionType and value.__module__ == name:
             codes.append(value.__code__)
-    found, seen = set(), set()
-    while codes:
-        code = codes.pop()
-        if code in seen:
-            continue
-        seen.add(code)
+    found = set()
+    for code in _codes_in(codes):
         raw = code.co_code
         operations = raw[::2]
         if _STORE in operations or _DELETE in operations:
@@ -165,9 +161,21 @@ def _own_state(module):
                 extended = argument << 8 if operation == opcode.EXTENDED_ARG else 0
                 if operation in (_STORE, _DELETE):
                     found.add(code.co_names[argument])
-        codes.extend(constant for constant in code.co_consts if type(constant) is types.CodeType)
     _OWN_STATE[name] = (module, frozenset(found))
     return _OWN_STATE[name][1]
+
+
+def _codes_in(codes):
+    """Each of `codes` and every code object defined in them (their functions, classes,
+    comprehensions, at any depth), each once."""
+    pending, seen = list(codes), set()
+    while pending:
+        code = pending.pop()
+        if id(code) in seen:
+            continue
+        seen.add(id(code))
+        yield code
+        pending.extend(constant for constant in code.co_consts if type(constant) is types.CodeType)
 
 
 def _snapshot():
@@ -679,13 +687,8 @@ def _own_cells(code):
     state (`nonlocal`: a retry decorator's count), which is no part of what it runs."""
     import dis
 
-    written, pending = set(), [code]
-    while pending:
-        found = pending.pop()
-        written.update(instruction.argval for instruction in dis.get_instructions(found)
-                       if instruction.opname in ("STORE_DEREF", "DELETE_DEREF"))
-        pending += [const for const in found.co_consts if type(const) is types.CodeType]
-    return written
+    return {instruction.argval for found in _codes_in((code,)) for instruction in dis.get_instructions(found)
+            if instruction.opname in ("STORE_DEREF", "DELETE_DEREF")}
 
 
 def _watch_function(what, value):
@@ -738,7 +741,6 @@ def _watch_surface(namespace, program, program_globals):
     # The harness: a mined spec's own copy, or the one the runner installs for a spec that uses
     # pytest (made now, not at its first test), with its registries of fixtures.
     harness = spec_harness(namespace)
-    spaces = (namespace,) if harness is None else (namespace, harness)
     program = (program_globals, frozenset(map(id, program.values())))
     classes = []
     for key, value in list(namespace.items()):
@@ -753,16 +755,15 @@ def _watch_surface(namespace, program, program_globals):
         elif _runs(key, value, program):
             _SPEC_SURFACE.append((key, namespace, key, value))
             _watch_function(key, value)
-    for space in spaces:
+    for space in (namespace,) if harness is None else (namespace, harness):
         for registry in ("_kb_FIXTURES", "_kb_AUTOUSE"):
-            if space is harness or id(space.get(registry)) not in program[1]:
+            if id(space.get(registry)) not in program[1]:
                 _SPEC_SURFACE.append((registry, space, registry, space.get(registry, _MISSING)))
                 _watch_items(registry, space.get(registry))
-        if space is harness:
-            for key, value in list(harness.items()):
-                if _runs(key, value, program):
-                    _SPEC_SURFACE.append((f"harness's {key}", harness, key, value))
-                    _watch_function(f"harness's {key}", value)
+    for key, value in list(harness.items()) if harness is not None else ():
+        if _runs(key, value, program):
+            _SPEC_SURFACE.append((f"harness's {key}", harness, key, value))
+            _watch_function(f"harness's {key}", value)
     for key, cls in classes:
         space = vars(cls)
         _SPEC_CLASSES.append((key, cls, cls.__bases__, type(cls)))
@@ -813,8 +814,10 @@ def _surface_changed():
 
 
 # Each spec's module code and source, by its file name (`test:NAME`), as the runner compiled
-# it: who called `pytest.xfail` (the source is read here, never from `linecache`).
+# it: who called `pytest.xfail` (the source is read here, never from `linecache`); and where
+# that source calls `xfail` (`_xfail_calls`).
 _SPEC_CODE = {}
+_XFAIL_CALLS = {}
 
 
 def _xfailed_by_the_tests(error, target_codes):
@@ -846,32 +849,31 @@ def _xfailed_by_the_tests(error, target_codes):
     frame, lasti, lineno = frames[-2]
     code = frame.f_code
     found = _SPEC_CODE.get(code.co_filename)
-    if found is None or code is found[0] or not _holds_code(found[0], code) \
+    if found is None or code is found[0] or not any(inner is code for inner in _codes_in((found[0],))) \
             or frame.f_globals is not found[2]:
         return False
     if any(seen.f_code.co_filename == "solution.py" or seen.f_code in target_codes or seen.f_code is found[0]
            for seen, _, _ in frames):
         return False
-    import ast
-
-    calls = [node for node in ast.walk(ast.parse(found[1])) if isinstance(node, ast.Call)
-             and (getattr(node.func, "attr", None) == "xfail" or getattr(node.func, "id", None) == "xfail")]
+    calls = _xfail_calls(code.co_filename, found[1])
     positions = getattr(code, "co_positions", None)
     if positions is None:  # (Python before 3.11: by line)
-        return any(call.lineno <= lineno <= call.end_lineno for call in calls)
-    where = next(itertools.islice(positions(), lasti // 2, None), None)
-    return any(where == (call.lineno, call.end_lineno, call.col_offset, call.end_col_offset) for call in calls)
+        return any(start <= lineno <= end for start, end, _, _ in calls)
+    return next(itertools.islice(positions(), lasti // 2, None), None) in calls
 
 
-def _holds_code(compiled, code):
-    """Whether `code` is `compiled` or a code object defined in it."""
-    pending = [compiled]
-    while pending:
-        found = pending.pop()
-        if found is code:
-            return True
-        pending += [const for const in found.co_consts if type(const) is types.CodeType]
-    return False
+def _xfail_calls(filename, source):
+    """Where the spec's source calls a function named `xfail`: (line, end line, column, end
+    column) of each call, parsed once per spec."""
+    calls = _XFAIL_CALLS.get(filename)
+    if calls is None:
+        import ast
+
+        calls = _XFAIL_CALLS[filename] = tuple(
+            (node.lineno, node.end_lineno, node.col_offset, node.end_col_offset) for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call)
+            and (getattr(node.func, "attr", None) == "xfail" or getattr(node.func, "id", None) == "xfail"))
+    return calls
 
 
 def _shared_dir(parent, prefix="tmp"):
