@@ -375,6 +375,18 @@ def test_called_is_true_through_a_decorator_that_keeps_the_function_as_func(engi
     assert [(test.status, test.called) for test in execution.tests] == [("pass", True), ("pass", False)]
 
 
+def test_called_is_true_through_a_decorator_of_another_module(engine: Engine) -> None:
+    """A target wrapped by a decorator whose wrapper runs on another module's globals
+    (`contextlib.contextmanager`'s): a test that calls it calls the target, and a test whose
+    own calls (and the runner's) only run on other globals does not."""
+    program = ("import contextlib\n\n@contextlib.contextmanager\ndef opened(value):\n"
+               "    yield value\n")
+    tests = ("import contextlib\n\ndef test_a():\n    with opened(3) as value:\n        assert value == 3\n\n"
+             "def test_b():\n    with contextlib.nullcontext(3) as value:\n        assert value == 3\n")
+    execution = engine.execute(make_request(program, tests, "opened"))
+    assert [(test.status, test.called) for test in execution.tests] == [("pass", True), ("pass", False)]
+
+
 def test_called_is_false_when_the_test_redefines_the_target(engine: Engine) -> None:
     tests = code("""
         def add(a, b):

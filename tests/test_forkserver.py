@@ -237,8 +237,9 @@ def test_a_sample_process_holds_no_earlier_samples_request(forkserver: ForkServe
 
 
 def test_the_servers_warm_up_leaves_nothing_a_sample_can_see(forkserver: ForkServerEngine) -> None:
-    """The server runs failing tests of the runner's own before its snapshot (so that its
-    children describe failures from warm state): no trace of them reaches a sample."""
+    """The server runs a program and tests of the runner's own, passing and failing, before
+    its snapshot (so that its children run tests and describe failures from warm state): no
+    trace of them reaches a sample."""
     probe = dedent('''
         import linecache
         import sys
@@ -248,8 +249,11 @@ def test_the_servers_warm_up_leaves_nothing_a_sample_can_see(forkserver: ForkSer
         def test_no_warm_up_left():
             assert not [name for name in linecache.cache if "warm-up" in name]
             assert not [cls for cls in unittest.TestCase.__subclasses__()
-                        if cls.__module__ == "knowbench_warm_up"]
+                        if cls.__module__ == "knowbench_warm_up" or cls.__name__ == "TestCases"]
             assert "knowbench_warm_up" not in sys.modules
+            runner = sys.modules["knowbench_runner"]  # what it registered of the warm-up's spec
+            assert not [name for name in runner._SPEC_CODE if "warm-up" in name]
+            assert sorted(runner._SPEC_FUNCTIONS.values()) == ["the tests' test_no_warm_up_left"]
             assert add(2, 3) == 5
     ''')
     execution = forkserver.execute(make_request(ADD, probe, "add"))

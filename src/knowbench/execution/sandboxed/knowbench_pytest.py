@@ -19,6 +19,7 @@ Like every module in this directory it must not import knowbench: it runs in wha
 environment the benchmark's tests need.
 """
 
+import functools
 import os
 import pathlib
 import sys
@@ -174,13 +175,14 @@ def run_function(function, new_tmp_dir, fixtures):
     """
     _kb_refuse_generator(function)
     spec = getattr(_real_function(function), "__globals__", None)
-    harness = spec_harness(spec, needed=any(name in _HARNESS_ONLY for name in _kb_arguments(function)))
+    parameters = _kb_arguments(function)
+    harness = spec_harness(spec, needed=any(name in _HARNESS_ONLY for name in parameters))
     if harness is not None:
         _CURRENT_TMP[0] = new_tmp_dir
         harness["_kb_call"](function, getattr(function, "__self__", None))
         return
     kwargs = {}
-    for parameter in _kb_arguments(function):
+    for parameter in parameters:
         if parameter in RUNNER_FIXTURES or parameter == "capfd":
             kwargs[parameter] = _runner_fixture(parameter, new_tmp_dir, fixtures)
         elif parameter == "tmpdir":
@@ -227,6 +229,13 @@ def spec_loaded(namespace, program):
         if name in _NOT_INHERITED or name.startswith(("_kb_", "_Kb")):
             del namespace[name]
     namespace["_kb_INHERITED"] = inherited  # (the harness evaluates skipif strings without them)
+
+
+def forget_specs():
+    """Forget every spec seen (the fork server's warm-up ran some of its own)."""
+    _HARNESSED.clear()
+    _INHERITED.clear()
+    _CURRENT_TMP[0] = None
 
 
 # Fixtures only the spec harness serves: a test asking for one runs through it.
@@ -387,16 +396,21 @@ def _run_between(setup, teardown, function, new_tmp_dir, fixtures):
     """`run_function` between a set-up and a tear-down hook (None: none), each given the test
     if it takes an argument; the tear-down runs whatever the test did. With the spec harness,
     the test's `filterwarnings` marks hold around the hooks too, as pytest has them."""
-    import warnings
-
-    harness = spec_harness(getattr(_real_function(function), "__globals__", None))
-    with warnings.catch_warnings():
-        if harness is not None and (setup is not None or teardown is not None):
-            harness["_kb_warning_filters"](harness["_kb_marks"](function, getattr(function, "__self__", None)))
+    def run():
         if setup is not None:
             _kb_call_optional(setup, function)
         then_clean_up(lambda: run_function(function, new_tmp_dir, fixtures),
                       lambda: teardown is not None and _kb_call_optional(teardown, function))
+
+    harness = spec_harness(getattr(_real_function(function), "__globals__", None))
+    if harness is None or (setup is None and teardown is None):
+        run()  # (the runner restores the warning filters after every test)
+        return
+    import warnings
+
+    with warnings.catch_warnings():
+        harness["_kb_warning_filters"](harness["_kb_marks"](function, getattr(function, "__self__", None)))
+        run()
 
 
 class _UnittestOutcome(__import__("unittest").TestResult):
@@ -563,8 +577,6 @@ def collect(namespace):
 def _real_function(value):
     """The function a test object calls: itself, or what a `functools.partial` wraps (pytest
     collects both)."""
-    import functools
-
     while isinstance(value, functools.partial):
         value = value.func
     return getattr(value, "__func__", value)

@@ -59,6 +59,7 @@ from knowbench_pytest import (
     class_at,
     collect,
     enter_scopes,
+    forget_specs,
     leave_scopes,
     run_collected,
     run_direct,
@@ -548,25 +549,45 @@ def _is_pytest_skip(error):
     return isinstance(skipped, type) and isinstance(error, skipped)
 
 
+class _TargetCodes(frozenset):
+    """The target's code objects, and `spaces`: the globals of the functions they were read
+    from (None where one had no globals to read), on which alone a frame can run them."""
+
+    __slots__ = ("spaces",)
+
+
 def _target_codes(namespace, entry_point):
     """Code objects of the entry point, to record whether a test ran it."""
     if not entry_point:
-        return frozenset()
+        return _targets(())
     obj = namespace.get(entry_point.split(".")[0])
     for part in entry_point.split(".")[1:]:
         raw = vars(obj).get(part) if isinstance(obj, type) else None
         obj = raw if raw is not None else getattr(obj, part, None)
-    codes = set()
-    for candidate in (obj, getattr(obj, "__func__", None), getattr(obj, "fget", None)):
-        for _ in range(16):  # through decorators: `__wrapped__`, or `func` (functools.partial, toolz's curry)
+    return _targets((obj, getattr(obj, "__func__", None), getattr(obj, "fget", None)))
+
+
+def _targets(functions, unwrap=True):
+    """The code objects of `functions` and (`unwrap`) of what they wrap (`_TargetCodes`)."""
+    codes, spaces = set(), []
+    for candidate in functions:
+        for _ in range(16 if unwrap else 1):  # through decorators: `__wrapped__`, or `func` (functools.partial, toolz's curry)
             if candidate is None:
                 break
             code = getattr(candidate, "__code__", None)
             if code is not None:
                 codes.add(code)
+                space = getattr(candidate, "__globals__", None)
+                if type(space) is dict and spaces is not None:
+                    if not any(space is seen for seen in spaces):
+                        spaces.append(space)
+                else:
+                    spaces = None
             wrapped = getattr(candidate, "__wrapped__", None)
             candidate = wrapped if wrapped is not None else getattr(candidate, "func", None)
-    return frozenset(codes)
+    targets = _TargetCodes(codes)
+    targets.spaces = None if spaces is None else tuple(spaces)
+    return targets
 
 
 # The name of every spec's module, as registered in sys.modules while its tests run.
@@ -1115,7 +1136,9 @@ def _load_program(program, entry_point, channel, installed, box):
         box.append((failure[0], "the program failed to load:\n" + failure[1], None, failure[2]))
         return
     try:
-        codes = knowbench_split.install_proxy(module.__dict__, entry_point, channel, installed)
+        # (the proxy's own code: what it wraps is the benchmark's stub, which it never calls)
+        codes = _targets((knowbench_split.install_proxy(module.__dict__, entry_point, channel, installed),),
+                         unwrap=False)
     except knowbench_graft.GraftFailed as error:
         box.append(("error", str(error), None, "test-code-failed"))
         return
@@ -1130,10 +1153,22 @@ def _run_item(item, tests, module, target_codes, state, box):
     """Worker-thread job: run one test item and classify its outcome. Sample code runs here."""
     called = [False]
     settrace = sys.settrace
+    spaces = getattr(target_codes, "spaces", None)
 
     def tracer(frame, event, arg):
         # Called for every Python call until the target's first: then tracing stops, so the
-        # target's own work (a library's thousands of calls) runs at full speed.
+        # target's own work (a library's thousands of calls) runs at full speed. Reading
+        # `f_code` raises an audit event (a call of every audit hook, the runner's included)
+        # and reading `f_globals` none: only a frame on the globals of the target's functions
+        # can run their code, so no other frame's code is read (the runner's own calls
+        # before the test's, and the test's own).
+        if spaces is not None:
+            here = frame.f_globals
+            for space in spaces:
+                if here is space:
+                    break
+            else:
+                return
         if frame.f_code in target_codes:
             called[0] = True
             settrace(None)
@@ -2305,46 +2340,65 @@ def _settled(setup, group, wait_s=2.0):
     return True
 
 
+_WARM_UP_PROGRAM = """\
+def double(x):
+    return [2 * v for v in x]
+"""
 _WARM_UP_TESTS = """\
 import unittest
 
 
 def test_function():
-    assert [round(x / 3, 2) for x in range(3)] == [0.0, 0.33, 0.66]
+    assert double([1, 2]) == [2, 4]
 
 
 class TestCases(unittest.TestCase):
     def test_method(self):
-        self.assertEqual({"a": [1, 2], "b": 3.5}, {"a": [1, 2], "b": 3.0})
+        self.assertEqual({"a": double([1]), "b": 3.5}, {"a": [2], "b": 3.5})
 """
 
 
 def _warm_failures():
-    """In a fork server, before its snapshot: run the paths a failing test takes (a failing
-    test function and `unittest` method, the description of their exceptions) a few times on
-    tests of the runner's own, so that every child forked later finds them warm (quickened
-    code, filled caches) instead of writing to those pages itself. A child's first failure
-    description then costs about 235 copy-on-write faults instead of 400. What it leaves (its
-    class, held by cycles) is garbage: the caller collects it before the snapshot."""
-    name = "test:<knowbench warm-up>"
-    linecache.cache[name] = (len(_WARM_UP_TESTS), None, _WARM_UP_TESTS.splitlines(True), name)
-    namespace = {"__name__": "knowbench_warm_up"}
+    """In a fork server, before its snapshot: run the path of a sample's tests (the program
+    loaded, a spec loaded, collected and watched, a test function and a `unittest` method
+    run, passing and failing, their exceptions described) a few times on a program and
+    tests of the runner's own, so that every child forked later finds that code warm
+    (quickened, caches filled) instead of writing to those pages itself: a child's first
+    failure description cost about 400 copy-on-write faults cold and 235 warm. Everything it
+    registers is removed again (`_forget_warm_up`); what it leaves (its classes, held by
+    cycles) is garbage: the caller collects it before the snapshot."""
+    name = "<knowbench warm-up>"
+    items = [{"id": f"{name}::{function}", "spec": name, "cls": cls, "function": function, "kind": kind,
+              "last_of_spec": last, "last_of_class": True}
+             for cls, function, kind, last in ((None, "test_function", "function", False),
+                                               ("TestCases", "test_method", "unittest", True))]
     try:
-        exec(compile(_WARM_UP_TESTS, name, "exec"), namespace)
-        for _ in range(8):
-            for run in (lambda: run_test_function(namespace, "test_function", None, []),
-                        lambda: run_unittest(namespace["TestCases"], "test_method")):
-                with warnings_caught(record=True):  # as `_run_item` runs a test
-                    add_filter("always", category=DeprecationWarning)
-                    add_filter("always", category=PendingDeprecationWarning)
-                    try:
-                        run()
-                    except AssertionError as error:
-                        _status_of(error, (AssertionError,))
-                        _describe(error)
+        for program in (_WARM_UP_PROGRAM, _WARM_UP_PROGRAM.replace("2 * v", "v + v + 1")):
+            box = []
+            _load_program(program, "double", None, None, box)
+            module, target_codes = box[0][2]
+            for _ in range(4):
+                state = ({}, {}, {}, None, None, "framework",
+                         {name: {(item["cls"], item["function"]) for item in items}})
+                for item in items:
+                    _run_item(item, {name: _WARM_UP_TESTS}, module, target_codes, state, [])
+                    _surface_changed()
+                _forget_warm_up(name)
     finally:
-        del linecache.cache[name]
-    namespace.clear()
+        _forget_warm_up(name)
+
+
+def _forget_warm_up(name):
+    for registry in (_SPEC_SURFACE, _SPEC_CLASSES, _SPEC_ITEMS, _SPEC_DICTS, _SPEC_CELLS):
+        registry.clear()
+    _SPEC_FUNCTIONS.clear()
+    _SPEC_CODE.clear()
+    _XFAIL_CALLS.clear()
+    forget_specs()
+    for filename in (f"test:{name}", "solution.py"):
+        linecache.cache.pop(filename, None)
+    for module in (_SPEC_MODULE, "solution"):
+        sys.modules.pop(module, None)
 
 
 _RLIMITS = tuple(getattr(resource, name) for name in sorted(dir(resource)) if name.startswith("RLIMIT_"))

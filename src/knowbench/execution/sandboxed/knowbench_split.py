@@ -2260,7 +2260,7 @@ def _iterate(items, error):
 
 
 def install_proxy(namespace, entry_point, channel, installed=None):
-    """Replace the target in the judge's program by a proxy; return the proxy's code objects.
+    """Replace the target in the judge's program by a proxy, and return the proxy.
 
     Methods, static and class methods and properties keep their kind, so `self` or the
     class travel as the first argument. The proxy wraps the original stub, so
@@ -2284,7 +2284,7 @@ def install_proxy(namespace, entry_point, channel, installed=None):
     if installed:
         knowbench_graft.graft(namespace, entry_point, installed,
                               wrap=lambda function: _proxy(channel, entry_point, function, installed=True))
-    return frozenset({proxy.__code__})
+    return proxy
 
 
 def _method_proxy(namespace, parts, channel, entry_point):
