@@ -791,6 +791,8 @@ def _watch_surface(namespace, program, program_globals):
         _watch_marks(f"{key}.pytestmark", space)
         looked_up = set(_CLASS_HOOK_NAMES)
         for base in cls.__mro__:
+            if base is object or str(vars(base).get("__module__")).startswith("unittest."):
+                continue  # (unittest's own classes hold nothing of the spec's: a hundred names)
             for name, member in list(vars(base).items()):
                 if name.startswith("_kb_"):  # (the fixtures the harness gave the class)
                     _SPEC_SURFACE.append((f"{key}.{name}", space, name, space.get(name, _MISSING)))
