@@ -1,0 +1,144 @@
+"""knowbench's engines in this checkout against an earlier commit, on the same samples, interleaved.
+
+    python bench/compare.py --against REF [--harnesses forkserver,fs-split] [--workloads light,heavy]
+                            [--workers 1] [--pairs 4] [--rounds 4]
+
+Checks a commit out into a temporary git worktree (removed at the end) and runs
+`bench/peers.py`'s knowbench cells (`--cell`: a fresh interpreter per cell, the engine, the
+generated light and heavy samples) from both trees in turn, each with its own `src` and its own
+`bench/peers.py`, on one workload file made here: every pair of runs goes this checkout then the
+commit, or the commit then this checkout, alternately, so drift in the machine's speed falls on
+both alike. Prints, per cell, the median samples/s of each (with its range), the CPU the
+machine spent per sample (as `bench/peers.py` counts it: every core, so run it on an otherwise
+idle machine) and the ratio of this checkout to the commit. A ratio below 1 is a regression. A
+cell counts only where every verdict of both trees agrees with the samples' labels; a
+disagreement is printed.
+
+Why: a sample's cost grows by small steps (a check here, a lookup there) that no single run
+shows against this machine's noise; only the two trees side by side, several times, do. The
+regression measured in docs/execution.md (*Where the fork server's time goes*, item 23) was
+found this way (`--against eb568b9`).
+
+`--rounds N` runs each cell's samples N times over in one loop (default 4: a light cell of 96
+samples takes half a second, too short to measure alone). The commit's `bench/peers.py` must
+have `--cell` (every commit since `bench/peers.py` was written has).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import peers  # noqa: E402  (the workloads' generator, and the cells both trees run)
+
+HARNESSES = ("forkserver", "fs-split", "fs-asserts")
+
+
+def run_cell(tree: Path, harness: str, workload: Path, kind: str, workers: int) -> dict:
+    """One cell in a fresh interpreter, with `tree`'s own knowbench and `bench/peers.py`."""
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    done = subprocess.run([sys.executable, str(tree / "bench" / "peers.py"), "--cell", harness, str(workload),
+                           kind, str(workers)], capture_output=True, text=True, cwd=tree, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"{harness} {kind} x{workers} failed in {tree}:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--against", required=True, help="the commit to compare with (any git revision)")
+    parser.add_argument("--harnesses", default="forkserver,fs-split",
+                        help=f"knowbench cells of bench/peers.py, from {', '.join(HARNESSES)} "
+                             "(default forkserver,fs-split)")
+    parser.add_argument("--workloads", default="light,heavy", help="light, heavy or both (default both)")
+    parser.add_argument("--workers", default="1", help="worker counts (default 1)")
+    parser.add_argument("--pairs", type=int, default=4, help="runs of each tree per cell (default 4)")
+    parser.add_argument("--rounds", type=int, default=4, help="times each cell runs its samples (default 4)")
+    parser.add_argument("--light", type=int, default=96, help="light samples (default 96)")
+    parser.add_argument("--heavy", type=int, default=48, help="heavy samples (default 48)")
+    args = parser.parse_args()
+    harnesses = [h for h in args.harnesses.split(",") if h]
+    unknown = [h for h in harnesses if h not in HARNESSES]
+    if unknown:
+        parser.error(f"--harnesses: {', '.join(unknown)} is not one of {', '.join(HARNESSES)}")
+    kinds = [k for k in args.workloads.split(",") if k]
+    if not set(kinds) <= {"light", "heavy"}:
+        parser.error("--workloads takes light, heavy or both")
+    if args.pairs < 1 or args.rounds < 1:
+        parser.error("--pairs and --rounds take 1 or more")
+    worker_counts = [int(w) for w in args.workers.split(",")]
+    revision = subprocess.run(["git", "rev-parse", "--short", args.against + "^{commit}"], cwd=ROOT,
+                              capture_output=True, text=True)
+    if revision.returncode != 0:
+        print(f"--against {args.against}: no such commit in {ROOT} ({revision.stderr.strip()})", file=sys.stderr)
+        raise SystemExit(2)
+    ref = revision.stdout.strip()
+    workloads = {"light": peers.generate(peers.LIGHT, args.light), "heavy": peers.generate(peers.HEAVY, args.heavy)}
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; this checkout against {ref}, "
+          f"{args.pairs} pairs of runs per cell, each cell's samples {args.rounds} times over")
+    with tempfile.TemporaryDirectory(prefix="knowbench-compare-") as tmp:
+        other = Path(tmp) / "ref"
+        subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(other), ref], cwd=ROOT, check=True)
+        try:
+            trees = {"this": ROOT, ref: other}
+            files = {}
+            for kind in kinds:
+                files[kind] = Path(tmp) / f"{kind}.json"
+                files[kind].write_text(json.dumps(workloads[kind] * args.rounds))
+            results: dict[tuple, dict[str, list[dict]]] = {}
+            disagreements = []
+            started = time.perf_counter()
+            for pair in range(args.pairs):
+                for kind in kinds:
+                    for workers in worker_counts:
+                        for harness in harnesses:
+                            if harness == "fs-asserts" and kind == "light":
+                                continue  # light tests are asserts already
+                            order = list(trees) if pair % 2 == 0 else list(reversed(trees))
+                            for name in order:
+                                cell = run_cell(trees[name], harness, files[kind], kind, workers)
+                                results.setdefault((kind, workers, harness), {}).setdefault(name, []).append(cell)
+                                labels = [sample["correct"] for sample in workloads[kind]] * args.rounds
+                                wrong = sum(v != label for v, label in zip(cell["verdicts"], labels, strict=True))
+                                if wrong:
+                                    disagreements.append(f"{name} {harness} {kind} x{workers} pair {pair + 1}: "
+                                                         f"{wrong} verdicts disagree with the labels")
+                                print(f"  pair {pair + 1} {kind:5} x{workers} {harness:10} {name:8} "
+                                      f"{len(cell['verdicts']) / cell['loop_s']:7.1f} samples/s", file=sys.stderr)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=ROOT, check=False)
+    print(f"\n| workload | workers | harness | this: samples/s (median, range) | CPU ms/sample | "
+          f"{ref}: samples/s | CPU ms/sample | this / {ref} |\n|" + "---|" * 8)
+    for (kind, workers, harness), by_tree in results.items():
+        rates, cpus = {}, {}
+        for name, cells in by_tree.items():
+            rates[name] = [len(c["verdicts"]) / c["loop_s"] for c in cells]
+            cpus[name] = [c["cpu_s"] * 1000 / len(c["verdicts"]) for c in cells]
+        this, then = statistics.median(rates["this"]), statistics.median(rates[ref])
+        print(f"| {kind} | {workers} | {harness} | {this:.1f} ({min(rates['this']):.1f}–{max(rates['this']):.1f}) | "
+              f"{statistics.median(cpus['this']):.2f} | {then:.1f} ({min(rates[ref]):.1f}–{max(rates[ref]):.1f}) | "
+              f"{statistics.median(cpus[ref]):.2f} | {this / then:.2f}× |")
+    print(f"\nwhole run {time.perf_counter() - started:.0f} s; load average now "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    if disagreements:
+        print(f"\n{len(disagreements)} cells disagree with the labels:")
+        for line in disagreements:
+            print("  " + line)
+        raise SystemExit(1)
+    print("every verdict of both trees agrees with the labels")
+
+
+if __name__ == "__main__":
+    main()
