@@ -424,6 +424,54 @@ CASES = [
         def test_b(x):
             assert add(x, 2) == 4
     """)}, preload=("pytest",)),
+    Case("rewrite_a_later_tests_parametrize_cases", dedent("""
+        import sys
+
+
+        def add(a, b):
+            test_b = vars(sys.modules["knowbench_test"])["test_b"]
+            for mark in test_b.pytestmark:  # the cases become ones this add passes
+                if mark.name == "parametrize":
+                    mark.args[1][:] = [(x, add_wrong(x, 2)) for x, _ in mark.args[1]]
+            return a - b
+
+
+        def add_wrong(a, b):
+            return a - b
+    """), {"t": dedent("""
+        import pytest
+
+
+        def test_a():
+            assert add(1, 2) == 3
+
+
+        @pytest.mark.parametrize("x, expected", [(2, 4), (3, 5)])
+        def test_b(x, expected):
+            assert add(x, 2) == expected
+    """)}, preload=("pytest",)),
+    Case("give_a_later_tests_mark_other_arguments", dedent("""
+        import sys
+
+
+        def add(a, b):
+            test_b = vars(sys.modules["knowbench_test"])["test_b"]
+            for mark in test_b.pytestmark:  # a frozen dataclass: set as object does
+                if mark.name == "parametrize":
+                    object.__setattr__(mark, "args", ("x, expected", [(2, 0), (3, 1)]))
+            return a - b
+    """), {"t": dedent("""
+        import pytest
+
+
+        def test_a():
+            assert add(1, 2) == 3
+
+
+        @pytest.mark.parametrize("x, expected", [(2, 4), (3, 5)])
+        def test_b(x, expected):
+            assert add(x, 2) == expected
+    """)}, preload=("pytest",)),
     Case("shadow_an_inherited_test", dedent("""
         import sys
 

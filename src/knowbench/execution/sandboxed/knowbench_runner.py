@@ -731,8 +731,38 @@ def _watch_function(what, value):
 
 
 def _watch_marks(what, space):
-    _SPEC_SURFACE.append((what, space, "pytestmark", space.get("pytestmark", _MISSING)))
-    _watch_items(what, space.get("pytestmark"))
+    marks = space.get("pytestmark", _MISSING)
+    _SPEC_SURFACE.append((what, space, "pytestmark", marks))
+    _watch_items(what, marks)
+    if marks is not _MISSING:
+        for mark in marks if type(marks) is list else (marks,):
+            _watch_mark(what, mark)
+
+
+def _watch_mark(what, mark):
+    """A mark's arguments as the spec's code gave them: pytest takes a parametrize mark's cases
+    as it collects, before any test runs, and the harness reads them as the test runs. So its
+    `args` and `kwargs`, the lists and dicts they hold (the cases, their ids) and the marks of
+    each `pytest.param` case. A `MarkDecorator` (a mark not called) holds its `Mark`."""
+    try:
+        attributes = vars(mark)
+    except Exception:  # (no attributes of its own: nothing of it to change)
+        return
+    if type(attributes) is not dict:
+        return
+    _SPEC_DICTS.append((what, mark, attributes))
+    for key in ("args", "kwargs", "mark"):
+        value = attributes.get(key, _MISSING)
+        _SPEC_SURFACE.append((f"{what} {key}", attributes, key, value))
+        if key == "mark" and value is not _MISSING:
+            _watch_mark(what, value)
+        elif type(value) is tuple or type(value) is dict:
+            _watch_items(f"{what} {key}", value)
+            for held in value.values() if type(value) is dict else value:
+                _watch_items(f"{what} {key}", held)
+                for case in held if type(held) is list or type(held) is tuple else ():
+                    if type(case).__name__ == "ParameterSet":
+                        _watch_items(f"{what} {key}", getattr(case, "marks", None))
 
 
 def _watch_items(what, container):
