@@ -2390,7 +2390,7 @@ class TestCases(unittest.TestCase):
 """
 
 
-def _warm_failures():
+def _warm_tests():
     """In a fork server, before its snapshot: run the path of a sample's tests (the program
     loaded, a spec loaded, collected and watched, a test function and a `unittest` method
     run, passing and failing, their exceptions described) a few times on a program and
@@ -2521,7 +2521,10 @@ def serve():
     except BaseException:  # (the channel's CrossingFailed and CandidateGone included)
         pass
     if setup.get("role") != "candidate":
-        _warm_failures()
+        try:
+            _warm_tests()  # (it forgets what it ran, whatever happened)
+        except BaseException:
+            pass
         # The one full collection (10–15 ms with pandas loaded): the warm-up's class and
         # tracebacks are gone before the snapshot, and garbage is not frozen below.
         gc.collect()
