@@ -299,6 +299,20 @@ FILL_FILES = dedent("""
 """)
 
 
+# Tests whose second test is parametrized: what a candidate called by the first may rewrite.
+PARAMETRIZED_LATER_TEST = {"t": dedent("""
+    import pytest
+
+
+    def test_a():
+        assert add(1, 2) == 3
+
+
+    @pytest.mark.parametrize("x, expected", [(2, 4), (3, 5)])
+    def test_b(x, expected):
+        assert add(x, 2) == expected
+""")}
+
 def write_case(case_id: str, path: str, marker: str, gap: str = "") -> Case:
     """Write `path`; `marker` is a file that exists there only on the host, so that a write
     into a private directory of the sandbox (bwrap's /tmp) proves nothing."""
@@ -438,18 +452,7 @@ CASES = [
 
         def add_wrong(a, b):
             return a - b
-    """), {"t": dedent("""
-        import pytest
-
-
-        def test_a():
-            assert add(1, 2) == 3
-
-
-        @pytest.mark.parametrize("x, expected", [(2, 4), (3, 5)])
-        def test_b(x, expected):
-            assert add(x, 2) == expected
-    """)}, preload=("pytest",)),
+    """), PARAMETRIZED_LATER_TEST, preload=("pytest",)),
     Case("give_a_later_tests_mark_other_arguments", dedent("""
         import sys
 
@@ -460,18 +463,7 @@ CASES = [
                 if mark.name == "parametrize":
                     object.__setattr__(mark, "args", ("x, expected", [(2, 0), (3, 1)]))
             return a - b
-    """), {"t": dedent("""
-        import pytest
-
-
-        def test_a():
-            assert add(1, 2) == 3
-
-
-        @pytest.mark.parametrize("x, expected", [(2, 4), (3, 5)])
-        def test_b(x, expected):
-            assert add(x, 2) == expected
-    """)}, preload=("pytest",)),
+    """), PARAMETRIZED_LATER_TEST, preload=("pytest",)),
     Case("shadow_an_inherited_test", dedent("""
         import sys
 
