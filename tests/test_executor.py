@@ -513,6 +513,29 @@ def test_execution_carries_limits_and_sandbox_kind(engine: Engine) -> None:
     assert execution.exit_code == 0
 
 
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_a_samples_processes_are_the_first_the_kernel_kills_for_memory(engine: Engine, isolation: Isolation) -> None:
+    """Every process that runs sample code or its tests has oom_score_adj 1000: when memory
+    runs out (the server's memory cgroup, the machine), the kernel kills a sample's process,
+    never the server first. Split, both the candidate's process and the judge's."""
+    program = code("""
+        def adj():
+            with open("/proc/self/oom_score_adj") as handle:
+                return handle.read().strip()
+    """)
+    tests = code("""
+        def test_the_candidates_process():
+            assert adj() == "1000"
+
+        def test_the_tests_process():
+            with open("/proc/self/oom_score_adj") as handle:
+                assert handle.read().strip() == "1000"
+    """)
+    execution = engine.execute(make_request(program, tests, "adj", isolation=isolation))
+    statuses = {test.id.rsplit("::", 1)[-1]: test.status for test in execution.tests}
+    assert statuses == {"test_the_candidates_process": "pass", "test_the_tests_process": "pass"}, execution.tests
+
+
 def test_results_do_not_depend_on_a_previous_sample(engine: Engine) -> None:
     polluter = code("""
         import os

@@ -48,10 +48,15 @@ def set_limits(limits, nproc_base):
             soft = min(soft, hard)
         resource.setrlimit(kind, (soft, hard))
     # The first the kernel kills when memory runs out, in the server's memory cgroup (never
-    # the server first) and on the machine. Any process may raise its own.
+    # the server first) and on the machine. Any process may raise its own. (A descriptor, not
+    # a text stream: this runs in every sample's process, and `open` builds three objects and
+    # looks up the locale's encoding to write four bytes.)
     try:
-        with open("/proc/self/oom_score_adj", "w") as handle:
-            handle.write("1000")
+        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+        try:
+            os.write(fd, b"1000")
+        finally:
+            os.close(fd)
     except OSError:
         pass
 
