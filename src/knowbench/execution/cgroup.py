@@ -75,6 +75,7 @@ class MemoryCgroup:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.limit: int | None = None
+        self._oom_control = str(path / "memory.oom_control")  # read twice per sample
 
     @classmethod
     def make(cls, name: str) -> MemoryCgroup | None:
@@ -115,12 +116,16 @@ class MemoryCgroup:
         """How many processes the kernel has killed in this cgroup for memory; None when it
         cannot be read (the cgroup is gone, or the kernel does not count them)."""
         try:
-            text = (self.path / "memory.oom_control").read_text()
+            fd = os.open(self._oom_control, os.O_RDONLY)
+            try:
+                text = os.read(fd, 4096)  # (a few short lines)
+            finally:
+                os.close(fd)
         except OSError:
             return None
         for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill":
+            key, _, value = line.partition(b" ")
+            if key == b"oom_kill":
                 return int(value)
         return None
 
