@@ -1115,7 +1115,8 @@ def _rebuild(peer, data, frames, broken):
 def _write(stream, output):
     """Write what the candidate's call printed to `stream` (this process's `sys.stdout` or
     `sys.stderr`): bytes as they are into the harness's capture (`capsys`: pytest's
-    `capsysbinary` reads them back), else as text, through the stream's own encoding."""
+    `capsysbinary` reads them back), else as text, through the stream's own encoding. None:
+    nothing was printed."""
     if type(output) is bytes and output:
         # (the harness's class: the runner's, or the copy a mined spec carries)
         if type(stream).__name__ == "_KbCaptureIO" and isinstance(stream, io.TextIOWrapper) \
@@ -2549,7 +2550,8 @@ def _answer(peer, function, args, kwargs, drain=True):
         after = peer.fingerprint((args, kwargs))
         if after != before:
             mutated = (tuple(args), dict(kwargs))
-        effects = (mutated, out, err, warned, logged)
+        # (nothing printed crosses as None: no bytes to encode here and decode there)
+        effects = (mutated, out or None, err or None, warned, logged)
         if outcome[0] == "cannot-cross":
             raise outcome[1]
         if outcome[0] == "iterate":
