@@ -313,6 +313,7 @@ PARAMETRIZED_LATER_TEST = {"t": dedent("""
         assert add(x, 2) == expected
 """)}
 
+
 def write_case(case_id: str, path: str, marker: str, gap: str = "") -> Case:
     """Write `path`; `marker` is a file that exists there only on the host, so that a write
     into a private directory of the sandbox (bwrap's /tmp) proves nothing."""
