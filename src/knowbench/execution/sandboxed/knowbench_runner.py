@@ -1428,9 +1428,12 @@ def execute_sample(config, result_fd):
         knowbench_split.watch_patches(imports=True)  # before any test: patches they make are seen
     taken, helper_names, helper_values, helper_functions, helper_versions = _SERVER_SNAPSHOT[0], *(
         _SERVER_IDENTITY[0] or _runner_identity(runner_globals))
-    if imported or (taken is not None and _SERVER_WATCHED[0][0] != frozenset(_watched_names())):
-        taken = None  # the tests' imports or the sample's own preload changed what to watch
-    snapshot = _NOTHING_WATCHED if split else (taken or _snapshot())
+    if split:
+        snapshot = _NOTHING_WATCHED
+    elif imported or taken is None or _SERVER_WATCHED[0][0] != frozenset(_watched_names()):
+        snapshot = _snapshot()  # none taken, or the tests' imports or the sample's preload changed what to watch
+    else:
+        snapshot = taken
     every, in_turn, same, missing, again = all, map, _IS, _MISSING, itertools.repeat
     function_type = types.FunctionType
     watched_function = (_SERVER_WATCHED[0][1] if snapshot is taken and _SERVER_IDENTITY[0] is not None
