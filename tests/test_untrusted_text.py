@@ -34,6 +34,19 @@ def test_load_json_writes_a_lone_surrogate_as_its_escape_and_keeps_valid_text() 
     assert value == {"k\\udc00": ["a\\ud800b", "\U0001f600", "a\\b", 1, None]}
 
 
+def test_load_json_finds_a_lone_surrogate_however_it_comes() -> None:
+    """Escaped in either case, raw in a str, UTF-8-encoded in bytes (which `json.loads` decodes
+    with `surrogatepass`), in bytes or a bytearray: each is written out as its escape."""
+    for text in ('["\\uD800"]', '["\\udBff"]', '["\\uDC00"]', f'["{LONE}"]', b'["\\ud800"]',
+                 b'["\\uDBFF"]', b'["\xed\xa0\x80"]', bytearray(b'["\\udfff"]')):
+        (value,) = load_json(text)
+        assert value.startswith("\\u") and len(value) == 6, (text, value)
+        value.encode("utf-8")
+    # An escaped backslash before "ud800" is six plain characters; other escapes decode.
+    assert load_json('["\\\\ud800", "\\u00e9\\ud83d\\ude00", "\\ue000"]') == [
+        "\\ud800", "\u00e9\U0001f600", "\ue000"]
+
+
 def _replayed(completion: str, tmp_path: Path, engine: SubprocessEngine) -> SampleResult:
     """The one result of a run of `text/slugify` whose model replies `completion`."""
     replies = tmp_path / "replies.jsonl"

@@ -13,6 +13,7 @@ keep such text out of knowbench's records at the point where it enters them.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +33,21 @@ def valid_text(value: Any) -> Any:
     return value
 
 
+# An escape that decodes to a surrogate, high (D800-DBFF) or low (DC00-DFFF).
+_SURROGATE_ESCAPE = {str: re.compile(r"\\u[dD][89a-fA-F]"), bytes: re.compile(rb"\\u[dD][89a-fA-F]")}
+
+
 def load_json(text: str | bytes) -> Any:
     """`json.loads` for text from a source knowbench does not control: every string in the
-    value is valid Unicode (`valid_text`). Raises `ValueError` as `json.loads` does."""
-    return valid_text(json.loads(text))
+    value is valid Unicode (`valid_text`). Raises `ValueError` as `json.loads` does.
+
+    ASCII text without a surrogate's escape decodes to valid text as it is: no copy is made
+    (a sample's records are such text, read for every sample)."""
+    value = json.loads(text)
+    escape = _SURROGATE_ESCAPE.get(type(text))
+    if escape is not None and text.isascii() and escape.search(text) is None:
+        return value
+    return valid_text(value)
 
 
 def read_objects(path: Path, text: str | None = None) -> list[tuple[int, dict[str, Any]]]:
