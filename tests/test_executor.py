@@ -1488,6 +1488,23 @@ def test_memory_queued_in_sockets_counts_against_the_sample(engine: Engine, held
     assert fits.status == "pass", fits.tests[0].message
 
 
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_a_fork_server_without_a_cgroup_counts_what_sockets_hold_itself(best_sandbox: Sandbox, isolation: str) -> None:
+    """With no memory cgroup to charge them to, the server's own count of its sandbox's
+    sockets is what catches them: through the socket it made before installing the samples'
+    seccomp filter (which denies netlink sockets) in itself, the candidates' server too."""
+    if not best_sandbox.namespaces:
+        pytest.skip("sockets are counted where the sandbox has a network namespace of its own")
+    engine = ForkServerEngine(best_sandbox, workers=1, cgroups=False)
+    try:
+        for memory_mb, status in ((64, "memory"), (512, "pass")):
+            execution = engine.execute(make_request(SOCKETS["pairs"] + ADD, CHECK_ADD, "add",
+                                                    memory_mb=memory_mb, isolation=isolation))
+            assert execution.status == status, (memory_mb, execution.status, execution.tests[0].message)
+    finally:
+        engine.close()
+
+
 
 @NEEDS_CGROUPS
 def test_each_start_of_a_server_gets_a_fresh_cgroup(best_sandbox: Sandbox) -> None:

@@ -214,3 +214,44 @@ def test_a_program_runs_in_the_copy_without_the_omitted_files_on_both_engines(tm
     assert "code ['test_pipeline.py'] [4]" in execution.stdout
     assert "withheld: Circle.area is what the task asks for" in execution.stdout
     assert (tree / "code" / "tests" / "test_area.py").exists()  # the benchmark's tree is untouched
+
+
+GUARDED = '''import ctypes
+import errno
+import socket
+
+
+def test_no_netlink_socket():
+    try:
+        socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 4).close()
+    except OSError as error:
+        assert error.errno == errno.EAFNOSUPPORT
+    else:
+        raise AssertionError("a netlink socket was made")
+
+
+def test_no_io_uring():
+    syscall = ctypes.CDLL(None, use_errno=True).syscall
+    params = ctypes.create_string_buffer(120)
+    assert [syscall(425, 8, params), ctypes.get_errno()] == [-1, errno.ENOSYS]
+'''
+
+
+def test_a_projects_tests_get_every_samples_seccomp_filter_on_both_engines(tmp_path, any_engine):
+    """The project's own pytest runs under the filter every other sample's process gets: no
+    socket the memory budget cannot count (netlink), no io_uring (x86_64's numbers)."""
+    import platform
+
+    from knowbench.benchmark.schema import TestSpec
+    from knowbench.execution.engine import ExecutionRequest
+    from knowbench.execution.projects import ProjectRun
+
+    if platform.machine() != "x86_64":
+        pytest.skip("io_uring_setup's number here is x86_64's")
+    tree = tmp_path / "guarded"
+    (tree / "tests").mkdir(parents=True)
+    (tree / "tests" / "test_guarded.py").write_text(GUARDED)
+    execution = any_engine.execute(ExecutionRequest(
+        program="", tests=[TestSpec(name="tests/test_guarded.py", code=GUARDED)], limits=Limits(wall_s=60),
+        preload=[], project=ProjectRun(tree=str(tree), tests=["tests/test_guarded.py"])))
+    assert [outcome.status for outcome in execution.tests] == ["pass", "pass"], execution

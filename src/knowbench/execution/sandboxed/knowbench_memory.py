@@ -300,6 +300,8 @@ def socket_bytes(link=None):
         link = diagnostics_socket()
         if link is None:
             return 0
+    else:  # a kept socket: what an earlier count left unread (one cut short) is not this one's
+        _drain(link)
     total = 0
     try:
         link.settimeout(1.0)
@@ -313,6 +315,15 @@ def socket_bytes(link=None):
         if own:
             link.close()
     return total
+
+
+def _drain(link):
+    try:
+        link.setblocking(False)
+        while link.recv(65536):
+            pass
+    except OSError:  # (nothing left: BlockingIOError)
+        pass
 
 
 def diagnostics_socket():
@@ -396,7 +407,7 @@ class Budget:
     segments made since, and while it runs what its sockets hold queued in the kernel."""
 
     def __init__(self, limit_bytes, tmpfs=(), workdir=None, workdir_base=None, inherited=frozenset(),
-                 namespaces=False):
+                 namespaces=False, link=None):
         self.limit = limit_bytes
         self.tmpfs = tuple(tmpfs)
         self.tmpfs_base = sum(filesystem_used(path) for path in self.tmpfs)
@@ -404,9 +415,10 @@ class Budget:
         self.sysv_base = sysv_shm_bytes() if namespaces else None
         # No base for sockets: counting them takes a dump of the kernel's socket tables (about
         # 0.5 ms), and the server's own sockets hold nothing queued while a sample runs. True:
-        # this process's namespace; a socket (`diagnostics_socket`, made in the sample's
-        # namespace and passed here): that one's; None: not counted.
-        self.sockets = True if namespaces else None
+        # this process's namespace, through `link` where one is given (`diagnostics_socket`,
+        # made by this process), else a socket made for each count; a socket (made in the
+        # sample's namespace and passed here): that one's; None: not counted.
+        self.sockets = (True if link is None else link) if namespaces else None
         self.inherited = inherited
         self.workdir, self.workdir_device, self.workdir_base, self.workdir_grown = None, None, 0, 0
         self.workdir_start = 0

@@ -21,8 +21,9 @@ import sys
 _MESSAGE_CAP = 4000
 
 
-def run(config, result_fd, set_limits, drop_privileges):
-    """Run the project's tests and report; ends the process."""
+def run(config, result_fd, set_limits, drop_privileges, confine):
+    """Run the project's tests and report; ends the process. `confine` installs every
+    sample's seccomp filter, as for any other sample."""
     nonce = config["nonce"]
     items = [item["id"] for item in config["items"]]
     project = config["project"]
@@ -43,6 +44,7 @@ def run(config, result_fd, set_limits, drop_privileges):
         _finish(report)
     set_limits(config["limits"], config.get("nproc_base"))
     drop_privileges(config.get("uid"), config.get("gid"))
+    confine()
     reporter = _Reporter(items, report)
     args = ["-p", "no:cacheprovider", "-o", "addopts=", "-q", "--rootdir", here, "--tb=short",
             "-W", "ignore::DeprecationWarning", *project["tests"]]

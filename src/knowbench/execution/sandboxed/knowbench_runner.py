@@ -289,6 +289,13 @@ def _plain_data(value):
     return False
 
 
+def _confine(role="sample"):
+    """`role`'s seccomp filter (`knowbench_seccomp`) in this process, unless the fork server it
+    was forked from installed it in itself already."""
+    if _SERVER_FILTERED[0] != role:
+        knowbench_seccomp.install(role)
+
+
 def _watched_names():
     """The watched modules that are loaded and every package above them (through which tests
     reach them: `import numpy as np; np.testing`), packages first."""
@@ -1125,6 +1132,13 @@ _SERVER_SNAPSHOT = [None]
 _SERVER_IDENTITY = [None]  # the same for the runner's own globals (`_runner_identity`)
 # From both: the modules the snapshot watched, and every watched function ({function: name}).
 _SERVER_WATCHED = [None]
+# The seccomp filter (`knowbench_seccomp` role) a fork server installed in itself, once, before
+# forking any sample's process, or None: every child inherits it (attaching it in each cost the
+# child 0.15-0.2 ms, most of it its first `ctypes` call). And the socket with which the
+# server's memory budget asks the kernel about its sandbox's sockets, made before the filter,
+# which denies netlink sockets (each child closes it at once).
+_SERVER_FILTERED = [None]
+_SERVER_LINK = [None]
 
 
 def _new_solution_module(program):
@@ -1302,7 +1316,7 @@ def execute_sample(config, result_fd):
     """
     project = config.get("project")
     if project is not None and project["tests"]:  # a project's own tests, run by its pytest
-        knowbench_project.run(config, result_fd, _set_limits, _drop_privileges)
+        knowbench_project.run(config, result_fd, _set_limits, _drop_privileges, _confine)
     if project is not None:  # a program run in a project's copy (no project tests)
         knowbench_project.enter(project)
     nonce = config["nonce"]
@@ -1441,7 +1455,7 @@ def execute_sample(config, result_fd):
     _set_limits(config["limits"], config.get("nproc_base"))
     _drop_privileges(config.get("uid"), config.get("gid"))
     # No tracing of the server's init (`serve`), no keyrings, no user namespace of its own.
-    knowbench_seccomp.install("sample")
+    _confine()
     sys.addaudithook(audit)
     tmp_root = _shared_dir(os.getcwd(), prefix="tmp_path-")
 
@@ -1649,7 +1663,7 @@ def run_candidate(config, channel_fd):
     _CANDIDATE_CONFIG[0] = config
     _set_limits(config["limits"], config.get("nproc_base"))
     _drop_privileges(config.get("uid"), config.get("gid"))
-    knowbench_seccomp.install()  # no links or FIFOs in the work dir the judge reads
+    _confine("candidate")  # no links or FIFOs in the work dir the judge reads
     program = config["program"]
     module = _new_solution_module(program)
     try:
@@ -1960,7 +1974,9 @@ def _prepare(control_out, setup, busy=None):
     if pid == 0:  # the child: becomes the sample
         try:
             requests.close()
+            link = _SERVER_LINK[0]
             for fd in (result_read, out_read, err_read, control_out, setup.get("fd_socket"),
+                       link.detach() if link is not None else None,
                        *(busy.descriptors() if busy is not None else ())):
                 if fd is not None:
                     os.close(fd)
@@ -2550,6 +2566,14 @@ def serve():
     # What every child starts with (the preloaded libraries' files, some of which may be
     # replaced on disk while this server lives): never a sample's to pay for.
     inherited = knowbench_memory.inherited_files()
+    # The samples' filter (the candidate's, in a candidates' server), now that nothing the
+    # server does needs what it denies: HOME's template holds no links, and the budget's
+    # netlink socket is made first.
+    if setup.get("namespaces"):
+        _SERVER_LINK[0] = knowbench_memory.diagnostics_socket()
+    role = "candidate" if setup.get("role") == "candidate" else "sample"
+    if knowbench_seccomp.install(role):
+        _SERVER_FILTERED[0] = role
     ready = (json.dumps({"ready": True, "pid": os.getpid(), "warmed": warmed}) + "\n").encode()
     os.write(control_out, ready)
     prepared = _prepare(control_out, setup)
@@ -2571,7 +2595,7 @@ def serve():
         budget = knowbench_memory.Budget(limits["memory_mb"] * 1024 * 1024,
                                          _PRIVATE_TMPFS if setup.get("private_tmp") else (),
                                          request.get("workdir"), inherited=inherited,
-                                         namespaces=bool(setup.get("namespaces")))
+                                         namespaces=bool(setup.get("namespaces")), link=_SERVER_LINK[0])
         prepared, started = _hand_over(line, request, prepared, control_out, base, setup, channel_fd)
         if budget.workdir is None and prepared.workdir is not None:
             budget.watch(prepared.workdir, 0)  # made for it by `_hand_over`
