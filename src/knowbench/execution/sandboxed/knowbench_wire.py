@@ -875,8 +875,7 @@ def dumps(value: object, path: str = "value",
         raise Unencodable(f"{path}: nested too deeply") from None
     except Exception as error:  # e.g. a property of the value raising
         raise Unencodable(f"{path}: cannot encode: {type(error).__name__}: {error}") from None
-    return json.dumps([_MAGIC, _VERSION, root], ensure_ascii=True, allow_nan=False,
-                      separators=(",", ":")).encode("ascii")
+    return _JSON_OUT.encode([_MAGIC, _VERSION, root]).encode("ascii")
 
 
 def _fields(node: list, n: int, at_least: bool = False) -> list:
@@ -1789,6 +1788,12 @@ def _reject_constant(name: str) -> object:
     raise WireError(f"non-standard JSON constant {name}")
 
 
+# One of each, made once: `json.dumps` and `json.loads` given options make a new encoder or
+# decoder on every call (a split call crosses the wire about four times).
+_JSON_OUT = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+_JSON_IN = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def loads(data: bytes, resolver: Resolver,
           handles: Callable[[int], object] | None = None,
           own: Callable[[int], object] | None = None,
@@ -1818,7 +1823,7 @@ def loads(data: bytes, resolver: Resolver,
     library's or the program's class, with the state the other process chose)."""
     _need(isinstance(data, (bytes, bytearray, memoryview)), "data must be bytes")
     try:
-        tree = json.loads(bytes(data).decode("utf-8"), parse_constant=_reject_constant)
+        tree = _JSON_IN.decode(bytes(data).decode("utf-8"))
     except WireError:
         raise
     except Exception as error:  # not UTF-8, not JSON, too deep, int too long...
