@@ -36,9 +36,12 @@ def test_load_json_writes_a_lone_surrogate_as_its_escape_and_keeps_valid_text() 
 
 def test_load_json_finds_a_lone_surrogate_however_it_comes() -> None:
     """Escaped in either case, raw in a str, UTF-8-encoded in bytes (which `json.loads` decodes
-    with `surrogatepass`), in bytes or a bytearray: each is written out as its escape."""
+    with `surrogatepass`), in bytes or a bytearray, in UTF-16 or UTF-32 without a BOM (which
+    `json.loads` detects): each is written out as its escape."""
     for text in ('["\\uD800"]', '["\\udBff"]', '["\\uDC00"]', f'["{LONE}"]', b'["\\ud800"]',
-                 b'["\\uDBFF"]', b'["\xed\xa0\x80"]', bytearray(b'["\\udfff"]')):
+                 b'["\\uDBFF"]', b'["\xed\xa0\x80"]', bytearray(b'["\\udfff"]'),
+                 *('["\\ud800"]'.encode(encoding)
+                   for encoding in ("utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"))):
         (value,) = load_json(text)
         assert value.startswith("\\u") and len(value) == 6, (text, value)
         value.encode("utf-8")

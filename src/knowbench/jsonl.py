@@ -42,10 +42,12 @@ def load_json(text: str | bytes) -> Any:
     value is valid Unicode (`valid_text`). Raises `ValueError` as `json.loads` does.
 
     ASCII text without a surrogate's escape decodes to valid text as it is: no copy is made
-    (a sample's records are such text, read for every sample)."""
+    (a sample's records are such text, read for every sample). Not bytes holding a NUL:
+    `json.loads` reads those as UTF-16 or UTF-32, whose escapes the pattern does not see."""
     value = json.loads(text)
     escape = _SURROGATE_ESCAPE.get(type(text))
-    if escape is not None and text.isascii() and escape.search(text) is None:
+    if (escape is not None and text.isascii() and (type(text) is str or b"\0" not in text)
+            and escape.search(text) is None):
         return value
     return valid_text(value)
 
