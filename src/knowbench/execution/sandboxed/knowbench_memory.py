@@ -415,9 +415,9 @@ class Budget:
         self.sysv_base = sysv_shm_bytes() if namespaces else None
         # No base for sockets: counting them takes a dump of the kernel's socket tables (about
         # 0.5 ms), and the server's own sockets hold nothing queued while a sample runs. True:
-        # this process's namespace, through `link` where one is given (`diagnostics_socket`,
-        # made by this process), else a socket made for each count; a socket (made in the
-        # sample's namespace and passed here): that one's; None: not counted.
+        # this process's namespace, through a socket made for each count; a socket (`link`:
+        # one this process made, before a seccomp filter that denies it more; or one made in
+        # the sample's namespace and passed here): that socket's namespace; None: not counted.
         self.sockets = (True if link is None else link) if namespaces else None
         self.inherited = inherited
         self.workdir, self.workdir_device, self.workdir_base, self.workdir_grown = None, None, 0, 0
