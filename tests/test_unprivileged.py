@@ -98,7 +98,32 @@ WRITER = dedent("""
             handle.write("x" * 100)
         return a + b
 """)
+# Beside an interpreter under the host's /tmp: the directory bwrap made on the sandbox's /tmp
+# to hold it, this uid's, like every sample.
+PUT = dedent("""
+    import os, sys
+
+    def add(a, b):
+        beside = os.path.dirname(sys.prefix)
+        open(os.path.join(beside, "planted"), "w").close()
+        os.mkdir(os.path.join(beside, "planted-dir"))
+        return a + b
+""")
+LOOK = dedent("""
+    import os, sys
+
+    def add(a, b):
+        beside = os.path.dirname(sys.prefix)
+        assert os.listdir(beside) == ["venv"], os.listdir(beside)
+        return a + b
+""")
 TESTS = "from solution import add\n\ndef test_add():\n    assert add(1, 2) == 3\n"
+venv_python = sys.argv[2]
+engine = ForkServerEngine(resolve_sandbox("bwrap", python=venv_python), workers=1, python=venv_python)
+try:
+    beside = [engine.execute(make_request(code, TESTS, "add", wall_s=20.0)) for code in (PUT, LOOK, PUT, LOOK)]
+finally:
+    engine.close()
 engine = ForkServerEngine(resolve_sandbox("bwrap"), workers=1)
 try:
     probe = engine.execute(make_request(PROBE, TESTS, "add", wall_s=20.0))
@@ -109,7 +134,8 @@ finally:
     engine.close()
 print(json.dumps({"probe": probe.tests[0].message, "hog": [probe.status, hog.status,
                   [t.reason for t in hog.tests]],
-                  "poisoned": [poison.status, *(e.status for e in after), *(e.tests[0].message[-300:] for e in after)]}))
+                  "poisoned": [poison.status, *(e.status for e in after), *(e.tests[0].message[-300:] for e in after)],
+                  "beside": [e.status for e in beside] + [e.tests[0].message[-300:] for e in beside]}))
 '''
 
 
@@ -139,11 +165,18 @@ def unprivileged_dir() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def seen(unprivileged_dir: str) -> dict[str, Any]:
-    """What `ENGINE` saw, run once as the unprivileged uid."""
-    done = _as_nobody(sys.executable, "-c", ENGINE, str(REPO / "tests"), cwd=unprivileged_dir)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+def seen(unprivileged_dir: str) -> Iterator[dict[str, Any]]:
+    """What `ENGINE` saw, run once as the unprivileged uid; given a venv under /tmp too."""
+    root = tempfile.mkdtemp(prefix="knowbench-nobody-venv-", dir="/tmp")
+    try:
+        os.chmod(root, 0o755)
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", os.path.join(root, "venv")], check=True)
+        done = _as_nobody(sys.executable, "-c", ENGINE, str(REPO / "tests"), os.path.join(root, "venv", "bin", "python"),
+                          cwd=unprivileged_dir)
+        assert done.returncode == 0, done.stderr[-2000:]
+        yield json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        subprocess.run(["rm", "-rf", root], check=False)
 
 
 @pytest.mark.slow
@@ -164,3 +197,12 @@ def test_limits_a_sample_lowers_for_later_samples_get_the_server_replaced(seen: 
     writes a file. The server compares what later samples inherit after each sample and is
     replaced when it changed."""
     assert seen["poisoned"][:3] == ["pass", "pass", "pass"], seen["poisoned"]
+
+
+@pytest.mark.slow
+def test_what_a_sample_puts_beside_an_interpreter_under_tmp_is_gone_for_the_next(seen: dict[str, Any]) -> None:
+    """bwrap makes the directories that lead to an interpreter under the host's /tmp on the
+    sandbox's private /tmp; run by this uid, they are the samples' uid too, so a sample can
+    write there (the first and third samples do), and the walk that empties /tmp after each
+    sample must not leave them alone (a root server does: its samples cannot)."""
+    assert seen["beside"][:4] == ["pass"] * 4, seen["beside"]
