@@ -3,7 +3,7 @@
     python bench/compare.py --against REF [--harnesses forkserver,fs-split] [--workloads light,heavy]
                             [--workers 1] [--pairs 4] [--rounds 4]
 
-Checks a commit out into a temporary git worktree (removed at the end) and runs
+Checks a commit out into a temporary git worktree beside this checkout (removed at the end) and runs
 `bench/peers.py`'s knowbench cells (`--cell`: a fresh interpreter per cell, the engine, the
 generated light and heavy samples) from both trees in turn, each with its own `src` and its own
 `bench/peers.py`, on one workload file made here: every pair of runs goes this checkout then the
@@ -88,7 +88,14 @@ def main() -> None:
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; this checkout against {ref}, "
           f"{args.pairs} pairs of runs per cell, each cell's samples {args.rounds} times over")
-    with tempfile.TemporaryDirectory(prefix="knowbench-compare-") as tmp:
+    # Beside this checkout, not under /tmp unless it is there too: a tree under /tmp costs each
+    # fork-server sample more (bwrap makes the directories that lead to it on the sandbox's own
+    # /tmp), so two trees in different places would not compare their code alone.
+    beside = ROOT.parent if os.access(ROOT.parent, os.W_OK) else None
+    if beside is None:
+        print(f"{ROOT.parent} is not writable: the commit is checked out under {tempfile.gettempdir()}, "
+              "where its samples may cost more than this checkout's for that alone", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix=".knowbench-compare-", dir=beside) as tmp:
         other = Path(tmp) / "ref"
         subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(other), ref], cwd=ROOT, check=True)
         try:
