@@ -278,47 +278,12 @@ def test_clean_tmp_removes_files_but_never_enters_mount_points_or_follows_links(
         assert path.read_text() == "keep me", path
 
 
-def test_clean_tmp_leaves_alone_only_what_was_there_first_and_no_one_else_can_change(
-        bwrap: Sandbox, tmp_path: Path) -> None:
-    """`_scaffolding`, taken as a fork server starts, records the directories bwrap made on a
-    sticky /tmp to hold its mount points, and only those no other user can change (this
-    process's, written by no one else); the walk leaves what it records alone, and empties the
-    rest."""
-    tmp_path.chmod(0o755)
-    program = dedent("""
-        import os, sys
-        sys.path.insert(0, "/tmp/runner")
-        import knowbench_runner
-        os.mkdir("/tmp/open", 0o777)
-        os.chmod("/tmp/open", 0o777)  # (whatever the umask)
-        untouched = knowbench_runner._scaffolding(("/tmp",))
-        for path in ("/tmp/parent/put", "/tmp/parent/deep-not/x", "/tmp/open/put"):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            open(path, "w").close()
-        os.mkdir("/tmp/made-later")
-        knowbench_runner._clean_tmp(keep="/tmp/keep", untouched=untouched)
-        first = sorted(os.listdir("/tmp")), sorted(os.listdir("/tmp/parent"))
-        knowbench_runner._clean_tmp(keep="/tmp/keep")
-        print(len(untouched), first, sorted(os.listdir("/tmp")), sorted(os.listdir("/tmp/parent")))
-    """)
-    command = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--perms", "01777",
-               "--tmpfs", "/tmp", "--bind", str(tmp_path), "/tmp/parent/deep",
-               "--ro-bind", str(RUNNER_DIR), "/tmp/runner", "--unshare-pid", "--die-with-parent",
-               getattr(sys, "_base_executable", sys.executable), "-I", "-c", program]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    # Recorded: /tmp/parent only (not /tmp/open, which anyone may write, nor the mount points).
-    # Left alone by the first walk: /tmp/parent with what was put there, since recorded; the
-    # second empties it but for its mount point.
-    assert done.stdout.strip() == ("1 (['parent', 'runner'], ['deep', 'deep-not', 'put']) ['parent', 'runner'] "
-                                   "['deep']"), done.stdout
-
-
 def test_a_file_put_beside_an_interpreter_under_tmp_is_gone_for_the_next_sample(tmp_venv: Path) -> None:
     """bwrap makes the directories that lead to an interpreter under the host's /tmp on the
-    sandbox's private /tmp. As root, the fork server's walk leaves them alone, since a sample
-    under a uid of its own cannot write there; run by another user, a sample can, and the walk
-    empties them. Either way the next sample finds nothing of it."""
+    sandbox's private /tmp, and the fork server's walk cannot remove them (they hold the
+    mount). As root, a sample under a uid of its own cannot write there; run by another user
+    it can (`tests/test_unprivileged.py`), and the walk empties them. Either way the next
+    sample finds nothing of it."""
     python = str(tmp_venv / "bin" / "python")
     sandbox = resolve_sandbox("bwrap", python=python)
     beside = tmp_venv.parent

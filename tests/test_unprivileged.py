@@ -204,5 +204,5 @@ def test_what_a_sample_puts_beside_an_interpreter_under_tmp_is_gone_for_the_next
     """bwrap makes the directories that lead to an interpreter under the host's /tmp on the
     sandbox's private /tmp; run by this uid, they are the samples' uid too, so a sample can
     write there (the first and third samples do), and the walk that empties /tmp after each
-    sample must not leave them alone (a root server does: its samples cannot)."""
+    sample must empty them too, though it cannot remove them (they hold the mount)."""
     assert seen["beside"][:4] == ["pass"] * 4, seen["beside"]

@@ -1864,7 +1864,7 @@ def _too_many(processes, sample, limit):
     return sum(1 for other in processes if other != sample) > limit
 
 
-def _clean_tmp(keep, root="/tmp", untouched=frozenset()):
+def _clean_tmp(keep, root="/tmp"):
     """Empty `root` (the sandbox's private /tmp) except the path `keep`, on its own device only.
 
     Entries on another device are mount points (the work directory, an interpreter that lives
@@ -1872,8 +1872,7 @@ def _clean_tmp(keep, root="/tmp", untouched=frozenset()):
     unlink every file of a read-only tree. Symlinks are removed, never followed; directories
     are entered through descriptors opened with O_NOFOLLOW and checked to be the entry that
     was inspected, so a process the sample left behind cannot redirect the walk elsewhere.
-    Walks iteratively: a deeply nested tree cannot exhaust the stack. The directories in
-    `untouched` ((device, inode) pairs: `_scaffolding`'s) are neither entered nor removed.
+    Walks iteratively: a deeply nested tree cannot exhaust the stack.
     """
     import stat
 
@@ -1900,8 +1899,8 @@ def _clean_tmp(keep, root="/tmp", untouched=frozenset()):
             info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except OSError:
             continue
-        if info.st_dev != device or (info.st_dev, info.st_ino) in untouched:
-            continue  # a mount point: not ours to empty; or what no sample could change
+        if info.st_dev != device:
+            continue  # a mount point: not ours to empty
         if not stat.S_ISDIR(info.st_mode):
             try:
                 os.unlink(name, dir_fd=dir_fd)
@@ -1917,47 +1916,6 @@ def _clean_tmp(keep, root="/tmp", untouched=frozenset()):
             os.close(child)  # replaced since it was inspected
             continue
         stack.append((child, _listdir(child), name))
-
-
-def _scaffolding(roots):
-    """The directories a fork server finds on its private tmpfs mounts `roots` as it starts,
-    before it or anything else wrote there: the ones bwrap made to hold its mount points (the
-    interpreter or the runner where they live under the host's /tmp), as (device, inode).
-
-    Only directories that no user but this process's can add to, rename or remove: its own,
-    writable by no one else, each inside a sticky root or another of them. Where samples run
-    under uids of their own, no sample can change any of them, so the walk that empties /tmp
-    after each sample may leave them alone (`_clean_up`); each costs the walk six system calls
-    per sample.
-    """
-    import stat
-
-    me, found = os.geteuid(), set()
-    for root in roots:
-        try:
-            top = os.stat(root)
-        except OSError:
-            continue
-        if not top.st_mode & stat.S_ISVTX:
-            continue
-        pending = [root]
-        while pending:
-            directory = pending.pop()
-            for name in _listdir(directory):
-                path = os.path.join(directory, name)
-                try:
-                    info = os.stat(path, follow_symlinks=False)
-                except OSError:
-                    continue
-                if (stat.S_ISDIR(info.st_mode) and info.st_dev == top.st_dev and info.st_uid == me
-                        and not info.st_mode & 0o022):
-                    found.add((info.st_dev, info.st_ino))
-                    pending.append(path)
-    return frozenset(found)
-
-
-# `_scaffolding`, taken as the server starts (a server with a private /tmp only).
-_SCAFFOLDING = [frozenset()]
 
 
 def _listdir(dir_fd, skip=None):
@@ -2216,14 +2174,13 @@ def _discard(prepared):
         os.close(fd)
 
 
-def _serve_one(limits, budget, prepared, started, control_out, base, setup, untouched=frozenset()):
+def _serve_one(limits, budget, prepared, started, control_out, base, setup):
     """Run one sample in the prepared child, within its wall clock, and report to the engine.
 
     The child's output comes back through pipes, never through files in a directory the
     sample can write (it could replace them with a symlink to a root-only file, or a FIFO).
     The child got its request at `started` (`_hand_over`); `limits` are the request's,
-    `budget` its memory budget (`knowbench_memory.Budget`, taken before the hand-over);
-    `untouched` what cleaning /tmp may leave alone (`_clean_up`).
+    `budget` its memory budget (`knowbench_memory.Budget`, taken before the hand-over).
     The reply leaves as soon as the runner's last record (`done`) has arrived: the sample's
     processes are killed and counted first, and what is left to clean (its files, /tmp, the
     exit of its process) happens after the reply, before the next request is taken.
@@ -2330,7 +2287,7 @@ def _serve_one(limits, budget, prepared, started, control_out, base, setup, unto
     data = (json.dumps(reply) + "\n").encode()
     while data:
         data = data[os.write(control_out, data):]
-    _clean_up(prepared.workdir, setup, base, untouched)
+    _clean_up(prepared.workdir, setup, base)
     # A server that had to kill a process outside the sample's group is replaced by the
     # engine; here, anything alive outside the killed group now is a process nothing
     # accounted for. The group itself is dying (its teardown runs on another core meanwhile):
@@ -2342,11 +2299,10 @@ def _serve_one(limits, budget, prepared, started, control_out, base, setup, unto
 _PRIVATE_TMPFS = ("/tmp", "/dev/shm")
 
 
-def _clean_up(workdir, setup, base, untouched=frozenset()):
+def _clean_up(workdir, setup, base):
     """Leave nothing for the next sample: its files, /tmp, /dev/shm, its HOME and the POSIX
     message queues and System V objects of the sandbox's IPC namespace. (rmtree removes links
-    and FIFOs without following or opening them.) The directories in `untouched` (bwrap's on
-    the private tmpfs mounts, where no sample could change them) are left alone."""
+    and FIFOs without following or opening them.)"""
     import shutil
 
     if not setup.get("private_tmp"):
@@ -2358,7 +2314,7 @@ def _clean_up(workdir, setup, base, untouched=frozenset()):
         # it, by the walk that no symlink or depth can mislead (two `rmtree`s first cost
         # about 0.2 ms per sample, then found nothing left to do).
         for root in _PRIVATE_TMPFS:
-            _clean_tmp(keep=base, root=root, untouched=untouched)
+            _clean_tmp(keep=base, root=root)
         for name in _listdir("/dev/mqueue"):  # (bwrap's mount of the namespace's queues)
             try:
                 os.unlink("/dev/mqueue/" + name)
@@ -2559,8 +2515,6 @@ def serve():
     # and the candidate's servers share.
     setup["home"] = ("/tmp/.home" if setup.get("private_tmp")
                      else os.path.join(base, f".home-{setup.get('role', 'judge')}"))
-    if setup.get("private_tmp"):
-        _SCAFFOLDING[0] = _scaffolding(_PRIVATE_TMPFS)  # before HOME, or anything, is there
     _new_home(setup["home"])
     _preload(setup.get("preload", []), setup.get("role"))
     # The warm-ups are best effort: a speed-up, never a reason for a server not to start.
@@ -2638,13 +2592,9 @@ def serve():
             budget.watch(prepared.workdir, 0)  # made for it by `_hand_over`
         # The next sample's process is forked while this one runs, from a server that no
         # longer holds this request: it can find no earlier sample's program or tests.
-        # As root, a sample that runs under a uid of its own cannot change the directories
-        # bwrap left on /tmp: cleaning after it may leave them alone. (Under knowbench's own
-        # uid every sample could.)
-        untouched = _SCAFFOLDING[0] if os.geteuid() == 0 and request.get("uid") not in (None, 0) else frozenset()
         del line, request
         spare = _prepare(control_out, setup, busy=prepared)
-        settled, unreaped = _serve_one(limits, budget, prepared, started, control_out, base, setup, untouched)
+        settled, unreaped = _serve_one(limits, budget, prepared, started, control_out, base, setup)
         if not settled or (inherited_state is not None and _inherited_state(spare.pid) != inherited_state):
             # Something outlived its sample, or changed what the next one inherits: end this
             # sandbox before taking another request (the engine starts a fresh one, and sends
