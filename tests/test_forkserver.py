@@ -236,6 +236,44 @@ def test_a_sample_process_holds_no_earlier_samples_request(forkserver: ForkServe
     assert execution.status == "pass", execution.tests[0].message
 
 
+# A sample that reads its whole process memory (every writable mapping, in place, through
+# `ctypes`) for a mark, and fails where it finds one anywhere but in its own needle.
+MEMORY_FINDER = dedent("""
+    import ctypes
+    import re
+
+    def add(a, b):
+        needle = bytes(c ^ 1 for c in b"L@SJ^DBSMHDS^P6[")  # the mark, made here
+        own = id(needle) + bytes.__basicsize__ - 1  # where its bytes lie
+        pattern, found = re.compile(needle), []  # (no copy of it: it has no special character)
+        with open("/proc/self/maps") as maps:
+            regions = [line.split() for line in maps]
+        for fields in regions:
+            if not fields[1].startswith("rw") or fields[-1] in ("[vvar]", "[vsyscall]", "[vvar_vclock]"):
+                continue
+            low, high = (int(x, 16) for x in fields[0].split("-"))
+            view = memoryview((ctypes.c_char * (high - low)).from_address(low)).cast("B")
+            found += [low + hit.start() for hit in pattern.finditer(view) if low + hit.start() != own]
+        assert not found, "found %d copies of an earlier sample's text" % len(found)
+        return a + b
+""")
+MARK = "MARK_ECRLIER_Q7Z"  # (what MEMORY_FINDER's needle decodes to)
+
+
+@pytest.mark.parametrize("isolation", ["split", "in-process"])
+def test_no_sample_finds_an_earlier_samples_program_or_tests_in_its_memory(
+        forkserver: ForkServerEngine, isolation: str) -> None:
+    """The server receives every request and forks the next sample's process from its own
+    memory: what it freed of an earlier request (its program, its tests) must not be there to
+    read. Split, the candidate's process may read all its memory (`ctypes`): an earlier
+    sample's program there, the reference's during calibration, would be an answer to copy."""
+    earlier = make_request(ADD + f"# {MARK}\n", CHECK_ADD + f"# {MARK}\n", "add", isolation=isolation)
+    assert forkserver.execute(earlier).status == "pass"
+    for _ in range(2):
+        execution = forkserver.execute(make_request(MEMORY_FINDER, CHECK_ADD, "add", isolation=isolation))
+        assert execution.status == "pass", execution.tests[0].message
+
+
 def test_the_servers_warm_up_leaves_nothing_a_sample_can_see(forkserver: ForkServerEngine) -> None:
     """The server runs a program and tests of the runner's own, passing and failing, before
     its snapshot (so that its children run tests and describe failures from warm state): no

@@ -209,7 +209,11 @@ class _Server:
             self.start()
         if self.cgroup is not None:
             self._arm(config["limits"]["memory_mb"] * 1024 * 1024)
-        self._send({**config, "with_fd": fd is not None})
+        # What the server reads (the limits, the work directory, whether a descriptor follows),
+        # and the request itself as the sample's process gets it, which the server only passes
+        # on (`knowbench_runner._read_frame`).
+        self._send({"limits": config["limits"], "workdir": config.get("workdir"), "with_fd": fd is not None},
+                   json.dumps(config).encode())
         if fd is not None:
             assert self.fd_socket is not None
             try:
@@ -239,10 +243,13 @@ class _Server:
         now = self.cgroup.oom_kills()
         return now is None or now > self.oom_kills
 
-    def _send(self, message: dict[str, Any]) -> None:
+    def _send(self, message: dict[str, Any], payload: bytes = b"") -> None:
+        """One message to the server: a length, `message` as JSON, then `payload` (its length
+        in the message's `payload_bytes`)."""
         assert self.process is not None and self.requests is not None
+        head = json.dumps({**message, "payload_bytes": len(payload)}).encode()
         try:
-            self.requests.write(json.dumps(message).encode() + b"\n")
+            self.requests.write(len(head).to_bytes(8, "big") + head + payload)
             self.requests.flush()
         except (BrokenPipeError, OSError) as error:
             raise _ServerGone(f"the fork server stopped ({error})") from None

@@ -2068,17 +2068,17 @@ def _warm_up():
 
 def _send_request(sock, data, workdir, channel_fd):
     """Hand a prepared child its request: a length, the work directory the server made (empty
-    when the engine made one), a NUL, the JSON as the engine sent it, and the channel's
-    descriptor."""
+    when the engine made one), a NUL, the JSON as the engine sent it (`data`, sent from the
+    buffer it was read into: no copy of it is made here), and the channel's descriptor."""
     import socket
 
-    data = (workdir or "").encode() + b"\0" + data
-    header = len(data).to_bytes(8, "big")
+    prefix = (workdir or "").encode() + b"\0"
+    header = (len(prefix) + len(data)).to_bytes(8, "big") + prefix
     if channel_fd is None:
-        sock.sendall(header + data)
+        sock.sendall(header)
     else:
         socket.send_fds(sock, [header], [channel_fd])
-        sock.sendall(data)
+    sock.sendall(data)
 
 
 def _receive_request(sock):
@@ -2104,6 +2104,43 @@ def _receive_request(sock):
     return json.loads(data), (workdir.decode() or None), (fds[0] if fds else None)
 
 
+def _read_frame(fd):
+    """The next message from the engine on `fd` (None, None at its end): what the server reads
+    of it (a dict) and, for a sample, the request as the sample's process gets it, in a buffer
+    of its own (a bytearray) that the server zeroes once the process has it.
+
+    A message is a length (8 bytes), that much JSON, and as many more bytes as its
+    `payload_bytes` says. The request's bytes never pass through a buffered reader, a parser or
+    a copy here: every process the server forks later starts from its memory, and what the
+    server freed of a request (an earlier sample's program, its tests) would still be there to
+    read with `ctypes`.
+    """
+    head = _read_exact(fd, 8)
+    if head is None:
+        return None, None
+    body = _read_exact(fd, int.from_bytes(head, "big"))
+    message = json.loads(bytes(body)) if body is not None else None
+    if message is None:
+        return None, None
+    size = message.pop("payload_bytes", 0)
+    payload = _read_exact(fd, size) if size else bytearray()
+    return (message, payload) if payload is not None else (None, None)
+
+
+def _read_exact(fd, size):
+    """`size` bytes from `fd`, read straight into a new bytearray; None at the end of input."""
+    buffer = bytearray(size)
+    view = memoryview(buffer)
+    done = 0
+    while done < size:
+        got = os.readv(fd, [view[done:]])
+        if not got:
+            return None
+        done += got
+    view.release()
+    return buffer
+
+
 def _finished(chunk):
     """Whether a chunk of the result pipe ends with the runner's last record (`done`)."""
     if not chunk.endswith(b"}\n"):
@@ -2112,8 +2149,9 @@ def _finished(chunk):
     return chunk.startswith(b'{"done":true,', start)
 
 
-def _hand_over(line, request, prepared, control_out, base, setup, channel_fd=None):
-    """Give the prepared child its request and the sample's work directory; returns (the
+def _hand_over(payload, request, prepared, control_out, base, setup, channel_fd=None):
+    """Give the prepared child its request (`payload`; `request` is what the server reads of
+    it) and the sample's work directory; returns (the
     child that has it, when it got it). A prepared child that died (a process of the previous
     sample with the same uid could kill it) is replaced by a fresh one; one that was stopped
     is woken."""
@@ -2129,7 +2167,7 @@ def _hand_over(line, request, prepared, control_out, base, setup, channel_fd=Non
         started = time.monotonic()
         try:
             os.kill(prepared.pid, signal.SIGCONT)
-            _send_request(prepared.requests, line, prepared.workdir, channel_fd)
+            _send_request(prepared.requests, payload, prepared.workdir, channel_fd)
             # Until the child says it has the request (at most a few ms): a fork by the
             # server right after waking it could keep it waiting for this core. An end of
             # file instead: it died before it got it.
@@ -2476,7 +2514,8 @@ def _inherited_state(spare):
 
 
 def serve():
-    """Fork-server mode: preload once, then one JSON request per stdin line, one reply each.
+    """Fork-server mode: preload once, then one request per message on stdin (`_read_frame`),
+    one JSON reply line each.
 
     Requests arrive from the engine only; no sample code ever runs in this process, so its
     memory stays pristine and every child starts from the same state. A request marked
@@ -2505,7 +2544,7 @@ def serve():
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.close(devnull)
-    setup = json.loads(sys.stdin.buffer.readline())
+    setup, _ = _read_frame(0)
     fd_socket = None
     if setup.get("fd_socket") is not None:
         fd_socket = socket.socket(fileno=setup["fd_socket"])
@@ -2569,12 +2608,12 @@ def serve():
     os.write(control_out, ready)
     prepared = _prepare(control_out, setup)
     inherited_state = _inherited_state(prepared.pid) if _UNPRIVILEGED[0] else None
-    for line in sys.stdin.buffer:
-        if not line.strip():
-            continue
-        request = json.loads(line)
+    while True:
+        request, payload = _read_frame(0)
+        if request is None:
+            break
         channel_fd = None
-        if request.pop("with_fd", False) and fd_socket is not None:
+        if request.get("with_fd") and fd_socket is not None:
             _, fds, _, _ = socket.recv_fds(fd_socket, 1, 1)
             channel_fd = fds[0] if fds else None
         limits = request["limits"]
@@ -2587,12 +2626,14 @@ def serve():
                                          _PRIVATE_TMPFS if setup.get("private_tmp") else (),
                                          request.get("workdir"), inherited=inherited,
                                          namespaces=bool(setup.get("namespaces")), link=_SERVER_LINK[0])
-        prepared, started = _hand_over(line, request, prepared, control_out, base, setup, channel_fd)
+        prepared, started = _hand_over(payload, request, prepared, control_out, base, setup, channel_fd)
         if budget.workdir is None and prepared.workdir is not None:
             budget.watch(prepared.workdir, 0)  # made for it by `_hand_over`
         # The next sample's process is forked while this one runs, from a server that no
-        # longer holds this request: it can find no earlier sample's program or tests.
-        del line, request
+        # longer holds this request, nor its bytes in memory it freed: it can find no earlier
+        # sample's program or tests.
+        payload[:] = bytes(len(payload))
+        del payload, request
         spare = _prepare(control_out, setup, busy=prepared)
         settled, unreaped = _serve_one(limits, budget, prepared, started, control_out, base, setup)
         if not settled or (inherited_state is not None and _inherited_state(spare.pid) != inherited_state):
