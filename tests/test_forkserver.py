@@ -263,12 +263,15 @@ MARK = "MARK_ECRLIER_Q7Z"  # (what MEMORY_FINDER's needle decodes to)
 @pytest.mark.parametrize("isolation", ["split", "in-process"])
 def test_no_sample_finds_an_earlier_samples_program_or_tests_in_its_memory(
         forkserver: ForkServerEngine, isolation: str) -> None:
-    """The server receives every request and forks the next sample's process from its own
-    memory: what it freed of an earlier request (its program, its tests) must not be there to
-    read. Split, the candidate's process may read all its memory (`ctypes`): an earlier
-    sample's program there, the reference's during calibration, would be an answer to copy."""
-    earlier = make_request(ADD + f"# {MARK}\n", CHECK_ADD + f"# {MARK}\n", "add", isolation=isolation)
-    assert forkserver.execute(earlier).status == "pass"
+    """The server receives every request and every reply, and forks the next sample's process
+    from its own memory: what it freed of an earlier sample (its program, its tests, what it
+    printed, a failure that quotes a test's line) must not be there to read. Split, the
+    candidate's process may read all its memory (`ctypes`): an earlier sample's program there,
+    the reference's during calibration, would be an answer to copy."""
+    earlier = make_request(ADD + f"print('{MARK}')\n", CHECK_ADD.replace("== 5", f"== 6  # {MARK}"), "add",
+                           isolation=isolation)
+    execution = forkserver.execute(earlier)
+    assert execution.status == "fail" and MARK in execution.tests[0].message, execution.tests[0].message
     for _ in range(2):
         execution = forkserver.execute(make_request(MEMORY_FINDER, CHECK_ADD, "add", isolation=isolation))
         assert execution.status == "pass", execution.tests[0].message

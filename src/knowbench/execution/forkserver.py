@@ -32,6 +32,7 @@ from typing import Any, BinaryIO
 from knowbench.errors import UserError
 from knowbench.execution.cgroup import SLACK_BYTES, MemoryCgroup, memory_cgroups_available
 from knowbench.execution.engine import (
+    STDERR_TAIL_BYTES,
     Collected,
     Engine,
     ExecutionRequest,
@@ -266,7 +267,14 @@ class _Server:
             raise _ServerGone(f"the fork server exited (code {self.process.poll()})")
         # The server shares its sandbox with the samples it forks: its reply is held to
         # valid Unicode as the runner's records are.
-        return load_json(line)
+        reply = load_json(line)
+        # Then what the sample's processes wrote, as they wrote it (the server keeps no copy).
+        for name, size in reply.pop("payload_bytes", None) or ():
+            data = stream.read(size)
+            if len(data) != size:
+                raise _ServerGone(f"the fork server exited (code {self.process.poll()})")
+            reply[name] = data
+        return reply
 
 
 class ForkServerEngine(Engine):
@@ -485,10 +493,10 @@ def _engine_dir(sandbox: Sandbox, server_dir: Path, prefix: str) -> tuple[Path, 
 
 def _collected(reply: dict[str, Any]) -> Collected:
     """A server's reply as raw output (empty when the server could not answer)."""
-    return Collected(stdout=reply.get("stdout", "").encode(), stderr=reply.get("stderr", "").encode(),
-                     results=reply.get("results", "").encode(), timed_out=reply.get("timed_out", False),
+    return Collected(stdout=reply.get("stdout", b""), stderr=reply.get("stderr", b""),
+                     results=reply.get("results", b""), timed_out=reply.get("timed_out", False),
                      over_budget=reply.get("over_budget", False), exit_code=reply.get("exit_code"),
                      over_processes=reply.get("over_processes", False),
                      left_over_budget=reply.get("left_over_budget", False),
                      killed_for_memory=reply.get("killed_for_memory", False),
-                     stderr_tail=reply.get("stderr_tail", "").encode())
+                     stderr_tail=reply.get("stderr_tail", b"")[-STDERR_TAIL_BYTES:])

@@ -2141,12 +2141,38 @@ def _read_exact(fd, size):
     return buffer
 
 
-def _finished(chunk):
-    """Whether a chunk of the result pipe ends with the runner's last record (`done`)."""
-    if not chunk.endswith(b"}\n"):
+def _finished(chunk, size=None):
+    """Whether a chunk of the result pipe (its first `size` bytes) ends with the runner's last
+    record (`done`)."""
+    size = len(chunk) if size is None else size
+    if not chunk.endswith(b"}\n", 0, size):
         return False
-    start = chunk.rfind(b"\n", 0, len(chunk) - 1) + 1
-    return chunk.startswith(b'{"done":true,', start)
+    start = chunk.rfind(b"\n", 0, size - 1) + 1
+    return chunk.startswith(b'{"done":true,', start, size)
+
+
+# Where the server reads what a sample's processes write (allocated once: `_serve_one`).
+_SCRATCH = [None]
+_READ_BYTES = 65536
+
+
+def _write_all(fd, buffers):
+    """Write `buffers` (bytes-like) to `fd` in order, whatever the pipe takes at a time."""
+    views = [memoryview(buffer) for buffer in buffers if len(buffer)]
+    while views:
+        written = os.writev(fd, views)
+        while views and written >= len(views[0]):
+            written -= len(views[0])
+            views.pop(0)
+        if views and written:
+            views[0] = views[0][written:]
+
+
+def _zero(buffers):
+    """Overwrite bytearrays the server no longer needs: what they held would otherwise stay in
+    memory the next sample's process starts from."""
+    for buffer in buffers:
+        buffer[:] = bytes(len(buffer))
 
 
 def _hand_over(payload, request, prepared, control_out, base, setup, channel_fd=None):
@@ -2232,26 +2258,41 @@ def _serve_one(limits, budget, prepared, started, control_out, base, setup):
     deadline = started + limits["wall_s"]
     cap = limits["output_bytes"]
     caps = {result_read: 16 * 1024 * 1024, out_read: cap, err_read: cap}
+    # What the sample's processes wrote is read into one buffer of the server's and kept in
+    # bytearrays of its own, never in bytes, strings or JSON: every one is zeroed once the reply
+    # is out (`_zero`), so that none of it is left in memory a later sample's process starts from.
+    if _SCRATCH[0] is None:
+        _SCRATCH[0] = bytearray(_READ_BYTES)
+    scratch = memoryview(_SCRATCH[0])
     kept = {result_read: [], out_read: [], err_read: []}
     sizes = dict.fromkeys(kept, 0)
-    tail = [b""]  # the end of stderr, past the cap too: what a process that ends early said last
+    tail = []  # stderr's last chunks, past the cap too: what a process that ends early said last
     done = [False]
 
     def drain(fd):
         """Read what is there; False at end of file or, non-blocking, when nothing is left."""
         try:
-            chunk = os.read(fd, 65536)
+            got = os.readv(fd, [scratch])
         except BlockingIOError:
             return False
-        if not chunk:
+        if not got:
             return False
-        if fd == err_read:
-            tail[0] = (tail[0] + chunk)[-_STDERR_TAIL_BYTES:]
-        elif fd == result_read and _finished(chunk):
+        if fd == result_read and _finished(_SCRATCH[0], got):
             done[0] = True
-        if sizes[fd] < caps[fd]:
-            kept[fd].append(chunk[: caps[fd] - sizes[fd]])
+        chunk = bytearray(scratch[:got])
+        _SCRATCH[0][:got] = bytes(got)
+        room = caps[fd] - sizes[fd]
+        if room > 0:
+            kept[fd].append(chunk if got <= room else chunk[:room])
             sizes[fd] += len(kept[fd][-1])
+        if fd == err_read:
+            tail.append(chunk)
+            while len(tail) > 1 and sum(map(len, tail[1:])) >= _STDERR_TAIL_BYTES:
+                dropped = tail.pop(0)
+                if not any(dropped is other for other in kept[fd]):
+                    _zero([dropped])
+        if not (any(chunk is other for other in kept[fd]) or any(chunk is other for other in tail)):
+            _zero([chunk])
         return True
 
     timed_out, over_budget, over_processes, status = False, False, False, None
@@ -2304,9 +2345,6 @@ def _serve_one(limits, budget, prepared, started, control_out, base, setup):
     # After `done` the runner only exits 0; otherwise its group was just killed.
     exit_code = _exit_code(status) if status is not None else (0 if done[0] else -signal.SIGKILL)
 
-    def text(fd):
-        return b"".join(kept[fd]).decode(errors="replace")
-
     # Its process group is dead (or dying): what else still runs escaped it.
     escaped = _escaped(pid) if setup.get("namespaces") else []
     described = [_described(straggler) for straggler in escaped[:_STRAGGLERS_DESCRIBED]]
@@ -2315,16 +2353,18 @@ def _serve_one(limits, budget, prepared, started, control_out, base, setup):
             os.kill(straggler, signal.SIGKILL)
         except OSError:
             pass
-    reply = {"results": text(result_read), "exit_code": exit_code, "timed_out": timed_out,
+    # A JSON line of what the server found, then the bytes the sample's processes wrote, as
+    # they wrote them: the engine reads and decodes them (`forkserver._Server._receive`).
+    parts = (("results", kept[result_read]), ("stdout", kept[out_read]), ("stderr", kept[err_read]),
+             ("stderr_tail", tail))
+    reply = {"exit_code": exit_code, "timed_out": timed_out,
              "over_budget": over_budget, "over_processes": over_processes,
              "left_over_budget": left_over_budget, "memory_peak": budget.peak,
-             "stdout": text(out_read), "stderr": text(err_read),
-             "stderr_tail": tail[0].decode(errors="replace"),
              "duration_s": time.monotonic() - started, "stragglers": len(escaped),
-             "straggler_notes": described}
-    data = (json.dumps(reply) + "\n").encode()
-    while data:
-        data = data[os.write(control_out, data):]
+             "straggler_notes": described,
+             "payload_bytes": [[name, sum(map(len, chunks))] for name, chunks in parts]}
+    _write_all(control_out, [(json.dumps(reply) + "\n").encode(), *(chunk for _, chunks in parts for chunk in chunks)])
+    _zero(chunk for _, chunks in parts for chunk in chunks)
     _clean_up(prepared.workdir, setup, base)
     # A server that had to kill a process outside the sample's group is replaced by the
     # engine; here, anything alive outside the killed group now is a process nothing
