@@ -277,6 +277,32 @@ def test_no_sample_finds_an_earlier_samples_program_or_tests_in_its_memory(
         assert execution.status == "pass", execution.tests[0].message
 
 
+def test_what_the_server_keeps_of_a_samples_output_is_all_of_it_or_its_end_and_nothing_outgrown(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_keep` holds what a sample's processes wrote (whole, or its last bytes for the stderr
+    tail) in a bytearray it grows by copying; every bytearray it outgrows is left zeroed, not
+    freed holding the sample's bytes."""
+    import random
+
+    monkeypatch.syspath_prepend(str(Path(forkserver_module.__file__).parent / "sandboxed"))
+    import knowbench_runner
+
+    rng = random.Random(7)
+    for _ in range(300):
+        whole, end, written, outgrown = [bytearray(), 0], [bytearray(), 0], b"", []
+        for _ in range(rng.randint(0, 12)):
+            data = rng.randbytes(rng.choice([0, 1, 7, 300, 2047, 2049, 5000, 70000]))
+            for store, limit in ((whole, None), (end, 2048)):
+                before = store[0]
+                knowbench_runner._keep(store, memoryview(data), limit)
+                if store[0] is not before:
+                    outgrown.append(before)
+            written += data
+        assert bytes(whole[0][:whole[1]]) == written
+        assert bytes(end[0][:end[1]]) == written[-2048:]
+        assert not any(any(buffer) for buffer in outgrown)
+
+
 def test_the_servers_warm_up_leaves_nothing_a_sample_can_see(forkserver: ForkServerEngine) -> None:
     """The server runs a program and tests of the runner's own, passing and failing, before
     its snapshot (so that its children run tests and describe failures from warm state): no

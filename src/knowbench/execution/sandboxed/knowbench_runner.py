@@ -2175,6 +2175,30 @@ def _zero(buffers):
         buffer[:] = bytes(len(buffer))
 
 
+def _keep(store, data, limit=None):
+    """Append `data` (bytes-like) to `store`, [a bytearray, how much of it is used]; with
+    `limit`, keep only its last `limit` bytes. A bytearray outgrown is copied into a larger one
+    and zeroed, never left to the allocator with what it held (as growing it in place would)."""
+    buffer, used = store
+    need = used + len(data)
+    if limit is not None and need > limit:
+        older = max(0, limit - len(data))
+        bigger = bytearray(limit)
+        bigger[:older] = memoryview(buffer)[used - older:used]
+        bigger[older:] = memoryview(data)[len(data) - (limit - older):]
+        _zero([buffer])
+        store[:] = [bigger, limit]
+    elif need > len(buffer):
+        bigger = bytearray(max(need, 2 * len(buffer), 4096))
+        bigger[:used] = memoryview(buffer)[:used]
+        bigger[used:need] = data
+        _zero([buffer])
+        store[:] = [bigger, need]
+    else:
+        buffer[used:need] = data
+        store[1] = need
+
+
 def _hand_over(payload, request, prepared, control_out, base, setup, channel_fd=None):
     """Give the prepared child its request (`payload`; `request` is what the server reads of
     it) and the sample's work directory; returns (the
@@ -2259,14 +2283,13 @@ def _serve_one(limits, budget, prepared, started, control_out, base, setup):
     cap = limits["output_bytes"]
     caps = {result_read: 16 * 1024 * 1024, out_read: cap, err_read: cap}
     # What the sample's processes wrote is read into one buffer of the server's and kept in
-    # bytearrays of its own, never in bytes, strings or JSON: every one is zeroed once the reply
-    # is out (`_zero`), so that none of it is left in memory a later sample's process starts from.
+    # bytearrays of its own (`_keep`), never in bytes, strings or JSON: each is zeroed once the
+    # reply is out, so that none of it is left in memory a later sample's process starts from.
     if _SCRATCH[0] is None:
         _SCRATCH[0] = bytearray(_READ_BYTES)
     scratch = memoryview(_SCRATCH[0])
-    kept = {result_read: [], out_read: [], err_read: []}
-    sizes = dict.fromkeys(kept, 0)
-    tail = []  # stderr's last chunks, past the cap too: what a process that ends early said last
+    kept = {result_read: [bytearray(), 0], out_read: [bytearray(), 0], err_read: [bytearray(), 0]}
+    tail = [bytearray(), 0]  # stderr's end, past the cap too: what a process that ends early said last
     done = [False]
 
     def drain(fd):
@@ -2279,20 +2302,12 @@ def _serve_one(limits, budget, prepared, started, control_out, base, setup):
             return False
         if fd == result_read and _finished(_SCRATCH[0], got):
             done[0] = True
-        chunk = bytearray(scratch[:got])
-        _SCRATCH[0][:got] = bytes(got)
-        room = caps[fd] - sizes[fd]
+        room = caps[fd] - kept[fd][1]
         if room > 0:
-            kept[fd].append(chunk if got <= room else chunk[:room])
-            sizes[fd] += len(kept[fd][-1])
+            _keep(kept[fd], scratch[:min(got, room)])
         if fd == err_read:
-            tail.append(chunk)
-            while len(tail) > 1 and sum(map(len, tail[1:])) >= _STDERR_TAIL_BYTES:
-                dropped = tail.pop(0)
-                if not any(dropped is other for other in kept[fd]):
-                    _zero([dropped])
-        if not (any(chunk is other for other in kept[fd]) or any(chunk is other for other in tail)):
-            _zero([chunk])
+            _keep(tail, scratch[:got], _STDERR_TAIL_BYTES)
+        scratch[:got] = bytes(got)
         return True
 
     timed_out, over_budget, over_processes, status = False, False, False, None
@@ -2339,7 +2354,7 @@ def _serve_one(limits, budget, prepared, started, control_out, base, setup):
         pass
     for fd in (result_read, out_read, err_read):  # what the sample wrote just before it ended
         os.set_blocking(fd, False)
-        while fd in watched and sizes[fd] < caps[fd] and drain(fd):
+        while fd in watched and kept[fd][1] < caps[fd] and drain(fd):
             pass
         os.close(fd)
     # After `done` the runner only exits 0; otherwise its group was just killed.
@@ -2362,9 +2377,10 @@ def _serve_one(limits, budget, prepared, started, control_out, base, setup):
              "left_over_budget": left_over_budget, "memory_peak": budget.peak,
              "duration_s": time.monotonic() - started, "stragglers": len(escaped),
              "straggler_notes": described,
-             "payload_bytes": [[name, sum(map(len, chunks))] for name, chunks in parts]}
-    _write_all(control_out, [(json.dumps(reply) + "\n").encode(), *(chunk for _, chunks in parts for chunk in chunks)])
-    _zero(chunk for _, chunks in parts for chunk in chunks)
+             "payload_bytes": [[name, used] for name, (_, used) in parts]}
+    _write_all(control_out, [(json.dumps(reply) + "\n").encode(),
+                             *(memoryview(buffer)[:used] for _, (buffer, used) in parts)])
+    _zero(buffer for _, (buffer, _) in parts)
     _clean_up(prepared.workdir, setup, base)
     # A server that had to kill a process outside the sample's group is replaced by the
     # engine; here, anything alive outside the killed group now is a process nothing
