@@ -2116,14 +2116,11 @@ def _read_frame(fd):
     read with `ctypes`.
     """
     head = _read_exact(fd, 8)
-    if head is None:
+    body = _read_exact(fd, int.from_bytes(head, "big")) if head is not None else None
+    if body is None:
         return None, None
-    body = _read_exact(fd, int.from_bytes(head, "big"))
-    message = json.loads(bytes(body)) if body is not None else None
-    if message is None:
-        return None, None
-    size = message.pop("payload_bytes", 0)
-    payload = _read_exact(fd, size) if size else bytearray()
+    message = json.loads(bytes(body))
+    payload = _read_exact(fd, message.pop("payload_bytes", 0))
     return (message, payload) if payload is not None else (None, None)
 
 
@@ -2141,10 +2138,9 @@ def _read_exact(fd, size):
     return buffer
 
 
-def _finished(chunk, size=None):
+def _finished(chunk, size):
     """Whether a chunk of the result pipe (its first `size` bytes) ends with the runner's last
     record (`done`)."""
-    size = len(chunk) if size is None else size
     if not chunk.endswith(b"}\n", 0, size):
         return False
     start = chunk.rfind(b"\n", 0, size - 1) + 1
@@ -2688,7 +2684,7 @@ def serve():
         # The next sample's process is forked while this one runs, from a server that no
         # longer holds this request, nor its bytes in memory it freed: it can find no earlier
         # sample's program or tests.
-        payload[:] = bytes(len(payload))
+        _zero([payload])
         del payload, request
         spare = _prepare(control_out, setup, busy=prepared)
         settled, unreaped = _serve_one(limits, budget, prepared, started, control_out, base, setup)
