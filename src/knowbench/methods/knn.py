@@ -16,8 +16,6 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask
 from knowbench.errors import UserError
 from knowbench.knowledge.corpus import Corpus, open_corpus
@@ -27,6 +25,8 @@ from knowbench.methods.prompts import task_messages
 from knowbench.models.base import ModelBackend
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from knowbench.knowledge.datastore import Datastore
     from knowbench.models.hf import LoadedModel
 
@@ -40,6 +40,8 @@ class KnnProcessor:
         self.lam, self.k, self.temperature = lam, k, temperature
 
     def knn_distribution(self, states: np.ndarray, vocab: int) -> np.ndarray:
+        import numpy as np  # only where a local model decodes: the command line starts without it
+
         distances, tokens = self.store.search(states, self.k)
         logits = -distances / self.temperature
         logits -= logits.max(axis=1, keepdims=True)

@@ -64,7 +64,6 @@ from collections.abc import Callable, Iterable, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from knowbench.records import SampleResult
@@ -247,6 +246,8 @@ def bootstrap_interval(values: Sequence[float], *, resamples: int = CI_RESAMPLES
         return None
     if resamples < 1 or not 0 < confidence < 1:
         raise ValueError("resamples must be >= 1 and confidence in (0, 1)")
+    import numpy as np  # imported where scores are made, not by every command that imports this module
+
     data = np.asarray(values, dtype=float)
     rng = np.random.default_rng(seed)
     means = np.empty(resamples)
