@@ -114,14 +114,11 @@ def test_every_command_parses_as_in_the_whole_command_line(
         monkeypatch.setattr(sys, "argv", ["knowbench", name, *args])
         through_main = _printed(capsys, cli.main)
 
-        def whole(name: str = name) -> int:
+        def whole() -> int:
             # The whole CLI, with the same handling of what it raises as `main`.
-            monkeypatch.setattr(cli, "_narrowed", lambda args: cli.app)
-            try:
+            with monkeypatch.context() as whole_cli:
+                whole_cli.setattr(cli, "_narrowed", lambda args: cli.app)
                 return cli.main()  # type: ignore[func-returns-value]
-            finally:
-                monkeypatch.undo()
-                monkeypatch.setattr(sys, "argv", ["knowbench", name, *args])
 
         assert through_main == _printed(capsys, whole), name
         assert through_main[0] in (0, 2), (name, through_main)
