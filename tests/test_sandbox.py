@@ -412,3 +412,27 @@ def test_run_benchmark_hides_the_run_directory(tmp_venv: Path) -> None:
         engine.close()
         shutil.rmtree(share, ignore_errors=True)
         shutil.rmtree(bench_dir, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the probe runs only as root")
+def test_unshare_as_root_is_refused_for_an_interpreter_the_sample_uid_cannot_run(tmp_path: Path) -> None:
+    """Under unshare the file system is the host's, so as root a sample must move to an
+    unprivileged uid: an interpreter that uid cannot reach refuses unshare, with the reason."""
+    from knowbench.execution.sandbox import _unprivileged_can_run
+
+    system_python = Path("/usr/bin/python3")
+    if system_python.exists():  # reachable by every uid, as Debian installs it
+        assert _unprivileged_can_run(str(system_python))
+    # Root can run this one; the sample's uid cannot enter the directory.
+    private = tmp_path / "root-only"
+    private.mkdir(mode=0o700)
+    python = private / "python"
+    python.symlink_to(system_python if system_python.exists() else sys.executable)
+    assert subprocess.run([str(python), "-c", "pass"]).returncode == 0
+    assert not _unprivileged_can_run(str(python))
+    try:
+        resolve_sandbox("unshare")
+    except UserError:
+        return  # no working unshare here: nothing to refuse
+    with pytest.raises(UserError, match="unshare was refused"):
+        resolve_sandbox("unshare", python=str(python))

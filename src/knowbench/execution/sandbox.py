@@ -383,14 +383,12 @@ def _unprivileged_can_run(python: str) -> bool:
     """Whether an unprivileged uid can start `python` and import from its standard library."""
     from knowbench.execution.engine import SANDBOX_UID_BASE
 
-    def drop() -> None:
-        os.setgroups([])
-        os.setgid(SANDBOX_UID_BASE)
-        os.setuid(SANDBOX_UID_BASE)
-
+    # subprocess drops the groups, gid and uid in C between fork and exec: safe while other
+    # threads run (the engine's start-up threads may), unlike a preexec_fn.
     try:
         done = subprocess.run([python, "-I", "-c", "import decimal, socket, unittest"], cwd="/",
-                              capture_output=True, timeout=60, preexec_fn=drop)
+                              capture_output=True, timeout=60, extra_groups=[],
+                              group=SANDBOX_UID_BASE, user=SANDBOX_UID_BASE)
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0
