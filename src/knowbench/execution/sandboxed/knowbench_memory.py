@@ -329,8 +329,8 @@ def _drain(link):
 def diagnostics_socket():
     """A socket that asks the kernel about the sockets of this process's network namespace
     (and keeps asking about that namespace wherever it is passed); None where there is none.
-    A bare `_socket.socket` (what `socket_bytes` calls, it has): importing `socket` would cost
-    every one-shot sample 1.5-3 ms."""
+    A bare `_socket.socket`, which has every method `socket_bytes` and the runner call on it:
+    importing `socket` would cost every one-shot sample 1.5-3 ms."""
     import _socket
 
     try:
