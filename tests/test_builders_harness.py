@@ -195,6 +195,56 @@ def _run_mined(engine: SubprocessEngine, target: object, built: object) -> objec
                                            entry_point="double", limits=Limits(wall_s=30)))
 
 
+IDS_TESTS = """
+import pytest
+from lib import double
+
+
+@pytest.fixture(params=[1, 2, pytest.param(0, marks=pytest.mark.xfail(strict=True))], ids=["one", None, "zero"])
+def number(request):
+    return request.param
+
+
+def test_named(request, number):
+    assert request.node.name == {1: "test_named[one]", 2: "test_named[2]", 0: "test_named[zero]"}[number]
+    assert double(number) == number * 2 and number != 0
+
+
+@pytest.fixture(params=[5], scope="module", ids=lambda value: f"five{value}")
+def wide(request):
+    return request.param
+
+
+def test_wide(request, wide):
+    assert request.node.name == "test_wide[five5]" and double(wide) == 10
+
+
+class TestOwn:
+    @pytest.fixture(params=[3], ids=lambda value: f"v{value}")
+    def own(self, request):
+        return request.param
+
+    def test_own(self, request, own):
+        assert request.node.name == "test_own[v3]" and double(own) == 6
+"""
+
+
+def test_mined_fixtures_keep_their_ids_and_their_params_marks(tmp_path: Path, engine: SubprocessEngine) -> None:
+    """A fixture's `ids=` (module-level, with a scope and without, and a class's own) and its
+    params' marks reach the mined spec: each test checks the name pytest gives it, and the
+    strict xfail param fails as pytest expects it to. Real pytest passes the same tests."""
+    (tmp_path / "lib.py").write_text("def double(x):\n    '''Twice.'''\n    y = x * 2\n    return y\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_lib.py").write_text(IDS_TESTS)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert "4 passed, 1 xfailed" in done.stdout, done.stdout[-1500:]
+    _, target, built = _mine(tmp_path)
+    execution = _run_mined(engine, target, built)
+    assert {t.id.rsplit("::", 1)[-1]: t.status for t in execution.tests} == {
+        "test_named": "pass", "test_wide": "pass", "test_own": "pass"}, [t.message[-400:] for t in execution.tests]
+
+
 def test_a_testcase_through_a_helper_base_class_is_found_by_the_runner(tmp_path: Path) -> None:
     (tmp_path / "lib.py").write_text("def double(x):\n    '''Twice.'''\n    y = x * 2\n    return y\n")
     (tmp_path / "tests").mkdir()

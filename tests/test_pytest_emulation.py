@@ -1091,12 +1091,13 @@ def test_a_spec_written_for_pytest_runs_its_marks_and_fixtures_as_pytest_does(en
 def test_a_fixture_is_read_as_every_pytest_release_makes_it() -> None:
     """pytest 8.4 and later wrap a fixture in a `FixtureFunctionDefinition`; earlier releases
     marked the function (`_pytestfixturefunction`) and wrapped it (`__pytest_wrapped__`)."""
-    @pytest.fixture(params=[1, 2], scope="module", autouse=True, name="renamed")
+    @pytest.fixture(params=[1, 2], scope="module", autouse=True, name="renamed", ids=["a", "b"])
     def current(request: Any) -> int:
         return 3
 
-    function, name, params, scope, autouse = emulation._fixture_of(current)
-    assert (function(None), name, params, scope, autouse) == (3, "renamed", [1, 2], "module", True)
+    function, name, params, scope, autouse, ids = emulation._fixture_of(current)
+    assert (function(None), name, params, scope, autouse, list(ids)) == (3, "renamed", [1, 2], "module", True,
+                                                                         ["a", "b"])
 
     def original() -> int:
         return 4
@@ -1105,10 +1106,10 @@ def test_a_fixture_is_read_as_every_pytest_release_makes_it() -> None:
         raise AssertionError("a fixture called directly")
 
     older._pytestfixturefunction = type("Marker", (), {"scope": "class", "params": None, "autouse": False,  # type: ignore[attr-defined]
-                                                       "name": None})()
+                                                       "name": None, "ids": None})()
     older.__pytest_wrapped__ = type("Wrapped", (), {"obj": staticmethod(original)})()  # type: ignore[attr-defined]
-    function, name, params, scope, autouse = emulation._fixture_of(older)
-    assert (function(), name, params, scope, autouse) == (4, None, None, "class", False)
+    function, name, params, scope, autouse, ids = emulation._fixture_of(older)
+    assert (function(), name, params, scope, autouse, ids) == (4, None, None, "class", False, None)
     assert emulation._fixture_of(original) is None and emulation._fixture_of(3) is None
 
 
@@ -1704,6 +1705,97 @@ def test_request_config_and_the_ways_to_xfail_are_pytests(engine: Engine, tmp_pa
         ours, report = _as_pytest_judges(engine, tmp_path, program, REQUEST_AND_XFAIL_SPEC, isolation, 13)
         # (the file holds passes, failures and xfails either way: the comparison can fail)
         assert len(set(ours.values())) == 2 and "XFAIL" in report
+
+
+FIXTURE_IDS_SPEC = '''
+import pytest
+
+NAMES = []
+
+
+@pytest.fixture(params=[1, 2, 3], ids=["one", None, "three"])
+def listed(request):
+    return request.param
+
+
+@pytest.fixture(params=[10, 20, (1, 2)], ids=lambda value: f"v{value}" if value == 20 else None)
+def called(request):
+    return request.param
+
+
+@pytest.fixture(params=[pytest.param(5, id="five"), pytest.param(6, marks=pytest.mark.skip(reason="no")), 7],
+                ids=["x", "y", "z"])
+def mixed(request):
+    return request.param
+
+
+@pytest.fixture(params=[0, pytest.param(-1, marks=pytest.mark.xfail(reason="negative", strict=True))])
+def sign(request):
+    return request.param
+
+
+@pytest.fixture(params=["a", "a", object()], ids=["same", "same", None])
+def repeated(request):
+    return request.param
+
+
+class TestInAClass:
+    @pytest.fixture(params=[3, 4], ids=["three", "four"])
+    def own(self, request):
+        return request.param
+
+    def test_own(self, request, own):
+        NAMES.append(request.node.name)
+        assert add(own, 1) == own + 1
+
+
+def test_listed(request, listed):
+    NAMES.append(request.node.name)
+    assert add(listed, 1) == listed + 1
+
+
+def test_called(request, called):
+    NAMES.append(request.node.name)
+    assert add(called, called) == called * 2
+
+
+def test_mixed(request, mixed):
+    NAMES.append(request.node.name)
+    assert add(mixed, 1) == mixed + 1
+
+
+def test_sign(sign):
+    assert add(sign, 1) > 0
+
+
+@pytest.mark.parametrize("n", [1, 2], ids=["first", "second"])
+def test_repeated(request, n, repeated):
+    NAMES.append(request.node.name)
+    assert add(n, 1) == n + 1
+
+
+def test_every_id_was_pytests():
+    assert sorted(NAMES) == sorted(
+        ["test_own[three]", "test_own[four]", "test_listed[one]", "test_listed[2]", "test_listed[three]",
+         "test_called[10]", "test_called[v20]", "test_called[called2]", "test_mixed[five]", "test_mixed[z]",
+         *(f"test_repeated[{param}-{case}]" for param in ("same0", "same1", "repeated2")
+           for case in ("first", "second"))])
+    assert add(1, 2) == 3
+'''
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_a_fixtures_ids_and_its_params_marks_are_pytests(engine: Engine, tmp_path: Path, isolation: str) -> None:
+    """A fixture's `ids=` (a list with gaps, a function that may return None) and its params'
+    own ids and marks (`pytest.param(..., id=, marks=)`) name the test and apply to it as
+    pytest applies them: an xfail param's failure is an xfail, a skipped one is not run, a
+    repeated id is numbered. The last test checks the names the others saw against the names
+    pytest gives them, and pytest passes it on the same file."""
+    right, report = _as_pytest_judges(engine, tmp_path, ADD, FIXTURE_IDS_SPEC, isolation, 7)
+    assert all(right.values()) and "XFAIL" in report and "SKIPPED" in report
+    wrong, _ = _as_pytest_judges(engine, tmp_path, "def add(a, b):\n    return a - b\n", FIXTURE_IDS_SPEC,
+                                 isolation, 7)
+    assert not any(wrong.values())
 
 
 def _as_pytest_judges(engine: Engine, directory: Path, program: str, spec: str, isolation: str,

@@ -237,7 +237,7 @@ class SpecBuilder:
                 self.needs_unittest = True
             _set_origin(cls, node.name)
             return [cls]
-        fixtures, autouse, params, scopes = _class_fixtures(cls)
+        fixtures, autouse, params, scopes, ids = _class_fixtures(cls)
         plain_bases = all(decorator_name(b) == "object" for b in cls.bases)
         marked = any(_assigns(member, "pytestmark") for member in cls.body)  # marks in its body
         needs = (not plain_bases or cls.decorator_list or fixtures or self.autouse or marked or
@@ -257,9 +257,10 @@ class SpecBuilder:
         if scopes:
             cls.body.append(parse_python("_kb_fixture_scopes = {" + ", ".join(
                 f"{name!r}: {ast.unparse(value)}" for name, value in scopes.items()) + "}").body[0])
-        if params:
-            cls.body.append(parse_python("_kb_fixture_params = {" + ", ".join(
-                f"{name!r}: {ast.unparse(value)}" for name, value in params.items()) + "}").body[0])
+        for attribute, given in (("_kb_fixture_params", params), ("_kb_fixture_ids", ids)):
+            if given:
+                cls.body.append(parse_python(f"{attribute} = {{" + ", ".join(
+                    f"{name!r}: {ast.unparse(value)}" for name, value in given.items()) + "}").body[0])
         item = ast.ClassDef(name=node.name, bases=[], keywords=[], decorator_list=[], body=[
             _wrapper_function(name, f"_kb_call_method({cls.name}, {name!r}, **_kb_builtins)", method=True)
             for name in selected], type_params=[])
@@ -493,10 +494,13 @@ class SpecBuilder:
         function.decorator_list = [d for d in function.decorator_list
                                    if decorator_name(d).split(".")[-1] not in ("fixture", "yield_fixture")]
         function.name = f"_kb_fixture_{name}"
-        params, scope = _fixture_keyword(node, "params"), _fixture_keyword(node, "scope")
-        wider = f", {ast.unparse(scope)}" if scope is not None else ""  # pytest's default: function
+        params, scope, ids = (_fixture_keyword(node, keyword) for keyword in ("params", "scope", "ids"))
+        # (function, params, scope, ids): the scope is pytest's default, the function's, where
+        # only ids are given; specs mined before give (function, params[, scope])
+        wider = f", {ast.unparse(scope) if scope is not None else repr('function')}" if scope is not None or ids is not None else ""
+        named = f", {ast.unparse(ids)}" if ids is not None else ""
         registry = parse_python(f"_kb_FIXTURES[{name!r}] = ({function.name}, "
-                             f"{ast.unparse(params) if params is not None else 'None'}{wider})").body[0]
+                             f"{ast.unparse(params) if params is not None else 'None'}{wider}{named})").body[0]
         self.wrapped = True
         return [self._rewire(module, function), registry]
 
@@ -671,9 +675,11 @@ def _fixture_keyword(node: _FunctionNode, keyword: str) -> ast.expr | None:
     return None
 
 
-def _class_fixtures(cls: ast.ClassDef) -> tuple[list[str], list[str], dict[str, ast.expr], dict[str, ast.expr]]:
-    """Rename the class's own fixtures to `_kb_fixture_<name>`; (names, autouse, params, scopes)."""
-    names, autouse, params, scopes = [], [], {}, {}
+def _class_fixtures(cls: ast.ClassDef) -> tuple[list[str], list[str], dict[str, ast.expr], dict[str, ast.expr],
+                                                dict[str, ast.expr]]:
+    """Rename the class's own fixtures to `_kb_fixture_<name>`; (names, autouse, params, scopes,
+    ids)."""
+    names, autouse, params, scopes, ids = [], [], {}, {}, {}
     for member in cls.body:
         if isinstance(member, _FunctionNode):
             name = fixture_name(member)
@@ -682,16 +688,14 @@ def _class_fixtures(cls: ast.ClassDef) -> tuple[list[str], list[str], dict[str, 
             names.append(name)
             if _fixture_keyword(member, "autouse") is not None:
                 autouse.append(name)
-            value = _fixture_keyword(member, "params")
-            if value is not None:
-                params[name] = value
-            scope = _fixture_keyword(member, "scope")
-            if scope is not None:
-                scopes[name] = scope
+            for keyword, found in (("params", params), ("scope", scopes), ("ids", ids)):
+                value = _fixture_keyword(member, keyword)
+                if value is not None:
+                    found[name] = value
             member.decorator_list = [d for d in member.decorator_list
                                      if decorator_name(d).split(".")[-1] not in ("fixture", "yield_fixture")]
             member.name = f"_kb_fixture_{name}"
-    return names, autouse, params, scopes
+    return names, autouse, params, scopes, ids
 
 
 def _requested_fixtures(node: ast.AST) -> set[str]:

@@ -262,7 +262,7 @@ def spec_harness(namespace, needed=False):
 
 
 def _fixture_of(value):
-    """(function, name or None, params, scope, autouse) of a pytest fixture definition, or None:
+    """(function, name or None, params, scope, autouse, ids) of a pytest fixture definition, or None:
     pytest 8.4 and later make a `FixtureFunctionDefinition`, earlier releases mark the
     function (`_pytestfixturefunction`) and wrap it."""
     if type(value).__name__ == "FixtureFunctionDefinition":
@@ -278,7 +278,8 @@ def _fixture_of(value):
     scope = getattr(marker, "scope", "function")
     params = getattr(marker, "params", None)
     return (function, getattr(marker, "name", None), None if params is None else list(params),
-            scope if isinstance(scope, str) else "function", bool(getattr(marker, "autouse", False)))
+            scope if isinstance(scope, str) else "function", bool(getattr(marker, "autouse", False)),
+            getattr(marker, "ids", None))
 
 
 def _spec_classes(namespace):
@@ -353,8 +354,8 @@ def _install_harness(namespace, own):
     for name, value in list(own.items()):  # the spec's own: never the program's (`spec_loaded`)
         found = _fixture_of(value)
         if found is not None:
-            function, named, params, scope, auto = found
-            fixtures[named or name] = (function, params, scope)
+            function, named, params, scope, auto, ids = found
+            fixtures[named or name] = (function, params, scope, ids)
             if auto:
                 autouse.append(named or name)
     for cls in _spec_classes(own):
@@ -362,10 +363,11 @@ def _install_harness(namespace, own):
             found = _fixture_of(value)
             if found is None:
                 continue
-            function, named, params, scope, auto = found
+            function, named, params, scope, auto, ids = found
             named = named or name
             setattr(cls, "_kb_fixture_" + named, function)
-            for attribute, entry in (("_kb_fixture_params", params), ("_kb_fixture_scopes", scope)):
+            for attribute, entry in (("_kb_fixture_params", params), ("_kb_fixture_scopes", scope),
+                                     ("_kb_fixture_ids", ids)):
                 if attribute not in cls.__dict__:
                     setattr(cls, attribute, dict(_kb_owned(cls, attribute, {}, own["__name__"])))
                 cls.__dict__[attribute][named] = entry
@@ -928,6 +930,13 @@ class _KbCallSpec:
         return self.params[name]
 
 
+def _kb_as_written(name):
+    """A test's or a class's name as the tests wrote it: mining renames what it wraps
+    (`test_x` becomes `_kb_test_x`, called by a `test_x` of its own), and pytest would never
+    collect a name that starts so."""
+    return name[len("_kb_"):] if name.startswith("_kb_") else name
+
+
 class _KbNode:
     """`request.node`: the test item (its name with the case's id, as pytest names it, its
     marks with those `add_marker` adds, `keywords`, `nodeid`, `callspec`)."""
@@ -938,13 +947,14 @@ class _KbNode:
         self.instance = owner
         self.cls = type(owner) if owner is not None else None
         self.function = function
-        self.originalname = getattr(function, "__name__", "")
+        self.originalname = _kb_as_written(getattr(function, "__name__", ""))
         self.name = self.originalname + (f"[{case_id}]" if params else "")
         module = sys.modules.get(spec.get("__name__"))
         self.module = module if module is not None and vars(module) is spec else _KbModuleView(spec)
         self.path = self.fspath = __import__("pathlib").Path(str(spec.get("__file__") or spec.get("__name__")))
         self.nodeid = "::".join([str(spec.get("__file__") or spec.get("__name__")),
-                                 *([self.cls.__qualname__.replace(".", "::")] if self.cls is not None else []),
+                                 *(_kb_as_written(part) for part in (self.cls.__qualname__.split(".")
+                                                                     if self.cls is not None else ())),
                                  self.name])
         self.config = _kb_config()
         self.fixturenames = ["request", *fixturenames]
@@ -966,7 +976,7 @@ class _KbNode:
         names = {self.name: True, self.originalname: True, str(self._kb_module_name()): True,
                  str(self.path.name): True}
         if self.cls is not None:
-            names[self.cls.__name__] = True
+            names[_kb_as_written(self.cls.__name__)] = True
         names.update((mark.name, mark) for mark in self.iter_markers())
         return names
 
@@ -1204,28 +1214,44 @@ def _kb_cases(marks):
         single = isinstance(names, str) and "," not in names  # pytest's force_tuple
         if isinstance(names, str):
             names = [name.strip() for name in names.split(",") if name.strip()]
-        ids = mark.args[2] if len(mark.args) > 2 else mark.kwargs.get("ids")
-        cases = []
-        for index, case in enumerate(values):
-            case_marks, case_id = [], None
-            if type(case).__name__ == "ParameterSet":
-                case_marks = [getattr(m, "mark", m) for m in case.marks]
-                case_id = case.id
-                case = case.values
-            elif single:
-                case = (case,)
-            if case_id is None:
-                case_id = _kb_case_id(names, case, ids, index)
-            cases.append((dict(zip(names, case)), case_marks, case_id))  # noqa: B905 (specs may run on Python < 3.10)
-        unique = _kb_unique_ids([case_id for _, _, case_id in cases])  # (of every case, as pytest's)
-        grids.append([(part, part_marks, case_id) for (part, part_marks, _), case_id in zip(cases, unique)  # noqa: B905
-                      if not _kb_skip_reason(part_marks)])
+        grids.append(_kb_parameter_sets(names, values, mark.args[2] if len(mark.args) > 2 else mark.kwargs.get("ids"),
+                                        single))
+    return _kb_combinations(grids)
+
+
+def _kb_combinations(grids):
+    """Every combination of one case of each parametrization: (the values, the marks, the
+    ids joined by "-"; None where there is no parametrization)."""
     for combination in _kb_itertools.product(*grids):
-        merged, case_marks = {}, []
+        merged, marks = {}, []
         for part, part_marks, _ in combination:
             merged.update(part)
-            case_marks += part_marks
-        yield merged, case_marks, "-".join(case_id for _, _, case_id in combination) if grids else None
+            marks += part_marks
+        yield merged, marks, "-".join(case_id for _, _, case_id in combination) if grids else None
+
+
+def _kb_parameter_sets(names, values, ids, single):
+    """The cases of one parametrization (a parametrize mark's, or a parametrized fixture's
+    `params`), as pytest makes them: (the names' values, the case's marks, its id), the id
+    a `pytest.param`'s own, else from `ids`, else from the values, made unique among all the
+    cases before those marked skip are left out (pytest reports them skipped and runs
+    nothing of them). `single`: one name, whose every value is one case's (a
+    `pytest.param` of several values is then that tuple, as a fixture's `request.param`)."""
+    cases = []
+    for index, case in enumerate(values):
+        case_marks, case_id = [], None
+        if type(case).__name__ == "ParameterSet":
+            case_marks = [getattr(m, "mark", m) for m in case.marks]
+            case_id = case.id
+            case = case.values if not single or len(case.values) == 1 else (case.values,)
+        elif single:
+            case = (case,)
+        if case_id is None:
+            case_id = _kb_case_id(names, case, ids, index)
+        cases.append((dict(zip(names, case)), case_marks, case_id))  # noqa: B905 (specs may run on Python < 3.10)
+    unique = _kb_unique_ids([case_id for _, _, case_id in cases])  # (of every case, as pytest's)
+    return [(part, part_marks, case_id) for (part, part_marks, _), case_id in zip(cases, unique)  # noqa: B905
+            if not _kb_skip_reason(part_marks)]
 
 
 def _kb_unique_ids(ids):
@@ -1295,17 +1321,20 @@ def _kb_owned(cls, attribute, default=None, module=None):
 
 
 def _kb_lookup(name, owner):
-    """(fixture, params, scope) of the fixture `name` a test of `owner` (or a function) sees."""
+    """(fixture, params, scope, ids) of the fixture `name` a test of `owner` (or a function)
+    sees."""
     if owner is not None:
         method = _kb_owned(type(owner), "_kb_fixture_" + name)
         if method is not None:
             bound = method.__get__(owner, type(owner)) if hasattr(method, "__get__") else method
             return (bound, _kb_owned(type(owner), "_kb_fixture_params", {}).get(name),
-                    _kb_owned(type(owner), "_kb_fixture_scopes", {}).get(name, "function"))
+                    _kb_owned(type(owner), "_kb_fixture_scopes", {}).get(name, "function"),
+                    _kb_owned(type(owner), "_kb_fixture_ids", {}).get(name))
     entry = _kb_FIXTURES.get(name)
     if entry is None:
         return None
-    return (*entry, "function")[:3]  # specs mined before scopes were recorded give two
+    # (specs mined before scopes, or ids, were recorded give two, or three)
+    return (*entry, *("function", None)[len(entry) - 2:])
 
 
 class _KbMockerPatch:
@@ -1611,20 +1640,9 @@ def _kb_autouse(owner):
     return [*_kb_AUTOUSE, *(_kb_owned(type(owner), "_kb_autouse", ()) if owner is not None else ())]
 
 
-def _kb_fixture_param_values(params):
-    """A fixture's `params` as `request.param` gets them: a `pytest.param(value, ...)` is its
-    value, and one marked skip (or skipif, true) is left out, as pytest runs them."""
-    for param in params:
-        if type(param).__name__ == "ParameterSet":
-            if _kb_skip_reason([getattr(mark, "mark", mark) for mark in param.marks]):
-                continue
-            param = param.values[0] if len(param.values) == 1 else param.values
-        yield param
-
-
 def _kb_closure(function, owner, used, case):
     """The fixtures the test needs, through the fixtures they request (pytest's
-    `fixturenames`), with the (fixture, params, scope) entry of each the harness defines."""
+    `fixturenames`), with the (fixture, params, scope, ids) entry of each the harness defines."""
     seen, found, pending = set(case), [], [*_kb_autouse(owner), *used, *_kb_arguments(function)]
     while pending:
         name = pending.pop()
@@ -1639,17 +1657,12 @@ def _kb_closure(function, owner, used, case):
 
 
 def _kb_fixture_cases(function, owner, used, case):
-    """Every combination of the params of the parametrized fixtures the test needs, with the
-    ids of the params."""
-    parametrized = []
-    for name, entry in _kb_closure(function, owner, used, case):
-        if entry is not None and entry[1] is not None:
-            params = list(_kb_fixture_param_values(entry[1]))
-            ids = _kb_unique_ids([_kb_idval(value, name, index) for index, value in enumerate(params)])
-            parametrized.append((name, list(zip(params, ids))))  # noqa: B905
-    for values in _kb_itertools.product(*(params for _, params in parametrized)):
-        yield ({name: value for (name, _), (value, _) in zip(parametrized, values)},  # noqa: B905
-               "-".join(case_id for _, case_id in values) if parametrized else None)
+    """Every combination of the params of the parametrized fixtures the test needs: (each
+    fixture's `request.param`, the marks of the params, their id), as pytest parametrizes
+    the test by them (a `pytest.param`'s value, id and marks, the fixture's `ids=`)."""
+    return _kb_combinations([_kb_parameter_sets([name], entry[1], entry[3], True)
+                             for name, entry in _kb_closure(function, owner, used, case)
+                             if entry is not None and entry[1] is not None])
 
 
 def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=(), node=None):
@@ -1681,7 +1694,7 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
             return builtins["capsys"]
         entry = _kb_lookup(name, None if outer else owner)
         if entry is None and name == "recwarn":
-            entry = (_kb_recwarn, None, "function")
+            entry = (_kb_recwarn, None, "function", None)
         if entry is None and name in _kb_BUILTIN_FIXTURES:
             made, teardown = _kb_BUILTIN_FIXTURES[name]
             values[slot] = made()
@@ -1689,7 +1702,7 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
             return values[slot]
         if entry is None:
             raise _KbUnsupportedFixture(f"fixture '{name}' is not available in the knowbench harness")
-        fixture, _, scope = entry
+        fixture, _, scope, _ = entry
         # (a class-scoped fixture once per class, as pytest sets it up per class; a test
         # outside any class gets one of its own, as each such test is its own class scope)
         if scope == "class" and owner is None:
@@ -1833,9 +1846,10 @@ def _kb_call(function, owner=None, **builtins):
     used = [name for mark in marks if mark.name == "usefixtures" for name in mark.args]
     ran = False
     for case, own_case_marks, case_id in _kb_cases(marks):
-        case_marks = _kb_with_case(function, marks, own_case_marks)
-        own = _kb_own_marks(function) + len(own_case_marks)  # (marks `add_marker` follows)
-        for fixture_params, params_id in _kb_fixture_cases(function, owner, used, case):
+        for fixture_params, params_marks, params_id in _kb_fixture_cases(function, owner, used, case):
+            # (the fixtures' params were parametrized first, as pytest does: their marks and ids first)
+            case_marks = _kb_with_case(function, marks, params_marks + own_case_marks)
+            own = _kb_own_marks(function) + len(params_marks) + len(own_case_marks)  # (marks `add_marker` follows)
             ran = True
             node = _KbNode(_kb_spec(), owner, function, case_marks, own, {**case, **fixture_params},
                            "-".join(part for part in (params_id, case_id) if part is not None),
@@ -1872,14 +1886,15 @@ def _kb_call_unittest(case, name, run, builtins=None):
         __tracebackhide__ = True
         run()
 
-    for fixture_params, params_id in _kb_fixture_cases(test, case, used, {}):
-        node = _KbNode(_kb_spec(), case, getattr(case, name), marks, _kb_own_marks(getattr(case, name)),
-                       fixture_params, params_id,
+    for fixture_params, params_marks, params_id in _kb_fixture_cases(test, case, used, {}):
+        case_marks = _kb_with_case(getattr(case, name), marks, params_marks)
+        node = _KbNode(_kb_spec(), case, getattr(case, name), case_marks,
+                       _kb_own_marks(getattr(case, name)) + len(params_marks), fixture_params, params_id,
                        [name for name, _ in _kb_closure(test, case, used, {})])
 
-        def run_case(fixture_params=fixture_params, node=node):
+        def run_case(fixture_params=fixture_params, case_marks=case_marks, node=node):
             __tracebackhide__ = True
-            _kb_run_case(test, case, {}, used, builtins or {}, fixture_params, marks, node)
+            _kb_run_case(test, case, {}, used, builtins or {}, fixture_params, case_marks, node)
 
         _kb_expecting(node, run_case)
 
