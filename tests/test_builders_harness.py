@@ -245,6 +245,53 @@ def test_mined_fixtures_keep_their_ids_and_their_params_marks(tmp_path: Path, en
         "test_named": "pass", "test_wide": "pass", "test_own": "pass"}, [t.message[-400:] for t in execution.tests]
 
 
+OPTIONS_CONFTEST = """
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", help="run the slow tests")
+    group = parser.getgroup("lib")
+    group.addoption("--precision", "-P", dest="digits", default=3, type=int)
+    parser.addoption("--backend-name", default="numpy")
+    parser.addoption("--computed", default=str(1))
+"""
+
+OPTIONS_TESTS = """
+import pytest
+from lib import double
+
+
+@pytest.fixture
+def settings(request):
+    config = request.config
+    return (config.getoption("--runslow"), config.getoption("digits"), config.getoption("-P"),
+            config.getoption("--precision"), config.getoption("backend_name"), config.getoption("--backend-name"))
+
+
+def test_options(settings, pytestconfig):
+    assert settings == (False, 3, 3, 3, "numpy", "numpy")
+    assert pytestconfig.option.runslow is False and pytestconfig.option.digits == 3
+    assert double(settings[1]) == 6
+"""
+
+
+def test_mined_specs_know_the_options_their_conftests_add(tmp_path: Path, engine: SubprocessEngine) -> None:
+    """`request.config.getoption` and `config.option` give what a conftest's `pytest_addoption`
+    adds as a run without those options has them (by option name, long or short, and by dest;
+    store_true's False, a literal default), as real pytest does on the same files. An option
+    whose default is no literal (`str(1)`) is left out of the spec, not guessed."""
+    (tmp_path / "lib.py").write_text("def double(x):\n    '''Twice.'''\n    y = x * 2\n    return y\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "conftest.py").write_text(OPTIONS_CONFTEST)
+    (tmp_path / "tests" / "test_lib.py").write_text(OPTIONS_TESTS)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert "1 passed" in done.stdout, done.stdout[-1500:]
+    _, target, built = _mine(tmp_path)
+    assert "'computed'" not in built.code
+    execution = _run_mined(engine, target, built)
+    assert [(t.id.rsplit("::", 1)[-1], t.status) for t in execution.tests] == [("test_options", "pass")], (
+        [t.message[-600:] for t in execution.tests])
+
+
 def test_a_testcase_through_a_helper_base_class_is_found_by_the_runner(tmp_path: Path) -> None:
     (tmp_path / "lib.py").write_text("def double(x):\n    '''Twice.'''\n    y = x * 2\n    return y\n")
     (tmp_path / "tests").mkdir()

@@ -435,6 +435,9 @@ class SpecBuilder:
         harness = parse_python(HARNESS).body if self.wrapped or self.fixtures_used(body) else []
         if harness:
             harness += [parse_python(f"_kb_AUTOUSE.extend({self.autouse!r})").body[0]] if self.autouse else []
+            defaults, names = _added_options(chain)
+            harness += parse_python(f"_kb_OPTIONS.update({defaults!r})\n_kb_SHORT_OPTIONS.update({names!r})\n"
+                                    ).body if defaults else []
         shadow_aliases = [parse_python(f"_kb_{name} = {name}").body[0] for name in sorted(self.shadowed)]
         tree = ast.Module(body=_dedupe_futures(futures) + imports + self.aliases + shadow_aliases + harness + body,
                           type_ignores=[])
@@ -696,6 +699,43 @@ def _class_fixtures(cls: ast.ClassDef) -> tuple[list[str], list[str], dict[str, 
                                      if decorator_name(d).split(".")[-1] not in ("fixture", "yield_fixture")]
             member.name = f"_kb_fixture_{name}"
     return names, autouse, params, scopes, ids
+
+
+def _added_options(chain: list[Module]) -> tuple[dict[str, object], dict[str, str]]:
+    """The command-line options the conftests' `pytest_addoption` hooks add, as a run that does
+    not give them has them: ({dest: default}, {each option's name without its dashes: dest}),
+    for the harness's `config.getoption`. Read from the hooks' `addoption` calls (the
+    parser's or a group's) whose names and default are literals; the rest stay unknown, as
+    before. Dest and default by pytest's and argparse's rules: `dest=`, else the first long
+    name (dashes made underscores), else the first short one; `default=`, else False for
+    `store_true`, True for `store_false`, None for any other action."""
+    defaults: dict[str, object] = {}
+    names: dict[str, str] = {}
+    for conftest in chain:
+        for node in conftest.tree.body:
+            if not (isinstance(node, _FunctionNode) and node.name == "pytest_addoption"):
+                continue
+            for call in ast.walk(node):
+                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                        and call.func.attr == "addoption"):
+                    continue
+                options = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+                keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}
+                try:
+                    given = {key: ast.literal_eval(keywords[key]) for key in ("dest", "default", "action")
+                             if key in keywords}
+                except ValueError:
+                    continue
+                long_names = [o for o in options if o.startswith("--")]
+                if len(options) != len(call.args) or not options:
+                    continue
+                dest = given.get("dest") or (long_names[0][2:].replace("-", "_") if long_names else options[0][1:])
+                if not isinstance(dest, str):
+                    continue
+                defaults[dest] = given["default"] if "default" in given else \
+                    {"store_true": False, "store_false": True}.get(str(given.get("action")))
+                names.update((option.lstrip("-"), dest) for option in options)
+    return defaults, names
 
 
 def _requested_fixtures(node: ast.AST) -> set[str]:

@@ -844,9 +844,10 @@ _kb_INI = {"markers": [], "testpaths": [], "addopts": [], "filterwarnings": [], 
 
 class _KbConfig:
     """pytest's `config` (`request.config`, `pytestconfig`) as a run without command-line
-    options or an ini file has it: `getoption` gives pytest's defaults, the `default` given
-    for any other name, and raises ValueError for an unknown one without a default, as pytest
-    does (an option a conftest's `pytest_addoption` adds is unknown here)."""
+    options or an ini file has it: `getoption` gives pytest's defaults (and, in a mined spec,
+    those of the options its conftests' `pytest_addoption` add, which mining reads), the
+    `default` given for any other name, and raises ValueError for an unknown one without a
+    default, as pytest does."""
 
     def __init__(self):
         import pathlib
