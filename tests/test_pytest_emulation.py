@@ -1798,6 +1798,57 @@ def test_a_fixtures_ids_and_its_params_marks_are_pytests(engine: Engine, tmp_pat
     assert not any(wrong.values())
 
 
+INDIRECT_SPEC = '''
+import pytest
+
+
+@pytest.fixture
+def doubled(request):
+    return add(request.param, request.param)
+
+
+@pytest.mark.parametrize("doubled, expected", [(1, 2), (3, 6)], indirect=["doubled"])
+def test_indirect_for_one_name(doubled, expected):
+    assert doubled == expected
+
+
+@pytest.fixture(params=[100])
+def base(request):
+    return request.param
+
+
+@pytest.mark.parametrize("base", [1, 2], indirect=True)
+def test_indirect_in_place_of_the_fixtures_params(request, base):
+    assert request.node.callspec.params["base"] == base
+    assert request.node.name == f"test_indirect_in_place_of_the_fixtures_params[{base}]"
+    assert add(base, 1) == base + 1
+
+
+@pytest.fixture
+def shifted(request, tmp_path):
+    assert tmp_path.is_dir()
+    return add(request.param, 1)
+
+
+@pytest.mark.parametrize("shifted", [pytest.param(0, marks=pytest.mark.xfail(strict=True)), 5], indirect=True)
+def test_indirect_to_a_fixture_with_fixtures_of_its_own(shifted):
+    assert shifted == 6
+'''
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_indirect_parametrization_gives_the_fixtures_their_params(engine: Engine, tmp_path: Path,
+                                                                  isolation: str) -> None:
+    """`parametrize(..., indirect=True)` and `indirect=[names]`: the case's value reaches the
+    fixture of that name as `request.param` (in place of the fixture's own `params`), not the
+    test, and the fixture still gets the fixtures it asks for, as pytest runs them: each
+    test's verdict is pytest's on the same file, for a right and a wrong program."""
+    right, report = _as_pytest_judges(engine, tmp_path, ADD, INDIRECT_SPEC, isolation, 3)
+    assert all(right.values()) and "XFAIL" in report
+    wrong, _ = _as_pytest_judges(engine, tmp_path, "def add(a, b):\n    return a - b\n", INDIRECT_SPEC, isolation, 3)
+    assert not any(wrong.values())
+
+
 def _as_pytest_judges(engine: Engine, directory: Path, program: str, spec: str, isolation: str,
                       tests: int) -> tuple[dict[str, bool], str]:
     """Whether knowbench passes each of the `tests` tests of `spec` on `program`, asserted to be

@@ -1210,14 +1210,30 @@ def _kb_cases(marks):
             continue
         names = mark.args[0] if mark.args else mark.kwargs["argnames"]
         values = mark.args[1] if len(mark.args) > 1 else mark.kwargs["argvalues"]
-        if mark.kwargs.get("indirect"):
-            raise RuntimeError("indirect parametrization is not supported by the knowbench harness")
         single = isinstance(names, str) and "," not in names  # pytest's force_tuple
         if isinstance(names, str):
             names = [name.strip() for name in names.split(",") if name.strip()]
-        grids.append(_kb_parameter_sets(names, values, mark.args[2] if len(mark.args) > 2 else mark.kwargs.get("ids"),
-                                        single))
+        cases = _kb_parameter_sets(names, values, mark.args[2] if len(mark.args) > 2 else mark.kwargs.get("ids"),
+                                   single)
+        indirect = mark.kwargs.get("indirect", False)
+        indirect = set(names) if indirect is True else set(indirect or ())
+        grids.append([({name: _KbIndirect(value) if name in indirect else value for name, value in part.items()},
+                       part_marks, case_id) for part, part_marks, case_id in cases])
     return _kb_combinations(grids)
+
+
+class _KbIndirect:
+    """A case's value for the fixture of its name (`parametrize(..., indirect=...)`): its
+    `request.param`, where pytest passes it, not the test's argument."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _kb_by_fixture(case):
+    """A case's values split: (the test's arguments, the fixtures' `request.param`s)."""
+    return ({name: value for name, value in case.items() if type(value) is not _KbIndirect},
+            {name: value.value for name, value in case.items() if type(value) is _KbIndirect})
 
 
 def _kb_combinations(grids):
@@ -1657,13 +1673,15 @@ def _kb_closure(function, owner, used, case):
     return found
 
 
-def _kb_fixture_cases(function, owner, used, case):
+def _kb_fixture_cases(function, owner, used, case, indirect=()):
     """Every combination of the params of the parametrized fixtures the test needs: (each
     fixture's `request.param`, the marks of the params, their id), as pytest parametrizes
-    the test by them (a `pytest.param`'s value, id and marks, the fixture's `ids=`)."""
+    the test by them (a `pytest.param`'s value, id and marks, the fixture's `ids=`). A
+    fixture the test's own parametrize marks give its param (`indirect`) is not
+    parametrized by its `params` again."""
     return _kb_combinations([_kb_parameter_sets([name], entry[1], entry[3], True)
                              for name, entry in _kb_closure(function, owner, used, case)
-                             if entry is not None and entry[1] is not None])
+                             if entry is not None and entry[1] is not None and name not in indirect])
 
 
 def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=(), node=None):
@@ -1846,12 +1864,14 @@ def _kb_call(function, owner=None, **builtins):
         raise _kb_unittest.SkipTest(f"marked {reason}")
     used = [name for mark in marks if mark.name == "usefixtures" for name in mark.args]
     ran = False
-    for case, own_case_marks, case_id in _kb_cases(marks):
-        for fixture_params, params_marks, params_id in _kb_fixture_cases(function, owner, used, case):
+    for whole_case, own_case_marks, case_id in _kb_cases(marks):
+        case, indirect = _kb_by_fixture(whole_case)
+        for fixture_params, params_marks, params_id in _kb_fixture_cases(function, owner, used, case, indirect):
             # (the fixtures' params were parametrized first, as pytest does: their marks and ids first)
             case_marks = _kb_with_case(function, marks, params_marks + own_case_marks)
             own = _kb_own_marks(function) + len(params_marks) + len(own_case_marks)  # (marks `add_marker` follows)
             ran = True
+            fixture_params = {**fixture_params, **indirect}
             node = _KbNode(_kb_spec(), owner, function, case_marks, own, {**case, **fixture_params},
                            "-".join(part for part in (params_id, case_id) if part is not None),
                            [*case, *(name for name, _ in _kb_closure(function, owner, used, case))])
