@@ -1684,6 +1684,14 @@ def test_a_boolean_condition_without_a_reason():
     assert add(1, 2) == 3
 
 
+def test_tmpdir_factory(tmpdir_factory):
+    made = tmpdir_factory.mktemp("data")
+    made.join("f.txt").write("x")
+    assert made.join("f.txt").read() == "x" and made.check(dir=1)
+    assert made.dirpath() == tmpdir_factory.getbasetemp()
+    assert add(1, 2) == 3
+
+
 def test_capsysbinary_and_capsys_disabled(capsysbinary):
     sys.stdout.buffer.write(b"x")
     sys.stdout.flush()
@@ -1697,12 +1705,12 @@ def test_capsysbinary_and_capsys_disabled(capsysbinary):
 @pytest.mark.parametrize("isolation", ["in-process", "split"])
 def test_request_config_and_the_ways_to_xfail_are_pytests(engine: Engine, tmp_path: Path, isolation: str) -> None:
     """More of `request` (`fixturename`, `scope`, `module`, `config`, `keywords`, `node.nodeid`,
-    `node.name` with the case's id, `node.callspec`), `pytestconfig`, `capsysbinary`,
+    `node.name` with the case's id, `node.callspec`), `pytestconfig`, `capsysbinary`, `tmpdir_factory`,
     `capsys.disabled()`, an xfail mark added while the test runs, `pytest.xfail()` called by the
     test, and pytest's errors for a fixture that yields twice and a boolean condition without
     a reason: each test's verdict is pytest's on the same file, for a right and a wrong program."""
     for program in (ADD, "def add(a, b):\n    return a - b\n"):
-        ours, report = _as_pytest_judges(engine, tmp_path, program, REQUEST_AND_XFAIL_SPEC, isolation, 13)
+        ours, report = _as_pytest_judges(engine, tmp_path, program, REQUEST_AND_XFAIL_SPEC, isolation, 14)
         # (the file holds passes, failures and xfails either way: the comparison can fail)
         assert len(set(ours.values())) == 2 and "XFAIL" in report
 

@@ -321,11 +321,7 @@ def _runner_capsys():
 
 def _runner_tmpdir(tmp_path):
     """pytest's `tmpdir`: `tmp_path` as a `py.path.local` (pytest's own class)."""
-    try:
-        from _pytest._py.path import LocalPath
-    except ImportError:  # pytest before 7.2
-        from py.path import local as LocalPath
-    return LocalPath(tmp_path)
+    return _kb_local_path(tmp_path)
 
 
 def _install_harness(namespace, own):
@@ -1627,6 +1623,25 @@ class _KbTmpPathFactory:
         pass
 
 
+def _kb_local_path(path):
+    """`path` as pytest's `py.path.local` (`tmpdir`)."""
+    try:
+        from _pytest._py.path import LocalPath
+    except ImportError:  # pytest before 7.2
+        from py.path import local as LocalPath
+    return LocalPath(path)
+
+
+class _KbTmpdirFactory(_KbTmpPathFactory):
+    """pytest's `tmpdir_factory`: `tmp_path_factory`'s directories as `py.path.local`."""
+
+    def getbasetemp(self):
+        return _kb_local_path(super().getbasetemp())
+
+    def mktemp(self, basename, numbered=True):
+        return _kb_local_path(super().mktemp(basename, numbered))
+
+
 # Built-in fixtures the harness makes itself: name -> (class, its tear-down method). A
 # `doctest_namespace` is a plain dict: knowbench runs no doctests, but conftest fixtures fill it.
 _kb_BUILTIN_FIXTURES = {"mocker": (_KbMocker, "stopall"), "caplog": (_KbCaplog, "close"),
@@ -1634,6 +1649,7 @@ _kb_BUILTIN_FIXTURES = {"mocker": (_KbMocker, "stopall"), "caplog": (_KbCaplog, 
                         "record_testsuite_property": (_KbRecorder, "close"),
                         "record_xml_attribute": (_KbRecorder, "close"),
                         "tmp_path_factory": (_KbTmpPathFactory, "close"),
+                        "tmpdir_factory": (_KbTmpdirFactory, "close"),
                         "capsysbinary": (_KbCaptureBinary, "close"), "capfdbinary": (_KbCaptureBinary, "close")}
 # Fixtures wider than a function, set up once: (name, param) -> value.
 _kb_SCOPED = {}
@@ -1706,8 +1722,7 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
         if name == "pytestconfig":
             return _kb_config()
         if name == "tmpdir" and "tmp_path" in builtins:
-            from _pytest._py.path import LocalPath
-            values[name] = LocalPath(builtins["tmp_path"])
+            values[name] = _kb_local_path(builtins["tmp_path"])
             return values[name]
         if name == "capfd" and "capsys" in builtins:
             return builtins["capsys"]
