@@ -292,6 +292,44 @@ def test_mined_specs_know_the_options_their_conftests_add(tmp_path: Path, engine
         [t.message[-600:] for t in execution.tests])
 
 
+GENERATED_TESTS = """
+import pytest
+from lib import double
+
+CASES = [1, 2, 3]
+
+
+def pytest_generate_tests(metafunc):
+    if "n" in metafunc.fixturenames:
+        metafunc.parametrize("n", CASES, ids=[f"case{n}" for n in CASES])
+
+
+def test_generated(request, n):
+    assert request.node.name == f"test_generated[case{n}]"
+    assert double(n) == n * 2
+"""
+
+
+def test_mined_specs_keep_their_modules_pytest_generate_tests(tmp_path: Path, engine: SubprocessEngine) -> None:
+    """A module's `pytest_generate_tests` (and what it reads) travels with the mined spec and
+    parametrizes its tests as pytest does; a wrong program fails them."""
+    (tmp_path / "lib.py").write_text("def double(x):\n    '''Twice.'''\n    y = x * 2\n    return y\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_lib.py").write_text(GENERATED_TESTS)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert "3 passed" in done.stdout, done.stdout[-1500:]
+    _, target, built = _mine(tmp_path)
+    execution = _run_mined(engine, target, built)
+    assert [(t.id.rsplit("::", 1)[-1], t.status) for t in execution.tests] == [("test_generated", "pass")], (
+        [t.message[-600:] for t in execution.tests])
+    program = assemble(target.context, target.prompt_code, target.entry_point, target.reference).program
+    wrong = engine.execute(ExecutionRequest(program=program.replace("y = x * 2", "y = x * 3"),
+                                            tests=[TestSpec(name=built.name, code=built.code)],
+                                            entry_point="double", limits=Limits(wall_s=30)))
+    assert [t.status for t in wrong.tests] == ["fail"]
+
+
 def test_a_testcase_through_a_helper_base_class_is_found_by_the_runner(tmp_path: Path) -> None:
     (tmp_path / "lib.py").write_text("def double(x):\n    '''Twice.'''\n    y = x * 2\n    return y\n")
     (tmp_path / "tests").mkdir()

@@ -1857,6 +1857,75 @@ def test_indirect_parametrization_gives_the_fixtures_their_params(engine: Engine
     assert not any(wrong.values())
 
 
+GENERATE_TESTS_SPEC = '''
+import pytest
+
+NAMES = []
+
+
+def pytest_generate_tests(metafunc):
+    if "g" in metafunc.fixturenames:
+        metafunc.parametrize("g", [1, pytest.param(2, id="two")], ids=["one", None])
+    if "h" in metafunc.fixturenames:
+        metafunc.parametrize("h", [5, pytest.param(0, marks=pytest.mark.xfail(strict=True))], indirect=True)
+    if metafunc.definition.get_closest_marker("pairs"):
+        metafunc.parametrize("a, b", [(1, 2), (3, 4)])
+
+
+@pytest.fixture(params=["p"])
+def fx(request):
+    return request.param
+
+
+@pytest.fixture
+def h(request):
+    return add(request.param, request.param)
+
+
+@pytest.mark.parametrize("m", [7])
+def test_order(request, g, m, fx):
+    NAMES.append(request.node.name)
+    assert add(g, m) == g + m
+
+
+def test_indirect(h):
+    assert h == 10
+
+
+@pytest.mark.pairs
+def test_marked(a, b):
+    assert add(a, b) == a + b
+
+
+class TestOwnHook:
+    def pytest_generate_tests(self, metafunc):
+        metafunc.parametrize("c", [0])
+
+    def test_c(self, request, c, g):
+        NAMES.append(request.node.name)
+        assert add(c, g) == g
+
+
+def test_every_name_was_pytests():
+    assert sorted(NAMES) == sorted(["test_order[one-p-7]", "test_order[two-p-7]", "test_c[0-one]", "test_c[0-two]"])
+    assert add(1, 2) == 3
+'''
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_a_specs_pytest_generate_tests_parametrizes_its_tests(engine: Engine, tmp_path: Path, isolation: str) -> None:
+    """The spec's `pytest_generate_tests` (the module's, and a test class's, called first) gets
+    a `metafunc` (`fixturenames`, `definition`'s marks) and parametrizes the tests as pytest
+    does: a direct and an `indirect` argument, `pytest.param` ids and marks, the cases' ids in
+    pytest's order (a class's hook, the module's, the fixtures' params, the marks). Every
+    verdict is pytest's on the same file, for a right and a wrong program."""
+    right, report = _as_pytest_judges(engine, tmp_path, ADD, GENERATE_TESTS_SPEC, isolation, 5)
+    assert all(right.values()) and "XFAIL" in report
+    wrong, _ = _as_pytest_judges(engine, tmp_path, "def add(a, b):\n    return a - b\n", GENERATE_TESTS_SPEC,
+                                 isolation, 5)
+    assert not any(wrong.values())
+
+
 def _as_pytest_judges(engine: Engine, directory: Path, program: str, spec: str, isolation: str,
                       tests: int) -> tuple[dict[str, bool], str]:
     """Whether knowbench passes each of the `tests` tests of `spec` on `program`, asserted to be

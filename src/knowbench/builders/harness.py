@@ -164,7 +164,8 @@ class SpecBuilder:
         for code in units_code:
             fixture_names |= _requested_fixtures(code)
             own.names |= free_names(code)
-        own.names |= ({"pytestmark"} | set(XUNIT_MODULE_HOOKS)) & set(module.bindings)
+        # (the module's marks, its collection hook and its xunit hooks: the harness applies them)
+        own.names |= ({"pytestmark", "pytest_generate_tests"} | set(XUNIT_MODULE_HOOKS)) & set(module.bindings)
         # The module's own marks travel with the spec (however they are made: under an `if`,
         # appended to): the fixtures their `usefixtures` names too, and the module's names their
         # `skipif`/`xfail` conditions read from a string.

@@ -215,7 +215,7 @@ _CURRENT_TMP = [None]  # the running item's `new_tmp_dir`, for the harness's `tm
 # What a test module's own code defines for pytest and unittest, never a program's: a program's
 # `setup_function` would run around every test (and could swap the test's code for a pass).
 _NOT_INHERITED = frozenset(("pytestmark", "setup_module", "teardown_module", "setUpModule", "tearDownModule",
-                            "setup_function", "teardown_function"))
+                            "setup_function", "teardown_function", "pytest_generate_tests"))
 
 
 def spec_loaded(namespace, program):
@@ -289,7 +289,7 @@ def _spec_classes(namespace):
 
 
 def _uses_pytest(namespace):
-    if "pytestmark" in namespace:
+    if "pytestmark" in namespace or "pytest_generate_tests" in namespace:
         return True
     for cls in _spec_classes(namespace):
         if _kb_owned(cls, "pytestmark", None, namespace.get("__name__")) is not None \
@@ -1879,16 +1879,20 @@ def _kb_call(function, owner=None, **builtins):
         raise _kb_unittest.SkipTest(f"marked {reason}")
     used = [name for mark in marks if mark.name == "usefixtures" for name in mark.args]
     ran = False
-    for whole_case, own_case_marks, case_id in _kb_cases(marks):
-        case, indirect = _kb_by_fixture(whole_case)
+    generated = _kb_generated(function, owner, used, marks)
+    for (hook_case, hook_marks, hook_id), (mark_case, mark_marks, case_id) in _kb_itertools.product(
+            generated, list(_kb_cases(marks))):
+        case, indirect = _kb_by_fixture({**hook_case, **mark_case})
+        own_case_marks = hook_marks + mark_marks
         for fixture_params, params_marks, params_id in _kb_fixture_cases(function, owner, used, case, indirect):
-            # (the fixtures' params were parametrized first, as pytest does: their marks and ids first)
-            case_marks = _kb_with_case(function, marks, params_marks + own_case_marks)
+            # (pytest parametrizes by the hooks first, then by the fixtures' params, then by the
+            # marks: the ids and the marks of the cases come in that order)
+            case_marks = _kb_with_case(function, marks, hook_marks + params_marks + mark_marks)
             own = _kb_own_marks(function) + len(params_marks) + len(own_case_marks)  # (marks `add_marker` follows)
             ran = True
             fixture_params = {**fixture_params, **indirect}
             node = _KbNode(_kb_spec(), owner, function, case_marks, own, {**case, **fixture_params},
-                           "-".join(part for part in (params_id, case_id) if part is not None),
+                           "-".join(part for part in (hook_id, params_id, case_id) if part is not None),
                            [*case, *(name for name, _ in _kb_closure(function, owner, used, case))])
 
             def run(case=case, fixture_params=fixture_params, case_marks=case_marks, node=node):
@@ -1898,6 +1902,48 @@ def _kb_call(function, owner=None, **builtins):
             _kb_expecting(node, run)
     if not ran:  # pytest skips a test whose parameter sets are empty (or all skipped)
         raise _kb_unittest.SkipTest("got empty parameter set")
+
+
+class _KbMetafunc:
+    """pytest's `metafunc`, given to a spec's `pytest_generate_tests` hook (a test class's,
+    then the module's, as pytest calls them) for each test: `parametrize` works as the mark
+    of that name does."""
+
+    def __init__(self, function, owner, fixturenames, marks):
+        self.function = function
+        self.cls = type(owner) if owner is not None else None
+        self.module = _KbModuleView(_kb_spec())
+        self.config = _kb_config()
+        self.fixturenames = list(fixturenames)
+        self.definition = _KbNode(_kb_spec(), owner, function, marks, _kb_own_marks(function), {}, None)
+        self._kb_marks = []
+
+    def parametrize(self, argnames, argvalues, indirect=False, ids=None, scope=None):
+        self._kb_marks.append(_KbMark("parametrize", (argnames, argvalues),
+                                      {"indirect": indirect, "ids": ids, "scope": scope}))
+
+
+class _KbMark:
+    """A mark the harness makes (a `pytest_generate_tests` hook's `parametrize`)."""
+
+    def __init__(self, name, args, kwargs):
+        self.name, self.args, self.kwargs = name, args, kwargs
+
+
+def _kb_generated(function, owner, used, marks):
+    """The cases the spec's `pytest_generate_tests` hooks give the test (as `_kb_cases`); one
+    empty case without any. The program's hook is never the spec's (`spec_loaded`)."""
+    hooks = []
+    if owner is not None and _kb_owned(type(owner), "pytest_generate_tests") is not None:
+        hooks.append(_kb_owned(type(owner), "pytest_generate_tests").__get__(owner, type(owner)))
+    if callable(_kb_spec().get("pytest_generate_tests")):
+        hooks.append(_kb_spec()["pytest_generate_tests"])
+    generated = []
+    for hook in hooks:
+        metafunc = _KbMetafunc(function, owner, [name for name, _ in _kb_closure(function, owner, used, {})], marks)
+        hook(metafunc)
+        generated += metafunc._kb_marks
+    return list(_kb_cases(generated))
 
 
 def _kb_call_unittest(case, name, run, builtins=None):
