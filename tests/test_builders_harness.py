@@ -195,6 +195,20 @@ def _run_mined(engine: SubprocessEngine, target: object, built: object) -> objec
                                            entry_point="double", limits=Limits(wall_s=30)))
 
 
+def _mined_where_pytest_says(root: Path, tests: dict[str, str], summary: str) -> tuple[object, object]:
+    """`tests` (path under tests/: source) written beside a `lib.double`, real pytest's
+    summary of them checked to hold `summary`, and the target and the spec mining builds."""
+    (root / "lib.py").write_text("def double(x):\n    '''Twice.'''\n    y = x * 2\n    return y\n")
+    (root / "tests").mkdir()
+    for name, source in tests.items():
+        (root / "tests" / name).write_text(source)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                          capture_output=True, text=True, timeout=120, cwd=root)
+    assert summary in done.stdout, done.stdout[-1500:]
+    _, target, built = _mine(root)
+    return target, built
+
+
 IDS_TESTS = """
 import pytest
 from lib import double
@@ -233,13 +247,7 @@ def test_mined_fixtures_keep_their_ids_and_their_params_marks(tmp_path: Path, en
     """A fixture's `ids=` (module-level, with a scope and without, and a class's own) and its
     params' marks reach the mined spec: each test checks the name pytest gives it, and the
     strict xfail param fails as pytest expects it to. Real pytest passes the same tests."""
-    (tmp_path / "lib.py").write_text("def double(x):\n    '''Twice.'''\n    y = x * 2\n    return y\n")
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "test_lib.py").write_text(IDS_TESTS)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert "4 passed, 1 xfailed" in done.stdout, done.stdout[-1500:]
-    _, target, built = _mine(tmp_path)
+    target, built = _mined_where_pytest_says(tmp_path, {"test_lib.py": IDS_TESTS}, "4 passed, 1 xfailed")
     execution = _run_mined(engine, target, built)
     assert {t.id.rsplit("::", 1)[-1]: t.status for t in execution.tests} == {
         "test_named": "pass", "test_wide": "pass", "test_own": "pass"}, [t.message[-400:] for t in execution.tests]
@@ -278,14 +286,8 @@ def test_mined_specs_know_the_options_their_conftests_add(tmp_path: Path, engine
     adds as a run without those options has them (by option name, long or short, and by dest;
     store_true's False, a literal default), as real pytest does on the same files. An option
     whose default is no literal (`str(1)`) is left out of the spec, not guessed."""
-    (tmp_path / "lib.py").write_text("def double(x):\n    '''Twice.'''\n    y = x * 2\n    return y\n")
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "conftest.py").write_text(OPTIONS_CONFTEST)
-    (tmp_path / "tests" / "test_lib.py").write_text(OPTIONS_TESTS)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert "1 passed" in done.stdout, done.stdout[-1500:]
-    _, target, built = _mine(tmp_path)
+    target, built = _mined_where_pytest_says(
+        tmp_path, {"conftest.py": OPTIONS_CONFTEST, "test_lib.py": OPTIONS_TESTS}, "1 passed")
     assert "'computed'" not in built.code
     execution = _run_mined(engine, target, built)
     assert [(t.id.rsplit("::", 1)[-1], t.status) for t in execution.tests] == [("test_options", "pass")], (
@@ -313,13 +315,7 @@ def test_generated(request, n):
 def test_mined_specs_keep_their_modules_pytest_generate_tests(tmp_path: Path, engine: SubprocessEngine) -> None:
     """A module's `pytest_generate_tests` (and what it reads) travels with the mined spec and
     parametrizes its tests as pytest does; a wrong program fails them."""
-    (tmp_path / "lib.py").write_text("def double(x):\n    '''Twice.'''\n    y = x * 2\n    return y\n")
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "test_lib.py").write_text(GENERATED_TESTS)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert "3 passed" in done.stdout, done.stdout[-1500:]
-    _, target, built = _mine(tmp_path)
+    target, built = _mined_where_pytest_says(tmp_path, {"test_lib.py": GENERATED_TESTS}, "3 passed")
     execution = _run_mined(engine, target, built)
     assert [(t.id.rsplit("::", 1)[-1], t.status) for t in execution.tests] == [("test_generated", "pass")], (
         [t.message[-600:] for t in execution.tests])
