@@ -326,6 +326,41 @@ def test_mined_specs_keep_their_modules_pytest_generate_tests(tmp_path: Path, en
     assert [t.status for t in wrong.tests] == ["fail"]
 
 
+CONFTEST_HOOK = """
+WIDTHS = [1, 2]
+
+
+def pytest_generate_tests(metafunc):
+    if "width" in metafunc.fixturenames:
+        metafunc.parametrize("width", WIDTHS, ids=lambda w: f"w{w}")
+"""
+
+BOTH_HOOKS_TESTS = """
+from lib import double
+
+
+def pytest_generate_tests(metafunc):
+    if "k" in metafunc.fixturenames:
+        metafunc.parametrize("k", [3])
+
+
+def test_both(request, k, width):
+    assert request.node.name == f"test_both[{k}-w{width}]"
+    assert double(k * width) == 2 * k * width
+"""
+
+
+def test_mined_specs_keep_their_conftests_pytest_generate_tests(tmp_path: Path, engine: SubprocessEngine) -> None:
+    """A conftest's `pytest_generate_tests` (and what it reads) travels with the mined spec
+    under a name of its own, beside the module's, and both parametrize the test in pytest's
+    order (the module's hook first)."""
+    target, built = _mined_where_pytest_says(
+        tmp_path, {"conftest.py": CONFTEST_HOOK, "test_lib.py": BOTH_HOOKS_TESTS}, "2 passed")
+    execution = _run_mined(engine, target, built)
+    assert [(t.id.rsplit("::", 1)[-1], t.status) for t in execution.tests] == [("test_both", "pass")], (
+        [t.message[-600:] for t in execution.tests])
+
+
 def test_a_testcase_through_a_helper_base_class_is_found_by_the_runner(tmp_path: Path) -> None:
     (tmp_path / "lib.py").write_text("def double(x):\n    '''Twice.'''\n    y = x * 2\n    return y\n")
     (tmp_path / "tests").mkdir()

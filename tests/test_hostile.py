@@ -540,6 +540,58 @@ CASES = [
         def test_b(want):
             assert add(2, 2) == want + 1
     """)}, preload=("pytest",)),
+    # -- a pytest_generate_tests hook the tests never had parametrizes a fixture's value away ----------
+    Case("add_a_generate_tests_hook_to_the_spec", dedent("""
+        import sys
+
+
+        def add(a, b):
+            spec = vars(sys.modules["knowbench_test"])
+            spec["pytest_generate_tests"] = lambda metafunc: (
+                metafunc.parametrize("want", [a - b]) if "want" in metafunc.fixturenames else None)
+            return a - b
+    """), {"t": dedent("""
+        import pytest
+
+
+        @pytest.fixture
+        def want():
+            return 3
+
+
+        def test_a(want):
+            assert add(1, 2) == want
+
+
+        def test_b(want):
+            assert add(2, 2) == want + 1
+    """)}, preload=("pytest",)),
+    Case("add_a_conftest_hook_to_the_harness", dedent("""
+        import knowbench_pytest
+
+
+        def add(a, b):
+            for harness in list(knowbench_pytest._HARNESSED.values()):
+                if harness:
+                    harness["_kb_GENERATE_HOOKS"].append(lambda metafunc: (
+                        metafunc.parametrize("want", [a - b]) if "want" in metafunc.fixturenames else None))
+            return a - b
+    """), {"t": dedent("""
+        import pytest
+
+
+        @pytest.fixture
+        def want():
+            return 3
+
+
+        def test_a(want):
+            assert add(1, 2) == want
+
+
+        def test_b(want):
+            assert add(2, 2) == want + 1
+    """)}, preload=("pytest",)),
     Case("new_code_for_a_fixture", dedent("""
         import sys
 

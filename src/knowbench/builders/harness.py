@@ -164,8 +164,13 @@ class SpecBuilder:
         for code in units_code:
             fixture_names |= _requested_fixtures(code)
             own.names |= free_names(code)
-        # (the module's marks, its collection hook and its xunit hooks: the harness applies them)
+        # (the module's marks, its collection hook and its xunit hooks: the harness applies them,
+        # and the conftests' collection hooks, which it calls after the module's)
         own.names |= ({"pytestmark", "pytest_generate_tests"} | set(XUNIT_MODULE_HOOKS)) & set(module.bindings)
+        for conftest in chain:
+            if "pytest_generate_tests" in conftest.bindings:
+                self._need(conftest).names.add("pytest_generate_tests")
+                self.wrapped = True
         # The module's own marks travel with the spec (however they are made: under an `if`,
         # appended to): the fixtures their `usefixtures` names too, and the module's names their
         # `skipif`/`xfail` conditions read from a string.
@@ -428,6 +433,12 @@ class SpecBuilder:
                     body += [self._rewire(needed.module, s) for s in self.replacements[id(statement)]]
                 elif isinstance(statement, _FunctionNode) and fixture_name(statement) is not None:
                     body += self._fixture(needed.module, statement)
+                elif needed.module in chain and isinstance(statement, _FunctionNode) and \
+                        statement.name == "pytest_generate_tests":
+                    # (a name of its own: the module's hook, or another conftest's, may be there)
+                    hook = copy.copy(self._rewire(needed.module, statement))
+                    hook.name = f"_kb_conftest_generate_tests_{chain.index(needed.module)}"
+                    body += [hook, parse_python(f"_kb_GENERATE_HOOKS.append({hook.name})").body[0]]
                 else:
                     body.append(self._rewire(needed.module, self._strip_unselected(needed.module, statement)))
                     if id(statement) in self.called_tests:

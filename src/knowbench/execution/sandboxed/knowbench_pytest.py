@@ -341,8 +341,8 @@ def _install_harness(namespace, own):
                 made.__kwdefaults__, made.__doc__ = value.__kwdefaults__, value.__doc__
                 value = made
             harness[name] = value
-    harness.update(_kb_FIXTURES={}, _kb_AUTOUSE=[], _kb_CLASSES_READY=set(), _kb_SCOPED={},
-                   _kb_SCOPED_TEARDOWNS=[])
+    harness.update(_kb_FIXTURES={}, _kb_AUTOUSE=[], _kb_GENERATE_HOOKS=[], _kb_CLASSES_READY=set(),
+                   _kb_SCOPED={}, _kb_SCOPED_TEARDOWNS=[])
     fixtures, autouse = harness["_kb_FIXTURES"], harness["_kb_AUTOUSE"]
     for name, function in (("tmp_path", _runner_tmp_path), ("monkeypatch", _runner_monkeypatch),
                            ("capsys", _runner_capsys), ("capfd", _runner_capsys), ("tmpdir", _runner_tmpdir)):
@@ -815,6 +815,8 @@ class _KbHarnessError(Exception):
 
 _kb_FIXTURES = {}
 _kb_AUTOUSE = []
+# The conftests' `pytest_generate_tests` hooks a mined spec carries, the root's first.
+_kb_GENERATE_HOOKS = []
 _kb_CLASSES_READY = set()
 _kb_NO_PARAM = object()
 
@@ -1931,13 +1933,16 @@ class _KbMark:
 
 
 def _kb_generated(function, owner, used, marks):
-    """The cases the spec's `pytest_generate_tests` hooks give the test (as `_kb_cases`); one
-    empty case without any. The program's hook is never the spec's (`spec_loaded`)."""
+    """The cases the spec's `pytest_generate_tests` hooks give the test (as `_kb_cases`), called
+    as pytest calls them: the test class's, the module's, then the conftests' from the test's
+    directory up; one empty case without any. The program's hook is never the spec's
+    (`spec_loaded`)."""
     hooks = []
     if owner is not None and _kb_owned(type(owner), "pytest_generate_tests") is not None:
         hooks.append(_kb_owned(type(owner), "pytest_generate_tests").__get__(owner, type(owner)))
     if callable(_kb_spec().get("pytest_generate_tests")):
         hooks.append(_kb_spec()["pytest_generate_tests"])
+    hooks += reversed(_kb_GENERATE_HOOKS)
     generated = []
     for hook in hooks:
         metafunc = _KbMetafunc(function, owner, [name for name, _ in _kb_closure(function, owner, used, {})], marks)

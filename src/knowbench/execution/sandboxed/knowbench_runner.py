@@ -682,11 +682,11 @@ _SPEC_DICTS = []
 _SPEC_CELLS = []
 _SPEC_FUNCTIONS = {}
 _HOOK_NAMES = frozenset(("setup_module", "teardown_module", "setUpModule", "tearDownModule", "setup_function",
-                         "teardown_function", "setup", "teardown"))
+                         "teardown_function", "setup", "teardown", "pytest_generate_tests"))
 _CLASS_HOOK_NAMES = frozenset(("setUp", "tearDown", "setUpClass", "tearDownClass", "asyncSetUp", "asyncTearDown",
                                "setup_method", "teardown_method", "setup_class", "teardown_class", "setup",
-                               "teardown", "run", "debug", "__call__", "__init__", "__new__", "__getattribute__",
-                               "__getattr__", "__init_subclass__", "__set_name__"))
+                               "teardown", "pytest_generate_tests", "run", "debug", "__call__", "__init__",
+                               "__new__", "__getattribute__", "__getattr__", "__init_subclass__", "__set_name__"))
 
 
 def _function_of(value):
@@ -814,7 +814,7 @@ def _watch_surface(namespace, program, program_globals):
             _SPEC_SURFACE.append((key, namespace, key, value))
             _watch_function(key, value)
     for space in (namespace,) if harness is None else (namespace, harness):
-        for registry in ("_kb_FIXTURES", "_kb_AUTOUSE"):
+        for registry in ("_kb_FIXTURES", "_kb_AUTOUSE", "_kb_GENERATE_HOOKS"):
             if id(space.get(registry)) not in program[1]:
                 _SPEC_SURFACE.append((registry, space, registry, space.get(registry, _MISSING)))
                 _watch_items(registry, space.get(registry))
@@ -843,6 +843,8 @@ def _watch_surface(namespace, program, program_globals):
             if member is not _MISSING and _runs(name, member, program):
                 _watch_function(f"{key}.{name}", member)
     _watch_marks("pytestmark", namespace)
+    if "pytest_generate_tests" not in namespace:  # (one added later would parametrize the tests)
+        _SPEC_SURFACE.append(("pytest_generate_tests", namespace, "pytest_generate_tests", _MISSING))
 
 
 def _surface_changed():
