@@ -566,6 +566,30 @@ CASES = [
         def test_b(want):
             assert add(2, 2) == want + 1
     """)}, preload=("pytest",)),
+    Case("program_defines_pytest_generate_tests", dedent("""
+        def pytest_generate_tests(metafunc):
+            if "want" in metafunc.fixturenames:
+                metafunc.parametrize("want", [-1])
+
+
+        def add(a, b):
+            return a - b
+    """), {"t": dedent("""
+        import pytest
+
+
+        @pytest.fixture
+        def want():
+            return 3
+
+
+        def test_a(want):
+            assert add(1, 2) == want
+
+
+        def test_b(want):
+            assert add(1, 2) == want
+    """)}, preload=("pytest",)),
     Case("add_a_conftest_hook_to_the_harness", dedent("""
         import knowbench_pytest
 
