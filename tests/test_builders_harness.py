@@ -361,6 +361,76 @@ def test_mined_specs_keep_their_conftests_pytest_generate_tests(tmp_path: Path, 
         [t.message[-600:] for t in execution.tests])
 
 
+RUNSLOW_CONFTEST = """
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", default=False, help="run slow tests")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: mark test as slow to run")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--runslow"):
+        return
+    skip_slow = pytest.mark.skip(reason="need --runslow option to run")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip_slow)
+    items[:] = [item for item in items if "unwanted" not in item.nodeid]
+"""
+
+RUNSLOW_TESTS = """
+import unittest
+
+import pytest
+from lib import double
+
+
+def test_fast():
+    assert double(2) == 4
+
+
+@pytest.mark.slow
+def test_slow():
+    assert double(3) == 5
+
+
+@pytest.mark.parametrize("n", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_cases(n):
+    assert double(n) == 2
+
+
+def test_unwanted():
+    assert double(1) == 3
+
+
+class TestCases(unittest.TestCase):
+    @pytest.mark.slow
+    def test_slow_method(self):
+        self.assertEqual(double(1), 3)
+
+    def test_method(self):
+        self.assertEqual(double(1), 2)
+"""
+
+
+def test_mined_specs_run_their_conftests_collection_modifyitems(tmp_path: Path, engine: SubprocessEngine) -> None:
+    """The conftest pattern pytest documents for slow tests (`pytest_addoption`'s `--runslow`,
+    `pytest_collection_modifyitems` marking the `slow` tests skip unless it is given) and a
+    hook that deselects tests: mined, the slow tests and cases are skipped and the deselected
+    one does not run, as under pytest, where a run of each would fail."""
+    target, built = _mined_where_pytest_says(
+        tmp_path, {"conftest.py": RUNSLOW_CONFTEST, "test_lib.py": RUNSLOW_TESTS}, "3 passed, 3 skipped in")
+    execution = _run_mined(engine, target, built)
+    assert {t.id.rsplit("::", 1)[-1]: t.reason or t.status for t in execution.tests} == {
+        "test_fast": "pass", "test_slow": "skipped", "test_cases": "pass", "test_unwanted": "skipped",
+        "test_slow_method": "skipped", "test_method": "pass"}, [t.message[-600:] for t in execution.tests]
+
+
 def test_a_testcase_through_a_helper_base_class_is_found_by_the_runner(tmp_path: Path) -> None:
     (tmp_path / "lib.py").write_text("def double(x):\n    '''Twice.'''\n    y = x * 2\n    return y\n")
     (tmp_path / "tests").mkdir()

@@ -566,6 +566,37 @@ CASES = [
         def test_b(want):
             assert add(2, 2) == want + 1
     """)}, preload=("pytest",)),
+    Case("add_a_collection_hook_to_the_harness", dedent("""
+        import knowbench_pytest
+        import pytest
+
+
+        def mark_expected(items):
+            for item in items:
+                item.add_marker(pytest.mark.xfail(reason="known"))
+
+
+        def add(a, b):
+            for harness in list(knowbench_pytest._HARNESSED.values()):
+                if harness:
+                    harness["_kb_MODIFY_HOOKS"].append(mark_expected)
+            return a - b
+    """), {"t": dedent("""
+        import pytest
+
+
+        @pytest.fixture
+        def want():
+            return 3
+
+
+        def test_a(want):
+            assert add(1, 2) == want
+
+
+        def test_b(want):
+            assert add(1, 2) == want
+    """)}, preload=("pytest",)),
     Case("program_defines_pytest_generate_tests", dedent("""
         def pytest_generate_tests(metafunc):
             if "want" in metafunc.fixturenames:

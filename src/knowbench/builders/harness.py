@@ -58,6 +58,9 @@ RUNNER_FIXTURES = ("tmp_path", "monkeypatch", "capsys")  # knowbench_pytest.RUNN
 # defines, though no test names them.
 XUNIT_MODULE_HOOKS = ("setup_module", "teardown_module", "setUpModule", "tearDownModule",
                       "setup_function", "teardown_function")
+# The conftests' hooks a spec carries, each into the harness's registry of its kind.
+CONFTEST_HOOKS = {"pytest_generate_tests": "_kb_GENERATE_HOOKS",
+                  "pytest_collection_modifyitems": "_kb_MODIFY_HOOKS"}
 MAX_ROUNDS = 12
 MAX_STATEMENTS = 400
 
@@ -119,6 +122,9 @@ class SpecBuilder:
         self.autouse: list[str] = []
         # A module-level `pytestmark` marks every test: each runs through the harness.
         self.module_marked = "pytestmark" in module.bindings
+        # A conftest's `pytest_collection_modifyitems` may mark or deselect any test: every test
+        # runs through the harness, which gives it to the hook.
+        self.modified = any("pytest_collection_modifyitems" in conftest.bindings for conftest in chain)
         for source in [*chain, module]:
             for node in source.tree.body:
                 if isinstance(node, _FunctionNode):
@@ -168,8 +174,8 @@ class SpecBuilder:
         # and the conftests' collection hooks, which it calls after the module's)
         own.names |= ({"pytestmark", "pytest_generate_tests"} | set(XUNIT_MODULE_HOOKS)) & set(module.bindings)
         for conftest in chain:
-            if "pytest_generate_tests" in conftest.bindings:
-                self._need(conftest).names.add("pytest_generate_tests")
+            for hook in set(CONFTEST_HOOKS) & set(conftest.bindings):
+                self._need(conftest).names.add(hook)
                 self.wrapped = True
         # The module's own marks travel with the spec (however they are made: under an `if`,
         # appended to): the fixtures their `usefixtures` names too, and the module's names their
@@ -214,7 +220,7 @@ class SpecBuilder:
     def _needs_wrapping(self, node: _FunctionNode) -> bool:
         arguments = [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs
                      if a.arg not in ("self", "cls")]
-        return bool(node.decorator_list) or bool(self.autouse) or self.module_marked or \
+        return bool(node.decorator_list) or bool(self.autouse) or self.module_marked or self.modified or \
             any(argument not in RUNNER_FIXTURES for argument in arguments)
 
     def _class_unit(self, module: Module, node: ast.ClassDef, selected: list[str]) -> list[ast.stmt]:
@@ -234,7 +240,7 @@ class SpecBuilder:
         if named_testcase or is_testcase_class(node, module, self.resolver):
             # The runner applies pytest's marks and autouse fixtures to a TestCase's methods
             # through the spec's harness (`_kb_call_unittest`), as pytest does.
-            if self.autouse or self.module_marked or _pytest_marked(module, cls):
+            if self.autouse or self.module_marked or self.modified or _pytest_marked(module, cls):
                 self.wrapped = True
             if not named_testcase:
                 # A TestCase through a repository base (`class T(BaseTest)`): the runner finds
@@ -434,11 +440,12 @@ class SpecBuilder:
                 elif isinstance(statement, _FunctionNode) and fixture_name(statement) is not None:
                     body += self._fixture(needed.module, statement)
                 elif needed.module in chain and isinstance(statement, _FunctionNode) and \
-                        statement.name == "pytest_generate_tests":
+                        statement.name in CONFTEST_HOOKS:
                     # (a name of its own: the module's hook, or another conftest's, may be there)
                     hook = copy.copy(self._rewire(needed.module, statement))
-                    hook.name = f"_kb_conftest_generate_tests_{chain.index(needed.module)}"
-                    body += [hook, parse_python(f"_kb_GENERATE_HOOKS.append({hook.name})").body[0]]
+                    hook.name = f"_kb_conftest_{chain.index(needed.module)}_{statement.name}"
+                    registry = CONFTEST_HOOKS[statement.name]
+                    body += [hook, parse_python(f"{registry}.append({hook.name})").body[0]]
                 else:
                     body.append(self._rewire(needed.module, self._strip_unselected(needed.module, statement)))
                     if id(statement) in self.called_tests:

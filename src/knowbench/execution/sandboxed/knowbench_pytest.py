@@ -341,8 +341,8 @@ def _install_harness(namespace, own):
                 made.__kwdefaults__, made.__doc__ = value.__kwdefaults__, value.__doc__
                 value = made
             harness[name] = value
-    harness.update(_kb_FIXTURES={}, _kb_AUTOUSE=[], _kb_GENERATE_HOOKS=[], _kb_CLASSES_READY=set(),
-                   _kb_SCOPED={}, _kb_SCOPED_TEARDOWNS=[])
+    harness.update(_kb_FIXTURES={}, _kb_AUTOUSE=[], _kb_GENERATE_HOOKS=[], _kb_MODIFY_HOOKS=[],
+                   _kb_CLASSES_READY=set(), _kb_SCOPED={}, _kb_SCOPED_TEARDOWNS=[])
     fixtures, autouse = harness["_kb_FIXTURES"], harness["_kb_AUTOUSE"]
     for name, function in (("tmp_path", _runner_tmp_path), ("monkeypatch", _runner_monkeypatch),
                            ("capsys", _runner_capsys), ("capfd", _runner_capsys), ("tmpdir", _runner_tmpdir)):
@@ -815,8 +815,10 @@ class _KbHarnessError(Exception):
 
 _kb_FIXTURES = {}
 _kb_AUTOUSE = []
-# The conftests' `pytest_generate_tests` hooks a mined spec carries, the root's first.
+# The conftests' `pytest_generate_tests` and `pytest_collection_modifyitems` hooks a mined
+# spec carries, the root's first.
 _kb_GENERATE_HOOKS = []
+_kb_MODIFY_HOOKS = []
 _kb_CLASSES_READY = set()
 _kb_NO_PARAM = object()
 
@@ -1880,7 +1882,7 @@ def _kb_call(function, owner=None, **builtins):
     if reason:
         raise _kb_unittest.SkipTest(f"marked {reason}")
     used = [name for mark in marks if mark.name == "usefixtures" for name in mark.args]
-    ran = False
+    ran, left_out = False, None
     generated = _kb_generated(function, owner, used, marks)
     for (hook_case, hook_marks, hook_id), (mark_case, mark_marks, case_id) in _kb_itertools.product(
             generated, list(_kb_cases(marks))):
@@ -1891,11 +1893,15 @@ def _kb_call(function, owner=None, **builtins):
             # marks: the ids and the marks of the cases come in that order)
             case_marks = _kb_with_case(function, marks, hook_marks + params_marks + mark_marks)
             own = _kb_own_marks(function) + len(params_marks) + len(own_case_marks)  # (marks `add_marker` follows)
-            ran = True
             fixture_params = {**fixture_params, **indirect}
             node = _KbNode(_kb_spec(), owner, function, case_marks, own, {**case, **fixture_params},
                            "-".join(part for part in (hook_id, params_id, case_id) if part is not None),
                            [*case, *(name for name, _ in _kb_closure(function, owner, used, case))])
+            reason = _kb_left_out(node)
+            if reason:
+                left_out = reason
+                continue
+            ran = True
 
             def run(case=case, fixture_params=fixture_params, case_marks=case_marks, node=node):
                 __tracebackhide__ = True
@@ -1903,7 +1909,7 @@ def _kb_call(function, owner=None, **builtins):
 
             _kb_expecting(node, run)
     if not ran:  # pytest skips a test whose parameter sets are empty (or all skipped)
-        raise _kb_unittest.SkipTest("got empty parameter set")
+        raise _kb_unittest.SkipTest(left_out or "got empty parameter set")
 
 
 class _KbMetafunc:
@@ -1951,6 +1957,25 @@ def _kb_generated(function, owner, used, marks):
     return list(_kb_cases(generated))
 
 
+def _kb_left_out(node):
+    """Why a test case does not run after the conftests' `pytest_collection_modifyitems`
+    hooks, or None: each is given it (alone, as `items`; with the config, and a session
+    holding both) as pytest gives it every test, the deepest conftest's first; one a hook
+    takes out of `items` is deselected, and one it marks skip (or skipif, true) is skipped,
+    as pytest leaves both unrun. The marks a hook adds are the test's."""
+    import types
+
+    for hook in reversed(_kb_MODIFY_HOOKS):
+        items = [node]
+        given = {"items": items, "config": node.config,
+                 "session": types.SimpleNamespace(config=node.config, items=items)}
+        hook(**{name: given[name] for name in _kb_arguments(hook) if name in given})
+        if not any(item is node for item in items):
+            return "deselected by a conftest's pytest_collection_modifyitems"
+    reason = _kb_skip_reason(list(node.iter_markers())) if _kb_MODIFY_HOOKS else None
+    return f"marked {reason}" if reason else None
+
+
 def _kb_call_unittest(case, name, run, builtins=None):
     """A `unittest.TestCase` method, which `run()` runs by unittest itself, as pytest runs one:
     the skip, skipif, xfail, filterwarnings and usefixtures marks of the method, its classes
@@ -1983,6 +2008,9 @@ def _kb_call_unittest(case, name, run, builtins=None):
             __tracebackhide__ = True
             _kb_run_case(test, case, {}, used, builtins or {}, fixture_params, case_marks, node)
 
+        left_out = _kb_left_out(node)
+        if left_out:
+            raise _kb_unittest.SkipTest(left_out)
         _kb_expecting(node, run_case)
 
 
