@@ -321,7 +321,11 @@ def _runner_capsys():
 
 def _runner_tmpdir(tmp_path):
     """pytest's `tmpdir`: `tmp_path` as a `py.path.local` (pytest's own class)."""
-    return _kb_local_path(tmp_path)
+    try:
+        from _pytest._py.path import LocalPath
+    except ImportError:  # pytest before 7.2
+        from py.path import local as LocalPath
+    return LocalPath(tmp_path)
 
 
 def _install_harness(namespace, own):
@@ -1628,11 +1632,11 @@ class _KbTmpPathFactory:
 
 
 def _kb_local_path(path):
-    """`path` as pytest's `py.path.local` (`tmpdir`)."""
-    try:
-        from _pytest._py.path import LocalPath
-    except ImportError:  # pytest before 7.2
-        from py.path import local as LocalPath
+    """`path` as pytest's `py.path.local` (`tmpdir`), pytest 7.2's and later's own class: a
+    spec carries this harness, and what it imports becomes the benchmark's requirements
+    (no `py` package for older pytest, which `_runner_tmpdir` falls back to)."""
+    from _pytest._py.path import LocalPath
+
     return LocalPath(path)
 
 
