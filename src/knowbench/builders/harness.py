@@ -266,10 +266,8 @@ class SpecBuilder:
         cls.name = f"_kb_{node.name}"
         if autouse:
             cls.body.append(parse_python(f"_kb_autouse = {autouse!r}").body[0])
-        if scopes:
-            cls.body.append(parse_python("_kb_fixture_scopes = {" + ", ".join(
-                f"{name!r}: {ast.unparse(value)}" for name, value in scopes.items()) + "}").body[0])
-        for attribute, given in (("_kb_fixture_params", params), ("_kb_fixture_ids", ids)):
+        for attribute, given in (("_kb_fixture_scopes", scopes), ("_kb_fixture_params", params),
+                                 ("_kb_fixture_ids", ids)):
             if given:
                 cls.body.append(parse_python(f"{attribute} = {{" + ", ".join(
                     f"{name!r}: {ast.unparse(value)}" for name, value in given.items()) + "}").body[0])
@@ -517,12 +515,14 @@ class SpecBuilder:
                                    if decorator_name(d).split(".")[-1] not in ("fixture", "yield_fixture")]
         function.name = f"_kb_fixture_{name}"
         params, scope, ids = (_fixture_keyword(node, keyword) for keyword in ("params", "scope", "ids"))
-        # (function, params, scope, ids): the scope is pytest's default, the function's, where
-        # only ids are given; specs mined before give (function, params[, scope])
-        wider = f", {ast.unparse(scope) if scope is not None else repr('function')}" if scope is not None or ids is not None else ""
-        named = f", {ast.unparse(ids)}" if ids is not None else ""
-        registry = parse_python(f"_kb_FIXTURES[{name!r}] = ({function.name}, "
-                             f"{ast.unparse(params) if params is not None else 'None'}{wider}{named})").body[0]
+        # (function, params[, scope[, ids]]): the scope pytest's default, `function`, where only
+        # ids are given (specs mined before give no ids, and earlier ones no scope)
+        entry = [function.name, ast.unparse(params) if params is not None else "None"]
+        if scope is not None or ids is not None:
+            entry.append(ast.unparse(scope) if scope is not None else repr("function"))
+        if ids is not None:
+            entry.append(ast.unparse(ids))
+        registry = parse_python(f"_kb_FIXTURES[{name!r}] = ({', '.join(entry)})").body[0]
         self.wrapped = True
         return [self._rewire(module, function), registry]
 
@@ -739,6 +739,8 @@ def _added_options(chain: list[Module]) -> tuple[dict[str, object], dict[str, st
                         and call.func.attr == "addoption"):
                     continue
                 options = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+                if len(options) != len(call.args) or not options:
+                    continue
                 keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}
                 try:
                     given = {key: ast.literal_eval(keywords[key]) for key in ("dest", "default", "action")
@@ -746,8 +748,6 @@ def _added_options(chain: list[Module]) -> tuple[dict[str, object], dict[str, st
                 except ValueError:
                     continue
                 long_names = [o for o in options if o.startswith("--")]
-                if len(options) != len(call.args) or not options:
-                    continue
                 dest = given.get("dest") or (long_names[0][2:].replace("-", "_") if long_names else options[0][1:])
                 if not isinstance(dest, str):
                     continue

@@ -1891,16 +1891,17 @@ def _kb_call(function, owner=None, **builtins):
     for (hook_case, hook_marks, hook_id), (mark_case, mark_marks, case_id) in _kb_itertools.product(
             generated, list(_kb_cases(marks))):
         case, indirect = _kb_by_fixture({**hook_case, **mark_case})
-        own_case_marks = hook_marks + mark_marks
+        fixturenames = [*case, *(name for name, _ in _kb_closure(function, owner, used, case))]
         for fixture_params, params_marks, params_id in _kb_fixture_cases(function, owner, used, case, indirect):
             # (pytest parametrizes by the hooks first, then by the fixtures' params, then by the
             # marks: the ids and the marks of the cases come in that order)
-            case_marks = _kb_with_case(function, marks, hook_marks + params_marks + mark_marks)
-            own = _kb_own_marks(function) + len(params_marks) + len(own_case_marks)  # (marks `add_marker` follows)
+            own_case_marks = hook_marks + params_marks + mark_marks
+            case_marks = _kb_with_case(function, marks, own_case_marks)
+            own = _kb_own_marks(function) + len(own_case_marks)  # (marks `add_marker` follows)
             fixture_params = {**fixture_params, **indirect}
             node = _KbNode(_kb_spec(), owner, function, case_marks, own, {**case, **fixture_params},
                            "-".join(part for part in (hook_id, params_id, case_id) if part is not None),
-                           [*case, *(name for name, _ in _kb_closure(function, owner, used, case))])
+                           fixturenames)
             reason = _kb_left_out(node)
             if reason:
                 left_out = reason
@@ -1947,15 +1948,15 @@ def _kb_generated(function, owner, used, marks):
     as pytest calls them: the test class's, the module's, then the conftests' from the test's
     directory up; one empty case without any. The program's hook is never the spec's
     (`spec_loaded`)."""
-    hooks = []
-    if owner is not None and _kb_owned(type(owner), "pytest_generate_tests") is not None:
-        hooks.append(_kb_owned(type(owner), "pytest_generate_tests").__get__(owner, type(owner)))
+    own = _kb_owned(type(owner), "pytest_generate_tests") if owner is not None else None
+    hooks = [own.__get__(owner, type(owner))] if own is not None else []
     if callable(_kb_spec().get("pytest_generate_tests")):
         hooks.append(_kb_spec()["pytest_generate_tests"])
     hooks += reversed(_kb_GENERATE_HOOKS)
+    fixturenames = [name for name, _ in _kb_closure(function, owner, used, {})] if hooks else []
     generated = []
     for hook in hooks:
-        metafunc = _KbMetafunc(function, owner, [name for name, _ in _kb_closure(function, owner, used, {})], marks)
+        metafunc = _KbMetafunc(function, owner, fixturenames, marks)
         hook(metafunc)
         generated += metafunc._kb_marks
     return list(_kb_cases(generated))
