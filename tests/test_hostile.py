@@ -125,6 +125,24 @@ T_UNITTEST_RAISES = {"t": dedent("""
             with self.assertRaises(ValueError):
                 add(2, 2)
 """)}
+# Pass with an honest add, checked against a fixture (`want`): a candidate that makes the
+# fixture's value its own answer passes them.
+T_WANT_FIXTURE = {"t": dedent("""
+    import pytest
+
+
+    @pytest.fixture
+    def want():
+        return 3
+
+
+    def test_a(want):
+        assert add(1, 2) == want
+
+
+    def test_b(want):
+        assert add(2, 2) == want + 1
+""")}
 T_PYTEST_APPROX = {"t": dedent("""
     import pytest
 
@@ -524,22 +542,7 @@ CASES = [
                 if harness:
                     harness["_kb_FIXTURES"]["want"] = (lambda: a - b, None, "function")
             return a - b
-    """), {"t": dedent("""
-        import pytest
-
-
-        @pytest.fixture
-        def want():
-            return 3
-
-
-        def test_a(want):
-            assert add(1, 2) == want
-
-
-        def test_b(want):
-            assert add(2, 2) == want + 1
-    """)}, preload=("pytest",)),
+    """), T_WANT_FIXTURE, preload=("pytest",)),
     # -- a pytest_generate_tests hook the tests never had parametrizes a fixture's value away ----------
     Case("add_a_generate_tests_hook_to_the_spec", dedent("""
         import sys
@@ -550,22 +553,7 @@ CASES = [
             spec["pytest_generate_tests"] = lambda metafunc: (
                 metafunc.parametrize("want", [a - b]) if "want" in metafunc.fixturenames else None)
             return a - b
-    """), {"t": dedent("""
-        import pytest
-
-
-        @pytest.fixture
-        def want():
-            return 3
-
-
-        def test_a(want):
-            assert add(1, 2) == want
-
-
-        def test_b(want):
-            assert add(2, 2) == want + 1
-    """)}, preload=("pytest",)),
+    """), T_WANT_FIXTURE, preload=("pytest",)),
     Case("add_a_collection_hook_to_the_harness", dedent("""
         import knowbench_pytest
         import pytest
@@ -581,22 +569,7 @@ CASES = [
                 if harness:
                     harness["_kb_MODIFY_HOOKS"].append(mark_expected)
             return a - b
-    """), {"t": dedent("""
-        import pytest
-
-
-        @pytest.fixture
-        def want():
-            return 3
-
-
-        def test_a(want):
-            assert add(1, 2) == want
-
-
-        def test_b(want):
-            assert add(1, 2) == want
-    """)}, preload=("pytest",)),
+    """), T_WANT_FIXTURE, preload=("pytest",)),
     Case("program_defines_pytest_generate_tests", dedent("""
         def pytest_generate_tests(metafunc):
             if "want" in metafunc.fixturenames:
@@ -605,22 +578,7 @@ CASES = [
 
         def add(a, b):
             return a - b
-    """), {"t": dedent("""
-        import pytest
-
-
-        @pytest.fixture
-        def want():
-            return 3
-
-
-        def test_a(want):
-            assert add(1, 2) == want
-
-
-        def test_b(want):
-            assert add(1, 2) == want
-    """)}, preload=("pytest",)),
+    """), T_WANT_FIXTURE, preload=("pytest",)),
     Case("add_a_conftest_hook_to_the_harness", dedent("""
         import knowbench_pytest
 
@@ -631,22 +589,7 @@ CASES = [
                     harness["_kb_GENERATE_HOOKS"].append(lambda metafunc: (
                         metafunc.parametrize("want", [a - b]) if "want" in metafunc.fixturenames else None))
             return a - b
-    """), {"t": dedent("""
-        import pytest
-
-
-        @pytest.fixture
-        def want():
-            return 3
-
-
-        def test_a(want):
-            assert add(1, 2) == want
-
-
-        def test_b(want):
-            assert add(2, 2) == want + 1
-    """)}, preload=("pytest",)),
+    """), T_WANT_FIXTURE, preload=("pytest",)),
     Case("new_code_for_a_fixture", dedent("""
         import sys
 

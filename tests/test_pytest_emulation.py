@@ -1799,11 +1799,8 @@ def test_a_fixtures_ids_and_its_params_marks_are_pytests(engine: Engine, tmp_pat
     pytest applies them: an xfail param's failure is an xfail, a skipped one is not run, a
     repeated id is numbered. The last test checks the names the others saw against the names
     pytest gives them, and pytest passes it on the same file."""
-    right, report = _as_pytest_judges(engine, tmp_path, ADD, FIXTURE_IDS_SPEC, isolation, 7)
-    assert all(right.values()) and "XFAIL" in report and "SKIPPED" in report
-    wrong, _ = _as_pytest_judges(engine, tmp_path, "def add(a, b):\n    return a - b\n", FIXTURE_IDS_SPEC,
-                                 isolation, 7)
-    assert not any(wrong.values())
+    report = _right_passes_and_wrong_fails_as_pytest_judges(engine, tmp_path, FIXTURE_IDS_SPEC, isolation, 7)
+    assert "XFAIL" in report and "SKIPPED" in report
 
 
 INDIRECT_SPEC = '''
@@ -1851,10 +1848,7 @@ def test_indirect_parametrization_gives_the_fixtures_their_params(engine: Engine
     fixture of that name as `request.param` (in place of the fixture's own `params`), not the
     test, and the fixture still gets the fixtures it asks for, as pytest runs them: each
     test's verdict is pytest's on the same file, for a right and a wrong program."""
-    right, report = _as_pytest_judges(engine, tmp_path, ADD, INDIRECT_SPEC, isolation, 3)
-    assert all(right.values()) and "XFAIL" in report
-    wrong, _ = _as_pytest_judges(engine, tmp_path, "def add(a, b):\n    return a - b\n", INDIRECT_SPEC, isolation, 3)
-    assert not any(wrong.values())
+    assert "XFAIL" in _right_passes_and_wrong_fails_as_pytest_judges(engine, tmp_path, INDIRECT_SPEC, isolation, 3)
 
 
 GENERATE_TESTS_SPEC = '''
@@ -1919,11 +1913,19 @@ def test_a_specs_pytest_generate_tests_parametrizes_its_tests(engine: Engine, tm
     does: a direct and an `indirect` argument, `pytest.param` ids and marks, the cases' ids in
     pytest's order (a class's hook, the module's, the fixtures' params, the marks). Every
     verdict is pytest's on the same file, for a right and a wrong program."""
-    right, report = _as_pytest_judges(engine, tmp_path, ADD, GENERATE_TESTS_SPEC, isolation, 5)
-    assert all(right.values()) and "XFAIL" in report
-    wrong, _ = _as_pytest_judges(engine, tmp_path, "def add(a, b):\n    return a - b\n", GENERATE_TESTS_SPEC,
-                                 isolation, 5)
+    assert "XFAIL" in _right_passes_and_wrong_fails_as_pytest_judges(engine, tmp_path, GENERATE_TESTS_SPEC,
+                                                                     isolation, 5)
+
+
+def _right_passes_and_wrong_fails_as_pytest_judges(engine: Engine, directory: Path, spec: str, isolation: str,
+                                                   tests: int) -> str:
+    """`_as_pytest_judges` for `ADD`, which passes every test of `spec`, and for `WRONG`, which
+    fails every one; pytest's report of `ADD`'s run."""
+    right, report = _as_pytest_judges(engine, directory, ADD, spec, isolation, tests)
+    assert all(right.values())
+    wrong, _ = _as_pytest_judges(engine, directory, WRONG, spec, isolation, tests)
     assert not any(wrong.values())
+    return report
 
 
 def _as_pytest_judges(engine: Engine, directory: Path, program: str, spec: str, isolation: str,
