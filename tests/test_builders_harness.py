@@ -188,9 +188,11 @@ def _mine(root: Path, module: str = "lib", function: str = "double") -> tuple[li
     return units, target, SpecBuilder(repository, resolver, target).build(units[0].module, units)
 
 
-def _run_mined(engine: SubprocessEngine, target: object, built: object) -> object:
-    """The mined spec run against the target's reference."""
+def _run_mined(engine: SubprocessEngine, target: object, built: object, wrong: bool = False) -> object:
+    """The mined spec run against the target's reference (`wrong`: one that triples)."""
     program = assemble(target.context, target.prompt_code, target.entry_point, target.reference).program
+    if wrong:
+        program = program.replace("y = x * 2", "y = x * 3")
     return engine.execute(ExecutionRequest(program=program, tests=[TestSpec(name=built.name, code=built.code)],
                                            entry_point="double", limits=Limits(wall_s=30)))
 
@@ -319,11 +321,7 @@ def test_mined_specs_keep_their_modules_pytest_generate_tests(tmp_path: Path, en
     execution = _run_mined(engine, target, built)
     assert [(t.id.rsplit("::", 1)[-1], t.status) for t in execution.tests] == [("test_generated", "pass")], (
         [t.message[-600:] for t in execution.tests])
-    program = assemble(target.context, target.prompt_code, target.entry_point, target.reference).program
-    wrong = engine.execute(ExecutionRequest(program=program.replace("y = x * 2", "y = x * 3"),
-                                            tests=[TestSpec(name=built.name, code=built.code)],
-                                            entry_point="double", limits=Limits(wall_s=30)))
-    assert [t.status for t in wrong.tests] == ["fail"]
+    assert [t.status for t in _run_mined(engine, target, built, wrong=True).tests] == ["fail"]
 
 
 CONFTEST_HOOK = """
@@ -429,6 +427,38 @@ def test_mined_specs_run_their_conftests_collection_modifyitems(tmp_path: Path, 
     assert {t.id.rsplit("::", 1)[-1]: t.reason or t.status for t in execution.tests} == {
         "test_fast": "pass", "test_slow": "skipped", "test_cases": "pass", "test_unwanted": "skipped",
         "test_slow_method": "skipped", "test_method": "pass"}, [t.message[-600:] for t in execution.tests]
+
+
+SUBTESTS_TESTS = """
+import pytest
+from lib import double
+
+
+@pytest.mark.parametrize("factor", [1, 2])
+def test_each_value(subtests, factor):
+    for value in (0, 3, -4):
+        with subtests.test(str(value), factor=factor):
+            assert double(value * factor) == 2 * value * factor
+
+
+class TestDouble:
+    def test_in_a_method(self, subtests):
+        with subtests.test(msg="one"):
+            assert double(1) == 2
+        assert double(0) == 0
+"""
+
+
+def test_mined_specs_serve_pytests_subtests(tmp_path: Path, engine: SubprocessEngine) -> None:
+    """Tests that use pytest's `subtests` fixture (pytest 9's own, the pytest-subtests plugin's
+    before it), as Pint's do, are mined and pass on the reference, as under pytest; a wrong
+    program fails them, though every test's own body passes."""
+    target, built = _mined_where_pytest_says(tmp_path, {"test_lib.py": SUBTESTS_TESTS}, "3 passed, 7 subtests passed in")
+    assert "def _kb_subtests(" in built.code
+    execution = _run_mined(engine, target, built)
+    assert [t.status for t in execution.tests] == ["pass", "pass"], [t.message[-600:] for t in execution.tests]
+    wrong = _run_mined(engine, target, built, wrong=True)
+    assert [(t.status, "in sub-test" in t.message) for t in wrong.tests] == [("fail", True), ("fail", True)]
 
 
 def test_a_testcase_through_a_helper_base_class_is_found_by_the_runner(tmp_path: Path) -> None:

@@ -1957,6 +1957,91 @@ def _pytests_verdicts(directory: Path, source: str) -> tuple[dict[str, bool], st
     return verdicts, done.stdout
 
 
+SUBTESTS_SPEC = '''
+import pytest
+
+
+def test_every_sub_test(subtests):
+    for i in range(3):
+        with subtests.test("plus one", i=i):
+            assert add(i, 1) == i + 1
+
+
+def test_a_sub_test_fails_the_test_whose_body_passes(subtests):
+    with subtests.test(msg="the sum"):
+        assert add(2, 2) == 4
+    assert True
+
+
+def test_a_sub_tests_error_and_exit(subtests):
+    with subtests.test():
+        if add(1, 1) != 2:
+            raise SystemExit(3)
+    with subtests.test(kind="error"):
+        {2: None}[add(1, 1)]
+
+
+def test_the_body_after_sub_tests(subtests):
+    with subtests.test():
+        pass
+    assert add(3, 3) == 6
+
+
+@pytest.mark.xfail(raises=ZeroDivisionError, reason="only that")
+def test_an_xfail_mark_that_expects_another_error(subtests):
+    with subtests.test():
+        assert add(1, 2) == 3
+
+
+@pytest.mark.xfail(strict=True, reason="known")
+def test_a_strict_xfail_mark_expects_the_sub_tests_failure(subtests):
+    with subtests.test():
+        assert add(1, 2) != 3
+    assert add(1, 2) != 3
+
+
+def test_a_sub_tests_own_xfail(subtests):
+    with subtests.test("not yet"):
+        pytest.xfail("later")
+    assert add(1, 2) == 3
+
+
+class TestInAClass:
+    def test_sub_tests_of_a_method(self, subtests):
+        for i in range(2):
+            with subtests.test(i=i):
+                assert add(i, i) == 2 * i
+'''
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_pytests_subtests_fixture_is_pytests(engine: Engine, tmp_path: Path, isolation: str) -> None:
+    """pytest's `subtests` (pytest 9's own, pytest-subtests' before it): an exception ends its
+    block, not the test (a `SystemExit` too), and a failed sub-test fails a test whose body
+    passed; a failure the test's xfail mark expects is the sub-test's expected failure (so a
+    strict mark's test passes only if a sub-test fails); a sub-test's own `pytest.xfail()`
+    is an xfail. Every verdict is pytest's on the same file, for a right and a wrong program."""
+    report = _right_passes_and_wrong_fails_as_pytest_judges(engine, tmp_path, SUBTESTS_SPEC, isolation, 8)
+    assert "contains 1 failed subtest" not in report
+    wrong, report = _as_pytest_judges(engine, tmp_path, WRONG, SUBTESTS_SPEC, isolation, 8)
+    assert "contains 1 failed subtest" in report and not any(wrong.values())
+    result = engine.execute(make_request(WRONG, SUBTESTS_SPEC, "add", preload=["pytest"], isolation=isolation,
+                                         trusted_program=ADD))
+    failed = {t.id.rsplit(":", 1)[-1]: t.message for t in result.tests}
+    assert "in sub-test [plus one] (i=0)" in failed["test_every_sub_test"]
+    assert "in sub-test [the sum]" in failed["test_a_sub_test_fails_the_test_whose_body_passes"]
+
+
+def test_a_skipped_sub_test_is_no_pass(engine: Engine) -> None:
+    """Where pytest passes a test around a sub-test that skips, knowbench does not: no skipped
+    test passes (as with a unittest `subTest`), so the skip is what the test ends with."""
+    spec = ("import pytest\n\n\ndef test_around_a_skip(subtests):\n    with subtests.test('here'):\n"
+            "        pytest.skip('not on this platform')\n    assert add(1, 2) == 3\n")
+    result = engine.execute(make_request(ADD, spec, "add", preload=["pytest"]))
+    assert [(t.status, t.reason) for t in result.tests] == [("error", "skipped")]
+    assert "not on this platform" in result.tests[0].message
+
+
 PHASES_SPEC = '''
 import unittest
 
@@ -2126,15 +2211,35 @@ class TestAdd(unittest.TestCase):
 """
 
 
+PYTEST_SUB_TESTS = """
+def test_in_sub_tests(subtests):
+    for i in range(2):
+        with subtests.test(i=i):
+            assert add(i, 1) == i + 1
+"""
+
+
 @pytest.mark.parametrize("isolation", ["in-process", "split"])
 @pytest.mark.parametrize("outcome", ["skip", "xfail"])
-def test_a_sub_tests_skip_or_xfail_is_the_tests_to_make(engine: Engine, outcome: str, isolation: str) -> None:
-    """A sub-test's skip or xfail gives way to a later failure, and otherwise is judged as any
-    other: the candidate's own `pytest.skip()` or `pytest.xfail()` never passes the test."""
+@pytest.mark.parametrize("tests", [SUB_TESTS, PYTEST_SUB_TESTS], ids=["unittest", "pytest"])
+def test_a_sub_tests_skip_or_xfail_is_the_tests_to_make(engine: Engine, outcome: str, isolation: str,
+                                                        tests: str) -> None:
+    """A sub-test's skip or xfail (unittest's `subTest`, pytest's `subtests`) gives way to a
+    later failure (a later sub-test's), and otherwise is judged as any other: the candidate's
+    own `pytest.skip()` or `pytest.xfail()` never passes the test."""
     program = f"import pytest\n\n\ndef add(a, b):\n    pytest.{outcome}('not mine')\n"
-    result = engine.execute(make_request(program, SUB_TESTS, "add", preload=["pytest"], isolation=isolation,
+    result = engine.execute(make_request(program, tests, "add", preload=["pytest"], isolation=isolation,
                                          trusted_program=ADD))
     assert [t.status for t in result.tests] == ["error"], [t.message for t in result.tests]
+    program = f"import pytest\n\n\ndef add(a, b):\n    if a == 0:\n        pytest.{outcome}('not mine')\n    return 0\n"
+    result = engine.execute(make_request(program, tests, "add", preload=["pytest"], isolation=isolation,
+                                         trusted_program=ADD))
+    if isolation == "in-process":  # (split: the candidate's skip crosses as an exception, a failure itself)
+        assert [(t.status, t.reason) for t in result.tests] == [("fail", "assertion")], \
+            [t.message for t in result.tests]
+        assert "(i=1)" in result.tests[0].message
+    else:
+        assert [t.status for t in result.tests] == ["error"], [t.message for t in result.tests]
 
 
 HELPERS_THE_TESTS_CHANGE = """

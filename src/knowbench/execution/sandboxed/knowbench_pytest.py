@@ -239,7 +239,7 @@ def forget_specs():
 
 
 # Fixtures only the spec harness serves: a test asking for one runs through it.
-_HARNESS_ONLY = frozenset(("request", "pytestconfig"))
+_HARNESS_ONLY = frozenset(("request", "pytestconfig", "subtests"))
 
 
 def spec_harness(namespace, needed=False):
@@ -424,12 +424,11 @@ class _UnittestOutcome(__import__("unittest").TestResult):
         self.problem, self.skip, self.unexpected = None, None, False
 
     def _keep(self, err, subtest=None):
-        # The first failure decides, as pytest has it; a skip or an xfail (a sub-test's, say)
-        # gives way to a later failure, and is what the runner judges when no failure follows.
-        if self.problem is None or (_kb_outcome(self.problem) and not _kb_outcome(err[1])):
-            self.problem = err[1]
-            if subtest is not None and hasattr(self.problem, "add_note"):
-                self.problem.add_note(f"in sub-test {subtest._subDescription()}")
+        kept = _kb_first_problem(self.problem, err[1])
+        if kept is not self.problem:
+            self.problem = kept
+            if subtest is not None:
+                _kb_note(kept, f"in sub-test {subtest._subDescription()}")
 
     def addError(self, test, err):
         self._keep(err)
@@ -1174,6 +1173,73 @@ def _kb_recwarn():
         yield recorder
 
 
+class _KbSubtests:
+    """pytest's `subtests` (pytest 9's own fixture, pytest-subtests' before it): each `with
+    subtests.test(msg, **kwargs):` block is a sub-test. An exception ends the block, not the
+    test, as pytest has it (KeyboardInterrupt and `pytest.exit` end the test); a failure the
+    test's xfail mark expects is the sub-test's expected failure. The first failure of a
+    sub-test fails the test once its body has passed, as pytest fails a test that contains
+    failed subtests. A skip or an xfail (`pytest.skip`, `pytest.xfail`) in a sub-test gives way
+    to a later failure, and is what the test ends with when none follows, as a unittest
+    `subTest`'s is: knowbench passes no skipped test, where pytest passes the test around a
+    skipped sub-test."""
+
+    def __init__(self, node):
+        self._kb_node, self._kb_problem = node, None
+
+    def test(self, msg=None, **kwargs):
+        return _KbSubtest(self, msg, kwargs)
+
+
+class _KbSubtest:
+    """One `subtests.test(...)` block."""
+
+    def __init__(self, subtests, msg, kwargs):
+        self._kb_subtests, self._kb_msg, self._kb_kwargs = subtests, msg, kwargs
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, kind, error, traceback):
+        import sys
+
+        if error is None or isinstance(error, KeyboardInterrupt) \
+                or type(error) is getattr(sys.modules.get("_pytest.outcomes"), "Exit", None):
+            return False
+        subtests = self._kb_subtests
+        if _kb_outcome(error) or not _kb_expected(_kb_xfail(list(subtests._kb_node.iter_markers())), error):
+            kept = _kb_first_problem(subtests._kb_problem, error)
+            if kept is not subtests._kb_problem:
+                subtests._kb_problem = kept
+                _kb_note(kept, "in sub-test " + " ".join(
+                    ([f"[{self._kb_msg}]"] if self._kb_msg is not None else [])
+                    + ([f"({', '.join(f'{key}={value!r}' for key, value in self._kb_kwargs.items())})"]
+                       if self._kb_kwargs else [])) or "in sub-test (<subtest>)")
+        return True
+
+
+def _kb_subtests(request):
+    """pytest's `subtests` fixture (`_KbSubtests`): what its sub-tests found fails the test
+    after its body."""
+    subtests = _KbSubtests(request.node)
+    yield subtests
+    if subtests._kb_problem is not None:
+        raise subtests._kb_problem
+
+
+def _kb_first_problem(kept, error):
+    """What decides a test whose parts (sub-tests, unittest's or pytest's) ended in `kept`
+    (None: none yet) and then in `error`: the first failure, as pytest has it; a skip or an
+    xfail gives way to a later failure, and decides when no failure follows."""
+    return error if kept is None or (_kb_outcome(kept) and not _kb_outcome(error)) else kept
+
+
+def _kb_note(error, note):
+    """`note` added to `error`'s report (Python 3.11 and later)."""
+    if hasattr(error, "add_note"):
+        error.add_note(note)
+
+
 def _kb_warning_filters(marks):
     """The test's `filterwarnings` marks made warning filters, as pytest makes them: in the
     order its marks come (the test's own first), each put in front of the filters."""
@@ -1659,6 +1725,8 @@ _kb_BUILTIN_FIXTURES = {"mocker": (_KbMocker, "stopall"), "caplog": (_KbCaplog, 
                         "tmp_path_factory": (_KbTmpPathFactory, "close"),
                         "tmpdir_factory": (_KbTmpdirFactory, "close"),
                         "capsysbinary": (_KbCaptureBinary, "close"), "capfdbinary": (_KbCaptureBinary, "close")}
+# Built-in fixtures the harness serves as fixture functions of its own.
+_kb_FIXTURE_FUNCTIONS = {"recwarn": _kb_recwarn, "subtests": _kb_subtests}
 # Fixtures wider than a function, set up once: (name, param) -> value.
 _kb_SCOPED = {}
 # The tear-downs of those that yielded: (their scope, class or None, key in _kb_SCOPED, tear-down).
@@ -1735,8 +1803,8 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
         if name == "capfd" and "capsys" in builtins:
             return builtins["capsys"]
         entry = _kb_lookup(name, None if outer else owner)
-        if entry is None and name == "recwarn":
-            entry = (_kb_recwarn, None, "function", None)
+        if entry is None and name in _kb_FIXTURE_FUNCTIONS:
+            entry = (_kb_FIXTURE_FUNCTIONS[name], None, "function", None)
         if entry is None and name in _kb_BUILTIN_FIXTURES:
             made, teardown = _kb_BUILTIN_FIXTURES[name]
             values[slot] = made()
@@ -1867,14 +1935,20 @@ def _kb_expecting(node, run):
     except (_kb_unittest.SkipTest, KeyboardInterrupt):
         raise
     except BaseException as error:  # (pytest.fail's and SystemExit are failures too)
-        xfail = xfail or node._kb_xfail_at_call  # (a failure in the set-up: the marks it started with)
-        if xfail is None or not isinstance(error, xfail.kwargs.get("raises") or BaseException) \
-                or _kb_is_pytest_skip(error) or isinstance(error, _KbHarnessError):
+        # (a failure in the set-up: the marks it started with)
+        if not _kb_expected(xfail or node._kb_xfail_at_call, error):
             raise
         return
     xfail = xfail or node._kb_xfail_at_call
     if xfail is not None and xfail.kwargs.get("strict", False):
         raise AssertionError("[XPASS(strict)] the test is marked xfail(strict=True) but passed")
+
+
+def _kb_expected(xfail, error):
+    """Whether the xfail mark `xfail` (None: none applies) expects the failure `error`: its
+    `raises`, or any; never a skip, nor the harness's own error."""
+    return xfail is not None and isinstance(error, xfail.kwargs.get("raises") or BaseException) \
+        and not _kb_is_pytest_skip(error) and not isinstance(error, _KbHarnessError)
 
 
 def _kb_call(function, owner=None, **builtins):
