@@ -429,6 +429,73 @@ def test_mined_specs_run_their_conftests_collection_modifyitems(tmp_path: Path, 
         "test_slow_method": "skipped", "test_method": "pass"}, [t.message[-600:] for t in execution.tests]
 
 
+FLAKY_CONFTEST = """
+import pytest
+
+STATE = {}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--run-flaky", action="store_true", default=False, help="run flaky tests")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "flaky: flaky tests")
+    STATE["configured"] = config.getoption("--run-flaky") is False
+
+
+def pytest_runtest_setup(item):
+    if "flaky" in item.keywords and not item.config.getoption("--run-flaky"):
+        pytest.skip("set --run-flaky option to run flaky tests")
+
+
+@pytest.fixture
+def configured():
+    return STATE.get("configured")
+"""
+
+FLAKY_TESTS = """
+import pytest
+from lib import double
+
+
+def test_configured(configured):
+    assert configured is True and double(2) == 4
+
+
+@pytest.mark.flaky
+def test_flaky():
+    assert double(3) == 7
+
+
+class TestMethods:
+    @pytest.mark.flaky
+    def test_flaky_method(self):
+        assert double(1) == 5
+
+    def test_method(self):
+        assert double(1) == 2
+"""
+
+
+def test_mined_specs_run_their_conftests_configure_and_runtest_setup(tmp_path: Path,
+                                                                      engine: SubprocessEngine) -> None:
+    """A conftest's `pytest_configure` (run once, with the config) and `pytest_runtest_setup`
+    (given each test before its fixtures: xarray's conftest skips its `flaky` and `network`
+    tests there unless an option is given) travel with the mined spec: the test that needs the
+    configuration passes and the flaky tests are skipped, as under pytest, where a run of them
+    would fail."""
+    target, built = _mined_where_pytest_says(
+        tmp_path, {"conftest.py": FLAKY_CONFTEST, "test_lib.py": FLAKY_TESTS}, "2 passed, 2 skipped in")
+    execution = _run_mined(engine, target, built)
+    assert {t.id.rsplit("::", 1)[-1]: t.reason or t.status for t in execution.tests} == {
+        "test_configured": "pass", "test_flaky": "skipped", "test_flaky_method": "skipped",
+        "test_method": "pass"}, [t.message[-600:] for t in execution.tests]
+    assert "--run-flaky option" in next(t.message for t in execution.tests if t.id.endswith("test_flaky"))
+    assert {t.id.rsplit("::", 1)[-1]: t.status for t in _run_mined(engine, target, built, wrong=True).tests
+            if t.reason != "skipped"} == {"test_configured": "fail", "test_method": "fail"}
+
+
 SUBTESTS_TESTS = """
 import pytest
 from lib import double

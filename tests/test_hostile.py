@@ -570,6 +570,21 @@ CASES = [
                     harness["_kb_MODIFY_HOOKS"].append(mark_expected)
             return a - b
     """), T_WANT_FIXTURE, preload=("pytest",)),
+    Case("add_a_setup_hook_to_the_harness", dedent("""
+        import knowbench_pytest
+        import pytest
+
+
+        def expect_failure(item):
+            item.add_marker(pytest.mark.xfail(reason="known"))
+
+
+        def add(a, b):
+            for harness in list(knowbench_pytest._HARNESSED.values()):
+                if harness:
+                    harness["_kb_SETUP_HOOKS"].append(expect_failure)
+            return a - b
+    """), T_WANT_FIXTURE, preload=("pytest",)),
     Case("program_defines_pytest_generate_tests", dedent("""
         def pytest_generate_tests(metafunc):
             if "want" in metafunc.fixturenames:

@@ -58,9 +58,14 @@ RUNNER_FIXTURES = ("tmp_path", "monkeypatch", "capsys")  # knowbench_pytest.RUNN
 # defines, though no test names them.
 XUNIT_MODULE_HOOKS = ("setup_module", "teardown_module", "setUpModule", "tearDownModule",
                       "setup_function", "teardown_function")
-# The conftests' hooks a spec carries, each into the harness's registry of its kind.
-CONFTEST_HOOKS = {"pytest_generate_tests": "_kb_GENERATE_HOOKS",
-                  "pytest_collection_modifyitems": "_kb_MODIFY_HOOKS"}
+# The conftests' hooks a spec carries: what the spec does with each, after its definition
+# (into the harness's registry of its kind; `pytest_configure` is called as the spec loads).
+CONFTEST_HOOKS = {"pytest_generate_tests": "_kb_GENERATE_HOOKS.append({})",
+                  "pytest_collection_modifyitems": "_kb_MODIFY_HOOKS.append({})",
+                  "pytest_runtest_setup": "_kb_SETUP_HOOKS.append({})",
+                  "pytest_configure": "_kb_configure({})"}
+# Those that may skip, mark or deselect any test: with one, every test runs through the harness.
+PER_TEST_HOOKS = ("pytest_collection_modifyitems", "pytest_runtest_setup")
 MAX_ROUNDS = 12
 MAX_STATEMENTS = 400
 
@@ -122,9 +127,10 @@ class SpecBuilder:
         self.autouse: list[str] = []
         # A module-level `pytestmark` marks every test: each runs through the harness.
         self.module_marked = "pytestmark" in module.bindings
-        # A conftest's `pytest_collection_modifyitems` may mark or deselect any test: every test
-        # runs through the harness, which gives it to the hook.
-        self.modified = any("pytest_collection_modifyitems" in conftest.bindings for conftest in chain)
+        # A conftest's `pytest_collection_modifyitems` may mark or deselect any test, and its
+        # `pytest_runtest_setup` skip one: every test runs through the harness, which gives it
+        # to the hooks.
+        self.modified = any(hook in conftest.bindings for conftest in chain for hook in PER_TEST_HOOKS)
         for source in [*chain, module]:
             for node in source.tree.body:
                 if isinstance(node, _FunctionNode):
@@ -442,8 +448,7 @@ class SpecBuilder:
                     # (a name of its own: the module's hook, or another conftest's, may be there)
                     hook = copy.copy(self._rewire(needed.module, statement))
                     hook.name = f"_kb_conftest_{chain.index(needed.module)}_{statement.name}"
-                    registry = CONFTEST_HOOKS[statement.name]
-                    body += [hook, parse_python(f"{registry}.append({hook.name})").body[0]]
+                    body += [hook, parse_python(CONFTEST_HOOKS[statement.name].format(hook.name)).body[0]]
                 else:
                     body.append(self._rewire(needed.module, self._strip_unselected(needed.module, statement)))
                     if id(statement) in self.called_tests:

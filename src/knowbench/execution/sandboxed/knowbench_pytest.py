@@ -345,7 +345,7 @@ def _install_harness(namespace, own):
                 made.__kwdefaults__, made.__doc__ = value.__kwdefaults__, value.__doc__
                 value = made
             harness[name] = value
-    harness.update(_kb_FIXTURES={}, _kb_AUTOUSE=[], _kb_GENERATE_HOOKS=[], _kb_MODIFY_HOOKS=[],
+    harness.update(_kb_FIXTURES={}, _kb_AUTOUSE=[], _kb_GENERATE_HOOKS=[], _kb_MODIFY_HOOKS=[], _kb_SETUP_HOOKS=[],
                    _kb_CLASSES_READY=set(), _kb_SCOPED={}, _kb_SCOPED_TEARDOWNS=[])
     fixtures, autouse = harness["_kb_FIXTURES"], harness["_kb_AUTOUSE"]
     for name, function in (("tmp_path", _runner_tmp_path), ("monkeypatch", _runner_monkeypatch),
@@ -822,6 +822,7 @@ _kb_AUTOUSE = []
 # spec carries, the root's first.
 _kb_GENERATE_HOOKS = []
 _kb_MODIFY_HOOKS = []
+_kb_SETUP_HOOKS = []
 _kb_CLASSES_READY = set()
 _kb_NO_PARAM = object()
 
@@ -1843,6 +1844,8 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
         _kb_warning_filters(marks)
         def run():
             __tracebackhide__ = True
+            for hook in reversed(_kb_SETUP_HOOKS):  # (pytest calls them before the fixtures)
+                hook(**{name: node for name in _kb_arguments(hook) if name == "item"})
             for name in [*_kb_autouse(owner), *used]:
                 resolve(name)
             arguments = {name: resolve(name) for name in _kb_arguments(function)}
@@ -2034,6 +2037,12 @@ def _kb_generated(function, owner, used, marks):
         hook(metafunc)
         generated += metafunc._kb_marks
     return list(_kb_cases(generated))
+
+
+def _kb_configure(hook):
+    """A conftest's `pytest_configure`, called as the spec loads: pytest calls it once, before
+    it collects the tests."""
+    hook(**{name: _kb_config() for name in _kb_arguments(hook) if name == "config"})
 
 
 def _kb_left_out(node):

@@ -814,7 +814,7 @@ def _watch_surface(namespace, program, program_globals):
             _SPEC_SURFACE.append((key, namespace, key, value))
             _watch_function(key, value)
     for space in (namespace,) if harness is None else (namespace, harness):
-        for registry in ("_kb_FIXTURES", "_kb_AUTOUSE", "_kb_GENERATE_HOOKS", "_kb_MODIFY_HOOKS"):
+        for registry in ("_kb_FIXTURES", "_kb_AUTOUSE", "_kb_GENERATE_HOOKS", "_kb_MODIFY_HOOKS", "_kb_SETUP_HOOKS"):
             if id(space.get(registry)) not in program[1]:
                 _SPEC_SURFACE.append((registry, space, registry, space.get(registry, _MISSING)))
                 _watch_items(registry, space.get(registry))
