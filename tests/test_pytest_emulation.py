@@ -2030,6 +2030,7 @@ def test_pytests_subtests_fixture_is_pytests(engine: Engine, tmp_path: Path, iso
     failed = {t.id.rsplit(":", 1)[-1]: t.message for t in result.tests}
     assert "in sub-test [plus one] (i=0)" in failed["test_every_sub_test"]
     assert "in sub-test [the sum]" in failed["test_a_sub_test_fails_the_test_whose_body_passes"]
+    assert "in sub-test (<subtest>)" in failed["test_a_sub_tests_error_and_exit"]
 
 
 def test_a_skipped_sub_test_is_no_pass(engine: Engine) -> None:

@@ -818,8 +818,8 @@ class _KbHarnessError(Exception):
 
 _kb_FIXTURES = {}
 _kb_AUTOUSE = []
-# The conftests' `pytest_generate_tests` and `pytest_collection_modifyitems` hooks a mined
-# spec carries, the root's first.
+# The conftests' `pytest_generate_tests`, `pytest_collection_modifyitems` and
+# `pytest_runtest_setup` hooks a mined spec carries, the root's first.
 _kb_GENERATE_HOOKS = []
 _kb_MODIFY_HOOKS = []
 _kb_SETUP_HOOKS = []
@@ -1212,11 +1212,15 @@ class _KbSubtest:
             kept = _kb_first_problem(subtests._kb_problem, error)
             if kept is not subtests._kb_problem:
                 subtests._kb_problem = kept
-                _kb_note(kept, "in sub-test " + " ".join(
-                    ([f"[{self._kb_msg}]"] if self._kb_msg is not None else [])
-                    + ([f"({', '.join(f'{key}={value!r}' for key, value in self._kb_kwargs.items())})"]
-                       if self._kb_kwargs else [])) or "in sub-test (<subtest>)")
+                _kb_note(kept, f"in sub-test {self._kb_description()}")
         return True
+
+    def _kb_description(self):
+        """As pytest names the sub-test in its report: `[msg] (key=value, ...)`."""
+        parts = [f"[{self._kb_msg}]"] if self._kb_msg is not None else []
+        if self._kb_kwargs:
+            parts.append(f"({', '.join(f'{key}={value!r}' for key, value in self._kb_kwargs.items())})")
+        return " ".join(parts) or "(<subtest>)"
 
 
 def _kb_subtests(request):
