@@ -455,6 +455,8 @@ def configured():
 """
 
 FLAKY_TESTS = """
+import unittest
+
 import pytest
 from lib import double
 
@@ -475,6 +477,15 @@ class TestMethods:
 
     def test_method(self):
         assert double(1) == 2
+
+
+class TestCaseStyle(unittest.TestCase):
+    @pytest.mark.flaky
+    def test_flaky_case(self):
+        self.assertEqual(double(2), 5)
+
+    def test_case(self):
+        self.assertEqual(double(2), 4)
 """
 
 
@@ -483,17 +494,17 @@ def test_mined_specs_run_their_conftests_configure_and_runtest_setup(tmp_path: P
     """A conftest's `pytest_configure` (run once, with the config) and `pytest_runtest_setup`
     (given each test before its fixtures: xarray's conftest skips its `flaky` and `network`
     tests there unless an option is given) travel with the mined spec: the test that needs the
-    configuration passes and the flaky tests are skipped, as under pytest, where a run of them
-    would fail."""
+    configuration passes and the flaky tests (functions, methods, a TestCase's) are skipped, as
+    under pytest, where a run of them would fail."""
     target, built = _mined_where_pytest_says(
-        tmp_path, {"conftest.py": FLAKY_CONFTEST, "test_lib.py": FLAKY_TESTS}, "2 passed, 2 skipped in")
+        tmp_path, {"conftest.py": FLAKY_CONFTEST, "test_lib.py": FLAKY_TESTS}, "3 passed, 3 skipped in")
     execution = _run_mined(engine, target, built)
     assert {t.id.rsplit("::", 1)[-1]: t.reason or t.status for t in execution.tests} == {
         "test_configured": "pass", "test_flaky": "skipped", "test_flaky_method": "skipped",
-        "test_method": "pass"}, [t.message[-600:] for t in execution.tests]
+        "test_method": "pass", "test_flaky_case": "skipped", "test_case": "pass"}, [t.message[-600:] for t in execution.tests]
     assert "--run-flaky option" in next(t.message for t in execution.tests if t.id.endswith("test_flaky"))
     assert {t.id.rsplit("::", 1)[-1]: t.status for t in _run_mined(engine, target, built, wrong=True).tests
-            if t.reason != "skipped"} == {"test_configured": "fail", "test_method": "fail"}
+            if t.reason != "skipped"} == {"test_configured": "fail", "test_method": "fail", "test_case": "fail"}
 
 
 SUBTESTS_TESTS = """
