@@ -229,6 +229,16 @@ def test_a_name_defined_twice_is_one_item_the_last_definition_in_the_first_place
     assert _items("def test_x():\n    pass\ndel test_x\n") == [("s", "block")]
 
 
+def test_a_class_mining_wrapped_is_collected_through_its_wrapper_only() -> None:
+    """Mining wraps a pytest-style test class as `_kb_<name>` (the original, on its bases)
+    and `<name>` (the wrappers): a base from a library merely named *TestCase (Pint's
+    `QuantityTestCase`) does not make the original's methods unittest items of their own."""
+    code = ("from pint.testsuite import QuantityTestCase\n"
+            "class _kb_TestIssues(QuantityTestCase):\n    def test_a(self, registry):\n        pass\n"
+            "class TestIssues:\n    def test_a(self):\n        pass\n")
+    assert _items(code) == [("s::TestIssues::test_a", "class")]
+
+
 @pytest.mark.parametrize("code, expected", [
     ("class TestAdd(object):\n    def test_one(self):\n        pass\n", ["s::TestAdd::test_one"]),
     ("class Helpers:\n    def check(self):\n        pass\n"

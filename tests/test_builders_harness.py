@@ -507,6 +507,56 @@ def test_mined_specs_run_their_conftests_configure_and_runtest_setup(tmp_path: P
             if t.reason != "skipped"} == {"test_configured": "fail", "test_method": "fail", "test_case": "fail"}
 
 
+NAMED_TESTCASE_HELPER = """
+class QuantityTestCase:
+    kwargs = {}
+
+    @classmethod
+    def setup_class(cls):
+        cls.factor = cls.kwargs.get("factor", 1)
+"""
+
+NAMED_TESTCASE_TESTS = """
+import pytest
+from helpers import QuantityTestCase
+from lib import double
+
+
+@pytest.fixture
+def registry():
+    return {"two": 2}
+
+
+class TestDoubles(QuantityTestCase):
+    kwargs = dict(factor=2)
+
+    def test_with_a_fixture(self, registry):
+        assert double(registry["two"]) == 4 == self.factor * 2
+
+    @pytest.mark.parametrize("value", [1, 3])
+    def test_cases(self, value):
+        assert double(value) == self.factor * value
+
+    def test_plain(self):
+        assert double(5) == 10
+"""
+
+
+def test_a_class_whose_repository_base_is_merely_named_testcase_is_pytests(tmp_path: Path,
+                                                                            engine: SubprocessEngine) -> None:
+    """A test class on a repository base named `*TestCase` that is no `unittest.TestCase`
+    (Pint's `QuantityTestCase`: a plain class with `setup_class`) is a pytest-style class, as
+    pytest collects it: its methods get their fixtures and parametrize cases, where mining
+    took it for a TestCase by the name and its runs failed as `unsupported-fixture`."""
+    target, built = _mined_where_pytest_says(
+        tmp_path, {"helpers.py": NAMED_TESTCASE_HELPER, "test_lib.py": NAMED_TESTCASE_TESTS}, "4 passed in")
+    execution = _run_mined(engine, target, built)
+    assert {t.id.rsplit("::", 1)[-1]: t.status for t in execution.tests} == {
+        "test_with_a_fixture": "pass", "test_cases": "pass", "test_plain": "pass"}, (
+        [t.message[-600:] for t in execution.tests])
+    assert [t.status for t in _run_mined(engine, target, built, wrong=True).tests] == ["fail"] * 3
+
+
 SUBTESTS_TESTS = """
 import pytest
 from lib import double

@@ -180,20 +180,23 @@ def inherited_tests(node: ast.ClassDef, module: Module, resolver: Resolver
 
 
 def is_testcase_class(node: ast.ClassDef, module: Module, resolver: Resolver, depth: int = 0) -> bool:
-    """Whether a class derives from `unittest.TestCase` (directly, by name, or via repo bases)."""
+    """Whether a class derives from `unittest.TestCase`: through the repository's own bases,
+    or a base from elsewhere named `*TestCase` (unittest's, a library's). A repository class
+    merely named so (Pint's plain `QuantityTestCase`, with `setup_class`) is no TestCase: its
+    subclasses are pytest-style test classes."""
     if depth > 8:
         return False
     for base in node.bases:
-        name = decorator_name(base)
-        if name.endswith("TestCase"):
-            return True
         resolved = resolver.expression(module, base, {})
         if isinstance(resolved, Symbol) and resolved.kind == "class":
             base_module = resolver.repo.module(resolved.module)
             base_node = resolver.class_node(resolved)
-            if base_module is not None and base_node is not None and \
-                    is_testcase_class(base_node, base_module, resolver, depth + 1):
-                return True
+            if base_module is not None and base_node is not None:
+                if is_testcase_class(base_node, base_module, resolver, depth + 1):
+                    return True
+                continue
+        if decorator_name(base).endswith("TestCase"):
+            return True
     return False
 
 

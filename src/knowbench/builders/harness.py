@@ -243,7 +243,7 @@ class SpecBuilder:
             if base_module is not module:
                 self._need(base_module).names |= free_names(method) - {"self", "cls"}
         named_testcase = any(decorator_name(base).endswith("TestCase") for base in node.bases)
-        if named_testcase or is_testcase_class(node, module, self.resolver):
+        if is_testcase_class(node, module, self.resolver):
             # The runner applies pytest's marks and autouse fixtures to a TestCase's methods
             # through the spec's harness (`_kb_call_unittest`), as pytest does.
             if self.autouse or self.module_marked or self.modified or _pytest_marked(module, cls):
