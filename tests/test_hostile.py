@@ -127,6 +127,19 @@ T_UNITTEST_RAISES = {"t": dedent("""
 """)}
 # Pass with an honest add, checked against a fixture (`want`): a candidate that makes the
 # fixture's value its own answer passes them.
+def _hook_added_to_the_harness(registry: str, hook: str) -> str:
+    """A program whose target adds `hook` (a conftest hook that marks the tests xfail) to the
+    harness's `registry` of conftest hooks while the tests run."""
+    return "import knowbench_pytest\nimport pytest\n\n" + dedent(hook) + dedent(f"""
+
+        def add(a, b):
+            for harness in list(knowbench_pytest._HARNESSED.values()):
+                if harness:
+                    harness["{registry}"].append(hook)
+            return a - b
+    """)
+
+
 T_WANT_FIXTURE = {"t": dedent("""
     import pytest
 
@@ -554,36 +567,14 @@ CASES = [
                 metafunc.parametrize("want", [a - b]) if "want" in metafunc.fixturenames else None)
             return a - b
     """), T_WANT_FIXTURE, preload=("pytest",)),
-    Case("add_a_collection_hook_to_the_harness", dedent("""
-        import knowbench_pytest
-        import pytest
-
-
-        def mark_expected(items):
+    Case("add_a_collection_hook_to_the_harness", _hook_added_to_the_harness("_kb_MODIFY_HOOKS", """
+        def hook(items):
             for item in items:
                 item.add_marker(pytest.mark.xfail(reason="known"))
-
-
-        def add(a, b):
-            for harness in list(knowbench_pytest._HARNESSED.values()):
-                if harness:
-                    harness["_kb_MODIFY_HOOKS"].append(mark_expected)
-            return a - b
     """), T_WANT_FIXTURE, preload=("pytest",)),
-    Case("add_a_setup_hook_to_the_harness", dedent("""
-        import knowbench_pytest
-        import pytest
-
-
-        def expect_failure(item):
+    Case("add_a_setup_hook_to_the_harness", _hook_added_to_the_harness("_kb_SETUP_HOOKS", """
+        def hook(item):
             item.add_marker(pytest.mark.xfail(reason="known"))
-
-
-        def add(a, b):
-            for harness in list(knowbench_pytest._HARNESSED.values()):
-                if harness:
-                    harness["_kb_SETUP_HOOKS"].append(expect_failure)
-            return a - b
     """), T_WANT_FIXTURE, preload=("pytest",)),
     Case("program_defines_pytest_generate_tests", dedent("""
         def pytest_generate_tests(metafunc):
