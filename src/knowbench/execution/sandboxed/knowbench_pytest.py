@@ -1849,7 +1849,7 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
         def run():
             __tracebackhide__ = True
             for hook in reversed(_kb_SETUP_HOOKS):  # (pytest calls them before the fixtures)
-                hook(**{name: node for name in _kb_arguments(hook) if name == "item"})
+                _kb_call_hook(hook, item=node)
             for name in [*_kb_autouse(owner), *used]:
                 resolve(name)
             arguments = {name: resolve(name) for name in _kb_arguments(function)}
@@ -2043,10 +2043,16 @@ def _kb_generated(function, owner, used, marks):
     return list(_kb_cases(generated))
 
 
+def _kb_call_hook(hook, **given):
+    """A conftest hook called as pytest calls one: with those of the `given` arguments its
+    signature names."""
+    return hook(**{name: given[name] for name in _kb_arguments(hook) if name in given})
+
+
 def _kb_configure(hook):
     """A conftest's `pytest_configure`, called as the spec loads: pytest calls it once, before
     it collects the tests."""
-    hook(**{name: _kb_config() for name in _kb_arguments(hook) if name == "config"})
+    _kb_call_hook(hook, config=_kb_config())
 
 
 def _kb_left_out(node):
@@ -2059,9 +2065,8 @@ def _kb_left_out(node):
 
     for hook in reversed(_kb_MODIFY_HOOKS):
         items = [node]
-        given = {"items": items, "config": node.config,
-                 "session": types.SimpleNamespace(config=node.config, items=items)}
-        hook(**{name: given[name] for name in _kb_arguments(hook) if name in given})
+        _kb_call_hook(hook, items=items, config=node.config,
+                      session=types.SimpleNamespace(config=node.config, items=items))
         if not any(item is node for item in items):
             return "deselected by a conftest's pytest_collection_modifyitems"
     reason = _kb_skip_reason(list(node.iter_markers())) if _kb_MODIFY_HOOKS else None
