@@ -21,7 +21,13 @@ from typing import Any
 import pytest
 
 from helpers import make_request
-from knowbench.builders.harness import EMULATION, HARNESS, RUNNER_FIXTURES, spec_harness
+from knowbench.builders.harness import (
+    EMULATION,
+    HARNESS,
+    HOOK_REGISTRIES,
+    RUNNER_FIXTURES,
+    spec_harness,
+)
 from knowbench.execution.engine import Engine
 from knowbench.execution.sandbox import RUNNER_DIR
 
@@ -63,6 +69,15 @@ def test_the_runner_watches_the_emulation_for_tampering() -> None:
 
 def test_mining_wraps_tests_for_exactly_the_fixtures_the_runner_provides() -> None:
     assert RUNNER_FIXTURES == emulation.RUNNER_FIXTURES
+
+
+def test_mining_carries_exactly_the_hooks_the_harness_has_registries_for() -> None:
+    assert HOOK_REGISTRIES == emulation.HOOK_REGISTRIES
+    harness = spec_namespace()
+    assert set(HOOK_REGISTRIES.values()) < set(emulation.HARNESS_REGISTRIES)
+    for registry in emulation.HARNESS_REGISTRIES:  # a mined spec's harness defines each
+        assert type(harness[registry]) is type(getattr(emulation, registry))
+    assert runner.HARNESS_REGISTRIES is emulation.HARNESS_REGISTRIES  # and the runner watches each
 
 
 def test_a_source_without_the_harness_markers_is_refused() -> None:

@@ -58,11 +58,13 @@ RUNNER_FIXTURES = ("tmp_path", "monkeypatch", "capsys")  # knowbench_pytest.RUNN
 # defines, though no test names them.
 XUNIT_MODULE_HOOKS = ("setup_module", "teardown_module", "setUpModule", "tearDownModule",
                       "setup_function", "teardown_function")
-# The conftests' hooks a spec carries: what the spec does with each, after its definition
-# (into the harness's registry of its kind; `pytest_configure` is called as the spec loads).
-CONFTEST_HOOKS = {"pytest_generate_tests": "_kb_GENERATE_HOOKS.append({})",
-                  "pytest_collection_modifyitems": "_kb_MODIFY_HOOKS.append({})",
-                  "pytest_runtest_setup": "_kb_SETUP_HOOKS.append({})",
+# The conftests' hooks a spec carries, each into the harness's registry of its kind
+# (knowbench_pytest.HOOK_REGISTRIES), and what the spec does with each after its definition
+# (`pytest_configure` is called as the spec loads).
+HOOK_REGISTRIES = {"pytest_generate_tests": "_kb_GENERATE_HOOKS",
+                   "pytest_collection_modifyitems": "_kb_MODIFY_HOOKS",
+                   "pytest_runtest_setup": "_kb_SETUP_HOOKS"}
+CONFTEST_HOOKS = {**{hook: f"{registry}.append({{}})" for hook, registry in HOOK_REGISTRIES.items()},
                   "pytest_configure": "_kb_configure({})"}
 # Those that may skip, mark or deselect any test: with one, every test runs through the harness.
 PER_TEST_HOOKS = ("pytest_collection_modifyitems", "pytest_runtest_setup")

@@ -25,6 +25,14 @@ import pathlib
 import sys
 
 RUNNER_FIXTURES = ("tmp_path", "monkeypatch", "capsys")
+# The conftest hooks a mined spec carries into a registry of the spec harness, each with its
+# registry (`pytest_configure`, called once as the spec loads, has none), and every registry
+# the spec fills as it loads: made afresh for each spec (`_install_harness`), watched by the
+# runner while the tests run. Mining reads the hooks (`builders.harness.CONFTEST_HOOKS`).
+HOOK_REGISTRIES = {"pytest_generate_tests": "_kb_GENERATE_HOOKS",
+                   "pytest_collection_modifyitems": "_kb_MODIFY_HOOKS",
+                   "pytest_runtest_setup": "_kb_SETUP_HOOKS"}
+HARNESS_REGISTRIES = ("_kb_FIXTURES", "_kb_AUTOUSE", *HOOK_REGISTRIES.values())
 
 
 class UnsupportedFixture(RuntimeError):
@@ -345,7 +353,7 @@ def _install_harness(namespace, own):
                 made.__kwdefaults__, made.__doc__ = value.__kwdefaults__, value.__doc__
                 value = made
             harness[name] = value
-    harness.update(_kb_FIXTURES={}, _kb_AUTOUSE=[], _kb_GENERATE_HOOKS=[], _kb_MODIFY_HOOKS=[], _kb_SETUP_HOOKS=[],
+    harness.update({name: type(harness[name])() for name in HARNESS_REGISTRIES},
                    _kb_CLASSES_READY=set(), _kb_SCOPED={}, _kb_SCOPED_TEARDOWNS=[])
     fixtures, autouse = harness["_kb_FIXTURES"], harness["_kb_AUTOUSE"]
     for name, function in (("tmp_path", _runner_tmp_path), ("monkeypatch", _runner_monkeypatch),

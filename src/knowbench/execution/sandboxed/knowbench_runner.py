@@ -55,6 +55,7 @@ from knowbench_limits import libc as _libc
 from knowbench_limits import set_dumpable as _set_dumpable
 from knowbench_limits import set_limits as _set_limits
 from knowbench_pytest import (
+    HARNESS_REGISTRIES,
     UnsupportedFixture,
     class_at,
     collect,
@@ -814,7 +815,7 @@ def _watch_surface(namespace, program, program_globals):
             _SPEC_SURFACE.append((key, namespace, key, value))
             _watch_function(key, value)
     for space in (namespace,) if harness is None else (namespace, harness):
-        for registry in ("_kb_FIXTURES", "_kb_AUTOUSE", "_kb_GENERATE_HOOKS", "_kb_MODIFY_HOOKS", "_kb_SETUP_HOOKS"):
+        for registry in HARNESS_REGISTRIES:
             if id(space.get(registry)) not in program[1]:
                 _SPEC_SURFACE.append((registry, space, registry, space.get(registry, _MISSING)))
                 _watch_items(registry, space.get(registry))
