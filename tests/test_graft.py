@@ -7,12 +7,14 @@ from __future__ import annotations
 import sys
 import textwrap
 import types
+import unittest.mock
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from knowbench.execution.engine import RUNNER_DIR
+from helpers import make_request
+from knowbench.execution.engine import RUNNER_DIR, SubprocessEngine
 
 sys.path.insert(0, str(Path(RUNNER_DIR)))
 import knowbench_graft
@@ -262,3 +264,95 @@ def test_nothing_is_grafted_where_the_installed_module_has_no_such_target(packag
     assert knowbench_graft.graft(namespace, "Bag.nothing", "graftpkg.core") == 0
     with pytest.raises(knowbench_graft.GraftFailed, match=r"graftpkg\.missing"):
         knowbench_graft.graft(namespace, "shout", "graftpkg.missing")
+
+
+def test_what_is_set_on_the_installed_module_is_set_on_the_programs_names_too(package: None) -> None:
+    """A test patches the module its target came from (`monkeypatch.setattr(core, ...)`,
+    `mock.patch`, `cli.open = fake`): the program's functions read the program's globals, so
+    the run makes each such write the program's too, and its undoing gives the program its
+    own name back."""
+    from graftpkg import core
+
+    namespace = _program()
+    exec("def shout_each(texts):\n    return [shout(text) for text in texts]\n", namespace)
+    exec("def make_bag():\n    return 'the program own'\n", namespace)
+    own_make_bag, own_base = namespace["make_bag"], namespace["Base"]
+    assert knowbench_graft.graft(namespace, "shout", "graftpkg.core")
+    assert knowbench_graft.follow_writes(namespace, "graftpkg.core")
+    with unittest.mock.patch.object(core, "shout", lambda text: "patched"):
+        assert namespace["shout_each"](["a"]) == ["patched"]
+    assert namespace["shout_each"](["a"]) == ["A!"]
+    # set back to what the module held: the program's own name again, not the module's value
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(core, "make_bag", None)
+    monkeypatch.setattr(core, "Base", None)
+    assert namespace["make_bag"] is None and namespace["Base"] is None
+    monkeypatch.undo()
+    assert namespace["make_bag"] is own_make_bag and core.make_bag is not own_make_bag
+    assert namespace["Base"] is own_base
+    # a name neither held (a builtin the target calls), set, then deleted
+    core.len = lambda value: 0
+    assert namespace["len"] is core.len
+    del core.len
+    assert "len" not in namespace
+    with unittest.mock.patch("graftpkg.core.functools", "patched"):  # the program never imported it
+        assert namespace["functools"] == "patched"
+    assert "functools" not in namespace
+    # another module of the package is not followed, nor is a write straight into the dict
+    from graftpkg import util
+
+    util.shout = None
+    vars(core)["Base"] = None
+    assert namespace["shout"] is not None and namespace["Base"] is own_base
+    assert type(core).__name__ == "module" and isinstance(core, types.ModuleType)
+
+
+def test_nothing_follows_a_module_that_is_not_loaded_or_is_the_programs_own() -> None:
+    namespace = {"__name__": "solution"}
+    assert not knowbench_graft.follow_writes(namespace, "graftpkg_not_loaded")
+    assert not knowbench_graft.follow_writes(vars(knowbench_graft), "knowbench_graft")
+
+
+SHLEX_CUT = '''\
+import re
+
+_find_unsafe = re.compile(r'[^\\w@%+=:,./-]', re.ASCII).search
+
+
+def quote(s):
+    if not s:
+        return "''"
+    if _find_unsafe(s) is None:
+        return s
+    return "'" + s.replace("'", "'\\"'\\"'") + "'"
+'''
+SHLEX_TESTS = '''\
+import shlex
+from unittest import mock
+
+
+def test_what_the_module_finds_unsafe_decides(monkeypatch):
+    monkeypatch.setattr(shlex, "_find_unsafe", lambda text: None)
+    assert shlex.quote("two words") == "two words"
+
+
+def test_a_space_is_quoted_once_the_patch_is_undone():
+    assert shlex.quote("two words") == "'two words'"
+
+
+def test_a_patch_of_a_name_the_module_lacks():
+    with mock.patch("shlex.len", create=True):
+        assert shlex.quote("") == "''"
+'''
+
+
+def test_a_run_makes_a_tests_patch_of_the_installed_module_the_programs(engine: SubprocessEngine) -> None:
+    """In-process, end to end: the target, cut from `shlex`, reads the program's
+    `_find_unsafe`, and the test patches `shlex._find_unsafe`. As under pytest with the
+    library's own source, the patch decides; a program that ignores it fails."""
+    request = make_request(SHLEX_CUT, SHLEX_TESTS, "quote").model_copy(update={"graft": "shlex"})
+    result = engine.execute(request)
+    assert result.status == "pass" and {o.called for o in result.tests} == {True}, result
+    wrong = SHLEX_CUT.replace("if _find_unsafe(s) is None:", "if False:")
+    result = engine.execute(request.model_copy(update={"program": wrong}))
+    assert [o.status for o in result.tests] == ["fail", "pass", "pass"], result

@@ -26,7 +26,9 @@ getitem=Cache.__getitem__)`) of a function or method of the package, a cell of a
 package made (a decorator's wrapped function), an entry of a dict or list the package keeps at
 module or class level (a registry filled at import time). Not what only a `functools.partial`,
 a bound method or an object of the library holds. A method reads the program's globals:
-module-level names stay the program's.
+module-level names stay the program's, but what is later set on the installed module (a
+test's `monkeypatch.setattr(module, "name", fake)`) is set on the program's too
+(`follow_writes`), in the process that runs the candidate's code with the tests.
 
 Stdlib only; runs inside the sandbox, in the sample's process (in-process), and in both
 processes of a split sample: the judge grafts its proxy (and the benchmark's own methods), the
@@ -44,6 +46,7 @@ _SHARED_VALUES = frozenset({type(None), bool, int, float, complex, str, bytes, t
                             type(Ellipsis), type(NotImplemented)})
 _METHOD_KINDS = (types.FunctionType, staticmethod, classmethod, property)
 _SWEEP_CAP = 200_000  # objects one sweep of a package looks at
+_MISSING = object()
 
 
 class GraftFailed(Exception):
@@ -69,6 +72,60 @@ def graft(namespace, entry_point, installed, wrap=None):
     except Exception as error:
         raise GraftFailed(f"the target {entry_point} could not be grafted into the installed module "
                           f"{installed}: {type(error).__name__}: {error}") from error
+
+
+def follow_writes(namespace, installed):
+    """Make what is set on the installed module `installed` once the program has loaded (a
+    test's `cli.open = fake`, `monkeypatch.setattr(module, name, value)`, `mock.patch(
+    "package.module.name")`, and their undoing) the program's module-level name too, as it
+    would be had the program's source been the module's: the program's functions read their
+    own globals (`namespace`), whose names the module's are copies of. A name set back to what
+    the module held before the first such write (or deleted, where it held none) is the
+    program's own again. Writes straight into the module's `__dict__`, and dunder names, are
+    not followed. Returns whether the module now follows (one whose class cannot be changed
+    does not)."""
+    module = sys.modules.get(installed)
+    if not isinstance(module, types.ModuleType) or vars(module) is namespace:
+        return False
+    base = type(module)
+    before = {}  # name -> (the module's value, the program's) when the first write came
+
+    def noted(name):
+        if name.startswith("__") and name.endswith("__"):
+            return False
+        if name not in before:
+            before[name] = (vars(module).get(name, _MISSING), namespace.get(name, _MISSING))
+        return True
+
+    def follow(name):
+        now = vars(module).get(name, _MISSING)
+        if now is before[name][0]:
+            now = before.pop(name)[1]
+        if now is _MISSING:
+            namespace.pop(name, None)
+        else:
+            namespace[name] = now
+
+    class Following(base):
+        def __setattr__(self, name, value):
+            following = self is module and noted(name)
+            base.__setattr__(self, name, value)
+            if following:
+                follow(name)
+
+        def __delattr__(self, name):
+            following = self is module and noted(name)
+            base.__delattr__(self, name)
+            if following:
+                follow(name)
+
+    Following.__name__, Following.__qualname__ = base.__name__, base.__qualname__
+    Following.__module__ = base.__module__
+    try:
+        module.__class__ = Following
+    except TypeError:
+        return False
+    return True
 
 
 def _graft_function(module, installed, name, new):

@@ -1166,8 +1166,8 @@ def _load_program(program, entry_point, channel, installed, box):
         knowbench_split.watch_tzset()
     try:
         exec(compile(program, "solution.py", "exec"), module.__dict__)
-        if channel is None and installed:
-            knowbench_graft.graft(module.__dict__, entry_point, installed)
+        if channel is None and installed and knowbench_graft.graft(module.__dict__, entry_point, installed):
+            knowbench_graft.follow_writes(module.__dict__, installed)
     except BaseException as error:
         memory = isinstance(error, MemoryError)
         if channel is not None:
