@@ -197,14 +197,16 @@ def _run_mined(engine: SubprocessEngine, target: object, built: object, wrong: b
                                            entry_point="double", limits=Limits(wall_s=30)))
 
 
-def _mined_where_pytest_says(root: Path, tests: dict[str, str], summary: str) -> tuple[object, object]:
+def _mined_where_pytest_says(root: Path, tests: dict[str, str], summary: str,
+                             pytest_args: tuple[str, ...] = ()) -> tuple[object, object]:
     """`tests` (path under tests/: source) written beside a `lib.double`, real pytest's
-    summary of them checked to hold `summary`, and the target and the spec mining builds."""
+    summary of them (given `pytest_args`) checked to hold `summary`, and the target and the
+    spec mining builds."""
     (root / "lib.py").write_text("def double(x):\n    '''Twice.'''\n    y = x * 2\n    return y\n")
     (root / "tests").mkdir()
     for name, source in tests.items():
         (root / "tests" / name).write_text(source)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args, "tests"],
                           capture_output=True, text=True, timeout=120, cwd=root)
     assert summary in done.stdout, done.stdout[-1500:]
     _, target, built = _mine(root)
@@ -961,3 +963,96 @@ def test_a_star_import_of_a_package_binds_what_its_own_star_imports_bring(tmp_pa
     imported = {alias.name for node in ast.walk(ast.parse(built.code)) if isinstance(node, ast.ImportFrom)
                 and node.module == "pkg" for alias in node.names}
     assert {"triple", "NAME"} <= imported and not imported & {"double", "_PRIVATE", "*"}, built.code
+
+
+PLUGIN = """
+import pytest
+
+
+@pytest.fixture
+def factor():
+    return 2
+
+
+@pytest.fixture
+def scale():
+    return 3
+
+
+@pytest.fixture(autouse=True)
+def seen():
+    return []
+"""
+
+PLUGIN_CONFTEST = """
+import pytest
+
+
+@pytest.fixture
+def factor(factor, seen):
+    seen.append("conftest")
+    return factor * 5
+
+
+@pytest.fixture
+def alone(alone):
+    return alone
+"""
+
+OVERRIDING_TESTS = """
+import pytest
+from lib import double
+
+
+@pytest.fixture
+def factor(factor, seen):
+    seen.append("module")
+    return factor + 1
+
+
+def test_overridden_twice(factor, seen):
+    assert double(factor) == 22 and seen == ["conftest", "module"]
+
+
+def test_the_plugins_own(scale):
+    assert double(scale) == 6
+
+
+def test_nothing_underneath(alone):
+    assert double(alone)
+
+
+class TestInAClass:
+    @pytest.fixture
+    def factor(self, factor):
+        return -factor
+
+    def test_in_a_class(self, factor):
+        assert double(factor) == -22
+"""
+
+
+def test_a_fixture_that_overrides_one_of_its_name_gets_that_one(tmp_path: Path, engine: SubprocessEngine) -> None:
+    """A fixture that requests its own name gets the one it overrides, as pytest's do: a test
+    module's over its conftest's, which overrides the distribution's own pytest plugin's (a
+    `pytest11` entry point: Faker's tests override its plugin's `faker` fixture so). Mining
+    carries each level; where none is underneath, the test is an unsupported fixture, as
+    pytest's is an error, where it recursed without end before."""
+    (tmp_path / "lib_plugin.py").write_text(PLUGIN)
+    (tmp_path / "setup.cfg").write_text("[metadata]\nname = lib\n\n[options.entry_points]\npytest11 =\n"
+                                        "    lib = lib_plugin\n")
+    target, built = _mined_where_pytest_says(
+        tmp_path, {"conftest.py": PLUGIN_CONFTEST, "test_lib.py": OVERRIDING_TESTS}, "3 passed, 1 error in",
+        pytest_args=("-p", "lib_plugin"))
+    assert "_kb_OUTER_FIXTURES['factor'] = (*_kb_OUTER_FIXTURES.get('factor', ()), _kb_FIXTURES['factor'])" \
+        in built.code
+    execution = _run_mined(engine, target, built)
+    assert {t.id.rsplit("::", 1)[-1]: t.reason or t.status for t in execution.tests} == {
+        "test_overridden_twice": "pass", "test_the_plugins_own": "pass",
+        "test_nothing_underneath": "unsupported-fixture", "test_in_a_class": "pass"}, \
+        [t.message[-600:] for t in execution.tests]
+    assert "requests the fixture 'alone' it overrides" in next(
+        t.message for t in execution.tests if t.id.endswith("test_nothing_underneath"))
+    assert {t.id.rsplit("::", 1)[-1]: t.status for t in _run_mined(engine, target, built, wrong=True).tests
+            if t.reason != "unsupported-fixture"} == {
+        "test_overridden_twice": "fail", "test_the_plugins_own": "fail", "test_in_a_class": "fail"}

@@ -224,7 +224,9 @@ def fixture_name(node: _FunctionNode) -> str | None:
 
 
 def conftest_chain(module: Module, repository: Repository) -> list[Module]:
-    """conftest.py modules that apply to `module`, outermost first."""
+    """The modules whose fixtures and hooks apply to `module`, outermost first: the
+    distribution's own pytest plugins (`Repository.pytest_plugins`), then the conftest.py
+    modules from the root down. A fixture of an inner one overrides an outer one's."""
     chain: list[Module] = []
     directory = module.path.parent
     while True:
@@ -234,7 +236,7 @@ def conftest_chain(module: Module, repository: Repository) -> list[Module]:
         if directory == repository.root or directory.parent == directory:
             break
         directory = directory.parent
-    return chain
+    return [plugin for plugin in repository.pytest_plugins if plugin is not module] + chain
 
 
 class _ModuleTracer:

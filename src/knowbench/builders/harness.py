@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from knowbench.builders.context import TargetCode, free_names
@@ -126,6 +127,9 @@ class SpecBuilder:
         spec_name = self.repo.relpath(module)
         chain = conftest_chain(module, self.repo)
         self.fixtures: dict[str, tuple[Module, _FunctionNode]] = {}
+        # name -> the fixtures of that name an inner one overrides, outermost first
+        self.overridden: dict[str, list[tuple[Module, _FunctionNode]]] = {}
+        self.registered: set[str] = set()  # fixtures the spec has registered so far
         self.autouse: list[str] = []
         # A module-level `pytestmark` marks every test: each runs through the harness.
         self.module_marked = "pytestmark" in module.bindings
@@ -138,8 +142,10 @@ class SpecBuilder:
                 if isinstance(node, _FunctionNode):
                     name = fixture_name(node)
                     if name is not None:
+                        if name in self.fixtures:
+                            self.overridden.setdefault(name, []).append(self.fixtures[name])
                         self.fixtures[name] = (source, node)
-                        if _fixture_keyword(node, "autouse"):
+                        if _fixture_keyword(node, "autouse") and name not in self.autouse:
                             self.autouse.append(name)
         self.sources: dict[str, _Needed] = {}
         self.aliases: list[ast.stmt] = []
@@ -300,17 +306,14 @@ class SpecBuilder:
             progressed = False
             for name in sorted(fixture_names - fixtures_done):
                 fixtures_done.add(name)
-                found = self.fixtures.get(name)
-                if found is None:
-                    continue
-                source, node = found
-                needed = self._need(source)
-                if id(node) not in needed.statements:
-                    needed.statements[id(node)] = node
-                    needed.names |= free_names(node)
-                    fixture_names |= {a.arg for a in node.args.args + node.args.kwonlyargs}
-                    fixture_names |= _requested_fixtures(node)
-                    progressed = True
+                for source, node in self._fixture_levels(name):
+                    needed = self._need(source)
+                    if id(node) not in needed.statements:
+                        needed.statements[id(node)] = node
+                        needed.names |= free_names(node)
+                        fixture_names |= {a.arg for a in node.args.args + node.args.kwonlyargs}
+                        fixture_names |= _requested_fixtures(node)
+                        progressed = True
             for needed in list(self.sources.values()):
                 for name in sorted(needed.names - needed.done):
                     needed.done.add(name)
@@ -319,6 +322,16 @@ class SpecBuilder:
             if not progressed:
                 break
             if sum(len(n.statements) for n in self.sources.values()) > MAX_STATEMENTS:
+                break
+
+    def _fixture_levels(self, name: str) -> Iterator[tuple[Module, _FunctionNode]]:
+        """The fixture `name` the tests get, then, while the last one requests its own name,
+        the one it overrides."""
+        levels = [*self.overridden.get(name, []), *([self.fixtures[name]] if name in self.fixtures else [])]
+        while levels:
+            source, node = levels.pop()
+            yield source, node
+            if name not in {a.arg for a in node.args.args + node.args.kwonlyargs}:
                 break
 
     def _add_name(self, needed: _Needed, name: str) -> None:
@@ -529,9 +542,13 @@ class SpecBuilder:
             entry.append(ast.unparse(scope) if scope is not None else repr("function"))
         if ids is not None:
             entry.append(ast.unparse(ids))
-        registry = parse_python(f"_kb_FIXTURES[{name!r}] = ({', '.join(entry)})").body[0]
+        registry = parse_python(f"_kb_FIXTURES[{name!r}] = ({', '.join(entry)})").body
+        if name in self.registered:  # it overrides the one registered before, which it may request
+            registry = parse_python(f"_kb_OUTER_FIXTURES[{name!r}] = (*_kb_OUTER_FIXTURES.get({name!r}, ()), "
+                                    f"_kb_FIXTURES[{name!r}])").body + registry
+        self.registered.add(name)
         self.wrapped = True
-        return [self._rewire(module, function), registry]
+        return [self._rewire(module, function), *registry]
 
     def _rewrite_import(self, module: Module, statement: ast.Import | ast.ImportFrom) -> list[ast.stmt]:
         """The import as the spec needs it: absolute, without program names, helpers copied."""

@@ -16,10 +16,12 @@ defines the name; `Resolver.attribute` continues through modules, submodules and
 from __future__ import annotations
 
 import ast
+import configparser
 import functools
 import os
 import re
 import sys
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -433,6 +435,48 @@ class Repository:
     def module_of(self, path: Path) -> Module | None:
         resolved = path.resolve()
         return next((m for m in self.modules if m.path.resolve() == resolved), None)
+
+    @functools.cached_property
+    def pytest_plugins(self) -> list[Module]:
+        """The pytest plugins of the distribution's own that are in the repository: the modules
+        its `pytest11` entry points name (pytest loads them wherever the distribution is
+        installed, before any conftest), from the sdist's `*.egg-info/entry_points.txt`,
+        `setup.cfg` or `pyproject.toml`."""
+        names: list[str] = []
+        for path in [*sorted(self.root.glob("*.egg-info/entry_points.txt")),
+                     *sorted(self.root.glob("src/*.egg-info/entry_points.txt"))]:
+            parser = configparser.ConfigParser(delimiters=("=",))
+            try:
+                parser.read_string(path.read_text(errors="replace"))
+            except configparser.Error:
+                continue
+            if parser.has_section("pytest11"):
+                names += [value for _, value in parser.items("pytest11")]
+        setup_cfg = self.root / "setup.cfg"
+        if setup_cfg.is_file():
+            parser = configparser.ConfigParser()
+            try:
+                parser.read_string(setup_cfg.read_text(errors="replace"))
+                lines = parser.get("options.entry_points", "pytest11", fallback="")
+            except configparser.Error:
+                lines = ""
+            names += [line.partition("=")[2] for line in lines.splitlines() if "=" in line]
+        pyproject = self.root / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                data = tomllib.loads(pyproject.read_text(errors="replace"))
+            except tomllib.TOMLDecodeError:
+                data = {}
+            tables = [data.get("project", {}).get("entry-points", {}).get("pytest11", {}),
+                      data.get("tool", {}).get("poetry", {}).get("plugins", {}).get("pytest11", {})]
+            names += [value for table in tables if isinstance(table, dict)
+                      for value in table.values() if isinstance(value, str)]
+        found: list[Module] = []
+        for name in names:
+            module = self.module(name.strip().partition(":")[0].strip())
+            if module is not None and all(m is not module for m in found):
+                found.append(module)
+        return found
 
     def library_modules(self) -> list[Module]:
         return [m for m in self.modules if m.library and not is_test_module(m)]

@@ -32,7 +32,7 @@ RUNNER_FIXTURES = ("tmp_path", "monkeypatch", "capsys")
 HOOK_REGISTRIES = {"pytest_generate_tests": "_kb_GENERATE_HOOKS",
                    "pytest_collection_modifyitems": "_kb_MODIFY_HOOKS",
                    "pytest_runtest_setup": "_kb_SETUP_HOOKS"}
-HARNESS_REGISTRIES = ("_kb_FIXTURES", "_kb_AUTOUSE", *HOOK_REGISTRIES.values())
+HARNESS_REGISTRIES = ("_kb_FIXTURES", "_kb_OUTER_FIXTURES", "_kb_AUTOUSE", *HOOK_REGISTRIES.values())
 
 
 class UnsupportedFixture(RuntimeError):
@@ -825,6 +825,9 @@ class _KbHarnessError(Exception):
 
 
 _kb_FIXTURES = {}
+# Fixtures a fixture of the same name overrides (a plugin's or an outer conftest's, mined),
+# name -> a tuple of their entries, the outermost first.
+_kb_OUTER_FIXTURES = {}
 _kb_AUTOUSE = []
 # The conftests' `pytest_generate_tests`, `pytest_collection_modifyitems` and
 # `pytest_runtest_setup` hooks a mined spec carries, the root's first.
@@ -1420,19 +1423,25 @@ def _kb_owned(cls, attribute, default=None, module=None):
     return default
 
 
-def _kb_lookup(name, owner):
+def _kb_lookup(name, owner, depth=0):
     """(fixture, params, scope, ids) of the fixture `name` a test of `owner` (or a function)
-    sees."""
+    sees; with `depth` n, the one n levels below it, which a fixture of the same name that
+    requests `name` gets (its class's, then the module's or the nearest conftest's, then each
+    outer conftest's or plugin's: `_kb_OUTER_FIXTURES`, as pytest overrides fixtures)."""
     if owner is not None:
         method = _kb_owned(type(owner), "_kb_fixture_" + name)
         if method is not None:
-            bound = method.__get__(owner, type(owner)) if hasattr(method, "__get__") else method
-            return (bound, _kb_owned(type(owner), "_kb_fixture_params", {}).get(name),
-                    _kb_owned(type(owner), "_kb_fixture_scopes", {}).get(name, "function"),
-                    _kb_owned(type(owner), "_kb_fixture_ids", {}).get(name))
-    entry = _kb_FIXTURES.get(name)
-    if entry is None:
+            if depth == 0:
+                bound = method.__get__(owner, type(owner)) if hasattr(method, "__get__") else method
+                return (bound, _kb_owned(type(owner), "_kb_fixture_params", {}).get(name),
+                        _kb_owned(type(owner), "_kb_fixture_scopes", {}).get(name, "function"),
+                        _kb_owned(type(owner), "_kb_fixture_ids", {}).get(name))
+            depth -= 1
+    levels = [_kb_FIXTURES[name]] if name in _kb_FIXTURES else []
+    levels += reversed(_kb_OUTER_FIXTURES.get(name, ()))
+    if depth >= len(levels):
         return None
+    entry = levels[depth]
     # (specs mined before scopes, or ids, were recorded give two, or three)
     return (*entry, *("function", None)[len(entry) - 2:])
 
@@ -1798,13 +1807,15 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
     def request(param=_kb_NO_PARAM, fixturename=None, scope="function"):
         return _KbRequest(node, param, resolve, finalizers, fixturename, scope)
 
-    def resolve(name, outer=False):
-        # `outer`: the fixture a class's fixture of the same name requests (it overrides that
-        # one), looked up outside the class, as pytest does
-        slot = ("outer", name) if outer else name
-        if slot in values:
-            return values[slot]
-        if name in builtins and not outer:
+    def resolve(name, outer=False, depth=0):
+        # `outer`: what a fixture requests that overrides a fixture of its name (a class's, a
+        # conftest's) or that such a fixture requests, looked up outside the class, as pytest
+        # does; `depth`: how many fixtures of that name a request looks past (`_kb_lookup`)
+        # (a value is kept under the name the test sees it by, and under its fixture function,
+        # so that each fixture is set up once for the test however it is reached)
+        if not outer and name in values:
+            return values[name]
+        if name in builtins and (not outer or _kb_lookup(name, None, depth) is None):
             return builtins[name]
         if name == "request":
             return request()
@@ -1815,27 +1826,46 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
             return values[name]
         if name == "capfd" and "capsys" in builtins:
             return builtins["capsys"]
-        entry = _kb_lookup(name, None if outer else owner)
+        entry = _kb_lookup(name, None if outer else owner, depth)
+        if entry is None and depth and not (name in _kb_FIXTURE_FUNCTIONS or name in _kb_BUILTIN_FIXTURES):
+            raise _KbUnsupportedFixture(f"fixture '{name}' requests the fixture '{name}' it overrides, "
+                                        "which the knowbench harness does not have")
         if entry is None and name in _kb_FIXTURE_FUNCTIONS:
             entry = (_kb_FIXTURE_FUNCTIONS[name], None, "function", None)
         if entry is None and name in _kb_BUILTIN_FIXTURES:
-            made, teardown = _kb_BUILTIN_FIXTURES[name]
-            values[slot] = made()
-            finalizers.append(getattr(values[slot], teardown))
-            return values[slot]
+            if name not in values:
+                made, teardown = _kb_BUILTIN_FIXTURES[name]
+                values[name] = made()
+                finalizers.append(getattr(values[name], teardown))
+            return values[name]
         if entry is None:
             raise _KbUnsupportedFixture(f"fixture '{name}' is not available in the knowbench harness")
         fixture, _, scope, _ = entry
+        slot = ("fixture", name, getattr(fixture, "__func__", fixture))
+        if slot in values:
+            if not outer:
+                values[name] = values[slot]
+            return values[slot]
         # (a class-scoped fixture once per class, as pytest sets it up per class; a test
         # outside any class gets one of its own, as each such test is its own class scope)
         if scope == "class" and owner is None:
             scope = "function"
-        key = (name, repr(fixture_params.get(name)), type(owner) if scope == "class" else None, outer)
+        key = (name, repr(fixture_params.get(name)), type(owner) if scope == "class" else None, slot[2])
         if scope != "function" and key in _kb_SCOPED:
             values[slot] = _kb_SCOPED[key]
+            if not outer:
+                values[name] = values[slot]
             return values[slot]
+        def below(argument):
+            # (the fixture's own name: the one it overrides, outside the class, one level down)
+            if argument != name:
+                return outer, 0
+            if not outer and owner is not None and _kb_owned(type(owner), "_kb_fixture_" + name) is not None:
+                return True, 0
+            return True, depth + 1
+
         arguments = {argument: request(fixture_params.get(name, _kb_NO_PARAM), name, entry[2])
-                     if argument == "request" else resolve(argument, outer or argument == name)
+                     if argument == "request" else resolve(argument, *below(argument))
                      for argument in _kb_arguments(fixture)}
         value = fixture(**arguments)
         if _kb_inspect.isgenerator(value):
@@ -1848,6 +1878,8 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
         if scope != "function":  # kept for the process, as pytest keeps it for its scope
             _kb_SCOPED[key] = value
         values[slot] = value
+        if not outer:
+            values[name] = value
         return value
 
     import warnings
