@@ -1056,3 +1056,36 @@ def test_a_fixture_that_overrides_one_of_its_name_gets_that_one(tmp_path: Path, 
     assert {t.id.rsplit("::", 1)[-1]: t.status for t in _run_mined(engine, target, built, wrong=True).tests
             if t.reason != "unsupported-fixture"} == {
         "test_overridden_twice": "fail", "test_the_plugins_own": "fail", "test_in_a_class": "fail"}
+
+
+NAME_READING_TESTS = """
+import pytest
+from lib import double
+
+
+@pytest.fixture
+def two():
+    return 2
+
+
+class TestNamed:
+    def test_its_class_name(self, request, two):
+        assert request.cls.__name__ == type(self).__name__ == "TestNamed" == type(self).__qualname__
+        assert double(two) == 4
+
+
+def test_its_function_name(request, two):
+    assert request.function.__name__ == "test_its_function_name" and double(two) == 4
+"""
+
+
+def test_what_mining_wraps_keeps_the_name_its_tests_read(tmp_path: Path, engine: SubprocessEngine) -> None:
+    """A class or function mining renames to wrap it (`_kb_TestNamed`) keeps its name for
+    the tests that read it, as under pytest: Faker's tests pick their locale by the name of
+    their class (`request.cls.__name__`)."""
+    target, built = _mined_where_pytest_says(tmp_path, {"test_lib.py": NAME_READING_TESTS}, "2 passed in")
+    assert "class _kb_TestNamed" in built.code and "def _kb_test_its_function_name" in built.code
+    execution = _run_mined(engine, target, built)
+    assert {t.id.rsplit("::", 1)[-1]: t.status for t in execution.tests} == {
+        "test_its_class_name": "pass", "test_its_function_name": "pass"}, [t.message[-600:] for t in execution.tests]
+    assert {t.status for t in _run_mined(engine, target, built, wrong=True).tests} == {"fail"}
