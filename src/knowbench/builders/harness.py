@@ -313,8 +313,7 @@ class SpecBuilder:
                     if id(node) not in needed.statements:
                         needed.statements[id(node)] = node
                         needed.names |= free_names(node)
-                        fixture_names |= {a.arg for a in node.args.args + node.args.kwonlyargs}
-                        fixture_names |= _requested_fixtures(node)
+                        fixture_names |= _fixture_arguments(node) | _requested_fixtures(node)
                         progressed = True
             for needed in list(self.sources.values()):
                 for name in sorted(needed.names - needed.done):
@@ -333,7 +332,7 @@ class SpecBuilder:
         while levels:
             source, node = levels.pop()
             yield source, node
-            if name not in {a.arg for a in node.args.args + node.args.kwonlyargs}:
+            if name not in _fixture_arguments(node):
                 break
 
     def _add_name(self, needed: _Needed, name: str) -> None:
@@ -698,6 +697,11 @@ def _reached_through(tree: ast.Module, root: str,
 
 def _set_origin(node: ast.stmt, origin: str) -> None:
     node._kb_origin = origin  # type: ignore[attr-defined]
+
+
+def _fixture_arguments(node: _FunctionNode) -> set[str]:
+    """The fixtures a fixture function asks for by its parameters."""
+    return {a.arg for a in node.args.args + node.args.kwonlyargs}
 
 
 def _named_as_written(renamed: str, name: str) -> ast.stmt:

@@ -1842,20 +1842,23 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
             raise _KbUnsupportedFixture(f"fixture '{name}' is not available in the knowbench harness")
         fixture, _, scope, _ = entry
         slot = ("fixture", name, getattr(fixture, "__func__", fixture))
-        if slot in values:
+
+        def kept(value):
+            values[slot] = value
             if not outer:
-                values[name] = values[slot]
-            return values[slot]
+                values[name] = value
+            return value
+
+        if slot in values:
+            return kept(values[slot])
         # (a class-scoped fixture once per class, as pytest sets it up per class; a test
         # outside any class gets one of its own, as each such test is its own class scope)
         if scope == "class" and owner is None:
             scope = "function"
         key = (name, repr(fixture_params.get(name)), type(owner) if scope == "class" else None, slot[2])
         if scope != "function" and key in _kb_SCOPED:
-            values[slot] = _kb_SCOPED[key]
-            if not outer:
-                values[name] = values[slot]
-            return values[slot]
+            return kept(_kb_SCOPED[key])
+
         def below(argument):
             # (the fixture's own name: the one it overrides, outside the class, one level down)
             if argument != name:
@@ -1877,10 +1880,7 @@ def _kb_run_case(function, owner, case, used, builtins, fixture_params, marks=()
                 _kb_SCOPED_TEARDOWNS.append((scope, key[2], key, lambda: _kb_tear_down(generator, name)))
         if scope != "function":  # kept for the process, as pytest keeps it for its scope
             _kb_SCOPED[key] = value
-        values[slot] = value
-        if not outer:
-            values[name] = value
-        return value
+        return kept(value)
 
     import warnings
 
