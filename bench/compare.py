@@ -22,6 +22,16 @@ found this way (`--against eb568b9`).
 `--rounds N` runs each cell's samples N times over in one loop (default 4: a light cell of 96
 samples takes half a second, too short to measure alone). The commit's `bench/peers.py` must
 have `--cell` (every commit since `bench/peers.py` was written has).
+
+    python bench/compare.py --against REF --benchmark DIR [--n 1] [--workers 2] [--pairs 3] [--isolation auto]
+
+`--benchmark DIR` compares whole runs instead: `knowbench run DIR --model reference --n N` from each
+tree in turn (its own `src`, a fresh run directory each time, one run of each first to build the
+benchmark's environment and its calibration, not counted), on a real benchmark such as a mined
+one. Prints, per tree, the median wall time of the whole command, the CPU the machine spent in
+it, and the median of the samples' own durations (`execution.duration_s`: from the request to
+the verdict), with the ratio of the commit's to this checkout's (above 1: this checkout is
+faster). A run whose reference does not pass its self-check counts as a disagreement.
 """
 
 from __future__ import annotations
@@ -55,6 +65,68 @@ def run_cell(tree: Path, harness: str, workload: Path, kind: str, workers: int) 
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def run_benchmark(tree: Path, benchmark: Path, out: Path, workers: int, isolation: str, n: int) -> dict:
+    """`knowbench run BENCHMARK --model reference` with `tree`'s knowbench, in a fresh process:
+    its wall and machine CPU seconds, its samples' durations, and whether it passed its self-check."""
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    cpu_before, _, _ = peers.machine_counters()
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "knowbench", "run", str(benchmark), "--model", "reference",
+                           "--out", str(out), "--workers", str(workers), "--isolation", isolation, "--n", str(n)],
+                          capture_output=True, text=True, cwd=tree, env=env)
+    wall = time.perf_counter() - started
+    cpu_after, _, _ = peers.machine_counters()
+    durations = []
+    if (out / "samples.jsonl").exists():
+        for line in (out / "samples.jsonl").read_text().splitlines():
+            execution = json.loads(line).get("execution") or {}
+            if execution.get("duration_s") is not None:
+                durations.append(execution["duration_s"])
+    return {"wall_s": wall, "cpu_s": cpu_after - cpu_before, "durations": durations,
+            "passed": done.returncode == 0, "tail": (done.stdout + done.stderr)[-1500:]}
+
+
+def compare_benchmark(args: argparse.Namespace, trees: dict[str, Path], tmp: Path, ref: str) -> None:
+    """`--benchmark`: whole `knowbench run`s of both trees, alternately (see the module's help)."""
+    benchmark = Path(args.benchmark).resolve()
+    if not (benchmark / "benchmark.json").is_file():
+        print(f"--benchmark {args.benchmark}: no benchmark.json there", file=sys.stderr)
+        raise SystemExit(2)
+    workers = int(args.workers.split(",")[0])
+    runs: dict[str, list[dict]] = {name: [] for name in trees}
+    failures = []
+    for pair in range(-1, args.pairs):  # pair -1: each tree's first run, not counted
+        order = list(trees) if pair % 2 == 0 else list(reversed(trees))
+        for name in order:
+            run = run_benchmark(trees[name], benchmark, tmp / f"run-{name}-{pair + 1}", workers, args.isolation,
+                                args.n)
+            if not run["passed"]:
+                failures.append(f"{name} run {pair + 1}: the reference did not pass its self-check:\n{run['tail']}")
+            elif pair >= 0:
+                runs[name].append(run)
+            print(f"  pair {pair + 1} {name:8} {run['wall_s']:7.1f} s wall, {run['cpu_s']:7.1f} s CPU"
+                  + ("" if pair >= 0 else " (not counted)"), file=sys.stderr)
+    if all(runs.values()):
+        print(f"\n{benchmark.name}, --n {args.n}, --workers {workers}, --isolation {args.isolation}, "
+              f"{len(runs['this'][0]['durations'])} samples\n")
+        print("| tree | wall s (median, range) | CPU s (median) | sample duration ms (median of medians) |\n|"
+              + "---|" * 4)
+        summary = {}
+        for name, cells in runs.items():
+            walls = [c["wall_s"] for c in cells]
+            summary[name] = (statistics.median(walls), statistics.median(c["cpu_s"] for c in cells),
+                             statistics.median(statistics.median(c["durations"]) * 1000 for c in cells))
+            print(f"| {name} | {summary[name][0]:.1f} ({min(walls):.1f}–{max(walls):.1f}) | {summary[name][1]:.1f} "
+                  f"| {summary[name][2]:.1f} |")
+        then, this = summary[ref], summary["this"]
+        print(f"| {ref} / this | {then[0] / this[0]:.2f}× | {then[1] / this[1]:.2f}× | {then[2] / this[2]:.2f}× |")
+    if failures:
+        print(f"\n{len(failures)} runs failed:")
+        for line in failures:
+            print("  " + line)
+        raise SystemExit(1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", required=True, help="the commit to compare with (any git revision)")
@@ -67,6 +139,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4, help="times each cell runs its samples (default 4)")
     parser.add_argument("--light", type=int, default=96, help="light samples (default 96)")
     parser.add_argument("--heavy", type=int, default=48, help="heavy samples (default 48)")
+    parser.add_argument("--benchmark", help="compare whole `knowbench run DIR --model reference` runs of this "
+                        "benchmark directory instead of bench/peers.py's cells (--workers: the first count)")
+    parser.add_argument("--isolation", default="auto", help="--benchmark: knowbench run's --isolation (default auto)")
+    parser.add_argument("--n", type=int, default=1, help="--benchmark: samples per task (knowbench run's --n, "
+                        "default 1; each is the reference)")
     args = parser.parse_args()
     harnesses = [h for h in args.harnesses.split(",") if h]
     unknown = [h for h in harnesses if h not in HARNESSES]
@@ -87,7 +164,8 @@ def main() -> None:
     workloads = {"light": peers.generate(peers.LIGHT, args.light), "heavy": peers.generate(peers.HEAVY, args.heavy)}
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; this checkout against {ref}, "
-          f"{args.pairs} pairs of runs per cell, each cell's samples {args.rounds} times over")
+          + (f"{args.pairs} pairs of runs of knowbench run on {args.benchmark}" if args.benchmark else
+             f"{args.pairs} pairs of runs per cell, each cell's samples {args.rounds} times over"))
     # Beside this checkout, not under /tmp unless it is there too: a tree under /tmp costs each
     # fork-server sample more (bwrap makes the directories that lead to it on the sandbox's own
     # /tmp), so two trees in different places would not compare their code alone.
@@ -100,6 +178,9 @@ def main() -> None:
         subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(other), ref], cwd=ROOT, check=True)
         try:
             trees = {"this": ROOT, ref: other}
+            if args.benchmark:
+                compare_benchmark(args, trees, Path(tmp), ref)
+                return
             files = {}
             for kind in kinds:
                 files[kind] = Path(tmp) / f"{kind}.json"

@@ -353,7 +353,9 @@ def main() -> None:
         else:
             harnesses.append(harness)
     worker_counts = [int(w) for w in args.workers.split(",")]
-    workloads = {"light": generate(LIGHT, args.light), "heavy": generate(HEAVY, args.heavy)}
+    workloads = {name: generate(templates, count)  # --light 0 or --heavy 0 leaves that workload out
+                 for name, templates, count in (("light", LIGHT, args.light), ("heavy", HEAVY, args.heavy))
+                 if count > 0}
     from knowbench.execution.sandbox import resolve_sandbox
     kind = resolve_sandbox(os.environ.get("PEERS_SANDBOX", "auto")).kind
     print(f"python {sys.version.split()[0]} ({sys.executable}), {os.cpu_count()} cpus, "
