@@ -12,7 +12,9 @@ so builds work offline against a local mirror.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -50,6 +52,20 @@ class BenchEnv:
 
 def envs_root() -> Path:
     return knowbench_home() / "envs"
+
+
+@functools.cache
+def bytecode_magic(python: str) -> str | None:
+    """The magic number of the bytecode `python` makes (hex), this one's without starting it;
+    None where it cannot be asked. Interpreters with the same magic load each other's
+    marshalled code."""
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        return importlib.util.MAGIC_NUMBER.hex()
+    try:
+        return subprocess.run([python, "-I", "-c", "import importlib.util; print(importlib.util.MAGIC_NUMBER.hex())"],
+                              capture_output=True, text=True, check=True, timeout=60).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def python_version(python: str) -> str:

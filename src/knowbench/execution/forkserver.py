@@ -356,7 +356,7 @@ class ForkServerEngine(Engine):
     def _execute_split(self, judge_server: _Server, candidate_server: _Server,
                        request: ExecutionRequest) -> Execution:
         slot = judge_server.slot
-        judge, candidate = split_configs(request, self.uids.judge[slot], self.uids.candidate[slot])
+        judge, candidate = split_configs(request, self.uids.judge[slot], self.uids.candidate[slot], self.python)
         host_dir, inner = _engine_dir(self.sandbox, judge_server.workdir, "split-")
         share_workdir(host_dir, judge)
         judge["workdir"] = candidate["workdir"] = inner
@@ -411,7 +411,7 @@ class ForkServerEngine(Engine):
 
     def _execute_project(self, server: _Server, request: ExecutionRequest) -> Execution:
         """A project sample: its work directory laid out by the engine, then run as any other."""
-        config = runner_config(request, self.uids.judge[server.slot])
+        config = runner_config(request, self.uids.judge[server.slot], self.python)
         with project_workdir(self.sandbox, server.workdir, request, config) as failed:
             if failed is not None:
                 return infrastructure_execution(request, self, failed)
@@ -419,7 +419,7 @@ class ForkServerEngine(Engine):
 
     def _execute(self, server: _Server, request: ExecutionRequest,
                  config: dict[str, Any] | None = None) -> Execution:
-        config = config or runner_config(request, self.uids.judge[server.slot])
+        config = config or runner_config(request, self.uids.judge[server.slot], self.python)
         started = time.monotonic()
         try:
             reply = server.run(config, request.limits.wall_s)

@@ -21,13 +21,16 @@ This file must not import knowbench: it runs in whatever environment the benchma
 tests need.
 """
 
+import _frozen_importlib_external  # (importlib's, loaded in every interpreter as it starts)
 import _thread
+import binascii
 import builtins
 import contextvars
 import gc
 import itertools
 import json
 import linecache
+import marshal
 import opcode
 import operator
 import os
@@ -630,7 +633,7 @@ def _load_spec(name, tests, module, modules, spec_errors, as_script=False):
         if not as_script:
             sys.modules[_SPEC_MODULE] = spec_module
         return spec_module.__dict__
-    code = tests[name]
+    code, precompiled = tests[name]
     if as_script:
         import ast
 
@@ -650,7 +653,7 @@ def _load_spec(name, tests, module, modules, spec_errors, as_script=False):
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         spec_module.__name__ = _SPEC_MODULE
         spec_module.__file__ = filename  # the test's own, as pytest's module has (warnings point here)
-        compiled = compile(code, filename, "exec")
+        compiled = _compile(code, filename, precompiled)
         _SPEC_CODE[filename] = (compiled, code, spec_module.__dict__)
         sys.modules[_SPEC_MODULE] = spec_module
     namespace = spec_module.__dict__
@@ -1152,20 +1155,40 @@ def _new_solution_module(program):
     return module
 
 
-def _load_program(program, entry_point, channel, installed, box):
+def _precompiled(compiled):
+    """The code the engine compiled for this sample ({spec name: code}, the program's code or
+    None), from the request's `compiled`; nothing where this interpreter makes other bytecode.
+    Loaded before any sample code runs."""
+    if not compiled or compiled.get("magic") != _frozen_importlib_external.MAGIC_NUMBER.hex():
+        return {}, None
+
+    def load(text):
+        return marshal.loads(binascii.a2b_base64(text)) if text else None
+    return {name: load(text) for name, text in compiled.get("tests", {}).items()}, load(compiled.get("program"))
+
+
+def _compile(source, filename, precompiled=None):
+    """`source`'s code as `filename`: the engine's compile of it where there is one (made as
+    this does, for the same bytecode), else compiled here."""
+    if type(precompiled) is types.CodeType and precompiled.co_filename == filename:
+        return precompiled
+    return compile(source, filename, "exec")
+
+
+def _load_program(program, entry_point, channel, installed, precompiled, box):
     """Worker-thread job: run the program as module `solution`.
 
     In-process, `program` is the candidate's and sample code runs here. Split, it is the
     benchmark's own program; the candidate's process loads the candidate's meanwhile, and
     the target here becomes a proxy that calls it. `installed`: the installed module the
     target was cut from, where the target (or its proxy) then takes the original's place
-    (`knowbench_graft`).
+    (`knowbench_graft`). `precompiled`: the program's code as the engine compiled it, or None.
     """
     module = _new_solution_module(program)
     if channel is not None:  # before the program binds `from time import tzset`
         knowbench_split.watch_tzset()
     try:
-        exec(compile(program, "solution.py", "exec"), module.__dict__)
+        exec(_compile(program, "solution.py", precompiled), module.__dict__)
         if channel is None and installed and knowbench_graft.graft(module.__dict__, entry_point, installed):
             knowbench_graft.follow_writes(module.__dict__, installed)
     except BaseException as error:
@@ -1324,7 +1347,8 @@ def execute_sample(config, result_fd):
         knowbench_project.enter(project)
     nonce = config["nonce"]
     items = [dict(item) for item in config["items"]]
-    tests = dict(config["tests"])
+    compiled, program_code = _precompiled(config.get("compiled"))
+    tests = {name: (source, compiled.get(name)) for name, source in config["tests"].items()}
     write, exit_now, monotonic, getpid = os.write, os._exit, time.monotonic, os.getpid
     copy_context = contextvars.copy_context
     end_code = _end_code
@@ -1510,7 +1534,8 @@ def execute_sample(config, result_fd):
                                            functions=False)
         channel = knowbench_split.Channel(config["channel_fd"], resolver)
         hang_up[0] = channel.hang_up
-    loaded = in_worker(_load_program, config["program"], config.get("entry_point"), channel, config.get("graft"))
+    loaded = in_worker(_load_program, config["program"], config.get("entry_point"), channel, config.get("graft"),
+                       program_code)
     problem = integrity_problem()
     if problem is not None:
         fail_all(0, "error", f"tampering detected while loading the program: {problem}", "tampering")
@@ -2508,16 +2533,20 @@ def _warm_tests():
               "last_of_spec": last, "last_of_class": True}
              for cls, function, kind, last in ((None, "test_function", "function", False),
                                                ("TestCases", "test_method", "unittest", True))]
+    # The second round loads code as the engine sends it compiled (`_precompiled`).
+    sent = {"magic": _frozen_importlib_external.MAGIC_NUMBER.hex(),
+            "tests": {name: binascii.b2a_base64(marshal.dumps(compile(_WARM_UP_TESTS, "test:" + name, "exec")))}}
     try:
-        for program in (_WARM_UP_PROGRAM, _WARM_UP_PROGRAM.replace("2 * v", "v + v + 1")):
+        for program, compiled in ((_WARM_UP_PROGRAM, None), (_WARM_UP_PROGRAM.replace("2 * v", "v + v + 1"), sent)):
+            codes, program_code = _precompiled(compiled)
             box = []
-            _load_program(program, "double", None, None, box)
+            _load_program(program, "double", None, None, program_code, box)
             module, target_codes = box[0][2]
             for _ in range(4):
                 state = ({}, {}, {}, None, None, "framework",
                          {name: {(item["cls"], item["function"]) for item in items}})
                 for item in items:
-                    _run_item(item, {name: _WARM_UP_TESTS}, module, target_codes, state, [])
+                    _run_item(item, {name: (_WARM_UP_TESTS, codes.get(name))}, module, target_codes, state, [])
                     _surface_changed()
                 _forget_warm_up(name)
     finally:
