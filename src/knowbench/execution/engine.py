@@ -562,7 +562,7 @@ def runner_command(python: str, mode: str) -> list[str]:
 _BYTECODE_MAGIC = importlib.util.MAGIC_NUMBER.hex()
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=128)  # (a 500 KB test file's code is 1.3 MB in base64)
 def compiled_code(source: str, filename: str) -> str | None:
     """`source` compiled here as the runner compiles it (as `filename`, inheriting no flags,
     asserts kept), marshalled and in base64, for a runner whose interpreter makes the same
