@@ -3663,3 +3663,45 @@ def test_a_change_that_raises_as_it_is_compared_fails_the_call() -> None:
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "argument 1 (InvalidOperation when the change was made here)" in done.stdout, done.stdout
+
+
+def test_attrs_objects_and_a_defaultdict_of_a_program_class_cross_both_ways(split_engine: Engine) -> None:
+    """attrs' slotted classes (frozen ones too) and a `defaultdict` whose factory is the
+    program's class cross by value, as the program's plain classes do (the factory back from
+    the candidate only as the class the tests sent: the tests would call it)."""
+    program = """
+        import collections
+        import attrs
+
+
+        @attrs.frozen
+        class Point:
+            x: int
+            y: int
+
+
+        class Node:
+            def __init__(self):
+                self.hits = 0
+
+
+        def add(point, grid):
+            grid[point.y].hits += 1
+            return attrs.evolve(point, x=point.x + 3)
+    """
+    tests = """
+        import collections
+
+
+        def test_add():
+            grid = collections.defaultdict(Node)
+            moved = add(Point(1, 2), grid)
+            assert moved == Point(4, 2) and type(moved) is Point
+            assert grid.default_factory is Node and grid[2].hits == 1 and grid[5].hits == 0
+    """
+    stub = dedent(program).replace("grid[point.y].hits += 1\n    return attrs.evolve(point, x=point.x + 3)",
+                                   "raise NotImplementedError")
+    assert "NotImplementedError" in stub
+    result = split_engine.execute(make_request(dedent(program), dedent(tests), "add", isolation="split",
+                                               trusted_program=stub))
+    assert result.status == "pass" and result.isolation == "split", [t.message[-400:] for t in result.tests]

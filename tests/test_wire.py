@@ -32,6 +32,7 @@ import uuid
 import zoneinfo
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pandas as pd
 import pytest
@@ -1551,6 +1552,67 @@ def test_a_c_type_is_not_rebuilt_from_state() -> None:
     forged = ["knowbench-wire", 1, ["obj", 0, "_ssl", "_SSLSocket", 0]]
     with pytest.raises(wire.WireError, match="C type"):
         wire.loads(json.dumps(forged).encode(), wire.Resolver({"_ssl"}))
+
+
+@attrs.frozen
+class FrozenAttrs:  # slotted: attrs gives it a __getstate__ / __setstate__ of its own
+    name: str
+    items: list = attrs.field(factory=list)
+
+
+@attrs.define
+class MutableAttrs:
+    count: int
+    inner: FrozenAttrs | None = None
+
+
+@attrs.frozen(cache_hash=True)
+class HashCachingAttrs:
+    name: str
+
+
+class Tree:
+    """A node whose children are made on first use (`defaultdict(Tree)`), as jsonschema's
+    `ErrorTree` keeps its `_contents`."""
+
+    def __init__(self, label: str = "") -> None:
+        self.label = label
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Tree and other.label == self.label
+
+
+def test_attrs_classes_cross_by_value() -> None:
+    """attrs' slotted classes (its default) set their fields in their `__setstate__`, as the
+    wire does when it rebuilds an object: they cross as dataclasses do, frozen ones included."""
+    frozen = FrozenAttrs("a", [1, (2, 3)])
+    value = MutableAttrs(2, frozen)
+    back = rt([value, frozen])
+    assert back == [value, frozen] and type(back[0]) is MutableAttrs and back[0].inner is back[1]
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        back[1].name = "b"
+    back[0].count += 1  # (and a mutable one stays mutable)
+    assert back[0].count == 3
+
+
+def test_an_attrs_class_that_caches_its_hash_is_refused() -> None:
+    """A hash made in one process is wrong in another (`str` hashes are salted per process)."""
+    with pytest.raises(wire.Unencodable, match="caches its hash"):
+        wire.dumps(HashCachingAttrs("a"))
+
+
+def test_a_defaultdicts_factory_crosses_by_name() -> None:
+    tree = collections.defaultdict(Tree, {"a": Tree("a")})
+    back = rt(tree)
+    assert back == tree and back.default_factory is Tree and type(back["missing"]) is Tree
+    with pytest.raises(wire.Unencodable, match="default_factory"):
+        wire.dumps(collections.defaultdict(lambda: 0))
+    # Named by the other process, a factory is a class as a value: one this side never sent is refused.
+    with pytest.raises(wire.WireError, match="never sent cannot cross as a value"):
+        wire.loads(wire.dumps(tree), R, values={})
+    sent: dict = {}
+    wire.dumps(tree, values=sent)
+    assert wire.loads(wire.dumps(tree), R, values=sent).default_factory is Tree
 
 
 def test_a_class_as_a_value_is_named_only_when_this_side_sent_it() -> None:

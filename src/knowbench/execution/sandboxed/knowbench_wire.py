@@ -266,6 +266,14 @@ _IMMUTABLE = 1 << 8
 _LAYOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # class -> _layout(class)
 
 
+def _sets_fields(setstate: object) -> bool:
+    """Whether `__setstate__` is one that only sets the fields of the state it is given, as
+    rebuilding an object here does: dataclasses' (frozen, slotted) and attrs' (slotted)."""
+    qualname, module = getattr(setstate, "__qualname__", ""), getattr(setstate, "__module__", "")
+    return (qualname == "_dataclass_setstate" and module == "dataclasses") or \
+        (qualname.endswith("_make_getstate_setstate.<locals>.slots_setstate") and module == "attr._make")
+
+
 def _layout(cls: type) -> tuple[str | None, bool, dict[str, object]]:
     """(problem or None, instances have __dict__, slot name -> member descriptor) for classes
     rebuilt with `object.__new__` + state."""
@@ -284,8 +292,8 @@ def _layout(cls: type) -> tuple[str | None, bool, dict[str, object]]:
     elif (getattr(cls, "__reduce_ex__", None) is not object.__reduce_ex__
           or getattr(cls, "__reduce__", None) is not object.__reduce__):
         problem = "it customises pickling (__reduce__)"
-    elif setstate is not None and getattr(setstate, "__qualname__", "") != "_dataclass_setstate":
-        problem = "it has a custom __setstate__"  # dataclasses' own one sets fields, as we do
+    elif setstate is not None and not _sets_fields(setstate):
+        problem = "it has a custom __setstate__"
     elif any("__dict__" in vars(klass) and type(vars(klass)["__dict__"]) is not types.GetSetDescriptorType
              for klass in cls.__mro__[:-1]):
         problem = "it defines __dict__ itself"  # (read to fill its state: it would run)
@@ -295,6 +303,10 @@ def _layout(cls: type) -> tuple[str | None, bool, dict[str, object]]:
         # Its finalizer would act on the sender's state with no test asking: tempfile's
         # _TemporaryFileCloser unlinks the `name` it is given.
         problem = "it has a finalizer (__del__)"
+    if problem is None and any("_attrs_cached_hash" in vars(klass).get("__slots__", ()) for klass in cls.__mro__):
+        # attrs' `cache_hash`: a hash made in the sender's process (`str` hashes are salted
+        # per process) would be wrong in the receiver's; its __setstate__ clears it.
+        problem = "it caches its hash"
     for klass in cls.__mro__:
         names = vars(klass).get("__slots__", ())
         for name in [names] if isinstance(names, str) else names:
@@ -641,10 +653,12 @@ _SEQ_TAGS = {list: "list", tuple: "tuple", set: "set", frozenset: "frozenset", d
 _SEQ_KINDS = {tag: kind for kind, tag in _SEQ_TAGS.items()}
 
 
-def _enc_factory(factory: object) -> object:
-    if factory is not None and not (isinstance(factory, type) and factory.__module__ == "builtins"):
-        raise _Refused("a defaultdict whose default_factory is not None or a builtin type")
-    return None if factory is None else ["global", "builtins", factory.__qualname__]
+def _enc_factory(e: _Encoder, factory: object) -> object:
+    """A defaultdict's default_factory: None, or a class that crosses by name (a builtin type,
+    or one of a module the other side may name: `ErrorTree`'s `defaultdict(ErrorTree)`)."""
+    if factory is not None and not isinstance(factory, type):
+        raise _Refused("a defaultdict whose default_factory is not None or a class")
+    return None if factory is None else e.child(factory, ".default_factory")
 
 
 # Dict views cross as the same kind of view over a copy of what they show, as a dict crosses
@@ -707,7 +721,7 @@ _ENCODERS = {
     pathlib.PosixPath: lambda e, v: ["path", "posix", str(v)],
     collections.OrderedDict: _Encoder.mapping,
     collections.Counter: _Encoder.mapping,
-    collections.defaultdict: lambda e, v: e.mapping(v, _enc_factory(v.default_factory)),
+    collections.defaultdict: lambda e, v: e.mapping(v, _enc_factory(e, v.default_factory)),
     collections.deque: lambda e, v: e.seq(v, head=(v.maxlen,)),
     re.Pattern: lambda e, v: ["pattern", e.enc(v.pattern), v.flags],
     io.StringIO: lambda e, v: ["stringio", e.new_id(v), *_stream_state(v)],
@@ -1482,8 +1496,7 @@ def _dec_namedtuple(d: _Decoder, node: list) -> object:
 def _dec_ddict(d: _Decoder, node: list) -> object:
     nid, factory, *pairs = _fields(node, 2, at_least=True)
     factory = d.dec(factory)
-    _need(factory is None or (isinstance(factory, type) and factory.__module__ == "builtins"),
-          "defaultdict: bad default_factory")
+    _need(factory is None or isinstance(factory, type), "defaultdict: bad default_factory")
     return d.fill(d.register(nid, collections.defaultdict(factory)), pairs)
 
 
