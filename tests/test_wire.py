@@ -1571,6 +1571,11 @@ class HashCachingAttrs:
     name: str
 
 
+@attrs.frozen(cache_hash=True, slots=False)
+class HashCachingDictAttrs:
+    name: str
+
+
 class Tree:
     """A node whose children are made on first use (`defaultdict(Tree)`), as jsonschema's
     `ErrorTree` keeps its `_contents`."""
@@ -1597,8 +1602,12 @@ def test_attrs_classes_cross_by_value() -> None:
 
 def test_an_attrs_class_that_caches_its_hash_is_refused() -> None:
     """A hash made in one process is wrong in another (`str` hashes are salted per process)."""
-    with pytest.raises(wire.Unencodable, match="caches its hash"):
-        wire.dumps(HashCachingAttrs("a"))
+    for value in (HashCachingAttrs("a"), HashCachingDictAttrs("a")):
+        with pytest.raises(wire.Unencodable, match="caches its hash"):
+            wire.dumps(value)
+    forged = ["obj", 0, ME, "HashCachingDictAttrs", 2, "name", "a", "_attrs_cached_hash", 12345]
+    with pytest.raises(wire.WireError, match="caches its hash"):
+        wire.loads(doc(forged), R)
 
 
 def test_a_defaultdicts_factory_crosses_by_name() -> None:
@@ -1613,6 +1622,16 @@ def test_a_defaultdicts_factory_crosses_by_name() -> None:
     sent: dict = {}
     wire.dumps(tree, values=sent)
     assert wire.loads(wire.dumps(tree), R, values=sent).default_factory is Tree
+    # So inside an object's state, where classes cross as the objects' own: the tests would
+    # call a factory they never sent (an `__eq__` that says yes to anything, say) on a missing key.
+    held = Plain(collections.defaultdict(Tree))
+    judge = {"values": {}, "classes": {}, "code": lambda place, found, rebuilt: False}
+    with pytest.raises(wire.WireError, match="default_factory this process never sent"):
+        wire.loads(wire.dumps(held), wire.Resolver(set(), program_module=ME, functions=False), **judge)
+    held.a = collections.defaultdict(list)  # (a plain builtin is no class the tests are handed)
+    assert type(wire.loads(wire.dumps(held), wire.Resolver(set(), program_module=ME, functions=False),
+                           **judge)) is Plain
+    assert wire.loads(wire.dumps(collections.defaultdict(int, a=1)), R, values={}) == {"a": 1}
 
 
 def test_a_class_as_a_value_is_named_only_when_this_side_sent_it() -> None:

@@ -560,6 +560,7 @@ def runner_command(python: str, mode: str) -> list[str]:
 
 
 _BYTECODE_MAGIC = importlib.util.MAGIC_NUMBER.hex()
+_COMPILING = threading.Lock()
 
 
 @functools.lru_cache(maxsize=128)  # (a 500 KB test file's code is 1.3 MB in base64)
@@ -574,13 +575,20 @@ def compiled_code(source: str, filename: str) -> str | None:
     None where the runner's own compile could turn out otherwise: the source does not compile,
     or compiling it warns (the runner compiles under the tests' warning filters, which may
     make that warning an error, as pytest's would)."""
-    with warnings.catch_warnings(record=True) as caught:
+    # (`catch_warnings` swaps process-wide state: one compile at a time, and what another
+    # thread warned meanwhile is warned again, not taken for this compile's.)
+    with _COMPILING, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             code = compile(source, filename, "exec", dont_inherit=True, optimize=0)
         except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError):
-            return None
-    if caught:
+            code = None
+    own = [warning for warning in caught if warning.filename == filename]
+    for warning in caught:
+        if warning.filename != filename:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno,
+                                   source=warning.source)
+    if code is None or own:
         return None
     return base64.b64encode(marshal.dumps(code)).decode("ascii")
 

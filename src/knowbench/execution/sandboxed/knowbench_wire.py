@@ -274,6 +274,16 @@ def _sets_fields(setstate: object) -> bool:
         (qualname.endswith("_make_getstate_setstate.<locals>.slots_setstate") and module == "attr._make")
 
 
+def _caches_its_hash(cls: type) -> bool:
+    """Whether `cls`'s `__hash__` is attrs' with `cache_hash` (slotted or not: it keeps the hash
+    in `_attrs_cached_hash`)."""
+    for klass in cls.__mro__:
+        if "__hash__" in vars(klass):
+            code = getattr(vars(klass)["__hash__"], "__code__", None)
+            return type(code) is types.CodeType and "_attrs_cached_hash" in code.co_names
+    return False
+
+
 def _layout(cls: type) -> tuple[str | None, bool, dict[str, object]]:
     """(problem or None, instances have __dict__, slot name -> member descriptor) for classes
     rebuilt with `object.__new__` + state."""
@@ -303,9 +313,9 @@ def _layout(cls: type) -> tuple[str | None, bool, dict[str, object]]:
         # Its finalizer would act on the sender's state with no test asking: tempfile's
         # _TemporaryFileCloser unlinks the `name` it is given.
         problem = "it has a finalizer (__del__)"
-    if problem is None and any("_attrs_cached_hash" in vars(klass).get("__slots__", ()) for klass in cls.__mro__):
+    if problem is None and _caches_its_hash(cls):
         # attrs' `cache_hash`: a hash made in the sender's process (`str` hashes are salted
-        # per process) would be wrong in the receiver's; its __setstate__ clears it.
+        # per process) would be wrong in the receiver's.
         problem = "it caches its hash"
     for klass in cls.__mro__:
         names = vars(klass).get("__slots__", ())
@@ -1497,6 +1507,11 @@ def _dec_ddict(d: _Decoder, node: list) -> object:
     nid, factory, *pairs = _fields(node, 2, at_least=True)
     factory = d.dec(factory)
     _need(factory is None or isinstance(factory, type), "defaultdict: bad default_factory")
+    # The tests call it on a missing key: named by the other process, wherever the defaultdict
+    # lies (an object's state too, where `_dec_global` lets classes through), only a plain
+    # builtin or a class this side sent as a value, as `_dec_global` rules for a class as a value.
+    _need(factory is None or d.values is None or _builtin_class(factory) or d.values.get(id(factory)) is factory,
+          "defaultdict: a default_factory this process never sent cannot cross")
     return d.fill(d.register(nid, collections.defaultdict(factory)), pairs)
 
 
