@@ -1437,12 +1437,17 @@ def _dec_global(d: _Decoder, node: list) -> object:
         found = d.resolver.lookup(module, qualname, known=d.classes)
         # A class as a value (not an object's class) is something the tests may call: named by
         # the other process, only a plain builtin or one this side sent as a value.
-        _need(d.values is None or not isinstance(found, type) or _builtin_class(found)
-              or d.values.get(id(found)) is found,
+        _need(not isinstance(found, type) or _may_take_class(d, found),
               f"{module!r}.{qualname!r}: a class this process never sent cannot cross as a value"[:200])
     if d.named is not None:
         d.named[id(found)] = found
     return found
+
+
+def _may_take_class(d: _Decoder, cls: type) -> bool:
+    """Whether the other process may hand this one `cls` as a value (something the tests may
+    call): a plain builtin, or a class this side sent as a value (always, without `values`)."""
+    return d.values is None or _builtin_class(cls) or d.values.get(id(cls)) is cls
 
 
 def _builtin_class(cls: type) -> bool:
@@ -1507,10 +1512,9 @@ def _dec_ddict(d: _Decoder, node: list) -> object:
     nid, factory, *pairs = _fields(node, 2, at_least=True)
     factory = d.dec(factory)
     _need(factory is None or isinstance(factory, type), "defaultdict: bad default_factory")
-    # The tests call it on a missing key: named by the other process, wherever the defaultdict
-    # lies (an object's state too, where `_dec_global` lets classes through), only a plain
-    # builtin or a class this side sent as a value, as `_dec_global` rules for a class as a value.
-    _need(factory is None or d.values is None or _builtin_class(factory) or d.values.get(id(factory)) is factory,
+    # The tests call it on a missing key: a class as a value, wherever the defaultdict lies (an
+    # object's state too, where `_dec_global` lets classes through as objects' own).
+    _need(factory is None or _may_take_class(d, factory),
           "defaultdict: a default_factory this process never sent cannot cross")
     return d.fill(d.register(nid, collections.defaultdict(factory)), pairs)
 
