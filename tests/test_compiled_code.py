@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import dis
 import marshal
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -139,3 +140,54 @@ print("ok")
 """
     done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+XFAILS = "import pytest\n\ndef test_add():\n    if add(2, 3) == 5:\n        pytest.xfail('known')\n"
+
+
+def _in_knowbench(script: str, *options: str, env: dict[str, str] | None = None) -> str:
+    """What `script` prints, run by this interpreter with `options` and `env` added, as a
+    process running knowbench started so would."""
+    done = subprocess.run([sys.executable, *options, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip()
+
+
+@pytest.mark.parametrize("options, env", [((), {}), (("-X", "no_debug_ranges"), {}),
+                                          ((), {"PYTHONNODEBUGRANGES": "1"}),
+                                          (("-X", "int_max_str_digits=0"), {}),
+                                          ((), {"PYTHONINTMAXSTRDIGITS": "100000"})],
+                         ids=["defaults", "X-no-debug-ranges", "PYTHONNODEBUGRANGES", "X-int-max-str-digits",
+                              "PYTHONINTMAXSTRDIGITS"])
+def test_an_engine_started_with_other_compile_settings_sends_no_code(options: tuple[str, ...],
+                                                                      env: dict[str, str]) -> None:
+    """The runner starts with `-I` (no PYTHON* variables, no `-X`): code compiled where column
+    positions are dropped, or where an int literal may have more digits than the runner
+    allows, is not the runner's compile, and is not sent."""
+    script = f"""
+from knowbench.execution.engine import compiled_code
+print(compiled_code({PASSES!r}, "test:t") is not None)
+"""
+    assert _in_knowbench(script, *options, env=env) == str(not options and not env)
+
+
+@pytest.mark.slow
+def test_a_tests_own_xfail_is_recognised_however_knowbench_was_started(best_sandbox: Sandbox) -> None:
+    """The runner recognises a test's own `pytest.xfail()` by the code's column positions:
+    under `-X no_debug_ranges` (knowbench's process, never the runner's), the code the engine
+    compiled would have none, and the xfail would read as a failure from the second sample on."""
+    script = f"""
+import sys
+sys.path.insert(0, {os.path.dirname(__file__)!r})
+from helpers import make_request
+from knowbench.execution.forkserver import ForkServerEngine
+from knowbench.execution.sandbox import resolve_sandbox
+engine = ForkServerEngine(resolve_sandbox({best_sandbox.kind!r}), workers=1)
+try:
+    request = make_request({ADD!r}, {XFAILS!r}, "add")
+    print(" ".join(engine.execute(request).status for _ in range(3)))
+finally:
+    engine.close()
+"""
+    assert _in_knowbench(script, "-X", "no_debug_ranges") == "pass pass pass"

@@ -561,6 +561,17 @@ def runner_command(python: str, mode: str) -> list[str]:
 
 _BYTECODE_MAGIC = importlib.util.MAGIC_NUMBER.hex()
 _COMPILING = threading.Lock()
+# Whether this process keeps code's column positions, as the runner does (started with `-I`, it
+# reads no PYTHONNODEBUGRANGES); `-X no_debug_ranges` drops them, and the runner's
+# `_xfailed_by_the_tests` compares them.
+_DEBUG_RANGES = any(column is not None for _, _, column, _ in compile("0", "", "eval").co_positions())
+
+
+def _compiles_as_the_runner() -> bool:
+    """Whether a compile here makes the code the runner's own would: column positions kept,
+    and the default limit on an int literal's digits (`-X int_max_str_digits`,
+    PYTHONINTMAXSTRDIGITS or `sys.set_int_max_str_digits` change it here, never there)."""
+    return _DEBUG_RANGES and sys.get_int_max_str_digits() == sys.int_info.default_max_str_digits
 
 
 @functools.lru_cache(maxsize=128)  # (a 500 KB test file's code is 1.3 MB in base64)
@@ -574,10 +585,13 @@ def compiled_code(source: str, filename: str) -> str | None:
 
     None where the runner's own compile could turn out otherwise: the source does not compile,
     or compiling it warns (the runner compiles under the tests' warning filters, which may
-    make that warning an error, as pytest's would)."""
+    make that warning an error, as pytest's would), or this process was started with settings
+    that change what a compile makes (`_compiles_as_the_runner`)."""
     # (`catch_warnings` swaps process-wide state: one compile at a time, and what another
     # thread warned meanwhile is warned again, not taken for this compile's.)
     with _COMPILING, warnings.catch_warnings(record=True) as caught:
+        if not _compiles_as_the_runner():
+            return None
         warnings.simplefilter("always")
         try:
             code = compile(source, filename, "exec", dont_inherit=True, optimize=0)
