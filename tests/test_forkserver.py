@@ -573,6 +573,10 @@ def test_the_submodules_a_benchmark_imports_are_preloaded_once_not_by_every_samp
     assert "pytest" not in preload
     mentions = task.model_copy(update={"tests": [TestSpec(name="t", code='def test_a():\n    """by pytest"""\n')]})
     assert "pytest" in preload_modules([task, mentions])
+    # A mined task's installed module: the graft imports it in every sample, and the server
+    # indexes its package for their grafts (`knowbench_graft.index`).
+    assert "email.utils" not in preload
+    assert "email.utils" in preload_modules([task.model_copy(update={"installed_module": "email.utils"})])
     program = task.context + "\n" + prompt.replace("    ...", "    return LOADED")
     for modules, passes in ((preload, True), (["xml", "email", "typing"], False)):
         engine = ForkServerEngine(best_sandbox, workers=1, preload=modules)

@@ -15,6 +15,8 @@ import pytest
 
 from helpers import make_request
 from knowbench.execution.engine import RUNNER_DIR, SubprocessEngine
+from knowbench.execution.forkserver import ForkServerEngine
+from knowbench.execution.sandbox import Sandbox
 
 sys.path.insert(0, str(Path(RUNNER_DIR)))
 import knowbench_graft
@@ -191,13 +193,31 @@ def package(tmp_path: Path) -> Iterator[None]:
             del sys.modules[name]
 
 
+@pytest.fixture(params=["walked", "indexed"])
+def grafting(request: pytest.FixtureRequest, package: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The package loaded; "indexed": indexed first, as a warm server does before it forks the
+    samples that graft into it, and then never walked (the graft must find every place the
+    walk would through the index alone)."""
+    if request.param == "indexed":
+        import graftpkg  # noqa: F401 (with its modules core and util)
+        assert knowbench_graft.index("graftpkg")
+
+        def no_walk(top: str, wanted: object) -> None:
+            raise AssertionError(f"{top} was walked, not looked up in its index")
+        monkeypatch.setattr(knowbench_graft, "_places", no_walk)
+    try:
+        yield request.param
+    finally:
+        knowbench_graft._INDEXES.clear()
+
+
 def _program() -> dict[str, object]:
     namespace: dict[str, object] = {"__name__": "solution"}
     exec(compile(PROGRAM, "solution.py", "exec"), namespace)
     return namespace
 
 
-def test_a_function_is_replaced_wherever_the_library_binds_it(package: None) -> None:
+def test_a_function_is_replaced_wherever_the_library_binds_it(grafting: str) -> None:
     import graftpkg
     from graftpkg import core
 
@@ -211,7 +231,7 @@ def test_a_function_is_replaced_wherever_the_library_binds_it(package: None) -> 
     assert core.SAYERS["lower"] is str.lower and core.PIPELINE[0] is str.strip
 
 
-def test_the_programs_class_becomes_the_installed_class(package: None) -> None:
+def test_the_programs_class_becomes_the_installed_class(grafting: str) -> None:
     from graftpkg import core
 
     installed = core.Bag
@@ -247,7 +267,7 @@ def test_the_programs_class_becomes_the_installed_class(package: None) -> None:
     assert installed.__name__ == "Bag" and bag.__name__ == "a bag"
 
 
-def test_a_nested_class_on_the_way_to_the_target_is_grafted_too(package: None) -> None:
+def test_a_nested_class_on_the_way_to_the_target_is_grafted_too(grafting: str) -> None:
     from graftpkg import core
 
     assert knowbench_graft.graft(_program(), "Bag.Stats.size", "graftpkg.core") == 1
@@ -255,6 +275,30 @@ def test_a_nested_class_on_the_way_to_the_target_is_grafted_too(package: None) -
     bag = core.make_bag()
     bag.items = {"a": 1}
     assert core.Bag.Stats().size(bag) == -1
+
+
+def test_a_module_loaded_after_the_index_makes_the_graft_walk(package: None, tmp_path: Path) -> None:
+    """The index holds while the package's loaded modules are those it was made with: a module
+    imported since (by the tests, by the program) may hold the original, and may have put it
+    in a registry of a module indexed before."""
+    import graftpkg
+    from graftpkg import core
+
+    assert knowbench_graft.index("graftpkg") and not knowbench_graft.index("graftpkg")  # once
+    (tmp_path / "graftpkg" / "late.py").write_text(
+        "from .core import SAYERS, shout\n\nLATE = [shout]\nSAYERS['late'] = shout\n")
+    try:
+        from graftpkg import late
+        assert knowbench_graft.graft(_program(), "shout", "graftpkg.core") == 10
+        assert late.LATE[0]("a") == "A!" and late.shout("b") == "B!" and core.SAYERS["late"]("c") == "C!"
+        assert graftpkg.loud_pair("a", "b") == "A!B!"
+    finally:
+        knowbench_graft._INDEXES.clear()
+
+
+def test_a_package_not_loaded_is_not_indexed() -> None:
+    assert not knowbench_graft.index("graftpkg_nowhere")
+    assert knowbench_graft._INDEXES.pop("graftpkg_nowhere") is None
 
 
 def test_nothing_is_grafted_where_the_installed_module_has_no_such_target(package: None) -> None:
@@ -356,3 +400,60 @@ def test_a_run_makes_a_tests_patch_of_the_installed_module_the_programs(engine: 
     wrong = SHLEX_CUT.replace("if _find_unsafe(s) is None:", "if False:")
     result = engine.execute(request.model_copy(update={"program": wrong}))
     assert [o.status for o in result.tests] == ["fail", "pass", "pass"], result
+
+
+# A cut of `shlex` whose target says whether its process found the package indexed, so that
+# both processes of a split sample can be seen to have one.
+SHLEX_QUOTE_CUT = '''\
+import re
+import sys
+
+_find_unsafe = re.compile(r'[^\\w@%+=:,./-]', re.ASCII).search
+
+
+def quote(s):
+    if not (sys.modules["knowbench_graft"]._INDEXES or {}).get("shlex"):
+        return "(walked)"
+    if not s:
+        return "''"
+    if _find_unsafe(s) is None:
+        return s
+    return "'" + s.replace("'", "'\\"'\\"'") + "'"
+'''
+SHLEX_JOIN_TESTS = '''\
+import shlex
+import sys
+
+
+def test_the_library_calls_the_grafted_target():
+    assert shlex.join(["two words", "x"]) == "'two words' x"
+
+
+def test_the_judges_package_is_indexed():
+    assert (sys.modules["knowbench_graft"]._INDEXES or {}).get("shlex")
+'''
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_a_warm_server_indexes_the_grafted_package_after_its_first_sample(best_sandbox: Sandbox,
+                                                                        isolation: str) -> None:
+    """The fork server (each of split's two) indexes the installed module's package once its
+    first grafted sample has replied, and the samples it forks after that graft through the
+    index: the library's `shlex.join` calls the candidate's `quote`, right or wrong. The
+    index is the server's own memory, which its cgroup's baseline takes in."""
+    request = make_request(SHLEX_QUOTE_CUT, SHLEX_JOIN_TESTS, "quote", isolation=isolation) \
+        .model_copy(update={"graft": "shlex"})
+    engine = ForkServerEngine(best_sandbox, workers=1, preload=["shlex"])
+    try:
+        first = engine.execute(request)
+        assert [o.status for o in first.tests] == ["fail", "fail"], first
+        server = engine._servers[0]
+        baseline = server.baseline
+        for _ in range(2):
+            result = engine.execute(request)
+            assert result.isolation == isolation and [o.status for o in result.tests] == ["pass", "pass"], result
+        assert server.cgroup is None or server.baseline > baseline
+        wrong = request.model_copy(update={"program": SHLEX_QUOTE_CUT.replace('return s\n', 'return s + "?"\n')})
+        assert [o.status for o in engine.execute(wrong).tests] == ["fail", "pass"]
+    finally:
+        engine.close()

@@ -31,7 +31,9 @@ def preload_modules(tasks: Iterable[FunctionTask | ChoiceTask], declared: Iterab
     where a.b has no attribute c (`from typing import List` imports typing). asyncio too
     where the code defines coroutines (the runner runs them with `asyncio.run`), and what
     every sample imports before it runs (`guarded_modules`: pytest where a test only
-    mentions it, which every sample would otherwise import, 70 ms against 3)."""
+    mentions it, which every sample would otherwise import, 70 ms against 3), and the module
+    a mined task's target is grafted into (`installed_module`: with it loaded, the server
+    indexes its package once for every sample's graft, `knowbench_graft.index`)."""
     tasks = list(tasks)  # (read twice)
     modules = set(declared) | set(guarded_modules(tasks))
     local: set[str] = set()
@@ -41,6 +43,8 @@ def preload_modules(tasks: Iterable[FunctionTask | ChoiceTask], declared: Iterab
                 modules |= imported_names(code)
                 if "async def" in code:  # the runner runs coroutines with asyncio.run
                     modules.add("asyncio")
+            if task.installed_module:  # the graft imports it in each sample, and its package is
+                modules.add(task.installed_module)  # then indexed once, in the server
         if isinstance(task, ProjectTask):
             modules.add("pytest")
             local |= _project_modules(task)

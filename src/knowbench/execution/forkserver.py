@@ -210,10 +210,12 @@ class _Server:
             self.start()
         if self.cgroup is not None:
             self._arm(config["limits"]["memory_mb"] * 1024 * 1024)
-        # What the server reads (the limits, the work directory, whether a descriptor follows),
+        # What the server reads (the limits, the work directory, whether a descriptor follows,
+        # the installed module a mined task's target is grafted into: `_indexed`),
         # and the request itself as the sample's process gets it, which the server only passes
         # on (`knowbench_runner._read_frame`).
-        self._send({"limits": config["limits"], "workdir": config.get("workdir"), "with_fd": fd is not None},
+        self._send({"limits": config["limits"], "workdir": config.get("workdir"), "with_fd": fd is not None,
+                    "graft": config.get("graft")},
                    json.dumps(config).encode())
         if fd is not None:
             assert self.fd_socket is not None
@@ -268,6 +270,9 @@ class _Server:
         # The server shares its sandbox with the samples it forks: its reply is held to
         # valid Unicode as the runner's records are.
         reply = load_json(line)
+        # What the server itself grew by (`knowbench_runner._indexed`) is not a sample's.
+        if self.cgroup is not None and type(grew := reply.get("server_grew")) is int and grew > 0:
+            self.baseline += grew
         # Then what the sample's processes wrote, as they wrote it (the server keeps no copy).
         for name, size in reply.pop("payload_bytes", None) or ():
             data = stream.read(size)

@@ -13,10 +13,19 @@ def vm_size_bytes():
     """This process's address space now (its interpreter's baseline): the first field of
     /proc/self/statm, in pages (VmSize of /proc/self/status, which costs the kernel far more
     to write out: this runs in every sample's process)."""
+    return _statm_bytes(0)
+
+
+def resident_bytes():
+    """This process's resident memory now (the second field of /proc/self/statm)."""
+    return _statm_bytes(1)
+
+
+def _statm_bytes(field):
     try:
         fd = os.open("/proc/self/statm", os.O_RDONLY)
         try:
-            return int(os.read(fd, 128).split()[0]) * resource.getpagesize()
+            return int(os.read(fd, 128).split()[field]) * resource.getpagesize()
         finally:
             os.close(fd)
     except (OSError, ValueError, IndexError):
