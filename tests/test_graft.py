@@ -117,6 +117,35 @@ PACKAGE = {
         shout_later = _caller()
         SAYERS = {"shout": shout, "lower": str.lower}
         PIPELINE = [str.strip, shout]
+
+
+        def murmur(text):
+            return text.lower()
+
+
+        # a wrapper that finds itself through a default of its own (as networkx's `argmap`),
+        # and what keeps the original when the graft is done: a partial, a bound method
+        def finds_itself(function):
+            def wrapper(*args, _self=None):
+                return _self.inner(*args)
+            wrapper.__kwdefaults__ = {"_self": wrapper}
+            wrapper.inner = function
+            return wrapper
+
+
+        @finds_itself
+        def hush(text):
+            return text.lower()
+
+
+        class Loud:
+            @finds_itself
+            def say(self, text):
+                return text.upper()
+
+
+        HELD = functools.partial(hush)
+        SAY = Loud().say
     ''',
     "util.py": '''
         from .core import shout
@@ -275,6 +304,30 @@ def test_a_nested_class_on_the_way_to_the_target_is_grafted_too(grafting: str) -
     bag = core.make_bag()
     bag.items = {"a": 1}
     assert core.Bag.Stats().size(bag) == -1
+
+
+def test_the_original_keeps_its_own_defaults_and_cells_for_what_still_holds_it(grafting: str) -> None:
+    """What the graft leaves holding the original (a `functools.partial`, a bound method) still
+    runs it, with what it holds of itself: the graft never looks into an original."""
+    from graftpkg import core
+
+    namespace: dict[str, object] = {"__name__": "solution"}
+    exec("def hush(text):\n    return 'candidate'\n\n\nclass Loud:\n"
+         "    def say(self, text):\n        return 'candidate'\n", namespace)
+    assert knowbench_graft.graft(namespace, "hush", "graftpkg.core") == 1
+    assert core.hush("A") == "candidate" and core.HELD("A") == "a"
+    assert knowbench_graft.graft(namespace, "Loud.say", "graftpkg.core") == 1
+    assert core.Loud().say("a") == "candidate" and core.SAY("a") == "A"
+
+
+def test_a_target_rebound_before_the_graft_is_grafted_where_it_is_bound(grafting: str) -> None:
+    """The installed module's own name for the target gets the candidate, whatever it held
+    when the package was indexed."""
+    from graftpkg import core
+
+    core.shout = core.murmur  # (a library that rebinds a name as it runs)
+    assert knowbench_graft.graft(_program(), "shout", "graftpkg.core") == 2
+    assert core.shout("a") == "A!" and core.murmur("b") == "B!"
 
 
 def test_a_module_loaded_after_the_index_makes_the_graft_walk(package: None, tmp_path: Path) -> None:

@@ -132,7 +132,11 @@ def _graft_function(module, installed, name, new):
     original = vars(module).get(name)
     if original is None or new is None or original is new:
         return 0
-    return _put(installed.partition(".")[0], {id(original): (original, new)}, bindings=True)
+    count = _put(installed.partition(".")[0], {id(original): (original, new)}, bindings=True)
+    if vars(module).get(name) is original:  # (rebound since the package was indexed)
+        vars(module)[name] = new
+        count += 1
+    return count
 
 
 # Where a package held each value when a warm server loaded it (`index`), made before the
@@ -155,8 +159,8 @@ def index(top):
     if not modules:
         return False
     places = {}
-    for kind, holder, key, value in _places(top, _indexable):
-        places.setdefault(id(value), []).append((kind, holder, key))
+    for kind, holder, key, value, owner in _places(top, _indexable):
+        places.setdefault(id(value), []).append((kind, holder, key, owner))
     _INDEXES[top] = (modules, {found: tuple(where) for found, where in places.items()})
     return True
 
@@ -173,7 +177,8 @@ def _package_modules(top):
 
 
 def _indexed_places(top, replacements):
-    """The places `index` noted for the originals in `replacements` (kind, holder, key); None where package `top` has no index, or has loaded other modules since."""
+    """The places `index` noted for the originals in `replacements` (kind, holder, key), but
+    an original's own (`_places`' `skip`); None where package `top` has no index, or has loaded other modules since."""
     indexed = _INDEXES.get(top)
     if indexed is None:
         return None
@@ -182,7 +187,8 @@ def _indexed_places(top, replacements):
     if len(now) != len(modules) or any(name != then or held is not was
                                        for (name, held), (then, was) in zip(now, modules)):  # noqa: B905 (3.8)
         return None
-    return [place for found in replacements for place in places.get(found, ())]
+    return [place for found in replacements for place in places.get(found, ())
+            if place[3] is None or not _original(replacements, place[3])]
 
 
 def _put(top, replacements, bindings):
@@ -194,19 +200,23 @@ def _put(top, replacements, bindings):
         return 0
 
     def original(value):
-        pair = replacements.get(id(value))
-        return pair is not None and pair[0] is value
+        return _original(replacements, value)
 
     places = _indexed_places(top, replacements)
     count = 0
     # (What a place holds is read as it is reached: one the index lists twice, or a dict
     # two modules bind, holds the replacement by the second time.)
-    for kind, holder, key, *_ in _places(top, original) if places is None else places:
+    for kind, holder, key, *_ in _places(top, original, original) if places is None else places:
         value = _held(kind, holder, key)
         if (bindings or kind != "binding") and original(value):
             _hold(kind, holder, key, replacements[id(value)][1])
             count += 1
     return count
+
+
+def _original(replacements, value):
+    pair = replacements.get(id(value))
+    return pair is not None and pair[0] is value
 
 
 def _held(kind, holder, key):
@@ -239,24 +249,27 @@ def _package_spaces(top):
             yield space
 
 
-def _places(top, wanted):
-    """Where package `top` holds a value `wanted` is true of, as (kind, holder, key, value):
-    a name of one of its loaded modules ("binding": the module's dict and the name); beyond
-    those, a default of a function or method of the package ("default": the function and the
-    index; a keyword-only one is an "item" of its `__kwdefaults__`), a closure cell of one
-    ("cell") and of the functions it wraps (a decorator's), and an entry of a dict or list a
-    module or class of the package keeps ("item": a registry filled at import time)."""
+def _places(top, wanted, skip=None):
+    """Where package `top` holds a value `wanted` is true of, as (kind, holder, key, value,
+    owner): a name of one of its loaded modules ("binding": the module's dict and the name);
+    beyond those, a default of a function or method of the package ("default": the function
+    and the index; a keyword-only one is an "item" of its `__kwdefaults__`), a closure cell
+    of one ("cell") and of the functions it wraps (a decorator's), each with that function as
+    its `owner`, and an entry of a dict or list a module or class of the package keeps
+    ("item": a registry filled at import time). A value `skip` is true of is never looked
+    into: an original keeps its own defaults and cells (a wrapper that finds itself through
+    one, a recursive closure), for what still holds it."""
     spaces = list(_package_spaces(top))
     pending = []
     for space in spaces:
         for key, value in list(space.items()):
             pending.append(value)
             if wanted(value):
-                yield "binding", space, key, value
+                yield "binding", space, key, value, None
     seen = set()
     while pending and len(seen) < _SWEEP_CAP:
         value = pending.pop()
-        if id(value) in seen:
+        if id(value) in seen or (skip is not None and skip(value)):
             continue
         seen.add(id(value))
         if type(value) is types.FunctionType:
@@ -279,11 +292,11 @@ def _places(top, wanted):
             if type(value) is dict:
                 for key, entry in list(value.items()):
                     if wanted(entry):
-                        yield "item", value, key, entry
+                        yield "item", value, key, entry, None
             elif type(value) is list:
                 for index, entry in enumerate(list(value)):
                     if wanted(entry):
-                        yield "item", value, index, entry
+                        yield "item", value, index, entry, None
 
 
 def _of_package(value, top):
@@ -295,18 +308,18 @@ def _function_places(function, wanted, pending):
     """`_places` in `function`'s defaults and closure cells; queues the functions it wraps."""
     for index, value in enumerate(function.__defaults__ or ()):
         if wanted(value):
-            yield "default", function, index, value
+            yield "default", function, index, value, function
     kwdefaults = function.__kwdefaults__
     for name, value in list((kwdefaults or {}).items()):
         if wanted(value):
-            yield "item", kwdefaults, name, value
+            yield "item", kwdefaults, name, value, function
     for cell in function.__closure__ or ():
         try:
             contents = cell.cell_contents
         except ValueError:  # an empty cell
             continue
         if wanted(contents):
-            yield "cell", cell, None, contents
+            yield "cell", cell, None, contents, function
         if type(contents) is types.FunctionType:  # a decorator's wrapped function
             pending.append(contents)
     wrapped = vars(function).get("__wrapped__")

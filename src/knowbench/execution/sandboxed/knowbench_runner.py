@@ -2733,7 +2733,7 @@ def serve():
         del payload, request
         spare = _prepare(control_out, setup, busy=prepared)
         settled, unreaped = _serve_one(limits, budget, prepared, started, control_out, base, setup)
-        if _indexed(graft):  # after the reply; the next sample's process is forked anew
+        if settled and _indexed(graft):  # after the reply; the next sample's process is forked anew
             spare = _prepared_again(spare, control_out, setup)
         if not settled or (inherited_state is not None and _inherited_state(spare.pid) != inherited_state):
             # Something outlived its sample, or changed what the next one inherits: end this
@@ -2758,12 +2758,16 @@ def _indexed(graft):
         made = knowbench_graft.index(graft.partition(".")[0])
     except BaseException:
         made = False
-    if made:
-        gc.freeze()  # (children leave its pages alone, as the preload's)
+    if not made:
+        return False
+    gc.collect()  # (what the walk left) then, as the preload's, its pages are left alone
+    gc.freeze()
     # The index is the server's own memory, not its samples': the engine moves its cgroup's
     # baseline by as much (1.7 MB for pandas, 3.3 MB for scipy), told with the next reply.
-    _GREW[0] += max(0, _resident_bytes() - before)
-    return made
+    after = _resident_bytes()
+    if before and after > before:
+        _GREW[0] += after - before
+    return True
 
 
 # What the server's own memory grew by since its last reply (`_indexed`).
