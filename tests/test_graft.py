@@ -457,22 +457,11 @@ def test_a_run_makes_a_tests_patch_of_the_installed_module_the_programs(engine: 
 
 # A cut of `shlex` whose target says whether its process found the package indexed, so that
 # both processes of a split sample can be seen to have one.
-SHLEX_QUOTE_CUT = '''\
-import re
-import sys
-
-_find_unsafe = re.compile(r'[^\\w@%+=:,./-]', re.ASCII).search
-
-
-def quote(s):
-    if not (sys.modules["knowbench_graft"]._INDEXES or {}).get("shlex"):
-        return "(walked)"
-    if not s:
-        return "''"
-    if _find_unsafe(s) is None:
-        return s
-    return "'" + s.replace("'", "'\\"'\\"'") + "'"
-'''
+SHLEX_QUOTE_CUT = SHLEX_CUT.replace("import re\n", "import re\nimport sys\n").replace(
+    "def quote(s):\n",
+    "def quote(s):\n"
+    "    if not (sys.modules['knowbench_graft']._INDEXES or {}).get('shlex'):\n"
+    "        return '(walked)'\n")
 SHLEX_JOIN_TESTS = '''\
 import shlex
 import sys
