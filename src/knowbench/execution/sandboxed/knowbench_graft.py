@@ -178,17 +178,26 @@ def _package_modules(top):
 
 def _indexed_places(top, replacements):
     """The places `index` noted for the originals in `replacements` (kind, holder, key), but
-    an original's own (`_places`' `skip`); None where package `top` has no index, or has loaded other modules since."""
+    an original's own (`_places`' `skip`); None where package `top` has no index, or has
+    loaded other modules since."""
     indexed = _INDEXES.get(top)
-    if indexed is None:
+    if indexed is None or not _same_modules(top, indexed[0]):
         return None
-    modules, places = indexed
-    now = _package_modules(top)
-    if len(now) != len(modules) or any(name != then or held is not was
-                                       for (name, held), (then, was) in zip(now, modules)):  # noqa: B905 (3.8)
-        return None
-    return [place for found in replacements for place in places.get(found, ())
+    return [place for found in replacements for place in indexed[1].get(found, ())
             if place[3] is None or not _original(replacements, place[3])]
+
+
+def _same_modules(top, modules):
+    """Whether package `top`'s loaded modules are `modules` ((name, module) pairs): as many,
+    each name the same module. (Counted by name, and only the package's modules compared:
+    each module object read is a page copied from the server, 2 ms of pandas' 600.)"""
+    prefix = top + "."
+    count = 0
+    for name in list(sys.modules):
+        if name == top or name.startswith(prefix):
+            count += 1
+    get = sys.modules.get
+    return count == len(modules) and all(get(name) is held for name, held in modules)
 
 
 def _put(top, replacements, bindings):
@@ -206,7 +215,7 @@ def _put(top, replacements, bindings):
     count = 0
     # (What a place holds is read as it is reached: one the index lists twice, or a dict
     # two modules bind, holds the replacement by the second time.)
-    for kind, holder, key, *_ in _places(top, original, original) if places is None else places:
+    for kind, holder, key, *_ in _places(top, original, replacements) if places is None else places:
         value = _held(kind, holder, key)
         if (bindings or kind != "binding") and original(value):
             _hold(kind, holder, key, replacements[id(value)][1])
@@ -256,9 +265,9 @@ def _places(top, wanted, skip=None):
     and the index; a keyword-only one is an "item" of its `__kwdefaults__`), a closure cell
     of one ("cell") and of the functions it wraps (a decorator's), each with that function as
     its `owner`, and an entry of a dict or list a module or class of the package keeps
-    ("item": a registry filled at import time). A value `skip` is true of is never looked
-    into: an original keeps its own defaults and cells (a wrapper that finds itself through
-    one, a recursive closure), for what still holds it."""
+    ("item": a registry filled at import time). An original of `skip` ({id(original):
+    (original, new)}) is never looked into: it keeps its own defaults and cells (a wrapper
+    that finds itself through one, a recursive closure), for what still holds it."""
     spaces = list(_package_spaces(top))
     pending = []
     for space in spaces:
@@ -269,9 +278,10 @@ def _places(top, wanted, skip=None):
     seen = set()
     while pending and len(seen) < _SWEEP_CAP:
         value = pending.pop()
-        if id(value) in seen or (skip is not None and skip(value)):
+        key = id(value)
+        if key in seen or (skip is not None and key in skip and skip[key][0] is value):
             continue
-        seen.add(id(value))
+        seen.add(key)
         if type(value) is types.FunctionType:
             if _of_package(value, top):
                 yield from _function_places(value, wanted, pending)
