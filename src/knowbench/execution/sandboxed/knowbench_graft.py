@@ -140,8 +140,8 @@ def _graft_function(module, installed, name, new):
 
 
 # Where a package held each value when a warm server loaded it (`index`), made before the
-# samples that use it were forked: {top: (the package's modules then, {id(value): [(kind,
-# holder, key), ...]})}.
+# samples that use it were forked: {top: (the package's modules then, {id(value): ((kind,
+# holder, key, owner), ...)})}; None for a package tried and not indexed.
 _INDEXES = {}
 
 
@@ -173,7 +173,12 @@ def _indexable(value):
 def _package_modules(top):
     """(name, module) of package `top`'s loaded modules, as `sys.modules` orders them."""
     return tuple((name, held) for name, held in list(sys.modules.items())
-                 if held is not None and (name == top or name.startswith(top + ".")))
+                 if held is not None and _in_package(name, top))
+
+
+def _in_package(name, top):
+    """Whether module `name` is package `top` or one of its modules."""
+    return name == top or name.startswith(top + ".")
 
 
 def _indexed_places(top, replacements):
@@ -191,11 +196,7 @@ def _same_modules(top, modules):
     """Whether package `top`'s loaded modules are `modules` ((name, module) pairs): as many,
     each name the same module. (Counted by name, and only the package's modules compared:
     each module object read is a page copied from the server, 2 ms of pandas' 600.)"""
-    prefix = top + "."
-    count = 0
-    for name in list(sys.modules):
-        if name == top or name.startswith(prefix):
-            count += 1
+    count = sum(1 for name in list(sys.modules) if _in_package(name, top))
     get = sys.modules.get
     return count == len(modules) and all(get(name) is held for name, held in modules)
 
@@ -311,7 +312,7 @@ def _places(top, wanted, skip=None):
 
 def _of_package(value, top):
     module = getattr(value, "__module__", None)
-    return type(module) is str and (module == top or module.startswith(top + "."))
+    return type(module) is str and _in_package(module, top)
 
 
 def _function_places(function, wanted, pending):
