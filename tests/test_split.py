@@ -8,6 +8,7 @@ fails the test instead of passing it.
 
 from __future__ import annotations
 
+import importlib
 import sqlite3
 import subprocess
 import sys
@@ -318,7 +319,8 @@ def test_the_tests_never_write_into_a_directory_the_candidate_made_first(split_e
     result = run(split_engine, program, """
         import io
         import os
-        import sqlite3
+        import importlib
+import sqlite3
         import tarfile
 
         import pytest
@@ -1011,7 +1013,8 @@ LENDER = """
             assert use(Workdir("note.txt"), "written by the judge") == 20
     """, False),
     ("""
-        import sqlite3
+        import importlib
+import sqlite3
 
         class Counting:
             def __init__(self, connection):
@@ -1025,7 +1028,8 @@ LENDER = """
             assert use(Counting(sqlite3.connect(":memory:")), "select 1") is not None
     """, False),
     ("""
-        import sqlite3
+        import importlib
+import sqlite3
 
         class Store:
             def __init__(self):
@@ -3705,3 +3709,83 @@ def test_attrs_objects_and_a_defaultdict_of_a_program_class_cross_both_ways(spli
     result = split_engine.execute(make_request(dedent(program), dedent(tests), "add", isolation="split",
                                                trusted_program=stub))
     assert result.status == "pass" and result.isolation == "split", [t.message[-400:] for t in result.tests]
+
+
+# In-place changes a call may make to plain arguments, each (arguments, change); the
+# candidate's process tells them by comparing the containers' items by identity, not by
+# encoding the arguments before and after the call.
+_PLAIN_CHANGES = {
+    "appended": ([[1, 2]], lambda a: a[0].append(3)),
+    "an int for an equal float": ([[1]], lambda a: a[0].__setitem__(0, 1.0)),
+    "an int for an equal bool": ([[1]], lambda a: a[0].__setitem__(0, True)),
+    "a dict reordered": ([{"a": 1, "b": 2}], lambda a: a[0].__setitem__("a", a[0].pop("a"))),
+    "a dict's value": ([{"a": [1]}], lambda a: a[0]["a"].append(2)),
+    "a set grown": ([{1, 2}], lambda a: a[0].add(3)),
+    "a list inside a tuple": ([([1], 2)], lambda a: a[0][0].clear()),
+    "a list inside a frozenset's tuple": ([frozenset({(1, 2)}), [[]]], lambda a: a[1][0].append(a[0])),
+    "two names for one list made two": ([[[1], None]], lambda a: (a[0].__setitem__(1, a[0][0]),
+                                                                   a[0].__setitem__(1, [1]))),
+    "one list made two names for it": ([[[1], [1]]], lambda a: a[0].__setitem__(1, a[0][0])),
+    "a list holding itself": ([[0]], lambda a: a[0].__setitem__(0, a[0])),
+    "a keyword's list": ([{"k": [1]}], lambda a: a[0]["k"].pop()),
+}
+# ... and changes the encoding does not show, which the comparison sees too: the change is
+# sent back and made again in the tests' process, to the same values.
+_PLAIN_CHANGES_ENCODED_ALIKE = {
+    "a str for an equal one": ([["ab"]], lambda a: a[0].__setitem__(0, "".join(["a", "b"]))),
+    "a list for an equal one": ([[[1]]], lambda a: a[0].__setitem__(0, [1])),
+}
+
+
+def _runner_module(name: str):
+    sys.path.insert(0, str(RUNNER_DIR))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(RUNNER_DIR))
+
+
+@pytest.mark.parametrize("change", sorted([*_PLAIN_CHANGES, *_PLAIN_CHANGES_ENCODED_ALIKE]))
+def test_a_plain_arguments_change_is_seen_wherever_its_encoding_changes(change: str) -> None:
+    split, wire = _runner_module("knowbench_split"), _runner_module("knowbench_wire")
+    arguments, make = {**_PLAIN_CHANGES, **_PLAIN_CHANGES_ENCODED_ALIKE}[change]
+    state = split._plain_state((tuple(arguments), {}))
+    assert state is not None
+    before = wire.dumps((tuple(arguments), {}))
+    assert split._plain_unchanged(state)
+    make(arguments)
+    # (what the comparison stands in for)
+    assert (wire.dumps((tuple(arguments), {})) != before) is (change in _PLAIN_CHANGES)
+    assert not split._plain_unchanged(state)
+
+
+def test_arguments_that_are_not_plain_data_are_compared_by_their_encoding() -> None:
+    split = _runner_module("knowbench_split")
+
+    class Box(list):
+        pass
+
+    assert split._plain_state(((1, "a", b"b", None, 2.5, [1, (2, {3: {4}})]), {"k": frozenset({1})})) is not None
+    for odd in (Box(), object(), print, [[Box()]], ({"k": object()},), bytearray(b"x")):
+        assert split._plain_state(((odd,), {})) is None, odd
+
+
+@pytest.mark.parametrize("change", ["a[0] = 1.0", "a[0] = True", "a.append(a.pop(0))", "b['x'] = b.pop('x')",
+                                    "c.add(9)", "a[1] = a[2]"])
+def test_an_in_place_change_to_an_equal_value_of_another_kind_comes_back(split_engine: Engine,
+                                                                           change: str) -> None:
+    program = f"def add(a, b, c):\n    {change}\n"
+    tests = f"""
+        def test_changed():
+            shared = [5]
+            a, b, c = [1, 1, shared, shared], {{'x': 1, 'y': 2}}, {{1}}
+            before = repr((a, b, c)), [type(x) for x in a], list(b), a[2] is a[3]
+            expected_a, expected_b, expected_c = [1, 1, shared, shared], {{'x': 1, 'y': 2}}, {{1}}
+            (lambda a, b, c: exec({change!r}))(expected_a, expected_b, expected_c)
+            add(a, b, c)
+            assert (repr((a, b, c)), [type(x) for x in a], list(b), a[2] is a[3]) == (
+                repr((expected_a, expected_b, expected_c)), [type(x) for x in expected_a], list(expected_b),
+                expected_a[2] is expected_a[3]) != before
+    """
+    result = run(split_engine, program, tests)
+    assert result.status == "pass", result.tests[0].message

@@ -1132,6 +1132,8 @@ def _write(stream, output):
 def _replay(peer, effects, args, kwargs, broken):
     """What the call printed, warned and logged, and what it changed in its arguments, happen
     here too."""
+    if effects is None:  # (what a call that did none of these sends)
+        return
     if type(effects) is not tuple or len(effects) != 5:
         broken(CandidateGone, "the other process broke the protocol")
     mutated, out, err, warned, logged = effects
@@ -2494,6 +2496,49 @@ def _fork_for_item(fd, fork_limits):
 _COPY_ENDED = 86
 
 
+_PLAIN_LEAVES = frozenset((type(None), bool, int, float, complex, str, bytes))
+_PLAIN_ITEMS = {list: list, set: list, dict: lambda d: [part for pair in d.items() for part in pair]}
+
+
+def _plain_state(value):
+    """`value`'s builtin containers that a call could change in place, each with its items as
+    they are now (`_plain_unchanged`), when `value` is plain data: exact builtin containers
+    and scalars. None for anything else (an object, a handle, a view: the call's effect on
+    those is read from their encoding). `value` came off the wire, so it is not nested
+    deeper than the wire allows.
+
+    A container holding the same objects, in the same order, encodes the same, so this tells
+    every change the encoding would (and a few it would not: an item swapped for an equal one),
+    without encoding the arguments twice per call."""
+    state, seen, stack = [], set(), [value]
+    leaves, items_of = _PLAIN_LEAVES, _PLAIN_ITEMS
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind in leaves or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if kind is tuple or kind is frozenset:
+            stack.extend(item)
+            continue
+        take = items_of.get(kind)
+        if take is None:
+            return None
+        items = take(item)
+        state.append((item, items))
+        stack.extend(items)
+    return state
+
+
+def _plain_unchanged(state):
+    """Whether every container `_plain_state` noted holds the very objects it held then."""
+    for container, items in state:
+        now = _PLAIN_ITEMS[type(container)](container)
+        if len(now) != len(items) or any(map(operator.is_not, now, items)):
+            return False
+    return True
+
+
 def _answer(peer, function, args, kwargs, drain=True):
     """Run one call here and encode what it did: a reply message (see `settle`). `drain`
     False (a view's operation): an iterator comes back as a view, advanced on request."""
@@ -2504,10 +2549,14 @@ def _answer(peer, function, args, kwargs, drain=True):
         failed = _apply_process_state()
         if failed is not None:
             return wire.dumps(("cannot-cross", failed))
-    try:
-        before = peer.fingerprint((args, kwargs))  # (as `after` below: callables as handles)
-    except wire.Unencodable:
-        before = None
+    # What the call may change in place: plain data is compared item by item, anything else
+    # by its encoding before and after.
+    before = plain = _plain_state((args, kwargs))
+    if plain is None:
+        try:
+            before = peer.fingerprint((args, kwargs))  # (as `after` below: callables as handles)
+        except wire.Unencodable:
+            before = None
     saved = sys.stdout, sys.stderr
     if peer.capture_output:
         sys.stdout, sys.stderr = _capture_stream(), _capture_stream()
@@ -2547,11 +2596,12 @@ def _answer(peer, function, args, kwargs, drain=True):
         warned = _warning_runs(caught)
         logged = _take_logged() if peer.entry is not None else []
         mutated = None
-        after = peer.fingerprint((args, kwargs))
-        if after != before:
+        if (not _plain_unchanged(plain) if plain is not None
+                else peer.fingerprint((args, kwargs)) != before):
             mutated = (tuple(args), dict(kwargs))
         # (nothing printed crosses as None: no bytes to encode here and decode there)
-        effects = (mutated, out or None, err or None, warned, logged)
+        effects = ((mutated, out or None, err or None, warned, logged)
+                   if mutated is not None or out or err or warned or logged else None)
         if outcome[0] == "cannot-cross":
             raise outcome[1]
         if outcome[0] == "iterate":

@@ -399,7 +399,8 @@ class _Encoder:
             return v if math.isfinite(v) else ["float", repr(v)]
         place = self.place
         if id(v) in self.memo:
-            self.note(v, place)
+            if place is not None:
+                self.note(v, place)
             return ["ref", self.memo[id(v)]]
         self.depth += 1
         if place is not None and not _looked_into(v):
@@ -417,7 +418,8 @@ class _Encoder:
         finally:
             self.depth -= 1
             self.place = place
-        self.note(v, place)
+        if place is not None:  # (`note` notes nothing without a place: no call per node)
+            self.note(v, place)
         return node
 
     def child(self, v: object, step: str) -> object:
@@ -437,12 +439,20 @@ class _Encoder:
         frozen = tag in ("tuple", "frozenset", "nt", "ss")
         out = [tag, None if frozen else self.new_id(v), *head]
         for i, item in enumerate(v if values is None else values):
+            t = type(item)
+            if t is str or t is bool or item is None or (t is int and -_SAFE_INT < item < _SAFE_INT):
+                out.append(item)  # (as `enc` would send it, without a call per item)
+                continue
             try:
                 out.append(self.enc(item))
             except _Refused as refusal:
                 refusal.steps.append(step.format(i))
                 raise
-        return self.frozen(tag, v, out[2 + len(head):], *head) if frozen else out
+        if frozen:  # (as `frozen` would make it, without copying the items)
+            if id(v) in self.memo:
+                return ["cyc", self.memo[id(v)], *out[2 + len(head):]]
+            out[1] = self.new_id(v)
+        return out
 
     def frozen(self, tag: str, v: object, children: list[object], *head: object) -> list[object]:
         """Node of an immutable value whose children are already encoded (id comes last)."""
@@ -454,8 +464,10 @@ class _Encoder:
         out = [_SEQ_TAGS[type(v)], self.new_id(v), *head]
         for key, value in v.items():
             try:
-                out.append(self.enc(key))
-                out.append(self.enc(value))
+                out.append(key if type(key) is str else self.enc(key))
+                t = type(value)
+                out.append(value if t is str or t is bool or value is None
+                           or (t is int and -_SAFE_INT < value < _SAFE_INT) else self.enc(value))
             except _Refused as refusal:
                 side = "<key {}>" if len(out) % 2 == len(head) % 2 else "[{}]"
                 refusal.steps.append(side.format(_short(key)))
@@ -925,6 +937,12 @@ _WALK_FLOOR = 1_000_000
 _WALKS_PER_NODE = 4
 
 
+# What JSON gives as a value of its own, decoded as itself (`_Decoder.dec`; the loops over a
+# node's items take these without a call each). None, a key or an item of a set included: none
+# of them reaches another object (`_Decoder.unreached`).
+_LEAVES = frozenset((type(None), bool, str, int, float))
+
+
 class _Decoder:
     def __init__(self, resolver: Resolver,
                  handles: Callable[[int], object] | None = None,
@@ -966,18 +984,22 @@ class _Decoder:
 
     def dec(self, node: object) -> object:
         t = type(node)
-        if node is None or t is bool or t is str or t is int or t is float:
+        if t in _LEAVES:
             return node
-        _need(t is list and len(node) > 0 and type(node[0]) is str, f"malformed {t.__name__}")
+        # (tests spelled out, not `_need`: the message would be formatted for every node)
+        if not (t is list and node and type(node[0]) is str):
+            raise WireError(f"malformed {t.__name__}")
         handler = _DECODERS.get(node[0])
-        _need(handler is not None, f"unknown tag {node[0][:40]!r}")
+        if handler is None:
+            raise WireError(f"unknown tag {node[0][:40]!r}")
         self.depth += 1
         self.nodes += 1
         place = self.place
         if place is not None and node[0] not in _PLACE_TAGS:
             self.place = None  # as the encoder: see `_looked_into`
         try:
-            _need(self.depth <= MAX_DEPTH, f"nested deeper than {MAX_DEPTH} levels")
+            if self.depth > MAX_DEPTH:
+                raise WireError(f"nested deeper than {MAX_DEPTH} levels")
             return handler(self, node)
         finally:
             filling = self.filling
@@ -990,7 +1012,8 @@ class _Decoder:
         value = self.dec(node)
         # (never a rebuilt object: `isinstance` reads its `__class__`, its class's code, maybe
         # before its state is checked; no value taken here is ever one)
-        _need(id(value) not in self.rebuilt and isinstance(value, kinds), f"{what} has the wrong type")
+        if id(value) in self.rebuilt or not isinstance(value, kinds):
+            raise WireError(f"{what} has the wrong type")
         return value
 
     def codes(self, node: object) -> object:
@@ -1001,14 +1024,16 @@ class _Decoder:
         return codes
 
     def register(self, nid: object, value: object) -> object:
-        _need(type(nid) is int and nid == len(self.memo), f"memo id {nid!r} out of sequence")
+        if type(nid) is not int or nid != len(self.memo):
+            raise WireError(f"memo id {nid!r} out of sequence"[:80])
         self.memo.append(value)
         self.filling.append((id(value), self.depth))
         self.filling_ids.add(id(value))
         return value
 
     def ref(self, nid: object) -> object:
-        _need(type(nid) is int and 0 <= nid < len(self.memo), f"unknown memo id {nid!r}"[:80])
+        if type(nid) is not int or not 0 <= nid < len(self.memo):
+            raise WireError(f"unknown memo id {nid!r}"[:80])
         value = self.memo[nid]
         if self.relaxed:
             # A function named in an object's state is that place's only: met again (itself,
@@ -1081,12 +1106,12 @@ class _Decoder:
         if kind in (tuple, frozenset):  # immutable: registered once its items exist
             values = []
             for item in items:
-                values.append(item_of(item))
+                values.append(item if type(item) in _LEAVES else item_of(item))
             return self.register(nid, kind(values))
         target = self.register(nid, kind())
         put = target.append if kind is list else target.add
         for item in items:  # one by one, so that items referring back to `target` find it
-            put(item_of(item))
+            put(item if type(item) in _LEAVES else item_of(item))
         return target
 
     def mapping(self, node: list) -> object:
@@ -1094,8 +1119,9 @@ class _Decoder:
         target = self.register(nid, _SEQ_KINDS[node[0]]())
         _need(len(pairs) % 2 == 0, "odd number of mapping fields")
         for i in range(0, len(pairs), 2):
-            key = self.key(pairs[i])
-            target[key] = self.dec(pairs[i + 1])
+            key, value = pairs[i], pairs[i + 1]
+            target[key if type(key) in _LEAVES else self.key(key)] = (
+                value if type(value) in _LEAVES else self.dec(value))
         return target
 
     def fill(self, target: object, pairs: list, add: bool = False) -> object:
@@ -1107,8 +1133,9 @@ class _Decoder:
             return target
         _need(len(pairs) % 2 == 0, "odd number of mapping fields")
         for i in range(0, len(pairs), 2):
-            key = self.key(pairs[i])
-            target[key] = self.dec(pairs[i + 1])
+            key, value = pairs[i], pairs[i + 1]
+            target[key if type(key) in _LEAVES else self.key(key)] = (
+                value if type(value) in _LEAVES else self.dec(value))
         return target
 
     def tz(self, node: object) -> datetime.tzinfo | None:
@@ -1590,7 +1617,8 @@ def _dec_timezone(d: _Decoder, node: list) -> object:
 def _dec_str_field(kind: object, check: object = None) -> object:
     def decode(d: _Decoder, node: list) -> object:
         (text,) = _fields(node, 1)
-        _need(type(text) is str and (check is None or check(text)), f"{node[0]}: bad field")
+        if type(text) is not str or not (check is None or check(text)):
+            raise WireError(f"{node[0]}: bad field")
         return kind(text)
     return decode
 
