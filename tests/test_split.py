@@ -319,8 +319,7 @@ def test_the_tests_never_write_into_a_directory_the_candidate_made_first(split_e
     result = run(split_engine, program, """
         import io
         import os
-        import importlib
-import sqlite3
+        import sqlite3
         import tarfile
 
         import pytest
@@ -1013,8 +1012,7 @@ LENDER = """
             assert use(Workdir("note.txt"), "written by the judge") == 20
     """, False),
     ("""
-        import importlib
-import sqlite3
+        import sqlite3
 
         class Counting:
             def __init__(self, connection):
@@ -1028,8 +1026,7 @@ import sqlite3
             assert use(Counting(sqlite3.connect(":memory:")), "select 1") is not None
     """, False),
     ("""
-        import importlib
-import sqlite3
+        import sqlite3
 
         class Store:
             def __init__(self):
