@@ -46,6 +46,7 @@ lint: install
 bench: install
 	$(BIN)/python bench/engines.py
 	$(BIN)/python bench/executor_overhead.py
+	$(BIN)/python bench/crossing.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/retrieval.py
 	$(BIN)/python bench/mine.py
