@@ -1152,10 +1152,12 @@ class _Decoder:
         # pandas' values cross only through their own nodes, as they are sent (`_enc_pandas`
         # refuses every other pandas class): rebuilt from state, its internals (a bare
         # `IntegerArray`, an `IndexCol` whose `__eq__` compares absent attributes) equal anything.
-        _need(not str(getattr(cls, "__module__", "")).startswith("pandas"),
-              f"{qualname!r}: pandas objects cross only as pandas values"[:120])
+        # (each message formatted only when it is raised: `_need` would format it per object)
+        if str(getattr(cls, "__module__", "")).startswith("pandas"):
+            raise WireError(f"{qualname!r}: pandas objects cross only as pandas values"[:120])
         problem, has_dict, slots = _layout(cls)
-        _need(problem is None, f"{qualname}: cannot rebuild: {problem}")
+        if problem is not None:
+            raise WireError(f"{qualname}: cannot rebuild: {problem}")
         _need(type(ndict) is int and 0 <= 2 * ndict <= len(pairs) and len(pairs) % 2 == 0,
               "obj: bad state size")
         value = self.register(nid, object.__new__(cls))
@@ -1169,18 +1171,21 @@ class _Decoder:
         try:
             for i in range(0, len(pairs), 2):
                 name = pairs[i]
-                _need(_plain_name(name), f"obj: bad attribute name {name!r}"[:80])
+                if not _plain_name(name):
+                    raise WireError(f"obj: bad attribute name {name!r}"[:80])
                 # Once each, and a `__dict__` entry never under a slot's name: only one value
                 # of a name is checked, and the slot's would hide the other.
-                _need(name not in state and (i >= 2 * ndict or name not in slots),
-                      f"obj: attribute {name!r} given twice"[:80])
+                if name in state or (i < 2 * ndict and name in slots):
+                    raise WireError(f"obj: attribute {name!r} given twice"[:80])
                 self.place = (module, qualname, name)
                 item = self.dec(pairs[i + 1])
                 if i < 2 * ndict:
-                    _need(namespace is not None, f"{qualname}: instances have no __dict__")
+                    if namespace is None:
+                        raise WireError(f"{qualname}: instances have no __dict__")
                     namespace[name] = item  # not setattr: no property setters run
                 else:
-                    _need(name in slots, f"{qualname}: no slot {name}")
+                    if name not in slots:
+                        raise WireError(f"{qualname}: no slot {name}")
                     slots[name].__set__(value, item)
                 state[name] = item
         finally:
