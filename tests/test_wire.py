@@ -208,6 +208,19 @@ def test_dict_values_cross_as_dict_values() -> None:
     assert type(out) is type(value) and list(out) == list(value) and repr(out) == repr(value)
 
 
+@pytest.mark.parametrize("kind", [dict, collections.OrderedDict, lambda pairs: collections.defaultdict(list, pairs)],
+                         ids=["dict", "OrderedDict", "defaultdict"])
+def test_a_mapping_whose_keys_and_values_are_containers_crosses(kind: object) -> None:
+    """A key's nodes are numbered before its value's: the decoder reads them in that order
+    (containers as values, a value that is its own key, a key shared with a later value)."""
+    key = (0, 0)
+    value = kind([(key, [1, (2, 3)]), ((1, frozenset({4})), key), (2 ** 60, {"x": key})])
+    out = rt(value)
+    assert type(out) is type(value) and out == value and repr(out) == repr(value)
+    first, second, third = out.keys()
+    assert out[second] is first and out[third]["x"] is first
+
+
 def test_a_value_shared_through_a_view_stays_shared() -> None:
     inner = [1]
     out = rt([inner, {"k": inner}.values(), types.SimpleNamespace(x=inner)])

@@ -1116,13 +1116,7 @@ class _Decoder:
 
     def mapping(self, node: list) -> object:
         nid, *pairs = _fields(node, 1, at_least=True)
-        target = self.register(nid, _SEQ_KINDS[node[0]]())
-        _need(len(pairs) % 2 == 0, "odd number of mapping fields")
-        for i in range(0, len(pairs), 2):
-            key, value = pairs[i], pairs[i + 1]
-            target[key if type(key) in _LEAVES else self.key(key)] = (
-                value if type(value) in _LEAVES else self.dec(value))
-        return target
+        return self.fill(self.register(nid, _SEQ_KINDS[node[0]]()), pairs)
 
     def fill(self, target: object, pairs: list, add: bool = False) -> object:
         if add:  # one by one, so that items referring back to `target` find it
@@ -1133,9 +1127,10 @@ class _Decoder:
             return target
         _need(len(pairs) % 2 == 0, "odd number of mapping fields")
         for i in range(0, len(pairs), 2):
+            # The key first (`target[k] = v` evaluates v first): its nodes were numbered first.
             key, value = pairs[i], pairs[i + 1]
-            target[key if type(key) in _LEAVES else self.key(key)] = (
-                value if type(value) in _LEAVES else self.dec(value))
+            key = key if type(key) in _LEAVES else self.key(key)
+            target[key] = value if type(value) in _LEAVES else self.dec(value)
         return target
 
     def tz(self, node: object) -> datetime.tzinfo | None:
