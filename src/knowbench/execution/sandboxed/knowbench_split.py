@@ -2551,12 +2551,12 @@ def _answer(peer, function, args, kwargs, drain=True):
             return wire.dumps(("cannot-cross", failed))
     # What the call may change in place: plain data is compared item by item, anything else
     # by its encoding before and after.
-    before = plain = _plain_state((args, kwargs))
+    plain, before = _plain_state((args, kwargs)), None
     if plain is None:
         try:
             before = peer.fingerprint((args, kwargs))  # (as `after` below: callables as handles)
         except wire.Unencodable:
-            before = None
+            pass
     saved = sys.stdout, sys.stderr
     if peer.capture_output:
         sys.stdout, sys.stderr = _capture_stream(), _capture_stream()

@@ -448,17 +448,20 @@ class _Encoder:
             except _Refused as refusal:
                 refusal.steps.append(step.format(i))
                 raise
-        if frozen:  # (as `frozen` would make it, without copying the items)
-            if id(v) in self.memo:
-                return ["cyc", self.memo[id(v)], *out[2 + len(head):]]
-            out[1] = self.new_id(v)
-        return out
+        return self.settled(v, out, len(head)) if frozen else out
 
     def frozen(self, tag: str, v: object, children: list[object], *head: object) -> list[object]:
         """Node of an immutable value whose children are already encoded (id comes last)."""
-        if id(v) in self.memo:  # met again while encoding its own children
-            return ["cyc", self.memo[id(v)], *children]
-        return [tag, self.new_id(v), *head, *children]
+        return self.settled(v, [tag, None, *head, *children], len(head))
+
+    def settled(self, v: object, out: list[object], heads: int) -> list[object]:
+        """`out` ([tag, None, *head, *children]), the node of an immutable value, given its id
+        now; a "cyc" node of its children where the value was met again while they were
+        encoded (one of them refers back to it)."""
+        if id(v) in self.memo:
+            return ["cyc", self.memo[id(v)], *out[2 + heads:]]
+        out[1] = self.new_id(v)
+        return out
 
     def mapping(self, v: dict, *head: object) -> list[object]:
         out = [_SEQ_TAGS[type(v)], self.new_id(v), *head]
