@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import tomllib
@@ -14,6 +15,7 @@ from typing import Any
 import knowbench
 from knowbench.benchmark.schema import Invocation, TestSpec
 from knowbench.execution.engine import ExecutionRequest, Isolation
+from knowbench.execution.sandbox import RUNNER_DIR
 from knowbench.records import Limits
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,3 +113,13 @@ RUNNER_GLOBALS = dedent("""
             frame = frame.f_back
         raise LookupError("no runner frame on this stack")
 """)
+
+
+def runner_module(name: str) -> Any:
+    """A module of the sandboxed runner (`knowbench_split`, ...), imported here: the runner
+    imports them by their bare names, from its own directory."""
+    sys.path.insert(0, str(RUNNER_DIR))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(RUNNER_DIR))

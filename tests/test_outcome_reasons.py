@@ -9,7 +9,6 @@ a rule) is in test_taxonomy.py.
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 import typing
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from helpers import in_children, make_request
+from helpers import in_children, make_request, runner_module
 from knowbench.execution.engine import (
     Collected,
     Engine,
@@ -27,7 +26,7 @@ from knowbench.execution.engine import (
     infrastructure_execution,
 )
 from knowbench.execution.forkserver import ForkServerEngine, _Server, _ServerGone
-from knowbench.execution.sandbox import RUNNER_DIR, Sandbox
+from knowbench.execution.sandbox import Sandbox
 from knowbench.records import Reason, SampleResult
 from knowbench.scoring.taxonomy import classify
 
@@ -194,12 +193,7 @@ def test_an_exit_and_a_kill_get_different_diagnoses(any_engine: Engine) -> None:
 
 def test_the_runners_reasons_are_reasons() -> None:
     """The runner cannot import knowbench, so it keeps its own copy of the reasons it gives."""
-    sys.path.insert(0, str(RUNNER_DIR))
-    try:
-        import knowbench_runner
-    finally:
-        sys.path.remove(str(RUNNER_DIR))
-    assert set(typing.get_args(Reason)) >= knowbench_runner._REASONS
+    assert set(typing.get_args(Reason)) >= runner_module("knowbench_runner")._REASONS
 
 
 # ------------------------------------------------------------------ reading result records

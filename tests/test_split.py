@@ -8,7 +8,6 @@ fails the test instead of passing it.
 
 from __future__ import annotations
 
-import importlib
 import sqlite3
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from textwrap import dedent, indent
 
 import pytest
 
-from helpers import make_request
+from helpers import make_request, runner_module
 from knowbench.benchmark.load import load_benchmark, write_benchmark
 from knowbench.benchmark.schema import FunctionTask, TestSpec
 from knowbench.execution.engine import Engine, SubprocessEngine
@@ -3734,17 +3733,9 @@ _PLAIN_CHANGES_ENCODED_ALIKE = {
 }
 
 
-def _runner_module(name: str):
-    sys.path.insert(0, str(RUNNER_DIR))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(RUNNER_DIR))
-
-
 @pytest.mark.parametrize("change", sorted([*_PLAIN_CHANGES, *_PLAIN_CHANGES_ENCODED_ALIKE]))
 def test_a_plain_arguments_change_is_seen_wherever_its_encoding_changes(change: str) -> None:
-    split, wire = _runner_module("knowbench_split"), _runner_module("knowbench_wire")
+    split, wire = runner_module("knowbench_split"), runner_module("knowbench_wire")
     arguments, make = {**_PLAIN_CHANGES, **_PLAIN_CHANGES_ENCODED_ALIKE}[change]
     state = split._plain_state((tuple(arguments), {}))
     assert state is not None
@@ -3757,7 +3748,7 @@ def test_a_plain_arguments_change_is_seen_wherever_its_encoding_changes(change: 
 
 
 def test_arguments_that_are_not_plain_data_are_compared_by_their_encoding() -> None:
-    split = _runner_module("knowbench_split")
+    split = runner_module("knowbench_split")
 
     class Box(list):
         pass
