@@ -85,3 +85,20 @@ def test_the_engine_describes_its_fork_servers_and_runs_any_text(best_sandbox: S
         assert execution.status == "error" and "surrogates not allowed" in execution.tests[0].message
     finally:
         engine.close()
+
+
+def test_what_the_engine_learns_reaches_every_actor_a_replacement_too(best_sandbox: Sandbox) -> None:
+    """`warm`: each actor's fork server loads the modules after its next sample; an actor
+    started in a dead one's place loads them as its server starts."""
+    tests = ("import sys\n\n\ndef test_loaded():\n"
+             "    assert 'xml.dom.minidom' in sys.modules\n")
+    request = make_request(ADD, tests, "add")
+    engine = RayEngine(best_sandbox.kind, workers=1)
+    try:
+        assert engine.execute(request).status == "fail"
+        engine.warm(["xml", "xml.dom", "xml.dom.minidom"])
+        assert [engine.execute(request).status for _ in range(2)] == ["fail", "pass"]
+        ray.kill(engine._actors[0])
+        assert engine.execute(request).status == "pass"
+    finally:
+        engine.close()

@@ -179,6 +179,8 @@ class Execution(_Record):
                            "or 'in-process'.")
     limits: Limits
     note: str = ""
+    imported: list[str] = Field(default_factory=list, description="Only for a reference's run "
+                                "(ExecutionRequest.report_imports): the library modules it imported as it ran.")
 
     @property
     def passed(self) -> int:

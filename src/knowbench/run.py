@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from knowbench import __version__
 from knowbench.benchmark.load import Benchmark
-from knowbench.benchmark.preload import guarded_modules
+from knowbench.benchmark.preload import guarded_modules, learned_modules
 from knowbench.benchmark.schema import PARSE_LOCK, ChoiceTask, FunctionTask, ProjectTask
 from knowbench.choice import parse_choice
 from knowbench.errors import UserError
@@ -203,6 +203,9 @@ def run_benchmark(
         with run.store() as store:
             plans = plan_tasks(tasks, benchmark, engine, store, limits, time_policy, isolation,
                                shared, on_references)
+            # What the references imported as they ran, each server then loads once: the
+            # samples are timed against references measured without it.
+            engine.warm(learned_modules(tasks, store.reference_imports()))
             asyncio.run(_run_all(tasks, backend, method, engine, store, params, plans, on_start,
                                  on_result, limits))
             stored = store.results()
@@ -386,7 +389,8 @@ def plan_tasks(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, eng
             budget = limits_for(task, benchmark, limits, TimePolicy(mode="benchmark"))
             mode, why, result = _judge_reference(task, generation, engine, budget, preload, isolation)
             runtime = result.execution.duration_s if result.execution and result.passed else None
-            check = ReferenceCheck(runtime, result.status, mode, why)
+            imported = tuple(result.execution.imported) if result.execution and result.passed else ()
+            check = ReferenceCheck(runtime, result.status, mode, why, imported)
             _keep_check(store, task.task_id, check)
             if shared and _shareable(check, result):
                 shared.put(task.task_id, check)
@@ -425,6 +429,7 @@ def _shareable(check: ReferenceCheck, result: SampleResult) -> bool:
 def _keep_check(store: RunStore, task_id: str, check: ReferenceCheck) -> None:
     store.put_calibration(task_id, check.reference_s, check.status)
     store.put_isolation(task_id, check.mode, check.why)
+    store.put_reference_imports(task_id, check.imports)
 
 
 def _judge_reference(task: FunctionTask, generation: Generation, engine: Engine, limits: Limits,
@@ -435,17 +440,17 @@ def _judge_reference(task: FunctionTask, generation: Generation, engine: Engine,
             evaluate_function(task, generation, engine, limits, preload, "in-process")
     if policy == "in-process":
         return "in-process", "the run asked for in-process", evaluate_function(
-            task, generation, engine, limits, preload, "in-process")
+            task, generation, engine, limits, preload, "in-process", report_imports=True)
     if task.api_check is not None:  # split cannot spy: under --isolation require the task is refused
         return "in-process", "the task's target-API spy runs in the sample's process", evaluate_function(
-            task, generation, engine, limits, preload, "in-process")
+            task, generation, engine, limits, preload, "in-process", report_imports=True)
     if task.isolation == "in-process" and policy == "auto":
         return "in-process", "the benchmark marks this task in-process", evaluate_function(
-            task, generation, engine, limits, preload, "in-process")
-    split = evaluate_function(task, generation, engine, limits, preload, "split")
+            task, generation, engine, limits, preload, "in-process", report_imports=True)
+    split = evaluate_function(task, generation, engine, limits, preload, "split", report_imports=True)
     if split.passed:
         return "split", "", split
-    in_process = evaluate_function(task, generation, engine, limits, preload, "in-process")
+    in_process = evaluate_function(task, generation, engine, limits, preload, "in-process", report_imports=True)
     if not in_process.passed:  # the reference fails either way: the stricter judge stays
         return "split", "", split
     return "in-process", _why_not_split(split), in_process
@@ -479,8 +484,9 @@ def evaluate_planned(task: FunctionTask, generation: Generation, engine: Engine,
 
 def evaluate_function(task: FunctionTask, generation: Generation, engine: Engine, limits: Limits,
                       preload: list[str] | None = None,
-                      isolation: Isolation = "in-process") -> SampleResult:
-    """Assemble the program from a completion, execute its tests and score the sample."""
+                      isolation: Isolation = "in-process", report_imports: bool = False) -> SampleResult:
+    """Assemble the program from a completion, execute its tests and score the sample
+    (`report_imports`: a reference's, whose execution lists the library modules it imported)."""
     if isinstance(task, ProjectTask):
         return evaluate_project(task, generation, engine, limits, preload)
     with PARSE_LOCK:  # evaluations run on threads; see PARSE_LOCK
@@ -502,7 +508,7 @@ def evaluate_function(task: FunctionTask, generation: Generation, engine: Engine
                                    preload=preload or [], isolation=isolation,
                                    trusted_program=trusted, invocation=task.invocation,
                                    graft=task.installed_module, spy=task.target_api if task.api_check else None,
-                                   spy_required=task.api_check == "require")
+                                   spy_required=task.api_check == "require", report_imports=report_imports)
         execution = engine.execute(request)
     passed_count = sum(outcome.status == "pass" for outcome in execution.tests)
     passed = passed_count == len(items) and len(execution.tests) == len(items)

@@ -6,11 +6,14 @@ Two lists with two jobs, both decided here so every engine user agrees:
   sample does not pay for it again. Speed only: a sample imports what it needs anyway.
 - `guarded_modules`: what each sample imports before its limits and guards are set, so the
   runner can watch those modules for tampering (pytest, when tests use it).
+
+A third list is learned as a run starts, not computed: `learned_modules`, what the tasks'
+references imported as they ran, which the warm servers load too (`Engine.warm`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from knowbench.benchmark.schema import (
@@ -51,6 +54,21 @@ def preload_modules(tasks: Iterable[FunctionTask | ChoiceTask], declared: Iterab
     # A project's own packages are never preloaded: one imported from the environment would
     # shadow the project's copy (and a sample's changes to it).
     return sorted(name for name in modules if name.split(".")[0] not in local | {"__future__"})
+
+
+def learned_modules(tasks: Iterable[FunctionTask | ChoiceTask], imports: Mapping[str, Iterable[str]]) -> list[str]:
+    """What a warm server loads once more (`Engine.warm`) from `imports`, the library modules
+    each task's reference imported as it ran ({task id: modules}, in the order each was
+    loaded): every task's in turn, each module once, never one of a project's own packages
+    (as `preload_modules`)."""
+    tasks = list(tasks)
+    local = {name for task in tasks if isinstance(task, ProjectTask) for name in _project_modules(task)}
+    learned: dict[str, None] = {}
+    for task in tasks:
+        for name in imports.get(task.task_id, ()):
+            if name.split(".")[0] not in local:
+                learned[name] = None
+    return list(learned)
 
 
 def _project_modules(task: ProjectTask) -> set[str]:

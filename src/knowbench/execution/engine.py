@@ -31,7 +31,7 @@ import time
 import warnings
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -138,6 +138,9 @@ class ExecutionRequest(BaseModel):
     spy: str | None = Field(default=None, description="Dotted name of a library API whose calls the "
                             "runner counts in each test (in-process only; see docs/novel.md).")
     spy_required: bool = Field(default=False, description="A test that passed without calling `spy` fails.")
+    report_imports: bool = Field(
+        default=False, description="A reference's run: the execution lists the library modules the "
+        "sample imported as it ran (Execution.imported), for the engine to load once (Engine.warm).")
     project: ProjectRun | None = Field(
         default=None, description="A project sample: the tree to copy into the work directory, "
         "the files to write over it, and the project tests to run there (in-process only); "
@@ -171,6 +174,13 @@ class Engine(ABC):
         """Keep `paths` out of every sample this engine starts from now on, wherever its
         sandbox would show them (see `Sandbox.hiding`; `unshare` and `none` show the host's
         file system as it is and hide nothing). Not to be called while executions run."""
+
+    def warm(self, modules: Sequence[str]) -> None:  # noqa: B027 (optional hook: most engines keep no process)
+        """Have every warm process load `modules` too, in order (library modules a run's
+        references imported as they ran: `ExecutionRequest.report_imports`), so that later
+        samples find them loaded instead of importing them again. Each is loaded only where
+        the environment's libraries hold it. Engines that start a process per sample ignore
+        it. Not to be called while executions run."""
 
     def start(self, split: bool = False) -> None:  # noqa: B027 (optional hook: most engines start nothing)
         """Begin, without waiting, what can start before the first sample (a fork server's
@@ -658,6 +668,7 @@ def runner_config(request: ExecutionRequest, uid: int | None, python: str | None
         "gid": uid,
         "nproc_base": nproc_base(uid),
         **({"project": request.project.runner_view()} if request.project is not None else {}),
+        **({"report_imports": True} if request.report_imports else {}),
         **_compiled(request, python),
     }
 
@@ -688,7 +699,7 @@ class Collected:
 def build_execution(request: ExecutionRequest, nonce: str, collected: Collected, duration: float,
                     sandbox_kind: str, engine_name: str, note: str = "") -> Execution:
     """Turn the raw result records into per-test outcomes; only nonce-bearing records count."""
-    outcomes, problem = _outcomes(request.items(), collected, nonce, collected.exit_code)
+    outcomes, problem, imported = _outcomes(request.items(), collected, nonce, collected.exit_code)
     if collected.killed_for_memory:
         _void_passes(outcomes, "memory", "memory", _KILLED_FOR_MEMORY)
     elif collected.over_processes:
@@ -704,6 +715,7 @@ def build_execution(request: ExecutionRequest, nonce: str, collected: Collected,
         duration_s=round(duration, 4), exit_code=collected.exit_code,
         sandbox=sandbox_kind, engine=engine_name, limits=request.limits,
         isolation=request.isolation, note="; ".join(part for part in (problem, note) if part),
+        imported=imported if request.report_imports else [],
     )
 
 
@@ -909,9 +921,11 @@ def _runner_outcome(item_id: object, record: dict[str, Any]) -> TestOutcome | No
 
 
 def _outcomes(items: list[TestItem], collected: Collected, nonce: str,
-              exit_code: int | None) -> tuple[list[TestOutcome], str]:
+              exit_code: int | None) -> tuple[list[TestOutcome], str, list[str]]:
+    """(each item's outcome, a note on the run, the modules the runner reported imported)."""
     reported: dict[str, TestOutcome] = {}
     running: str | None = None
+    imported: list[str] = []
     done = False
     forged = False
     for line in collected.results.splitlines():
@@ -929,6 +943,8 @@ def _outcomes(items: list[TestItem], collected: Collected, nonce: str,
             done = True
         elif "start" in record:
             running = record["start"]
+        elif type(record.get("imported")) is str:
+            imported = record["imported"].split()
         elif "item" in record:
             outcome = _runner_outcome(record.pop("item"), record)
             if outcome is None or outcome.id in reported:
@@ -965,7 +981,7 @@ def _outcomes(items: list[TestItem], collected: Collected, nonce: str,
         note = f"runner did not finish ({died}){last_words}"
     if forged:
         note = "forged or corrupt result records"
-    return outcomes, note
+    return outcomes, note, imported if done and not forged else []
 
 
 _KILLED_FOR_MEMORY = ("passed, but the kernel killed a process of the sample for memory: the sample's "

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -89,6 +89,8 @@ class _Server:
         self.workdir = engine.scratch / f"w{slot}"
         self.restarts = -1
         self.warmed: tuple[str, ...] = ()  # the libraries its last start warmed up (knowbench_warm)
+        self.learned = 0  # how many of the engine's `learned` modules it was sent (`warm`)
+        self.warming = False  # it was sent some with its last sample, and has not said it loaded them
         self.sandbox: Sandbox | None = None  # the view this server was started with
         # The last split sample's shared directory, moved out of every sandbox's view as the
         # sample ends and removed while the next one runs (`ForkServerEngine._execute_split`).
@@ -155,7 +157,9 @@ class _Server:
             os.close(replies_write)
         self.requests = os.fdopen(requests_write, "wb")
         self.replies = os.fdopen(replies_read, "rb")
-        setup = {"preload": self.engine.preload, "private_tmp": sandbox.kind == "bwrap",
+        learned = self.engine.learned if self.role == "judge" else ()
+        setup = {"preload": self.engine.preload, "warm": list(learned),
+                 "private_tmp": sandbox.kind == "bwrap",
                  "namespaces": sandbox.namespaces,
                  "role": self.role,
                  "fd_socket": theirs_fd}
@@ -164,6 +168,7 @@ class _Server:
         if not reply.get("ready"):
             raise _ServerGone(f"the fork server did not start: {reply}")
         self.warmed = tuple(reply.get("warmed", ()))
+        self.learned, self.warming = len(learned), False
         if self.cgroup is not None:
             self.baseline = self.cgroup.usage()
         self.restarts += 1
@@ -205,24 +210,42 @@ class _Server:
     def send(self, config: dict[str, Any], fd: int | None = None) -> None:
         """Hand the server one sample (and, split, its end of the channel)."""
         self.settle()
+        self._warmed()
         # A server started before the engine was told to hide more has a stale view.
         if self.process is None or self.process.poll() is not None or self.sandbox != self.engine.sandbox:
             self.start()
         if self.cgroup is not None:
             self._arm(config["limits"]["memory_mb"] * 1024 * 1024)
         # What the server reads (the limits, the work directory, whether a descriptor follows,
-        # the installed module a mined task's target is grafted into: `_indexed`),
-        # and the request itself as the sample's process gets it, which the server only passes
-        # on (`knowbench_runner._read_frame`).
+        # the installed module a mined task's target is grafted into: `_indexed`, the modules
+        # learned since it was last told: `_warmed`), and the request itself as the sample's
+        # process gets it, which the server only passes on (`knowbench_runner._read_frame`).
+        learned = self.engine.learned[self.learned:] if self.role == "judge" else ()
         self._send({"limits": config["limits"], "workdir": config.get("workdir"), "with_fd": fd is not None,
-                    "graft": config.get("graft")},
+                    "graft": config.get("graft"), **({"warm": list(learned)} if learned else {})},
                    json.dumps(config).encode())
+        self.learned += len(learned)
+        self.warming = bool(learned)
         if fd is not None:
             assert self.fd_socket is not None
             try:
                 socket.send_fds(self.fd_socket, [b"f"], [fd])
             except OSError as error:
                 raise _ServerGone(f"the fork server stopped ({error})") from None
+
+    def _warmed(self) -> None:
+        """Wait for a server sent modules to load with its last sample to say it loaded them
+        (after that sample's reply: `knowbench_runner._warmed`), so that the time they take is
+        never the next sample's. One that died loading them is started anew without them: the
+        engine learns nothing more."""
+        if not self.warming or self.process is None:
+            return
+        self.warming = False
+        try:
+            self._receive(_START_TIMEOUT_S)
+        except _ServerGone as error:
+            self.engine.unlearn(f"a fork server stopped while it loaded what the references imported: {error}")
+            self.stop()
 
     def _arm(self, budget: int) -> None:
         """Limit the server's cgroup to what it held when ready plus this sample's budget, and
@@ -298,6 +321,10 @@ class ForkServerEngine(Engine):
         _check_python(self.python)
         compile_runner(self.python)
         self.preload = list(preload or [])
+        # Library modules the run's references imported as they ran (`warm`), in the order
+        # they were learned: each judge server is sent the ones it has not had.
+        self.learned: tuple[str, ...] = ()
+        self.unlearned: str | None = None  # why the engine stopped (`unlearn`)
         # A memory cgroup per server where one can be made (`cgroups=False`: the budget alone).
         self.cgroups = cgroups and memory_cgroups_available()
         self.scratch, self._remove_scratch = scratch_directory(self, "knowbench-fork-", scratch)
@@ -325,6 +352,18 @@ class ForkServerEngine(Engine):
     def hide(self, paths: Iterable[str | Path]) -> None:
         # Servers notice the new view before their next sample and restart (see _Server.send).
         self.sandbox = self.sandbox.hiding(paths, self.python)
+
+    def warm(self, modules: Sequence[str]) -> None:
+        # A running server imports them after its next sample (`knowbench_runner._warmed`), one
+        # that starts from now on as it starts. Not split candidates' servers: a run's
+        # references import in the judge's process.
+        if self.unlearned is None:
+            known = set(self.learned)
+            self.learned += tuple(name for name in dict.fromkeys(modules) if name not in known)
+
+    def unlearn(self, why: str) -> None:
+        """Stop sending learned modules (`warm`): servers start without them from now on."""
+        self.learned, self.unlearned = (), why
 
     @property
     def restarts(self) -> int:

@@ -30,18 +30,22 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS checks (
     key TEXT NOT NULL, task_id TEXT NOT NULL, reference_s REAL, status TEXT NOT NULL,
     mode TEXT NOT NULL, why TEXT NOT NULL, PRIMARY KEY (key, task_id));
+CREATE TABLE IF NOT EXISTS imports (
+    key TEXT NOT NULL, task_id TEXT NOT NULL, modules TEXT NOT NULL, PRIMARY KEY (key, task_id));
 """
 
 
 @dataclass(frozen=True)
 class ReferenceCheck:
-    """One task's reference check: its runtime when it passed (else None), its status, and
-    the isolation its samples get (with why not split)."""
+    """One task's reference check: its runtime when it passed (else None), its status, the
+    isolation its samples get (with why not split), and the library modules it imported as it
+    ran (`Engine.warm`)."""
 
     reference_s: float | None
     status: str
     mode: str
     why: str
+    imports: tuple[str, ...] = ()
 
 
 def calibration_key(parts: Mapping[str, Any]) -> str:
@@ -96,18 +100,21 @@ class CalibrationCache:
             return {}
         try:
             with closing(self._connect()) as db:
-                rows = db.execute("SELECT task_id, reference_s, status, mode, why FROM checks "
-                                  "WHERE key = ?", (self.key,)).fetchall()
+                rows = db.execute("SELECT c.task_id, reference_s, status, mode, why, modules FROM checks c "
+                                  "LEFT JOIN imports i ON i.key = c.key AND i.task_id = c.task_id "
+                                  "WHERE c.key = ?", (self.key,)).fetchall()
         except sqlite3.Error:
             return {}  # unreadable: measure again
-        return {task_id: ReferenceCheck(seconds, status, mode, why)
-                for task_id, seconds, status, mode, why in rows if task_id in wanted}
+        return {task_id: ReferenceCheck(seconds, status, mode, why, tuple((modules or "").split()))
+                for task_id, seconds, status, mode, why, modules in rows if task_id in wanted}
 
     def put(self, task_id: str, check: ReferenceCheck) -> None:
         try:
             with closing(self._connect()) as db, db:
                 db.execute("INSERT OR REPLACE INTO checks VALUES (?, ?, ?, ?, ?, ?)",
                            (self.key, task_id, check.reference_s, check.status, check.mode, check.why))
+                db.execute("INSERT OR REPLACE INTO imports VALUES (?, ?, ?)",
+                           (self.key, task_id, " ".join(check.imports)))
         except sqlite3.Error:
             pass  # a cache: the run keeps its own copy
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 from knowbench.errors import UserError
@@ -23,6 +24,8 @@ CREATE TABLE IF NOT EXISTS calibration (
     task_id TEXT PRIMARY KEY, reference_s REAL, status TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS isolation (
     task_id TEXT PRIMARY KEY, mode TEXT NOT NULL, why TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS reference_imports (
+    task_id TEXT PRIMARY KEY, modules TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS results (
     task_id TEXT NOT NULL, sample_idx INTEGER NOT NULL, status TEXT NOT NULL, record TEXT NOT NULL,
     PRIMARY KEY (task_id, sample_idx));
@@ -74,6 +77,17 @@ class RunStore:
         with self._lock:
             rows = self._db.execute("SELECT task_id, mode, why FROM isolation").fetchall()
         return {task_id: (mode, why) for task_id, mode, why in rows}
+
+    def put_reference_imports(self, task_id: str, modules: Iterable[str]) -> None:
+        """The library modules a task's reference imported as it ran (`Engine.warm`)."""
+        with self._lock, self._db:
+            self._db.execute("INSERT OR REPLACE INTO reference_imports VALUES (?, ?)",
+                             (task_id, " ".join(modules)))
+
+    def reference_imports(self) -> dict[str, list[str]]:
+        with self._lock:
+            rows = self._db.execute("SELECT task_id, modules FROM reference_imports").fetchall()
+        return {task_id: modules.split() for task_id, modules in rows}
 
     def generations(self) -> dict[tuple[str, int], Generation]:
         with self._lock:

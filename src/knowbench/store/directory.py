@@ -3,7 +3,8 @@
     run.json          settings (what determines the results), the endpoint and other details
                       that do not, versions, engine, environment
     run.lock          held (flock) by the process running in the directory; holds its pid
-    run.sqlite        generations, scored samples, calibration and isolation decisions
+    run.sqlite        generations, scored samples, calibration and isolation decisions, the
+                      library modules each reference imported
                       (`RunStore`), committed as they happen
     samples.jsonl     one scored sample per line, written from the database at the end
     summary.json      scores, status counts, isolation share and the self-check verdict

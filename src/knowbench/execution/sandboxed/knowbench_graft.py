@@ -154,7 +154,7 @@ def index(top):
     walks. Returns whether an index was made now (none for a package not loaded)."""
     if top in _INDEXES:
         return False
-    _INDEXES[top] = None  # (once, whatever happens: the server's package does not change)
+    _INDEXES[top] = None  # (once, whatever happens, until the server loads more: `forget_indexes`)
     modules = _package_modules(top)
     if not modules:
         return False
@@ -163,6 +163,12 @@ def index(top):
         places.setdefault(id(value), []).append((kind, holder, key, owner))
     _INDEXES[top] = (modules, {found: tuple(where) for found, where in places.items()})
     return True
+
+
+def forget_indexes():
+    """Drop every index (`index`): the server loaded more modules, and the next graft into
+    each package indexes it again."""
+    _INDEXES.clear()
 
 
 def _indexable(value):

@@ -1127,6 +1127,66 @@ def _import_test_modules(wanted):
     return len(sys.modules) != before
 
 
+def _library_roots():
+    """The directories the environment's modules live under (its prefixes: the standard
+    library and site-packages), each ending in a separator."""
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    return tuple(os.path.join(os.path.realpath(root), "") for root in roots if root)
+
+
+def _in_library(path, roots, folders=None):
+    """Whether file `path` lies under one of `roots` (`_library_roots`), and not under the
+    work directory: a module of the environment, never one of the sample's or a project's.
+    `folders`: a dict that keeps each folder's answer, for many files at once."""
+    if type(path) is not str:
+        return False
+    folder = os.path.dirname(path)
+    if folders is not None and folder in folders:
+        return folders[folder]
+    real = os.path.join(os.path.realpath(folder), "")
+    inside = real.startswith(roots) and not real.startswith(os.path.join(os.path.realpath(os.getcwd()), ""))
+    if folders is not None:
+        folders[folder] = inside
+    return inside
+
+
+def _library_imports(arrived):
+    """The modules of the environment's libraries loaded since `arrived` (module names), in
+    the order they were loaded: what a reference imported as it ran (lazily, inside a
+    library or a test), which every later sample would import again. Best effort."""
+    try:
+        roots, folders = _library_roots(), {}
+        return [name for name, module in list(sys.modules.items())
+                if name not in arrived and type(name) is str and " " not in name
+                and _in_library(getattr(module, "__file__", None), roots, folders)]
+    except BaseException:
+        return []
+
+
+def _import_library_modules(names):
+    """Import `names` (`_library_imports` of a run's references, sent by the engine:
+    `Engine.warm`) where this process has not, in order, each only if it is found in the
+    environment's libraries (`_in_library`) and its package is loaded already. Whether any
+    module was loaded. A module that fails to import is the samples' business."""
+    if type(names) is not list or not names:
+        return False
+    import importlib.util
+
+    count, roots = len(sys.modules), _library_roots()
+    for name in names:
+        if type(name) is not str or name in sys.modules:
+            continue
+        parent = name.rpartition(".")[0]
+        try:  # (with its package loaded, finding the module runs none of its code)
+            if (parent and parent not in sys.modules) or not _in_library(
+                    getattr(importlib.util.find_spec(name), "origin", None), roots):
+                continue
+            __import__(name)
+        except BaseException:
+            pass
+    return len(sys.modules) != count
+
+
 _STATUSES = frozenset({"pass", "fail", "error", "timeout", "memory", "infrastructure"})
 # The reasons a worker may give for a non-pass outcome: a subset of knowbench.records.Reason
 # (this file cannot import knowbench; a test checks that the two agree).
@@ -1362,6 +1422,9 @@ def execute_sample(config, result_fd):
     stdout, stderr = sys.stdout, sys.stderr
     runner_globals = globals()
     modules_now = sys.modules
+    # A reference's run (`report_imports`): the modules there were before it, to tell the
+    # engine which library modules it imported (`_library_imports`).
+    arrived = frozenset(modules_now) if config.get("report_imports") else None
 
     def encode(value):
         kind = type_of(value)
@@ -1518,6 +1581,8 @@ def execute_sample(config, result_fd):
                     hang_up[0]()
                 stdout.flush()
                 stderr.flush()
+                if arrived is not None:
+                    report({"imported": " ".join(_library_imports(arrived))})
             finally:
                 report({"done": True})
         finally:
@@ -2644,6 +2709,7 @@ def serve():
                      else os.path.join(base, f".home-{setup.get('role', 'judge')}"))
     _new_home(setup["home"])
     _preload(setup.get("preload", []), setup.get("role"))
+    _import_library_modules(setup.get("warm"))  # (what the engine learned before this start)
     # What the runner's and the preload's imports built goes to the permanent generation now,
     # with the little garbage they left (about 900 objects, 0.2 MB, with numpy and pandas: the
     # pure-Python classes their C versions replace, import-time closures), so that the one
@@ -2677,11 +2743,7 @@ def serve():
         gc.collect()
     knowbench_seccomp.prepare("sample")
     _SERVER_IDENTITY[0] = _runner_identity(globals())
-    if _SERVER_SNAPSHOT[0] is not None:
-        # Read-only: this list is a module global a sample can reach; the dict behind the
-        # view is referenced by nothing else.
-        _SERVER_WATCHED[0] = (frozenset(name for name, *_ in _SERVER_SNAPSHOT[0][0]), types.MappingProxyType(
-            {**_SERVER_SNAPSHOT[0][2], **_SERVER_IDENTITY[0][2]}))
+    _note_watched()
     # Children then leave the preloaded objects' pages alone (no copy-on-write by the GC).
     gc.freeze()
     # Paused by the engine's boot line while the runner and the preload were imported (one
@@ -2729,12 +2791,20 @@ def serve():
         # longer holds this request, nor its bytes in memory it freed: it can find no earlier
         # sample's program or tests.
         graft = request.get("graft")  # (the benchmark's: the module the task was cut from)
+        warm = request.get("warm")  # (library modules the run's references imported: `_warmed`)
         _zero([payload])
         del payload, request
         spare = _prepare(control_out, setup, busy=prepared)
         settled, unreaped = _serve_one(limits, budget, prepared, started, control_out, base, setup)
-        if settled and _indexed(graft):  # after the reply; the next sample's process is forked anew
+        # After the reply; the next sample's process is then forked anew, and inherits the
+        # files of what was imported.
+        warmed = settled and _warmed(warm)
+        if warm is not None:  # the engine sends no request before this line (imports take seconds)
+            os.write(control_out, (json.dumps({"warmed": warmed, "server_grew": _GREW[0]}) + "\n").encode())
+            _GREW[0] = 0
+        if settled and (_indexed(graft) or warmed):
             spare = _prepared_again(spare, control_out, setup)
+            inherited = knowbench_memory.inherited_files() if warmed else inherited
         if not settled or (inherited_state is not None and _inherited_state(spare.pid) != inherited_state):
             # Something outlived its sample, or changed what the next one inherits: end this
             # sandbox before taking another request (the engine starts a fresh one, and sends
@@ -2744,6 +2814,37 @@ def serve():
         if unreaped is not None:
             _DYING.add(unreaped)
         _reap()  # the earlier samples' processes: after the reply, off the next one's path
+
+
+def _warmed(names):
+    """Import `names` (`Engine.warm`: library modules the run's references imported as they
+    ran) where this server has not (`_import_library_modules`): every later sample finds them
+    loaded, as a test finds what an earlier test imported in one pytest session. What to watch
+    is then noted again (`_snapshot`), packages are indexed anew (`knowbench_graft.index`),
+    and the memory this server grew by is told as `_indexed`'s is. Whether anything was
+    loaded."""
+    before = _resident_bytes()
+    if not _import_library_modules(names):
+        return False
+    knowbench_graft.forget_indexes()
+    gc.collect()  # (what the imports left) then, as the preload's, its pages are left alone
+    if _SERVER_SNAPSHOT[0] is not None:
+        _SERVER_SNAPSHOT[0] = _snapshot()
+        _note_watched()
+    gc.freeze()
+    after = _resident_bytes()
+    if before and after > before:
+        _GREW[0] += after - before
+    return True
+
+
+def _note_watched():
+    """What a sample's check reads of the server's snapshot and identity: the modules the
+    snapshot watched, and every watched function. Read-only: this list is a module global a
+    sample can reach; the dict behind the view is referenced by nothing else."""
+    if _SERVER_SNAPSHOT[0] is not None:
+        _SERVER_WATCHED[0] = (frozenset(name for name, *_ in _SERVER_SNAPSHOT[0][0]), types.MappingProxyType(
+            {**_SERVER_SNAPSHOT[0][2], **_SERVER_IDENTITY[0][2]}))
 
 
 def _indexed(graft):

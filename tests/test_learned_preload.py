@@ -1,0 +1,185 @@
+"""What a run's references import as they run, its warm servers load once (`Engine.warm`).
+
+A reference's run lists the modules of the environment's libraries it imported (lazily, inside
+a library or a test: `ExecutionRequest.report_imports`); the run stores them with its
+calibration and tells the engine; each fork server imports them after its next sample, and
+every later sample finds them loaded, as a test finds what an earlier one imported in one
+pytest session. Only modules the environment's libraries hold are ever loaded."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from textwrap import dedent
+
+import pytest
+
+from helpers import make_request
+from knowbench.benchmark.load import load_benchmark, write_benchmark
+from knowbench.benchmark.preload import learned_modules
+from knowbench.benchmark.schema import FunctionTask, TestSpec
+from knowbench.execution.engine import Engine, SubprocessEngine
+from knowbench.execution.forkserver import ForkServerEngine
+from knowbench.execution.sandbox import Sandbox
+from knowbench.methods import get_method
+from knowbench.models.offline import ReferenceBackend
+from knowbench.records import Limits, SamplingParams
+from knowbench.run import run_benchmark
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAM = "def f():\n    return 1\n"
+# The module's name is built at run time: the engine finds no import of it in the test code
+# (whose imports every sample makes before it runs), as it finds none inside a library.
+LAZY = dedent("""
+    import importlib
+    import os
+    import sys
+
+    def test_lazy():
+        loaded = "xml.dom.minidom" in sys.modules
+        minidom = importlib.import_module("xml.dom." + "minidom")
+        assert minidom.parseString("<a/>").documentElement.tagName == "a"
+        with open("lazy_local.py", "w") as handle:  # a module of the sample's own: never learned
+            handle.write("X = 1\\n")
+        sys.path.insert(0, os.getcwd())
+        assert importlib.import_module("lazy_local").X == 1
+        assert loaded, "not loaded before the test"
+""")
+MINIDOM = ["xml", "xml.dom", "xml.dom.minidom", "xml.dom.expatbuilder", "pyexpat"]
+
+
+def _statuses(engine: Engine, request) -> list[str]:
+    return [outcome.status for outcome in engine.execute(request).tests]
+
+
+@pytest.fixture
+def forkserver(best_sandbox: Sandbox) -> Iterator[ForkServerEngine]:
+    engine = ForkServerEngine(best_sandbox, workers=1)
+    yield engine
+    engine.close()
+
+
+@pytest.mark.parametrize(("kind", "isolation"), [("forkserver", "in-process"), ("forkserver", "split"),
+                                                 ("subprocess", "in-process")])
+def test_a_references_run_lists_the_library_modules_it_imported(best_sandbox: Sandbox, kind: str,
+                                                                  isolation: str) -> None:
+    engine = (ForkServerEngine(best_sandbox, workers=1) if kind == "forkserver"
+              else SubprocessEngine(best_sandbox, workers=1))
+    request = make_request(PROGRAM, LAZY, "f", isolation=isolation)
+    try:
+        execution = engine.execute(request.model_copy(update={"report_imports": True}))
+        plain = engine.execute(request)
+    finally:
+        engine.close()
+    assert execution.isolation == isolation
+    assert [outcome.status for outcome in execution.tests] == ["fail"]  # (nothing loaded it before)
+    assert set(MINIDOM) <= set(execution.imported), execution.imported
+    assert execution.imported.index("xml.dom") < execution.imported.index("xml.dom.minidom")
+    assert not {"lazy_local", "solution", "importlib"} & set(execution.imported)
+    assert plain.imported == []  # a sample's run lists nothing
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "split"])
+def test_a_server_loads_what_it_learned_once_its_next_sample_has_replied(
+        forkserver: ForkServerEngine, isolation: str) -> None:
+    """The first sample after `warm` runs as before (the server loads the modules after its
+    reply, and the engine waits for that before the next); every later one finds them loaded.
+    The server's growth is its own memory, not its samples'. Split, the judge's server loads
+    them (the tests import in the judge's process), never the candidate's."""
+    request = make_request(PROGRAM, LAZY, "f", isolation=isolation)
+    assert _statuses(forkserver, request) == ["fail"]
+    server = forkserver._servers[0]
+    baseline = server.baseline
+    forkserver.warm(MINIDOM)
+    assert _statuses(forkserver, request) == ["fail"]
+    for _ in range(2):
+        assert _statuses(forkserver, request) == ["pass"]
+    assert server.cgroup is None or server.baseline > baseline
+    assert forkserver._candidates[0].learned == 0
+
+
+def test_a_server_that_starts_after_warm_loads_the_modules_as_it_starts(best_sandbox: Sandbox) -> None:
+    engine = ForkServerEngine(best_sandbox, workers=1)
+    try:
+        engine.warm(MINIDOM)
+        assert _statuses(engine, make_request(PROGRAM, LAZY, "f")) == ["pass"]
+    finally:
+        engine.close()
+
+
+def test_only_modules_the_environments_libraries_hold_are_loaded(forkserver: ForkServerEngine) -> None:
+    """A name that resolves outside the environment's prefixes (the runner's own directory is
+    on the server's path), one whose package is not loaded, and one that does not exist are
+    passed over; the others are loaded."""
+    tests = dedent("""
+        import sys
+
+        def test_loaded():
+            assert "xml.dom.minidom" in sys.modules
+            assert "knowbench_shell" not in sys.modules
+            assert "email.mime.text" not in sys.modules and "email.mime" not in sys.modules
+    """)
+    request = make_request(PROGRAM, tests, "f")
+    forkserver.warm(["knowbench_shell", "email.mime.text", "no_such_module", "xml.no_such", *MINIDOM])
+    engine_ran = [_statuses(forkserver, request) for _ in range(2)]
+    assert engine_ran[-1] == ["pass"], forkserver.execute(request).tests[0].message
+
+
+def test_tampering_with_a_watched_module_it_loaded_is_still_caught(forkserver: ForkServerEngine) -> None:
+    """`unittest.mock` is watched: loaded by a warm server, it is part of the server's snapshot,
+    so a clean sample passes and one that replaces one of its names is caught."""
+    tests = dedent("""
+        def test_f():
+            assert f() == 1
+    """)
+    forkserver.warm(["unittest.mock"])
+    clean = make_request(PROGRAM, tests, "f")
+    for _ in range(2):
+        assert _statuses(forkserver, clean) == ["pass"]
+    patching = make_request("import unittest.mock\nunittest.mock.patch = None\n" + PROGRAM, tests, "f")
+    result = forkserver.execute(patching)
+    assert [outcome.reason for outcome in result.tests] == ["tampering"], result.tests[0].message
+    assert _statuses(forkserver, clean) == ["pass"]
+
+
+def test_learned_modules_keep_the_tasks_order_and_never_a_projects_own_package() -> None:
+    basic = load_benchmark(ROOT / "examples" / "basic")
+    tasks = [task for task in basic.tasks if isinstance(task, FunctionTask)][:2]
+    first, second = (task.task_id for task in tasks)
+    imports = {second: ["b", "a", "b.c"], first: ["a", "c"], "unknown/task": ["z"]}
+    assert learned_modules(tasks, imports) == ["a", "c", "b", "b.c"]
+
+
+def test_a_run_warms_its_servers_with_what_its_references_imported(
+        best_sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run stores what each reference imported with its check, here and in the shared
+    calibration file, and tells the engine; a later run that reuses the checks warms its
+    servers the same way. Every sample passes: each finds the module loaded, as its tests
+    assert, except where its server had not loaded it yet."""
+    monkeypatch.setenv("KNOWBENCH_HOME", str(tmp_path / "home"))
+    basic = load_benchmark(ROOT / "examples" / "basic")
+    task = FunctionTask(task_id="algorithms/lazy", domain="algorithms", instruction="Return 1.", entry_point="f",
+                        prompt_code="def f():\n    ...\n", reference=PROGRAM,
+                        tests=[TestSpec(name="t", code=LAZY.replace('assert loaded, "not loaded before the test"',
+                                                                  "")),
+                               TestSpec(name="u", code="def test_f():\n    assert f() == 1\n")])
+    bench = write_benchmark(tmp_path / "bench", basic.manifest, [task])
+    runtimes = []
+    for run in ("a", "b"):
+        engine = ForkServerEngine(best_sandbox, workers=1)
+        try:
+            summary = run_benchmark(bench, ReferenceBackend(), get_method("none"), engine, tmp_path / run,
+                                    SamplingParams(), Limits())
+            assert all(result.passed for result in summary.results)
+            assert set(MINIDOM) <= set(engine.learned), (run, engine.learned)
+        finally:
+            engine.close()
+        with closing(sqlite3.connect(tmp_path / run / "run.sqlite")) as db:
+            stored = dict(db.execute("SELECT task_id, modules FROM reference_imports").fetchall())
+            runtimes.append(db.execute("SELECT reference_s FROM calibration").fetchall())
+        assert set(MINIDOM) <= set(stored["algorithms/lazy"].split())
+    assert runtimes[0] == runtimes[1]  # the second run reused the first one's check
+    with closing(sqlite3.connect(tmp_path / "home" / "calibration.sqlite")) as db:
+        assert db.execute("SELECT COUNT(*) FROM imports").fetchone()[0] == 1
