@@ -8,7 +8,11 @@ pytest session. Only modules the environment's libraries hold are ever loaded.""
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -22,7 +26,7 @@ from knowbench.benchmark.preload import learned_modules
 from knowbench.benchmark.schema import FunctionTask, TestSpec
 from knowbench.execution.engine import Engine, SubprocessEngine
 from knowbench.execution.forkserver import ForkServerEngine
-from knowbench.execution.sandbox import Sandbox
+from knowbench.execution.sandbox import Sandbox, resolve_sandbox
 from knowbench.methods import get_method
 from knowbench.models.offline import ReferenceBackend
 from knowbench.records import Limits, SamplingParams
@@ -183,3 +187,90 @@ def test_a_run_warms_its_servers_with_what_its_references_imported(
     assert runtimes[0] == runtimes[1]  # the second run reused the first one's check
     with closing(sqlite3.connect(tmp_path / "home" / "calibration.sqlite")) as db:
         assert db.execute("SELECT COUNT(*) FROM imports").fetchone()[0] == 1
+
+
+# Library modules of an environment made for these tests: one slow to import, one that ends
+# the process importing it, one that patches `unittest` and then fails.
+LIBRARY = {
+    "kb_slow_import": "import time\ntime.sleep(3)\nX = 1\n",
+    "kb_dies_on_import": "import os\nos._exit(3)\n",
+    "kb_patches_then_fails": "import unittest\nunittest.TestCase.assertEqual = lambda *a, **k: None\n"
+                             "raise ImportError('an optional dependency is missing')\n",
+}
+
+
+@pytest.fixture(scope="module")
+def library_env() -> Iterator[tuple[str, str]]:
+    """(a venv's interpreter, with `LIBRARY` in its site-packages; the sandbox kind)."""
+    root = Path(tempfile.mkdtemp(prefix="knowbench-learned-", dir="/tmp"))
+    root.chmod(0o755)
+    try:
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True)
+        python = str(root / "venv" / "bin" / "python")
+        site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              check=True, capture_output=True, text=True).stdout.strip()
+        for name, code in LIBRARY.items():
+            Path(site, f"{name}.py").write_text(code)
+        yield python, resolve_sandbox("auto", python=python).kind
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _engine(library_env: tuple[str, str]) -> ForkServerEngine:
+    python, kind = library_env
+    return ForkServerEngine(resolve_sandbox(kind, python=python), workers=1, python=python)
+
+
+def test_the_judges_imports_are_never_on_a_split_candidates_clock(library_env: tuple[str, str]) -> None:
+    """Split, the judge's server loads what it learned after a sample; the next sample waits
+    for that before either of its processes gets it: with a module that takes 3 s to import
+    and a limit of 2 s, every sample passes in well under its limit."""
+    engine = _engine(library_env)
+    request = make_request(PROGRAM, "def test_f():\n    assert f() == 1\n", "f", isolation="split", wall_s=2.0)
+    try:
+        assert engine.execute(request).status == "pass"
+        engine.warm(["kb_slow_import"])
+        for _ in range(3):
+            execution = engine.execute(request)
+            assert execution.status == "pass" and execution.duration_s < 2.0, execution
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("when", ["while it runs", "before it starts"])
+def test_a_module_that_kills_the_server_is_learned_no_more(library_env: tuple[str, str], when: str) -> None:
+    """A server that dies loading what the engine learned, after a sample or as it starts,
+    is started anew without it, and the engine sends it no more: every sample still runs."""
+    engine = _engine(library_env)
+    request = make_request(PROGRAM, "def test_f():\n    assert f() == 1\n", "f")
+    try:
+        if when == "while it runs":
+            assert engine.execute(request).status == "pass"
+        engine.warm(["kb_dies_on_import"])
+        assert [engine.execute(request).status for _ in range(3)] == ["pass"] * 3
+        assert engine.learned == () and "kb_dies_on_import" not in str(engine.unlearned) \
+            and "fork server" in str(engine.unlearned)
+    finally:
+        engine.close()
+
+
+def test_a_module_that_fails_to_load_leaves_the_same_verdicts_whenever_it_was_loaded(
+        library_env: tuple[str, str]) -> None:
+    """The server takes its snapshot again after any module's code ran, loaded or not, so a
+    module that changed what is watched and then failed is part of the baseline whether the
+    server loaded it as it started or after a sample: the same verdicts either way."""
+    tests = ("import unittest\n\n\nclass T(unittest.TestCase):\n    def test_f(self):\n"
+             "        self.assertEqual(f(), 1)\n")
+    wrong = make_request("def f():\n    return 2\n", tests, "f")
+    verdicts = []
+    for warm_first in (False, True):
+        engine = _engine(library_env)
+        try:
+            if not warm_first:
+                engine.execute(make_request(PROGRAM, tests, "f"))
+            engine.warm(["kb_patches_then_fails"])
+            engine.execute(make_request(PROGRAM, tests, "f"))
+            verdicts.append([(outcome.status, outcome.reason) for outcome in engine.execute(wrong).tests])
+        finally:
+            engine.close()
+    assert verdicts[0] == verdicts[1], verdicts

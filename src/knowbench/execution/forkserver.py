@@ -164,9 +164,17 @@ class _Server:
                  "role": self.role,
                  "fd_socket": theirs_fd}
         self._send(setup)
-        reply = self._receive(_START_TIMEOUT_S)
-        if not reply.get("ready"):
-            raise _ServerGone(f"the fork server did not start: {reply}")
+        try:
+            reply = self._receive(_START_TIMEOUT_S)
+            if not reply.get("ready"):
+                raise _ServerGone(f"the fork server did not start: {reply}")
+        except _ServerGone as error:
+            if not learned:
+                raise
+            # (What the references imported may be what it could not load: once more without.)
+            self.engine.unlearn(f"a fork server did not start with what the references imported: {error}")
+            self.start()
+            return
         self.warmed = tuple(reply.get("warmed", ()))
         self.learned, self.warming = len(learned), False
         if self.cgroup is not None:
@@ -244,7 +252,9 @@ class _Server:
         try:
             self._receive(_START_TIMEOUT_S)
         except _ServerGone as error:
-            self.engine.unlearn(f"a fork server stopped while it loaded what the references imported: {error}")
+            # (One that ended unsettled, before or after its sample, ends as any other.)
+            if error.hung or self.process.wait() != _UNSETTLED_EXIT:
+                self.engine.unlearn(f"a fork server stopped while it loaded what the references imported: {error}")
             self.stop()
 
     def _arm(self, budget: int) -> None:
@@ -405,6 +415,10 @@ class ForkServerEngine(Engine):
         share_workdir(host_dir, judge)
         judge["workdir"] = candidate["workdir"] = inner
         judge_end, candidate_end = socket.socketpair()
+        # The judge's server may still be loading what the references imported: not on the
+        # candidate's clock, which starts as its server hands the sample over.
+        judge_server.settle()
+        judge_server._warmed()
         started = time.monotonic()
         replies: dict[str, dict[str, Any]] = {}
         notes: list[str] = []

@@ -1167,12 +1167,13 @@ def _import_library_modules(names):
     """Import `names` (`_library_imports` of a run's references, sent by the engine:
     `Engine.warm`) where this process has not, in order, each only if it is found in the
     environment's libraries (`_in_library`) and its package is loaded already. Whether any
-    module was loaded. A module that fails to import is the samples' business."""
+    module's code ran (one that failed to import may have changed what is watched before it
+    failed: the samples import it again, and fail as it did)."""
     if type(names) is not list or not names:
         return False
     import importlib.util
 
-    count, roots = len(sys.modules), _library_roots()
+    roots, ran = _library_roots(), False
     for name in names:
         if type(name) is not str or name in sys.modules:
             continue
@@ -1181,10 +1182,11 @@ def _import_library_modules(names):
             if (parent and parent not in sys.modules) or not _in_library(
                     getattr(importlib.util.find_spec(name), "origin", None), roots):
                 continue
+            ran = True
             __import__(name)
         except BaseException:
             pass
-    return len(sys.modules) != count
+    return ran
 
 
 _STATUSES = frozenset({"pass", "fail", "error", "timeout", "memory", "infrastructure"})
@@ -2821,8 +2823,8 @@ def _warmed(names):
     ran) where this server has not (`_import_library_modules`): every later sample finds them
     loaded, as a test finds what an earlier test imported in one pytest session. What to watch
     is then noted again (`_snapshot`), packages are indexed anew (`knowbench_graft.index`),
-    and the memory this server grew by is told as `_indexed`'s is. Whether anything was
-    loaded."""
+    and the memory this server grew by is told as `_indexed`'s is. Whether any module's code
+    ran."""
     before = _resident_bytes()
     if not _import_library_modules(names):
         return False
