@@ -29,8 +29,9 @@ have `--cell` (every commit since `bench/peers.py` was written has).
 tree in turn (its own `src`, a fresh run directory each time, one run of each first to build the
 benchmark's environment and its calibration, not counted), on a real benchmark such as a mined
 one. Prints, per tree, the median wall time of the whole command, the CPU the machine spent in
-it, and the median of the samples' own durations (`execution.duration_s`: from the request to
-the verdict), with the ratio of the commit's to this checkout's (above 1: this checkout is
+it, the median of the samples' own durations (`execution.duration_s`: from the request to
+the verdict) and their sum (where a few long samples got faster, the median hides it), with
+the ratio of the commit's to this checkout's (above 1: this checkout is
 faster). A run whose reference does not pass its self-check counts as a disagreement.
 """
 
@@ -109,17 +110,18 @@ def compare_benchmark(args: argparse.Namespace, trees: dict[str, Path], tmp: Pat
     if all(runs.values()):
         print(f"\n{benchmark.name}, --n {args.n}, --workers {workers}, --isolation {args.isolation}, "
               f"{len(runs['this'][0]['durations'])} samples\n")
-        print("| tree | wall s (median, range) | CPU s (median) | sample duration ms (median of medians) |\n|"
-              + "---|" * 4)
+        print("| tree | wall s (median, range) | CPU s (median) | sample duration ms (median of medians) "
+              "| samples' durations summed, s (median) |\n|" + "---|" * 5)
         summary = {}
         for name, cells in runs.items():
             walls = [c["wall_s"] for c in cells]
             summary[name] = (statistics.median(walls), statistics.median(c["cpu_s"] for c in cells),
-                             statistics.median(statistics.median(c["durations"]) * 1000 for c in cells))
+                             statistics.median(statistics.median(c["durations"]) * 1000 for c in cells),
+                             statistics.median(sum(c["durations"]) for c in cells))
             print(f"| {name} | {summary[name][0]:.1f} ({min(walls):.1f}–{max(walls):.1f}) | {summary[name][1]:.1f} "
-                  f"| {summary[name][2]:.1f} |")
+                  f"| {summary[name][2]:.1f} | {summary[name][3]:.1f} |")
         then, this = summary[ref], summary["this"]
-        print(f"| {ref} / this | {then[0] / this[0]:.2f}× | {then[1] / this[1]:.2f}× | {then[2] / this[2]:.2f}× |")
+        print(f"| {ref} / this | " + " | ".join(f"{old / new:.2f}×" for old, new in zip(then, this, strict=True)) + " |")
     if failures:
         print(f"\n{len(failures)} runs failed:")
         for line in failures:
