@@ -434,23 +434,25 @@ def _keep_check(store: RunStore, task_id: str, check: ReferenceCheck) -> None:
 
 def _judge_reference(task: FunctionTask, generation: Generation, engine: Engine, limits: Limits,
                      preload: list[str], policy: IsolationPolicy) -> tuple[str, str, SampleResult]:
-    """(isolation, why not split, the reference's result in that isolation)."""
+    """(isolation, why not split, the reference's result in that isolation). Each run lists the
+    library modules the reference imported (`report_imports`)."""
     if isinstance(task, ProjectTask):
         return "in-process", "a project task runs in-process (its tests import the candidate)", \
             evaluate_function(task, generation, engine, limits, preload, "in-process")
+
+    def judged(isolation: Isolation) -> SampleResult:
+        return evaluate_function(task, generation, engine, limits, preload, isolation, report_imports=True)
+
     if policy == "in-process":
-        return "in-process", "the run asked for in-process", evaluate_function(
-            task, generation, engine, limits, preload, "in-process", report_imports=True)
+        return "in-process", "the run asked for in-process", judged("in-process")
     if task.api_check is not None:  # split cannot spy: under --isolation require the task is refused
-        return "in-process", "the task's target-API spy runs in the sample's process", evaluate_function(
-            task, generation, engine, limits, preload, "in-process", report_imports=True)
+        return "in-process", "the task's target-API spy runs in the sample's process", judged("in-process")
     if task.isolation == "in-process" and policy == "auto":
-        return "in-process", "the benchmark marks this task in-process", evaluate_function(
-            task, generation, engine, limits, preload, "in-process", report_imports=True)
-    split = evaluate_function(task, generation, engine, limits, preload, "split", report_imports=True)
+        return "in-process", "the benchmark marks this task in-process", judged("in-process")
+    split = judged("split")
     if split.passed:
         return "split", "", split
-    in_process = evaluate_function(task, generation, engine, limits, preload, "in-process", report_imports=True)
+    in_process = judged("in-process")
     if not in_process.passed:  # the reference fails either way: the stricter judge stays
         return "split", "", split
     return "in-process", _why_not_split(split), in_process

@@ -121,7 +121,7 @@ class RayEngine(Engine):
         self._ray.get([executor.hide.remote(names) for executor in self._actors])
 
     def warm(self, modules: Sequence[str]) -> None:
-        self._learned += [name for name in modules if name not in self._learned]
+        self._learned = list(dict.fromkeys([*self._learned, *modules]))
         self._ray.get([executor.warm.remote(self._learned) for executor in self._actors])
 
     def execute(self, request: ExecutionRequest) -> Execution:

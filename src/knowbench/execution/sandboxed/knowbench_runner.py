@@ -1134,19 +1134,23 @@ def _library_roots():
     return tuple(os.path.join(os.path.realpath(root), "") for root in roots if root)
 
 
-def _in_library(path, roots, folders=None):
-    """Whether file `path` lies under one of `roots` (`_library_roots`), and not under the
-    work directory: a module of the environment, never one of the sample's or a project's.
-    `folders`: a dict that keeps each folder's answer, for many files at once."""
-    if type(path) is not str:
-        return False
-    folder = os.path.dirname(path)
-    if folders is not None and folder in folders:
+def _in_library():
+    """A function telling whether a module's file lies under one of the environment's
+    prefixes (`_library_roots`) and not under the work directory: a module of the
+    environment, never one of the sample's or a project's. It keeps each folder's answer."""
+    roots = _library_roots()
+    work = os.path.join(os.path.realpath(os.getcwd()), "")
+    folders = {}
+
+    def inside(path):
+        if type(path) is not str:
+            return False
+        folder = os.path.dirname(path)
+        if folder not in folders:
+            real = os.path.join(os.path.realpath(folder), "")
+            folders[folder] = real.startswith(roots) and not real.startswith(work)
         return folders[folder]
-    real = os.path.join(os.path.realpath(folder), "")
-    inside = real.startswith(roots) and not real.startswith(os.path.join(os.path.realpath(os.getcwd()), ""))
-    if folders is not None:
-        folders[folder] = inside
+
     return inside
 
 
@@ -1155,10 +1159,10 @@ def _library_imports(arrived):
     the order they were loaded: what a reference imported as it ran (lazily, inside a
     library or a test), which every later sample would import again. Best effort."""
     try:
-        roots, folders = _library_roots(), {}
+        inside = _in_library()
         return [name for name, module in list(sys.modules.items())
                 if name not in arrived and type(name) is str and " " not in name
-                and _in_library(getattr(module, "__file__", None), roots, folders)]
+                and inside(getattr(module, "__file__", None))]
     except BaseException:
         return []
 
@@ -1173,14 +1177,14 @@ def _import_library_modules(names):
         return False
     import importlib.util
 
-    roots, ran = _library_roots(), False
+    inside, ran = _in_library(), False
     for name in names:
         if type(name) is not str or name in sys.modules:
             continue
         parent = name.rpartition(".")[0]
         try:  # (with its package loaded, finding the module runs none of its code)
-            if (parent and parent not in sys.modules) or not _in_library(
-                    getattr(importlib.util.find_spec(name), "origin", None), roots):
+            if (parent and parent not in sys.modules) or not inside(
+                    getattr(importlib.util.find_spec(name), "origin", None)):
                 continue
             ran = True
             __import__(name)
@@ -2823,20 +2827,16 @@ def _warmed(names):
     ran) where this server has not (`_import_library_modules`): every later sample finds them
     loaded, as a test finds what an earlier test imported in one pytest session. What to watch
     is then noted again (`_snapshot`), packages are indexed anew (`knowbench_graft.index`),
-    and the memory this server grew by is told as `_indexed`'s is. Whether any module's code
+    and the memory this server grew by is counted (`_keep_growth`). Whether any module's code
     ran."""
     before = _resident_bytes()
     if not _import_library_modules(names):
         return False
     knowbench_graft.forget_indexes()
-    gc.collect()  # (what the imports left) then, as the preload's, its pages are left alone
     if _SERVER_SNAPSHOT[0] is not None:
         _SERVER_SNAPSHOT[0] = _snapshot()
         _note_watched()
-    gc.freeze()
-    after = _resident_bytes()
-    if before and after > before:
-        _GREW[0] += after - before
+    _keep_growth(before)
     return True
 
 
@@ -2863,17 +2863,24 @@ def _indexed(graft):
         made = False
     if not made:
         return False
-    gc.collect()  # (what the walk left) then, as the preload's, its pages are left alone
-    gc.freeze()
-    # The index is the server's own memory, not its samples': the engine moves its cgroup's
-    # baseline by as much (1.7 MB for pandas, 3.3 MB for scipy), told with the next reply.
-    after = _resident_bytes()
-    if before and after > before:
-        _GREW[0] += after - before
+    _keep_growth(before)  # (the index: 1.7 MB for pandas, 3.3 MB for scipy)
     return True
 
 
-# What the server's own memory grew by since its last reply (`_indexed`).
+def _keep_growth(before):
+    """After the server itself built something (`_indexed`, `_warmed`): collect what that left,
+    then leave the rest's pages alone, as the preload's (`gc.freeze`); and count what its
+    memory grew by since `before` (resident bytes) in `_GREW`. That is the server's own
+    memory, not its samples': the engine moves its cgroup's baseline by as much, told with
+    the next line the server writes."""
+    gc.collect()
+    gc.freeze()
+    after = _resident_bytes()
+    if before and after > before:
+        _GREW[0] += after - before
+
+
+# What the server's own memory grew by since its last reply or line (`_keep_growth`).
 _GREW = [0]
 
 
