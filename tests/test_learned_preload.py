@@ -90,8 +90,8 @@ def test_a_server_loads_what_it_learned_once_its_next_sample_has_replied(
         forkserver: ForkServerEngine, isolation: str) -> None:
     """The first sample after `warm` runs as before (the server loads the modules after its
     reply, and the engine waits for that before the next); every later one finds them loaded.
-    The server's growth is its own memory, not its samples'. Split, the judge's server loads
-    them (the tests import in the judge's process), never the candidate's."""
+    The server's growth is its own memory, not its samples'. Split, the candidate's server is
+    sent them too (`test_a_split_references_program_teaches_the_candidates_server`)."""
     request = make_request(PROGRAM, LAZY, "f", isolation=isolation)
     assert _statuses(forkserver, request) == ["fail"]
     server = forkserver._servers[0]
@@ -101,7 +101,34 @@ def test_a_server_loads_what_it_learned_once_its_next_sample_has_replied(
     for _ in range(2):
         assert _statuses(forkserver, request) == ["pass"]
     assert server.cgroup is None or server.baseline > baseline
-    assert forkserver._candidates[0].learned == 0
+    assert forkserver._candidates[0].learned == (len(MINIDOM) if isolation == "split" else 0)
+
+
+# The program imports lazily, as a library does inside a call: split, in the candidate's process.
+LAZY_PROGRAM = dedent("""
+    import importlib
+    import sys
+
+    def f():
+        loaded = "xml.dom.minidom" in sys.modules
+        importlib.import_module("xml.dom." + "minidom").parseString("<a/>")
+        return loaded
+""")
+
+
+def test_a_split_references_program_teaches_the_candidates_server(forkserver: ForkServerEngine) -> None:
+    """Split, a reference's program runs in the candidate's process: what it imports there is
+    reported with the candidate's end and listed with the judge's; once the engine is told,
+    the candidate's server loads it, and the program finds it loaded."""
+    request = make_request(LAZY_PROGRAM, "def test_f():\n    assert f() is True\n", "f", isolation="split")
+    reference = forkserver.execute(request.model_copy(update={"report_imports": True}))
+    assert [outcome.status for outcome in reference.tests] == ["fail"]
+    assert set(MINIDOM) <= set(reference.imported), reference.imported
+    assert "importlib" not in reference.imported and "solution" not in reference.imported
+    assert forkserver.execute(request).imported == []
+    forkserver.warm(reference.imported)
+    statuses = [_statuses(forkserver, request) for _ in range(3)]
+    assert statuses[1:] == [["pass"], ["pass"]], statuses
 
 
 def test_a_server_that_starts_after_warm_loads_the_modules_as_it_starts(best_sandbox: Sandbox) -> None:
@@ -196,6 +223,7 @@ LIBRARY = {
     "kb_dies_on_import": "import os\nos._exit(3)\n",
     "kb_patches_then_fails": "import unittest\nunittest.TestCase.assertEqual = lambda *a, **k: None\n"
                              "raise ImportError('an optional dependency is missing')\n",
+    "pytest_kb_plugin": "X = 1\n",  # (a testing framework's module, by its name)
 }
 
 
@@ -221,9 +249,9 @@ def _engine(library_env: tuple[str, str]) -> ForkServerEngine:
     return ForkServerEngine(resolve_sandbox(kind, python=python), workers=1, python=python)
 
 
-def test_the_judges_imports_are_never_on_a_split_candidates_clock(library_env: tuple[str, str]) -> None:
-    """Split, the judge's server loads what it learned after a sample; the next sample waits
-    for that before either of its processes gets it: with a module that takes 3 s to import
+def test_what_the_servers_load_is_never_on_a_split_samples_clock(library_env: tuple[str, str]) -> None:
+    """Split, both servers load what the engine learned after a sample; the next sample waits
+    for them before either of its processes gets it: with a module that takes 3 s to import
     and a limit of 2 s, every sample passes in well under its limit."""
     engine = _engine(library_env)
     request = make_request(PROGRAM, "def test_f():\n    assert f() == 1\n", "f", isolation="split", wall_s=2.0)
@@ -233,6 +261,21 @@ def test_the_judges_imports_are_never_on_a_split_candidates_clock(library_env: t
         for _ in range(3):
             execution = engine.execute(request)
             assert execution.status == "pass" and execution.duration_s < 2.0, execution
+    finally:
+        engine.close()
+
+
+def test_a_candidates_server_never_loads_a_testing_frameworks_module(library_env: tuple[str, str]) -> None:
+    """A split candidate's server leaves out what its preload leaves out (a testing
+    framework's modules); the judge's loads it."""
+    engine = _engine(library_env)
+    program = "import sys\n\ndef f():\n    return 'pytest_kb_plugin' in sys.modules\n"
+    tests = "import sys\n\ndef test_f():\n    assert f() is False\n    assert 'pytest_kb_plugin' in sys.modules\n"
+    request = make_request(program, tests, "f", isolation="split")
+    try:
+        engine.warm(["pytest_kb_plugin"])
+        assert [engine.execute(request).status for _ in range(2)] == ["pass"] * 2
+        assert engine._candidates[0].learned == 1  # (it was sent, and passed over)
     finally:
         engine.close()
 

@@ -412,6 +412,7 @@ def split_configs(request: ExecutionRequest, judge_uid: int | None, candidate_ui
         "graft": request.graft,
         "limits": request.limits.model_dump(), "preload": request.preload, "uid": candidate_uid,
         "gid": candidate_uid, "nproc_base": judge["nproc_base"],
+        **({"report_imports": True} if request.report_imports else {}),
     }
     return judge, candidate
 
@@ -725,6 +726,8 @@ def build_split_execution(request: ExecutionRequest, nonce: str, judge: Collecte
     """The judge's records are the verdict; the candidate's process adds its output and,
     when a limit ended it, the limit as the reason of the tests it broke."""
     execution = build_execution(request, nonce, judge, duration, sandbox_kind, engine_name, note)
+    if request.report_imports:  # (a reference's run: its program ran in the candidate's process)
+        execution.imported = list(dict.fromkeys([*execution.imported, *_candidate_imports(candidate)]))
     execution.stdout = (candidate.stdout + judge.stdout).decode(errors="replace")
     execution.stderr = (candidate.stderr + judge.stderr).decode(errors="replace")
     died = _death_reason(candidate.exit_code)
@@ -758,6 +761,22 @@ def build_split_execution(request: ExecutionRequest, nonce: str, judge: Collecte
                 outcome.message += f" (the candidate's process passed {limit[2]})"
         execution.status = _summary_status(execution.tests)
     return execution
+
+
+def _candidate_imports(candidate: Collected) -> list[str]:
+    """The library modules a split candidate's process reported it imported (a fork server's
+    candidate reports them, then `done`, on its result pipe: `knowbench_runner._candidate_end`),
+    or none where it did not end that way."""
+    records = []
+    for line in candidate.results.splitlines()[-2:]:
+        try:
+            records.append(load_json(line))
+        except ValueError:
+            return []
+    if len(records) != 2 or records[1] != {"done": True, "role": "candidate"}:
+        return []
+    reported = records[0].get("imported") if isinstance(records[0], dict) else None
+    return reported.split() if type(reported) is str else []
 
 
 def _collect_runner(process: subprocess.Popen[bytes], results: object | None, config: dict[str, Any],

@@ -157,7 +157,7 @@ class _Server:
             os.close(replies_write)
         self.requests = os.fdopen(requests_write, "wb")
         self.replies = os.fdopen(replies_read, "rb")
-        learned = self.engine.learned if self.role == "judge" else ()
+        learned = self.engine.learned
         setup = {"preload": self.engine.preload, "warm": list(learned),
                  "private_tmp": sandbox.kind == "bwrap",
                  "namespaces": sandbox.namespaces,
@@ -228,7 +228,7 @@ class _Server:
         # the installed module a mined task's target is grafted into: `_indexed`, the modules
         # learned since it was last told: `_warmed`), and the request itself as the sample's
         # process gets it, which the server only passes on (`knowbench_runner._read_frame`).
-        learned = self.engine.learned[self.learned:] if self.role == "judge" else ()
+        learned = self.engine.learned[self.learned:]
         self._send({"limits": config["limits"], "workdir": config.get("workdir"), "with_fd": fd is not None,
                     "graft": config.get("graft"), **({"warm": list(learned)} if learned else {})},
                    json.dumps(config).encode())
@@ -332,7 +332,7 @@ class ForkServerEngine(Engine):
         compile_runner(self.python)
         self.preload = list(preload or [])
         # Library modules the run's references imported as they ran (`warm`), in the order
-        # they were learned: each judge server is sent the ones it has not had.
+        # they were learned: each server (a split candidate's too) is sent the ones it has not had.
         self.learned: tuple[str, ...] = ()
         self.unlearned: str | None = None  # why the engine stopped (`unlearn`)
         # A memory cgroup per server where one can be made (`cgroups=False`: the budget alone).
@@ -365,8 +365,8 @@ class ForkServerEngine(Engine):
 
     def warm(self, modules: Sequence[str]) -> None:
         # A running server imports them after its next sample (`knowbench_runner._warmed`), one
-        # that starts from now on as it starts. Not split candidates' servers: a run's
-        # references import in the judge's process.
+        # that starts from now on as it starts; a split candidate's server too, where the
+        # program runs (what a reference imported in either process is learned).
         if self.unlearned is None:
             known = set(self.learned)
             self.learned += tuple(name for name in dict.fromkeys(modules) if name not in known)
@@ -415,10 +415,11 @@ class ForkServerEngine(Engine):
         share_workdir(host_dir, judge)
         judge["workdir"] = candidate["workdir"] = inner
         judge_end, candidate_end = socket.socketpair()
-        # The judge's server may still be loading what the references imported: not on the
-        # candidate's clock, which starts as its server hands the sample over.
-        judge_server.settle()
-        judge_server._warmed()
+        # Either server may still be loading what the references imported: not on the
+        # sample's clock, which starts as the candidate's server hands the sample over.
+        for server in (judge_server, candidate_server):
+            server.settle()
+            server._warmed()
         started = time.monotonic()
         replies: dict[str, dict[str, Any]] = {}
         notes: list[str] = []

@@ -1167,11 +1167,12 @@ def _library_imports(arrived):
         return []
 
 
-def _import_library_modules(names):
+def _import_library_modules(names, role=None):
     """Import `names` (`_library_imports` of a run's references, sent by the engine:
     `Engine.warm`) where this process has not, in order, each only if it is found in the
-    environment's libraries (`_in_library`) and its package is loaded already. Whether any
-    module's code ran (one that failed to import may have changed what is watched before it
+    environment's libraries (`_in_library`) and its package is loaded already; in a split
+    candidate's server (`role` "candidate"), no testing framework's module, as `_preload`
+    leaves out. Whether any module's code ran (one that failed to import may have changed what is watched before it
     failed: the samples import it again, and fail as it did)."""
     if type(names) is not list or not names:
         return False
@@ -1179,7 +1180,8 @@ def _import_library_modules(names):
 
     inside, ran = _in_library(), False
     for name in names:
-        if type(name) is not str or name in sys.modules:
+        if type(name) is not str or name in sys.modules or (
+                role == "candidate" and knowbench_wire.testing_module(name)):
             continue
         parent = name.rpartition(".")[0]
         try:  # (with its package loaded, finding the module runs none of its code)
@@ -1761,6 +1763,9 @@ def run_candidate(config, channel_fd):
     It gets no nonce, no tests and no result pipe: only the program and the channel.
     """
     _CANDIDATE_CONFIG[0] = config
+    # A reference's run (`report_imports`): the modules there were before its program, to
+    # tell the engine with its end which library modules it imported (`_candidate_end`).
+    _CANDIDATE_ARRIVED[0] = frozenset(sys.modules) if config.get("report_imports") else None
     _set_limits(config["limits"], config.get("nproc_base"))
     _drop_privileges(config.get("uid"), config.get("gid"))
     _confine("candidate")  # no links or FIFOs in the work dir the judge reads
@@ -1788,6 +1793,7 @@ def run_candidate(config, channel_fd):
 # candidate reports nothing there but its end, so that the server need not wait for its exit.
 _CANDIDATE_DONE = [None]
 _CANDIDATE_CONFIG = [{}]
+_CANDIDATE_ARRIVED = [None]  # the modules loaded as a reference's program began (`run_candidate`)
 # Split, direct invocation: how a test's process ends when a call it made was interrupted.
 _LEFT_BUSY_EXIT = 77
 PROCESS_LIMIT_EXIT = 76  # once mode: more processes than the limit were alive as the sample ended
@@ -1820,9 +1826,18 @@ def _flush_and_exit():
             sys.stderr.flush()
         finally:
             if _CANDIDATE_DONE[0] is not None and _CANDIDATE_DONE[0][1] == os.getpid():
-                os.write(_CANDIDATE_DONE[0][0], b'{"done":true,"role":"candidate"}\n')
+                _write_all(_CANDIDATE_DONE[0][0], _candidate_end())
     finally:
         os._exit(_end_code(_CANDIDATE_CONFIG[0]))
+
+
+def _candidate_end():
+    """A fork server's candidate's last records on its result pipe: the library modules it
+    imported since its program began (a reference's run: `_library_imports`), then `done`."""
+    end = b'{"done":true,"role":"candidate"}\n'
+    if _CANDIDATE_ARRIVED[0] is None:
+        return [end]
+    return [(json.dumps({"imported": " ".join(_library_imports(_CANDIDATE_ARRIVED[0]))}) + "\n").encode(), end]
 
 
 def _redirect_stdin():
@@ -2715,7 +2730,7 @@ def serve():
                      else os.path.join(base, f".home-{setup.get('role', 'judge')}"))
     _new_home(setup["home"])
     _preload(setup.get("preload", []), setup.get("role"))
-    _import_library_modules(setup.get("warm"))  # (what the engine learned before this start)
+    _import_library_modules(setup.get("warm"), setup.get("role"))  # (what the engine learned before this start)
     # What the runner's and the preload's imports built goes to the permanent generation now,
     # with the little garbage they left (about 900 objects, 0.2 MB, with numpy and pandas: the
     # pure-Python classes their C versions replace, import-time closures), so that the one
@@ -2804,7 +2819,7 @@ def serve():
         settled, unreaped = _serve_one(limits, budget, prepared, started, control_out, base, setup)
         # After the reply; the next sample's process is then forked anew, and inherits the
         # files of what was imported.
-        warmed = settled and _warmed(warm)
+        warmed = settled and _warmed(warm, setup.get("role"))
         if warm is not None:  # the engine sends no request before this line (imports take seconds)
             os.write(control_out, (json.dumps({"warmed": warmed, "server_grew": _GREW[0]}) + "\n").encode())
             _GREW[0] = 0
@@ -2822,15 +2837,15 @@ def serve():
         _reap()  # the earlier samples' processes: after the reply, off the next one's path
 
 
-def _warmed(names):
+def _warmed(names, role=None):
     """Import `names` (`Engine.warm`: library modules the run's references imported as they
     ran) where this server has not (`_import_library_modules`): every later sample finds them
-    loaded, as a test finds what an earlier test imported in one pytest session. What to watch
-    is then noted again (`_snapshot`), packages are indexed anew (`knowbench_graft.index`),
-    and the memory this server grew by is counted (`_keep_growth`). Whether any module's code
-    ran."""
+    loaded, as a test finds what an earlier test imported in one pytest session (`role`: the
+    server's). What to watch is then noted again (a judge's `_snapshot`), packages are indexed
+    anew (`knowbench_graft.index`), and the memory this server grew by is counted
+    (`_keep_growth`). Whether any module's code ran."""
     before = _resident_bytes()
-    if not _import_library_modules(names):
+    if not _import_library_modules(names, role):
         return False
     knowbench_graft.forget_indexes()
     if _SERVER_SNAPSHOT[0] is not None:
