@@ -8,6 +8,8 @@ pytest session. Only modules the environment's libraries hold are ever loaded.""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -20,7 +22,7 @@ from textwrap import dedent
 
 import pytest
 
-from helpers import make_request
+from helpers import make_request, run_knowbench
 from knowbench.benchmark.load import load_benchmark, write_benchmark
 from knowbench.benchmark.preload import learned_modules
 from knowbench.benchmark.schema import FunctionTask, TestSpec
@@ -214,6 +216,54 @@ def test_a_run_warms_its_servers_with_what_its_references_imported(
     assert runtimes[0] == runtimes[1]  # the second run reused the first one's check
     with closing(sqlite3.connect(tmp_path / "home" / "calibration.sqlite")) as db:
         assert db.execute("SELECT COUNT(*) FROM imports").fetchone()[0] == 1
+
+
+# Passes only where nothing loaded the module before the test: the reference's check (which
+# runs before anything is learned), and a sample under --no-learn.
+FRESH = dedent("""
+    import importlib
+    import sys
+
+    def test_fresh():
+        assert "xml.dom.minidom" not in sys.modules, "loaded before the test"
+        importlib.import_module("xml.dom." + "minidom").parseString("<a/>")
+""")
+
+
+def test_no_learn_leaves_every_sample_to_import_for_itself(tmp_path: Path) -> None:
+    """`knowbench run --no-learn`: the engine is told nothing, so a sample finds the module
+    unloaded, as a fresh interpreter would; it is a setting, so resuming under the other
+    value is refused. With learning the same sample finds it loaded (and fails here), and the
+    command and run.json say how many modules were learned. A run.json made before the option
+    (no `learn`) resumes as a learning run."""
+    basic = load_benchmark(ROOT / "examples" / "basic")
+    task = FunctionTask(task_id="algorithms/fresh", domain="algorithms", instruction="Return 1.", entry_point="f",
+                        prompt_code="def f():\n    ...\n", reference=PROGRAM, tests=[TestSpec(name="t", code=FRESH)])
+    bench = write_benchmark(tmp_path / "bench", basic.manifest, [task])
+    env = {**os.environ, "KNOWBENCH_HOME": str(tmp_path / "home")}
+
+    def run(out: str, *options: str) -> subprocess.CompletedProcess[str]:
+        return run_knowbench("run", str(bench.path), "--model", "reference", "--engine", "forkserver",
+                             "--workers", "1", "--out", str(tmp_path / out), *options, env=env, timeout=300)
+
+    fresh = run("fresh", "--no-learn")
+    assert fresh.returncode == 0, fresh.stderr
+    assert "self-check passed" in fresh.stdout and "learned:" not in fresh.stdout
+    document = json.loads((tmp_path / "fresh" / "run.json").read_text())
+    assert document["settings"]["learn"] is False and document["learned"] == {"modules": 0}
+    refused = run("fresh")
+    assert refused.returncode == 2 and "learn: False -> True" in refused.stderr, refused.stderr
+
+    learning = run("learning")
+    assert learning.returncode == 0, learning.stderr
+    assert "SELF-CHECK FAILED" in learning.stdout + learning.stderr  # (the sample found the module loaded)
+    document = json.loads((tmp_path / "learning" / "run.json").read_text())
+    assert document["settings"]["learn"] is True and document["learned"]["modules"] >= len(MINIDOM)
+    assert f"learned: the servers loaded {document['learned']['modules']} library modules" in learning.stdout
+    del document["settings"]["learn"]
+    (tmp_path / "learning" / "run.json").write_text(json.dumps(document))
+    assert run("learning").returncode == 0
+    assert run("learning", "--no-learn").returncode == 2
 
 
 # Library modules of an environment made for these tests: one slow to import, one that ends

@@ -148,6 +148,11 @@ def run(
              "reach) when its reference passes split, else in-process, with the reason recorded; "
              "'require': split only, tasks that cannot run split score as infrastructure; "
              "'in-process': never split.")] = "auto",
+    learn: Annotated[bool, typer.Option(
+        "--learn/--no-learn", help="Have each warm server (fork server, Ray actor) load once the "
+        "library modules the references imported as they ran, as an earlier test's imports stay "
+        "loaded in one pytest session; --no-learn: every sample imports them itself, as in a fresh "
+        "interpreter (docs/execution.md, 'Modules learned from the references').")] = True,
     task: Annotated[list[str] | None, typer.Option(
         "--task", help="Run only this task id (repeatable).")] = None,
     split_file: Annotated[Path | None, typer.Option(
@@ -262,7 +267,7 @@ def run(
                                     isolation=isolation,  # type: ignore[arg-type]
                                     recalibrate=recalibrate,
                                     label=run_label.strip() if run_label else None,
-                                    price=run_price)
+                                    price=run_price, learn=learn)
         except KeyboardInterrupt:
             interrupted = True
         else:
@@ -291,6 +296,12 @@ def run(
                       f"off at {limit} (status truncated): their code or answer was never judged; "
                       f"{fix}")
     _print_isolation(summary.isolation)
+    if summary.unlearned:
+        console.print(f"[yellow]warning:[/] the servers stopped loading what the references imported "
+                      f"(each sample imports it itself): {summary.unlearned}", highlight=False)
+    elif summary.learned:
+        out.print(f"learned: the servers loaded {summary.learned} library modules the references "
+                  "imported as they ran (--no-learn: none)")
     _print_self_check(summary.self_check, model)
 
 

@@ -113,6 +113,8 @@ class RunSettings(BaseModel):
     sandbox: str
     isolation: IsolationPolicy = "auto"
     tasks: list[str] | None = Field(default=None, description="Task ids selected, None for all.")
+    learn: bool = Field(default=True, description="Whether warm servers load what the references "
+                        "imported as they ran (`Engine.warm`); runs made before the option learned.")
 
 
 @dataclass
@@ -126,6 +128,10 @@ class RunSummary:
     self_check: dict[str, Any] = field(default_factory=dict)
     isolation: dict[str, Any] = field(default_factory=dict)
     cost: CostSummary | None = None
+    # How many library modules the engine was told the references imported (`Engine.warm`;
+    # 0 with learn=False), and why it stopped loading them, if it did (`Engine.unlearned`).
+    learned: int = 0
+    unlearned: str | None = None
 
 
 ProgressCallback = Callable[[SampleResult], None]
@@ -138,7 +144,7 @@ def run_benchmark(
     isolation: IsolationPolicy = "auto", recalibrate: bool = False, label: str | None = None,
     on_start: Callable[[int, int], None] | None = None, on_result: ProgressCallback | None = None,
     on_references: Callable[[int, int], None] | None = None,
-    on_warning: Callable[[str], None] | None = None, price: Price | None = None,
+    on_warning: Callable[[str], None] | None = None, price: Price | None = None, learn: bool = True,
 ) -> RunSummary:
     """Run (or resume) a benchmark and score it.
 
@@ -148,7 +154,9 @@ def run_benchmark(
     are reused from earlier runs under the same conditions (`knowbench.store.calibration`)
     unless `recalibrate`, which measures them again. `on_warning` receives what the backend
     and method find questionable before work starts (default: Python warnings, category
-    `RunWarning`). Raises `UserError` when `run_dir` holds a run with different settings and
+    `RunWarning`). With `learn` (a setting), the engine's warm servers load once what the
+    references imported as they ran (`Engine.warm`), and later samples find it loaded; without
+    it, every sample imports it again, as a fresh interpreter would. Raises `UserError` when `run_dir` holds a run with different settings and
     `overwrite` is false, when another process is running in `run_dir` (the directory is
     locked for the whole run), or when the backend or method refuses the selected tasks;
     `RunAborted` when the model backend fails (finished samples stay stored; rerunning
@@ -180,11 +188,11 @@ def run_benchmark(
         model={key: value for key, value in backend.describe().items() if key not in connection},
         method=method.describe(), params=params, limits=limits,
         time_policy=time_policy, sandbox=str(engine.describe().get("sandbox", "none")),
-        isolation=isolation, tasks=task_ids,
+        isolation=isolation, tasks=task_ids, learn=learn,
     )
     # Older versions kept the endpoint's address in "model"; such runs resume too.
     run = RunDirectory.prepare(run_dir, settings.model_dump(mode="json"), overwrite=overwrite,
-                               not_identity={"model": list(connection)})
+                               not_identity={"model": list(connection)}, added={"learn": True})
     try:
         engine.hide([benchmark.path, run.path, *method.hidden_paths()])
         if run.run_file.is_file():
@@ -205,14 +213,19 @@ def run_benchmark(
                                shared, on_references)
             # What the references imported as they ran, each server then loads once: the
             # samples are timed against references measured without it.
-            engine.warm(learned_modules(tasks, store.reference_imports()))
+            learned = learned_modules(tasks, store.reference_imports()) if learn else []
+            engine.warm(learned)
             asyncio.run(_run_all(tasks, backend, method, engine, store, params, plans, on_start,
                                  on_result, limits))
             stored = store.results()
+        document["learned"] = {"modules": len(learned), **({"stopped": engine.unlearned} if engine.unlearned else {})}
+        run.write_document(document)
         order = {task.task_id: index for index, task in enumerate(tasks)}
         results = sorted((r for r in stored.values() if r.task_id in order),
                          key=lambda r: (order[r.task_id], r.sample_idx))
-        return write_outputs(run_dir, results, backend.name, ks, price)
+        summary = write_outputs(run_dir, results, backend.name, ks, price)
+        summary.learned, summary.unlearned = len(learned), engine.unlearned
+        return summary
     finally:
         run.release()
 

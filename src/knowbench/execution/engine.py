@@ -175,6 +175,10 @@ class Engine(ABC):
         sandbox would show them (see `Sandbox.hiding`; `unshare` and `none` show the host's
         file system as it is and hide nothing). Not to be called while executions run."""
 
+    # Why the engine stopped loading what `warm` named (a server died or hung loading it), or
+    # None: it still does, or it never keeps a process.
+    unlearned: str | None = None
+
     def warm(self, modules: Sequence[str]) -> None:  # noqa: B027 (optional hook: most engines keep no process)
         """Have every warm process load `modules` too, in order (library modules a run's
         references imported as they ran: `ExecutionRequest.report_imports`), so that later

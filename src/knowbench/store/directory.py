@@ -37,7 +37,7 @@ SAMPLES_FILE = "samples.jsonl"
 SUMMARY_FILE = "summary.json"
 DIAGNOSES_FILE = "diagnoses.jsonl"
 LOCK_FILE = "run.lock"
-_RUN_FILES = (RUN_FILE, SAMPLES_FILE, SUMMARY_FILE, DIAGNOSES_FILE,
+_RUN_FILES = (RUN_FILE, RUN_FILE + ".partial", SAMPLES_FILE, SUMMARY_FILE, DIAGNOSES_FILE,
               STORE_FILE, STORE_FILE + "-wal", STORE_FILE + "-shm")
 
 
@@ -67,7 +67,8 @@ class RunDirectory:
 
     @classmethod
     def prepare(cls, path: Path, settings: Mapping[str, Any], *, overwrite: bool = False,
-                not_identity: Mapping[str, Collection[str]] | None = None) -> RunDirectory:
+                not_identity: Mapping[str, Collection[str]] | None = None,
+                added: Mapping[str, Any] | None = None) -> RunDirectory:
         """A directory ready for a run with `settings` (JSON-ready, as `run.json` stores them),
         locked for this process until `release()` (see `lock`).
 
@@ -77,7 +78,8 @@ class RunDirectory:
         settings, or files that are not a run's, and `overwrite` is false. `not_identity` maps
         a settings key to fields that older versions stored inside it but that no longer
         decide whether a run resumes (e.g. {"model": ["base_url"]}); they are left out of the
-        comparison.
+        comparison. `added` maps a settings key that older versions did not store to the value
+        their runs had (e.g. {"learn": True}): a run without the key resumes under that value.
         """
         run = cls(path)
         if (run.path.exists() and not run.run_file.is_file() and not overwrite
@@ -91,7 +93,7 @@ class RunDirectory:
                 for name in _RUN_FILES:
                     (run.path / name).unlink(missing_ok=True)
             if run.run_file.is_file():
-                previous = run.settings()
+                previous = {**(added or {}), **run.settings()}
                 for key, fields in (not_identity or {}).items():
                     if isinstance(previous.get(key), dict):
                         previous[key] = {name: value for name, value in previous[key].items()
@@ -167,7 +169,10 @@ class RunDirectory:
         return self.document().get("settings", {})
 
     def write_document(self, document: Mapping[str, Any]) -> None:
-        self.run_file.write_text(json.dumps(document, indent=2) + "\n")
+        # Whole or not at all: a run killed while it writes keeps the file it had.
+        partial = self.run_file.with_name(self.run_file.name + ".partial")
+        partial.write_text(json.dumps(document, indent=2) + "\n")
+        partial.replace(self.run_file)
 
     # ------------------------------------------------------------------ the run database
 
