@@ -27,7 +27,7 @@ from knowbench.benchmark.load import load_benchmark, write_benchmark
 from knowbench.benchmark.preload import learned_modules
 from knowbench.benchmark.schema import FunctionTask, TestSpec
 from knowbench.execution.engine import Engine, SubprocessEngine
-from knowbench.execution.forkserver import ForkServerEngine
+from knowbench.execution.forkserver import ForkServerEngine, _Replies
 from knowbench.execution.sandbox import Sandbox, resolve_sandbox
 from knowbench.methods import get_method
 from knowbench.models.offline import ReferenceBackend
@@ -92,8 +92,9 @@ def test_a_server_loads_what_it_learned_once_its_next_sample_has_replied(
         forkserver: ForkServerEngine, isolation: str) -> None:
     """The first sample after `warm` runs as before (the server loads the modules after its
     reply, and the engine waits for that before the next); every later one finds them loaded.
-    The server's growth is its own memory, not its samples'. Split, the candidate's server is
-    sent them too (`test_a_split_references_program_teaches_the_candidates_server`)."""
+    The server's growth is its own memory, not its samples'. Split, the judge's server loads
+    them; the candidate's is sent only what it was taught
+    (`test_a_split_references_program_teaches_the_candidates_server`)."""
     request = make_request(PROGRAM, LAZY, "f", isolation=isolation)
     assert _statuses(forkserver, request) == ["fail"]
     server = forkserver._servers[0]
@@ -103,7 +104,7 @@ def test_a_server_loads_what_it_learned_once_its_next_sample_has_replied(
     for _ in range(2):
         assert _statuses(forkserver, request) == ["pass"]
     assert server.cgroup is None or server.baseline > baseline
-    assert forkserver._candidates[0].learned == (len(MINIDOM) if isolation == "split" else 0)
+    assert forkserver._candidates[0].learned == 0
 
 
 # The program imports lazily, as a library does inside a call: split, in the candidate's process.
@@ -120,17 +121,59 @@ LAZY_PROGRAM = dedent("""
 
 def test_a_split_references_program_teaches_the_candidates_server(forkserver: ForkServerEngine) -> None:
     """Split, a reference's program runs in the candidate's process: what it imports there is
-    reported with the candidate's end and listed with the judge's; once the engine is told,
-    the candidate's server loads it, and the program finds it loaded."""
-    request = make_request(LAZY_PROGRAM, "def test_f():\n    assert f() is True\n", "f", isolation="split")
+    reported with the candidate's end, listed with the judge's and apart; once the engine is
+    told, the candidate's server loads it, and the program finds it loaded. What only the
+    tests imported the candidate's server is never sent."""
+    tests = dedent("""
+        import importlib
+
+        def test_f():
+            importlib.import_module("email.mime." + "text")
+            assert f() is True
+    """)
+    request = make_request(LAZY_PROGRAM, tests, "f", isolation="split")
     reference = forkserver.execute(request.model_copy(update={"report_imports": True}))
     assert [outcome.status for outcome in reference.tests] == ["fail"]
-    assert set(MINIDOM) <= set(reference.imported), reference.imported
+    assert set(MINIDOM) <= set(reference.candidate_imported) <= set(reference.imported), reference
+    assert "email.mime.text" in reference.imported and "email.mime.text" not in reference.candidate_imported
     assert "importlib" not in reference.imported and "solution" not in reference.imported
-    assert forkserver.execute(request).imported == []
-    forkserver.warm(reference.imported)
+    plain = forkserver.execute(request)
+    assert plain.imported == plain.candidate_imported == []
+    forkserver.warm(reference.imported, reference.candidate_imported)
     statuses = [_statuses(forkserver, request) for _ in range(3)]
     assert statuses[1:] == [["pass"], ["pass"]], statuses
+    assert forkserver._candidates[0].learned == len(reference.candidate_imported)
+
+
+def test_a_line_that_came_with_the_last_reply_is_read_at_once() -> None:
+    """A server writes its `warmed` line right after a sample's reply when it had little to
+    load: one read of the engine may bring both. The engine's next wait finds the line it
+    already holds instead of waiting on the descriptor for one that will never come (the
+    engine waited for `_START_TIMEOUT_S`, then gave up what it had learned)."""
+    read, write = os.pipe()
+    replies = _Replies(read)
+    try:
+        os.write(write, b'{"reply": 1, "payload_bytes": [["stdout", 3]]}\nabc{"warmed": true}\n{"par')
+        assert replies.line(5.0) == b'{"reply": 1, "payload_bytes": [["stdout", 3]]}\n'
+        assert replies.read(3) == b"abc"
+        assert replies.line(0.2) == b'{"warmed": true}\n'
+        with pytest.raises(TimeoutError):
+            replies.line(0.2)  # (half a line: not a line)
+        os.write(write, b't": 1}\n')
+        assert replies.line(5.0) == b'{"part": 1}\n'
+        os.close(write)
+        assert replies.line(5.0) == b""
+    finally:
+        replies.close()
+
+
+def test_a_module_named_before_its_package_is_loaded_all_the_same(forkserver: ForkServerEngine) -> None:
+    """Lists joined from several references may name a module before its package: it is
+    loaded once the package is."""
+    request = make_request(PROGRAM, "import sys\n\ndef test_loaded():\n    assert 'xml.dom.minidom' in sys.modules\n",
+                           "f")
+    forkserver.warm(["xml.dom.minidom", "xml.dom", "xml"])
+    assert [_statuses(forkserver, request) for _ in range(2)][-1] == ["pass"]
 
 
 def test_a_server_that_starts_after_warm_loads_the_modules_as_it_starts(best_sandbox: Sandbox) -> None:
@@ -189,7 +232,8 @@ def test_a_run_warms_its_servers_with_what_its_references_imported(
         best_sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The run stores what each reference imported with its check, here and in the shared
     calibration file, and tells the engine; a later run that reuses the checks warms its
-    servers the same way. Every sample passes: each finds the module loaded, as its tests
+    servers the same way; what a split reference's program imported is kept apart, for the
+    candidates' servers. Every sample passes: each finds the module loaded, as its tests
     assert, except where its server had not loaded it yet."""
     monkeypatch.setenv("KNOWBENCH_HOME", str(tmp_path / "home"))
     basic = load_benchmark(ROOT / "examples" / "basic")
@@ -198,7 +242,10 @@ def test_a_run_warms_its_servers_with_what_its_references_imported(
                         tests=[TestSpec(name="t", code=LAZY.replace('assert loaded, "not loaded before the test"',
                                                                   "")),
                                TestSpec(name="u", code="def test_f():\n    assert f() == 1\n")])
-    bench = write_benchmark(tmp_path / "bench", basic.manifest, [task])
+    lazy_program = FunctionTask(task_id="algorithms/lazy_program", domain="algorithms", instruction="Return.",
+                                entry_point="f", prompt_code="def f():\n    ...\n", reference=LAZY_PROGRAM,
+                                tests=[TestSpec(name="t", code="def test_f():\n    assert f() in (True, False)\n")])
+    bench = write_benchmark(tmp_path / "bench", basic.manifest, [task, lazy_program])
     runtimes = []
     for run in ("a", "b"):
         engine = ForkServerEngine(best_sandbox, workers=1)
@@ -207,15 +254,21 @@ def test_a_run_warms_its_servers_with_what_its_references_imported(
                                     SamplingParams(), Limits())
             assert all(result.passed for result in summary.results)
             assert set(MINIDOM) <= set(engine.learned), (run, engine.learned)
+            assert set(MINIDOM) <= set(engine.candidate_learned), (run, engine.candidate_learned)
+            assert summary.isolation["split"] == 2
         finally:
             engine.close()
         with closing(sqlite3.connect(tmp_path / run / "run.sqlite")) as db:
             stored = dict(db.execute("SELECT task_id, modules FROM reference_imports").fetchall())
-            runtimes.append(db.execute("SELECT reference_s FROM calibration").fetchall())
+            programs = dict(db.execute("SELECT task_id, modules FROM candidate_imports").fetchall())
+            runtimes.append(db.execute("SELECT reference_s FROM calibration ORDER BY task_id").fetchall())
         assert set(MINIDOM) <= set(stored["algorithms/lazy"].split())
+        assert programs["algorithms/lazy"] == ""  # (its tests imported it, in the judge's process)
+        assert set(MINIDOM) <= set(programs["algorithms/lazy_program"].split())
     assert runtimes[0] == runtimes[1]  # the second run reused the first one's check
     with closing(sqlite3.connect(tmp_path / "home" / "calibration.sqlite")) as db:
-        assert db.execute("SELECT COUNT(*) FROM imports").fetchone()[0] == 1
+        assert db.execute("SELECT COUNT(*) FROM imports").fetchone()[0] == 2
+        assert db.execute("SELECT COUNT(*) FROM candidate_imports WHERE modules != ''").fetchone()[0] == 1
 
 
 # Passes only where nothing loaded the module before the test: the reference's check (which
@@ -299,15 +352,16 @@ def _engine(library_env: tuple[str, str]) -> ForkServerEngine:
     return ForkServerEngine(resolve_sandbox(kind, python=python), workers=1, python=python)
 
 
-def test_what_the_servers_load_is_never_on_a_split_samples_clock(library_env: tuple[str, str]) -> None:
-    """Split, both servers load what the engine learned after a sample; the next sample waits
-    for them before either of its processes gets it: with a module that takes 3 s to import
-    and a limit of 2 s, every sample passes in well under its limit."""
+@pytest.mark.parametrize("server", ["judge", "candidate"])
+def test_what_the_servers_load_is_never_on_a_split_samples_clock(library_env: tuple[str, str], server: str) -> None:
+    """Split, each server loads what it learned after a sample; the next sample waits for
+    them before either of its processes gets it: with a module that takes 3 s to import and a
+    limit of 2 s, every sample passes in well under its limit."""
     engine = _engine(library_env)
     request = make_request(PROGRAM, "def test_f():\n    assert f() == 1\n", "f", isolation="split", wall_s=2.0)
     try:
         assert engine.execute(request).status == "pass"
-        engine.warm(["kb_slow_import"])
+        engine.warm(*((["kb_slow_import"], []) if server == "judge" else ([], ["kb_slow_import"])))
         for _ in range(3):
             execution = engine.execute(request)
             assert execution.status == "pass" and execution.duration_s < 2.0, execution
@@ -323,7 +377,7 @@ def test_a_candidates_server_never_loads_a_testing_frameworks_module(library_env
     tests = "import sys\n\ndef test_f():\n    assert f() is False\n    assert 'pytest_kb_plugin' in sys.modules\n"
     request = make_request(program, tests, "f", isolation="split")
     try:
-        engine.warm(["pytest_kb_plugin"])
+        engine.warm(["pytest_kb_plugin"], ["pytest_kb_plugin"])
         assert [engine.execute(request).status for _ in range(2)] == ["pass"] * 2
         assert engine._candidates[0].learned == 1  # (it was sent, and passed over)
     finally:

@@ -180,7 +180,11 @@ class Execution(_Record):
     limits: Limits
     note: str = ""
     imported: list[str] = Field(default_factory=list, description="Only for a reference's run "
-                                "(ExecutionRequest.report_imports): the library modules it imported as it ran.")
+                                "(ExecutionRequest.report_imports): the library modules it imported as it ran "
+                                "(split: in either process).")
+    candidate_imported: list[str] = Field(
+        default_factory=list, description="Split, a reference's run: those of `imported` that the "
+        "candidate's process (the reference's program) imported.")
 
     @property
     def passed(self) -> int:

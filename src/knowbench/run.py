@@ -214,7 +214,7 @@ def run_benchmark(
             # What the references imported as they ran, each server then loads once: the
             # samples are timed against references measured without it.
             learned = learned_modules(tasks, store.reference_imports()) if learn else []
-            engine.warm(learned)
+            engine.warm(learned, learned_modules(tasks, store.reference_imports(candidate=True)) if learn else [])
             asyncio.run(_run_all(tasks, backend, method, engine, store, params, plans, on_start,
                                  on_result, limits))
             stored = store.results()
@@ -402,8 +402,9 @@ def plan_tasks(tasks: list[FunctionTask | ChoiceTask], benchmark: Benchmark, eng
             budget = limits_for(task, benchmark, limits, TimePolicy(mode="benchmark"))
             mode, why, result = _judge_reference(task, generation, engine, budget, preload, isolation)
             runtime = result.execution.duration_s if result.execution and result.passed else None
-            imported = tuple(result.execution.imported) if result.execution and result.passed else ()
-            check = ReferenceCheck(runtime, result.status, mode, why, imported)
+            execution = result.execution if result.passed else None
+            check = ReferenceCheck(runtime, result.status, mode, why, tuple(execution.imported if execution else ()),
+                                   tuple(execution.candidate_imported if execution else ()))
             _keep_check(store, task.task_id, check)
             if shared and _shareable(check, result):
                 shared.put(task.task_id, check)
@@ -442,7 +443,7 @@ def _shareable(check: ReferenceCheck, result: SampleResult) -> bool:
 def _keep_check(store: RunStore, task_id: str, check: ReferenceCheck) -> None:
     store.put_calibration(task_id, check.reference_s, check.status)
     store.put_isolation(task_id, check.mode, check.why)
-    store.put_reference_imports(task_id, check.imports)
+    store.put_reference_imports(task_id, check.imports, check.candidate_imports)
 
 
 def _judge_reference(task: FunctionTask, generation: Generation, engine: Engine, limits: Limits,

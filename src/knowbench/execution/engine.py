@@ -179,12 +179,14 @@ class Engine(ABC):
     # None: it still does, or it never keeps a process.
     unlearned: str | None = None
 
-    def warm(self, modules: Sequence[str]) -> None:  # noqa: B027 (optional hook: most engines keep no process)
+    def warm(self, modules: Sequence[str], candidate_modules: Sequence[str] = ()) -> None:  # noqa: B027 (optional hook: most engines keep no process)
         """Have every warm process load `modules` too, in order (library modules a run's
         references imported as they ran: `ExecutionRequest.report_imports`), so that later
-        samples find them loaded instead of importing them again. Each is loaded only where
-        the environment's libraries hold it. Engines that start a process per sample ignore
-        it. Not to be called while executions run."""
+        samples find them loaded instead of importing them again; a split candidate's process
+        only `candidate_modules` (what the references' programs imported there:
+        `Execution.candidate_imported`). Each is loaded only where the environment's libraries
+        hold it. Engines that start a process per sample ignore it. Not to be called while
+        executions run."""
 
     def start(self, split: bool = False) -> None:  # noqa: B027 (optional hook: most engines start nothing)
         """Begin, without waiting, what can start before the first sample (a fork server's
@@ -731,7 +733,8 @@ def build_split_execution(request: ExecutionRequest, nonce: str, judge: Collecte
     when a limit ended it, the limit as the reason of the tests it broke."""
     execution = build_execution(request, nonce, judge, duration, sandbox_kind, engine_name, note)
     if request.report_imports:  # (a reference's run: its program ran in the candidate's process)
-        execution.imported = list(dict.fromkeys([*execution.imported, *_candidate_imports(candidate)]))
+        execution.candidate_imported = _candidate_imports(candidate)
+        execution.imported = list(dict.fromkeys([*execution.imported, *execution.candidate_imported]))
     execution.stdout = (candidate.stdout + judge.stdout).decode(errors="replace")
     execution.stderr = (candidate.stderr + judge.stderr).decode(errors="replace")
     died = _death_reason(candidate.exit_code)

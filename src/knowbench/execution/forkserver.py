@@ -16,7 +16,7 @@ import itertools
 import json
 import os
 import queue
-import selectors
+import select
 import shutil
 import signal
 import socket
@@ -84,12 +84,12 @@ class _Server:
         self.process: subprocess.Popen[bytes] | None = None
         self.fd_socket: socket.socket | None = None
         self.requests: BinaryIO | None = None  # to the server
-        self.replies: BinaryIO | None = None  # from it
+        self.replies: _Replies | None = None  # from it
         # Both servers of a slot see the same directory: split samples share a work dir.
         self.workdir = engine.scratch / f"w{slot}"
         self.restarts = -1
         self.warmed: tuple[str, ...] = ()  # the libraries its last start warmed up (knowbench_warm)
-        self.learned = 0  # how many of the engine's `learned` modules it was sent (`warm`)
+        self.learned = 0  # how many of the modules its role learned it was sent (`warm`: `lessons`)
         self.warming = False  # it was sent some with its last sample, and has not said it loaded them
         self.sandbox: Sandbox | None = None  # the view this server was started with
         # The last split sample's shared directory, moved out of every sandbox's view as the
@@ -156,8 +156,8 @@ class _Server:
             os.close(requests_read)
             os.close(replies_write)
         self.requests = os.fdopen(requests_write, "wb")
-        self.replies = os.fdopen(replies_read, "rb")
-        learned = self.engine.learned
+        self.replies = _Replies(replies_read)
+        learned = self.lessons()
         setup = {"preload": self.engine.preload, "warm": list(learned),
                  "private_tmp": sandbox.kind == "bwrap",
                  "namespaces": sandbox.namespaces,
@@ -228,7 +228,7 @@ class _Server:
         # the installed module a mined task's target is grafted into: `_indexed`, the modules
         # learned since it was last told: `_warmed`), and the request itself as the sample's
         # process gets it, which the server only passes on (`knowbench_runner._read_frame`).
-        learned = self.engine.learned[self.learned:]
+        learned = self.lessons()[self.learned:]
         self._send({"limits": config["limits"], "workdir": config.get("workdir"), "with_fd": fd is not None,
                     "graft": config.get("graft"), **({"warm": list(learned)} if learned else {})},
                    json.dumps(config).encode())
@@ -240,6 +240,11 @@ class _Server:
                 socket.send_fds(self.fd_socket, [b"f"], [fd])
             except OSError as error:
                 raise _ServerGone(f"the fork server stopped ({error})") from None
+
+    def lessons(self) -> tuple[str, ...]:
+        """The library modules this server is to load (`ForkServerEngine.warm`): a judge's, all
+        that the references imported; a split candidate's, what their programs imported."""
+        return self.engine.learned if self.role == "judge" else self.engine.candidate_learned
 
     def _warmed(self) -> None:
         """Wait for a server sent modules to load with its last sample to say it loaded them
@@ -254,7 +259,7 @@ class _Server:
         except _ServerGone as error:
             # (One that ended unsettled, before or after its sample, ends as any other.)
             if error.hung or self.process.wait() != _UNSETTLED_EXIT:
-                self.engine.unlearn(f"a fork server stopped while it loaded what the references imported: {error}")
+                self.engine.unlearn(f"a {self.role}'s fork server stopped while it loaded what the references imported: {error}")
             self.stop()
 
     def _arm(self, budget: int) -> None:
@@ -293,11 +298,10 @@ class _Server:
     def _receive(self, timeout: float) -> dict[str, Any]:
         assert self.process is not None and self.replies is not None
         stream = self.replies
-        with selectors.DefaultSelector() as selector:
-            selector.register(stream, selectors.EVENT_READ)
-            if not selector.select(timeout):
-                raise _ServerGone(f"the fork server did not answer within {timeout:.0f} s", hung=True)
-        line = stream.readline()
+        try:
+            line = stream.line(timeout)
+        except TimeoutError:
+            raise _ServerGone(f"the fork server did not answer within {timeout:.0f} s", hung=True) from None
         if not line:
             raise _ServerGone(f"the fork server exited (code {self.process.poll()})")
         # The server shares its sandbox with the samples it forks: its reply is held to
@@ -313,6 +317,50 @@ class _Server:
                 raise _ServerGone(f"the fork server exited (code {self.process.poll()})")
             reply[name] = data
         return reply
+
+
+class _Replies:
+    """What a server writes: lines, each followed by the payloads it names, read through a
+    buffer of this object's own. What one read brings beyond a reply (the next line a server
+    writes at once, such as its `warmed` line) waits there for the next `line`: a wait on the
+    descriptor of a buffered file would not see it, and would time out."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.pending = bytearray()
+        self.poller = select.poll()
+        self.poller.register(fd, select.POLLIN)
+
+    def line(self, timeout: float) -> bytes:
+        """The next line, or b"" at the end of the stream; TimeoutError when no whole line came
+        within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while (end := self.pending.find(b"\n")) < 0:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.poller.poll(left * 1000):
+                raise TimeoutError
+            chunk = os.read(self.fd, 1 << 16)
+            if not chunk:
+                return b""
+            self.pending += chunk
+        return self.take(end + 1)
+
+    def read(self, size: int) -> bytes:
+        """The next `size` bytes (fewer at the end of the stream)."""
+        while len(self.pending) < size:
+            chunk = os.read(self.fd, max(1 << 16, size - len(self.pending)))
+            if not chunk:
+                break
+            self.pending += chunk
+        return self.take(size)
+
+    def take(self, size: int) -> bytes:
+        data = bytes(self.pending[:size])
+        del self.pending[:size]
+        return data
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 
 class ForkServerEngine(Engine):
@@ -332,8 +380,10 @@ class ForkServerEngine(Engine):
         compile_runner(self.python)
         self.preload = list(preload or [])
         # Library modules the run's references imported as they ran (`warm`), in the order
-        # they were learned: each server (a split candidate's too) is sent the ones it has not had.
+        # they were learned, and those their programs imported in a split candidate's process:
+        # each server is sent the ones of its role it has not had (`_Server.lessons`).
         self.learned: tuple[str, ...] = ()
+        self.candidate_learned: tuple[str, ...] = ()
         self.unlearned: str | None = None  # why the engine stopped (`unlearn`)
         # A memory cgroup per server where one can be made (`cgroups=False`: the budget alone).
         self.cgroups = cgroups and memory_cgroups_available()
@@ -363,17 +413,16 @@ class ForkServerEngine(Engine):
         # Servers notice the new view before their next sample and restart (see _Server.send).
         self.sandbox = self.sandbox.hiding(paths, self.python)
 
-    def warm(self, modules: Sequence[str]) -> None:
+    def warm(self, modules: Sequence[str], candidate_modules: Sequence[str] = ()) -> None:
         # A running server imports them after its next sample (`knowbench_runner._warmed`), one
-        # that starts from now on as it starts; a split candidate's server too, where the
-        # program runs (what a reference imported in either process is learned).
+        # that starts from now on as it starts.
         if self.unlearned is None:
-            known = set(self.learned)
-            self.learned += tuple(name for name in dict.fromkeys(modules) if name not in known)
+            self.learned = _more(self.learned, modules)
+            self.candidate_learned = _more(self.candidate_learned, candidate_modules)
 
     def unlearn(self, why: str) -> None:
         """Stop sending learned modules (`warm`): servers start without them from now on."""
-        self.learned, self.unlearned = (), why
+        self.learned, self.candidate_learned, self.unlearned = (), (), why
 
     @property
     def restarts(self) -> int:
@@ -499,6 +548,12 @@ class ForkServerEngine(Engine):
             note = _outlived(reply, "sample")
         return build_execution(request, config["nonce"], _collected(reply), reply["duration_s"],
                                self.sandbox.kind, self.name, note=note)
+
+
+def _more(known: tuple[str, ...], names: Sequence[str]) -> tuple[str, ...]:
+    """`known`, then each of `names` it lacks, in order, once."""
+    seen = set(known)
+    return known + tuple(name for name in dict.fromkeys(names) if name not in seen)
 
 
 def _outlived(reply: dict[str, Any], what: str) -> str:

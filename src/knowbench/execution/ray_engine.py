@@ -49,8 +49,8 @@ class _Executor:
     def hide(self, paths: list[str]) -> None:
         self.engine.hide(paths)
 
-    def warm(self, modules: list[str]) -> None:
-        self.engine.warm(modules)
+    def warm(self, modules: list[str], candidate_modules: list[str]) -> None:
+        self.engine.warm(modules, candidate_modules)
 
     def describe(self) -> dict[str, object]:
         return self.engine.describe()
@@ -98,7 +98,8 @@ class RayEngine(Engine):
                             f"  fix: --workers {max(1, int(cpus / _ACTOR_CPUS))} or fewer")
         self.sandbox_kind, self.address = sandbox_kind, address
         self._hidden = [str(path) for path in hidden]
-        self._learned: list[str] = []  # (`warm`: told to every actor, a replacement's too)
+        # (`warm`: told to every actor, a replacement's too; the modules, the candidates')
+        self._learned: tuple[list[str], list[str]] = ([], [])
         actor = ray.remote(num_cpus=_ACTOR_CPUS)(_Executor)
         self._new_actor = lambda: actor.remote(sandbox_kind, tmp_bytes, requirements, preload or [], scratch,
                                                python, list(self._hidden))
@@ -120,9 +121,10 @@ class RayEngine(Engine):
         self._hidden += names
         self._ray.get([executor.hide.remote(names) for executor in self._actors])
 
-    def warm(self, modules: Sequence[str]) -> None:
-        self._learned = list(dict.fromkeys([*self._learned, *modules]))
-        self._ray.get([executor.warm.remote(self._learned) for executor in self._actors])
+    def warm(self, modules: Sequence[str], candidate_modules: Sequence[str] = ()) -> None:
+        self._learned = (list(dict.fromkeys([*self._learned[0], *modules])),
+                         list(dict.fromkeys([*self._learned[1], *candidate_modules])))
+        self._ray.get([executor.warm.remote(*self._learned) for executor in self._actors])
 
     def execute(self, request: ExecutionRequest) -> Execution:
         executor = self._free.get()
@@ -142,8 +144,8 @@ class RayEngine(Engine):
     def _replace(self, dead: Any) -> Any:
         """A new actor in the place of `dead` (with every path hidden so far)."""
         fresh = self._new_actor()
-        if self._learned:  # (an actor runs its calls in order: before the sample it is given)
-            fresh.warm.remote(self._learned)
+        if any(self._learned):  # (an actor runs its calls in order: before the sample it is given)
+            fresh.warm.remote(*self._learned)
         self._actors[self._actors.index(dead)] = fresh
         with contextlib.suppress(Exception):  # (already gone: nothing to release)
             self._ray.kill(dead)

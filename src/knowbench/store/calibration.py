@@ -32,20 +32,23 @@ CREATE TABLE IF NOT EXISTS checks (
     mode TEXT NOT NULL, why TEXT NOT NULL, PRIMARY KEY (key, task_id));
 CREATE TABLE IF NOT EXISTS imports (
     key TEXT NOT NULL, task_id TEXT NOT NULL, modules TEXT NOT NULL, PRIMARY KEY (key, task_id));
+CREATE TABLE IF NOT EXISTS candidate_imports (
+    key TEXT NOT NULL, task_id TEXT NOT NULL, modules TEXT NOT NULL, PRIMARY KEY (key, task_id));
 """
 
 
 @dataclass(frozen=True)
 class ReferenceCheck:
     """One task's reference check: its runtime when it passed (else None), its status, the
-    isolation its samples get (with why not split), and the library modules it imported as it
-    ran (`Engine.warm`)."""
+    isolation its samples get (with why not split), the library modules it imported as it
+    ran (`Engine.warm`), and those its program imported in a split candidate's process."""
 
     reference_s: float | None
     status: str
     mode: str
     why: str
     imports: tuple[str, ...] = ()
+    candidate_imports: tuple[str, ...] = ()
 
 
 def calibration_key(parts: Mapping[str, Any]) -> str:
@@ -100,13 +103,16 @@ class CalibrationCache:
             return {}
         try:
             with closing(self._connect()) as db:
-                rows = db.execute("SELECT c.task_id, reference_s, status, mode, why, modules FROM checks c "
+                rows = db.execute("SELECT c.task_id, reference_s, status, mode, why, i.modules, p.modules "
+                                  "FROM checks c "
                                   "LEFT JOIN imports i ON i.key = c.key AND i.task_id = c.task_id "
+                                  "LEFT JOIN candidate_imports p ON p.key = c.key AND p.task_id = c.task_id "
                                   "WHERE c.key = ?", (self.key,)).fetchall()
         except sqlite3.Error:
             return {}  # unreadable: measure again
-        return {task_id: ReferenceCheck(seconds, status, mode, why, tuple((modules or "").split()))
-                for task_id, seconds, status, mode, why, modules in rows if task_id in wanted}
+        return {task_id: ReferenceCheck(seconds, status, mode, why, tuple((modules or "").split()),
+                                        tuple((candidate or "").split()))
+                for task_id, seconds, status, mode, why, modules, candidate in rows if task_id in wanted}
 
     def put(self, task_id: str, check: ReferenceCheck) -> None:
         try:
@@ -115,6 +121,8 @@ class CalibrationCache:
                            (self.key, task_id, check.reference_s, check.status, check.mode, check.why))
                 db.execute("INSERT OR REPLACE INTO imports VALUES (?, ?, ?)",
                            (self.key, task_id, " ".join(check.imports)))
+                db.execute("INSERT OR REPLACE INTO candidate_imports VALUES (?, ?, ?)",
+                           (self.key, task_id, " ".join(check.candidate_imports)))
         except sqlite3.Error:
             pass  # a cache: the run keeps its own copy
 

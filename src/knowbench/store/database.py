@@ -26,6 +26,8 @@ CREATE TABLE IF NOT EXISTS isolation (
     task_id TEXT PRIMARY KEY, mode TEXT NOT NULL, why TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS reference_imports (
     task_id TEXT PRIMARY KEY, modules TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS candidate_imports (
+    task_id TEXT PRIMARY KEY, modules TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS results (
     task_id TEXT NOT NULL, sample_idx INTEGER NOT NULL, status TEXT NOT NULL, record TEXT NOT NULL,
     PRIMARY KEY (task_id, sample_idx));
@@ -78,15 +80,21 @@ class RunStore:
             rows = self._db.execute("SELECT task_id, mode, why FROM isolation").fetchall()
         return {task_id: (mode, why) for task_id, mode, why in rows}
 
-    def put_reference_imports(self, task_id: str, modules: Iterable[str]) -> None:
-        """The library modules a task's reference imported as it ran (`Engine.warm`)."""
+    def put_reference_imports(self, task_id: str, modules: Iterable[str], candidate: Iterable[str] = ()) -> None:
+        """The library modules a task's reference imported as it ran (`Engine.warm`), and
+        those of them its program imported in a split candidate's process."""
         with self._lock, self._db:
             self._db.execute("INSERT OR REPLACE INTO reference_imports VALUES (?, ?)",
                              (task_id, " ".join(modules)))
+            self._db.execute("INSERT OR REPLACE INTO candidate_imports VALUES (?, ?)",
+                             (task_id, " ".join(candidate)))
 
-    def reference_imports(self) -> dict[str, list[str]]:
+    def reference_imports(self, candidate: bool = False) -> dict[str, list[str]]:
+        """{task id: the modules its reference imported}; with `candidate`, those its program
+        imported in a split candidate's process."""
+        table = "candidate_imports" if candidate else "reference_imports"
         with self._lock:
-            rows = self._db.execute("SELECT task_id, modules FROM reference_imports").fetchall()
+            rows = self._db.execute(f"SELECT task_id, modules FROM {table}").fetchall()
         return {task_id: modules.split() for task_id, modules in rows}
 
     def generations(self) -> dict[tuple[str, int], Generation]:

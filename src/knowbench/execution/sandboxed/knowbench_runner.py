@@ -1170,28 +1170,36 @@ def _library_imports(arrived):
 def _import_library_modules(names, role=None):
     """Import `names` (`_library_imports` of a run's references, sent by the engine:
     `Engine.warm`) where this process has not, in order, each only if it is found in the
-    environment's libraries (`_in_library`) and its package is loaded already; in a split
-    candidate's server (`role` "candidate"), no testing framework's module, as `_preload`
-    leaves out. Whether any module's code ran (one that failed to import may have changed what is watched before it
+    environment's libraries (`_in_library`) and its package is loaded already: a name whose
+    package is not is tried again after the others, as long as they load more (lists joined
+    from several runs may name a module before its package). In a split candidate's server
+    (`role` "candidate"), no testing framework's module, as `_preload` leaves out. Whether any
+    module's code ran (one that failed to import may have changed what is watched before it
     failed: the samples import it again, and fail as it did)."""
     if type(names) is not list or not names:
         return False
     import importlib.util
 
     inside, ran = _in_library(), False
-    for name in names:
-        if type(name) is not str or name in sys.modules or (
-                role == "candidate" and knowbench_wire.testing_module(name)):
-            continue
-        parent = name.rpartition(".")[0]
-        try:  # (with its package loaded, finding the module runs none of its code)
-            if (parent and parent not in sys.modules) or not inside(
-                    getattr(importlib.util.find_spec(name), "origin", None)):
+    waiting = [name for name in names if type(name) is str and not (
+        role == "candidate" and knowbench_wire.testing_module(name))]
+    while waiting:
+        loaded, later = len(sys.modules), []
+        for name in waiting:
+            if name in sys.modules:
                 continue
-            ran = True
-            __import__(name)
-        except BaseException:
-            pass
+            parent = name.rpartition(".")[0]
+            if parent and parent not in sys.modules:
+                later.append(name)
+                continue
+            try:  # (with its package loaded, finding the module runs none of its code)
+                if not inside(getattr(importlib.util.find_spec(name), "origin", None)):
+                    continue
+                ran = True
+                __import__(name)
+            except BaseException:
+                pass
+        waiting = later if len(sys.modules) > loaded else []
     return ran
 
 
