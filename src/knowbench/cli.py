@@ -300,8 +300,8 @@ def run(
         console.print(f"[yellow]warning:[/] the servers stopped loading what the references imported "
                       f"(each sample imports it itself): {summary.unlearned}", highlight=False)
     elif summary.learned:
-        out.print(f"learned: the servers loaded {summary.learned} library modules the references "
-                  "imported as they ran (--no-learn: none)")
+        out.print(f"learned: {summary.learned} library modules the references imported as they ran, "
+                  "loaded once by each server (--no-learn: none)")
     _print_self_check(summary.self_check, model)
 
 
