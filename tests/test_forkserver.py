@@ -237,23 +237,35 @@ def test_a_sample_process_holds_no_earlier_samples_request(forkserver: ForkServe
 
 
 # A sample that reads its whole process memory (every writable mapping, in place, through
-# `ctypes`) for a mark, and fails where it finds one anywhere but in its own needle.
+# `ctypes`) for a mark, and fails where it finds one anywhere but in its own needle. The needle
+# is made in place and searched for with libc's `memmem`, so that the finder leaves no copy of
+# its own to find: `bytes(generator)` leaves one on the C stack, and `re.compile` of a bytes
+# pattern one in the str it decodes it to, both freed but not overwritten when the scan runs.
 MEMORY_FINDER = dedent("""
     import ctypes
-    import re
 
     def add(a, b):
-        needle = bytes(c ^ 1 for c in b"L@SJ^DBSMHDS^P6[")  # the mark, made here
-        own = id(needle) + bytes.__basicsize__ - 1  # where its bytes lie
-        pattern, found = re.compile(needle), []  # (no copy of it: it has no special character)
+        needle = bytearray(16)
+        for index, code in enumerate(b"L@SJ^DBSMHDS^P6["):  # the mark, made here
+            needle[index] = code ^ 1
+        own = ctypes.addressof((ctypes.c_char * len(needle)).from_buffer(needle))
+        memmem = ctypes.CDLL(None).memmem
+        memmem.restype = ctypes.c_void_p
+        memmem.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
+        found = []
         with open("/proc/self/maps") as maps:
             regions = [line.split() for line in maps]
         for fields in regions:
             if not fields[1].startswith("rw") or fields[-1] in ("[vvar]", "[vsyscall]", "[vvar_vclock]"):
                 continue
-            low, high = (int(x, 16) for x in fields[0].split("-"))
-            view = memoryview((ctypes.c_char * (high - low)).from_address(low)).cast("B")
-            found += [low + hit.start() for hit in pattern.finditer(view) if low + hit.start() != own]
+            at, high = (int(x, 16) for x in fields[0].split("-"))
+            while at < high:
+                hit = memmem(at, high - at, own, len(needle))
+                if not hit:
+                    break
+                if hit != own:
+                    found.append(hit)
+                at = hit + 1
         assert not found, "found %d copies of an earlier sample's text" % len(found)
         return a + b
 """)

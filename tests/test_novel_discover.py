@@ -19,6 +19,7 @@ from knowbench.builders.novel.extract import (
     parse_docstring,
     with_imports,
 )
+from knowbench.builders.novel.pypi import resolve_versions
 from knowbench.builders.novel.surface import find_packages, load_surface
 
 OLD = {
@@ -271,11 +272,17 @@ def test_bullet_parameter_lists_and_continuation_lines_are_read() -> None:
 def test_a_cutoff_resolves_the_releases_around_it_from_upload_times(tmp_path: Path, shared_data) -> None:
     manifest = json.loads((shared_data("anchors/novelapibench") / "data/benchmark/manifest.json").read_text())
     httpx = manifest["libraries"]["httpx"]
-    done = run_knowbench("novel", "discover", "httpx", "--cutoff", manifest["release_boundary"],
+    boundary = manifest["release_boundary"]
+    # The old release is the release's own for the same boundary; the new one is the newest
+    # uploaded since, which moves as the library publishes (the release took the newest then).
+    resolved = resolve_versions("httpx", None, None, boundary)
+    assert resolved["old"] == httpx["old_version"]
+    assert _numbers(resolved["new"]) >= _numbers(httpx["new_version"]) and resolved["uploaded"]["new"] >= boundary
+    # Compared with the release's own new version, the APIs it names are found as it found them.
+    done = run_knowbench("novel", "discover", "httpx", "--cutoff", boundary, "--new", httpx["new_version"],
                          "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "discover_report.json").read_text())
-    # the release's own pair of versions for the same boundary
     assert (report["versions"]["old"], report["versions"]["new"]) == (httpx["old_version"], httpx["new_version"])
     records = {json.loads(line)["api"]: json.loads(line)
                for line in (tmp_path / "candidates.jsonl").read_text().splitlines()}
@@ -284,6 +291,10 @@ def test_a_cutoff_resolves_the_releases_around_it_from_upload_times(tmp_path: Pa
         assert {"change": "renamed", "old": "proxies", "new": "proxy"} in records[api]["changes"]
     assert sum(report["dropped"].values()) + report["counts"]["kept"] == \
         report["counts"]["added"] + report["counts"]["modified"]
+
+
+def _numbers(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
 
 
 @pytest.mark.slow
