@@ -172,7 +172,7 @@ def test_a_module_named_before_its_package_is_loaded_all_the_same(forkserver: Fo
     loaded once the package is."""
     request = make_request(PROGRAM, "import sys\n\ndef test_loaded():\n    assert 'xml.dom.minidom' in sys.modules\n",
                            "f")
-    forkserver.warm(["xml.dom.minidom", "xml.dom", "xml"])
+    forkserver.warm(["xml.dom.minidom", "xml.dom.expatbuilder", "xml.dom", "xml"])
     assert [_statuses(forkserver, request) for _ in range(2)][-1] == ["pass"]
 
 
@@ -317,6 +317,25 @@ def test_no_learn_leaves_every_sample_to_import_for_itself(tmp_path: Path) -> No
     (tmp_path / "learning" / "run.json").write_text(json.dumps(document))
     assert run("learning").returncode == 0
     assert run("learning", "--no-learn").returncode == 2
+
+    # An engine that keeps no process learns nothing, and says nothing of it.
+    once = run("once", "--engine", "subprocess")
+    assert once.returncode == 0 and "learned:" not in once.stdout, once.stderr
+    assert json.loads((tmp_path / "once" / "run.json").read_text())["learned"] == {"modules": 0}
+
+
+def test_a_run_json_left_half_written_keeps_no_directory_from_a_run(tmp_path: Path) -> None:
+    """run.json is written whole or not at all (a `.partial` file, then a rename); a
+    `.partial` left by a run killed in between is no reason to refuse the directory."""
+    from knowbench.store.directory import RunDirectory
+
+    (tmp_path / "run.json.partial").write_text('{"settings": {"lear')
+    run = RunDirectory.prepare(tmp_path, {"learn": True})
+    try:
+        run.write_document({"settings": {"learn": True}})
+        assert run.settings() == {"learn": True} and not (tmp_path / "run.json.partial").exists()
+    finally:
+        run.release()
 
 
 # Library modules of an environment made for these tests: one slow to import, one that ends

@@ -100,5 +100,6 @@ def test_what_the_engine_learns_reaches_every_actor_a_replacement_too(best_sandb
         assert [engine.execute(request).status for _ in range(2)] == ["fail", "pass"]
         ray.kill(engine._actors[0])
         assert engine.execute(request).status == "pass"
+        assert engine.learns and engine.unlearned is None
     finally:
         engine.close()

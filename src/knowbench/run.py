@@ -213,8 +213,9 @@ def run_benchmark(
                                shared, on_references)
             # What the references imported as they ran, each server then loads once: the
             # samples are timed against references measured without it.
-            learned = learned_modules(tasks, store.reference_imports()) if learn else []
-            engine.warm(learned, learned_modules(tasks, store.reference_imports(candidate=True)) if learn else [])
+            # (None for an engine that keeps no process to load them into.)
+            learned = learned_modules(tasks, store.reference_imports()) if learn and engine.learns else []
+            engine.warm(learned, learned_modules(tasks, store.reference_imports(candidate=True)) if learned else [])
             asyncio.run(_run_all(tasks, backend, method, engine, store, params, plans, on_start,
                                  on_result, limits))
             stored = store.results()

@@ -175,8 +175,9 @@ class Engine(ABC):
         sandbox would show them (see `Sandbox.hiding`; `unshare` and `none` show the host's
         file system as it is and hide nothing). Not to be called while executions run."""
 
-    # Why the engine stopped loading what `warm` named (a server died or hung loading it), or
-    # None: it still does, or it never keeps a process.
+    # Whether the engine keeps warm processes that `warm` has load modules (else it ignores it),
+    # and why it stopped loading them (a server died or hung loading them), or None.
+    learns = False
     unlearned: str | None = None
 
     def warm(self, modules: Sequence[str], candidate_modules: Sequence[str] = ()) -> None:  # noqa: B027 (optional hook: most engines keep no process)

@@ -360,13 +360,16 @@ class _Replies:
         return data
 
     def close(self) -> None:
-        os.close(self.fd)
+        if self.fd >= 0:  # (once: the number may be another file's afterwards)
+            fd, self.fd = self.fd, -1
+            os.close(fd)
 
 
 class ForkServerEngine(Engine):
     """Fast engine: fork from a warm parent instead of starting an interpreter per sample."""
 
     name = "forkserver"
+    learns = True
 
     def __init__(self, sandbox: Sandbox, workers: int | None = None, python: str | None = None,
                  preload: list[str] | None = None, scratch: Path | None = None, cgroups: bool = True) -> None:
@@ -466,9 +469,14 @@ class ForkServerEngine(Engine):
         judge_end, candidate_end = socket.socketpair()
         # Either server may still be loading what the references imported: not on the
         # sample's clock, which starts as the candidate's server hands the sample over.
-        for server in (judge_server, candidate_server):
-            server.settle()
-            server._warmed()
+        try:
+            for server in (judge_server, candidate_server):
+                server.settle()
+                server._warmed()
+        except (OSError, ValueError) as error:  # (a line that is not the server's: as below)
+            judge_server.stop()
+            candidate_server.stop()
+            return infrastructure_execution(request, self, str(error))
         started = time.monotonic()
         replies: dict[str, dict[str, Any]] = {}
         notes: list[str] = []

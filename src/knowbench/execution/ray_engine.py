@@ -52,6 +52,9 @@ class _Executor:
     def warm(self, modules: list[str], candidate_modules: list[str]) -> None:
         self.engine.warm(modules, candidate_modules)
 
+    def unlearned(self) -> str | None:
+        return self.engine.unlearned
+
     def describe(self) -> dict[str, object]:
         return self.engine.describe()
 
@@ -73,6 +76,7 @@ class RayEngine(Engine):
     """Executes samples on Ray actors, each hosting a fork server."""
 
     name = "ray"
+    learns = True
 
     def __init__(self, sandbox_kind: str, address: str | None = None, workers: int | None = None,
                  requirements: list[str] | None = None, preload: list[str] | None = None,
@@ -125,6 +129,15 @@ class RayEngine(Engine):
         self._learned = (list(dict.fromkeys([*self._learned[0], *modules])),
                          list(dict.fromkeys([*self._learned[1], *candidate_modules])))
         self._ray.get([executor.warm.remote(*self._learned) for executor in self._actors])
+
+    @property  # type: ignore[override]
+    def unlearned(self) -> str | None:
+        """Why an actor's engine stopped loading what `warm` named (the first one's), or None."""
+        try:
+            reasons = self._ray.get([executor.unlearned.remote() for executor in self._actors])
+        except Exception:  # (an actor that died took its reason with it)
+            return None
+        return next((reason for reason in reasons if reason), None)
 
     def execute(self, request: ExecutionRequest) -> Execution:
         executor = self._free.get()

@@ -83,7 +83,7 @@ class RunDirectory:
         """
         run = cls(path)
         if (run.path.exists() and not run.run_file.is_file() and not overwrite
-                and any(entry.name != LOCK_FILE for entry in run.path.iterdir())):
+                and any(entry.name not in (LOCK_FILE, RUN_FILE + ".partial") for entry in run.path.iterdir())):
             raise UserError(f"{run.path} exists and is not a knowbench run directory\n"
                             "  fix: choose an empty or new --out directory")
         run.path.mkdir(parents=True, exist_ok=True)
@@ -171,8 +171,12 @@ class RunDirectory:
     def write_document(self, document: Mapping[str, Any]) -> None:
         # Whole or not at all: a run killed while it writes keeps the file it had.
         partial = self.run_file.with_name(self.run_file.name + ".partial")
-        partial.write_text(json.dumps(document, indent=2) + "\n")
-        partial.replace(self.run_file)
+        try:
+            partial.write_text(json.dumps(document, indent=2) + "\n")
+            partial.replace(self.run_file)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
 
     # ------------------------------------------------------------------ the run database
 
