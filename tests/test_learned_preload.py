@@ -23,7 +23,7 @@ from textwrap import dedent
 import pytest
 
 from helpers import make_request, run_knowbench
-from knowbench.benchmark.load import load_benchmark, write_benchmark
+from knowbench.benchmark.load import Benchmark, load_benchmark, write_benchmark
 from knowbench.benchmark.preload import learned_modules
 from knowbench.benchmark.schema import FunctionTask, TestSpec
 from knowbench.execution.engine import Engine, SubprocessEngine
@@ -228,6 +228,17 @@ def test_learned_modules_keep_the_tasks_order_and_never_a_projects_own_package()
     assert learned_modules(tasks, imports) == ["a", "c", "b", "b.c"]
 
 
+def _benchmark(directory: Path, tasks: dict[str, tuple[str, list[str]]]) -> Benchmark:
+    """A benchmark of tasks of `f` ({task id: (reference, each test spec's code)}), with the
+    manifest of examples/basic."""
+    basic = load_benchmark(ROOT / "examples" / "basic")
+    return write_benchmark(directory, basic.manifest, [
+        FunctionTask(task_id=task_id, domain="algorithms", instruction="Return.", entry_point="f",
+                     prompt_code="def f():\n    ...\n", reference=reference,
+                     tests=[TestSpec(name="tuvw"[index], code=code) for index, code in enumerate(tests)])
+        for task_id, (reference, tests) in tasks.items()])
+
+
 def test_a_run_warms_its_servers_with_what_its_references_imported(
         best_sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The run stores what each reference imported with its check, here and in the shared
@@ -236,16 +247,10 @@ def test_a_run_warms_its_servers_with_what_its_references_imported(
     candidates' servers. Every sample passes: each finds the module loaded, as its tests
     assert, except where its server had not loaded it yet."""
     monkeypatch.setenv("KNOWBENCH_HOME", str(tmp_path / "home"))
-    basic = load_benchmark(ROOT / "examples" / "basic")
-    task = FunctionTask(task_id="algorithms/lazy", domain="algorithms", instruction="Return 1.", entry_point="f",
-                        prompt_code="def f():\n    ...\n", reference=PROGRAM,
-                        tests=[TestSpec(name="t", code=LAZY.replace('assert loaded, "not loaded before the test"',
-                                                                  "")),
-                               TestSpec(name="u", code="def test_f():\n    assert f() == 1\n")])
-    lazy_program = FunctionTask(task_id="algorithms/lazy_program", domain="algorithms", instruction="Return.",
-                                entry_point="f", prompt_code="def f():\n    ...\n", reference=LAZY_PROGRAM,
-                                tests=[TestSpec(name="t", code="def test_f():\n    assert f() in (True, False)\n")])
-    bench = write_benchmark(tmp_path / "bench", basic.manifest, [task, lazy_program])
+    bench = _benchmark(tmp_path / "bench", {
+        "algorithms/lazy": (PROGRAM, [LAZY.replace('assert loaded, "not loaded before the test"', ""),
+                                      "def test_f():\n    assert f() == 1\n"]),
+        "algorithms/lazy_program": (LAZY_PROGRAM, ["def test_f():\n    assert f() in (True, False)\n"])})
     runtimes = []
     for run in ("a", "b"):
         engine = ForkServerEngine(best_sandbox, workers=1)
@@ -289,10 +294,7 @@ def test_no_learn_leaves_every_sample_to_import_for_itself(tmp_path: Path) -> No
     value is refused. With learning the same sample finds it loaded (and fails here), and the
     command and run.json say how many modules were learned. A run.json made before the option
     (no `learn`) resumes as a learning run."""
-    basic = load_benchmark(ROOT / "examples" / "basic")
-    task = FunctionTask(task_id="algorithms/fresh", domain="algorithms", instruction="Return 1.", entry_point="f",
-                        prompt_code="def f():\n    ...\n", reference=PROGRAM, tests=[TestSpec(name="t", code=FRESH)])
-    bench = write_benchmark(tmp_path / "bench", basic.manifest, [task])
+    bench = _benchmark(tmp_path / "bench", {"algorithms/fresh": (PROGRAM, [FRESH])})
     env = {**os.environ, "KNOWBENCH_HOME": str(tmp_path / "home")}
 
     def run(out: str, *options: str) -> subprocess.CompletedProcess[str]:

@@ -420,8 +420,8 @@ class ForkServerEngine(Engine):
         # A running server imports them after its next sample (`knowbench_runner._warmed`), one
         # that starts from now on as it starts.
         if self.unlearned is None:
-            self.learned = _more(self.learned, modules)
-            self.candidate_learned = _more(self.candidate_learned, candidate_modules)
+            self.learned = tuple(dict.fromkeys((*self.learned, *modules)))
+            self.candidate_learned = tuple(dict.fromkeys((*self.candidate_learned, *candidate_modules)))
 
     def unlearn(self, why: str) -> None:
         """Stop sending learned modules (`warm`): servers start without them from now on."""
@@ -556,12 +556,6 @@ class ForkServerEngine(Engine):
             note = _outlived(reply, "sample")
         return build_execution(request, config["nonce"], _collected(reply), reply["duration_s"],
                                self.sandbox.kind, self.name, note=note)
-
-
-def _more(known: tuple[str, ...], names: Sequence[str]) -> tuple[str, ...]:
-    """`known`, then each of `names` it lacks, in order, once."""
-    seen = set(known)
-    return known + tuple(name for name in dict.fromkeys(names) if name not in seen)
 
 
 def _outlived(reply: dict[str, Any], what: str) -> str:
