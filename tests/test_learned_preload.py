@@ -104,7 +104,7 @@ def test_a_server_loads_what_it_learned_once_its_next_sample_has_replied(
     for _ in range(2):
         assert _statuses(forkserver, request) == ["pass"]
     assert server.cgroup is None or server.baseline > baseline
-    assert forkserver._candidates[0].learned == 0
+    assert forkserver._candidates[0].taught == ()
 
 
 # The program imports lazily, as a library does inside a call: split, in the candidate's process.
@@ -142,7 +142,53 @@ def test_a_split_references_program_teaches_the_candidates_server(forkserver: Fo
     forkserver.warm(reference.imported, reference.candidate_imported)
     statuses = [_statuses(forkserver, request) for _ in range(3)]
     assert statuses[1:] == [["pass"], ["pass"]], statuses
-    assert forkserver._candidates[0].learned == len(reference.candidate_imported)
+    assert forkserver._candidates[0].taught == tuple(reference.candidate_imported)
+
+
+def test_a_server_holding_modules_no_longer_listed_is_started_anew(forkserver: ForkServerEngine) -> None:
+    """`warm` says what the servers are to hold beyond the preload from now on. A server that
+    loaded a module no longer listed is started anew before its next sample, so a reference
+    checked after `warm([])` runs as on a fresh engine and reports what it imports (an engine
+    used for a second run: otherwise its references are timed warm, and what they import is
+    missing from their stored, shared check). A list that only grows restarts nothing."""
+    request = make_request(PROGRAM, LAZY, "f")
+    assert _statuses(forkserver, request) == ["fail"]
+    forkserver.warm(MINIDOM[:3])
+    assert [_statuses(forkserver, request) for _ in range(2)] == [["fail"], ["pass"]]
+    forkserver.warm(MINIDOM)
+    assert _statuses(forkserver, request) == ["pass"]
+    assert forkserver._servers[0].restarts == 0
+    forkserver.warm([])
+    reference = forkserver.execute(request.model_copy(update={"report_imports": True}))
+    assert [outcome.status for outcome in reference.tests] == ["fail"]  # (not loaded before the test)
+    assert set(MINIDOM) <= set(reference.imported), reference.imported
+    assert forkserver._servers[0].restarts == 1
+
+
+def test_a_reused_engine_checks_a_later_runs_references_as_a_fresh_one_would(
+        best_sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One engine, two runs (as `knowbench novel filter` runs its filters): the second run's
+    references are checked on servers that hold none of what the first run learned, so their
+    stored imports are whole, and a second run under `learn=False` leaves its samples to import
+    for themselves."""
+    monkeypatch.setenv("KNOWBENCH_HOME", str(tmp_path / "home"))
+    learning = _benchmark(tmp_path / "a", {"algorithms/lazy": (PROGRAM, [LAZY.replace(
+        'assert loaded, "not loaded before the test"', "")])})
+    fresh = _benchmark(tmp_path / "b", {"algorithms/fresh": (PROGRAM, [FRESH])})
+    engine = ForkServerEngine(best_sandbox, workers=1)
+    try:
+        first = run_benchmark(learning, ReferenceBackend(), get_method("none"), engine, tmp_path / "first",
+                              SamplingParams(), Limits())
+        assert first.learned >= len(MINIDOM) and all(result.passed for result in first.results)
+        second = run_benchmark(fresh, ReferenceBackend(), get_method("none"), engine, tmp_path / "second",
+                               SamplingParams(), Limits(), learn=False)
+    finally:
+        engine.close()
+    assert second.learned == 0
+    assert all(result.passed for result in second.results), [r.execution for r in second.results]
+    with closing(sqlite3.connect(tmp_path / "second" / "run.sqlite")) as db:
+        stored = dict(db.execute("SELECT task_id, modules FROM reference_imports").fetchall())
+    assert set(MINIDOM) <= set(stored["algorithms/fresh"].split()), stored
 
 
 def test_a_line_that_came_with_the_last_reply_is_read_at_once() -> None:
@@ -400,7 +446,7 @@ def test_a_candidates_server_never_loads_a_testing_frameworks_module(library_env
     try:
         engine.warm(["pytest_kb_plugin"], ["pytest_kb_plugin"])
         assert [engine.execute(request).status for _ in range(2)] == ["pass"] * 2
-        assert engine._candidates[0].learned == 1  # (it was sent, and passed over)
+        assert engine._candidates[0].taught == ("pytest_kb_plugin",)  # (it was sent, and passed over)
     finally:
         engine.close()
 

@@ -89,7 +89,8 @@ def test_the_engine_describes_its_fork_servers_and_runs_any_text(best_sandbox: S
 
 def test_what_the_engine_learns_reaches_every_actor_a_replacement_too(best_sandbox: Sandbox) -> None:
     """`warm`: each actor's fork server loads the modules after its next sample; an actor
-    started in a dead one's place loads them as its server starts."""
+    started in a dead one's place loads them as its server starts; `warm([])` has every
+    server that loaded them replaced."""
     tests = ("import sys\n\n\ndef test_loaded():\n"
              "    assert 'xml.dom.minidom' in sys.modules\n")
     request = make_request(ADD, tests, "add")
@@ -101,5 +102,7 @@ def test_what_the_engine_learns_reaches_every_actor_a_replacement_too(best_sandb
         ray.kill(engine._actors[0])
         assert engine.execute(request).status == "pass"
         assert engine.learns and engine.unlearned is None
+        engine.warm([])
+        assert engine.execute(request).status == "fail"
     finally:
         engine.close()

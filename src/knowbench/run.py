@@ -209,6 +209,9 @@ def run_benchmark(
             "environment": document.get("environment"), "limits": limits.model_dump(mode="json"),
             "isolation": isolation}), reuse=not recalibrate)
         with run.store() as store:
+            # References are checked on servers that hold the preload alone, as on a fresh
+            # engine, whatever an earlier run on this engine had them load (`Engine.warm`).
+            engine.warm([])
             plans = plan_tasks(tasks, benchmark, engine, store, limits, time_policy, isolation,
                                shared, on_references)
             # What the references imported as they ran, each server then loads once: the

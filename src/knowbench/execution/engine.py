@@ -181,13 +181,15 @@ class Engine(ABC):
     unlearned: str | None = None
 
     def warm(self, modules: Sequence[str], candidate_modules: Sequence[str] = ()) -> None:  # noqa: B027 (optional hook: most engines keep no process)
-        """Have every warm process load `modules` too, in order (library modules a run's
-        references imported as they ran: `ExecutionRequest.report_imports`), so that later
-        samples find them loaded instead of importing them again; a split candidate's process
-        only `candidate_modules` (what the references' programs imported there:
-        `Execution.candidate_imported`). Each is loaded only where the environment's libraries
-        hold it. Engines that start a process per sample ignore it. Not to be called while
-        executions run."""
+        """Have every warm process hold `modules` beyond its preload from now on, loaded in
+        order (library modules a run's references imported as they ran:
+        `ExecutionRequest.report_imports`), so that later samples find them loaded instead of
+        importing them again; a split candidate's process only `candidate_modules` (what the
+        references' programs imported there: `Execution.candidate_imported`). Each is loaded
+        only where the environment's libraries hold it. A process that loaded a module no
+        longer listed is replaced before its next sample: `warm([])` leaves the preload alone,
+        as on a fresh engine. Engines that start a process per sample ignore it. Not to be
+        called while executions run."""
 
     def start(self, split: bool = False) -> None:  # noqa: B027 (optional hook: most engines start nothing)
         """Begin, without waiting, what can start before the first sample (a fork server's

@@ -89,7 +89,10 @@ class _Server:
         self.workdir = engine.scratch / f"w{slot}"
         self.restarts = -1
         self.warmed: tuple[str, ...] = ()  # the libraries its last start warmed up (knowbench_warm)
-        self.learned = 0  # how many of the modules its role learned it was sent (`warm`: `lessons`)
+        # The modules of its role it was sent (`warm`), as `lessons` then listed them: while
+        # they begin `lessons`, it is sent what follows; otherwise it holds modules no longer
+        # wanted, and is started anew (`send`).
+        self.taught: tuple[str, ...] = ()
         self.warming = False  # it was sent some with its last sample, and has not said it loaded them
         self.sandbox: Sandbox | None = None  # the view this server was started with
         # The last split sample's shared directory, moved out of every sandbox's view as the
@@ -176,7 +179,7 @@ class _Server:
             self.start()
             return
         self.warmed = tuple(reply.get("warmed", ()))
-        self.learned, self.warming = len(learned), False
+        self.taught, self.warming = learned, False
         if self.cgroup is not None:
             self.baseline = self.cgroup.usage()
         self.restarts += 1
@@ -217,29 +220,36 @@ class _Server:
 
     def send(self, config: dict[str, Any], fd: int | None = None) -> None:
         """Hand the server one sample (and, split, its end of the channel)."""
-        self.settle()
-        self._warmed()
-        # A server started before the engine was told to hide more has a stale view.
-        if self.process is None or self.process.poll() is not None or self.sandbox != self.engine.sandbox:
-            self.start()
+        self.ready()
+        lessons = self.lessons()
         if self.cgroup is not None:
             self._arm(config["limits"]["memory_mb"] * 1024 * 1024)
         # What the server reads (the limits, the work directory, whether a descriptor follows,
         # the installed module a mined task's target is grafted into: `_indexed`, the modules
         # learned since it was last told: `_warmed`), and the request itself as the sample's
         # process gets it, which the server only passes on (`knowbench_runner._read_frame`).
-        learned = self.lessons()[self.learned:]
+        learned = lessons[len(self.taught):]
         self._send({"limits": config["limits"], "workdir": config.get("workdir"), "with_fd": fd is not None,
                     "graft": config.get("graft"), **({"warm": list(learned)} if learned else {})},
                    json.dumps(config).encode())
-        self.learned += len(learned)
-        self.warming = bool(learned)
+        self.taught, self.warming = lessons, bool(learned)
         if fd is not None:
             assert self.fd_socket is not None
             try:
                 socket.send_fds(self.fd_socket, [b"f"], [fd])
             except OSError as error:
                 raise _ServerGone(f"the fork server stopped ({error})") from None
+
+    def ready(self) -> None:
+        """Make the server ready for its next sample: a start begun in the background has
+        ended, what it was sent to load is loaded (`_warmed`), and it is started anew where it
+        is gone, sees a stale view (the engine was told to hide more since it started) or
+        holds modules the engine no longer lists (`warm`, `unlearn`)."""
+        self.settle()
+        self._warmed()
+        if (self.process is None or self.process.poll() is not None or self.sandbox != self.engine.sandbox
+                or self.lessons()[:len(self.taught)] != self.taught):
+            self.start()
 
     def lessons(self) -> tuple[str, ...]:
         """The library modules this server is to load (`ForkServerEngine.warm`): a judge's, all
@@ -417,14 +427,16 @@ class ForkServerEngine(Engine):
         self.sandbox = self.sandbox.hiding(paths, self.python)
 
     def warm(self, modules: Sequence[str], candidate_modules: Sequence[str] = ()) -> None:
-        # A running server imports them after its next sample (`knowbench_runner._warmed`), one
-        # that starts from now on as it starts.
+        # A running server imports what it lacks after its next sample
+        # (`knowbench_runner._warmed`), one that starts from now on as it starts; one that
+        # holds a module no longer listed is started anew before its next sample (`send`).
         if self.unlearned is None:
-            self.learned = tuple(dict.fromkeys((*self.learned, *modules)))
-            self.candidate_learned = tuple(dict.fromkeys((*self.candidate_learned, *candidate_modules)))
+            self.learned = tuple(dict.fromkeys(modules))
+            self.candidate_learned = tuple(dict.fromkeys(candidate_modules))
 
     def unlearn(self, why: str) -> None:
-        """Stop sending learned modules (`warm`): servers start without them from now on."""
+        """Stop sending learned modules (`warm`): servers that loaded some are started anew
+        without them, before their next sample, so that every later sample finds the same."""
         self.learned, self.candidate_learned, self.unlearned = (), (), why
 
     @property
@@ -463,20 +475,24 @@ class ForkServerEngine(Engine):
                        request: ExecutionRequest) -> Execution:
         slot = judge_server.slot
         judge, candidate = split_configs(request, self.uids.judge[slot], self.uids.candidate[slot], self.python)
-        host_dir, inner = _engine_dir(self.sandbox, judge_server.workdir, "split-")
-        share_workdir(host_dir, judge)
-        judge["workdir"] = candidate["workdir"] = inner
-        judge_end, candidate_end = socket.socketpair()
-        # Either server may still be loading what the references imported: not on the
-        # sample's clock, which starts as the candidate's server hands the sample over.
+        # Either server may still be starting, loading what the references imported, or due
+        # for a fresh start: not on the sample's clock, which starts as the candidate's server
+        # hands the sample over. (One that cannot start is reported as `send` would report it.)
+        gone: dict[str, _ServerGone] = {}
         try:
             for server in (judge_server, candidate_server):
-                server.settle()
-                server._warmed()
+                try:
+                    server.ready()
+                except _ServerGone as error:
+                    gone[server.role] = error
         except (OSError, ValueError) as error:  # (a line that is not the server's: as below)
             judge_server.stop()
             candidate_server.stop()
             return infrastructure_execution(request, self, str(error))
+        host_dir, inner = _engine_dir(self.sandbox, judge_server.workdir, "split-")
+        share_workdir(host_dir, judge)
+        judge["workdir"] = candidate["workdir"] = inner
+        judge_end, candidate_end = socket.socketpair()
         started = time.monotonic()
         replies: dict[str, dict[str, Any]] = {}
         notes: list[str] = []
@@ -484,6 +500,8 @@ class ForkServerEngine(Engine):
             for server, config, end in ((candidate_server, candidate, candidate_end),
                                         (judge_server, judge, judge_end)):
                 try:
+                    if server.role in gone:
+                        raise gone[server.role]
                     server.send(config, end.fileno())
                 except _ServerGone as error:
                     server.stop()

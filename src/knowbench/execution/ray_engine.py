@@ -104,6 +104,7 @@ class RayEngine(Engine):
         self._hidden = [str(path) for path in hidden]
         # (`warm`: told to every actor, a replacement's too; the modules, the candidates')
         self._learned: tuple[list[str], list[str]] = ([], [])
+        self._unlearned: str | None = None  # (`unlearned`: kept once an actor said it)
         actor = ray.remote(num_cpus=_ACTOR_CPUS)(_Executor)
         self._new_actor = lambda: actor.remote(sandbox_kind, tmp_bytes, requirements, preload or [], scratch,
                                                python, list(self._hidden))
@@ -126,18 +127,21 @@ class RayEngine(Engine):
         self._ray.get([executor.hide.remote(names) for executor in self._actors])
 
     def warm(self, modules: Sequence[str], candidate_modules: Sequence[str] = ()) -> None:
-        self._learned = (list(dict.fromkeys([*self._learned[0], *modules])),
-                         list(dict.fromkeys([*self._learned[1], *candidate_modules])))
+        self._learned = (list(dict.fromkeys(modules)), list(dict.fromkeys(candidate_modules)))
         self._ray.get([executor.warm.remote(*self._learned) for executor in self._actors])
 
     @property  # type: ignore[override]
     def unlearned(self) -> str | None:
-        """Why an actor's engine stopped loading what `warm` named (the first one's), or None."""
+        """Why an actor's engine stopped loading what `warm` named (the first one's), or None.
+        Once one has, replacements are told nothing either (`_replace`)."""
         try:
             reasons = self._ray.get([executor.unlearned.remote() for executor in self._actors])
         except Exception:  # (an actor that died took its reason with it)
-            return None
-        return next((reason for reason in reasons if reason), None)
+            return self._unlearned
+        self._unlearned = self._unlearned or next((reason for reason in reasons if reason), None)
+        if self._unlearned:
+            self._learned = ([], [])
+        return self._unlearned
 
     def execute(self, request: ExecutionRequest) -> Execution:
         executor = self._free.get()
@@ -157,7 +161,9 @@ class RayEngine(Engine):
     def _replace(self, dead: Any) -> Any:
         """A new actor in the place of `dead` (with every path hidden so far)."""
         fresh = self._new_actor()
-        if any(self._learned):  # (an actor runs its calls in order: before the sample it is given)
+        # (An actor runs its calls in order: before the sample it is given. Not where another
+        # actor's engine found that what was learned kills its servers: `unlearned`.)
+        if any(self._learned) and not self.unlearned:
             fresh.warm.remote(*self._learned)
         self._actors[self._actors.index(dead)] = fresh
         with contextlib.suppress(Exception):  # (already gone: nothing to release)
