@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -157,6 +158,23 @@ def test_a_server_killed_from_outside_is_replaced(forkserver: ForkServerEngine) 
     server.process.wait()
     assert forkserver.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
     assert forkserver.restarts == before + 1
+
+
+def test_a_server_killed_during_a_sample_is_named_in_its_note(forkserver: ForkServerEngine) -> None:
+    """The sample's note says how the server ended (its replies close a moment before it
+    exits: the engine waits for the exit, instead of reporting "code None")."""
+    forkserver.execute(make_request(ADD, CHECK_ADD, "add"))
+    server = forkserver._servers[0]
+    assert server.process is not None
+    sleeping = make_request("import time\n\ndef add(a, b):\n    time.sleep(30)\n", CHECK_ADD, "add", wall_s=60.0)
+    killer = threading.Timer(1.0, os.killpg, (server.process.pid, signal.SIGKILL))
+    killer.start()
+    try:
+        execution = forkserver.execute(sleeping)
+    finally:
+        killer.cancel()
+    assert "fork server replaced: the fork server was killed by SIGKILL" in execution.note, execution.note
+    assert forkserver.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
 
 
 def test_processes_that_outlive_a_sample_get_the_server_replaced(forkserver: ForkServerEngine) -> None:

@@ -60,6 +60,7 @@ _START_TIMEOUT_S = 120.0
 SERVER_FDS_ENV = "KNOWBENCH_SERVER_FDS"
 _REPLY_GRACE_S = 10.0
 _UNSETTLED_EXIT = 75  # as knowbench_runner.UNSETTLED_EXIT
+_EXIT_WAIT_S = 5.0  # how long a server whose replies ended is given to exit, for its code
 _CGROUP_NAMES = itertools.count()  # servers' cgroups, unique in this process
 
 
@@ -313,7 +314,7 @@ class _Server:
         except TimeoutError:
             raise _ServerGone(f"the fork server did not answer within {timeout:.0f} s", hung=True) from None
         if not line:
-            raise _ServerGone(f"the fork server exited (code {self.process.poll()})")
+            raise _ServerGone(self._exited())
         # The server shares its sandbox with the samples it forks: its reply is held to
         # valid Unicode as the runner's records are.
         reply = load_json(line)
@@ -324,9 +325,23 @@ class _Server:
         for name, size in reply.pop("payload_bytes", None) or ():
             data = stream.read(size)
             if len(data) != size:
-                raise _ServerGone(f"the fork server exited (code {self.process.poll()})")
+                raise _ServerGone(self._exited())
             reply[name] = data
         return reply
+
+
+    def _exited(self) -> str:
+        """Why the server's replies ended: its exit, once it has exited (its replies close a
+        moment before), as a code or the signal that killed it."""
+        assert self.process is not None
+        try:
+            code = self.process.wait(_EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            return "the fork server closed its replies and did not exit"
+        if code < 0:
+            with contextlib.suppress(ValueError):
+                return f"the fork server was killed by {signal.Signals(-code).name}"
+        return f"the fork server exited (code {code})"
 
 
 class _Replies:
