@@ -468,6 +468,30 @@ def test_a_module_that_kills_the_server_is_learned_no_more(library_env: tuple[st
         engine.close()
 
 
+@pytest.mark.slow
+def test_under_ray_an_actor_in_a_dead_ones_place_is_told_nothing_once_a_module_killed_a_server(
+        library_env: tuple[str, str]) -> None:
+    """An actor's sample says why its engine stopped learning; the driver then sends an actor
+    started in a dead one's place nothing, instead of the module that kills its server."""
+    ray = pytest.importorskip("ray", reason="the ray engine needs the extra knowbench[ray]")
+    from knowbench.execution.ray_engine import RayEngine
+
+    python, kind = library_env
+    engine = RayEngine(kind, workers=1, python=python)
+    request = make_request(PROGRAM, "def test_f():\n    assert f() == 1\n", "f")
+    try:
+        assert engine.execute(request).status == "pass"
+        engine.warm(["kb_dies_on_import"])
+        assert [engine.execute(request).status for _ in range(2)] == ["pass"] * 2
+        assert engine._unlearned and "fork server" in engine._unlearned  # (from the sample, not asked)
+        ray.kill(engine._actors[0])
+        assert [engine.execute(request).status for _ in range(2)] == ["pass"] * 2
+        assert ray.get(engine._actors[0].unlearned.remote()) is None  # (it was sent nothing)
+        assert engine.unlearned and "fork server" in engine.unlearned
+    finally:
+        engine.close()
+
+
 def test_a_module_that_fails_to_load_leaves_the_same_verdicts_whenever_it_was_loaded(
         library_env: tuple[str, str]) -> None:
     """The server takes its snapshot again after any module's code ran, loaded or not, so a

@@ -58,10 +58,12 @@ class _Executor:
     def describe(self) -> dict[str, object]:
         return self.engine.describe()
 
-    def execute(self, request_json: str) -> str:
+    def execute(self, request_json: str) -> tuple[str, str | None]:
+        """The execution, and why this actor's engine stopped loading what `warm` named (or
+        None), so that the driver never has to ask an actor that may be busy."""
         # (json, not pydantic's JSON: a program may hold a lone surrogate, which JSON escapes)
         request = ExecutionRequest.model_validate(json.loads(request_json))
-        return self.engine.execute(request).model_dump_json()
+        return self.engine.execute(request).model_dump_json(), self.engine.unlearned
 
     def node(self) -> str:
         import socket
@@ -133,12 +135,13 @@ class RayEngine(Engine):
     @property  # type: ignore[override]
     def unlearned(self) -> str | None:
         """Why an actor's engine stopped loading what `warm` named (the first one's), or None.
-        Once one has, replacements are told nothing either (`_replace`)."""
-        try:
-            reasons = self._ray.get([executor.unlearned.remote() for executor in self._actors])
-        except Exception:  # (an actor that died took its reason with it)
-            return self._unlearned
-        self._unlearned = self._unlearned or next((reason for reason in reasons if reason), None)
+        Once one has, replacements are told nothing either (`_replace`). (Not to be asked
+        while executions run: an actor answers after its sample.)"""
+        for executor in self._actors:
+            if self._unlearned:
+                break
+            with contextlib.suppress(Exception):  # (an actor that died took its reason with it)
+                self._unlearned = self._ray.get(executor.unlearned.remote())
         if self._unlearned:
             self._learned = ([], [])
         return self._unlearned
@@ -148,7 +151,9 @@ class RayEngine(Engine):
         try:
             for _ in range(2):
                 try:
-                    reply = self._ray.get(executor.execute.remote(json.dumps(request.model_dump(mode="json"))))
+                    reply, unlearned = self._ray.get(
+                        executor.execute.remote(json.dumps(request.model_dump(mode="json"))))
+                    self._unlearned = self._unlearned or unlearned
                     return Execution.model_validate_json(reply)
                 except self._ray.exceptions.RayActorError as error:
                     executor = self._replace(executor)
@@ -161,13 +166,14 @@ class RayEngine(Engine):
     def _replace(self, dead: Any) -> Any:
         """A new actor in the place of `dead` (with every path hidden so far)."""
         fresh = self._new_actor()
-        # (An actor runs its calls in order: before the sample it is given. Not where another
-        # actor's engine found that what was learned kills its servers: `unlearned`.)
-        if any(self._learned) and not self.unlearned:
-            fresh.warm.remote(*self._learned)
         self._actors[self._actors.index(dead)] = fresh
         with contextlib.suppress(Exception):  # (already gone: nothing to release)
             self._ray.kill(dead)
+        # (An actor runs its calls in order: before the sample it is given. Not where an
+        # actor's engine found that what was learned kills its servers, as its last sample
+        # said: asking the others would wait for their samples.)
+        if any(self._learned) and not self._unlearned:
+            fresh.warm.remote(*self._learned)
         return fresh
 
     def close(self) -> None:
