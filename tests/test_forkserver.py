@@ -177,6 +177,23 @@ def test_a_server_killed_during_a_sample_is_named_in_its_note(forkserver: ForkSe
     assert forkserver.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
 
 
+def test_a_server_that_closed_its_replies_and_did_not_exit_counts_as_hung(
+        best_sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the engine makes of a server whose replies ended and which then does not exit: a
+    hung one, so that no caller waits for its exit again (they wait without a limit)."""
+    engine = ForkServerEngine(best_sandbox, workers=1)  # (its server is never started)
+    server = engine._servers[0]
+    monkeypatch.setattr(forkserver_module, "_EXIT_WAIT_S", 0.2)
+    server.process = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        gone = server._gone()
+        assert gone.hung and str(gone) == "the fork server closed its replies and did not exit"
+        server.process.kill()
+        assert not server._gone().hung and "killed by SIGKILL" in str(server._gone())
+    finally:
+        engine.close()
+
+
 def test_processes_that_outlive_a_sample_get_the_server_replaced(forkserver: ForkServerEngine) -> None:
     # (the sample waits until its child has left its group: under load the child could
     # otherwise still be in it when the sample ends, and die with it)

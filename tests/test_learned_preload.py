@@ -27,7 +27,7 @@ from knowbench.benchmark.load import Benchmark, load_benchmark, write_benchmark
 from knowbench.benchmark.preload import learned_modules
 from knowbench.benchmark.schema import FunctionTask, TestSpec
 from knowbench.execution.engine import Engine, SubprocessEngine
-from knowbench.execution.forkserver import ForkServerEngine, _Replies
+from knowbench.execution.forkserver import ForkServerEngine, _Replies, _Server
 from knowbench.execution.sandbox import Sandbox, resolve_sandbox
 from knowbench.methods import get_method
 from knowbench.models.offline import ReferenceBackend
@@ -163,6 +163,51 @@ def test_a_server_holding_modules_no_longer_listed_is_started_anew(forkserver: F
     assert [outcome.status for outcome in reference.tests] == ["fail"]  # (not loaded before the test)
     assert set(MINIDOM) <= set(reference.imported), reference.imported
     assert forkserver._servers[0].restarts == 1
+
+
+def test_a_list_dropped_while_a_sample_is_handed_over_restarts_the_server_before_the_next(
+        forkserver: ForkServerEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another worker's `unlearn` can land after a server was made ready and before it is
+    sent its sample: that sample runs on the server as it is, and the server is started anew
+    before the next one, which finds what a fresh server holds."""
+    check = "import sys\n\ndef test_t():\n    assert 'xml.dom.minidom' not in sys.modules\n"
+    request = make_request(PROGRAM, check, "f")
+    assert _statuses(forkserver, request) == ["pass"]
+    forkserver.warm(MINIDOM[:3])
+    assert _statuses(forkserver, request) == ["pass"]  # (loaded after its reply)
+    ready = _Server.ready
+
+    def ready_then_unlearn(server: _Server) -> None:
+        ready(server)
+        forkserver.unlearn("another worker's server died loading them")
+    monkeypatch.setattr(_Server, "ready", ready_then_unlearn)
+    assert _statuses(forkserver, request) == ["fail"]  # (it started before the list changed)
+    monkeypatch.setattr(_Server, "ready", ready)
+    assert [_statuses(forkserver, request) for _ in range(2)] == [["pass"], ["pass"]]
+    assert forkserver._servers[0].restarts == 1
+
+
+def test_a_new_list_neither_waits_for_the_last_ones_modules_nor_inherits_why_it_was_dropped(
+        library_env: tuple[str, str]) -> None:
+    """`warm` starts over: a server still loading what the last list named is started anew
+    without waiting (a module of that list that kills it is no reason to stop learning the new
+    list), and a reason an earlier list was dropped for goes with that list."""
+    engine = _engine(library_env)
+    request = make_request(PROGRAM, "def test_f():\n    assert f() == 1\n", "f")
+    try:
+        assert engine.execute(request).status == "pass"
+        engine.warm(["kb_slow_import", "kb_dies_on_import"])
+        assert engine.execute(request).status == "pass"  # (sent the list with it)
+        engine.warm([])
+        assert engine.execute(request).status == "pass"
+        assert engine.unlearned is None and engine._servers[0].restarts == 1
+        engine.warm(["kb_dies_on_import"])
+        assert [engine.execute(request).status for _ in range(2)] == ["pass"] * 2
+        assert engine.unlearned is not None and engine.learned == ()
+        engine.warm(["xml"])
+        assert engine.unlearned is None and engine.learned == ("xml",)
+    finally:
+        engine.close()
 
 
 def test_a_reused_engine_checks_a_later_runs_references_as_a_fresh_one_would(
@@ -436,6 +481,38 @@ def test_what_the_servers_load_is_never_on_a_split_samples_clock(library_env: tu
         engine.close()
 
 
+def test_a_split_samples_servers_are_both_current_before_either_gets_it(
+        library_env: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The candidate's server dies loading what it learned: the engine unlearns, and the
+    judge's server, which loaded its own list, is started anew too. Both restarts come before
+    either server is sent the sample, never on its clock after the candidate has it."""
+    engine = _engine(library_env)
+    request = make_request(PROGRAM, "def test_f():\n    assert f() == 1\n", "f", isolation="split")
+    events: list[tuple[str, str]] = []
+    start, send = _Server.start, _Server.send
+
+    def logged_start(server: _Server) -> None:
+        events.append(("start", server.role))
+        start(server)
+
+    def logged_send(server: _Server, *args: object, **kwargs: object) -> None:
+        events.append(("send", server.role))
+        send(server, *args, **kwargs)  # type: ignore[arg-type]
+    monkeypatch.setattr(_Server, "start", logged_start)
+    monkeypatch.setattr(_Server, "send", logged_send)
+    try:
+        assert engine.execute(request).status == "pass"
+        engine.warm(["xml"], ["kb_dies_on_import"])
+        assert engine.execute(request).status == "pass"  # (each server sent its list with it)
+        events.clear()
+        assert engine.execute(request).status == "pass"
+        assert engine.unlearned is not None
+        assert events == [("start", "candidate"), ("start", "judge"), ("send", "candidate"),
+                          ("send", "judge")], events
+    finally:
+        engine.close()
+
+
 def test_a_candidates_server_never_loads_a_testing_frameworks_module(library_env: tuple[str, str]) -> None:
     """A split candidate's server leaves out what its preload leaves out (a testing
     framework's modules); the judge's loads it."""
@@ -488,6 +565,9 @@ def test_under_ray_an_actor_in_a_dead_ones_place_is_told_nothing_once_a_module_k
         assert [engine.execute(request).status for _ in range(2)] == ["pass"] * 2
         assert ray.get(engine._actors[0].unlearned.remote()) is None  # (it was sent nothing)
         assert engine.unlearned and "fork server" in engine.unlearned
+        engine.warm(["xml"])  # (a new list starts over, on every actor)
+        assert engine.unlearned is None
+        assert engine.execute(request).status == "pass" and engine.unlearned is None
     finally:
         engine.close()
 

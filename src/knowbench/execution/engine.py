@@ -188,7 +188,8 @@ class Engine(ABC):
         references' programs imported there: `Execution.candidate_imported`). Each is loaded
         only where the environment's libraries hold it. A process that loaded a module no
         longer listed is replaced before its next sample: `warm([])` leaves the preload alone,
-        as on a fresh engine. Engines that start a process per sample ignore it. Not to be
+        as on a fresh engine, and a new list forgets why an earlier one was dropped
+        (`unlearned`). Engines that start a process per sample ignore it. Not to be
         called while executions run."""
 
     def start(self, split: bool = False) -> None:  # noqa: B027 (optional hook: most engines start nothing)

@@ -219,21 +219,32 @@ class _Server:
         self.send(config)
         return self.receive(wall_s)
 
-    def send(self, config: dict[str, Any], fd: int | None = None) -> None:
-        """Hand the server one sample (and, split, its end of the channel)."""
-        self.ready()
-        lessons = self.lessons()
+    def send(self, config: dict[str, Any], fd: int | None = None, prepared: bool = False) -> None:
+        """Hand the server one sample (and, split, its end of the channel); made `ready` first,
+        unless the caller did (`prepared`: split, before the sample's clock started, so that
+        nothing here starts the server anew while the other process has the sample)."""
+        if not prepared:
+            self.ready()
+        elif self.process is None:
+            raise _ServerGone("the fork server is not running")
         if self.cgroup is not None:
             self._arm(config["limits"]["memory_mb"] * 1024 * 1024)
+        # One reading of the list, after anything above that could change it (a start that
+        # unlearned), and while another worker's `unlearn` may change it: a server that holds
+        # what the list no longer begins with is sent nothing more, and keeps `taught`, so that
+        # it is started anew before its next sample (`ready`).
+        lessons = self.lessons()
+        current = lessons[:len(self.taught)] == self.taught
+        learned = lessons[len(self.taught):] if current else ()
         # What the server reads (the limits, the work directory, whether a descriptor follows,
         # the installed module a mined task's target is grafted into: `_indexed`, the modules
         # learned since it was last told: `_warmed`), and the request itself as the sample's
         # process gets it, which the server only passes on (`knowbench_runner._read_frame`).
-        learned = lessons[len(self.taught):]
         self._send({"limits": config["limits"], "workdir": config.get("workdir"), "with_fd": fd is not None,
                     "graft": config.get("graft"), **({"warm": list(learned)} if learned else {})},
                    json.dumps(config).encode())
-        self.taught, self.warming = lessons, bool(learned)
+        if current:
+            self.taught, self.warming = lessons, bool(learned)
         if fd is not None:
             assert self.fd_socket is not None
             try:
@@ -247,10 +258,21 @@ class _Server:
         is gone, sees a stale view (the engine was told to hide more since it started) or
         holds modules the engine no longer lists (`warm`, `unlearn`)."""
         self.settle()
+        if self.process is not None and not self.holds_only_listed():
+            self.start()  # (what it may still be loading is no longer wanted: not waited for)
+            return
         self._warmed()
-        if (self.process is None or self.process.poll() is not None or self.sandbox != self.engine.sandbox
-                or self.lessons()[:len(self.taught)] != self.taught):
+        if not self.current():
             self.start()
+
+    def holds_only_listed(self) -> bool:
+        """Whether what it was sent to load still begins what its role is to load."""
+        return self.lessons()[:len(self.taught)] == self.taught
+
+    def current(self) -> bool:
+        """Whether it runs, with the engine's present view, holding only modules still listed."""
+        return (self.process is not None and self.process.poll() is None
+                and self.sandbox == self.engine.sandbox and self.holds_only_listed())
 
     def lessons(self) -> tuple[str, ...]:
         """The library modules this server is to load (`ForkServerEngine.warm`): a judge's, all
@@ -314,7 +336,7 @@ class _Server:
         except TimeoutError:
             raise _ServerGone(f"the fork server did not answer within {timeout:.0f} s", hung=True) from None
         if not line:
-            raise _ServerGone(self._exited())
+            raise self._gone()
         # The server shares its sandbox with the samples it forks: its reply is held to
         # valid Unicode as the runner's records are.
         reply = load_json(line)
@@ -325,23 +347,24 @@ class _Server:
         for name, size in reply.pop("payload_bytes", None) or ():
             data = stream.read(size)
             if len(data) != size:
-                raise _ServerGone(self._exited())
+                raise self._gone()
             reply[name] = data
         return reply
 
 
-    def _exited(self) -> str:
+    def _gone(self) -> _ServerGone:
         """Why the server's replies ended: its exit, once it has exited (its replies close a
-        moment before), as a code or the signal that killed it."""
+        moment before), as a code or the signal that killed it. One that has not exited by
+        then counts as hung: nothing waits for it again."""
         assert self.process is not None
         try:
             code = self.process.wait(_EXIT_WAIT_S)
         except subprocess.TimeoutExpired:
-            return "the fork server closed its replies and did not exit"
+            return _ServerGone("the fork server closed its replies and did not exit", hung=True)
         if code < 0:
             with contextlib.suppress(ValueError):
-                return f"the fork server was killed by {signal.Signals(-code).name}"
-        return f"the fork server exited (code {code})"
+                return _ServerGone(f"the fork server was killed by {signal.Signals(-code).name}")
+        return _ServerGone(f"the fork server exited (code {code})")
 
 
 class _Replies:
@@ -445,9 +468,11 @@ class ForkServerEngine(Engine):
         # A running server imports what it lacks after its next sample
         # (`knowbench_runner._warmed`), one that starts from now on as it starts; one that
         # holds a module no longer listed is started anew before its next sample (`send`).
-        if self.unlearned is None:
-            self.learned = tuple(dict.fromkeys(modules))
-            self.candidate_learned = tuple(dict.fromkeys(candidate_modules))
+        # A new list starts over, as on a fresh engine: why an earlier list was dropped
+        # (`unlearn`) is that list's, and is forgotten with it.
+        self.learned = tuple(dict.fromkeys(modules))
+        self.candidate_learned = tuple(dict.fromkeys(candidate_modules))
+        self.unlearned = None
 
     def unlearn(self, why: str) -> None:
         """Stop sending learned modules (`warm`): servers that loaded some are started anew
@@ -495,11 +520,17 @@ class ForkServerEngine(Engine):
         # hands the sample over. (One that cannot start is reported as `send` would report it.)
         gone: dict[str, _ServerGone] = {}
         try:
-            for server in (judge_server, candidate_server):
-                try:
-                    server.ready()
-                except _ServerGone as error:
-                    gone[server.role] = error
+            # Until both are current: a server made ready can unlearn (it died loading what the
+            # references imported), which leaves the other holding modules no longer listed.
+            # (The engine unlearns once per list, so a second round settles it.)
+            for _ in range(3):
+                for server in (judge_server, candidate_server):
+                    try:
+                        server.ready()
+                    except _ServerGone as error:
+                        gone[server.role] = error
+                if gone or (judge_server.current() and candidate_server.current()):
+                    break
         except (OSError, ValueError) as error:  # (a line that is not the server's: as below)
             judge_server.stop()
             candidate_server.stop()
@@ -517,7 +548,7 @@ class ForkServerEngine(Engine):
                 try:
                     if server.role in gone:
                         raise gone[server.role]
-                    server.send(config, end.fileno())
+                    server.send(config, end.fileno(), prepared=True)
                 except _ServerGone as error:
                     server.stop()
                     notes.append(f"{server.role} fork server replaced: {error}")

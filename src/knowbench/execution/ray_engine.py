@@ -129,7 +129,9 @@ class RayEngine(Engine):
         self._ray.get([executor.hide.remote(names) for executor in self._actors])
 
     def warm(self, modules: Sequence[str], candidate_modules: Sequence[str] = ()) -> None:
+        # A new list starts over on every actor (`ForkServerEngine.warm`), and so here.
         self._learned = (list(dict.fromkeys(modules)), list(dict.fromkeys(candidate_modules)))
+        self._unlearned = None
         self._ray.get([executor.warm.remote(*self._learned) for executor in self._actors])
 
     @property  # type: ignore[override]
@@ -153,7 +155,8 @@ class RayEngine(Engine):
                 try:
                     reply, unlearned = self._ray.get(
                         executor.execute.remote(json.dumps(request.model_dump(mode="json"))))
-                    self._unlearned = self._unlearned or unlearned
+                    if unlearned and not self._unlearned:  # (the first reason stays, whichever thread saw it)
+                        self._unlearned = unlearned
                     return Execution.model_validate_json(reply)
                 except self._ray.exceptions.RayActorError as error:
                     executor = self._replace(executor)
