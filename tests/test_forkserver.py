@@ -177,19 +177,23 @@ def test_a_server_killed_during_a_sample_is_named_in_its_note(forkserver: ForkSe
     assert forkserver.execute(make_request(ADD, CHECK_ADD, "add")).status == "pass"
 
 
-def test_a_server_that_closed_its_replies_and_did_not_exit_counts_as_hung(
+def test_a_server_that_closed_its_replies_and_does_not_exit_is_never_waited_for_without_a_limit(
         best_sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the engine makes of a server whose replies ended and which then does not exit: a
-    hung one, so that no caller waits for its exit again (they wait without a limit)."""
+    """A server whose replies ended and which then does not exit: its note says so, and what
+    asks for its exit code (whether it ended unsettled, so that the sample is sent again) gets
+    none after a limit instead of waiting for good."""
     engine = ForkServerEngine(best_sandbox, workers=1)  # (its server is never started)
     server = engine._servers[0]
     monkeypatch.setattr(forkserver_module, "_EXIT_WAIT_S", 0.2)
+    monkeypatch.setattr(forkserver_module, "_EXIT_LIMIT_S", 0.2)
     server.process = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
         gone = server._gone()
-        assert gone.hung and str(gone) == "the fork server closed its replies and did not exit"
+        assert str(gone) == "the fork server closed its replies and did not exit" and not gone.hung
+        assert server.exit_code() is None
         server.process.kill()
-        assert not server._gone().hung and "killed by SIGKILL" in str(server._gone())
+        server.process.wait()
+        assert server.exit_code() == -signal.SIGKILL and "killed by SIGKILL" in str(server._gone())
     finally:
         engine.close()
 

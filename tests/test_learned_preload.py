@@ -513,6 +513,46 @@ def test_a_split_samples_servers_are_both_current_before_either_gets_it(
         engine.close()
 
 
+def test_a_split_samples_judge_whose_cgroup_cannot_be_limited_is_started_anew_before_the_clock(
+        best_sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a server's memory cgroup cannot be limited to the sample's budget (it holds more
+    than that), the server is started anew; split, that happens before either server is sent
+    the sample, never after the candidate has it."""
+    from knowbench.execution.cgroup import MemoryCgroup
+
+    engine = ForkServerEngine(best_sandbox, workers=1)
+    if not engine.cgroups:
+        engine.close()
+        pytest.skip("no writable memory cgroup here: no server has a limit to set")
+    request = make_request(PROGRAM, "def test_f():\n    assert f() == 1\n", "f", isolation="split")
+    events: list[tuple[str, str]] = []
+    start, send, set_limit = _Server.start, _Server.send, MemoryCgroup.set_limit
+    refused: list[MemoryCgroup] = []
+
+    def logged_start(server: _Server) -> None:
+        events.append(("start", server.role))
+        start(server)
+
+    def logged_send(server: _Server, *args: object, **kwargs: object) -> None:
+        events.append(("send", server.role))
+        send(server, *args, **kwargs)  # type: ignore[arg-type]
+
+    def refused_once(cgroup: MemoryCgroup, limit: int) -> None:
+        if cgroup is engine._servers[0].cgroup and not refused:
+            refused.append(cgroup)
+            raise OSError(16, "Device or resource busy")
+        set_limit(cgroup, limit)
+    try:
+        assert engine.execute(request).status == "pass"
+        monkeypatch.setattr(_Server, "start", logged_start)
+        monkeypatch.setattr(_Server, "send", logged_send)
+        monkeypatch.setattr(MemoryCgroup, "set_limit", refused_once)
+        assert engine.execute(request).status == "pass"
+        assert refused and events == [("start", "judge"), ("send", "candidate"), ("send", "judge")], events
+    finally:
+        engine.close()
+
+
 def test_a_candidates_server_never_loads_a_testing_frameworks_module(library_env: tuple[str, str]) -> None:
     """A split candidate's server leaves out what its preload leaves out (a testing
     framework's modules); the judge's loads it."""

@@ -60,6 +60,7 @@ _START_TIMEOUT_S = 120.0
 SERVER_FDS_ENV = "KNOWBENCH_SERVER_FDS"
 _REPLY_GRACE_S = 10.0
 _UNSETTLED_EXIT = 75  # as knowbench_runner.UNSETTLED_EXIT
+_EXIT_LIMIT_S = 60.0  # (the most a caller waits for the exit code of a server whose replies ended)
 _EXIT_WAIT_S = 5.0  # how long a server whose replies ended is given to exit, for its code
 _CGROUP_NAMES = itertools.count()  # servers' cgroups, unique in this process
 
@@ -214,21 +215,26 @@ class _Server:
         except _ServerGone as error:
             # It ended before taking this sample (a process of the last one outlived its
             # clean-up): a fresh server runs it.
-            if error.hung or self.process is None or self.process.wait() != _UNSETTLED_EXIT:
+            if error.hung or self.process is None or self.exit_code() != _UNSETTLED_EXIT:
                 raise
         self.send(config)
         return self.receive(wall_s)
 
+    def prepare(self, config: dict[str, Any]) -> None:
+        """`ready`, then its cgroup limited to this sample's budget (`_arm`, which may start it
+        anew)."""
+        self.ready()
+        if self.cgroup is not None:
+            self._arm(config["limits"]["memory_mb"] * 1024 * 1024)
+
     def send(self, config: dict[str, Any], fd: int | None = None, prepared: bool = False) -> None:
-        """Hand the server one sample (and, split, its end of the channel); made `ready` first,
+        """Hand the server one sample (and, split, its end of the channel); `prepare`d first,
         unless the caller did (`prepared`: split, before the sample's clock started, so that
         nothing here starts the server anew while the other process has the sample)."""
         if not prepared:
-            self.ready()
+            self.prepare(config)
         elif self.process is None:
             raise _ServerGone("the fork server is not running")
-        if self.cgroup is not None:
-            self._arm(config["limits"]["memory_mb"] * 1024 * 1024)
         # One reading of the list, after anything above that could change it (a start that
         # unlearned), and while another worker's `unlearn` may change it: a server that holds
         # what the list no longer begins with is sent nothing more, and keeps `taught`, so that
@@ -291,7 +297,7 @@ class _Server:
             self._receive(_START_TIMEOUT_S)
         except _ServerGone as error:
             # (One that ended unsettled, before or after its sample, ends as any other.)
-            if error.hung or self.process.wait() != _UNSETTLED_EXIT:
+            if error.hung or self.exit_code() != _UNSETTLED_EXIT:
                 self.engine.unlearn(f"a {self.role}'s fork server stopped while it loaded what the references imported: {error}")
             self.stop()
 
@@ -352,15 +358,24 @@ class _Server:
         return reply
 
 
+    def exit_code(self) -> int | None:
+        """The exit code of a server whose replies ended, or None where it has not exited
+        within `_EXIT_LIMIT_S` (its sandbox's processes are torn down as it exits, which can
+        take seconds on a loaded machine; never waited for without a limit)."""
+        assert self.process is not None
+        try:
+            return self.process.wait(_EXIT_LIMIT_S)
+        except subprocess.TimeoutExpired:
+            return None
+
     def _gone(self) -> _ServerGone:
         """Why the server's replies ended: its exit, once it has exited (its replies close a
-        moment before), as a code or the signal that killed it. One that has not exited by
-        then counts as hung: nothing waits for it again."""
+        moment before), as a code or the signal that killed it."""
         assert self.process is not None
         try:
             code = self.process.wait(_EXIT_WAIT_S)
         except subprocess.TimeoutExpired:
-            return _ServerGone("the fork server closed its replies and did not exit", hung=True)
+            return _ServerGone("the fork server closed its replies and did not exit")
         if code < 0:
             with contextlib.suppress(ValueError):
                 return _ServerGone(f"the fork server was killed by {signal.Signals(-code).name}")
@@ -524,9 +539,9 @@ class ForkServerEngine(Engine):
             # references imported), which leaves the other holding modules no longer listed.
             # (The engine unlearns once per list, so a second round settles it.)
             for _ in range(3):
-                for server in (judge_server, candidate_server):
+                for server, config in ((judge_server, judge), (candidate_server, candidate)):
                     try:
-                        server.ready()
+                        server.prepare(config)
                     except _ServerGone as error:
                         gone[server.role] = error
                 if gone or (judge_server.current() and candidate_server.current()):
