@@ -481,13 +481,8 @@ def test_what_the_servers_load_is_never_on_a_split_samples_clock(library_env: tu
         engine.close()
 
 
-def test_a_split_samples_servers_are_both_current_before_either_gets_it(
-        library_env: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """The candidate's server dies loading what it learned: the engine unlearns, and the
-    judge's server, which loaded its own list, is started anew too. Both restarts come before
-    either server is sent the sample, never on its clock after the candidate has it."""
-    engine = _engine(library_env)
-    request = make_request(PROGRAM, "def test_f():\n    assert f() == 1\n", "f", isolation="split")
+def _starts_and_sends(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """The servers' starts and sends from now on, in order: (what, the server's role)."""
     events: list[tuple[str, str]] = []
     start, send = _Server.start, _Server.send
 
@@ -500,6 +495,17 @@ def test_a_split_samples_servers_are_both_current_before_either_gets_it(
         send(server, *args, **kwargs)  # type: ignore[arg-type]
     monkeypatch.setattr(_Server, "start", logged_start)
     monkeypatch.setattr(_Server, "send", logged_send)
+    return events
+
+
+def test_a_split_samples_servers_are_both_current_before_either_gets_it(
+        library_env: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The candidate's server dies loading what it learned: the engine unlearns, and the
+    judge's server, which loaded its own list, is started anew too. Both restarts come before
+    either server is sent the sample, never on its clock after the candidate has it."""
+    engine = _engine(library_env)
+    request = make_request(PROGRAM, "def test_f():\n    assert f() == 1\n", "f", isolation="split")
+    events = _starts_and_sends(monkeypatch)
     try:
         assert engine.execute(request).status == "pass"
         engine.warm(["xml"], ["kb_dies_on_import"])
@@ -525,17 +531,8 @@ def test_a_split_samples_judge_whose_cgroup_cannot_be_limited_is_started_anew_be
         engine.close()
         pytest.skip("no writable memory cgroup here: no server has a limit to set")
     request = make_request(PROGRAM, "def test_f():\n    assert f() == 1\n", "f", isolation="split")
-    events: list[tuple[str, str]] = []
-    start, send, set_limit = _Server.start, _Server.send, MemoryCgroup.set_limit
+    set_limit = MemoryCgroup.set_limit
     refused: list[MemoryCgroup] = []
-
-    def logged_start(server: _Server) -> None:
-        events.append(("start", server.role))
-        start(server)
-
-    def logged_send(server: _Server, *args: object, **kwargs: object) -> None:
-        events.append(("send", server.role))
-        send(server, *args, **kwargs)  # type: ignore[arg-type]
 
     def refused_once(cgroup: MemoryCgroup, limit: int) -> None:
         if cgroup is engine._servers[0].cgroup and not refused:
@@ -544,8 +541,7 @@ def test_a_split_samples_judge_whose_cgroup_cannot_be_limited_is_started_anew_be
         set_limit(cgroup, limit)
     try:
         assert engine.execute(request).status == "pass"
-        monkeypatch.setattr(_Server, "start", logged_start)
-        monkeypatch.setattr(_Server, "send", logged_send)
+        events = _starts_and_sends(monkeypatch)
         monkeypatch.setattr(MemoryCgroup, "set_limit", refused_once)
         assert engine.execute(request).status == "pass"
         assert refused and events == [("start", "judge"), ("send", "candidate"), ("send", "judge")], events
