@@ -326,7 +326,8 @@ def main() -> None:
     parser.add_argument("--heavy", type=int, default=48, help="heavy samples (default 48)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of every cell (default 3)")
     parser.add_argument("--workers", default="1,2", help="worker counts (default 1,2)")
-    parser.add_argument("--harnesses", default=",".join([*PEERS, *OURS]))
+    parser.add_argument("--harnesses", default=",".join([*PEERS, *OURS]),
+                        help=f"comma-separated, from: {', '.join([*PEERS, *OURS])} (default: all of them)")
     parser.add_argument("--subprocess-samples", type=int, default=16,
                         help="the subprocess engine runs only the first N samples of each workload "
                              "(default 16: a fresh sandboxed interpreter per sample is slow)")
@@ -341,23 +342,31 @@ def main() -> None:
         harness, workload, kind, workers = args.cell
         print(json.dumps(run_cell(harness, Path(workload), kind == "heavy", int(workers))))
         return
+    requested, worker_counts = checked(parser, args)
 
+    from knowbench.errors import UserError
+    from knowbench.execution.sandbox import resolve_sandbox
+    try:
+        kind = resolve_sandbox(os.environ.get("PEERS_SANDBOX", "auto")).kind
+    except UserError as error:
+        print(f"peers.py: {error}", file=sys.stderr)
+        sys.exit(2)
     os.environ["PEERS_SUBPROCESS_SAMPLES"] = str(args.subprocess_samples)
     if args.cold_peers:
         os.environ["PEERS_COLD"] = "1"
     harnesses = []
-    for harness in args.harnesses.split(","):
+    for harness in requested:
         why = available(harness)
         if why:
             print(f"skipping {harness}: not available here ({why})")
         else:
             harnesses.append(harness)
-    worker_counts = [int(w) for w in args.workers.split(",")]
+    if not harnesses:
+        print("peers.py: none of the harnesses asked for can run here (see above)", file=sys.stderr)
+        sys.exit(1)
     workloads = {name: generate(templates, count)  # --light 0 or --heavy 0 leaves that workload out
                  for name, templates, count in (("light", LIGHT, args.light), ("heavy", HEAVY, args.heavy))
                  if count > 0}
-    from knowbench.execution.sandbox import resolve_sandbox
-    kind = resolve_sandbox(os.environ.get("PEERS_SANDBOX", "auto")).kind
     print(f"python {sys.version.split()[0]} ({sys.executable}), {os.cpu_count()} cpus, "
           f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}, knowbench sandbox {kind}, "
           f"{args.light} light / {args.heavy} heavy samples (half wrong), repeat {args.repeat}, "
@@ -365,6 +374,7 @@ def main() -> None:
 
     results: dict[tuple[str, str, int], list[dict]] = {}
     disagreements: list[str] = []
+    failed: list[str] = []  # cells whose process failed: they have no verdicts to agree
     with tempfile.TemporaryDirectory(prefix="knowbench-peers-") as tmp:
         files = {}
         for name, samples in workloads.items():
@@ -382,6 +392,7 @@ def main() -> None:
                                                name, str(workers)], capture_output=True, text=True)
                         total, exited = time.perf_counter() - started, time.time()
                         if done.returncode != 0:
+                            failed.append(f"{harness} {name} x{workers} run {rep + 1}")
                             print(f"  {harness} {name} x{workers} failed:\n{done.stderr[-2000:]}")
                             continue
                         if done.stderr.strip():
@@ -406,8 +417,37 @@ def main() -> None:
         print(f"\n{len(disagreements)} verdicts disagree with the labels:")
         for line in disagreements:
             print("  " + line)
-    else:
+    if failed:
+        print(f"\n{len(failed)} cells failed (their output is above), so the table lacks them: "
+              + ", ".join(failed))
+    if not disagreements and not failed:
         print("every verdict of every harness agrees with the labels")
+    if failed:
+        sys.exit(1)
+
+
+def checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[list[str], list[int]]:
+    """The harnesses and worker counts asked for; a usage error (exit 2) for anything this
+    script cannot run: an unknown harness, a count that is not a positive number, no samples."""
+    known = [*PEERS, *OURS]
+    harnesses = [name.strip() for name in args.harnesses.split(",") if name.strip()]
+    unknown = [name for name in harnesses if name not in known]
+    if unknown or not harnesses:
+        parser.error(f"--harnesses: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}")
+    try:
+        workers = [int(count) for count in args.workers.split(",")]
+    except ValueError:
+        workers = []
+    if not workers or min(workers) < 1:
+        parser.error(f"--workers: a comma-separated list of positive worker counts, not {args.workers!r}")
+    for option in ("light", "heavy"):
+        if getattr(args, option) < 0:
+            parser.error(f"--{option}: a number of samples, 0 or more, not {getattr(args, option)}")
+    if args.light == args.heavy == 0:
+        parser.error("--light and --heavy are both 0: there is nothing to run")
+    if args.repeat < 1 or args.subprocess_samples < 1:
+        parser.error("--repeat and --subprocess-samples must be at least 1")
+    return harnesses, list(dict.fromkeys(workers))
 
 
 def print_table(results: dict, workloads: dict, worker_counts: list[int], harnesses: list[str],
