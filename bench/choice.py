@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from knowbench.choice import parse_choice  # noqa: E402
 from koco_replies import koco_replies  # noqa: E402
+from options import count  # noqa: E402
 
 DEFAULT_KOCO = ROOT.parent / "shared" / "anchors" / "koco-qa"
 VERDICTS = ROOT / "tests" / "fixtures" / "koco_choice_verdicts.jsonl"
@@ -135,8 +136,8 @@ def main() -> None:
                         help="a KOCO-Bench domain_knowledge_understanding directory (problems/, results/)")
     parser.add_argument("--baseline", default="a30eefa",
                         help="git revision whose parser is the baseline ('none' to skip)")
-    parser.add_argument("--baseline-max-kb", type=int, default=100)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--baseline-max-kb", type=count(1), default=100)
+    parser.add_argument("--repeat", type=count(1), default=3)
     parser.add_argument("--no-timing", action="store_true")
     args = parser.parse_args()
     rows = load_rows(args.koco)

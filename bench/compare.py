@@ -52,6 +52,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import peers  # noqa: E402  (the workloads' generator, and the cells both trees run)
+from options import count, counts  # noqa: E402
 
 HARNESSES = ("forkserver", "fs-split", "fs-asserts")
 
@@ -136,15 +137,15 @@ def main() -> None:
                         help=f"knowbench cells of bench/peers.py, from {', '.join(HARNESSES)} "
                              "(default forkserver,fs-split)")
     parser.add_argument("--workloads", default="light,heavy", help="light, heavy or both (default both)")
-    parser.add_argument("--workers", default="1", help="worker counts (default 1)")
-    parser.add_argument("--pairs", type=int, default=4, help="runs of each tree per cell (default 4)")
-    parser.add_argument("--rounds", type=int, default=4, help="times each cell runs its samples (default 4)")
-    parser.add_argument("--light", type=int, default=96, help="light samples (default 96)")
-    parser.add_argument("--heavy", type=int, default=48, help="heavy samples (default 48)")
+    parser.add_argument("--workers", type=counts(1), default="1", help="worker counts (default 1)")
+    parser.add_argument("--pairs", type=count(1), default=4, help="runs of each tree per cell (default 4)")
+    parser.add_argument("--rounds", type=count(1), default=4, help="times each cell runs its samples (default 4)")
+    parser.add_argument("--light", type=count(1), default=96, help="light samples (default 96)")
+    parser.add_argument("--heavy", type=count(1), default=48, help="heavy samples (default 48)")
     parser.add_argument("--benchmark", help="compare whole `knowbench run DIR --model reference` runs of this "
                         "benchmark directory instead of bench/peers.py's cells (--workers: the first count)")
     parser.add_argument("--isolation", default="auto", help="--benchmark: knowbench run's --isolation (default auto)")
-    parser.add_argument("--n", type=int, default=1, help="--benchmark: samples per task (knowbench run's --n, "
+    parser.add_argument("--n", type=count(1), default=1, help="--benchmark: samples per task (knowbench run's --n, "
                         "default 1; each is the reference)")
     args = parser.parse_args()
     harnesses = [h for h in args.harnesses.split(",") if h]
@@ -154,9 +155,7 @@ def main() -> None:
     kinds = [k for k in args.workloads.split(",") if k]
     if not set(kinds) <= {"light", "heavy"}:
         parser.error("--workloads takes light, heavy or both")
-    if args.pairs < 1 or args.rounds < 1:
-        parser.error("--pairs and --rounds take 1 or more")
-    worker_counts = [int(w) for w in args.workers.split(",")]
+    worker_counts = args.workers
     revision = subprocess.run(["git", "rev-parse", "--short", args.against + "^{commit}"], cwd=ROOT,
                               capture_output=True, text=True)
     if revision.returncode != 0:

@@ -25,6 +25,8 @@ import statistics
 import sys
 import time
 
+from options import count
+
 # The target and what each kind of arguments looks like: plain data the call could change in
 # place (a list), values nothing can change (a str and ints), and an object of the tests'.
 PROGRAM = "def weight(s, w):\n    return sum(ord(c) * int(k) for c, k in zip(s, w))\n"
@@ -45,14 +47,12 @@ def tests(calls: int, arguments: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calls", type=int, default=2000, help="calls in the long sample (default 2000)")
-    parser.add_argument("--repeat", type=int, default=5, help="runs of each sample (default 5)")
+    parser.add_argument("--calls", type=count(2), default=2000, help="calls in the long sample (default 2000)")
+    parser.add_argument("--repeat", type=count(1), default=5, help="runs of each sample (default 5)")
     parser.add_argument("--arguments", choices=sorted(ARGUMENTS), default="list",
                         help="what the target is called with (default: a str and a list)")
     parser.add_argument("--sandbox", default="auto", help="auto, bwrap or unshare (default auto)")
     args = parser.parse_args()
-    if args.calls < 2 or args.repeat < 1:
-        parser.error("--calls must be at least 2 and --repeat at least 1")
 
     from knowbench.benchmark.schema import TestSpec
     from knowbench.errors import UserError

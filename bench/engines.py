@@ -33,6 +33,7 @@ from knowbench.execution.forkserver import ForkServerEngine
 from knowbench.execution.sandbox import resolve_sandbox
 from knowbench.program import stubbed_program
 from knowbench.records import Limits
+from options import count
 
 TASKS = {
     "light": ("def add(a, b):\n    return a + b\n",
@@ -82,7 +83,7 @@ def engine_times(engine: SubprocessEngine | ForkServerEngine, task: str, samples
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--samples", type=int, default=100)
+    parser.add_argument("--samples", type=count(1), default=100)
     parser.add_argument("--sandbox", default="auto")
     parser.add_argument("--no-subprocess", action="store_true",
                         help="skip the subprocess engine (slow: a fresh interpreter per sample)")

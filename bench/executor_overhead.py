@@ -34,6 +34,7 @@ from knowbench.benchmark.schema import TestSpec
 from knowbench.execution.engine import ExecutionRequest, SubprocessEngine
 from knowbench.execution.sandbox import resolve_sandbox
 from knowbench.records import Limits
+from options import count
 
 LIMITS = Limits(wall_s=20.0)
 
@@ -152,8 +153,8 @@ def print_table(rows: list[Measurement]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--samples", type=int, default=200, help="samples per task (default 200)")
-    parser.add_argument("--workers", type=int, default=2, help="concurrency of the second pass (default 2)")
+    parser.add_argument("--samples", type=count(1), default=200, help="samples per task (default 200)")
+    parser.add_argument("--workers", type=count(1), default=2, help="concurrency of the second pass (default 2)")
     args = parser.parse_args()
 
     import numpy  # the numpy task needs it in this interpreter

@@ -38,6 +38,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from options import count, seconds
+
 ROOT = Path(__file__).resolve().parents[1]
 ANCHORS = ROOT.parent / "shared" / "anchors" / "domaineval"
 
@@ -76,8 +78,8 @@ def main() -> None:
     parser.add_argument("--recorded-requirements", type=Path, help="the source's recorded pins, passed to import")
     parser.add_argument("--versions", type=Path, help="version overrides, passed to import")
     parser.add_argument("--out", type=Path, help="work directory (default: a new temporary one, kept)")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
-    parser.add_argument("--timeout", type=float, default=120.0,
+    parser.add_argument("--workers", type=count(1), default=os.cpu_count() or 2)
+    parser.add_argument("--timeout", type=seconds, default=120.0,
                         help="seconds per replayed sample (generous: a loaded machine must not turn a correct "
                              "response into a time-out that DomainEval never saw)")
     parser.add_argument("--isolation", default="auto", choices=["auto", "in-process", "require"],
@@ -150,8 +152,8 @@ def show(summary: dict) -> None:
     print(f"agreement  {summary['agreeing']} of {summary['compared']} replayed verdicts "
           f"({summary['agreement']:.1%}); {summary['matrix']}")
     print("disagreements by cause:")
-    for cause, count in summary["disagreements_by_cause"].items():
-        print(f"  {count:4d}  {cause}")
+    for cause, number in summary["disagreements_by_cause"].items():
+        print(f"  {number:4d}  {cause}")
     for title, rows in (("caused by knowbench's harness", summary["knowbench_harness"]),
                         ("other disagreements", summary["other_disagreements"])):
         print(f"\n{title} ({len(rows)}):")

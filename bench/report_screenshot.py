@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from PIL import Image  # noqa: E402  (matplotlib's dependency)
 
 from knowbench.report.html import write_report  # noqa: E402
+from options import count  # noqa: E402
 from report_runs import four_replay_runs, measure, screenshot  # noqa: E402
 
 
@@ -32,7 +33,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "report-screenshot")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images" / "report-1400.png")
-    parser.add_argument("--height", type=int, default=2300, help="CSS pixels of the page kept")
+    parser.add_argument("--height", type=count(1), default=2300, help="CSS pixels of the page kept")
     parser.add_argument("--report", type=Path, help="an existing report to check and photograph")
     arguments = parser.parse_args()
     arguments.work = arguments.work.resolve()

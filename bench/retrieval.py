@@ -45,6 +45,7 @@ from knowbench.knowledge.corpus import (
 from knowbench.knowledge.dense import DenseRetriever, dense_available, embed_text
 from knowbench.knowledge.ingest import chunk_tree, installed_source
 from knowbench.knowledge.retrieval import HybridRetriever
+from options import count
 
 SEED_PACKAGES = ("click", "rich", "pydantic", "typer", "httpx")
 _IDENTIFIER = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]{3,})\b")
@@ -136,8 +137,8 @@ def make_queries(chunks: list[Chunk], count: int) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--chunks", type=int, default=50_000)
-    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--chunks", type=count(1), default=50_000)
+    parser.add_argument("--queries", type=count(1), default=200)
     parser.add_argument("--corpus", default=None, help="seed from this corpus instead")
     args = parser.parse_args()
 

@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from options import count
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -53,7 +55,7 @@ def timed(argv: list[str], n: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=7, help="timed rounds (default 7)")
+    parser.add_argument("--repeat", type=count(1), default=7, help="timed rounds (default 7)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="knowbench-startup-") as scratch:
         commands = rows(Path(scratch))

