@@ -140,8 +140,8 @@ def main() -> None:
     parser.add_argument("--workers", type=counts(1), default="1", help="worker counts (default 1)")
     parser.add_argument("--pairs", type=count(1), default=4, help="runs of each tree per cell (default 4)")
     parser.add_argument("--rounds", type=count(1), default=4, help="times each cell runs its samples (default 4)")
-    parser.add_argument("--light", type=count(1), default=96, help="light samples (default 96)")
-    parser.add_argument("--heavy", type=count(1), default=48, help="heavy samples (default 48)")
+    parser.add_argument("--light", type=count(0), default=96, help="light samples (default 96)")
+    parser.add_argument("--heavy", type=count(0), default=48, help="heavy samples (default 48)")
     parser.add_argument("--benchmark", help="compare whole `knowbench run DIR --model reference` runs of this "
                         "benchmark directory instead of bench/peers.py's cells (--workers: the first count)")
     parser.add_argument("--isolation", default="auto", help="--benchmark: knowbench run's --isolation (default auto)")
@@ -155,6 +155,9 @@ def main() -> None:
     kinds = [k for k in args.workloads.split(",") if k]
     if not set(kinds) <= {"light", "heavy"}:
         parser.error("--workloads takes light, heavy or both")
+    empty = [kind for kind in kinds if getattr(args, kind) == 0]
+    if empty and not args.benchmark:
+        parser.error(f"--workloads {','.join(kinds)} with --{empty[0]} 0: that workload has no samples")
     worker_counts = args.workers
     revision = subprocess.run(["git", "rev-parse", "--short", args.against + "^{commit}"], cwd=ROOT,
                               capture_output=True, text=True)
