@@ -14,7 +14,7 @@ from rich.table import Table
 import knowbench
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import FunctionTask
-from knowbench.commands._console import engine_notices
+from knowbench.commands._console import KValues, engine_notices
 from knowbench.commands._progress import RunProgress
 from knowbench.errors import UserError
 from knowbench.execution import ENGINES, SANDBOXES, create_engine, resolve_sandbox
@@ -22,6 +22,7 @@ from knowbench.execution.engine import default_workers
 from knowbench.methods import METHODS, Method, get_method
 from knowbench.models import BackendOptions, create_backend
 from knowbench.models.base import ModelBackend
+from knowbench.paths import check_output
 from knowbench.prices import choose_price
 from knowbench.records import Limits, SamplingParams
 from knowbench.report.table import cost_line, print_scores
@@ -157,7 +158,7 @@ def run(
         "--task", help="Run only this task id (repeatable).")] = None,
     split_file: Annotated[Path | None, typer.Option(
         "--split", help="Run only the test part of this split file (`knowbench split`).")] = None,
-    k: Annotated[list[int] | None, typer.Option("--k", help="k values for pass@k (repeatable).")] = None,
+    k: KValues = None,
     overwrite: Annotated[bool, typer.Option(help="Discard an existing run in --out and start over.")]
     = False,
     run_label: Annotated[str | None, typer.Option(
@@ -184,6 +185,8 @@ def run(
         raise UserError(f"--isolation must be 'auto', 'require' or 'in-process', not '{isolation}'")
     if run_label is not None and (not run_label.strip() or "\n" in run_label):
         raise UserError("--label must be one non-empty line\n  fix: pass e.g. --label 'gpt-4o-mini, rag'")
+    if out_dir is not None:
+        check_output(out_dir, "--out", directory=True)
     bench = load_benchmark(benchmark)
     for warning in bench.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
@@ -404,7 +407,7 @@ def validate(benchmark: Annotated[Path, typer.Argument(help="Benchmark directory
 @app.command()
 def score(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by `knowbench run`.")],
-    k: Annotated[list[int] | None, typer.Option("--k", help="k values for pass@k (repeatable).")] = None,
+    k: KValues = None,
     price: Annotated[str | None, typer.Option(
         help="Price the run's tokens at 'INPUT,OUTPUT' per 1M tokens instead of the price it "
              "was run with (kept in run.json).")] = None,
@@ -485,6 +488,15 @@ def main() -> None:
         sys.exit(130)
     except (typer.Abort, typer.Exit) as stop:
         sys.exit(getattr(stop, "exit_code", 1))
+    except OSError as error:
+        # A path this machine refuses (an output where a file is, under a file, on a read-only
+        # mount): the path and the system's reason. Without a path it is no user's to fix.
+        if error.filename is None:
+            raise
+        paths = " -> ".join(str(name) for name in (error.filename, error.filename2) if name is not None)
+        console.print(f"error: {paths}: {error.strerror or error}; check the paths given to this command",
+                      style="bold red", highlight=False, markup=False)
+        sys.exit(2)
     except Exception as error:
         # Usage errors (missing argument, bad option value) from the CLI framework: whichever
         # click typer uses, they carry show() and exit_code.

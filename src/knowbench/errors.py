@@ -27,3 +27,20 @@ class BenchmarkError(UserError):
         if hint:
             text += f"\n  fix: {hint}"
         super().__init__(text)
+
+
+def first_problem(error: Exception) -> str:
+    """One line for a record that did not validate: where in it and what (a pydantic
+    `ValidationError`'s first error, and how many more), instead of pydantic's whole report;
+    any other error's own message."""
+    errors = getattr(error, "errors", None)
+    if not callable(errors):
+        return getattr(error, "msg", None) or str(error)
+    found = errors(include_url=False)
+    if not found:
+        return str(error)
+    first = found[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the record"
+    more = len(found) - 1
+    return (f"{where}: {first['msg'].removeprefix('Value error, ')}"
+            + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""))

@@ -1,15 +1,20 @@
-"""Printing shared by the command modules and `knowbench.cli` (which imports the commands,
-so nothing here may import it)."""
+"""Printing and options shared by the command modules and `knowbench.cli` (which imports the
+commands, so nothing here may import it)."""
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Annotated
 
+import typer
 from rich.console import Console
 
 from knowbench.execution import EngineFallback
+
+KValues = Annotated[list[int] | None, typer.Option("--k", min=1, help="k values for pass@k (repeatable; 1 or more).")]
+"""`--k` of the commands that score: refused below 1 as the command starts, not after the run."""
 
 
 @contextmanager

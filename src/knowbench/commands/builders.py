@@ -18,6 +18,7 @@ from rich.table import Table
 
 from knowbench.commands._console import engine_notices
 from knowbench.errors import UserError
+from knowbench.paths import check_output
 
 if TYPE_CHECKING:  # the build modules load only when a build command runs
     from knowbench.builders.build_log import BuildReport
@@ -155,6 +156,8 @@ def certify(
         raise UserError(f"--env must be 'auto' or 'self', not '{environment}'")
     if sandbox == "none":
         raise UserError("certify executes the benchmark's tests: it needs a sandbox (auto, bwrap or unshare)")
+    if report_path is not None:  # (written after the whole certification)
+        check_output(report_path, "--report")
     bench = load_benchmark(benchmark)
     for warning in bench.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
@@ -572,6 +575,7 @@ def build_qa_command(
     from knowbench.knowledge.corpus import open_corpus
     from knowbench.models import BackendOptions, create_backend
 
+    check_output(out_dir, "--out", directory=True)  # (written after every model call)
     opened = open_corpus(corpus)
     options_for = BackendOptions(base_url=base_url, api_key=api_key, concurrency=4, max_retries=4,
                                  no_cache=no_cache)

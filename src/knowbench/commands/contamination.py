@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from knowbench.errors import UserError
+from knowbench.paths import check_output
 from knowbench.scoring.contamination import ALPHA, LENGTH, SAMPLES, TEMPERATURE, XI, CddSummary
 
 out = Console()
@@ -56,6 +57,8 @@ def contamination(
         cutoff_date = parse_date(cutoff) if cutoff else None
     except ValueError as error:
         raise UserError(f"--cutoff: {error}") from None
+    if out_file is not None:  # (written after all the sampling)
+        check_output(out_file, "--out")
     bench = load_benchmark(benchmark)
     backend = create_backend(model, BackendOptions(base_url=base_url, api_key=api_key,
                                                    concurrency=concurrency, no_cache=no_cache))

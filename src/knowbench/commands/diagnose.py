@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from knowbench.commands._console import KValues
 from knowbench.errors import UserError
 
 console = Console(stderr=True)
@@ -81,7 +82,7 @@ def report(
     fmt: Annotated[str | None, typer.Option(
         "--format", "-f", help="html, md, csv or json. Default: from the --out suffix, else html.")]
     = None,
-    k: Annotated[list[int] | None, typer.Option("--k", help="k values for pass@k (repeatable).")] = None,
+    k: KValues = None,
     prices: Annotated[Path | None, typer.Option(
         help="A price file (JSON: model name or pattern -> {input, output} per 1M tokens): "
              "prices the runs whose model it names, instead of the price they were run with.")]

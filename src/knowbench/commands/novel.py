@@ -129,6 +129,7 @@ def bundles_command(
         build_bundles,
     )
     from knowbench.errors import UserError
+    from knowbench.paths import check_output
 
     backend = None
     if llm:
@@ -142,6 +143,7 @@ def bundles_command(
                             "(with --base-url)")
     directory = candidates if candidates.is_dir() else candidates.parent
     target = out_dir or directory
+    check_output(target, "--out", directory=True)  # (written after every bundle is built)
     options = BundleOptions(apis=api or None, execute=execute, sandbox=sandbox, time_limit_s=time_limit,
                             max_examples=max_examples, max_source_chars=max_source_chars,
                             keep_without_examples=keep_without_examples, domain=domain, llm=backend)

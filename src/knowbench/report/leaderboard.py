@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from knowbench.errors import UserError
+from knowbench.errors import UserError, first_problem
 from knowbench.records import SampleResult
 from knowbench.scoring.metrics import score
 from knowbench.store import run_label
@@ -143,7 +143,7 @@ def read_board(path: Path) -> list[BoardEntry]:
         with path.open(newline="") as handle:
             return [BoardEntry.model_validate(_from_csv(row)) for row in csv.DictReader(handle)]
     except (ValueError, KeyError) as error:
-        raise UserError(f"{path}: cannot read the leaderboard ({error})\n"
+        raise UserError(f"{path}: cannot read the leaderboard ({first_problem(error)})\n"
                         "  fix: repair or remove the file, or choose another --out") from None
 
 

@@ -161,8 +161,19 @@ class RunDirectory:
     # ------------------------------------------------------------------ settings
 
     def document(self) -> dict[str, Any]:
-        """Everything `run.json` holds: "settings", versions, engine, environment."""
-        return json.loads(self.run_file.read_text())
+        """Everything `run.json` holds: "settings", versions, engine, environment. `UserError`
+        naming the file and the place where it is not a run's (damaged, or edited by hand)."""
+        try:
+            document = json.loads(self.run_file.read_text())
+        except json.JSONDecodeError as error:
+            raise UserError(f"{self.run_file}:{error.lineno}:{error.colno}: not JSON ({error.msg}); "
+                            f"restore it, or run again into a new directory") from None
+        except UnicodeDecodeError:
+            raise UserError(f"{self.run_file}: not UTF-8 text; restore it, or run again into a new directory") from None
+        if not isinstance(document, dict) or not isinstance(document.get("settings", {}), dict):
+            raise UserError(f"{self.run_file}: not a run's run.json (an object with \"settings\"); restore it, "
+                            f"or run again into a new directory")
+        return document
 
     def settings(self) -> dict[str, Any]:
         """The settings that determine the run's results (`run.json` "settings")."""

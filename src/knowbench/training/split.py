@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from knowbench.benchmark.load import Benchmark
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask, source_location
-from knowbench.errors import UserError
+from knowbench.errors import UserError, first_problem
 
 SplitBy = Literal["task", "api", "library"]
 SPLIT_BY: tuple[str, ...] = ("task", "api", "library")
@@ -155,7 +155,9 @@ def read_split(path: Path, benchmark: Benchmark | None = None) -> Split:
     except FileNotFoundError:
         raise UserError(f"{path}: split file not found (make one with `knowbench split BENCH`)") from None
     except (ValueError, ValidationError) as error:
-        raise UserError(f"{path}: not a split written by `knowbench split` ({error})") from None
+        raise UserError(f"{path}: not a split written by `knowbench split` ({first_problem(error)})") from None
+    except IsADirectoryError:
+        raise UserError(f"{path} is a directory; give a split file (make one with `knowbench split BENCH`)") from None
     if benchmark is not None and split.content_hash != benchmark.content_hash:
         raise UserError(f"{path} splits {split.benchmark} as it was ({split.content_hash[:19]}…), "
                         f"not {benchmark.path} as it is now\n  fix: make the split again")

@@ -1,0 +1,91 @@
+"""Paths and values a user gives that the command cannot use: one message naming the option or
+the file, exit code 2, no traceback; and an output that could not be written at the end is
+refused before the work, where the command knows it (`knowbench.paths.check_output`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT, run_knowbench
+
+BASIC = ROOT / "examples" / "basic"
+
+
+def refused(done, *says: str) -> None:
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    for text in says:
+        assert text in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished reference run of one task of the example benchmark."""
+    run_dir = tmp_path_factory.mktemp("run") / "run"
+    done = run_knowbench("run", str(BASIC), "--model", "reference", "--task", "text/slugify",
+                         "--out", str(run_dir), timeout=300)
+    assert done.returncode == 0, done.stderr
+    return run_dir
+
+
+def test_an_output_directory_that_is_a_file_or_under_one_is_refused_before_the_run(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    refused(run_knowbench("run", str(BASIC), "--model", "reference", "--out", str(tmp_path / "afile")),
+            f"--out {tmp_path / 'afile'} is a file; give a directory")
+    refused(run_knowbench("run", str(BASIC), "--model", "reference", "--out", str(tmp_path / "afile" / "run")),
+            f"{tmp_path / 'afile'} is a file, so nothing can be written under it")
+    assert (tmp_path / "afile").read_text() == "x"
+
+
+def test_a_report_file_that_is_a_directory_is_refused_before_certification(tmp_path: Path) -> None:
+    done = run_knowbench("certify", str(BASIC), "--task", "text/slugify", "--report", str(tmp_path))
+    refused(done, f"--report {tmp_path} is a directory; give a file")
+    assert "certif" not in done.stdout.lower()  # nothing was run
+
+
+def test_a_path_the_machine_refuses_at_the_end_is_a_message(tmp_path: Path) -> None:
+    # `split` writes last; its directory target fails at the write, and says where and why.
+    refused(run_knowbench("split", str(BASIC), "--out", str(tmp_path)),
+            f"error: {tmp_path}: Is a directory; check the paths given to this command")
+
+
+@pytest.mark.parametrize("command", ["run", "score", "report"])
+def test_k_below_one_is_a_usage_error_before_anything_runs(command: str, finished_run: Path, tmp_path: Path) -> None:
+    args = {"run": ["run", str(BASIC), "--model", "reference", "--out", str(tmp_path / "run")],
+            "score": ["score", str(finished_run)],
+            "report": ["report", str(finished_run), "--format", "md"]}[command]
+    refused(run_knowbench(*args, "--k", "0"), "Invalid value for '--k'")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("{bad", "run.json:1:2: not JSON (Expecting property name enclosed in double quotes)"),
+    ("", "run.json:1:1: not JSON (Expecting value)"),
+    ('{"settings": 3}', "not a run's run.json (an object with \"settings\")"),
+])
+@pytest.mark.parametrize("command", ["score", "report", "diagnose", "run"])
+def test_a_damaged_run_json_is_named_with_where_it_breaks(text: str, says: str, command: str, finished_run: Path,
+                                                          tmp_path: Path) -> None:
+    damaged = tmp_path / "run"
+    shutil.copytree(finished_run, damaged)
+    (damaged / "run.json").write_text(text)
+    args = {"score": ["score", str(damaged)], "report": ["report", str(damaged), "--format", "md"],
+            "diagnose": ["diagnose", str(damaged)],
+            "run": ["run", str(BASIC), "--model", "reference", "--task", "text/slugify", "--out", str(damaged)]}
+    refused(run_knowbench(*args[command], env={**os.environ, "OPENAI_API_KEY": ""}), str(damaged / "run.json"), says)
+
+
+def test_a_split_that_is_a_directory_or_not_a_split_is_named(tmp_path: Path) -> None:
+    refused(run_knowbench("run", str(BASIC), "--model", "reference", "--split", str(tmp_path),
+                          "--out", str(tmp_path / "run")),
+            f"{tmp_path} is a directory; give a split file")
+    bad = tmp_path / "split.json"
+    bad.write_text(json.dumps({"test": 5}))
+    done = run_knowbench("run", str(BASIC), "--model", "reference", "--split", str(bad), "--out", str(tmp_path / "run"))
+    refused(done, "not a split written by `knowbench split` (benchmark: Field required (and 7 more problems))")
+    assert "errors.pydantic.dev" not in done.stdout + done.stderr
