@@ -89,3 +89,36 @@ def test_a_split_that_is_a_directory_or_not_a_split_is_named(tmp_path: Path) -> 
     done = run_knowbench("run", str(BASIC), "--model", "reference", "--split", str(bad), "--out", str(tmp_path / "run"))
     refused(done, "not a split written by `knowbench split` (benchmark: Field required (and 7 more problems))")
     assert "errors.pydantic.dev" not in done.stdout + done.stderr
+
+
+def test_a_report_into_a_directory_says_so(finished_run: Path, tmp_path: Path) -> None:
+    refused(run_knowbench("report", str(finished_run), "--out", str(tmp_path)),
+            f"--out {tmp_path} is a directory; give a file")
+
+
+def test_a_corpus_source_that_is_a_missing_path_is_not_sent_to_the_package_index(tmp_path: Path) -> None:
+    env = {**os.environ, "KNOWBENCH_HOME": str(tmp_path / "home")}
+    refused(run_knowbench("corpus", "build", str(tmp_path / "nosrc"), "--name", "c", env=env),
+            f"{tmp_path / 'nosrc'}: no such directory or file")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text("def f():\n    return 1\n")
+    refused(run_knowbench("corpus", "build", str(tmp_path / "src"), "--installed", "json", "--name", "c", env=env),
+            f"give SOURCE ({tmp_path / 'src'}) or --installed (json), not both")
+    assert not (tmp_path / "home" / "corpora" / "c").exists()
+
+
+def test_a_koco_project_without_a_function_block_is_named_and_writes_nothing(tmp_path: Path) -> None:
+    project = tmp_path / "fw" / "test_examples" / "proj"
+    (project / "code").mkdir(parents=True)
+    (project / "requirements").mkdir()
+    (project / "code" / "m.py").write_text("x = 1\n")
+    (project / "requirements" / "03_spec.md").write_text("# spec\n")
+    refused(run_knowbench("import", "koco-project", str(project), "--out", str(tmp_path / "out")),
+            f"{project / 'requirements' / '03_spec.md'}: no '# FUNCTION:' block")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["tasks", "filter"])
+def test_novel_time_limits_below_a_second_are_usage_errors(command: str, tmp_path: Path) -> None:
+    refused(run_knowbench("novel", command, str(BASIC), "--out", str(tmp_path / "out"), "--time-limit", "0"),
+            "Invalid value for '--time-limit'")

@@ -259,6 +259,10 @@ def import_koco_project(folder: Path, out_dir: Path, *, requirements: list[str] 
     code_dir = source.folder / "code"
     spec_file = sorted((source.folder / "requirements").glob("03_*.md"))[0]
     blocks = parse_spec(spec_file)
+    if not blocks:  # (before anything is written to --out)
+        raise UserError(f"{spec_file}: no '# FUNCTION:' block, so no core function to import\n"
+                        "  fix: give each core function a '# FUNCTION: name' block with its location "
+                        "and test, as KOCO-Bench's 03_*.md files do")
     framework_name, description = _metadata_of(source.corpus)
     framework_name = framework_name or source.framework
     named = tuple(_one_path(block.text("test")).removeprefix("code/") for block in blocks)

@@ -381,7 +381,7 @@ def import_koco_project_command(
     certify: Annotated[bool, typer.Option(
         "--certify/--no-certify", help="Run reference and stub per task; keep certified tasks only.")] = True,
     engine: Annotated[str, typer.Option(help="Engine for certification.")] = "forkserver",
-    workers: Annotated[int, typer.Option(help="Engine workers for certification.")] = 1,
+    workers: Annotated[int, typer.Option(min=1, help="Engine workers for certification.")] = 1,
     name: Annotated[str | None, typer.Option(help="Benchmark name (default koco-<project>).")] = None,
 ) -> None:
     """Import KOCO-Bench core-function tasks of one project (its spec format) as project tasks:

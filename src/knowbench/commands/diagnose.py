@@ -16,6 +16,7 @@ from rich.table import Table
 
 from knowbench.commands._console import KValues
 from knowbench.errors import UserError
+from knowbench.paths import check_output
 
 console = Console(stderr=True)
 out = Console()
@@ -93,6 +94,8 @@ def report(
     from knowbench.report.html import build_report
     from knowbench.report.runs import load_views, render_table
 
+    if out_path is not None:
+        check_output(out_path, "--out")
     chosen = fmt or (out_path.suffix.lstrip(".").lower() if out_path else "html")
     chosen = {"markdown": "md", "htm": "html"}.get(chosen, chosen)
     if chosen not in _FORMATS:

@@ -169,8 +169,8 @@ def tasks(
         "--requirement", help="pip requirement the tasks need (the library's new version), repeatable.")] = None,
     python: PythonOption = None,
     sandbox: SandboxOption = "auto",
-    time_limit: Annotated[float, typer.Option(help="Wall-clock seconds per execution.")] = 30.0,
-    workers: Annotated[int | None, typer.Option(help="Parallel executions.")] = None,
+    time_limit: Annotated[float, typer.Option(min=1.0, help="Wall-clock seconds per execution (1 or more).")] = 30.0,
+    workers: Annotated[int | None, typer.Option(min=1, help="Parallel executions.")] = None,
 ) -> None:
     """Build novel-API tasks with execute-then-assert harnesses from a bundle pool."""
     from knowbench.builders.novel_corpus import read_pool
@@ -205,8 +205,8 @@ def filter_tasks(
     novel_fails: Annotated[int, typer.Option(min=1, help="C2: failing samples that make a task novel.")] = 2,
     python: PythonOption = None,
     sandbox: SandboxOption = "auto",
-    time_limit: Annotated[float, typer.Option(help="Wall-clock seconds per execution.")] = 30.0,
-    workers: Annotated[int | None, typer.Option(help="Parallel executions.")] = None,
+    time_limit: Annotated[float, typer.Option(min=1.0, help="Wall-clock seconds per execution (1 or more).")] = 30.0,
+    workers: Annotated[int | None, typer.Option(min=1, help="Parallel executions.")] = None,
 ) -> None:
     """C1 (reference passes), C2 (novel for --model), C3 (solvable with the Full bundle) and the instance."""
     from knowbench.benchmark.load import load_benchmark

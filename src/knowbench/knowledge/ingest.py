@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -160,6 +161,8 @@ def build_corpus(source: str | None, name: str, *, directory: Path | None = None
 def resolve_source(source: str | None, *, installed: str | None = None, pypi: bool = False,
                    workdir: Path) -> ResolvedSource:
     """Find (download, extract) the files behind `source` into `workdir` when needed."""
+    if installed and source:
+        raise UserError(f"give SOURCE ({source}) or --installed ({installed}), not both")
     if installed:
         return installed_source(installed)
     if not source:
@@ -179,6 +182,10 @@ def resolve_source(source: str | None, *, installed: str | None = None, pypi: bo
                               sha256_file(path))
     if not pypi and _IMPORTABLE.match(source) and _find_spec(source) is not None:
         return installed_source(source)
+    if "://" not in source and (os.sep in source or source.startswith((".", "~"))):
+        # (a requirement names no path: this is a directory or archive that is not there)
+        raise UserError(f"{source}: no such directory or file\n  fix: check the path, or give a PyPI "
+                        "requirement or an installed package's name")
     archive = pip_download(source, workdir / "download")
     root = extract_archive(archive, workdir / "src")
     return ResolvedSource("pypi", f"{source} ({archive.name})", root, root,
