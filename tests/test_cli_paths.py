@@ -122,3 +122,19 @@ def test_a_koco_project_without_a_function_block_is_named_and_writes_nothing(tmp
 def test_novel_time_limits_below_a_second_are_usage_errors(command: str, tmp_path: Path) -> None:
     refused(run_knowbench("novel", command, str(BASIC), "--out", str(tmp_path / "out"), "--time-limit", "0"),
             "Invalid value for '--time-limit'")
+
+
+def test_overwrite_starts_a_run_over_but_never_clears_a_directory_that_holds_no_run(tmp_path: Path) -> None:
+    bench = tmp_path / "bench"
+    shutil.copytree(BASIC, bench)
+    before = sorted(path.name for path in bench.iterdir())
+    refused(run_knowbench("run", str(BASIC), "--model", "reference", "--out", str(bench), "--overwrite"),
+            f"{bench} exists and is not a knowbench run directory (it holds benchmark.json, tasks.jsonl)")
+    assert sorted(path.name for path in bench.iterdir()) == before
+    # What a run killed before its run.json left is a run's, and --overwrite clears it.
+    (tmp_path / "killed").mkdir()
+    (tmp_path / "killed" / "run.sqlite").write_bytes(b"")
+    done = run_knowbench("run", str(BASIC), "--model", "reference", "--task", "text/slugify",
+                         "--out", str(tmp_path / "killed"), "--overwrite", timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "killed" / "run.json").is_file()

@@ -82,10 +82,15 @@ class RunDirectory:
         their runs had (e.g. {"learn": True}): a run without the key resumes under that value.
         """
         run = cls(path)
-        if (run.path.exists() and not run.run_file.is_file() and not overwrite
-                and any(entry.name not in (LOCK_FILE, RUN_FILE + ".partial") for entry in run.path.iterdir())):
-            raise UserError(f"{run.path} exists and is not a knowbench run directory\n"
-                            "  fix: choose an empty or new --out directory")
+        if run.path.exists() and not run.run_file.is_file():
+            # `overwrite` starts a run over, and may clear what a run killed before its run.json
+            # left; never someone else's files (a benchmark's, a model's replies).
+            kept = (LOCK_FILE, RUN_FILE + ".partial") if not overwrite else (LOCK_FILE, *_RUN_FILES)
+            foreign = sorted(entry.name for entry in run.path.iterdir() if entry.name not in kept)
+            if foreign:
+                raise UserError(f"{run.path} exists and is not a knowbench run directory (it holds "
+                                f"{', '.join(foreign[:5])}{' …' if len(foreign) > 5 else ''})\n"
+                                "  fix: choose an empty or new --out directory")
         run.path.mkdir(parents=True, exist_ok=True)
         run.lock()
         try:
