@@ -138,3 +138,18 @@ def test_overwrite_starts_a_run_over_but_never_clears_a_directory_that_holds_no_
                          "--out", str(tmp_path / "killed"), "--overwrite", timeout=300)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "killed" / "run.json").is_file()
+
+
+@pytest.mark.parametrize(("options", "says"), [
+    (["--source", "{src}=other"], "{src} given more than once; mine each source once, with one domain"),
+    (["--engine", "bogus"], "unknown engine 'bogus'; choose one of forkserver, subprocess, ray"),
+    (["--sandbox", "bogus"], "unknown sandbox 'bogus'; choose one of auto, bwrap, unshare, none"),
+])
+def test_mine_refuses_what_it_cannot_do_before_fetching_anything(options: list[str], says: str, tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "m.py").write_text("def f(x):\n    return x + 1\n")
+    done = run_knowbench("mine", str(source), "--domain", "d", "--out", str(tmp_path / "out"),
+                         *(option.format(src=source) for option in options))
+    refused(done, says.format(src=source))
+    assert "fetching" not in done.stdout and not (tmp_path / "out").exists()
