@@ -153,3 +153,14 @@ def test_mine_refuses_what_it_cannot_do_before_fetching_anything(options: list[s
                          *(option.format(src=source) for option in options))
     refused(done, says.format(src=source))
     assert "fetching" not in done.stdout and not (tmp_path / "out").exists()
+
+
+def test_a_damaged_run_store_says_how_to_start_over_with_the_command_that_can(finished_run: Path,
+                                                                              tmp_path: Path) -> None:
+    damaged = tmp_path / "run"
+    shutil.copytree(finished_run, damaged)
+    for name in ("run.sqlite-wal", "run.sqlite-shm"):
+        (damaged / name).unlink(missing_ok=True)
+    (damaged / "run.sqlite").write_bytes(b"not a database" * 100)
+    refused(run_knowbench("score", str(damaged)), f"{damaged / 'run.sqlite'}: cannot open the run store",
+            "fix: restore it, or start the run over (`knowbench run ... --overwrite` on this directory)")

@@ -46,8 +46,9 @@ def contamination(
     no_cache: Annotated[bool, typer.Option(
         "--no-cache", help="Do not read or write the generation cache.")] = False,
 ) -> None:
-    """CDD (Dong et al. 2024): sample outputs per task and flag tasks whose outputs all stay
-    close to the greedy one. See docs/cost-and-contamination.md."""
+    """Flag the tasks a model may have memorised (CDD). Samples outputs per task and flags
+    those whose outputs all stay close to the greedy one (Dong et al. 2024; see
+    docs/cost-and-contamination.md)."""
     from knowbench.benchmark.load import load_benchmark
     from knowbench.diagnosis.contamination import check_contamination
     from knowbench.models import BackendOptions, create_backend

@@ -45,8 +45,8 @@ class RunStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as error:
-            raise UserError(f"{self.path}: cannot open the run store ({error}); "
-                            "pass --overwrite to start the run over") from None
+            raise UserError(f"{self.path}: cannot open the run store ({error})\n  fix: restore it, or start "
+                            "the run over (`knowbench run ... --overwrite` on this directory)") from None
         self._lock = threading.Lock()
 
     def put_generation(self, generation: Generation) -> None:
