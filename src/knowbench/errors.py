@@ -35,7 +35,7 @@ def first_problem(error: Exception) -> str:
     any other error's own message."""
     errors = getattr(error, "errors", None)
     if not callable(errors):
-        return getattr(error, "msg", None) or str(error)
+        return str(error)
     found = errors(include_url=False)
     if not found:
         return str(error)
