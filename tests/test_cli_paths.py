@@ -164,3 +164,23 @@ def test_a_damaged_run_store_says_how_to_start_over_with_the_command_that_can(fi
     (damaged / "run.sqlite").write_bytes(b"not a database" * 100)
     refused(run_knowbench("score", str(damaged)), f"{damaged / 'run.sqlite'}: cannot open the run store",
             "fix: restore it, or start the run over (`knowbench run ... --overwrite` on this directory)")
+
+
+def test_compare_warns_when_the_runs_scored_other_benchmark_content_or_are_one_run(finished_run: Path,
+                                                                                   tmp_path: Path) -> None:
+    changed = tmp_path / "bench"
+    shutil.copytree(BASIC, changed)
+    manifest = json.loads((changed / "benchmark.json").read_text())
+    manifest["description"] = manifest.get("description", "") + " (edited)"
+    (changed / "benchmark.json").write_text(json.dumps(manifest))
+    other = tmp_path / "other"
+    done = run_knowbench("run", str(changed), "--model", "reference", "--task", "text/slugify", "--out", str(other),
+                         timeout=300)
+    assert done.returncode == 0, done.stderr
+    compared = run_knowbench("compare", str(finished_run), str(other))
+    assert compared.returncode == 0, compared.stderr
+    assert "tasks are paired by id, and a task whose tests or reference changed between them is not the same task" \
+        in " ".join(compared.stderr.split())
+    same = run_knowbench("compare", str(finished_run), str(finished_run))
+    assert same.returncode == 0 and "are the same run" in same.stderr
+    assert "paired by id" not in " ".join(same.stderr.split())

@@ -145,11 +145,17 @@ def compare(
                ": they are runs of different benchmarks") + ", so there is nothing to pair\n"
             "  fix: compare two runs of the same benchmark (and task selection); to show runs of "
             "different benchmarks side by side, use `knowbench report RUN... --out report.html`")
+    if runs[0].path.resolve() == runs[1].path.resolve():
+        console.print(f"[yellow]warning:[/] A and B are the same run ({run_a}): every difference is 0",
+                      highlight=False)
+    elif benchmarks[0] != benchmarks[1]:
+        console.print(f"[yellow]warning:[/] A ran {benchmarks[0]} and B ran {benchmarks[1]}: tasks are "
+                      "paired by id, and a task whose tests or reference changed between them is not "
+                      "the same task", highlight=False)
     if result.only_in_a or result.only_in_b:
         console.print(f"[yellow]warning:[/] the runs share {result.shared_tasks} {kind} tasks; "
-                      f"{result.only_in_a} only in A and {result.only_in_b} only in B are left out"
-                      + ("" if benchmarks[0] == benchmarks[1] else
-                         f" (A ran {benchmarks[0]}, B ran {benchmarks[1]})"), highlight=False)
+                      f"{result.only_in_a} only in A and {result.only_in_b} only in B are left out",
+                      highlight=False)
     if as_json:
         out.print(result.model_dump_json(indent=2), markup=False, highlight=False)
         return
