@@ -60,6 +60,7 @@ from knowbench.errors import UserError
 from knowbench.execution.environments import BenchEnv, ensure_env
 from knowbench.jsonl import load_json, read_objects
 from knowbench.parsing import parse_python
+from knowbench.paths import check_output
 
 DATASET_VERSION = "domaineval_20240711"
 MASK = re.compile(r"\[\s*M\s*A\s*S\s*K\s*\]")  # DomainEval's formatter wrapped it anywhere: "[\n    MASK]", "[MA\nSK]"
@@ -312,8 +313,7 @@ def import_subjects(path: Path, out: Path, name: str = "domaineval", check_env: 
     """
     say = progress or (lambda message: None)
     files = subject_files(path)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file; give a directory")
+    check_output(out, "--out", directory=True)
     overrides = read_pins(versions, "--versions") if versions else {}
     recorded = read_pins(recorded_requirements, "--recorded-requirements") if recorded_requirements else {}
     tasks: list[FunctionTask] = []

@@ -57,9 +57,10 @@ from knowbench.builders.requirements import requirement_name
 from knowbench.builders.selection import certification_record, certify_drafts, prune
 from knowbench.builders.source import Source, fetch_source
 from knowbench.errors import UserError
-from knowbench.execution import create_engine
+from knowbench.execution import ENGINES, SANDBOXES, create_engine
 from knowbench.execution.environments import BenchEnv
 from knowbench.execution.sandbox import resolve_sandbox
+from knowbench.paths import check_output
 from knowbench.records import Limits
 
 REPORT_FILE = "build_report.json"
@@ -83,6 +84,12 @@ def mine(requests: list[SourceRequest], out: Path, options: MineOptions | None =
     say = progress or (lambda message: None)
     if not requests:
         raise UserError("nothing to mine: give a SOURCE with --domain, or --source SPEC=DOMAIN")
+    specs = [request.spec for request in requests]
+    twice = sorted({spec for spec in specs if specs.count(spec) > 1})
+    if twice:  # (its tasks would get the same ids: the benchmark could not be written)
+        raise UserError(f"{', '.join(twice)} given more than once; mine each source once, with one domain")
+    ENGINES.get(options.engine)  # (refused now, not once the sources are fetched and traced)
+    SANDBOXES.get(options.sandbox)
     _check_out(out)
     started = time.monotonic()
     report = BuildReport(tool=f"knowbench {__version__}", created=_now(), options=_options_record(options))
@@ -140,8 +147,7 @@ def _write_report_only(out: Path, report: BuildReport, started: float) -> None:
 
 
 def _check_out(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file; give a directory")
+    check_output(out, "--out", directory=True)
     if out.is_dir() and any(out.iterdir()) and not (out / "benchmark.json").is_file():
         raise UserError(f"--out {out} exists and is not a benchmark directory\n"
                         "  fix: choose a new or empty directory")
