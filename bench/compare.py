@@ -52,7 +52,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import peers  # noqa: E402  (the workloads' generator, and the cells both trees run)
-from options import count, counts  # noqa: E402
+from options import count, counts, names  # noqa: E402
 
 HARNESSES = ("forkserver", "fs-split", "fs-asserts")
 
@@ -133,10 +133,11 @@ def compare_benchmark(args: argparse.Namespace, trees: dict[str, Path], tmp: Pat
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", required=True, help="the commit to compare with (any git revision)")
-    parser.add_argument("--harnesses", default="forkserver,fs-split",
+    parser.add_argument("--harnesses", type=names(HARNESSES), default="forkserver,fs-split",
                         help=f"knowbench cells of bench/peers.py, from {', '.join(HARNESSES)} "
                              "(default forkserver,fs-split)")
-    parser.add_argument("--workloads", default="light,heavy", help="light, heavy or both (default both)")
+    parser.add_argument("--workloads", type=names(("light", "heavy")), default="light,heavy",
+                        help="light, heavy or both (default both)")
     parser.add_argument("--workers", type=counts(1), default="1", help="worker counts (default 1)")
     parser.add_argument("--pairs", type=count(1), default=4, help="runs of each tree per cell (default 4)")
     parser.add_argument("--rounds", type=count(1), default=4, help="times each cell runs its samples (default 4)")
@@ -148,13 +149,7 @@ def main() -> None:
     parser.add_argument("--n", type=count(1), default=1, help="--benchmark: samples per task (knowbench run's --n, "
                         "default 1; each is the reference)")
     args = parser.parse_args()
-    harnesses = [h for h in args.harnesses.split(",") if h]
-    unknown = [h for h in harnesses if h not in HARNESSES]
-    if unknown:
-        parser.error(f"--harnesses: {', '.join(unknown)} is not one of {', '.join(HARNESSES)}")
-    kinds = [k for k in args.workloads.split(",") if k]
-    if not set(kinds) <= {"light", "heavy"}:
-        parser.error("--workloads takes light, heavy or both")
+    harnesses, kinds = args.harnesses, args.workloads
     empty = [kind for kind in kinds if getattr(args, kind) == 0]
     if empty and not args.benchmark:
         parser.error(f"--workloads {','.join(kinds)} with --{empty[0]} 0: that workload has no samples")

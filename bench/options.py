@@ -4,12 +4,13 @@ error (the option, what it takes, exit 2), never a traceback or a run that measu
     parser.add_argument("--repeat", type=count(1), default=3)
     parser.add_argument("--workers", type=counts(1), default="1,2")   # "1,2" -> [1, 2]
     parser.add_argument("--timeout", type=seconds, default=120.0)
+    parser.add_argument("--harnesses", type=names(HARNESSES), default="a,b")  # -> ["a", "b"]
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 
 def count(minimum: int = 1) -> Callable[[str], int]:
@@ -38,6 +39,18 @@ def counts(minimum: int = 1) -> Callable[[str], list[int]]:
         except argparse.ArgumentTypeError:
             raise argparse.ArgumentTypeError(f"takes a comma-separated list of whole numbers of {minimum} or more, "
                                              f"not {text!r}") from None
+    return parse
+
+
+def names(known: Sequence[str]) -> Callable[[str], list[str]]:
+    """A comma-separated list of names from `known`, each kept once, in order."""
+    def parse(text: str) -> list[str]:
+        given = list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+        unknown = [name for name in given if name not in known]
+        if unknown or not given:
+            raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown) or '(none given)'}; known: "
+                                             f"{', '.join(known)}")
+        return given
     return parse
 
 

