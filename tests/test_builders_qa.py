@@ -143,8 +143,9 @@ def test_cli_build_qa(corpus: Any, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "published 1" in done.stdout and "trivial 1" in done.stdout
     missing = run_knowbench("build", "qa", "--corpus", str(tmp_path / "nope"), "--llm", "gen",
-                            "--out", str(tmp_path / "x"))
+                            "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "x"))
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert f"no knowledge corpus '{tmp_path / 'nope'}'" in missing.stderr
 
 
 def test_options_given_as_a_list_and_an_answer_as_a_string_are_read(corpus: Any) -> None:

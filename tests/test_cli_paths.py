@@ -144,6 +144,8 @@ def test_overwrite_starts_a_run_over_but_never_clears_a_directory_that_holds_no_
     (["--source", "{src}=other"], "{src} given more than once; mine each source once, with one domain"),
     (["--engine", "bogus"], "unknown engine 'bogus'; choose one of forkserver, subprocess, ray"),
     (["--sandbox", "bogus"], "unknown sandbox 'bogus'; choose one of auto, bwrap, unshare, none"),
+    (["--min-lines", "50", "--max-lines", "5"], "--min-lines 50 is more than --max-lines 5"),
+    (["--llm", "null"], "--llm null calls no model"),
 ])
 def test_mine_refuses_what_it_cannot_do_before_fetching_anything(options: list[str], says: str, tmp_path: Path) -> None:
     source = tmp_path / "src"
@@ -184,3 +186,96 @@ def test_compare_warns_when_the_runs_scored_other_benchmark_content_or_are_one_r
     same = run_knowbench("compare", str(finished_run), str(finished_run))
     assert same.returncode == 0 and "are the same run" in same.stderr
     assert "paired by id" not in " ".join(same.stderr.split())
+
+
+@pytest.mark.parametrize(("args", "option", "value"), [
+    (["run", str(BASIC), "--model", "reference"], "--env", "bogus"),
+    (["run", str(BASIC), "--model", "reference"], "--isolation", "split"),
+    (["certify", str(BASIC)], "--env", "bogus"),
+    (["compare", "a", "b"], "--kind", "functions"),
+    (["train", "--model", "hf:x", "--data", "corpus:x", "--out", "x"], "--method", "qlora"),
+    (["train", "--model", "hf:x", "--data", "corpus:x", "--out", "x"], "--schedule", "step"),
+    (["study", "forgetting", "--model", "hf:x", "--tuned", "hf:y", "--out", "x"], "--env", "bogus"),
+    (["study", "bundle-stripped", "--model", "hf:x", "--out", "x"], "--train-method", "bogus"),
+    (["novel", "discover", "httpx"], "--prefer", "egg"),
+])
+def test_an_option_of_fixed_values_refuses_another_as_the_command_line_is_read(
+        args: list[str], option: str, value: str, tmp_path: Path) -> None:
+    done = run_knowbench(*args, option, value, cwd=tmp_path)
+    refused(done, f"Invalid value for '{option}': '{value}' is not one of")
+    assert not any(tmp_path.iterdir())  # nothing was started
+
+
+def test_a_model_that_must_write_text_is_refused_when_it_calls_no_model(finished_run: Path,
+                                                                        tmp_path: Path) -> None:
+    """Judges, question writers, filter models and CDD's model write or answer text no task
+    keys: the offline backends (reference, null, replay) cannot, and are refused up front."""
+    refused(run_knowbench("diagnose", str(finished_run), "--judge", "reference"),
+            "--judge reference calls no model")
+    assert not (finished_run / "diagnoses.jsonl").exists()
+    refused(run_knowbench("contamination", str(BASIC), "--model", "null"), "--model null calls no model")
+    replay = f"replay:{finished_run / 'samples.jsonl'}"
+    refused(run_knowbench("build", "qa", "--corpus", "c", "--llm", replay, "--out", str(tmp_path / "qa")),
+            f"--llm {replay} calls no model")
+    refused(run_knowbench("build", "qa", "--corpus", "c", "--llm", "gen", "--base-url", "http://127.0.0.1:9/v1",
+                          "--filter-model", "reference", "--out", str(tmp_path / "qa")),
+            "--filter-model reference calls no model")
+    candidates = tmp_path / "candidates.jsonl"
+    candidates.write_text("")
+    refused(run_knowbench("novel", "bundles", str(candidates), "--llm", "null"), "--llm null calls no model")
+    assert not (tmp_path / "qa").exists()
+
+
+def test_koco_qa_compare_refuses_a_replay_file_without_koco_verdicts(finished_run: Path, tmp_path: Path) -> None:
+    samples = finished_run / "samples.jsonl"
+    refused(run_knowbench("import", "koco-qa-compare", str(finished_run), str(samples)),
+            f"{samples}: no line holds KOCO-Bench's recorded verdict")
+    refused(run_knowbench("import", "koco-qa-compare", str(finished_run), str(tmp_path / "none.jsonl")),
+            f"{tmp_path / 'none.jsonl'}: no such file")
+    task = json.loads(samples.read_text().splitlines()[0])
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"task_id": "x/" + task["task_id"], "completion": "A",
+                                 "koco": {"is_correct": True, "pred_letters": ["A"]}}) + "\n")
+    refused(run_knowbench("import", "koco-qa-compare", str(finished_run), str(other)),
+            f"{finished_run} answered none of the tasks of {other}")
+
+
+def test_a_report_format_that_contradicts_the_file_suffix_is_refused(finished_run: Path, tmp_path: Path) -> None:
+    refused(run_knowbench("report", str(finished_run), "--format", "md", "--out", str(tmp_path / "r.html")),
+            f"--format md but --out {tmp_path / 'r.html'} names a .html file", f"name the file {tmp_path / 'r.md'}")
+    refused(run_knowbench("report", str(finished_run), "--out", str(tmp_path / "r.txt")),
+            "no report format is written as '.txt'")
+    assert not any(tmp_path.iterdir())
+    done = run_knowbench("report", str(finished_run), "--format", "CSV", "--out", str(tmp_path / "r.txt"))
+    assert done.returncode == 0, done.stderr
+    assert "," in (tmp_path / "r.txt").read_text().splitlines()[0]  # CSV, as asked, whatever the suffix
+
+
+def test_a_local_model_name_missing_from_the_cache_is_refused_before_anything_loads(tmp_path: Path) -> None:
+    says = "no model 'no-such-org/no-such-model' in the local Hugging Face cache"
+    refused(run_knowbench("run", str(BASIC), "--model", "hf:no-such-org/no-such-model", "--out", str(tmp_path / "r"),
+                          env={**os.environ, "HF_HOME": str(tmp_path / "hf")}), says)
+    refused(run_knowbench("train", "--model", "no-such-org/no-such-model", "--data", "corpus:none",
+                          "--out", str(tmp_path / "t"), env={**os.environ, "HF_HOME": str(tmp_path / "hf")}), says)
+    assert not (tmp_path / "r").exists() and not (tmp_path / "t").exists()
+
+
+def test_benchmark_and_replay_files_that_are_not_what_they_should_be_are_named(finished_run: Path,
+                                                                                tmp_path: Path) -> None:
+    bench = tmp_path / "bench"
+    shutil.copytree(BASIC, bench)
+    (bench / "tasks.jsonl").write_bytes((bench / "tasks.jsonl").read_bytes() + b'{"task_id": "\xff"}\n')
+    lines = (bench / "tasks.jsonl").read_bytes().count(b"\n")
+    refused(run_knowbench("validate", str(bench)), f"{bench / 'tasks.jsonl'}:{lines}: is not UTF-8 text (byte 0xff)")
+    (bench / "benchmark.json").unlink()
+    (bench / "benchmark.json").mkdir()
+    refused(run_knowbench("validate", str(bench)), f"{bench / 'benchmark.json'}: is a directory, not a file")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    for model, says in ((f"replay:{empty}", f"{empty}: holds no completion"),
+                        (f"replay:{tmp_path}", f"{tmp_path}: is a directory")):
+        refused(run_knowbench("run", str(BASIC), "--model", model, "--out", str(tmp_path / "r")), says)
+    done = run_knowbench("run", str(BASIC), "--model", f"replay:{finished_run / 'samples.jsonl'}",
+                         "--task", "text/slugify", "--n", "2", "--out", str(tmp_path / "r"), timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "--n is ignored" in done.stderr and "temperature 0" not in done.stderr

@@ -14,13 +14,13 @@ from rich.table import Table
 import knowbench
 from knowbench.benchmark.load import load_benchmark
 from knowbench.benchmark.schema import FunctionTask
-from knowbench.commands._console import KValues, engine_notices
+from knowbench.commands._console import KValues, engine_notices, one_of
 from knowbench.commands._progress import RunProgress
 from knowbench.errors import UserError
 from knowbench.execution import ENGINES, SANDBOXES, create_engine, resolve_sandbox
 from knowbench.execution.engine import default_workers
 from knowbench.methods import METHODS, Method, get_method
-from knowbench.models import BackendOptions, create_backend
+from knowbench.models import BackendOptions, calls_model, create_backend
 from knowbench.models.base import ModelBackend
 from knowbench.paths import check_output
 from knowbench.prices import choose_price
@@ -115,7 +115,7 @@ def run(
              "put on top of the model.")] = None,
     batch_size: Annotated[int, typer.Option(
         min=1, help="--model hf:...: prompts generated together in one batch.")] = 8,
-    workers: Annotated[int, typer.Option(min=1, help="Samples executed in parallel. Default: cores / 2.")]
+    workers: Annotated[int, typer.Option(min=1, help="Samples executed in parallel; by default half the cores, at least 1 (as shown).")]
     = default_workers(),
     engine_name: Annotated[str, typer.Option(
         "--engine", help=f"One of {', '.join(ENGINES.names())}: 'forkserver' (warm sandboxed "
@@ -129,7 +129,7 @@ def run(
     sandbox: Annotated[str, typer.Option(
         help=f"Isolation: {', '.join(SANDBOXES.names())}. 'auto' takes bwrap, else unshare.")] = "auto",
     environment: Annotated[str, typer.Option(
-        "--env", help="'auto': run samples in the benchmark's own environment (built once from its "
+        "--env", callback=one_of("auto", "self"), help="'auto': run samples in the benchmark's own environment (built once from its "
                       "requirements, see `knowbench env`); 'self': in knowbench's interpreter.")] = "auto",
     timeout: Annotated[float | None, typer.Option(
         min=0.1, help="Wall-clock seconds per sample, overriding the benchmark's limits.")] = None,
@@ -145,6 +145,7 @@ def run(
     memory_mb: Annotated[int, typer.Option(min=16, help="Memory per sample above the interpreter's own.")]
     = 1024,
     isolation: Annotated[str, typer.Option(
+        callback=one_of("auto", "require", "in-process"),
         help="'auto': judge each task split (its tests in a process the candidate's code cannot "
              "reach) when its reference passes split, else in-process, with the reason recorded; "
              "'require': split only, tasks that cannot run split score as infrastructure; "
@@ -179,10 +180,6 @@ def run(
     from knowbench.benchmark.preload import preload_modules
     from knowbench.run import TimePolicy, run_benchmark
 
-    if environment not in ("auto", "self"):
-        raise UserError(f"--env must be 'auto' or 'self', not '{environment}'")
-    if isolation not in ("auto", "require", "in-process"):
-        raise UserError(f"--isolation must be 'auto', 'require' or 'in-process', not '{isolation}'")
     if run_label is not None and (not run_label.strip() or "\n" in run_label):
         raise UserError("--label must be one non-empty line\n  fix: pass e.g. --label 'gpt-4o-mini, rag'")
     if out_dir is not None:
@@ -197,8 +194,6 @@ def run(
             raise UserError("--split and --task both select tasks; give one of them")
         task = read_split(split_file, bench).test
     params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
-    if n > 1 and temperature == 0:
-        console.print("[yellow]warning:[/] --n > 1 with temperature 0 samples the same completion")
     limits = Limits(wall_s=timeout or bench.manifest.time_limit_s, memory_mb=memory_mb,
                     cpu_s=int(timeout or bench.manifest.time_limit_s) + 1)
     if timeout is not None:
@@ -215,6 +210,8 @@ def run(
                                                    adapter=str(adapter) if adapter else None,
                                                    batch_size=batch_size))
     backend.notify = lambda message: console.print(f"[yellow]warning:[/] {message}", highlight=False)
+    if n > 1 and temperature == 0 and calls_model(backend):
+        console.print("[yellow]warning:[/] --n > 1 with temperature 0 samples the same completion")
     run_price = (choose_price(str(backend.describe().get("model") or model), price, prices)
                  if calls_model(backend) else None)
     progress = RunProgress(console, progress_every)
@@ -346,11 +343,6 @@ def _ignored_options(given: set[str], backend: ModelBackend, method: Method,
     if "--no-calibrate" in given and timeout is not None:
         ignored.append(("--no-calibrate", "--timeout sets every limit anyway"))
     return [f"{option} is ignored: {why}" for option, why in ignored]
-
-
-def calls_model(backend: ModelBackend) -> bool:
-    """Whether the backend asks a model (offline backends report no connection)."""
-    return bool(backend.connection())
 
 
 def _print_isolation(share: dict[str, object]) -> None:

@@ -66,6 +66,9 @@ def load_benchmark(path: str | Path) -> Benchmark:
         raise BenchmarkError(str(root), "not a benchmark directory", hint=hint)
     manifest_path, tasks_path = root / MANIFEST_FILE, root / TASKS_FILE
     for required in (manifest_path, tasks_path):
+        if required.is_dir():
+            raise BenchmarkError(str(required), "is a directory, not a file",
+                                 hint="see docs/format.md for the files a benchmark holds")
         if not required.is_file():
             raise BenchmarkError(str(required), "file is missing",
                                  hint="see docs/format.md for the files a benchmark holds")
@@ -126,8 +129,10 @@ def _parse_tasks(path: Path, data: bytes, manifest: Manifest) -> list[FunctionTa
     first_line: dict[str, int] = {}
     try:
         text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BenchmarkError(str(path), "is not UTF-8 text") from None
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise BenchmarkError(str(path), f"is not UTF-8 text (byte {data[error.start]:#04x})", line=line,
+                             hint="save the file as UTF-8") from None
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue

@@ -40,7 +40,7 @@ from knowbench import __version__
 from knowbench.benchmark.load import load_benchmark, sha256_file, write_benchmark
 from knowbench.benchmark.schema import ChoiceTask, Manifest, Provenance
 from knowbench.errors import UserError
-from knowbench.jsonl import load_json
+from knowbench.jsonl import load_json, read_objects
 from knowbench.scoring.metrics import percent
 
 _PROBLEMS = re.compile(r"^problems_(?P<framework>.+?)(?:_(?P<language>[A-Z]{2}))?\.json$")
@@ -288,10 +288,6 @@ def convert_replies(source: Path, benchmark: Path, out: Path) -> dict[str, Any]:
 # -------------------------------------------------------------------------- comparison
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [load_json(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def disagreement_reason(reply: str, ours: list[str], theirs: list[str], options: list[str]) -> str:
     """Why knowbench's letters (`ours`) and KOCO's (`theirs`) differ on `reply`, by rule."""
     foreign = sorted(set(theirs) - set(options))
@@ -325,8 +321,19 @@ def compare_replay(run_dir: Path, samples_file: Path) -> dict[str, Any]:
     if not samples_path.is_file():
         raise UserError(f"{run_dir}: no samples.jsonl; run `knowbench run BENCH --model "
                         f"replay:{samples_file}` first")
-    ours = {row["task_id"]: row for row in _read_jsonl(samples_path) if row.get("sample_idx", 0) == 0}
-    theirs = {row["task_id"]: row for row in _read_jsonl(samples_file)}
+    if not samples_file.is_file():
+        raise UserError(f"{samples_file}: no such file; pass the replay file `knowbench import "
+                        "koco-qa --replies` wrote (OUT/replies/<model>.jsonl)")
+    theirs = {str(row.get("task_id")): row for _, row in read_objects(samples_file)
+              if isinstance(row.get("koco"), dict)}
+    if not theirs:
+        raise UserError(f"{samples_file}: no line holds KOCO-Bench's recorded verdict (a 'koco' "
+                        "field)\n  fix: pass the replay file `knowbench import koco-qa --replies` "
+                        "wrote (OUT/replies/<model>.jsonl)")
+    ours = {row["task_id"]: row for _, row in read_objects(samples_path) if row.get("sample_idx", 0) == 0}
+    if not ours.keys() & theirs.keys():
+        raise UserError(f"{run_dir} answered none of the tasks of {samples_file}\n  fix: compare the "
+                        f"run of that file: `knowbench run BENCH --model replay:{samples_file}`")
     benchmark = Path(json.loads((run_dir / "run.json").read_text())["settings"]["benchmark"]["path"])
     tasks = {task.task_id: task for task in load_benchmark(benchmark).tasks}
     from knowbench.records import SampleResult

@@ -88,6 +88,9 @@ def mine(requests: list[SourceRequest], out: Path, options: MineOptions | None =
     twice = sorted({spec for spec in specs if specs.count(spec) > 1})
     if twice:  # (its tasks would get the same ids: the benchmark could not be written)
         raise UserError(f"{', '.join(twice)} given more than once; mine each source once, with one domain")
+    if options.min_lines > options.max_lines:  # (no target could be kept)
+        raise UserError(f"--min-lines {options.min_lines} is more than --max-lines {options.max_lines}; "
+                        "no function could be a target")
     ENGINES.get(options.engine)  # (refused now, not once the sources are fetched and traced)
     SANDBOXES.get(options.sandbox)
     _check_out(out)

@@ -4,7 +4,7 @@ commands, so nothing here may import it)."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated
 
@@ -12,6 +12,17 @@ import typer
 from rich.console import Console
 
 from knowbench.execution import EngineFallback
+
+
+def one_of(*values: str) -> Callable[[str | None], str | None]:
+    """A typer callback refusing any value of a string option but `values`, as the command
+    line is read (a usage error, exit 2), before the command does any work."""
+    def check(value: str | None) -> str | None:
+        if value is not None and value not in values:
+            raise typer.BadParameter(f"'{value}' is not one of {', '.join(values)}")
+        return value
+    return check
+
 
 KValues = Annotated[list[int] | None, typer.Option("--k", min=1, help="k values for pass@k (repeatable; 1 or more).")]
 """`--k` of the commands that score: refused below 1 as the command starts, not after the run."""

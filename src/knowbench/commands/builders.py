@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from knowbench.commands._console import engine_notices
+from knowbench.commands._console import engine_notices, one_of
 from knowbench.errors import UserError
 from knowbench.paths import check_output
 
@@ -80,10 +80,11 @@ def mine(
         raise UserError("mining executes the repository's tests: it needs a sandbox (auto, bwrap or unshare)")
     backend = None
     if llm:
-        from knowbench.models import BackendOptions, create_backend
+        from knowbench.models import BackendOptions, create_writer
 
-        backend = create_backend(llm, BackendOptions(base_url=base_url, api_key=api_key, concurrency=4,
-                                                     max_retries=4))
+        backend = create_writer(llm, BackendOptions(base_url=base_url, api_key=api_key, concurrency=4,
+                                                    max_retries=4),
+                                "--llm", "the instructions need a model that writes them")
     options = MineOptions(mutants=mutants, min_mutation_score=min_mutation_score, min_lines=min_lines, max_lines=max_lines,
                           max_prompt_lines=max_prompt_lines, max_tests=max_tests, max_tasks=max_tasks,
                           time_limit_s=time_limit, sandbox=sandbox, workers=workers, llm=backend,
@@ -141,7 +142,7 @@ def certify(
     = None,
     sandbox: Annotated[str, typer.Option(help="Isolation: auto, bwrap or unshare.")] = "auto",
     environment: Annotated[str, typer.Option(
-        "--env", help="'auto': the benchmark's own environment (built from its requirements); "
+        "--env", callback=one_of("auto", "self"), help="'auto': the benchmark's own environment (built from its requirements); "
                       "'self': knowbench's interpreter.")] = "auto",
 ) -> None:
     """Check that a benchmark's tests measure its targets: the reference passes, stubbed bodies
@@ -152,8 +153,6 @@ def certify(
     from knowbench.builders.certify import certify_benchmark
     from knowbench.execution import create_engine, resolve_sandbox
 
-    if environment not in ("auto", "self"):
-        raise UserError(f"--env must be 'auto' or 'self', not '{environment}'")
     if sandbox == "none":
         raise UserError("certify executes the benchmark's tests: it needs a sandbox (auto, bwrap or unshare)")
     if report_path is not None:  # (written after the whole certification)
@@ -573,14 +572,16 @@ def build_qa_command(
     answers right (KOCO-Bench's trivial-case filter); the report says why each candidate left."""
     from knowbench.builders.qa import QAOptions, build_qa, example_questions
     from knowbench.knowledge.corpus import open_corpus
-    from knowbench.models import BackendOptions, create_backend
+    from knowbench.models import BackendOptions, create_writer
 
     check_output(out_dir, "--out", directory=True)  # (written after every model call)
-    opened = open_corpus(corpus)
     options_for = BackendOptions(base_url=base_url, api_key=api_key, concurrency=4, max_retries=4,
                                  no_cache=no_cache)
-    generator = create_backend(llm, options_for)
-    filters = [create_backend(model, options_for) for model in filter_model or []]
+    generator = create_writer(llm, options_for, "--llm", "the questions need a model that writes them")
+    filters = [create_writer(model, options_for, "--filter-model",
+                             "the trivial-case filter needs a model that answers the new questions")
+               for model in filter_model or []]
+    opened = open_corpus(corpus)
     options = QAOptions(questions=questions, filter_models=filters, min_chars=min_chars, seed=seed,
                         duplicate_threshold=duplicate_threshold,
                         examples=example_questions(examples) if examples else ())

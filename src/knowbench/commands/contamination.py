@@ -51,7 +51,7 @@ def contamination(
     docs/cost-and-contamination.md)."""
     from knowbench.benchmark.load import load_benchmark
     from knowbench.diagnosis.contamination import check_contamination
-    from knowbench.models import BackendOptions, create_backend
+    from knowbench.models import BackendOptions, create_writer
     from knowbench.scoring.contamination import CddSettings, parse_date
 
     try:
@@ -61,11 +61,9 @@ def contamination(
     if out_file is not None:  # (written after all the sampling)
         check_output(out_file, "--out")
     bench = load_benchmark(benchmark)
-    backend = create_backend(model, BackendOptions(base_url=base_url, api_key=api_key,
-                                                   concurrency=concurrency, no_cache=no_cache))
-    if not backend.connection():
-        raise UserError(f"--model {model} calls no model: CDD needs one that samples\n  fix: pass "
-                        "the name of a model served by an OpenAI-compatible endpoint")
+    backend = create_writer(model, BackendOptions(base_url=base_url, api_key=api_key,
+                                                  concurrency=concurrency, no_cache=no_cache),
+                            "--model", "CDD needs one that samples")
     backend.notify = lambda message: console.print(f"[yellow]warning:[/] {message}", highlight=False, soft_wrap=True)
     settings = CddSettings(samples=samples, temperature=temperature, alpha=alpha, xi=xi, length=length)
     console.print(f"CDD of {bench.name} · model {model} · {samples} samples at T={temperature:g} + "

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from knowbench.commands._console import KValues
+from knowbench.commands._console import KValues, one_of
 from knowbench.errors import UserError
 from knowbench.paths import check_output
 
@@ -48,13 +48,14 @@ def diagnose(
 ) -> None:
     """Label why every failed function sample failed; writes diagnoses.jsonl into the run."""
     from knowbench.diagnosis import diagnose_run, write_diagnoses
-    from knowbench.models import BackendOptions, create_backend
+    from knowbench.models import BackendOptions, create_writer
     from knowbench.models.base import BackendError
 
     backend = None
     if judge:
-        backend = create_backend(judge, BackendOptions(base_url=base_url, api_key=api_key, concurrency=4,
-                                                       no_cache=no_cache))
+        backend = create_writer(judge, BackendOptions(base_url=base_url, api_key=api_key, concurrency=4,
+                                                      no_cache=no_cache),
+                                "--judge", "a judge must read the failures and answer")
     try:
         diagnoses = diagnose_run(run_dir, introspect=introspect, judge_backend=backend,
                                  judge_model=judge or "")
@@ -96,10 +97,16 @@ def report(
 
     if out_path is not None:
         check_output(out_path, "--out")
-    chosen = fmt or (out_path.suffix.lstrip(".").lower() if out_path else "html")
-    chosen = {"markdown": "md", "htm": "html"}.get(chosen, chosen)
+    suffix = _report_format(out_path.suffix.lstrip(".").lower()) if out_path else ""
+    chosen = _report_format(fmt) if fmt else suffix or "html"
+    if fmt and chosen not in _FORMATS:
+        raise UserError(f"unknown report format '{fmt}'\n  fix: pass --format html, md, csv or json")
     if chosen not in _FORMATS:
-        raise UserError(f"unknown report format '{chosen}'\n  fix: pass --format html, md, csv or json")
+        raise UserError(f"--out {out_path}: no report format is written as '{out_path.suffix}'"  # type: ignore[union-attr]
+                        "\n  fix: pass --format html, md, csv or json")
+    if out_path is not None and suffix in _FORMATS and suffix != chosen:
+        raise UserError(f"--format {fmt} but --out {out_path} names a {out_path.suffix} file\n  fix: name the "
+                        f"file {out_path.with_suffix('.' + chosen)}, or leave out --format")
     if chosen == "html" and out_path is None:
         raise UserError("an HTML report needs a file\n  fix: pass --out report.html")
     views = load_views(runs, tuple(k or (1, 5, 10)), load_prices(prices) if prices else None)
@@ -112,13 +119,18 @@ def report(
     out.print(f"{chosen} report of {len(views)} run(s) written to {out_path}")
 
 
+def _report_format(name: str) -> str:
+    return {"markdown": "md", "htm": "html"}.get(name.lower(), name.lower())
+
+
 def compare(
     run_a: Annotated[Path, typer.Argument(help="Run A (the baseline).")],
     run_b: Annotated[Path, typer.Argument(help="Run B, compared against A.")],
     resamples: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 10_000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
     confidence: Annotated[float, typer.Option(min=0.5, max=0.999, help="Interval level.")] = 0.95,
-    kind: Annotated[str, typer.Option(help="Tasks compared: function, choice or all.")] = "function",
+    kind: Annotated[str, typer.Option(callback=one_of("function", "choice", "all"),
+                                      help="Tasks compared: function, choice or all.")] = "function",
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
 ) -> None:
     """Paired comparison on shared tasks: pass@1 difference with a bootstrap interval, exact
@@ -127,8 +139,6 @@ def compare(
     from knowbench.scoring.metrics import percent, percent_interval
     from knowbench.store import RunDirectory, run_label
 
-    if kind not in ("function", "choice", "all"):
-        raise UserError(f"unknown --kind '{kind}'\n  fix: pass function, choice or all")
     runs = [RunDirectory.open(run_a), RunDirectory.open(run_b)]
     documents = [run.document() for run in runs]
     labels = [run_label(document) for document in documents]
@@ -140,7 +150,7 @@ def compare(
         same = benchmarks[0] == benchmarks[1]
         raise UserError(
             f"{run_a} ({labels[0]}, benchmark {benchmarks[0]}) and {run_b} ({labels[1]}, benchmark "
-            f"{benchmarks[1]}) share no {kind} task"
+            f"{benchmarks[1]}) share no {'' if kind == 'all' else kind + ' '}task"
             + (": they ran different task selections" if same else
                ": they are runs of different benchmarks") + ", so there is nothing to pair\n"
             "  fix: compare two runs of the same benchmark (and task selection); to show runs of "

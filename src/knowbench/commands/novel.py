@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from knowbench.commands._console import engine_notices
+from knowbench.commands._console import engine_notices, one_of
 
 novel_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                         help="Novel-API benchmarks: discover new APIs between two releases, build their "
@@ -43,6 +43,13 @@ def _backend(model: str, base_url: str | None):
     return create_backend(model, BackendOptions(base_url=base_url))
 
 
+def _writer(model: str, base_url: str | None):
+    from knowbench.models import BackendOptions, create_writer
+
+    return create_writer(model, BackendOptions(base_url=base_url), "--llm",
+                         "the tasks need a model that writes them")
+
+
 @novel_app.command("discover")
 def discover_command(
     library: Annotated[str, typer.Argument(help="Project name on PyPI, e.g. httpx.")],
@@ -56,7 +63,7 @@ def discover_command(
     package: Annotated[list[str] | None, typer.Option(
         "--package", help="Import package to read (repeatable). Default: found in the distribution.")] = None,
     prefer: Annotated[str, typer.Option(
-        help="Which file of a release to read: 'sdist' (carries tests and docs) or 'wheel'.")] = "sdist",
+        callback=one_of("sdist", "wheel"), help="Which file of a release to read: 'sdist' (carries tests and docs) or 'wheel'.")] = "sdist",
     min_docstring_words: Annotated[int, typer.Option(min=0, help="Thinner docstrings are dropped.")] = 5,
     boilerplate_share: Annotated[int, typer.Option(
         min=2, help="A docstring summary shared by this many APIs is boilerplate.")] = 3,
@@ -71,10 +78,7 @@ def discover_command(
         DiscoverOptions,
         discover,
     )
-    from knowbench.errors import UserError
 
-    if prefer not in ("sdist", "wheel"):
-        raise UserError(f"--prefer {prefer!r}: use 'sdist' or 'wheel'")
     options = DiscoverOptions(old=old, new=new, cutoff=cutoff, packages=package or None,
                               prefer=prefer,  # type: ignore[arg-type]
                               min_docstring_words=min_docstring_words,
@@ -128,19 +132,15 @@ def bundles_command(
         BundleOptions,
         build_bundles,
     )
-    from knowbench.errors import UserError
     from knowbench.paths import check_output
 
     backend = None
     if llm:
-        from knowbench.models import BackendOptions, create_backend
-        from knowbench.models.openai import OpenAIBackend
+        from knowbench.models import BackendOptions, create_writer
 
-        backend = create_backend(llm, BackendOptions(base_url=base_url, api_key=api_key, concurrency=4,
-                                                     max_retries=4))
-        if not isinstance(backend, OpenAIBackend):
-            raise UserError(f"--llm {llm!r}: name a model served by an OpenAI-compatible endpoint "
-                            "(with --base-url)")
+        backend = create_writer(llm, BackendOptions(base_url=base_url, api_key=api_key, concurrency=4,
+                                                    max_retries=4),
+                                "--llm", "the mechanisms need a model that writes them")
     directory = candidates if candidates.is_dir() else candidates.parent
     target = out_dir or directory
     check_output(target, "--out", directory=True)  # (written after every bundle is built)
@@ -178,10 +178,10 @@ def tasks(
     from knowbench.records import Limits
 
     pool = read_pool(bundles)
+    writer = _writer(llm, base_url) if llm else None
     engine = _engine(sandbox, python, workers)
     try:
-        report = build_benchmark(pool, out_dir, engine, Limits(wall_s=time_limit),
-                                 llm=_backend(llm, base_url) if llm else None, name=name,
+        report = build_benchmark(pool, out_dir, engine, Limits(wall_s=time_limit), llm=writer, name=name,
                                  requirements=requirement or [], source=str(bundles))
     finally:
         engine.close()

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from knowbench.commands._console import one_of
 from knowbench.errors import UserError
 
 out = Console()
@@ -27,7 +28,7 @@ RETRIEVED = ("rag-bm25", "rag-dense", "rag-hybrid", "knn-lm")
 # Options shared by every study: how runs generate and execute, and how training goes.
 MaxTokens = Annotated[int, typer.Option("--max-tokens", min=1)]
 Seed = Annotated[int | None, typer.Option("--seed", help="Sampling seed.")]
-Environment = Annotated[str, typer.Option("--env", help="'auto' or 'self', as `knowbench run`.")]
+Environment = Annotated[str, typer.Option("--env", callback=one_of("auto", "self"), help="'auto' or 'self', as `knowbench run`.")]
 Workers = Annotated[int, typer.Option("--workers", min=1, help="Samples executed in parallel.")]
 MaxSteps = Annotated[int | None, typer.Option("--max-steps", min=1, help="Training steps.")]
 Epochs = Annotated[float, typer.Option("--epochs", min=0.01, help="Training epochs.")]
@@ -251,7 +252,7 @@ def bundle_stripped(
                                              "part, evaluated on its test part.")],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Study directory.")],
     cell: Annotated[str, typer.Option(help="The bundle cell in the prompt (oracle:CELL).")] = "S+E",
-    train_method: Annotated[str, typer.Option("--train-method", help="lora or full.")] = "lora",
+    train_method: Annotated[str, typer.Option("--train-method", callback=one_of("lora", "full"), help="lora or full.")] = "lora",
     max_tokens: MaxTokens = 512, seed: Seed = 0, environment: Environment = "auto",
     workers: Workers = 2, max_steps: MaxSteps = None, epochs: Epochs = 1.0, lr: Lr = 2e-4,
     train_batch_size: TrainBatch = 4, max_length: MaxLength = 512,

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from knowbench.commands._console import one_of
 from knowbench.errors import UserError
 
 out = Console()
@@ -19,7 +20,7 @@ def split(
     by: Annotated[str, typer.Option(
         help="'task' (tasks with the same target stay together), 'api' (also tasks sharing a "
              "knowledge API), 'library' (whole libraries).")] = "task",
-    test_share: Annotated[float, typer.Option(help="Share of tasks in the test part.")] = 0.2,
+    test_share: Annotated[float, typer.Option(help="Share of tasks in the test part, strictly between 0 and 1.")] = 0.2,
     seed: Annotated[int, typer.Option(help="Which groups go to the test part.")] = 0,
     leave_out: Annotated[str | None, typer.Option(
         help="Leave-one-library-out: this library's tasks are the test part.")] = None,
@@ -50,7 +51,7 @@ def train(
         help="corpus:NAME (causal LM on a knowledge corpus) or tasks:BENCH (instruction tuning "
              "on a benchmark's train split).")],
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")],
-    method: Annotated[str, typer.Option(help="'lora' (an adapter) or 'full' (all weights).")] = "lora",
+    method: Annotated[str, typer.Option(callback=one_of("lora", "full"), help="'lora' (an adapter) or 'full' (all weights).")] = "lora",
     rank: Annotated[int, typer.Option(min=1, help="LoRA rank.")] = 16,
     alpha: Annotated[int, typer.Option(min=1, help="LoRA alpha.")] = 32,
     dropout: Annotated[float, typer.Option(min=0.0, max=0.99, help="LoRA dropout.")] = 0.05,
@@ -61,7 +62,7 @@ def train(
     max_steps: Annotated[int | None, typer.Option(min=1, help="Stop after this many steps "
                                                               "(overrides --epochs).")] = None,
     lr: Annotated[float, typer.Option(min=0.0, help="Peak learning rate.")] = 2e-4,
-    schedule: Annotated[str, typer.Option(help="linear, cosine or constant.")] = "linear",
+    schedule: Annotated[str, typer.Option(callback=one_of("linear", "cosine", "constant"), help="linear, cosine or constant.")] = "linear",
     batch_size: Annotated[int, typer.Option(min=1)] = 4,
     grad_accum: Annotated[int, typer.Option(min=1, help="Gradient accumulation steps.")] = 1,
     max_length: Annotated[int, typer.Option(min=8, help="Tokens per training sequence.")] = 512,
@@ -88,15 +89,12 @@ def train(
     """Fine-tune a local model (full or LoRA); rerun the same command to resume."""
     from knowbench.benchmark.load import load_benchmark
     from knowbench.training.data import corpus_data, parse_data, task_data
-    from knowbench.training.train import TrainConfig
+    from knowbench.training.train import TrainConfig, check_base
     from knowbench.training.train import train as run_training
 
     base = model.removeprefix("hf:")
+    check_base(base)  # (before the training data is built)
     kind, source = parse_data(data)
-    if method not in ("lora", "full"):
-        raise UserError(f"--method must be 'lora' or 'full', not '{method}'")
-    if schedule not in ("linear", "cosine", "constant"):
-        raise UserError(f"--schedule must be linear, cosine or constant, not '{schedule}'")
     if kind == "corpus":
         if split_file or knowledge != "none" or corpus:
             raise UserError("--split, --knowledge and --corpus apply to --data tasks:BENCH only")

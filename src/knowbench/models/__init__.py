@@ -63,6 +63,25 @@ def create_backend(model: str, options: BackendOptions | None = None) -> ModelBa
     return BACKENDS.get(FALLBACK_BACKEND)(model, options or BackendOptions())
 
 
+def calls_model(backend: ModelBackend) -> bool:
+    """Whether the backend asks a model: the offline ones (`reference`, `null`, `replay:FILE`)
+    report no connection."""
+    return bool(backend.connection())
+
+
+def create_writer(model: str, options: BackendOptions, option: str, purpose: str) -> ModelBackend:
+    """The backend of an option whose model writes text no task answer keys (a judge, the
+    writer of questions or instructions, a model sampled for contamination): `create_backend`,
+    refusing the offline backends, which can only answer benchmark tasks. `purpose` completes
+    "... needs a model that ..." in the error."""
+    backend = create_backend(model, options)
+    if not calls_model(backend):
+        raise UserError(f"{option} {model} calls no model, and {purpose}\n  fix: pass the name of "
+                        "a model served by an OpenAI-compatible endpoint (with --base-url) or "
+                        "hf:PATH for a local one")
+    return backend
+
+
 def _no_argument(name: str, argument: str) -> None:
     if argument:
         raise UserError(f"model backend '{name}' takes no ':' argument (got '{name}:{argument}')")

@@ -98,7 +98,25 @@ def resolve_model(ref: str) -> tuple[str, str | None]:
     if _looks_like_path(ref):
         raise UserError(f"no model at {path}: the directory does not exist\n  fix: pass the "
                         "directory that holds config.json and the weights")
+    if not _cached(ref):
+        raise UserError(f"no model '{ref}' in the local Hugging Face cache ($HF_HOME), and knowbench "
+                        "downloads no weights\n  fix: pass hf:PATH, the directory that holds "
+                        "config.json and the weights")
     return ref, None
+
+
+def _cached(name: str) -> bool:
+    """Whether the Hugging Face cache holds a model of that name (its config.json); true
+    when that cannot be told (huggingface_hub missing: loading will say what is wrong)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub.errors import HFValidationError
+    except ImportError:
+        return True
+    try:
+        return isinstance(try_to_load_from_cache(name, MODEL_CONFIG), str)
+    except HFValidationError:
+        return False
 
 
 def load_model(ref: str, adapter: str | None = None, device: str | None = None,

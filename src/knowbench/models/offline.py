@@ -105,6 +105,9 @@ class ReplayBackend(ModelBackend):
 
 def load_samples(path: Path) -> dict[tuple[str, int], tuple[str, str | None]]:
     """Read a samples JSONL file; errors name the line and field."""
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory\n  fix: pass replay:FILE, a JSONL file of task_id "
+                        "and completion per line (e.g. a run's samples.jsonl)")
     if not path.is_file():
         raise UserError(f"{path}: samples file not found")
     completions: dict[tuple[str, int], tuple[str, str | None]] = {}
@@ -123,4 +126,7 @@ def load_samples(path: Path) -> dict[tuple[str, int], tuple[str, str | None]]:
         if key in completions:
             raise UserError(f"{path}:{number}: task '{key[0]}' sample {sample_idx} appears twice")
         completions[key] = (row["completion"], finish_reason)
+    if not completions:
+        raise UserError(f"{path}: holds no completion\n  fix: write one JSON object per line with "
+                        "task_id, completion and (optionally) sample_idx")
     return completions

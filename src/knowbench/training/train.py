@@ -126,17 +126,23 @@ def latest_checkpoint(out: Path) -> Path | None:
     return max(found, key=lambda path: int(path.name.rpartition("-")[2]), default=None)
 
 
+def check_base(base: str) -> None:
+    """`UserError` unless training could start from `base` (the extra installed, a model
+    directory or a name to look up offline, not an adapter); reads no weights."""
+    require("train", "torch", "transformers", "peft", "accelerate")
+    if resolve_model(base)[1] is not None:
+        raise UserError(f"--model {base} is a LoRA adapter; train from its base model (or "
+                        "from a full model directory)")
+
+
 def train(config: TrainConfig, data: TrainingData, out: Path, *, overwrite: bool = False,
           on_progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Train and write `out` (see the module docstring); returns the manifest."""
-    require("train", "torch", "transformers", "peft", "accelerate")
+    check_base(config.base)
     from transformers import Trainer, TrainerCallback, TrainingArguments
     from transformers.trainer_callback import PrinterCallback
 
     say = on_progress or (lambda message: None)
-    if resolve_model(config.base)[1] is not None:
-        raise UserError(f"--model {config.base} is a LoRA adapter; train from its base model (or "
-                        "from a full model directory)")
     identity = {"config": config.model_dump(mode="json"), "data_hash": data.content_hash}
     config_file = out / CONFIG_FILE
     if out.exists() and any(out.iterdir()):

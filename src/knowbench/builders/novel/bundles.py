@@ -81,6 +81,9 @@ class BundleOptions:
 def build_bundles(candidates_path: Path, out: Path, options: BundleOptions,
                   say: Progress = lambda message: None) -> dict[str, Any]:
     """Write one bundle per kept (or named) candidate; return the report."""
+    from knowbench.execution.sandbox import SANDBOXES
+
+    SANDBOXES.get(options.sandbox)  # (refused now, not after the release is fetched)
     clock = time.perf_counter()
     records = read_candidates(candidates_path)
     if options.apis:
