@@ -6,6 +6,9 @@ and exits with code 2. Anything else is a bug in knowbench and keeps its traceba
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from dataclasses import dataclass
+
 
 class UserError(Exception):
     """Bad input the user can fix; `str(error)` says where and what to do."""
@@ -29,18 +32,43 @@ class BenchmarkError(UserError):
         super().__init__(text)
 
 
+@dataclass(frozen=True)
+class Problem:
+    """The first error of a pydantic `ValidationError`: the field (dotted; "" for the record
+    itself), pydantic's message without its "Value error, " prefix, the error's type, and
+    how many more errors the record had."""
+
+    field: str
+    message: str
+    kind: str
+    more: int
+
+    def suffix(self, of: str = "") -> str:
+        """" (and N more problems[ of])" when there were more, else ""."""
+        if not self.more:
+            return ""
+        return f" (and {self.more} more problem{'s' if self.more > 1 else ''}{' ' + of if of else ''})"
+
+
+def validation_problem(error: Exception, skip: Collection[str] = ()) -> Problem | None:
+    """The first problem of a pydantic `ValidationError` (None for any other error); the
+    parts of its location in `skip` are left out (a tagged union's tag, e.g. "function")."""
+    errors = getattr(error, "errors", None)
+    if not callable(errors):
+        return None
+    found = errors(include_url=False)
+    if not found:
+        return None
+    first = found[0]
+    field = ".".join(str(part) for part in first["loc"] if part not in skip)
+    return Problem(field, first["msg"].removeprefix("Value error, "), first["type"], len(found) - 1)
+
+
 def first_problem(error: Exception) -> str:
     """One line for a record that did not validate: where in it and what (a pydantic
     `ValidationError`'s first error, and how many more), instead of pydantic's whole report;
     any other error's own message."""
-    errors = getattr(error, "errors", None)
-    if not callable(errors):
+    problem = validation_problem(error)
+    if problem is None:
         return str(error)
-    found = errors(include_url=False)
-    if not found:
-        return str(error)
-    first = found[0]
-    where = ".".join(str(part) for part in first["loc"]) or "the record"
-    more = len(found) - 1
-    return (f"{where}: {first['msg'].removeprefix('Value error, ')}"
-            + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""))
+    return f"{problem.field or 'the record'}: {problem.message}{problem.suffix()}"

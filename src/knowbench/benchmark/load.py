@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import TypeAdapter, ValidationError
 
 from knowbench.benchmark.schema import ChoiceTask, FunctionTask, Manifest, ProjectTask, Task
-from knowbench.errors import BenchmarkError
+from knowbench.errors import BenchmarkError, validation_problem
 
 MANIFEST_FILE = "benchmark.json"
 TASKS_FILE = "tasks.jsonl"
@@ -168,22 +168,19 @@ def _json_reason(error: Exception) -> str:
 
 
 def _from_validation(path: str, line: int | None, error: ValidationError) -> BenchmarkError:
-    first = error.errors()[0]
-    loc = [str(part) for part in first["loc"] if part not in ("function", "choice", "project")]
-    message = first["msg"].removeprefix("Value error, ")
-    field_name = ".".join(loc) or None
-    if first["type"] == "missing":
+    problem = validation_problem(error, skip=("function", "choice", "project"))
+    assert problem is not None
+    field_name = problem.field or None
+    if problem.kind == "missing":
         hint = f"add the field '{field_name}'"
-    elif first["type"] == "extra_forbidden":
+    elif problem.kind == "extra_forbidden":
         hint = "remove it, or move free-form data under 'metadata'"
-    elif first["type"] == "union_tag_invalid":
+    elif problem.kind == "union_tag_invalid":
         hint = "'kind' must be 'function', 'choice' or 'project'"
     else:
         hint = "see docs/format.md for what this field holds"
-    more = len(error.errors()) - 1
-    if more:
-        message += f" (and {more} more problem{'s' if more > 1 else ''} on this record)"
-    return BenchmarkError(path, message, line=line, field=field_name, hint=hint)
+    return BenchmarkError(path, problem.message + problem.suffix("on this record"), line=line,
+                          field=field_name, hint=hint)
 
 
 def write_benchmark(path: str | Path, manifest: Manifest,

@@ -36,6 +36,7 @@ from knowbench.builders.repository import (
 )
 from knowbench.builders.requirements import requirement_name
 from knowbench.builders.source import Source
+from knowbench.errors import first_problem
 from knowbench.parsing import parse_python
 
 
@@ -181,7 +182,7 @@ def _draft(symbol: Symbol, units: list[TestUnit], repository: Repository, resolv
             metadata=source_metadata(record.file, (first_line, node.end_lineno or node.lineno), module.name),
         )
     except ValidationError as error:
-        return record.drop("invalid-task", str(error.errors()[0]["msg"]))
+        return record.drop("invalid-task", first_problem(error))
     record.tests_traced = len(usable)
     return Draft(task=task, target=target, module=module, repository=repository, resolver=resolver,
                   source=source, domain=domain, record=record,

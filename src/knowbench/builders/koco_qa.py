@@ -39,7 +39,7 @@ from pydantic import ValidationError
 from knowbench import __version__
 from knowbench.benchmark.load import load_benchmark, sha256_file, write_benchmark
 from knowbench.benchmark.schema import ChoiceTask, Manifest, Provenance
-from knowbench.errors import UserError
+from knowbench.errors import UserError, first_problem
 from knowbench.jsonl import load_json, read_objects
 from knowbench.scoring.metrics import percent
 
@@ -180,9 +180,7 @@ def import_problems(source: Path, out: Path, *, name: str = "koco-qa") -> dict[s
                     raise ValueError("a problem must be an object")
                 task = task_from_problem(framework, problem, meta)
             except ValidationError as error:
-                first = error.errors()[0]
-                left_out.append({**where, "reason": f"{'.'.join(map(str, first['loc']))}: "
-                                                    f"{first['msg']}"})
+                left_out.append({**where, "reason": first_problem(error)})
                 continue
             except ValueError as error:
                 left_out.append({**where, "reason": str(error)})

@@ -72,7 +72,7 @@ from knowbench.benchmark.schema import (
     Provenance,
     TestSpec,
 )
-from knowbench.errors import UserError
+from knowbench.errors import UserError, first_problem
 from knowbench.jsonl import load_json, read_objects
 from knowbench.parsing import compiles, parse_python
 
@@ -276,8 +276,7 @@ def bundle_from_record(record: dict[str, Any]) -> KnowledgeBundle:
     except (KeyError, TypeError) as error:
         raise ValueError(f"malformed bundle record: {error!r}") from None
     except ValidationError as error:
-        first = error.errors()[0]
-        raise ValueError(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+        raise ValueError(first_problem(error)) from None
 
 
 def bundle_to_record(bundle: KnowledgeBundle, api_name: str | None = None) -> dict[str, Any]:
@@ -727,8 +726,7 @@ def _import_tasks(release: Release, out: Path, name: str, filters: dict[str, Fil
         try:
             task = task_from_row(row, bundles.get(row.get("api_name", "")))
         except (ValueError, ValidationError) as error:
-            reason = str(error) if isinstance(error, ValueError) and not isinstance(error, ValidationError) \
-                else _validation_reason(error)
+            reason = first_problem(error)
             left_out.append({"line": number, "task_id": task_id, "reason": reason})
             continue
         record = calls.get(task_id)
@@ -762,8 +760,3 @@ def _import_tasks(release: Release, out: Path, name: str, filters: dict[str, Fil
             "unpinned_libraries": sorted(lib for lib, pin in requirements.items() if not pin),
             "per_library": dict(Counter(task.framework or "" for task in kept)),
             "instance_of": instance_of}
-
-
-def _validation_reason(error: ValidationError) -> str:
-    first = error.errors()[0]
-    return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"

@@ -54,7 +54,7 @@ from knowbench import __version__
 from knowbench.benchmark.load import load_benchmark, write_benchmark
 from knowbench.benchmark.schema import ChoiceTask, Manifest, Provenance
 from knowbench.choice import parse_choice
-from knowbench.errors import UserError
+from knowbench.errors import UserError, first_problem
 from knowbench.knowledge.corpus import Chunk, Corpus
 from knowbench.methods.prompts import choice_messages
 from knowbench.models.base import BackendError, Message, ModelBackend
@@ -196,8 +196,7 @@ def candidate_task(reply: str, chunk: Chunk, task_prefix: str, domain: str, fram
                           instruction="choose MULTIPLE options" if multiple else "choose ONE option",
                           metadata=metadata)
     except ValidationError as error:
-        first = error.errors()[0]
-        raise ValueError(f"{'.'.join(map(str, first['loc'])) or 'task'}: {first['msg']}") from None
+        raise ValueError(first_problem(error)) from None
 
 
 def _words(task: ChoiceTask, with_answer: bool) -> set[str]:
